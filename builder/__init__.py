@@ -1,0 +1,1 @@
+"""builder: turn a stack manifest into an environment (check, lock, venv, image)."""

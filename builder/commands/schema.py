@@ -1,0 +1,36 @@
+"""`schema [--write]`: print or regenerate the JSON schemas of manifests and rules."""
+
+from __future__ import annotations
+
+import argparse
+
+from stackgate.cli import emit_json
+from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK
+from stackgate.output import console_err
+from stackgate.schema import schema_dir, schemas
+
+NAME = "schema"
+HELP = "write (--write) or verify the JSON schemas in stacks/schema/"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--write", action="store_true", help="regenerate the committed files")
+
+
+def run(args: argparse.Namespace) -> int:
+    folder = schema_dir()
+    stale: list[str] = []
+    for filename, text in schemas().items():
+        target = folder / filename
+        if args.write:
+            folder.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+        elif not target.is_file() or target.read_text(encoding="utf-8") != text:
+            stale.append(filename)
+    if args.json:
+        emit_json({"ok": not stale, "stale": stale, "folder": str(folder)})
+    if stale:
+        console_err().print(f"stale schemas: {', '.join(stale)}; run `python -m builder schema --write`")
+        return EXIT_CHECK_FAILED
+    console_err().print("schemas written" if args.write else "schemas are current")
+    return EXIT_OK

@@ -1,0 +1,68 @@
+"""nox sessions: a thin layer over `python -m builder` / `python -m validators`.
+
+Per-stack sessions are generated from stacks/*.toml: `check-<stack>` and, as each capability
+lands, `lock-`, `build-`, `image-`, `validate-`, `gate-`, `reproduce-<stack>`. Plus `tests`
+and `lint`. Sessions install the tool from its own lock (uv.lock) with uv.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import nox
+
+nox.needs_version = ">=2024.10.9"
+nox.options.default_venv_backend = "uv"
+nox.options.sessions = ["tests", "lint"]
+
+ROOT = Path(__file__).parent
+STACKS = sorted(
+    p.stem for p in (ROOT / "stacks").glob("*.toml") if p.name != "rules.toml"
+)
+# uv cannot download interpreters on these hosts; never let it try.
+os.environ.setdefault("UV_PYTHON_DOWNLOADS", "never")
+
+# (session prefix, package, command, extra args, default) -- one line per capability.
+PER_STACK: list[tuple[str, str, str, list[str]]] = [
+    ("check", "builder", "check", []),
+]
+
+
+def _install(session: nox.Session, *, dev: bool = False) -> None:
+    """Install the tool exactly as locked into the session's venv."""
+    args = ["uv", "sync", "--frozen", "--inexact"]
+    args += ["--group", "dev"] if dev else ["--no-dev"]
+    session.run_install(
+        *args,
+        env={"UV_PROJECT_ENVIRONMENT": session.virtualenv.location},
+        silent=True,
+    )
+
+
+def _per_stack(prefix: str, package: str, command: str, extra: list[str], stack: str) -> None:
+    @nox.session(name=f"{prefix}-{stack}", default=False)
+    def _session(session: nox.Session) -> None:
+        _install(session)
+        session.run("python", "-m", package, command, stack, *extra, *session.posargs)
+
+
+for _prefix, _package, _command, _extra in PER_STACK:
+    for _stack in STACKS:
+        _per_stack(_prefix, _package, _command, _extra, _stack)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The test suite; under CI=true every marker this machine supports must run."""
+    _install(session, dev=True)
+    session.run("pytest", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff + mypy --strict."""
+    _install(session, dev=True)
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", "stackgate", "builder", "validators")
+    session.run("mypy")

@@ -1,0 +1,218 @@
+"""Load a manifest from TOML and report every problem at once, each as `file: dotted.path: msg`.
+
+Three passes, all run, their findings merged: TOML syntax (stops there: nothing else can be
+read), the pydantic model (types, unknown keys with "did you mean", bad versions), and cross
+references on the raw data (indexes named by packages, patch files and their sha256, serving
+profiles named elsewhere). Any finding raises ManifestError (exit 2); nothing is touched.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import tomllib
+import types
+import typing
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from stackgate.errors import ManifestError
+from stackgate.manifest import Manifest
+from stackgate.paths import display_path, resolve_stack
+
+
+@dataclass(frozen=True)
+class LoadedStack:
+    """A validated manifest with where it came from and the raw bytes it was read from."""
+
+    path: Path
+    manifest: Manifest
+    raw: dict[str, Any]
+
+    @property
+    def folder(self) -> Path:
+        return self.path.parent
+
+    def patch_path(self, relative: str) -> Path:
+        return self.folder / relative
+
+
+def load_stack(stack: str | Path) -> LoadedStack:
+    """Resolve STACK (name or path), parse and validate it, or raise ManifestError."""
+    path = resolve_stack(str(stack))
+    shown = display_path(path)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ManifestError([f"{shown}: invalid TOML: {exc}"]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ManifestError([f"{shown}: cannot read: {exc}"]) from None
+
+    data = _apply_extends(raw)
+    problems: list[str] = []
+    manifest: Manifest | None = None
+    try:
+        manifest = Manifest.model_validate(data)
+    except ValidationError as exc:
+        problems.extend(f"{shown}: {p}" for p in format_validation_errors(exc))
+    problems.extend(f"{shown}: {p}" for p in _cross_references(raw, path))
+    if manifest is not None and manifest.name != path.stem:
+        problems.append(
+            f"{shown}: name: '{manifest.name}' must match the file name '{path.stem}'"
+        )
+    if problems or manifest is None:
+        raise ManifestError(_unique(problems))
+    return LoadedStack(path=path, manifest=manifest, raw=raw)
+
+
+def _unique(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def _apply_extends(raw: dict[str, Any]) -> dict[str, Any]:
+    """Serving profiles may say `extends = "other"`: a shallow merge, the child's keys win."""
+    serving = raw.get("serving")
+    if not isinstance(serving, dict):
+        return raw
+    merged: dict[str, Any] = {}
+    for name, profile in serving.items():
+        if isinstance(profile, dict) and isinstance(profile.get("extends"), str):
+            base = serving.get(profile["extends"])
+            child = {k: v for k, v in profile.items() if k != "extends"}
+            if isinstance(base, dict) and "extends" not in base:
+                env = {**base.get("env", {}), **child.get("env", {})}
+                merged[name] = {**base, **child, "env": env}
+                continue
+            merged[name] = child
+        else:
+            merged[name] = profile
+    return {**raw, "serving": merged}
+
+
+def format_validation_errors(exc: ValidationError) -> Iterator[str]:
+    for err in exc.errors(include_url=False):
+        loc = [str(p) for p in err["loc"] if p != "[key]"]
+        is_key = "[key]" in err["loc"]
+        where = ".".join(loc) or "(top level)"
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        kind = err["type"]
+        if kind == "extra_forbidden":
+            known = _known_fields(err["loc"][:-1])
+            close = difflib.get_close_matches(loc[-1], known, n=1, cutoff=0.6)
+            msg = f"unknown key '{loc[-1]}'"
+            msg += f"; did you mean '{close[0]}'?" if close else f"; known keys: {', '.join(known)}"
+        elif kind == "missing":
+            msg = "required field is missing"
+        elif is_key:
+            msg = f"key '{loc[-1]}': {msg}"
+        elif kind.endswith("_type") or kind in {"literal_error", "enum"}:
+            got = err.get("input")
+            msg = f"{msg} (got {type(got).__name__} {got!r})"
+        yield f"{where}: {msg}"
+
+
+def _unwrap(tp: Any) -> list[Any]:
+    """Concrete candidate types inside Optional / Annotated / unions."""
+    origin = typing.get_origin(tp)
+    if origin is typing.Annotated:
+        return _unwrap(typing.get_args(tp)[0])
+    if origin in (typing.Union, types.UnionType):
+        out: list[Any] = []
+        for arg in typing.get_args(tp):
+            out.extend(_unwrap(arg))
+        return out
+    return [tp]
+
+
+def _known_fields(loc: tuple[int | str, ...]) -> list[str]:
+    """Field names of the model found at `loc` (for did-you-mean); [] when unknown."""
+    current: list[Any] = [Manifest]
+    for part in loc:
+        nxt: list[Any] = []
+        for tp in current:
+            origin = typing.get_origin(tp)
+            if isinstance(tp, type) and issubclass(tp, BaseModel):
+                field = tp.model_fields.get(str(part))
+                if field is not None:
+                    nxt.extend(_unwrap(field.annotation))
+            elif origin is dict:
+                nxt.extend(_unwrap(typing.get_args(tp)[1]))
+            elif origin is list:
+                nxt.extend(_unwrap(typing.get_args(tp)[0]))
+        current = nxt
+    for tp in current:
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            return sorted(tp.model_fields)
+    return []
+
+
+def _cross_references(raw: dict[str, Any], path: Path) -> Iterator[str]:
+    """References between sections, checked on the raw data so they report with type errors."""
+    indexes = raw.get("indexes", {})
+    index_names = sorted(indexes) if isinstance(indexes, dict) else []
+    packages = raw.get("packages", {})
+    if isinstance(packages, dict):
+        for pkg_name, pin in packages.items():
+            if not isinstance(pin, dict):
+                continue
+            index = pin.get("index")
+            if isinstance(index, str) and index not in index_names:
+                yield f"packages.{pkg_name}.index: unknown index '{index}'" + _did_you_mean(
+                    index, index_names, "declared indexes"
+                )
+            patches = pin.get("patches", [])
+            if isinstance(patches, list):
+                for i, patch in enumerate(patches):
+                    yield from _check_patch(f"packages.{pkg_name}.patches.{i}", patch, path)
+
+    serving = raw.get("serving", {})
+    profile_names = sorted(serving) if isinstance(serving, dict) else []
+    if isinstance(serving, dict):
+        for name, profile in serving.items():
+            if isinstance(profile, dict) and isinstance(profile.get("extends"), str):
+                base = profile["extends"]
+                if base not in profile_names or base == name:
+                    yield f"serving.{name}.extends: unknown serving profile '{base}'" + (
+                        _did_you_mean(base, [p for p in profile_names if p != name], "profiles")
+                    )
+                elif isinstance(serving[base], dict) and "extends" in serving[base]:
+                    yield f"serving.{name}.extends: '{base}' extends another profile; one level only"
+    validation = raw.get("validation", {})
+    if isinstance(validation, dict):
+        wanted = validation.get("serve_profile")
+        if isinstance(wanted, str) and wanted not in profile_names:
+            yield f"validation.serve_profile: unknown serving profile '{wanted}'" + (
+                _did_you_mean(wanted, profile_names, "profiles")
+            )
+        required = validation.get("required")
+        if (
+            isinstance(required, list)
+            and "serve-bench" in required
+            and not isinstance(wanted, str)
+        ):
+            yield "validation.serve_profile: required when 'serve-bench' is in validation.required"
+
+
+def _check_patch(where: str, patch: Any, manifest_path: Path) -> Iterator[str]:
+    if not isinstance(patch, dict) or not isinstance(patch.get("path"), str):
+        return
+    file = manifest_path.parent / patch["path"]
+    if not file.is_file():
+        yield f"{where}.path: patch file '{patch['path']}' not found (looked in {display_path(file)})"
+        return
+    want = patch.get("sha256")
+    if isinstance(want, str) and len(want) == 64:
+        got = hashlib.sha256(file.read_bytes()).hexdigest()
+        if got != want:
+            yield f"{where}.sha256: '{patch['path']}' has sha256 {got}, the manifest pins {want}"
+
+
+def _did_you_mean(word: str, choices: list[str], what: str) -> str:
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    if close:
+        return f"; did you mean '{close[0]}'?"
+    return f"; {what}: {', '.join(choices) or 'none'}"

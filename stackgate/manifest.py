@@ -1,0 +1,290 @@
+"""The stack manifest model (schema_version 1): strict, frozen pydantic v2 models.
+
+A manifest is TOML in stacks/. Loading (TOML parsing, collecting every error with its file
+and dotted path, cross references) lives in `stackgate.loading`; this module only says what
+a valid manifest is.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+SCHEMA_VERSION = 1
+
+Topology = Literal["pcie", "nvlink"]
+Platform = Literal["linux-x86_64", "linux-aarch64"]
+ValidatorGroup = Literal["host", "static", "runtime", "serve-bench"]
+Engine = Literal["sglang", "vllm", "openai-command"]
+
+_ARCH_RE = re.compile(r"^(?P<major>\d{1,2})\.(?P<minor>\d)(?P<suffix>[af]?)$")
+_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+_PY_RE = re.compile(r"^3\.\d{1,2}$")
+
+
+def _version(value: str) -> str:
+    try:
+        Version(value)
+    except InvalidVersion:
+        raise ValueError(f"'{value}' is not a valid PEP 440 version") from None
+    return value
+
+
+def _specifier(value: str) -> str:
+    try:
+        SpecifierSet(value)
+    except InvalidSpecifier:
+        raise ValueError(f"'{value}' is not a valid version specifier") from None
+    return value
+
+
+def _requirement(value: str) -> str:
+    try:
+        Requirement(value)
+    except InvalidRequirement as exc:
+        raise ValueError(f"'{value}' is not a valid requirement: {exc}") from None
+    return value
+
+
+def _arch(value: str) -> str:
+    if not _ARCH_RE.match(value):
+        raise ValueError(
+            f"'{value}' is not a GPU arch; write major.minor with an optional a/f suffix, "
+            "e.g. '12.0a', '9.0a', '10.0f', '8.9'"
+        )
+    return value
+
+
+def _name(value: str) -> str:
+    if not _NAME_RE.match(value):
+        raise ValueError(f"'{value}' must be lower-case letters, digits, '.', '_' or '-'")
+    return value
+
+
+def _sha256(value: str) -> str:
+    if not _SHA256_RE.match(value):
+        raise ValueError("must be 64 lower-case hex digits (sha256)")
+    return value
+
+
+def _python(value: str) -> str:
+    if not _PY_RE.match(value):
+        raise ValueError(f"'{value}' is not a Python minor version such as '3.12'")
+    return value
+
+
+VersionStr = Annotated[str, AfterValidator(_version)]
+SpecifierStr = Annotated[str, AfterValidator(_specifier)]
+RequirementStr = Annotated[str, AfterValidator(_requirement)]
+ArchStr = Annotated[str, AfterValidator(_arch)]
+NameStr = Annotated[str, AfterValidator(_name)]
+Sha256Str = Annotated[str, AfterValidator(_sha256)]
+PythonStr = Annotated[str, AfterValidator(_python)]
+
+
+def _env_names(values: dict[str, str]) -> dict[str, str]:
+    bad = [k for k in values if not _ENV_NAME_RE.match(k)]
+    if bad:
+        raise ValueError(f"not valid environment variable names: {', '.join(bad)}")
+    return values
+
+
+EnvVars = Annotated[dict[str, str], AfterValidator(_env_names)]
+
+
+class Strict(BaseModel):
+    """Base of every manifest model: unknown keys are errors, values never coerced."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class Host(Strict):
+    """What the host must provide; host-dependent rules compare against these."""
+
+    min_driver: VersionStr = Field(description="Lowest NVIDIA driver the stack supports.")
+    known_good_driver: VersionStr | None = Field(
+        default=None, description="Driver the stack was proven on (informational)."
+    )
+    cuda: VersionStr = Field(description="CUDA toolkit version the stack is built for.")
+    target_archs: list[ArchStr] = Field(
+        min_length=1, description="GPU archs the stack must run on, e.g. ['12.0a']."
+    )
+    min_nvcc_for_jit: VersionStr | None = Field(
+        default=None, description="Lowest nvcc that can JIT kernels for target_archs."
+    )
+
+
+class Index(Strict):
+    url: str = Field(description="PEP 503 simple index URL (or a file:// folder).")
+    explicit: bool = Field(
+        default=True,
+        description="Explicit indexes serve only the packages pinned to them.",
+    )
+
+    @model_validator(mode="after")
+    def _url_scheme(self) -> Index:
+        if not re.match(r"^(https?|file)://", self.url):
+            raise ValueError(f"url '{self.url}' must start with https://, http:// or file://")
+        return self
+
+
+class Patch(Strict):
+    path: str = Field(description="Patch file, relative to the manifest's folder.")
+    sha256: Sha256Str
+
+
+class Package(Strict):
+    """One pinned distribution: an exact version from an index, or a git ref with patches."""
+
+    version: VersionStr | None = Field(
+        default=None, description="Exact version, with local tag where the index has one."
+    )
+    index: NameStr | None = Field(default=None, description="Name of an index in [indexes].")
+    git: str | None = Field(default=None, description="Git URL for a source build.")
+    ref: str | None = Field(default=None, description="Tag or commit for `git`.")
+    subdirectory: str | None = None
+    patches: list[Patch] = Field(default_factory=list)
+    extras: list[NameStr] = Field(default_factory=list)
+    cuda: VersionStr | None = Field(
+        default=None,
+        description="CUDA the wheel was built with, where its version has no +cuXYZ tag.",
+    )
+    optional: bool = False
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Package:
+        if self.git is None and self.version is None:
+            raise ValueError("give either version or git (+ ref)")
+        if self.git is not None and self.ref is None:
+            raise ValueError("git needs a ref (tag or commit)")
+        if self.git is None and (self.ref or self.patches or self.subdirectory):
+            raise ValueError("ref, subdirectory and patches need git")
+        return self
+
+    @property
+    def cuda_major(self) -> int | None:
+        """CUDA major of the build: from a +cuXYZ local tag, else the `cuda` field."""
+        if self.version is not None:
+            local = Version(self.version).local or ""
+            match = re.fullmatch(r"cu(\d{2,3})", local)
+            if match:
+                return int(match.group(1)[:-1])
+        if self.cuda is not None:
+            return Version(self.cuda).major
+        return None
+
+
+class BuildSettings(Strict):
+    """How source-built packages compile; the job planner sizes parallelism from these."""
+
+    cuda_archs: list[ArchStr] = Field(default_factory=list)
+    memory_per_job_gb: float = Field(default=4.0, gt=0)
+    nvcc_threads: int = Field(default=1, ge=1, le=64)
+    max_jobs: int | None = Field(default=None, ge=1)
+    memory_margin_gb: float = Field(default=2.0, ge=0)
+
+
+class EnvironmentSettings(Strict):
+    """Variables every process gets, plus per-topology profiles (tuning is topology's)."""
+
+    common: EnvVars = Field(default_factory=dict)
+    topology: dict[Topology, EnvVars] = Field(default_factory=dict)
+
+
+class Speculative(Strict):
+    algorithm: Literal["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"]
+    draft_model_path: str | None = None
+    num_steps: int | None = Field(default=None, ge=1)
+    eagle_topk: int | None = Field(default=None, ge=1)
+    num_draft_tokens: int | None = Field(default=None, ge=1)
+
+
+class ServingProfile(Strict):
+    engine: Engine = "sglang"
+    model_path: str
+    served_model_name: str | None = None
+    tp: int = Field(default=1, ge=1)
+    attention_backend: str | None = None
+    cuda_graph_max_bs: int | None = Field(default=None, ge=1)
+    trust_remote_code: bool = False
+    tool_call_parser: str | None = None
+    reasoning_parser: str | None = None
+    speculative: Speculative | None = None
+    extra_args: list[str] = Field(default_factory=list)
+    env: EnvVars = Field(default_factory=dict)
+    command: list[str] = Field(
+        default_factory=list, description="For engine 'openai-command': the argv to start."
+    )
+    load_timeout_s: float = Field(default=1800, gt=0)
+    hang_timeout_s: float = Field(default=600, gt=0)
+
+
+class Thresholds(Strict):
+    single_stream_decode_tok_s: float | None = Field(default=None, gt=0)
+    allreduce_p50_us_max: float | None = Field(default=None, gt=0)
+    correctness_exact_match_min: float = Field(default=0.9, ge=0, le=1)
+
+
+class Timeouts(Strict):
+    check_s: float = Field(default=120, gt=0)
+    model_load_s: float = Field(default=1800, gt=0)
+    hang_s: float = Field(default=600, gt=0)
+
+
+class Validation(Strict):
+    required: list[ValidatorGroup] = Field(
+        default_factory=lambda: ["host", "static", "runtime", "serve-bench"]
+    )
+    serve_profile: str | None = None
+    thresholds: Thresholds = Field(default_factory=Thresholds)
+    timeouts: Timeouts = Field(default_factory=Timeouts)
+
+
+class Manifest(Strict):
+    schema_version: Literal[1]
+    name: NameStr
+    description: str
+    python: PythonStr
+    platform: Platform = "linux-x86_64"
+    host: Host
+    indexes: dict[NameStr, Index] = Field(default_factory=dict)
+    packages: dict[NameStr, Package]
+    overrides: list[RequirementStr] = Field(
+        default_factory=list,
+        description="Requirements that beat upstream exact pins (uv override-dependencies).",
+    )
+    build: BuildSettings = Field(default_factory=BuildSettings)
+    environment: EnvironmentSettings = Field(default_factory=EnvironmentSettings)
+    serving: dict[NameStr, ServingProfile] = Field(default_factory=dict)
+    validation: Validation = Field(default_factory=Validation)
+
+    def package(self, name: str) -> Package | None:
+        """The pin for a distribution name, matched canonically (flashinfer_python == -python)."""
+        wanted = canonicalize_name(name)
+        for key, pin in self.packages.items():
+            if canonicalize_name(key) == wanted:
+                return pin
+        return None
+
+    def env_for(self, topology: Topology | None) -> dict[str, str]:
+        """Common variables plus the topology's profile (the profile wins)."""
+        merged = dict(self.environment.common)
+        if topology is not None:
+            merged.update(self.environment.topology.get(topology, {}))
+        return merged
+
+
+def arch_cc(arch: str) -> tuple[int, int, str]:
+    """'12.0a' -> (12, 0, 'a')."""
+    match = _ARCH_RE.match(arch)
+    if match is None:
+        raise ValueError(f"not a GPU arch: {arch}")
+    return int(match["major"]), int(match["minor"]), match["suffix"]

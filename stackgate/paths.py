@@ -1,0 +1,56 @@
+"""Where stacks live and how a STACK argument (a name or a path) becomes a manifest file."""
+
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+
+from stackgate.errors import BadInput
+
+NON_MANIFEST_FILES = frozenset({"rules.toml"})
+
+
+def project_root() -> Path:
+    """The checkout holding stacks/ (env STACKGATE_ROOT wins, then the package's parent)."""
+    override = os.environ.get("STACKGATE_ROOT")
+    if override:
+        return Path(override).resolve()
+    return Path(__file__).resolve().parent.parent
+
+
+def stacks_dir() -> Path:
+    override = os.environ.get("STACKGATE_STACKS_DIR")
+    return Path(override).resolve() if override else project_root() / "stacks"
+
+
+def stack_names(directory: Path | None = None) -> list[str]:
+    """Names of the manifests in stacks/ (every *.toml but the rules file)."""
+    folder = directory or stacks_dir()
+    return sorted(
+        p.stem for p in folder.glob("*.toml") if p.name not in NON_MANIFEST_FILES
+    )
+
+
+def resolve_stack(stack: str) -> Path:
+    """A path to an existing .toml, or a name in stacks/; otherwise BadInput with a hint."""
+    candidate = Path(stack)
+    if candidate.suffix == ".toml" or os.sep in stack:
+        if candidate.is_file():
+            return candidate
+        raise BadInput(f"{stack}: no such manifest file")
+    named = stacks_dir() / f"{stack}.toml"
+    if named.is_file():
+        return named
+    names = stack_names()
+    close = difflib.get_close_matches(stack, names, n=1)
+    hint = f"; did you mean '{close[0]}'?" if close else f"; known stacks: {', '.join(names)}"
+    raise BadInput(f"unknown stack '{stack}'{hint}")
+
+
+def display_path(path: Path) -> str:
+    """A path as the user would write it: relative to the cwd when it lies below it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)

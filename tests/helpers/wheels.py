@@ -1,0 +1,84 @@
+"""Real wheels and PEP 503 indexes made on the spot, for uv/pip to resolve against.
+
+A wheel here is a real zip with METADATA, WHEEL and RECORD (hashes included), so installers
+treat it like any other. Local version tags (`2.9.1+cu130`) and dependencies are supported.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import zipfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+
+
+def _record_hash(data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"sha256={digest}"
+
+
+def make_wheel(
+    out_dir: Path,
+    name: str,
+    version: str,
+    *,
+    requires: Iterable[str] = (),
+    files: Mapping[str, bytes | str] | None = None,
+    tag: str = "py3-none-any",
+) -> Path:
+    """Write `<name>-<version>-<tag>.whl` into out_dir and return its path."""
+    dist = name.replace("-", "_")
+    dist_info = f"{dist}-{version}.dist-info"
+    contents: dict[str, bytes] = {}
+    for rel, data in (files or {f"{dist}/__init__.py": f"__version__ = {version!r}\n"}).items():
+        contents[rel] = data.encode() if isinstance(data, str) else data
+    meta = [f"Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
+    meta += [f"Requires-Dist: {r}" for r in requires]
+    contents[f"{dist_info}/METADATA"] = ("\n".join(meta) + "\n").encode()
+    contents[f"{dist_info}/WHEEL"] = (
+        f"Wheel-Version: 1.0\nGenerator: stackgate-tests\nRoot-Is-Purelib: true\nTag: {tag}\n"
+    ).encode()
+    record_lines = [f"{rel},{_record_hash(data)},{len(data)}" for rel, data in contents.items()]
+    record_lines.append(f"{dist_info}/RECORD,,")
+    contents[f"{dist_info}/RECORD"] = ("\n".join(record_lines) + "\n").encode()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{dist}-{version}-{tag}.whl"
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for rel in sorted(contents):
+            info = zipfile.ZipInfo(rel, date_time=(2020, 1, 1, 0, 0, 0))
+            info.external_attr = 0o644 << 16
+            zf.writestr(info, contents[rel])
+    return path
+
+
+def make_index(root: Path, wheels: Iterable[Path]) -> str:
+    """A PEP 503 simple index under root/simple; returns its file:// URL."""
+    simple = root / "simple"
+    by_project: dict[str, list[Path]] = {}
+    for wheel in wheels:
+        project = canonicalize_name(wheel.name.split("-")[0])
+        by_project.setdefault(project, []).append(wheel)
+    for project, files in by_project.items():
+        folder = simple / project
+        folder.mkdir(parents=True, exist_ok=True)
+        links = []
+        for wheel in files:
+            target = folder / wheel.name
+            if not target.exists():
+                target.write_bytes(wheel.read_bytes())
+            sha = hashlib.sha256(target.read_bytes()).hexdigest()
+            links.append(f'<a href="{html.escape(wheel.name)}#sha256={sha}">{html.escape(wheel.name)}</a><br/>')
+        (folder / "index.html").write_text(
+            "<!DOCTYPE html><html><body>\n" + "\n".join(links) + "\n</body></html>\n"
+        )
+    projects = sorted(p.name for p in simple.iterdir() if p.is_dir())
+    (simple / "index.html").write_text(
+        "<!DOCTYPE html><html><body>\n"
+        + "\n".join(f'<a href="{p}/">{p}</a><br/>' for p in projects)
+        + "\n</body></html>\n"
+    )
+    return simple.resolve().as_uri()

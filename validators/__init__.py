@@ -1,0 +1,1 @@
+"""validators: judge an environment (host, static, runtime, serve-bench, records, gate)."""

@@ -1,0 +1,128 @@
+"""Check results and reports: every check returns a Result; a Report is JSON first.
+
+Status is PASS / FAIL / SKIP / ERROR. A SKIP always carries the reason ("no GPU", "host is
+SM90, stack targets 12.0a"). ERROR means the check itself could not run (a truncated ELF, a
+missing interpreter), which is not the same as the stack failing it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from xml.etree import ElementTree as ET
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+REPORT_SCHEMA_VERSION = 1
+
+Status = Literal["PASS", "FAIL", "SKIP", "ERROR"]
+
+
+class Result(BaseModel):
+    """One check's outcome. `evidence` holds what a person needs to believe the verdict."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    check: str = Field(description="dotted id, e.g. 'static.abi.sgl_kernel.common_ops'")
+    group: str = Field(description="host / static / runtime / serve-bench")
+    status: Status
+    reason: str
+    evidence: dict[str, Any] = Field(default_factory=dict)
+    duration_s: float = 0.0
+
+    @model_validator(mode="after")
+    def _skip_says_why(self) -> Result:
+        if self.status in ("SKIP", "ERROR", "FAIL") and not self.reason.strip():
+            raise ValueError(f"a {self.status} result must say why")
+        return self
+
+
+class Report(BaseModel):
+    """A validation run: the results of the groups that ran, with context for records."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: Literal[1] = REPORT_SCHEMA_VERSION
+    stack: str
+    manifest_sha256: str | None = None
+    env_path: str | None = None
+    started_at: str
+    duration_s: float = 0.0
+    groups_run: list[str] = Field(default_factory=list)
+    groups_skipped: dict[str, str] = Field(default_factory=dict)
+    host: dict[str, Any] = Field(default_factory=dict)
+    results: list[Result] = Field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return any(r.status in ("FAIL", "ERROR") for r in self.results)
+
+    def counts(self) -> dict[str, int]:
+        out = {"PASS": 0, "FAIL": 0, "SKIP": 0, "ERROR": 0}
+        for r in self.results:
+            out[r.status] += 1
+        return out
+
+
+@dataclass
+class Timer:
+    """Measure a check's duration: `with timed() as t: ...; t.seconds`."""
+
+    start: float = field(default_factory=time.perf_counter)
+    seconds: float = 0.0
+
+
+@contextmanager
+def timed() -> Iterator[Timer]:
+    t = Timer()
+    try:
+        yield t
+    finally:
+        t.seconds = time.perf_counter() - t.start
+
+
+def run_check(
+    check: str, group: str, body: Callable[[], tuple[Status, str, dict[str, Any]]]
+) -> Result:
+    """Run one check body; an unexpected exception becomes ERROR with its message, never a traceback."""
+    with timed() as t:
+        try:
+            status, reason, evidence = body()
+        except Exception as exc:
+            status, reason, evidence = "ERROR", f"{type(exc).__name__}: {exc}", {}
+    return Result(
+        check=check, group=group, status=status, reason=reason, evidence=evidence,
+        duration_s=round(t.seconds, 4),
+    )
+
+
+def to_junit(report: Report) -> str:
+    """JUnit XML: one testsuite per group; FAIL -> failure, ERROR -> error, SKIP -> skipped."""
+    root = ET.Element("testsuites", name=f"stackgate:{report.stack}")
+    groups: dict[str, list[Result]] = {}
+    for r in report.results:
+        groups.setdefault(r.group, []).append(r)
+    for group, results in groups.items():
+        suite = ET.SubElement(
+            root,
+            "testsuite",
+            name=group,
+            tests=str(len(results)),
+            failures=str(sum(r.status == "FAIL" for r in results)),
+            errors=str(sum(r.status == "ERROR" for r in results)),
+            skipped=str(sum(r.status == "SKIP" for r in results)),
+            time=f"{sum(r.duration_s for r in results):.3f}",
+        )
+        for r in results:
+            case = ET.SubElement(
+                suite, "testcase", classname=f"{report.stack}.{group}", name=r.check,
+                time=f"{r.duration_s:.3f}",
+            )
+            tag = {"FAIL": "failure", "ERROR": "error", "SKIP": "skipped"}.get(r.status)
+            if tag is not None:
+                ET.SubElement(case, tag, message=r.reason[:500]).text = r.reason
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
