@@ -1,0 +1,34 @@
+"""What every validator group gets: the stack, the environment to judge, and run options."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from stackgate.loading import LoadedStack
+from stackgate.manifest import Topology
+from validators.results import Result
+
+# Where the builder writes its build record inside an environment (JSON; see builder/record.py).
+BUILD_RECORD_RELPATH = Path("stackgate") / "build-record.json"
+
+
+@dataclass(frozen=True)
+class RunContext:
+    stack: LoadedStack
+    env_path: Path | None = None
+    topology: Topology | None = None
+    keep_going: bool = False
+    serve_profile: str | None = None
+    out_dir: Path | None = None
+    options: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def python(self) -> Path | None:
+        """The environment's interpreter, or None when no env was given."""
+        return None if self.env_path is None else self.env_path / "bin" / "python"
+
+
+# A validator group: takes the context, returns its results (never raises for a check failing).
+GroupRunner = Callable[[RunContext], list[Result]]
