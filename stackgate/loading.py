@@ -164,6 +164,8 @@ def _cross_references(raw: dict[str, Any], path: Path) -> Iterator[str]:
                 yield f"packages.{pkg_name}.index: unknown index '{index}'" + _did_you_mean(
                     index, index_names, "declared indexes"
                 )
+            if "git" in pin and "ref" not in pin:
+                yield f"packages.{pkg_name}.ref: git needs a ref (a tag or a commit)"
             patches = pin.get("patches", [])
             if isinstance(patches, list):
                 for i, patch in enumerate(patches):

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rich.table import Table
-
 from stackgate.cli import emit_json
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK
 from stackgate.loading import load_stack
@@ -40,15 +38,12 @@ def run(args: argparse.Namespace) -> int:
             }
         )
     console = console_err()
-    if findings:
-        table = Table(title=f"{loaded.manifest.name}: rules that fired", show_lines=True)
-        table.add_column("severity")
-        table.add_column("rule")
-        table.add_column("message")
-        for f in findings:
-            style = "bold red" if f.severity == "error" else "yellow"
-            table.add_row(f"[{style}]{f.severity}[/]", f.rule, f.message)
-        console.print(table)
+    for f in findings:
+        style = "bold red" if f.severity == "error" else "yellow"
+        console.print(f"[{style}]{f.severity}[/] {f.rule}", highlight=False)
+        console.print(f"    {f.message}", highlight=False, markup=False)
+        if f.remedy:
+            console.print(f"    remedy: {f.remedy}", highlight=False, markup=False)
     verdict = "[bold red]REFUSED[/]" if errors else "[bold green]OK[/]"
     console.print(
         f"{verdict} {display_path(loaded.path)}: {len(errors)} error(s), "

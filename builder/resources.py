@@ -1,0 +1,234 @@
+"""What this process may really use: CPUs and memory as the kernel and its cgroups allow.
+
+`os.cpu_count()` and MemTotal lie inside containers and cgroups (a 128-core host with a
+16 GiB memory.max still OOMs at -j128), so every number here comes from the limits that
+apply to *this* process: sched_getaffinity, cgroup v2 cpu.max / v1 cfs quota, MemAvailable,
+cgroup v2 memory.max / v1 memory.limit_in_bytes (the lowest along the path to the root),
+and /proc/swaps. Parsers are pure functions over file text; `probe_host_resources` reads the
+files (roots are parameters so tests can point them at recorded copies).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+GIB = 1024**3
+# cgroup v1 writes "no limit" as a page-rounded LONG_MAX; anything this large means none.
+_UNLIMITED_FLOOR = 1 << 60
+
+
+class HostResources(BaseModel):
+    """CPU and memory limits that apply to the probing process. Byte counts, not GiB."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    affinity_cpus: int = Field(ge=1, description="len(os.sched_getaffinity(0)).")
+    cpu_quota: float | None = Field(
+        default=None, description="cgroup CPU quota in cores (cpu.max / cfs quota); None: none."
+    )
+    mem_available: int = Field(ge=0, description="MemAvailable from /proc/meminfo.")
+    mem_total: int = Field(ge=0, description="MemTotal from /proc/meminfo.")
+    cgroup_memory_limit: int | None = Field(
+        default=None, description="Lowest cgroup memory limit on the path to the root."
+    )
+    cgroup_memory_used: int | None = Field(
+        default=None,
+        description="The cgroup's usage minus inactive file cache (what cannot be reclaimed).",
+    )
+    swap_total: int = Field(default=0, ge=0, description="Sum of /proc/swaps sizes.")
+    cgroup_version: str = Field(default="none", description="'v1', 'v2', 'hybrid' or 'none'.")
+
+    @property
+    def usable_cpus(self) -> int:
+        cpus = self.affinity_cpus
+        if self.cpu_quota is not None:
+            cpus = min(cpus, max(1, math.floor(self.cpu_quota)))
+        return max(1, cpus)
+
+    @property
+    def usable_memory(self) -> int:
+        """Memory a new build may take: MemAvailable, capped by the cgroup's headroom."""
+        usable = self.mem_available
+        if self.cgroup_memory_limit is not None:
+            headroom = self.cgroup_memory_limit - (self.cgroup_memory_used or 0)
+            usable = min(usable, max(0, headroom))
+        return usable
+
+
+def parse_meminfo(text: str) -> dict[str, int]:
+    """/proc/meminfo -> {key: bytes}."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        parts = rest.split()
+        if not parts:
+            continue
+        try:
+            value = int(parts[0])
+        except ValueError:
+            continue
+        out[key.strip()] = value * 1024 if len(parts) > 1 and parts[1] == "kB" else value
+    return out
+
+
+def parse_swaps(text: str) -> int:
+    """/proc/swaps -> total swap bytes (sizes are in KiB; the first line is a header)."""
+    total = 0
+    for line in text.splitlines()[1:]:
+        parts = line.split()
+        if len(parts) >= 3 and parts[2].isdigit():
+            total += int(parts[2]) * 1024
+    return total
+
+
+def parse_cpu_max(text: str) -> float | None:
+    """cgroup v2 cpu.max ('max 100000' or '200000 100000') -> cores, None when unlimited."""
+    parts = text.split()
+    if not parts or parts[0] == "max":
+        return None
+    period = int(parts[1]) if len(parts) > 1 else 100000
+    return int(parts[0]) / period if period > 0 else None
+
+
+def parse_cfs_quota(quota_text: str, period_text: str) -> float | None:
+    """cgroup v1 cpu.cfs_quota_us / cpu.cfs_period_us -> cores, None when -1 (unlimited)."""
+    quota = int(quota_text.strip())
+    period = int(period_text.strip())
+    if quota <= 0 or period <= 0:
+        return None
+    return quota / period
+
+
+def parse_memory_limit(text: str) -> int | None:
+    """memory.max ('max' or bytes) or v1 memory.limit_in_bytes -> bytes, None when unlimited."""
+    value = text.strip()
+    if not value or value == "max":
+        return None
+    number = int(value)
+    return None if number >= _UNLIMITED_FLOOR else number
+
+
+def parse_proc_cgroup(text: str) -> dict[str, str]:
+    """/proc/self/cgroup -> {controller: path}; the v2 unified entry is under key ''."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, path = parts
+        if controllers == "":
+            out[""] = path
+        for controller in controllers.split(","):
+            if controller:
+                out[controller] = path
+    return out
+
+
+def parse_memory_stat(text: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit():
+            out[parts[0]] = int(parts[1])
+    return out
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+
+
+def _ancestors(root: Path, rel: str) -> list[Path]:
+    """root/rel and each parent up to root: limits are hierarchical, the lowest one binds."""
+    parts = [p for p in rel.split("/") if p]
+    return [root.joinpath(*parts[:i]) for i in range(len(parts), -1, -1)]
+
+
+def _cgroup_memory(cgroup_root: Path, paths: dict[str, str]) -> tuple[int | None, int | None, str]:
+    """(limit, unreclaimable usage, version) for the memory controller."""
+    v1_root = cgroup_root / "memory"
+    if "memory" in paths and v1_root.is_dir():
+        limit: int | None = None
+        for folder in _ancestors(v1_root, paths["memory"]):
+            found = _read(folder / "memory.limit_in_bytes")
+            value = parse_memory_limit(found) if found else None
+            if value is not None:
+                limit = value if limit is None else min(limit, value)
+        own = v1_root.joinpath(*[p for p in paths["memory"].split("/") if p])
+        usage_text = _read(own / "memory.usage_in_bytes")
+        stat = parse_memory_stat(_read(own / "memory.stat") or "")
+        used = None
+        if usage_text is not None:
+            used = max(0, int(usage_text.strip()) - stat.get("total_inactive_file", 0))
+        return limit, used, "v1"
+    if "" in paths:
+        # Pure v2 mounts at the root; hybrid v1 hosts mount it at unified/.
+        for base in (cgroup_root, cgroup_root / "unified"):
+            if not (base / "cgroup.controllers").is_file():
+                continue
+            limit = None
+            for folder in _ancestors(base, paths[""]):
+                found = _read(folder / "memory.max")
+                value = parse_memory_limit(found) if found else None
+                if value is not None:
+                    limit = value if limit is None else min(limit, value)
+            own = base.joinpath(*[p for p in paths[""].split("/") if p])
+            current = _read(own / "memory.current")
+            stat = parse_memory_stat(_read(own / "memory.stat") or "")
+            used = None
+            if current is not None:
+                used = max(0, int(current.strip()) - stat.get("inactive_file", 0))
+            return limit, used, "v2"
+    return None, None, "none"
+
+
+def _cpu_quota(cgroup_root: Path, paths: dict[str, str]) -> float | None:
+    quotas: list[float] = []
+    v1_root = cgroup_root / "cpu"
+    if "cpu" in paths and v1_root.is_dir():
+        for folder in _ancestors(v1_root, paths["cpu"]):
+            quota = _read(folder / "cpu.cfs_quota_us")
+            period = _read(folder / "cpu.cfs_period_us")
+            if quota and period:
+                cores = parse_cfs_quota(quota, period)
+                if cores is not None:
+                    quotas.append(cores)
+    if "" in paths:
+        for base in (cgroup_root, cgroup_root / "unified"):
+            for folder in _ancestors(base, paths[""]):
+                text = _read(folder / "cpu.max")
+                cores = parse_cpu_max(text) if text else None
+                if cores is not None:
+                    quotas.append(cores)
+    return min(quotas) if quotas else None
+
+
+def probe_host_resources(
+    *, proc_root: Path = Path("/proc"), cgroup_root: Path = Path("/sys/fs/cgroup")
+) -> HostResources:
+    """Read the limits that apply to this process now."""
+    meminfo = parse_meminfo(_read(proc_root / "meminfo") or "")
+    paths = parse_proc_cgroup(_read(proc_root / "self" / "cgroup") or "")
+    limit, used, version = _cgroup_memory(cgroup_root, paths)
+    if version == "v1" and (cgroup_root / "unified" / "cgroup.controllers").is_file():
+        version = "hybrid"
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux: fall back to the count of all CPUs
+        affinity = os.cpu_count() or 1
+    return HostResources(
+        affinity_cpus=max(1, affinity),
+        cpu_quota=_cpu_quota(cgroup_root, paths),
+        mem_available=meminfo.get("MemAvailable", meminfo.get("MemFree", 0)),
+        mem_total=meminfo.get("MemTotal", 0),
+        cgroup_memory_limit=limit,
+        cgroup_memory_used=used,
+        swap_total=parse_swaps(_read(proc_root / "swaps") or ""),
+        cgroup_version=version,
+    )

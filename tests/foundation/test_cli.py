@@ -1,0 +1,62 @@
+"""The CLI contract, run as a user runs it: real processes, real exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from stackgate.schema import schema_dir, schemas
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "builder", *args], cwd=cwd, capture_output=True, text=True,
+        check=False,
+    )
+
+
+def test_check_refuses_torch_210_with_exit_1() -> None:
+    done = _cli("check", "stacks/cu130-torch210.toml")
+    assert done.returncode == 1, done.stderr
+    assert "torch 2.10.0" in done.stderr and "sgl-kernel 0.3.21" in done.stderr
+
+
+def test_check_known_good_exit_0() -> None:
+    for stack in ("stacks/cu130.toml", "stacks/cu128.toml"):
+        done = _cli("check", stack)
+        assert done.returncode == 0, (stack, done.stderr)
+
+
+def test_check_json() -> None:
+    done = _cli("check", "cu130-torch210", "--json")
+    payload = json.loads(done.stdout)
+    assert payload["ok"] is False
+    assert payload["findings"][0]["rule"] == "sgl-kernel-0.3.21-needs-torch-2.9"
+
+
+def test_bad_manifest_exit_2_json(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('schema_version = 1\nname = "bad"\n')
+    done = _cli("check", str(bad), "--json")
+    assert done.returncode == 2
+    payload = json.loads(done.stdout)
+    assert payload["exit_code"] == 2 and any("bad.toml: host" in d for d in payload["details"])
+    assert "bad.toml: description: required field is missing" in done.stderr
+
+
+def test_bad_arguments_exit_2() -> None:
+    assert _cli("check").returncode == 2
+    assert _cli("no-such-command").returncode == 2
+    done = _cli("check", "cu13")
+    assert done.returncode == 2 and "did you mean 'cu130'" in done.stderr
+
+
+def test_schema_is_current() -> None:
+    for filename, text in schemas().items():
+        committed = schema_dir() / filename
+        assert committed.read_text() == text, f"run `python -m builder schema --write` ({filename})"
+    assert _cli("schema").returncode == 0
