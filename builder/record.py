@@ -1,0 +1,168 @@
+"""The build record written into every environment, and the content hash of its files.
+
+`<env>/stackgate/build-record.json` (validators.context.BUILD_RECORD_RELPATH) is read by the
+gate as plain JSON: field names here are a contract, add fields, never rename them.
+
+The tree hash is over relative path, file type and content of every installed file, not
+timestamps, so two builds of one lock (in different folders, on different days) compare equal.
+Absolute mentions of the env's own folder (uv writes some into RECORD-free files such as
+pyvenv.cfg or activation scripts) are replaced by a placeholder before hashing small files.
+Bytecode caches and the record folder are left out: they are written after the install.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from builder.jobs import JobPlan
+from stackgate.manifest import Topology
+
+RECORD_DIRNAME = "stackgate"
+RECORD_FILENAME = "build-record.json"
+RECORD_RELPATH = Path(RECORD_DIRNAME) / RECORD_FILENAME
+RECORD_SCHEMA_VERSION: Literal[1] = 1
+
+# Text files this small are read whole so their own absolute path can be normalized.
+_SMALL_FILE = 1 << 20
+_PLACEHOLDER = b"<STACKGATE_ENV>"
+_SKIP_DIRS = frozenset({"__pycache__", RECORD_DIRNAME})
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class HostFacts(_Model):
+    hostname: str
+    kernel: str
+    machine: str
+    os_release: str = Field(description="PRETTY_NAME from /etc/os-release, or 'unknown'.")
+    usable_cpus: int
+    mem_total_bytes: int
+    swap_bytes: int
+    cgroup_version: str
+
+
+class ToolVersions(_Model):
+    stackgate: str
+    uv: str
+    python: str = Field(description="Full version of the env's interpreter.")
+    python_path: str = Field(description="The base interpreter the env was made from.")
+    git: str | None = None
+
+
+class PatchRecord(_Model):
+    package: str
+    path: str
+    sha256: str
+
+
+class TreeHash(_Model):
+    sha256: str
+    files: int
+    bytes: int
+
+
+class BuildRecord(_Model):
+    """What was built, from what, where, with which tools, how long it took, and what is in it."""
+
+    schema_version: Literal[1] = RECORD_SCHEMA_VERSION
+    stack: str
+    manifest_path: str
+    manifest_hash: str = Field(description="sha256 of the manifest fields the lock depends on.")
+    lock_hash: str = Field(description="sha256 of uv.lock's bytes.")
+    env_name: str = Field(description="<stack>-<lockhash[:12]>")
+    env_path: str = Field(description="Final path of the environment (after the rename).")
+    created_at: str = Field(description="UTC ISO-8601 time the build finished.")
+    offline: bool = False
+    wheelhouse: str | None = None
+    host: HostFacts
+    tools: ToolVersions
+    timings_s: dict[str, float] = Field(description="Seconds per build step, in order.")
+    topology: Topology | None = Field(description="Topology whose env profile was applied.")
+    topology_source: Literal["flag", "nvml", "none"]
+    env_profile: dict[str, str] = Field(description="Variables every process of the env gets.")
+    job_plan: JobPlan
+    peak_rss_bytes: int | None = Field(
+        default=None, description="Peak RSS of the whole build process tree (watchdog)."
+    )
+    peak_rss_per_job_bytes: int | None = Field(
+        default=None, description="Largest RSS of a single compile process (watchdog)."
+    )
+    watchdog_pauses: int = 0
+    patches: list[PatchRecord] = Field(default_factory=list)
+    packages: dict[str, str] = Field(description="Installed distribution -> version.")
+    tree: TreeHash
+
+    def write(self, env: Path) -> Path:
+        target = env / RECORD_RELPATH
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(".json.tmp")
+        tmp.write_text(self.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        tmp.replace(target)
+        return target
+
+
+def read_record(env: Path) -> BuildRecord | None:
+    """The record of an env, or None when it has none (or an unreadable one)."""
+    path = env / RECORD_RELPATH
+    try:
+        return BuildRecord.model_validate_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _iter_files(root: Path) -> list[Path]:
+    found: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
+        found.extend(Path(dirpath) / f for f in filenames if not f.endswith(".pyc"))
+        # Symlinked dirs (lib64 -> lib) are not walked twice: os.walk doesn't follow them,
+        # and they are hashed as links below.
+        found.extend(
+            Path(dirpath) / d for d in list(dirnames) if (Path(dirpath) / d).is_symlink()
+        )
+    return sorted(found, key=lambda p: p.relative_to(root).as_posix())
+
+
+def tree_hash(root: Path, *, own_paths: tuple[Path, ...] = ()) -> TreeHash:
+    """Content hash of every file under root (see the module docstring for what is excluded).
+
+    own_paths: absolute paths this tree was built at (e.g. the .partial folder and the final
+    folder); their mentions in small files are normalized so the hash does not depend on them.
+    """
+    patterns = sorted({str(p).encode() for p in (root, *own_paths)}, key=len, reverse=True)
+    digest = hashlib.sha256()
+    count = 0
+    total = 0
+    for path in _iter_files(root):
+        rel = path.relative_to(root).as_posix()
+        if path.is_symlink():
+            target = str(path.readlink()).encode()
+            for pattern in patterns:
+                target = target.replace(pattern, _PLACEHOLDER)
+            digest.update(b"L\0" + rel.encode() + b"\0" + target + b"\0")
+            count += 1
+            continue
+        mode = path.stat().st_mode
+        kind = b"X" if mode & 0o111 else b"F"
+        size = path.stat().st_size
+        file_digest = hashlib.sha256()
+        if size <= _SMALL_FILE:
+            data = path.read_bytes()
+            for pattern in patterns:
+                data = data.replace(pattern, _PLACEHOLDER)
+            file_digest.update(data)
+        else:
+            with path.open("rb") as handle:
+                for chunk in iter(lambda: handle.read(1 << 20), b""):
+                    file_digest.update(chunk)
+        digest.update(kind + b"\0" + rel.encode() + b"\0" + file_digest.digest())
+        count += 1
+        total += size
+    return TreeHash(sha256=digest.hexdigest(), files=count, bytes=total)
