@@ -17,9 +17,7 @@ nox.options.default_venv_backend = "uv"
 nox.options.sessions = ["tests", "lint"]
 
 ROOT = Path(__file__).parent
-STACKS = sorted(
-    p.stem for p in (ROOT / "stacks").glob("*.toml") if p.name != "rules.toml"
-)
+STACKS = sorted(p.stem for p in (ROOT / "stacks").glob("*.toml") if p.name != "rules.toml")
 # uv cannot download interpreters on these hosts; never let it try.
 os.environ.setdefault("UV_PYTHON_DOWNLOADS", "never")
 

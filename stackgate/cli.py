@@ -53,7 +53,9 @@ def _common() -> argparse.ArgumentParser:
     return common
 
 
-def build_parser(prog: str, commands: Sequence[Command], description: str) -> argparse.ArgumentParser:
+def build_parser(
+    prog: str, commands: Sequence[Command], description: str
+) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--version", action="version", version=f"stackgate {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

@@ -61,9 +61,7 @@ def load_stack(stack: str | Path) -> LoadedStack:
         problems.extend(f"{shown}: {p}" for p in format_validation_errors(exc))
     problems.extend(f"{shown}: {p}" for p in _cross_references(raw, path))
     if manifest is not None and manifest.name != path.stem:
-        problems.append(
-            f"{shown}: name: '{manifest.name}' must match the file name '{path.stem}'"
-        )
+        problems.append(f"{shown}: name: '{manifest.name}' must match the file name '{path.stem}'")
     if problems or manifest is None:
         raise ManifestError(_unique(problems))
     return LoadedStack(path=path, manifest=manifest, raw=raw)
@@ -191,11 +189,7 @@ def _cross_references(raw: dict[str, Any], path: Path) -> Iterator[str]:
                 _did_you_mean(wanted, profile_names, "profiles")
             )
         required = validation.get("required")
-        if (
-            isinstance(required, list)
-            and "serve-bench" in required
-            and not isinstance(wanted, str)
-        ):
+        if isinstance(required, list) and "serve-bench" in required and not isinstance(wanted, str):
             yield "validation.serve_profile: required when 'serve-bench' is in validation.required"
 
 

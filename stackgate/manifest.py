@@ -239,10 +239,12 @@ class Timeouts(Strict):
     hang_s: float = Field(default=600, gt=0)
 
 
+def _all_groups() -> list[ValidatorGroup]:
+    return ["host", "static", "runtime", "serve-bench"]
+
+
 class Validation(Strict):
-    required: list[ValidatorGroup] = Field(
-        default_factory=lambda: ["host", "static", "runtime", "serve-bench"]
-    )
+    required: list[ValidatorGroup] = Field(default_factory=_all_groups)
     serve_profile: str | None = None
     thresholds: Thresholds = Field(default_factory=Thresholds)
     timeouts: Timeouts = Field(default_factory=Timeouts)

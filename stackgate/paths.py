@@ -27,9 +27,7 @@ def stacks_dir() -> Path:
 def stack_names(directory: Path | None = None) -> list[str]:
     """Names of the manifests in stacks/ (every *.toml but the rules file)."""
     folder = directory or stacks_dir()
-    return sorted(
-        p.stem for p in folder.glob("*.toml") if p.name not in NON_MANIFEST_FILES
-    )
+    return sorted(p.stem for p in folder.glob("*.toml") if p.name not in NON_MANIFEST_FILES)
 
 
 def resolve_stack(stack: str) -> Path:

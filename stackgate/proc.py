@@ -65,7 +65,9 @@ def run(
     except FileNotFoundError as exc:
         raise ToolNotFound(program) from exc
     except subprocess.TimeoutExpired as exc:
-        raise EnvironmentProblem(f"command timed out after {timeout} s: {shlex.join(args)}") from exc
+        raise EnvironmentProblem(
+            f"command timed out after {timeout} s: {shlex.join(args)}"
+        ) from exc
     done = Completed(args, proc.returncode, proc.stdout, proc.stderr)
     if check and proc.returncode != 0:
         raise CommandFailed(args, proc.returncode, proc.stdout, proc.stderr)

@@ -194,8 +194,8 @@ def _holds(when: When, facts: StackFacts) -> bool:
     if when.cuda is not None:
         checks.append(facts.cuda in SpecifierSet(when.cuda))
     if when.archs is not None:
-        spec = SpecifierSet(when.archs)
-        checks.append(any(_cc(a) in spec for a in facts.archs))
+        arch_spec = SpecifierSet(when.archs)
+        checks.append(any(_cc(a) in arch_spec for a in facts.archs))
     if when.arch_suffix_exact is not None:
         checks.append(any(a.endswith("a") for a in facts.archs) == when.arch_suffix_exact)
     if when.min_driver is not None:
@@ -217,12 +217,14 @@ def _holds(when: When, facts: StackFacts) -> bool:
 
 def _host_holds(when: When, host: HostFacts | None) -> Iterator[bool]:
     if when.host_driver is not None:
-        yield host is not None and host.driver is not None and host.driver in SpecifierSet(
-            when.host_driver
+        yield (
+            host is not None
+            and host.driver is not None
+            and host.driver in SpecifierSet(when.host_driver)
         )
     if when.host_nvcc is not None:
-        yield host is not None and host.nvcc is not None and host.nvcc in SpecifierSet(
-            when.host_nvcc
+        yield (
+            host is not None and host.nvcc is not None and host.nvcc in SpecifierSet(when.host_nvcc)
         )
     if when.host_cc is not None:
         spec = SpecifierSet(when.host_cc)

@@ -30,7 +30,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.skip("no NVIDIA GPU on this machine")
     if item.get_closest_marker("buildah") and shutil.which("buildah") is None:
         if IN_CI:
-            pytest.fail("buildah is not installed, but CI must run buildah tests (.ci/run installs it)")
+            pytest.fail(
+                "buildah is not installed, but CI must run buildah tests (.ci/run installs it)"
+            )
         pytest.skip("buildah not installed (apt-get install buildah)")
     if item.get_closest_marker("network") and os.environ.get("STACKGATE_OFFLINE") == "1":
         pytest.skip("STACKGATE_OFFLINE=1")
@@ -49,7 +51,9 @@ def _loopback(address: Any) -> bool:
 
 
 @pytest.fixture(autouse=True)
-def _no_network_unless_marked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _no_network_unless_marked(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
     if request.node.get_closest_marker("network"):
         yield
         return

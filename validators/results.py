@@ -45,7 +45,7 @@ class Report(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Literal[1] = REPORT_SCHEMA_VERSION
+    schema_version: Literal[1] = 1
     stack: str
     manifest_sha256: str | None = None
     env_path: str | None = None
@@ -87,14 +87,18 @@ def timed() -> Iterator[Timer]:
 def run_check(
     check: str, group: str, body: Callable[[], tuple[Status, str, dict[str, Any]]]
 ) -> Result:
-    """Run one check body; an unexpected exception becomes ERROR with its message, never a traceback."""
+    """Run one check body; an unexpected exception becomes ERROR with its message."""
     with timed() as t:
         try:
             status, reason, evidence = body()
         except Exception as exc:
             status, reason, evidence = "ERROR", f"{type(exc).__name__}: {exc}", {}
     return Result(
-        check=check, group=group, status=status, reason=reason, evidence=evidence,
+        check=check,
+        group=group,
+        status=status,
+        reason=reason,
+        evidence=evidence,
         duration_s=round(t.seconds, 4),
     )
 
@@ -118,7 +122,10 @@ def to_junit(report: Report) -> str:
         )
         for r in results:
             case = ET.SubElement(
-                suite, "testcase", classname=f"{report.stack}.{group}", name=r.check,
+                suite,
+                "testcase",
+                classname=f"{report.stack}.{group}",
+                name=r.check,
                 time=f"{r.duration_s:.3f}",
             )
             tag = {"FAIL": "failure", "ERROR": "error", "SKIP": "skipped"}.get(r.status)

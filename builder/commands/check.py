@@ -13,12 +13,16 @@ from stackgate.paths import display_path
 from stackgate.rules import StackFacts, evaluate, load_rules
 
 NAME = "check"
-HELP = "validate a manifest and its compatibility rules (exit 1 when a rule with severity error fires)"
+HELP = (
+    "validate a manifest and its compatibility rules (exit 1 when a rule with severity error fires)"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("stack", help="a stack name in stacks/ or a path to a manifest")
-    parser.add_argument("--rules", type=str, default=None, help="rules file (default stacks/rules.toml)")
+    parser.add_argument(
+        "--rules", type=str, default=None, help="rules file (default stacks/rules.toml)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -14,7 +14,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "builder", *args], cwd=cwd, capture_output=True, text=True,
+        [sys.executable, "-m", "builder", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
         check=False,
     )
 

@@ -55,8 +55,10 @@ def test_unknown_index_names_file_field_and_suggestion(write_variant: Variant) -
     path = write_variant("bad-index", 'index = "pytorch-cu130"', 'index = "pytorch-cu13"')
     problems = _problems(path)
     assert any(
-        p.endswith("bad-index.toml: packages.torch.index: unknown index 'pytorch-cu13'; "
-                   "did you mean 'pytorch-cu130'?")
+        p.endswith(
+            "bad-index.toml: packages.torch.index: unknown index 'pytorch-cu13'; "
+            "did you mean 'pytorch-cu130'?"
+        )
         for p in problems
     ), problems
 
@@ -64,15 +66,18 @@ def test_unknown_index_names_file_field_and_suggestion(write_variant: Variant) -
 def test_unknown_key_did_you_mean(write_variant: Variant) -> None:
     path = write_variant("typo", "min_driver =", "min_drivr =")
     problems = _problems(path)
-    assert any("host.min_drivr: unknown key 'min_drivr'; did you mean 'min_driver'?" in p
-               for p in problems), problems
+    assert any(
+        "host.min_drivr: unknown key 'min_drivr'; did you mean 'min_driver'?" in p for p in problems
+    ), problems
     assert any("host.min_driver: required field is missing" in p for p in problems), problems
 
 
 def test_wrong_type_names_value(write_variant: Variant) -> None:
     problems = _problems(write_variant("types", "tp = 8", 'tp = "eight"'))
-    assert any("serving.kimi-k25-tp8.tp: Input should be a valid integer (got str 'eight')" in p
-               for p in problems), problems
+    assert any(
+        "serving.kimi-k25-tp8.tp: Input should be a valid integer (got str 'eight')" in p
+        for p in problems
+    ), problems
 
 
 def test_bad_versions_and_archs(write_variant: Variant, stack_dir: Path) -> None:
@@ -80,15 +85,17 @@ def test_bad_versions_and_archs(write_variant: Variant, stack_dir: Path) -> None
     text = path.read_text().replace('target_archs = ["12.0a"]', 'target_archs = ["sm120"]')
     path.write_text(text)
     problems = _problems(path)
-    assert any("packages.torch.version: '2.9.1 cu130' is not a valid PEP 440 version" in p
-               for p in problems), problems
+    assert any(
+        "packages.torch.version: '2.9.1 cu130' is not a valid PEP 440 version" in p
+        for p in problems
+    ), problems
     assert any("host.target_archs.0: 'sm120' is not a GPU arch" in p for p in problems), problems
 
 
 def test_every_error_at_once(write_variant: Variant) -> None:
     path = write_variant("many", 'index = "pytorch-cu130"', 'index = "nope"')
     text = path.read_text()
-    text = text.replace('python = "3.12"', 'python = 3.12').replace("tp = 8", "tp = 0")
+    text = text.replace('python = "3.12"', "python = 3.12").replace("tp = 8", "tp = 0")
     text = text.replace('NCCL_PROTO = "LL"', "NCCL_PROTO = 1")
     path.write_text(text)
     problems = _problems(path)
@@ -100,13 +107,17 @@ def test_every_error_at_once(write_variant: Variant) -> None:
 
 def test_missing_patch_file_and_wrong_sha(write_variant: Variant, stack_dir: Path) -> None:
     path = write_variant("patch", "0000-placeholder-local-patches.patch", "0001-missing.patch")
-    assert any("packages.sglang.patches.0.path: patch file 'patches/cu130/0001-missing.patch' not found"
-               in p for p in _problems(path))
+    assert any(
+        "packages.sglang.patches.0.path: patch file 'patches/cu130/0001-missing.patch' not found"
+        in p
+        for p in _problems(path)
+    )
     patch = stack_dir / "patches" / "cu130" / "0000-placeholder-local-patches.patch"
     patch.write_text(patch.read_text() + "\n")  # content changed, pin did not
     problems = _problems(stack_dir / "cu130.toml")
-    assert any("packages.sglang.patches.0.sha256:" in p and "the manifest pins" in p
-               for p in problems), problems
+    assert any(
+        "packages.sglang.patches.0.sha256:" in p and "the manifest pins" in p for p in problems
+    ), problems
 
 
 def test_invalid_toml(stack_dir: Path) -> None:
@@ -129,16 +140,21 @@ def test_serving_references(write_variant: Variant) -> None:
     text = path.read_text().replace('serve_profile = "kimi-k25-tp8"', 'serve_profile = "kimi"')
     path.write_text(text)
     problems = _problems(path)
-    assert any("serving.kimi-k25-tp8-eagle3.extends: unknown serving profile 'kimi-k25-tp'; "
-               "did you mean 'kimi-k25-tp8'?" in p for p in problems), problems
+    assert any(
+        "serving.kimi-k25-tp8-eagle3.extends: unknown serving profile 'kimi-k25-tp'; "
+        "did you mean 'kimi-k25-tp8'?" in p
+        for p in problems
+    ), problems
     assert any("validation.serve_profile: unknown serving profile 'kimi'" in p for p in problems)
 
 
 def test_name_must_match_file(stack_dir: Path) -> None:
     text = (stack_dir / "cu128.toml").read_text()
     (stack_dir / "other.toml").write_text(text)
-    assert any("name: 'cu128' must match the file name 'other'" in p
-               for p in _problems(stack_dir / "other.toml"))
+    assert any(
+        "name: 'cu128' must match the file name 'other'" in p
+        for p in _problems(stack_dir / "other.toml")
+    )
 
 
 def test_unknown_stack_name_suggests() -> None:

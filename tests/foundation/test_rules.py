@@ -63,7 +63,9 @@ def test_cuda13_with_old_min_driver(stack_dir: Path) -> None:
 
 
 def test_nvcc_too_old_for_sm12x(stack_dir: Path) -> None:
-    path = _variant(stack_dir, "oldnvcc", ('min_nvcc_for_jit = "12.9"', 'min_nvcc_for_jit = "12.8"'))
+    path = _variant(
+        stack_dir, "oldnvcc", ('min_nvcc_for_jit = "12.9"', 'min_nvcc_for_jit = "12.8"')
+    )
     assert "sm12x-jit-needs-nvcc-12.9" in _fired_path(path)
 
 
@@ -71,13 +73,19 @@ def test_serving_flags_turn_warnings_into_errors(stack_dir: Path) -> None:
     path = _variant(
         stack_dir,
         "flags",
-        ('cuda_graph_max_bs = 128', 'cuda_graph_max_bs = 128\nextra_args = ["--enable-torch-symm-mem", '
-         '"--enable-flashinfer-allreduce-fusion"]'),
+        (
+            "cuda_graph_max_bs = 128",
+            'cuda_graph_max_bs = 128\nextra_args = ["--enable-torch-symm-mem", '
+            '"--enable-flashinfer-allreduce-fusion"]',
+        ),
         ('attention_backend = "flashinfer"', 'attention_backend = "trtllm_mla"'),
     )
     fired = _fired_path(path)
-    assert {"sglang-torch-symm-mem-flag-cc12", "flashinfer-allreduce-fusion-flag-sm12x",
-            "trtllm-backend-on-sm120"} <= fired
+    assert {
+        "sglang-torch-symm-mem-flag-cc12",
+        "flashinfer-allreduce-fusion-flag-sm12x",
+        "trtllm-backend-on-sm120",
+    } <= fired
 
 
 def test_triton_sm121a_uses_locked_versions() -> None:
@@ -85,7 +93,9 @@ def test_triton_sm121a_uses_locked_versions() -> None:
     facts = StackFacts.from_manifest(manifest, locked={"triton": "3.5.1"})
     facts = StackFacts(**{**facts.__dict__, "archs": ("12.1a",)})
     assert "triton-sm121a" in {f.rule for f in evaluate(load_rules(), facts)}
-    newer = StackFacts(**{**facts.__dict__, "packages": {**facts.packages, "triton": Version("3.6.0")}})
+    newer = StackFacts(
+        **{**facts.__dict__, "packages": {**facts.packages, "triton": Version("3.6.0")}}
+    )
     assert "triton-sm121a" not in {f.rule for f in evaluate(load_rules(), newer)}
 
 

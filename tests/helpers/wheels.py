@@ -36,7 +36,7 @@ def make_wheel(
     contents: dict[str, bytes] = {}
     for rel, data in (files or {f"{dist}/__init__.py": f"__version__ = {version!r}\n"}).items():
         contents[rel] = data.encode() if isinstance(data, str) else data
-    meta = [f"Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
+    meta = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
     meta += [f"Requires-Dist: {r}" for r in requires]
     contents[f"{dist_info}/METADATA"] = ("\n".join(meta) + "\n").encode()
     contents[f"{dist_info}/WHEEL"] = (
@@ -71,7 +71,9 @@ def make_index(root: Path, wheels: Iterable[Path]) -> str:
             if not target.exists():
                 target.write_bytes(wheel.read_bytes())
             sha = hashlib.sha256(target.read_bytes()).hexdigest()
-            links.append(f'<a href="{html.escape(wheel.name)}#sha256={sha}">{html.escape(wheel.name)}</a><br/>')
+            links.append(
+                f'<a href="{html.escape(wheel.name)}#sha256={sha}">{html.escape(wheel.name)}</a><br/>'
+            )
         (folder / "index.html").write_text(
             "<!DOCTYPE html><html><body>\n" + "\n".join(links) + "\n</body></html>\n"
         )
