@@ -207,6 +207,46 @@ class Speculative(Strict):
     num_draft_tokens: int | None = Field(default=None, ge=1)
 
 
+class BenchSettings(Strict):
+    """How serve-bench loads a server: fixed-length seeded random prompts, a concurrency sweep."""
+
+    input_len: int = Field(default=1024, ge=1, description="Prompt length in tokens.")
+    output_len: int = Field(default=256, ge=2, description="Tokens generated per request.")
+    concurrencies: list[int] = Field(
+        default_factory=lambda: [1, 4, 16, 64, 250],
+        min_length=1,
+        description="Concurrency levels of the sweep (streams in flight).",
+    )
+    rounds: int = Field(
+        default=2, ge=1, description="Requests per level = max(8, rounds x concurrency)."
+    )
+    single_stream_requests: int = Field(default=8, ge=1)
+    seed: int = Field(default=1, description="Seed of the random prompts.")
+    prompt_format: Literal["token-ids", "text"] = Field(
+        default="token-ids",
+        description="token-ids: random ids sent as the prompt; text: random words "
+        "(for servers that only take text; prompt length then read from usage).",
+    )
+    token_id_range: list[int] = Field(
+        default_factory=lambda: [100, 30000],
+        min_length=2,
+        max_length=2,
+        description="Random prompt ids are drawn from [low, high).",
+    )
+    ignore_eos: bool = Field(default=True, description="Send ignore_eos so every request "
+                             "generates output_len tokens.")
+    request_timeout_s: float = Field(default=600, gt=0)
+
+    @model_validator(mode="after")
+    def _sane(self) -> BenchSettings:
+        low, high = self.token_id_range
+        if not 0 <= low < high:
+            raise ValueError("token_id_range must be [low, high) with 0 <= low < high")
+        if any(c < 1 for c in self.concurrencies):
+            raise ValueError("concurrencies must be >= 1")
+        return self
+
+
 class ServingProfile(Strict):
     engine: Engine = "sglang"
     model_path: str
@@ -225,12 +265,31 @@ class ServingProfile(Strict):
     )
     load_timeout_s: float = Field(default=1800, gt=0)
     hang_timeout_s: float = Field(default=600, gt=0)
+    port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65535,
+        description="Fixed port (fail if taken); unset: the engine's default, else a free one.",
+    )
+    ready_log_pattern: str | None = Field(
+        default=None,
+        description="Regex of the log line that means ready (engine default when unset).",
+    )
+    health_path: str = Field(default="/health", description="GET path answering 200 when ready.")
+    stop_grace_s: float = Field(default=30.0, gt=0, description="SIGTERM to SIGKILL wait.")
+    bench: BenchSettings = Field(default_factory=BenchSettings)
+    correctness_reference: str | None = Field(
+        default=None,
+        description="Greedy outputs recorded on the known-good stack (JSON, relative to the "
+        "manifest's folder).",
+    )
 
 
 class Thresholds(Strict):
     single_stream_decode_tok_s: float | None = Field(default=None, gt=0)
     allreduce_p50_us_max: float | None = Field(default=None, gt=0)
     correctness_exact_match_min: float = Field(default=0.9, ge=0, le=1)
+    correctness_token_agreement_min: float = Field(default=0.95, ge=0, le=1)
 
 
 class Timeouts(Strict):
