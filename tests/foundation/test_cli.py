@@ -63,3 +63,11 @@ def test_schema_is_current() -> None:
         committed = schema_dir() / filename
         assert committed.read_text() == text, f"run `python -m builder schema --write` ({filename})"
     assert _cli("schema").returncode == 0
+
+
+def test_show_resolves_topology_env_and_extends() -> None:
+    done = _cli("show", "cu130", "--topology", "nvlink", "--json")
+    payload = json.loads(done.stdout)
+    assert done.returncode == 0
+    assert "NCCL_PROTO" not in payload["resolved_environment"]["vars"]
+    assert payload["serving"]["kimi-k25-tp8-eagle3"]["attention_backend"] == "flashinfer"

@@ -14,9 +14,7 @@ README = (ROOT / "README.md").read_text()
 def test_rule_table_matches_rules_file() -> None:
     block = README.split("<!-- rules-table")[1].split("<!-- /rules-table -->")[0]
     rows = re.findall(r"^\| `([^`]+)` \| (error|warning) \| (stack|host) \|$", block, re.M)
-    expected = [
-        (r.id, r.severity, "host" if r.needs_host else "stack") for r in load_rules()
-    ]
+    expected = [(r.id, r.severity, "host" if r.needs_host else "stack") for r in load_rules()]
     assert rows == expected
 
 
