@@ -1,0 +1,69 @@
+"""`lock STACK`: generate the stack's uv project and lock it (stacks/locks/<stack>/uv.lock)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from builder.lock import lock_files, locked_packages, run_lock
+from builder.python_finder import find_python
+from builder.uvproject import parse_index_map
+from stackgate.cli import emit_json
+from stackgate.errors import EXIT_OK
+from stackgate.loading import load_stack
+from stackgate.output import console_err
+from stackgate.paths import display_path
+
+NAME = "lock"
+HELP = "resolve a manifest with uv into stacks/locks/<stack>/ (pyproject.toml + uv.lock)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("stack", help="a stack name in stacks/ or a path to a manifest")
+    parser.add_argument(
+        "--index-map",
+        action="append",
+        default=[],
+        metavar="NAME=URL",
+        help="resolve the manifest's index NAME from URL instead (mirror or local folder)",
+    )
+    parser.add_argument("--python", default=None, help="interpreter path or version to use")
+    parser.add_argument("--locks-dir", type=Path, default=None, help="default: stacks/locks")
+    parser.add_argument(
+        "--upgrade", action="store_true", help="re-resolve everything, not just what changed"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    loaded = load_stack(args.stack)
+    manifest = loaded.manifest
+    index_map = parse_index_map(args.index_map, manifest)
+    python = find_python(manifest.python, args.python)
+    files = lock_files(manifest.name, args.locks_dir)
+    console = console_err()
+    started = time.monotonic()
+    with console.status(f"locking {manifest.name} with uv ({python.path})"):
+        state = run_lock(loaded, files, python, index_map=index_map, upgrade=args.upgrade)
+    seconds = time.monotonic() - started
+    packages = locked_packages(state)
+    if args.json:
+        emit_json(
+            {
+                "ok": True,
+                "stack": manifest.name,
+                "lock": str(files.lockfile),
+                "lock_hash": state.lock_hash,
+                "manifest_hash": state.manifest_hash,
+                "packages": len(packages),
+                "index_map": index_map,
+                "seconds": round(seconds, 2),
+            }
+        )
+    console.print(
+        f"[bold green]locked[/] {manifest.name}: {len(packages)} packages in {seconds:.1f} s -> "
+        f"{display_path(files.lockfile)} (lock {state.short})"
+    )
+    for name in sorted(manifest.packages):
+        console.print(f"  {name} == {packages.get(name, '?')}", highlight=False)
+    return EXIT_OK

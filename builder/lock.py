@@ -1,0 +1,235 @@
+"""Write a stack's generated uv project, run `uv lock`, and tell a current lock from a stale one.
+
+Layout: stacks/locks/<stack>/pyproject.toml (generated) and stacks/locks/<stack>/uv.lock.
+Staleness: the pyproject's [tool.stackgate].manifest_hash against the manifest's current
+hash of LOCK_FIELDS. uv's own errors are turned into ours: an index that cannot be reached is
+an environment problem (exit 3) naming the index and its URL; a resolution without solution is
+bad input (exit 2: the pins contradict each other).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import tempfile
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from builder.python_finder import Interpreter
+from builder.uvproject import (
+    IndexSpec,
+    index_specs,
+    manifest_hash,
+    regenerate_command,
+    render_pyproject,
+)
+from stackgate import proc
+from stackgate.errors import BadInput, CommandFailed, EnvironmentProblem
+from stackgate.loading import LoadedStack
+from stackgate.paths import display_path, stacks_dir
+
+# Words uv (reqwest/hyper) uses when a host cannot be reached, as opposed to "no solution".
+_NETWORK_WORDS = re.compile(
+    r"dns error|failed to lookup|connection refused|connect error|timed out|"
+    r"error sending request|network|tcp connect|unreachable|Could not connect|"
+    r"failed to fetch|HTTP status server error|404 Not Found|No such file or directory",
+    re.IGNORECASE,
+)
+
+
+def locks_dir() -> Path:
+    return stacks_dir() / "locks"
+
+
+@dataclass(frozen=True)
+class LockFiles:
+    folder: Path
+
+    @property
+    def pyproject(self) -> Path:
+        return self.folder / "pyproject.toml"
+
+    @property
+    def lockfile(self) -> Path:
+        return self.folder / "uv.lock"
+
+
+def lock_files(stack: str, root: Path | None = None) -> LockFiles:
+    return LockFiles((root or locks_dir()) / stack)
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class LockState:
+    files: LockFiles
+    manifest_hash: str
+    lock_hash: str
+    index_map: dict[str, str]
+    data: dict[str, Any]  # the parsed uv.lock
+
+    @property
+    def short(self) -> str:
+        return self.lock_hash[:12]
+
+
+def uv_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment for every uv call: never download interpreters, no stray project env."""
+    env = {k: v for k, v in os.environ.items() if k not in {"VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT"}}
+    env["UV_PYTHON_DOWNLOADS"] = "never"
+    env.update(extra or {})
+    return env
+
+
+def uv_version() -> str:
+    done = proc.run(["uv", "--version"], env=uv_env())
+    return done.stdout.strip().removeprefix("uv ").split()[0]
+
+
+def _explain_uv_failure(
+    exc: CommandFailed, specs: list[IndexSpec], git_sources: Mapping[str, str]
+) -> Exception:
+    text = f"{exc.stderr}\n{exc.stdout}"
+    for package, url in git_sources.items():
+        if url in text and ("Git operation failed" in text or _NETWORK_WORDS.search(text)):
+            return EnvironmentProblem(
+                f"git source of package '{package}' at {url} cannot be fetched",
+                details=[
+                    f"map it to a reachable mirror with --index-map {package}=URL",
+                    *exc.details[-6:],
+                ],
+            )
+    for spec in specs:
+        host_part = spec.url.rstrip("/")
+        if host_part in text and _NETWORK_WORDS.search(text):
+            return EnvironmentProblem(
+                f"index '{spec.name}' at {spec.url} cannot be reached",
+                details=[
+                    "remap it to a reachable mirror or a local folder with "
+                    f"--index-map {spec.name}=URL",
+                    *exc.details[-8:],
+                ],
+            )
+    if "No solution found" in text or "unsatisfiable" in text:
+        return BadInput("uv found no resolution for the manifest's pins", details=exc.details)
+    if _NETWORK_WORDS.search(text):
+        return EnvironmentProblem("uv could not reach a package source", details=exc.details)
+    return exc
+
+
+def write_project(
+    loaded: LoadedStack, files: LockFiles, index_map: Mapping[str, str]
+) -> None:
+    files.folder.mkdir(parents=True, exist_ok=True)
+    text = render_pyproject(loaded.manifest, _manifest_ref(loaded), index_map=index_map)
+    tmp = files.pyproject.with_suffix(".toml.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(files.pyproject)
+
+
+def _manifest_ref(loaded: LoadedStack) -> str:
+    try:
+        return loaded.path.resolve().relative_to(stacks_dir().parent.resolve()).as_posix()
+    except ValueError:
+        return loaded.path.name
+
+
+def run_lock(
+    loaded: LoadedStack,
+    files: LockFiles,
+    python: Interpreter,
+    *,
+    index_map: Mapping[str, str],
+    upgrade: bool = False,
+    timeout: float = 900,
+) -> LockState:
+    """Generate the project and lock it in a scratch folder; only a successful lock replaces
+    the committed files (uv.lock first, the pyproject carrying the hash last, so a kill in
+    between reads as stale, never as current). An existing lock is kept as a preference
+    (uv only moves what the manifest change forces) unless `upgrade`."""
+    files.folder.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{files.folder.name}-lock-", dir=files.folder.parent))
+    try:
+        work = LockFiles(scratch)
+        if files.lockfile.is_file() and not upgrade:
+            shutil.copy2(files.lockfile, work.lockfile)
+        write_project(loaded, work, index_map)
+        argv: list[str | Path] = ["uv", "lock", "--no-config", "--python", python.path]
+        if upgrade:
+            argv.append("--upgrade")
+        try:
+            proc.run(argv, cwd=scratch, env=uv_env(), timeout=timeout)
+        except CommandFailed as exc:
+            git_sources = {
+                name: index_map.get(name, pin.git)
+                for name, pin in loaded.manifest.packages.items()
+                if pin.git is not None
+            }
+            specs = index_specs(loaded.manifest, index_map)
+            raise _explain_uv_failure(exc, specs, git_sources) from exc
+        files.folder.mkdir(parents=True, exist_ok=True)
+        work.lockfile.replace(files.lockfile)
+        work.pyproject.replace(files.pyproject)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return read_lock(loaded, files)
+
+
+def read_lock(loaded: LoadedStack, files: LockFiles) -> LockState:
+    """The committed lock for the stack, or BadInput (exit 2) when missing or stale."""
+    stack = loaded.manifest.name
+    if not files.pyproject.is_file() or not files.lockfile.is_file():
+        raise BadInput(
+            f"no lock for stack '{stack}' in {display_path(files.folder)}",
+            details=[f"create it with: {regenerate_command(stack)}"],
+        )
+    try:
+        project = tomllib.loads(files.pyproject.read_text(encoding="utf-8"))
+        data = tomllib.loads(files.lockfile.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, OSError) as exc:
+        raise BadInput(
+            f"unreadable lock in {display_path(files.folder)}: {exc}",
+            details=[f"regenerate it with: {regenerate_command(stack)}"],
+        ) from None
+    meta = project.get("tool", {}).get("stackgate", {})
+    recorded = meta.get("manifest_hash")
+    current = manifest_hash(loaded.manifest)
+    if recorded != current:
+        raise BadInput(
+            f"the lock of stack '{stack}' is stale: {display_path(loaded.path)} changed "
+            "since it was locked",
+            details=[
+                f"recorded manifest hash {str(recorded)[:12]}, current {current[:12]}",
+                f"refresh it with: {regenerate_command(stack)}",
+            ],
+        )
+    index_map = meta.get("index_map", {})
+    return LockState(
+        files=files,
+        manifest_hash=current,
+        lock_hash=file_sha256(files.lockfile),
+        index_map=dict(index_map) if isinstance(index_map, dict) else {},
+        data=data,
+    )
+
+
+def locked_packages(state: LockState) -> dict[str, str]:
+    """name -> version of every package in the lock (the virtual project left out)."""
+    out: dict[str, str] = {}
+    for pkg in state.data.get("package", []):
+        source = pkg.get("source", {})
+        if source.get("virtual") or source.get("editable"):
+            continue
+        out[str(pkg["name"])] = str(pkg.get("version", ""))
+    return out

@@ -1,0 +1,100 @@
+"""Find the interpreter a stack needs; uv may not download one (UV_PYTHON_DOWNLOADS=never).
+
+Order: `--python` (a path, or a version that the next steps look for), the system PATH
+(`python3.12`), pyenv (`pyenv prefix 3.12`). Each candidate is asked for its version, so a
+pyenv shim that points nowhere or a wrong minor is never taken. None found: exit 3.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from stackgate import proc
+from stackgate.errors import CommandFailed, EnvironmentProblem
+
+_PROBE = "import json,sys,platform;print(json.dumps([sys.version_info[:3], sys.executable]))"
+
+
+@dataclass(frozen=True)
+class Interpreter:
+    path: Path
+    version: str  # full x.y.z
+    found_by: str  # "--python", "PATH", "pyenv"
+
+    @property
+    def minor(self) -> str:
+        return ".".join(self.version.split(".")[:2])
+
+
+def _probe(path: Path, found_by: str) -> Interpreter | None:
+    try:
+        done = proc.run([str(path), "-c", _PROBE], timeout=30)
+    except (CommandFailed, EnvironmentProblem, OSError):
+        return None
+    try:
+        version, executable = json.loads(done.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return None
+    return Interpreter(
+        path=Path(executable).resolve(),
+        version=".".join(str(v) for v in version),
+        found_by=found_by,
+    )
+
+
+def _pyenv_candidate(minor: str) -> Path | None:
+    pyenv = shutil.which("pyenv")
+    if pyenv is None:
+        return None
+    try:
+        done = proc.run([pyenv, "prefix", minor], timeout=30)
+    except (CommandFailed, EnvironmentProblem):
+        return None
+    prefix = Path(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else None
+    if prefix is None:
+        return None
+    for name in (f"python{minor}", "python3", "python"):
+        candidate = prefix / "bin" / name
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def find_python(minor: str, explicit: str | None = None) -> Interpreter:
+    """An interpreter whose version is `minor` (e.g. '3.12'), or EnvironmentProblem (exit 3)."""
+    tried: list[str] = []
+    if explicit is not None and ("/" in explicit or Path(explicit).is_file()):
+        found = _probe(Path(explicit), "--python")
+        if found is None:
+            raise EnvironmentProblem(f"--python {explicit}: not a working Python interpreter")
+        if found.minor != minor:
+            raise EnvironmentProblem(
+                f"--python {explicit} is Python {found.version}; the stack needs {minor}"
+            )
+        return found
+    wanted = explicit or minor
+    if not wanted.startswith(minor):
+        raise EnvironmentProblem(f"--python {explicit}: the stack needs Python {minor}")
+    on_path = shutil.which(f"python{minor}")
+    if on_path is not None:
+        found = _probe(Path(on_path), "PATH")
+        if found is not None and found.version.startswith(wanted):
+            return found
+        tried.append(f"PATH python{minor} ({'not working' if found is None else found.version})")
+    else:
+        tried.append(f"no python{minor} on PATH")
+    pyenv_path = _pyenv_candidate(wanted)
+    if pyenv_path is not None:
+        found = _probe(pyenv_path, "pyenv")
+        if found is not None and found.version.startswith(wanted):
+            return found
+    tried.append(f"pyenv prefix {wanted}: not installed" if shutil.which("pyenv") else "no pyenv")
+    raise EnvironmentProblem(
+        f"no Python {wanted} interpreter found (uv may not download one here); "
+        "install it (e.g. `pyenv install "
+        f"{minor}`) or pass --python /path/to/python{minor}",
+        details=tried,
+    )
