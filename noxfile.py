@@ -24,6 +24,7 @@ os.environ.setdefault("UV_PYTHON_DOWNLOADS", "never")
 # (session prefix, package, command, extra args, default) -- one line per capability.
 PER_STACK: list[tuple[str, str, str, list[str]]] = [
     ("check", "builder", "check", []),
+    ("lock", "builder", "lock", []),
 ]
 
 
