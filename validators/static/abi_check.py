@@ -1,0 +1,282 @@
+"""Resolve every env ELF object's undefined dynamic symbols against its DT_NEEDED closure.
+
+Python dlopens extensions with RTLD_NOW: one strong symbol that no object in the lookup scope
+defines fails the import. The scope of an extension is the global scope (the interpreter and
+what it loaded RTLD_GLOBAL, e.g. torch's libtorch_global_deps.so) plus the extension's own
+breadth-first DT_NEEDED closure. Only objects inside the env are judged; system libraries are
+providers. libcuda.so.1 and libnvidia-ml.so.1 come from the driver: on a host without one,
+their absence is not an ABI failure, and the driver-API names they would provide are
+reported as host-provided rather than missing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from validators.static.elf_symbols import ElfObject, ElfReadError, Import, satisfies
+from validators.static.environment import Environment
+from validators.static.loader import HOST_PROVIDED, Resolver, closure, system_library_dirs
+
+# Names libcuda.so.1 / libnvidia-ml.so.1 export (driver API), used only when the driver is absent.
+_DRIVER_NAME = re.compile(r"^(cu[A-Z]\w*|nvml\w+)$")
+
+
+@dataclass(frozen=True)
+class MissingSymbol:
+    importer: Path
+    root: Path
+    symbol: str
+    version: str | None
+    expected_from: str | None  # soname expected to provide it (verneed file or nearest name)
+    expected_path: Path | None = None
+    near_misses: tuple[str, ...] = ()  # what that library exports under the same name
+
+
+@dataclass(frozen=True)
+class MissingSoname:
+    requester: Path
+    soname: str
+    host_provided: bool
+
+
+@dataclass(frozen=True)
+class MissingVersion:
+    requester: Path
+    provider: Path
+    version: str
+
+
+@dataclass
+class AbiFindings:
+    checked_roots: int = 0
+    checked_objects: int = 0
+    imports_checked: int = 0
+    missing_symbols: list[MissingSymbol] = field(default_factory=list)
+    missing_sonames: list[MissingSoname] = field(default_factory=list)
+    missing_versions: list[MissingVersion] = field(default_factory=list)
+    host_provided_symbols: int = 0
+    unreadable: list[tuple[Path, str]] = field(default_factory=list)
+
+
+def preloaded_libraries(env: Environment) -> dict[str, Path]:
+    """Sonames `import torch` (and nvidia-* wheels) put into the process before extensions load."""
+    out: dict[str, Path] = {}
+    site = env.site_packages
+    for pattern in ("nvidia/*/lib/*.so*", "nvidia/*/*/lib/*.so*", "torch/lib/*.so*"):
+        for path in sorted(site.glob(pattern)):
+            out.setdefault(path.name, path)
+    return out
+
+
+def mangled_stem(name: str) -> str | None:
+    """The part of an Itanium-mangled name before its parameter types.
+
+    `_ZN3c104cuda29c10_cuda_check_implementationEiPKcS2_ib` ->
+    `_ZN3c104cuda29c10_cuda_check_implementationE`: another overload of the same function
+    shares it, which is how a changed signature is found.
+    """
+    if name.startswith("_ZN"):
+        i = 3
+        while i < len(name) and name[i] in "KVRO":
+            i += 1
+        while i < len(name):
+            ch = name[i]
+            if ch == "E":
+                return name[: i + 1]
+            if ch.isdigit():
+                j = i
+                while j < len(name) and name[j].isdigit():
+                    j += 1
+                i = j + int(name[i:j])
+            elif (ch in "CD" and i + 1 < len(name) and name[i + 1] in "0123459") or name.startswith("St", i):
+                i += 2
+            else:
+                return None
+        return None
+    match = re.match(r"_Z(\d+)", name)
+    if match:
+        return name[: match.end() + int(match.group(1))]
+    return None
+
+
+class AbiChecker:
+    def __init__(self, env: Environment, *, system_dirs: tuple[str, ...] | None = None) -> None:
+        self.env = env
+        self.resolver = Resolver(
+            preloaded=preloaded_libraries(env),
+            system_dirs=system_dirs if system_dirs is not None else system_library_dirs(),
+        )
+        self._own_misses: dict[Path, list[Import]] = {}
+        self._global: list[ElfObject] | None = None
+
+    def _in_env(self, obj: ElfObject) -> bool:
+        try:
+            obj.path.resolve().relative_to(self.env.root.resolve())
+            return True
+        except ValueError:
+            return False
+
+    def global_scope(self) -> list[ElfObject]:
+        """The interpreter's closure plus libtorch_global_deps.so (torch loads it RTLD_GLOBAL)."""
+        if self._global is not None:
+            return self._global
+        objs: list[ElfObject] = []
+        seeds: list[Path] = []
+        if self.env.interpreter is not None:
+            seeds.append(self.env.interpreter)
+        deps = self.env.site_packages / "torch" / "lib" / "libtorch_global_deps.so"
+        if deps.is_file():
+            seeds.append(deps)
+        for seed in seeds:
+            try:
+                objs.extend(closure(self.resolver, self.resolver.load(seed)).order)
+            except ElfReadError:
+                continue
+        self._global = objs
+        return objs
+
+    @staticmethod
+    def _unresolved(obj: ElfObject, scope: Iterable[ElfObject]) -> list[Import]:
+        providers = list(scope)
+        out: list[Import] = []
+        for imp in obj.imports:
+            if imp.weak:
+                continue  # a weak undefined symbol may stay unresolved (its address is 0)
+            if not any(satisfies(p, imp) for p in providers if imp.name in p.exports):
+                out.append(imp)
+        return out
+
+    def is_extension(self, path: Path) -> bool:
+        """A Python extension module (what `import` dlopens), as opposed to a bundled library."""
+        name = path.name
+        if ".cpython-" in name or ".abi3." in name or name.endswith(".abi3.so"):
+            return True
+        try:
+            return self.resolver.load(path).exports_python_module()
+        except ElfReadError:
+            return False
+
+    def split_roots(self, paths: Iterable[Path]) -> tuple[list[Path], list[Path]]:
+        """(extensions, libraries no extension loads): the latter are plugins loaded on demand
+        (e.g. nvshmem's MPI bootstrap needs libmpi only when MPI is used)."""
+        paths = list(paths)
+        extensions = [p for p in paths if self.is_extension(p)]
+        reached: set[Path] = set()
+        for ext in extensions:
+            try:
+                cl = closure(self.resolver, self.resolver.load(ext))
+            except ElfReadError:
+                continue
+            reached.update(o.path.resolve() for o in cl.order)
+        plugins = [p for p in paths if p not in extensions and p.resolve() not in reached]
+        return extensions, plugins
+
+    def check(self, roots: Iterable[Path]) -> AbiFindings:
+        findings = AbiFindings()
+        global_objs = self.global_scope()
+        seen_sonames: set[tuple[Path, str]] = set()
+        seen_symbols: set[tuple[Path, str, str | None]] = set()
+        seen_versions: set[tuple[Path, str]] = set()
+        checked: set[Path] = set()
+        for root_path in roots:
+            try:
+                root = self.resolver.load(root_path)
+            except ElfReadError as exc:
+                findings.unreadable.append((root_path, exc.reason))
+                continue
+            findings.checked_roots += 1
+            cl = closure(self.resolver, root)
+            host_missing = set()
+            for requester, soname in cl.missing:
+                host = soname in HOST_PROVIDED
+                if host:
+                    host_missing.add(soname)
+                key = (requester.path, soname)
+                if key not in seen_sonames:
+                    seen_sonames.add(key)
+                    findings.missing_sonames.append(MissingSoname(requester.path, soname, host))
+            scope = [*cl.order, *global_objs]
+            by_name: dict[str, ElfObject] = {}
+            for o in cl.order:
+                by_name.setdefault(o.path.name, o)
+                if o.soname:
+                    by_name.setdefault(o.soname, o)
+            for obj in cl.order:
+                if not self._in_env(obj):
+                    continue
+                if obj.path not in checked:
+                    checked.add(obj.path)
+                    findings.checked_objects += 1
+                    findings.imports_checked += len(obj.imports)
+                self._check_versions(obj, by_name, findings, seen_versions)
+                misses = self._own_misses.get(obj.path)
+                if misses is None:
+                    own = closure(self.resolver, obj).order if obj is not root else cl.order
+                    misses = self._unresolved(obj, [*own, *global_objs])
+                    self._own_misses[obj.path] = misses
+                if not misses:
+                    continue
+                for imp in misses:
+                    if any(satisfies(p, imp) for p in scope if imp.name in p.exports):
+                        continue
+                    if host_missing and imp.version is None and _DRIVER_NAME.match(imp.name):
+                        findings.host_provided_symbols += 1
+                        continue
+                    key3 = (obj.path, imp.name, imp.version)
+                    if key3 in seen_symbols:
+                        continue
+                    seen_symbols.add(key3)
+                    expected, where, near = self._expected_provider(imp, obj, cl.order)
+                    findings.missing_symbols.append(
+                        MissingSymbol(
+                            importer=obj.path, root=root.path, symbol=imp.name,
+                            version=imp.version, expected_from=expected, expected_path=where,
+                            near_misses=near,
+                        )
+                    )
+        return findings
+
+    @staticmethod
+    def _check_versions(
+        obj: ElfObject,
+        by_name: dict[str, ElfObject],
+        findings: AbiFindings,
+        seen: set[tuple[Path, str]],
+    ) -> None:
+        """ld.so: "version `X' not found (required by Y)" when a DT_NEEDED file lacks a node."""
+        for file, versions in obj.version_needs.items():
+            provider = by_name.get(file)
+            if provider is None or not provider.has_versions:
+                continue
+            for version in sorted(versions - provider.version_defs):
+                key = (obj.path, f"{file}:{version}")
+                if key not in seen:
+                    seen.add(key)
+                    findings.missing_versions.append(MissingVersion(obj.path, provider.path, version))
+
+    @staticmethod
+    def _expected_provider(
+        imp: Import, obj: ElfObject, order: list[ElfObject]
+    ) -> tuple[str | None, Path | None, tuple[str, ...]]:
+        if imp.version_file is not None:
+            for cand in order:
+                if imp.version_file in (cand.soname, cand.path.name):
+                    return imp.version_file, cand.path, ()
+            return imp.version_file, None, ()
+        stem = mangled_stem(imp.name)
+        if stem is None:
+            return None, None, ()
+        needed = set(obj.needed)
+        best: tuple[str | None, Path | None, tuple[str, ...]] = (None, None, ())
+        for cand in order[1:]:
+            near = tuple(n for n in cand.names_with_prefix(stem) if n != imp.name)
+            if near:
+                name = cand.soname or cand.path.name
+                if name in needed or best[0] is None:
+                    best = (name, cand.path, near)
+                if name in needed:
+                    break
+        return best

@@ -1,0 +1,139 @@
+"""Installed distributions against the manifest's pins and the committed lock.
+
+Three questions, each answered from files only: do the manifest's exact pins (local tags such
+as +cu130 included) match what is installed (a torch swapped by a later `pip install` shows
+here); does every installed distribution appear in the lock at its locked version; are the
+installed distributions' own requirements met (what `pip check` asks). sgl-kernel 0.3.21
+declares no requirement on torch at all, so the last one cannot see the torch ABI break: the
+ABI check does.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.markers import UndefinedEnvironmentName, default_environment
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from stackgate.manifest import Manifest
+from stackgate.paths import stacks_dir
+from validators.static.environment import Environment
+
+
+def lock_path(stack: str) -> Path:
+    return stacks_dir() / "locks" / stack / "uv.lock"
+
+
+@dataclass(frozen=True)
+class LockedPackage:
+    name: str
+    version: str
+    source: str
+
+
+def read_uv_lock(path: Path) -> dict[str, list[LockedPackage]]:
+    """Packages of a uv.lock by canonical name (a universal lock may hold several versions)."""
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    out: dict[str, list[LockedPackage]] = {}
+    for pkg in data.get("package", []):
+        source = pkg.get("source", {})
+        if not isinstance(source, dict) or "version" not in pkg:
+            continue
+        if "virtual" in source or "editable" in source:
+            continue  # the lock's own project
+        kind = next(iter(source), "unknown")
+        out.setdefault(canonicalize_name(pkg["name"]), []).append(
+            LockedPackage(pkg["name"], str(pkg["version"]), f"{kind}={source.get(kind)}")
+        )
+    return out
+
+
+@dataclass
+class DistFindings:
+    pin_mismatches: list[str] = field(default_factory=list)
+    pins_missing: list[str] = field(default_factory=list)
+    not_in_lock: list[str] = field(default_factory=list)
+    lock_mismatches: list[str] = field(default_factory=list)
+    unmet_requirements: list[str] = field(default_factory=list)
+    pins_checked: int = 0
+
+
+def _same(a: str, b: str) -> bool:
+    try:
+        return Version(a) == Version(b)
+    except InvalidVersion:
+        return a == b
+
+
+def check_pins(manifest: Manifest, env: Environment, findings: DistFindings) -> None:
+    for name, pin in manifest.packages.items():
+        if pin.version is None and pin.ref is None:
+            continue
+        have = env.distributions.get(canonicalize_name(name))
+        findings.pins_checked += 1
+        if have is None:
+            if not pin.optional:
+                findings.pins_missing.append(f"{name}: pinned {pin.version or pin.ref}, not installed")
+            continue
+        if pin.version is not None and not _same(have.version, pin.version):
+            findings.pin_mismatches.append(
+                f"{name}: manifest pins {pin.version}, installed {have.version}"
+                + (" (silent torch swap?)" if canonicalize_name(name) == "torch" else "")
+            )
+        elif pin.ref is not None and re.fullmatch(r"v?\d+(\.\d+)+", pin.ref):
+            wanted = pin.ref.lstrip("v")
+            if Version(have.version).base_version != Version(wanted).base_version:
+                findings.pin_mismatches.append(
+                    f"{name}: manifest pins ref {pin.ref}, installed {have.version}"
+                )
+
+
+def check_lock(locked: Mapping[str, list[LockedPackage]], env: Environment, findings: DistFindings) -> None:
+    for key, dist in sorted(env.distributions.items()):
+        if key in ("pip", "setuptools", "wheel"):
+            continue  # seeded into venvs, not part of a uv lock
+        candidates = locked.get(key)
+        if not candidates:
+            findings.not_in_lock.append(f"{dist.name} {dist.version}")
+            continue
+        if not any(_same(dist.version, c.version) for c in candidates):
+            versions = ", ".join(sorted({c.version for c in candidates}))
+            findings.lock_mismatches.append(f"{dist.name}: lock has {versions}, installed {dist.version}")
+
+
+def _marker_env(env: Environment) -> dict[str, str]:
+    marker_env: dict[str, str] = dict(default_environment())
+    match = re.search(r"python(\d+)\.(\d+)", str(env.site_packages))
+    if match:
+        marker_env["python_version"] = f"{match.group(1)}.{match.group(2)}"
+        marker_env["python_full_version"] = f"{match.group(1)}.{match.group(2)}.0"
+    marker_env["extra"] = ""
+    return marker_env
+
+
+def check_requirements(env: Environment, findings: DistFindings) -> None:
+    marker_env = _marker_env(env)
+    for dist in env.distributions.values():
+        for text in dist.requires:
+            try:
+                req = Requirement(text)
+            except InvalidRequirement:
+                continue
+            try:
+                if req.marker is not None and not req.marker.evaluate(marker_env):
+                    continue
+            except UndefinedEnvironmentName:
+                continue
+            have = env.distributions.get(canonicalize_name(req.name))
+            if have is None:
+                findings.unmet_requirements.append(f"{dist.label()} requires {req}, not installed")
+            elif req.specifier and not req.specifier.contains(have.version, prereleases=True):
+                findings.unmet_requirements.append(
+                    f"{dist.label()} requires {req}, installed {have.version}"
+                )

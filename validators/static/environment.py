@@ -1,0 +1,126 @@
+"""An installed Python environment as the static checks see it: its site-packages, its
+interpreter, its distributions (from *.dist-info METADATA and RECORD), and its ELF files."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from dataclasses import dataclass, field
+from email.parser import HeaderParser
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+
+from validators.static.elf_symbols import is_elf
+
+
+class NotAnEnvironment(Exception):
+    """The path is not a Python environment (no interpreter, no site-packages)."""
+
+
+@dataclass(frozen=True)
+class Distribution:
+    name: str
+    version: str
+    dist_info: Path
+    requires: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return canonicalize_name(self.name)
+
+    def label(self) -> str:
+        return f"{self.name} {self.version}"
+
+
+@dataclass
+class Environment:
+    root: Path
+    site_packages: Path
+    interpreter: Path | None
+    distributions: dict[str, Distribution]
+    owners: dict[Path, Distribution] = field(default_factory=dict)
+
+    def owner(self, path: Path) -> Distribution | None:
+        return self.owners.get(path.resolve())
+
+    def owner_label(self, path: Path) -> str:
+        dist = self.owner(path)
+        if dist is not None:
+            return dist.label()
+        try:
+            rel = path.resolve().relative_to(self.site_packages.resolve())
+            return f"(no distribution owns {rel})"
+        except ValueError:
+            return f"(outside the env: {path})"
+
+    def shared_objects(self) -> list[Path]:
+        """Every ELF shared object under site-packages (extensions and bundled libraries)."""
+        found: list[Path] = []
+        for dirpath, dirnames, filenames in os.walk(self.site_packages):
+            dirnames.sort()
+            for name in sorted(filenames):
+                if ".so" not in name:
+                    continue
+                if not (name.endswith(".so") or ".so." in name):
+                    continue
+                path = Path(dirpath) / name
+                if path.is_symlink() or not is_elf(path):
+                    continue
+                found.append(path)
+        return found
+
+
+def find_site_packages(env: Path) -> Path:
+    candidates = sorted(env.glob("lib/python3*/site-packages"))
+    if not candidates:
+        raise NotAnEnvironment(f"{env}: no lib/python3*/site-packages (not a Python environment)")
+    return candidates[-1]
+
+
+def find_interpreter(env: Path) -> Path | None:
+    for name in ("python", "python3"):
+        candidate = env / "bin" / name
+        if candidate.exists():
+            return candidate.resolve()
+    return None
+
+
+def _read_metadata(dist_info: Path) -> Distribution | None:
+    try:
+        text = (dist_info / "METADATA").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    headers = HeaderParser().parsestr(text, headersonly=True)
+    name, version = headers.get("Name"), headers.get("Version")
+    if not name or not version:
+        return None
+    requires = tuple(headers.get_all("Requires-Dist") or ())
+    return Distribution(name=name, version=version, dist_info=dist_info, requires=requires)
+
+
+def load_environment(env: Path, *, with_owners: bool = True) -> Environment:
+    if not env.is_dir():
+        raise NotAnEnvironment(f"{env}: no such directory")
+    site = find_site_packages(env)
+    dists: dict[str, Distribution] = {}
+    owners: dict[Path, Distribution] = {}
+    for dist_info in sorted(site.glob("*.dist-info")):
+        dist = _read_metadata(dist_info)
+        if dist is None:
+            continue
+        dists[dist.key] = dist
+        if not with_owners:
+            continue
+        try:
+            record = (dist_info / "RECORD").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for row in csv.reader(io.StringIO(record)):
+            if row and ".so" in row[0]:
+                owners[(site / row[0]).resolve()] = dist
+    return Environment(
+        root=env, site_packages=site, interpreter=find_interpreter(env),
+        distributions=dists, owners=owners,
+    )

@@ -1,0 +1,183 @@
+"""List the GPU code inside kernel libraries: SASS (cubin) and PTX entries of `.nv_fatbin`
+sections in shared objects, and standalone `.cubin` files (e.g. flashinfer-cubin).
+
+Only headers are read (payloads are skipped by seeking), so an 850 MB FA3 library costs
+milliseconds. Layout (confirmed on fatbins built with nvcc 13.0, tests/validators/fixtures):
+a fatbin is a 16-byte header (magic 0xBA55ED50, u16 version, u16 header size, u64 body size)
+followed by entries; each entry starts with u16 kind (1 PTX, 2 ELF/SASS), u16 version, u32
+header size, u64 padded payload size, and holds the SM number at +28 and flags at +40, where
+0x100000 marks an arch-specific (`a`) target and 0x200000 a family (`f`) target.
+
+Standalone cubins are ELF with e_machine EM_CUDA: the SM number sits in e_flags bits 8-15
+(ELF ABI version >= 8, CUDA 12.8+) or bits 0-7 (older); the `a`/`f` suffix is not in e_flags
+and is read from the ptxas command line kept in the `.note.nv.tkinfo` note, else the file name.
+"""
+
+from __future__ import annotations
+
+import io
+import mmap
+import re
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, Literal
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+
+from validators.static.elf_symbols import ElfReadError
+
+FATBIN_MAGIC = 0xBA55ED50
+KIND_PTX = 1
+KIND_ELF = 2
+FLAG_ARCH_SPECIFIC = 0x100000
+FLAG_FAMILY = 0x200000
+
+Suffix = Literal["", "a", "f", "?"]
+
+
+@dataclass(frozen=True, order=True)
+class GpuCode:
+    """One code object: SASS for sm_XY[a|f] or PTX for compute_XY[a|f]."""
+
+    kind: Literal["sass", "ptx"]
+    sm: int
+    suffix: Suffix = ""
+
+    @property
+    def cc(self) -> tuple[int, int]:
+        return self.sm // 10, self.sm % 10
+
+    def label(self) -> str:
+        prefix = "sm" if self.kind == "sass" else "compute"
+        return f"{prefix}_{self.sm}{self.suffix}"
+
+    def runs_on(self, major: int, minor: int) -> bool:
+        """Can a device of compute capability major.minor run this (SASS) or JIT it (PTX)?
+
+        SASS sm_XY runs on the same major with minor >= Y; sm_XYa only on exactly X.Y;
+        sm_XYf on the same family (major X, minor >= Y). PTX compute_XY JITs forward to any
+        CC >= X.Y; compute_XYa only to X.Y; compute_XYf within major X. Unknown suffix: exact.
+        """
+        cmaj, cmin = self.cc
+        if self.suffix in ("a", "?"):
+            return (major, minor) == (cmaj, cmin)
+        if self.kind == "sass" or self.suffix == "f":
+            return major == cmaj and minor >= cmin
+        return (major, minor) >= (cmaj, cmin)
+
+
+def _entries(stream: BinaryIO, start: int, size: int) -> list[GpuCode]:
+    found: list[GpuCode] = []
+    pos, end = start, start + size
+    while pos + 16 <= end:
+        stream.seek(pos)
+        header = stream.read(16)
+        if len(header) < 16:
+            raise ElfReadError(Path(getattr(stream, "name", "?")), "fatbin header truncated")
+        magic, _version, header_size, body_size = struct.unpack("<IHHQ", header)
+        if magic != FATBIN_MAGIC:
+            pos += 8  # fatbins in one section are 8-byte aligned; skip padding
+            continue
+        entry = pos + header_size
+        body_end = entry + body_size
+        while entry + 48 <= body_end:
+            stream.seek(entry)
+            raw = stream.read(48)
+            if len(raw) < 48:
+                raise ElfReadError(Path(getattr(stream, "name", "?")), "fatbin entry truncated")
+            kind, _ver, ehsize, payload = struct.unpack_from("<HHIQ", raw, 0)
+            (sm,) = struct.unpack_from("<I", raw, 28)
+            (flags,) = struct.unpack_from("<Q", raw, 40)
+            if ehsize == 0:
+                break
+            suffix: Suffix = (
+                "a" if flags & FLAG_ARCH_SPECIFIC else "f" if flags & FLAG_FAMILY else ""
+            )
+            if kind in (KIND_PTX, KIND_ELF):
+                found.append(GpuCode("ptx" if kind == KIND_PTX else "sass", sm, suffix))
+            entry += ehsize + payload
+        pos = max(body_end, pos + 16)
+        pos = (pos + 7) & ~7
+    return found
+
+
+# Some CUDA libraries (cuFFT) keep fatbins in large-data sections and load them themselves,
+# without a .nv_fatbin section; find them by magic (8-byte aligned) and a sane header.
+_EMBEDDED_SECTIONS = (".ldata", ".lrodata", ".rodata", ".data.rel.ro", ".data")
+_MAGIC_BYTES = struct.pack("<I", FATBIN_MAGIC)
+
+
+def _embedded(stream: BinaryIO, start: int, size: int) -> list[GpuCode]:
+    found: list[GpuCode] = []
+    try:
+        mapped = mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ)
+    except (ValueError, OSError, io.UnsupportedOperation):
+        return found
+    with mapped:
+        end = min(start + size, len(mapped))
+        pos = mapped.find(_MAGIC_BYTES, start, end)
+        while pos >= 0:
+            if pos % 8 == 0 and pos + 16 <= end:
+                _magic, version, header_size, body_size = struct.unpack_from("<IHHQ", mapped, pos)
+                if version == 1 and header_size == 16 and pos + 16 + body_size <= end:
+                    found.extend(_entries(stream, pos, 16 + body_size))
+                    pos = mapped.find(_MAGIC_BYTES, pos + 16 + body_size, end)
+                    continue
+            pos = mapped.find(_MAGIC_BYTES, pos + 4, end)
+    return found
+
+
+def fatbin_codes(path: Path) -> list[GpuCode]:
+    """Code objects of every `.nv_fatbin` section in an ELF file; [] when it has none."""
+    try:
+        with path.open("rb") as stream:
+            elf = ELFFile(stream)
+            if elf["e_machine"] == "EM_CUDA":
+                return [cubin_code(path, elf)]
+            codes: list[GpuCode] = []
+            for section in elf.iter_sections():
+                if section["sh_type"] != "SHT_PROGBITS" or not section["sh_size"]:
+                    continue
+                if section.name in (".nv_fatbin", "__nv_relfatbin"):
+                    codes.extend(_entries(stream, section["sh_offset"], section["sh_size"]))
+                elif section.name in _EMBEDDED_SECTIONS:
+                    codes.extend(_embedded(stream, section["sh_offset"], section["sh_size"]))
+            return sorted(set(codes))
+    except ElfReadError:
+        raise
+    except (ELFError, OSError, ValueError, struct.error) as exc:
+        raise ElfReadError(path, f"{type(exc).__name__}: {exc}") from None
+    except Exception as exc:  # construct errors from pyelftools on truncated files
+        raise ElfReadError(path, f"{type(exc).__name__}: {exc}") from None
+
+
+_ARCH_IN_TEXT = re.compile(r"(?:-arch[= ])?sm_?(\d{2,3})([af]?)\b")
+
+
+def cubin_code(path: Path, elf: ELFFile | None = None) -> GpuCode:
+    """The SASS target of a standalone cubin."""
+    if elf is None:
+        with path.open("rb") as stream:
+            return cubin_code(path, ELFFile(stream))
+    flags = int(elf["e_flags"])
+    abi = int(elf["e_ident"]["EI_ABIVERSION"])
+    sm = (flags >> 8) & 0xFF if abi >= 8 else flags & 0xFF
+    suffix: Suffix = "?"
+    note = elf.get_section_by_name(".note.nv.tkinfo")
+    if note is not None:
+        text = note.data().decode("latin-1")
+        match = re.search(r"-arch sm_(\d{2,3})([af]?)", text)
+        if match and int(match.group(1)) == sm:
+            suffix = match.group(2)  # type: ignore[assignment]
+    if suffix == "?":
+        match = _ARCH_IN_TEXT.search(path.name.lower())
+        if match and int(match.group(1)) == sm:
+            suffix = match.group(2)  # type: ignore[assignment]
+    return GpuCode("sass", sm, suffix)
+
+
+def covers(codes: list[GpuCode], major: int, minor: int) -> list[GpuCode]:
+    """The code objects a device of CC major.minor can use (SASS first)."""
+    return [c for c in codes if c.runs_on(major, minor)]

@@ -1,0 +1,157 @@
+"""Find DT_NEEDED libraries the way ld.so would inside one Python environment.
+
+Search order per soname (glibc's, with one addition):
+1. libraries the env's runtime loads before any extension: torch/lib/* and nvidia/*/lib/*
+   (`import torch` dlopens them, and ld.so then matches later DT_NEEDED entries by soname
+   against already-loaded objects; sgl-kernel's extensions have no RPATH and rely on this);
+2. DT_RPATH of the requesting object and of the objects that loaded it (ignored when the
+   requester has DT_RUNPATH), then DT_RUNPATH of the requester; $ORIGIN expanded;
+3. LD_LIBRARY_PATH is deliberately not used: a check must not depend on the caller's shell;
+4. the system directories from /etc/ld.so.conf(.d) and the defaults.
+
+A candidate must be ELF of the same class and machine, as ld.so skips the others.
+"""
+
+from __future__ import annotations
+
+import glob
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from validators.static.elf_symbols import ElfObject, ElfReadError, read_elf
+
+DEFAULT_SYSTEM_DIRS = (
+    "/lib/x86_64-linux-gnu",
+    "/usr/lib/x86_64-linux-gnu",
+    "/lib64",
+    "/usr/lib64",
+    "/lib",
+    "/usr/lib",
+)
+
+# Provided by the NVIDIA driver on a GPU host, never by a Python environment.
+HOST_PROVIDED = {"libcuda.so.1", "libnvidia-ml.so.1", "libcuda.so", "libnvidia-ml.so"}
+
+
+def system_library_dirs(conf: Path = Path("/etc/ld.so.conf")) -> tuple[str, ...]:
+    """Directories from ld.so.conf (following `include` globs), then the defaults."""
+    found: list[str] = []
+
+    def read(file: Path, depth: int) -> None:
+        if depth > 4:
+            return
+        try:
+            lines = file.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            return
+        for line in lines:
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            if line.startswith("include"):
+                pattern = line.split(None, 1)[1] if " " in line else ""
+                if not pattern.startswith("/"):
+                    pattern = str(file.parent / pattern)
+                for inc in sorted(glob.glob(pattern)):
+                    read(Path(inc), depth + 1)
+            else:
+                found.append(line)
+
+    read(conf, 0)
+    return tuple(dict.fromkeys([*found, *DEFAULT_SYSTEM_DIRS]))
+
+
+def expand_origin(entry: str, origin: Path) -> str:
+    return entry.replace("${ORIGIN}", str(origin)).replace("$ORIGIN", str(origin))
+
+
+@dataclass
+class Resolver:
+    """Resolves sonames to parsed ELF objects; caches parses (each file read once)."""
+
+    preloaded: dict[str, Path]
+    system_dirs: tuple[str, ...]
+    _cache: dict[Path, ElfObject | ElfReadError] = field(default_factory=dict)
+
+    def load(self, path: Path) -> ElfObject:
+        real = path.resolve()
+        hit = self._cache.get(real)
+        if hit is None:
+            try:
+                hit = read_elf(real)
+            except ElfReadError as exc:
+                hit = exc
+            self._cache[real] = hit
+        if isinstance(hit, ElfReadError):
+            raise hit
+        return hit
+
+    def _candidate(self, path: Path, like: ElfObject) -> ElfObject | None:
+        if not path.is_file():
+            return None
+        try:
+            obj = self.load(path)
+        except ElfReadError:
+            return None
+        if obj.machine != like.machine or obj.elf_class != like.elf_class:
+            return None
+        return obj
+
+    def find(self, soname: str, requester: ElfObject, loaders: Iterable[ElfObject]) -> ElfObject | None:
+        if "/" in soname:
+            return self._candidate(Path(soname), requester)
+        pre = self.preloaded.get(soname)
+        if pre is not None:
+            found = self._candidate(pre, requester)
+            if found is not None:
+                return found
+        for directory in self._search_dirs(requester, loaders):
+            found = self._candidate(Path(directory) / soname, requester)
+            if found is not None:
+                return found
+        return None
+
+    def _search_dirs(self, requester: ElfObject, loaders: Iterable[ElfObject]) -> Iterator[str]:
+        if not requester.runpath:
+            for obj in (requester, *loaders):
+                if obj.runpath:
+                    break  # glibc stops using ancestors' RPATH below an object with RUNPATH
+                for entry in obj.rpath:
+                    yield expand_origin(entry, obj.path.parent)
+        for entry in requester.runpath:
+            yield expand_origin(entry, requester.path.parent)
+        yield from self.system_dirs
+
+
+@dataclass
+class Closure:
+    """An object's load order (breadth-first, as ld.so builds the local scope) and what is missing."""
+
+    root: ElfObject
+    order: list[ElfObject]
+    missing: list[tuple[ElfObject, str]]  # (requester, soname nothing provides)
+
+
+def closure(resolver: Resolver, root: ElfObject) -> Closure:
+    order: list[ElfObject] = [root]
+    seen = {root.path.resolve()}
+    parents: dict[Path, tuple[ElfObject, ...]] = {root.path.resolve(): ()}
+    missing: list[tuple[ElfObject, str]] = []
+    queue = [root]
+    while queue:
+        current = queue.pop(0)
+        chain = parents[current.path.resolve()]
+        for soname in current.needed:
+            found = resolver.find(soname, current, chain)
+            if found is None:
+                missing.append((current, soname))
+                continue
+            key = found.path.resolve()
+            if key in seen:
+                continue
+            seen.add(key)
+            parents[key] = (current, *chain)
+            order.append(found)
+            queue.append(found)
+    return Closure(root=root, order=order, missing=missing)
