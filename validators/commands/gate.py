@@ -1,0 +1,114 @@
+"""`gate CANDIDATE [--baseline STACK|RECORD]`: refuse a candidate that fails a check or regresses.
+
+CANDIDATE is a record (file or id), a run report file, or a stack name. For a stack, give the
+repeated runs with --run, or let the gate run the validators --repeats times on --env (default:
+the builder's `current` env of the stack).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from stackgate.cli import emit_json
+from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
+from stackgate.output import console_err
+from stackgate.paths import project_root, stack_names
+from validators.gate.candidate import candidate_record, run_validations
+from validators.gate.compare import gate
+from validators.gate.policy import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_REPEATS,
+    DEFAULT_TAIL_TOLERANCE,
+    DEFAULT_TOLERANCE,
+    GatePolicy,
+)
+from validators.gate.render import render_gate
+from validators.records.cli_args import add_run_argument, add_store_argument
+from validators.records.model import Record
+from validators.records.resolve import is_record_file, read_report, resolve_record
+from validators.records.store import RecordStore
+from validators.report_html import write_report
+
+NAME = "gate"
+HELP = "compare a candidate with a known-good record (checks, noise-aware metrics, versions)"
+
+
+def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
+                        help=f"regression margin for means/medians/throughput "
+                        f"(default {DEFAULT_TOLERANCE}; see benchmarks/results/gate_power.md)")
+    parser.add_argument("--tail-tolerance", type=float, default=DEFAULT_TAIL_TOLERANCE,
+                        help=f"margin for p90/p95/p99/max metrics (default {DEFAULT_TAIL_TOLERANCE})")
+    parser.add_argument("--confidence", type=float, default=DEFAULT_CONFIDENCE,
+                        help=f"one-sided bootstrap confidence (default {DEFAULT_CONFIDENCE})")
+    parser.add_argument("--min-repeats", type=int, default=DEFAULT_REPEATS,
+                        help=f"runs needed on each side (default {DEFAULT_REPEATS})")
+
+
+def policy_from(args: argparse.Namespace) -> GatePolicy:
+    try:
+        return GatePolicy(
+            tolerance=args.tolerance, tail_tolerance=args.tail_tolerance,
+            confidence=args.confidence, min_repeats=args.min_repeats,
+        )
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("candidate", help="record file/id, run report file, or stack name")
+    parser.add_argument("--baseline", default=None,
+                        help="STACK (its newest known-good record) or RECORD (file or id); "
+                        "default: the candidate's stack")
+    add_run_argument(parser, required=False)
+    parser.add_argument("--env", type=Path, default=None,
+                        help="environment to validate when CANDIDATE is a stack without --run")
+    parser.add_argument("--repeats", type=int, default=DEFAULT_REPEATS,
+                        help="validation runs to make when the gate runs them")
+    parser.add_argument("--html", type=Path, default=None, help="also write an HTML report")
+    parser.add_argument("--all", action="store_true", help="list checks that are OK too")
+    add_policy_arguments(parser)
+    add_store_argument(parser)
+
+
+def default_env(stack: str) -> Path:
+    return project_root() / "envs" / stack / "current"
+
+
+def resolve_candidate(args: argparse.Namespace, store: RecordStore) -> Record:
+    ref: str = args.candidate
+    path = Path(ref)
+    reports = [read_report(p) for p in args.runs]
+    if path.is_file():
+        if is_record_file(path):
+            return resolve_record(ref, store)
+        reports.insert(0, read_report(path))
+        return candidate_record(None, reports, env=args.env)
+    if ref in stack_names() or ref.endswith(".toml"):
+        if not reports:
+            env = args.env or default_env(ref)
+            if not env.exists():
+                raise BadInput(
+                    f"no runs for candidate {ref}: give --run RESULT.json, or --env PATH to "
+                    f"validate (default {env} does not exist)"
+                )
+            reports = run_validations(ref, env, args.repeats)
+        return candidate_record(ref, reports, env=args.env)
+    return resolve_record(ref, store)
+
+
+def run(args: argparse.Namespace) -> int:
+    policy = policy_from(args)
+    with RecordStore.open(args.store) as store:
+        candidate = resolve_candidate(args, store)
+        baseline = resolve_record(args.baseline or candidate.stack, store)
+    result = gate(baseline, candidate, policy)
+    console = console_err()
+    render_gate(console, result, show_ok_checks=args.all)
+    if args.html:
+        write_report(args.html, candidate, baseline=baseline, gate_result=result)
+        console.print(f"HTML report: {args.html}")
+    if args.json:
+        emit_json({"ok": result.passed, **result.model_dump(mode="json")})
+    return EXIT_OK if result.passed else EXIT_CHECK_FAILED

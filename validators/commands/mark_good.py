@@ -1,0 +1,88 @@
+"""`mark-good STACK --run RESULT.json [--run ...]`: record a proven stack, or refuse and say why."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from stackgate.cli import emit_json
+from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
+from stackgate.loading import load_stack
+from stackgate.output import console_err
+from validators.gate.candidate import env_of, host_of
+from validators.records.build_facts import read_build_facts
+from validators.records.cli_args import add_run_argument, add_store_argument
+from validators.records.compose import compose_record, qualify
+from validators.records.fingerprint import target_mismatch
+from validators.records.resolve import read_report
+from validators.records.store import RecordStore
+
+NAME = "mark-good"
+HELP = "record a stack as known-good when every required validator passed on a matching host"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("stack", help="a stack name in stacks/ or a path to a manifest")
+    add_run_argument(parser, required=True)
+    parser.add_argument("--env", type=Path, default=None,
+                        help="the environment the runs judged (default: the reports' env_path)")
+    parser.add_argument("--image-digest", default=None, help="digest of the image, if one")
+    parser.add_argument("--note", default=None, help="free text kept in the record")
+    parser.add_argument(
+        "--allow-host-mismatch", action="store_true",
+        help="record even though this host does not match the stack's targets (kept in the "
+        "record as host_mismatch; for test stands, never for the real target)",
+    )
+    parser.add_argument("--export", type=Path, default=None, metavar="DIR",
+                        help="also write the record as JSON under DIR (e.g. records/)")
+    add_store_argument(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    loaded = load_stack(args.stack)
+    reports = [read_report(p) for p in args.runs]
+    console = console_err()
+    problems = qualify(loaded, reports)
+    host = host_of(reports)
+    mismatch = target_mismatch(host, loaded.manifest)
+    if mismatch and not args.allow_host_mismatch:
+        problems.extend(f"host: {m}" for m in mismatch)
+    env = env_of(reports, args.env)
+    if env is None:
+        problems.append("no environment: give --env (the reports name none)")
+    if problems:
+        if args.json:
+            emit_json({"ok": False, "stack": loaded.manifest.name, "refused": problems})
+        console.print(f"[bold red]REFUSED[/] {loaded.manifest.name} is not marked good:")
+        for p in problems:
+            console.print(f"  - {p}", markup=False, highlight=False)
+        return EXIT_CHECK_FAILED
+    assert env is not None
+    build = read_build_facts(env, image_digest=args.image_digest)
+    if build.env_tree_sha256 is None:
+        raise BadInput(f"{env}: the build record has no env tree hash")
+    record = compose_record(
+        loaded, reports, build=build, host=host, kind="known-good", note=args.note,
+        host_mismatch=mismatch,
+    )
+    with RecordStore.open(args.store) as store:
+        added = store.add(record)
+        exported = store.export(args.export, record.stack) if args.export else []
+        where = store.path
+    if args.json:
+        emit_json({
+            "ok": True, "record_id": record.record_id, "stack": record.stack, "added": added,
+            "store": str(where), "exported": [str(p) for p in exported],
+            "metrics": sorted(record.metrics), "runs": record.runs,
+        })
+    verb = "recorded" if added else "already recorded"
+    console.print(
+        f"[bold green]KNOWN-GOOD[/] {record.label} {verb} in {where}: {len(record.checks)} checks, "
+        f"{len(record.metrics)} metrics x {record.runs} run(s), env tree "
+        f"{(build.env_tree_sha256 or '')[:12]}"
+    )
+    for m in mismatch:
+        console.print(f"[yellow]host mismatch accepted:[/] {m}")
+    for path in exported:
+        console.print(f"  exported {path}")
+    return EXIT_OK

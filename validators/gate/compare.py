@@ -1,0 +1,241 @@
+"""Compare a candidate record with a baseline record: checks, metrics, versions, env, host.
+
+The verdict is data (`GateResult`); rendering it (rich table, JSON, HTML) is elsewhere.
+A gate fails on: a candidate check that FAILed or ERRORed, a check the baseline passed that
+the candidate did not run, a metric whose interval says regression, a gated metric the
+candidate lacks, or too few runs to judge noise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from validators.gate.diffs import Change, diff_flat, diff_manifests
+from validators.gate.policy import GatePolicy, detectable_regression
+from validators.gate.stats import bootstrap_ratio, coefficient_of_variation
+from validators.records.fingerprint import diff_hosts
+from validators.records.metrics import Direction, direction
+from validators.records.model import Record
+
+MetricStatus = Literal[
+    "REGRESSION", "IMPROVEMENT", "SAME", "MISSING", "NEW", "TOO_FEW", "UNGATED"
+]
+CheckStatus = Literal["OK", "FAILED", "NOT_RUN", "NEW", "SKIPPED"]
+_FAILING_METRIC: frozenset[str] = frozenset({"REGRESSION", "MISSING", "TOO_FEW"})
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class MetricVerdict(_Model):
+    key: str
+    direction: Direction
+    status: MetricStatus
+    reason: str
+    baseline_mean: float | None = None
+    candidate_mean: float | None = None
+    n_baseline: int = 0
+    n_candidate: int = 0
+    ratio: float | None = Field(default=None, description="Oriented: < 1 is worse.")
+    low: float | None = None
+    high: float | None = None
+    tolerance: float = 0.0
+    cv_baseline: float | None = None
+    cv_candidate: float | None = None
+    detectable: float | None = Field(
+        default=None, description="Smallest regression this metric's noise lets us catch."
+    )
+
+    @property
+    def failing(self) -> bool:
+        return self.status in _FAILING_METRIC
+
+
+class CheckVerdict(_Model):
+    check: str
+    baseline: str | None
+    candidate: str | None
+    status: CheckStatus
+    reason: str
+
+    @property
+    def failing(self) -> bool:
+        return self.status in ("FAILED", "NOT_RUN")
+
+
+class HostChange(_Model):
+    field: str
+    baseline: str
+    candidate: str
+    impact: str
+    why: str
+
+
+class GateResult(_Model):
+    baseline: str
+    candidate: str
+    passed: bool
+    reasons: list[str]
+    checks: list[CheckVerdict]
+    metrics: list[MetricVerdict]
+    versions: list[Change]
+    env: list[Change]
+    manifest: list[Change]
+    host: list[HostChange]
+    policy: dict[str, float | int]
+    seed: int
+
+
+def _seed(baseline: Record, candidate: Record) -> int:
+    """Same inputs, same resamples, same verdict: the seed comes from the two contents."""
+    digest = hashlib.sha256((baseline.compute_id() + candidate.compute_id()).encode())
+    return int.from_bytes(digest.digest()[:8], "big")
+
+
+def compare_checks(baseline: Record, candidate: Record) -> list[CheckVerdict]:
+    base = {r.check: r for r in baseline.checks}
+    cand = {r.check: r for r in candidate.checks}
+    out: list[CheckVerdict] = []
+    for check in sorted(set(base) | set(cand)):
+        b, c = base.get(check), cand.get(check)
+        b_status = b.status if b else None
+        c_status = c.status if c else None
+        if c is None:
+            assert b is not None
+            status: CheckStatus = "NOT_RUN" if b.status == "PASS" else "SKIPPED"
+            reason = "passed on the baseline, absent from the candidate's run" if (
+                status == "NOT_RUN") else f"baseline {b.status}, absent from the candidate"
+        elif c.status in ("FAIL", "ERROR"):
+            status, reason = "FAILED", c.reason
+        elif c.status == "SKIP":
+            status = "NOT_RUN" if b is not None and b.status == "PASS" else "SKIPPED"
+            reason = f"skipped: {c.reason}"
+        elif b is None:
+            status, reason = "NEW", "check not in the baseline"
+        else:
+            status, reason = "OK", c.reason
+        out.append(CheckVerdict(
+            check=check, baseline=b_status, candidate=c_status, status=status, reason=reason
+        ))
+    return out
+
+
+def compare_metric(
+    key: str,
+    baseline: list[float] | None,
+    candidate: list[float] | None,
+    policy: GatePolicy,
+    rng: np.random.Generator,
+) -> MetricVerdict:
+    way = direction(key)
+    tol = policy.tolerance_for(key)
+    if not baseline:
+        assert candidate is not None
+        return MetricVerdict(
+            key=key, direction=way, status="NEW", reason="not measured on the baseline",
+            candidate_mean=float(np.mean(candidate)), n_candidate=len(candidate), tolerance=tol,
+        )
+    cv_b = coefficient_of_variation(baseline)
+    base = MetricVerdict(
+        key=key, direction=way, status="UNGATED", reason="", baseline_mean=float(np.mean(baseline)),
+        n_baseline=len(baseline), tolerance=tol, cv_baseline=cv_b,
+    )
+
+    def verdict(status: MetricStatus, reason: str, **more: Any) -> MetricVerdict:
+        return base.model_copy(update={"status": status, "reason": reason, **more})
+
+    if not candidate:
+        if way == "none":
+            return verdict("UNGATED", "not measured (not gated)")
+        return verdict("MISSING", "the candidate did not measure it")
+    cv_c = coefficient_of_variation(candidate)
+    base = base.model_copy(update={
+        "candidate_mean": float(np.mean(candidate)), "n_candidate": len(candidate),
+        "cv_candidate": cv_c,
+    })
+    if way == "none":
+        return verdict("UNGATED", "describes the run; not gated")
+    if min(baseline + candidate) <= 0:
+        return verdict("UNGATED", "non-positive samples; no ratio")
+    interval = bootstrap_ratio(
+        candidate, baseline, direction=way, confidence=policy.confidence,
+        resamples=policy.resamples, rng=rng,
+    )
+    base = base.model_copy(update={
+        "ratio": interval.ratio, "low": interval.low, "high": interval.high,
+        "detectable": detectable_regression(
+            cv_b, cv_c, len(baseline), len(candidate), tol, policy.confidence
+        ),
+    })
+    few = [f"{side} has {n} run{'s' if n != 1 else ''}"
+           for side, n in (("baseline", len(baseline)), ("candidate", len(candidate)))
+           if n < policy.min_repeats]
+    if few:
+        return verdict(
+            "TOO_FEW",
+            f"{' and '.join(few)}; need >= {policy.min_repeats} to tell noise from change",
+        )
+    pct = f"{(interval.ratio - 1) * 100:+.1f}%"
+    bounds = f"[{interval.low:.3f}, {interval.high:.3f}]"
+    if interval.high < 1 - tol:
+        return verdict(
+            "REGRESSION",
+            f"{pct} worse: whole {policy.confidence:.0%} interval {bounds} is below 1 - {tol:.1%}",
+        )
+    if interval.low > 1 + tol:
+        return verdict("IMPROVEMENT", f"{pct} better: whole interval {bounds} is above 1 + {tol:.1%}")
+    return verdict("SAME", f"{pct}, interval {bounds}: within noise")
+
+
+def compare_metrics(
+    baseline: Record, candidate: Record, policy: GatePolicy, rng: np.random.Generator
+) -> list[MetricVerdict]:
+    keys = sorted(set(baseline.metrics) | set(candidate.metrics))
+    return [
+        compare_metric(k, baseline.metrics.get(k), candidate.metrics.get(k), policy, rng)
+        for k in keys
+    ]
+
+
+def gate(baseline: Record, candidate: Record, policy: GatePolicy | None = None) -> GateResult:
+    policy = policy or GatePolicy()
+    seed = _seed(baseline, candidate)
+    rng = np.random.default_rng(seed)
+    checks = compare_checks(baseline, candidate)
+    metrics = compare_metrics(baseline, candidate, policy, rng)
+    reasons: list[str] = []
+    for c in checks:
+        if c.failing:
+            reasons.append(f"check {c.check}: {c.status}: {c.reason}")
+    for m in metrics:
+        if m.failing:
+            reasons.append(f"metric {m.key}: {m.status}: {m.reason}")
+    host = [
+        HostChange(field=d.field, baseline=d.recorded, candidate=d.here, impact=d.impact, why=d.why)
+        for d in diff_hosts(baseline.host, candidate.host)
+    ]
+    return GateResult(
+        baseline=baseline.label,
+        candidate=candidate.label,
+        passed=not reasons,
+        reasons=reasons,
+        checks=checks,
+        metrics=metrics,
+        versions=diff_flat(baseline.build.packages, candidate.build.packages),
+        env=diff_flat(baseline.env, candidate.env),
+        manifest=diff_manifests(baseline.manifest, candidate.manifest),
+        host=host,
+        policy={
+            "tolerance": policy.tolerance,
+            "tail_tolerance": policy.tail_tolerance,
+            "confidence": policy.confidence,
+            "min_repeats": policy.min_repeats,
+            "resamples": policy.resamples,
+        },
+        seed=seed,
+    )

@@ -1,0 +1,116 @@
+"""Rich tables for a gate verdict: every check, every metric, what changed, and why."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from validators.gate.compare import GateResult, MetricVerdict
+from validators.gate.diffs import Change
+
+_CHECK_STYLE = {"OK": "green", "FAILED": "bold red", "NOT_RUN": "bold red", "NEW": "cyan",
+                "SKIPPED": "yellow"}
+_METRIC_STYLE = {"REGRESSION": "bold red", "MISSING": "bold red", "TOO_FEW": "bold red",
+                 "IMPROVEMENT": "bold green", "SAME": "green", "NEW": "cyan", "UNGATED": "dim"}
+
+
+def _num(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if abs(value) >= 100:
+        return f"{value:,.1f}"
+    return f"{value:.3g}"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def _change(m: MetricVerdict) -> str:
+    return "-" if m.ratio is None else f"{(m.ratio - 1) * 100:+.1f}%"
+
+
+def _interval(m: MetricVerdict) -> str:
+    return "-" if m.low is None or m.high is None else f"[{m.low:.3f}, {m.high:.3f}]"
+
+
+def checks_table(result: GateResult, *, show_ok: bool = True) -> Table:
+    table = Table(title="checks", show_lines=False)
+    for col in ("check", "baseline", "candidate", "verdict", "reason"):
+        table.add_column(col, overflow="fold")
+    rows = sorted(result.checks, key=lambda c: (not c.failing, c.status != "NEW", c.check))
+    hidden = 0
+    for c in rows:
+        if not show_ok and c.status == "OK":
+            hidden += 1
+            continue
+        style = _CHECK_STYLE[c.status]
+        table.add_row(c.check, c.baseline or "-", c.candidate or "-",
+                      f"[{style}]{c.status}[/]", c.reason[:160])
+    if hidden:
+        table.caption = f"{hidden} more checks OK (--all shows them)"
+    return table
+
+
+def metrics_table(result: GateResult) -> Table:
+    table = Table(
+        title=f"metrics (ratio < 1 is worse; {result.policy['confidence']:.0%} bootstrap bounds)"
+    )
+    for col in ("metric", "better", "baseline", "candidate", "change", "interval",
+                "tolerance", "detectable", "runs b/c", "verdict"):
+        table.add_column(col, justify="left" if col in ("metric", "verdict") else "right")
+    order = {"REGRESSION": 0, "MISSING": 1, "TOO_FEW": 2, "IMPROVEMENT": 3, "SAME": 4,
+             "NEW": 5, "UNGATED": 6}
+    for m in sorted(result.metrics, key=lambda m: (order[m.status], m.key)):
+        style = _METRIC_STYLE[m.status]
+        table.add_row(
+            m.key, m.direction, _num(m.baseline_mean), _num(m.candidate_mean), _change(m),
+            _interval(m), _pct(m.tolerance) if m.direction != "none" else "-",
+            _pct(m.detectable), f"{m.n_baseline}/{m.n_candidate}", f"[{style}]{m.status}[/]",
+        )
+    return table
+
+
+def changes_table(title: str, changes: list[Change]) -> Table:
+    table = Table(title=title)
+    for col in ("key", "change", "baseline", "candidate"):
+        table.add_column(col, overflow="fold")
+    for c in changes:
+        table.add_row(c.key, c.kind, c.a or "-", c.b or "-")
+    return table
+
+
+def host_table(result: GateResult) -> Table:
+    table = Table(title="host differences")
+    for col in ("field", "baseline", "candidate", "impact", "why"):
+        table.add_column(col, overflow="fold")
+    for h in result.host:
+        style = {"blocks": "bold red", "performance": "yellow"}.get(h.impact, "dim")
+        table.add_row(h.field, h.baseline, h.candidate, f"[{style}]{h.impact}[/]", h.why)
+    return table
+
+
+def render_gate(console: Console, result: GateResult, *, show_ok_checks: bool = True) -> None:
+    console.print(f"[bold]gate[/] candidate {result.candidate} vs baseline {result.baseline}")
+    if result.versions:
+        console.print(changes_table("package versions", result.versions))
+    if result.env:
+        console.print(changes_table("environment variables", result.env))
+    if result.manifest:
+        console.print(changes_table("manifest", result.manifest))
+    if result.host:
+        console.print(host_table(result))
+        if any(h.impact != "info" for h in result.host):
+            console.print(
+                "[yellow]note:[/] the hosts differ in ways that change performance; "
+                "metric ratios compare different machines"
+            )
+    console.print(checks_table(result, show_ok=show_ok_checks))
+    if result.metrics:
+        console.print(metrics_table(result))
+    if result.passed:
+        console.print("[bold green]PASSED[/]: no failed check, no regression beyond noise")
+        return
+    console.print(f"[bold red]REFUSED[/]: {len(result.reasons)} reason(s)")
+    for reason in result.reasons:
+        console.print(f"  - {reason}", markup=False, highlight=False)

@@ -1,0 +1,31 @@
+"""Arguments the record commands share (one spelling, one help text)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from validators.records.store import default_store_path
+
+
+def add_store_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--store",
+        type=Path,
+        default=None,
+        help=f"record store file (default {default_store_path()}; env STACKGATE_STATE_DIR "
+        "moves its folder)",
+    )
+
+
+def add_run_argument(parser: argparse.ArgumentParser, *, required: bool) -> None:
+    parser.add_argument(
+        "--run",
+        dest="runs",
+        action="append",
+        type=Path,
+        default=[],
+        required=required,
+        metavar="RESULT.json",
+        help="a `python -m validators run --json` report; repeat it once per repeated run",
+    )

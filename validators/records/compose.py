@@ -1,0 +1,106 @@
+"""Turn validation reports (one per repeated run) into a record, and say when they may not be.
+
+`qualify` lists every reason the runs do not prove the stack good; mark-good refuses on any.
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import socket
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Literal
+
+from stackgate import __version__
+from stackgate.loading import LoadedStack
+from validators.records.build_facts import env_profile
+from validators.records.extract import merge_runs, run_metrics
+from validators.records.model import BuildFacts, HostFingerprint, Record
+from validators.results import Report, Result
+
+
+def manifest_file_sha256(loaded: LoadedStack) -> str:
+    return hashlib.sha256(loaded.path.read_bytes()).hexdigest()
+
+
+def qualify(loaded: LoadedStack, reports: Sequence[Report]) -> list[str]:
+    """Why these runs do not show every required validator passing ([] when they do)."""
+    manifest = loaded.manifest
+    required = list(manifest.validation.required)
+    problems: list[str] = []
+    file_sha = manifest_file_sha256(loaded)
+    env_paths = {r.env_path for r in reports if r.env_path}
+    if len(env_paths) > 1:
+        problems.append(f"the runs judged different environments: {', '.join(sorted(env_paths))}")
+    for i, report in enumerate(reports, start=1):
+        run = f"run {i}" if len(reports) > 1 else "the run"
+        if report.stack != manifest.name:
+            problems.append(f"{run} validated stack '{report.stack}', not '{manifest.name}'")
+        if report.manifest_sha256 and report.manifest_sha256 != file_sha:
+            problems.append(
+                f"{run} used another version of {loaded.path.name} "
+                f"(sha256 {report.manifest_sha256[:12]}, now {file_sha[:12]})"
+            )
+        for group in required:
+            results = [r for r in report.results if r.group == group]
+            if group in report.groups_skipped:
+                problems.append(
+                    f"{run}: required group '{group}' was skipped: {report.groups_skipped[group]}"
+                )
+            elif not results:
+                problems.append(f"{run}: required group '{group}' did not run")
+            for r in results:
+                if r.status != "PASS":
+                    problems.append(f"{run}: {r.check} {r.status}: {r.reason}")
+    return problems
+
+
+def _merge_checks(reports: Sequence[Report]) -> list[Result]:
+    """One result per check: the worst status over the runs (a flaky check is not a PASS)."""
+    order = {"ERROR": 0, "FAIL": 1, "SKIP": 2, "PASS": 3}
+    merged: dict[str, Result] = {}
+    for report in reports:
+        for r in report.results:
+            have = merged.get(r.check)
+            if have is None or order[r.status] < order[have.status]:
+                merged[r.check] = r
+    return list(merged.values())
+
+
+def compose_record(
+    loaded: LoadedStack,
+    reports: Sequence[Report],
+    *,
+    build: BuildFacts,
+    host: HostFingerprint,
+    kind: Literal["known-good", "candidate"],
+    note: str | None = None,
+    host_mismatch: Sequence[str] = (),
+) -> Record:
+    metrics, distributions, golden = merge_runs(run_metrics(r) for r in reports)
+    env = env_profile(build.raw) or loaded.manifest.env_for(None)
+    try:
+        who: str | None = f"{getpass.getuser()}@{socket.gethostname()}"
+    except (KeyError, OSError):
+        who = None
+    record = Record(
+        kind=kind,
+        stack=loaded.manifest.name,
+        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        created_by=who,
+        stackgate_version=__version__,
+        note=note,
+        manifest_sha256=manifest_file_sha256(loaded),
+        manifest=loaded.raw,
+        build=build,
+        host=host,
+        host_mismatch=list(host_mismatch),
+        env=env,
+        runs=max(1, len(reports)),
+        checks=_merge_checks(reports),
+        metrics=metrics,
+        distributions=distributions,
+        golden_outputs=golden,
+    )
+    return record.sealed()

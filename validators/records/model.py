@@ -1,0 +1,155 @@
+"""The known-good record (schema_version 1): what was proven, where, with which numbers.
+
+A record is content-addressed: its id is the sha256 of its canonical JSON (every field but
+`record_id`), so a record cannot change without changing its id, and every read re-computes
+the hash (`Record.verified`). Records are never edited; a new proof is a new record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from stackgate.errors import BadInput
+from validators.results import Result
+
+RECORD_SCHEMA_VERSION: Literal[1] = 1
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class GpuInfo(Frozen):
+    model: str | None = None
+    count: int = 0
+    compute_capabilities: list[str] = Field(
+        default_factory=list, description="Distinct CCs as 'major.minor', e.g. ['12.0']."
+    )
+    memory_gib: float | None = None
+
+
+class HostFingerprint(Frozen):
+    """The facts about a host that can change how a stack behaves or performs.
+
+    A field the probe could not tell is None ("unknown"), never a guess.
+    """
+
+    hostname: str | None = None
+    gpu: GpuInfo = Field(default_factory=GpuInfo)
+    driver: str | None = None
+    cuda_driver: str | None = Field(default=None, description="CUDA version the driver supports.")
+    nvcc: str | None = None
+    interconnect: Literal["nvlink", "pcie", "none", "unknown"] = "unknown"
+    cpu_model: str | None = None
+    cpu_count: int | None = None
+    ram_gib: float | None = None
+    swap_gib: float | None = None
+    kernel: str | None = None
+    source: str = Field(default="probe", description="Where the facts came from.")
+
+
+class BuildFacts(Frozen):
+    """What the builder wrote into the environment (`<env>/stackgate/build-record.json`)."""
+
+    manifest_sha256: str | None = None
+    lock_sha256: str | None = None
+    env_tree_sha256: str | None = None
+    image_digest: str | None = None
+    python: str | None = None
+    topology: str | None = None
+    packages: dict[str, str] = Field(default_factory=dict, description="name -> version")
+    tools: dict[str, str] = Field(default_factory=dict, description="uv, python, ... versions")
+    raw: dict[str, Any] = Field(default_factory=dict, description="The build record as written.")
+
+
+class Record(Frozen):
+    schema_version: Literal[1] = RECORD_SCHEMA_VERSION
+    record_id: str = Field(default="", description="sha256 of the canonical content.")
+    kind: Literal["known-good", "candidate"] = "known-good"
+    stack: str
+    created_at: str
+    created_by: str | None = None
+    stackgate_version: str
+    note: str | None = None
+    manifest_sha256: str | None = None
+    manifest: dict[str, Any] = Field(
+        default_factory=dict, description="The manifest as read (TOML tables), for diffs."
+    )
+    build: BuildFacts = Field(default_factory=BuildFacts)
+    host: HostFingerprint = Field(default_factory=HostFingerprint)
+    host_mismatch: list[str] = Field(
+        default_factory=list,
+        description="Why the host did not match the stack's targets, when accepted anyway.",
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict, description="Environment variables the stack applied."
+    )
+    runs: int = Field(default=1, ge=1, description="How many validation runs the record merges.")
+    checks: list[Result] = Field(default_factory=list)
+    metrics: dict[str, list[float]] = Field(
+        default_factory=dict, description="Benchmark metric -> one sample per repeated run."
+    )
+    distributions: dict[str, list[float]] = Field(
+        default_factory=dict, description="Per-request raw samples (ttfts_ms, itls_ms, ...)."
+    )
+    golden_outputs: dict[str, Any] = Field(
+        default_factory=dict, description="Reference outputs of the correctness checks."
+    )
+
+    # -- identity ---------------------------------------------------------------------------
+    def content(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude={"record_id"})
+
+    def compute_id(self) -> str:
+        return content_sha256(self.content())
+
+    def sealed(self) -> Record:
+        """This record with its id set from its content."""
+        return self.model_copy(update={"record_id": self.compute_id()})
+
+    @property
+    def short_id(self) -> str:
+        return self.record_id[:12]
+
+    @property
+    def label(self) -> str:
+        return f"{self.stack}@{self.short_id}"
+
+    def to_json(self) -> str:
+        return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+
+
+def canonical_json(data: Any) -> str:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def content_sha256(data: Any) -> str:
+    return hashlib.sha256(canonical_json(data).encode("utf-8")).hexdigest()
+
+
+def load_record(data: Any, *, where: str) -> Record:
+    """Parse and verify a record; raise BadInput saying what is wrong and where."""
+    if not isinstance(data, dict):
+        raise BadInput(f"{where}: not a record (expected a JSON object)")
+    version = data.get("schema_version")
+    if isinstance(version, int) and version > RECORD_SCHEMA_VERSION:
+        raise BadInput(
+            f"{where}: record schema_version {version} is newer than this stackgate reads "
+            f"({RECORD_SCHEMA_VERSION}); upgrade stackgate"
+        )
+    try:
+        record = Record.model_validate(data)
+    except ValidationError as exc:
+        problems = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
+        raise BadInput(f"{where}: invalid record", details=problems) from None
+    expected = record.compute_id()
+    if record.record_id != expected:
+        raise BadInput(
+            f"{where}: record content does not match its hash (modified after it was written?)",
+            details=[f"stored id {record.record_id or '(none)'}", f"content hash {expected}"],
+        )
+    return record

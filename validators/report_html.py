@@ -1,0 +1,254 @@
+"""A self-contained HTML report of a record, optionally against a baseline with a gate verdict.
+
+One file, inline CSS and SVG, no scripts and no external URL, so it opens offline and in
+mail/CI artifact viewers. Sections: verdict, what was tested, checks, metrics with
+intervals, throughput vs concurrency (candidate vs baseline, 95% intervals of the mean over
+runs), TTFT/ITL distributions per concurrency (box plots of the raw per-request samples).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from html import escape
+from pathlib import Path
+
+import numpy as np
+
+from validators.gate.compare import GateResult
+from validators.records.metrics import parse_metric_key
+from validators.records.model import Record
+from validators.report_svg import (
+    Box,
+    Point,
+    box_chart,
+    box_of,
+    interval_chart,
+    mean_interval,
+    ratio_chart,
+)
+
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#111}
+h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:28px 0 8px}
+.muted{color:#6b7280} table{border-collapse:collapse;margin:6px 0;font-size:13px}
+th,td{border:1px solid #e5e7eb;padding:3px 8px;text-align:left;vertical-align:top}
+th{background:#f9fafb} td.num{text-align:right;font-variant-numeric:tabular-nums}
+.banner{padding:10px 14px;border-radius:6px;font-weight:600;margin:12px 0}
+.pass{background:#dcfce7;color:#166534} .fail{background:#fee2e2;color:#991b1b}
+.s-PASS,.s-OK,.s-SAME{color:#166534} .s-FAIL,.s-ERROR,.s-FAILED,.s-NOT_RUN,.s-REGRESSION,
+.s-MISSING,.s-TOO_FEW{color:#b91c1c;font-weight:600} .s-SKIP,.s-SKIPPED{color:#92400e}
+.s-IMPROVEMENT{color:#15803d;font-weight:600} .s-NEW,.s-UNGATED{color:#6b7280}
+svg{background:#fff;border:1px solid #e5e7eb;margin:6px 12px 6px 0}
+svg .title{font-size:13px;font-weight:600} svg .tick{font-size:11px;fill:#374151}
+svg .label{font-size:12px;fill:#374151} svg .grid{stroke:#f3f4f6} svg .axis{stroke:#9ca3af}
+code{font-size:12px}
+"""
+
+_THROUGHPUT_NAMES = ("output_throughput", "total_throughput", "request_throughput")
+_DISTRIBUTIONS = (("ttft_ms", "TTFT (ms)"), ("itl_ms", "ITL (ms)"))
+
+
+def _td(value: object, cls: str = "") -> str:
+    attr = f' class="{cls}"' if cls else ""
+    return f"<td{attr}>{escape(str(value))}</td>"
+
+
+def _status(value: str | None) -> str:
+    text = value or "-"
+    return f'<td class="s-{escape(text)}">{escape(text)}</td>'
+
+
+def _table(headers: list[str], rows: list[str]) -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else (f"{value:,.1f}" if abs(value) >= 100 else f"{value:.4g}")
+
+
+def _summary(record: Record, baseline: Record | None) -> str:
+    rows = []
+
+    def row(label: str, cand: object, base: object | None = None) -> None:
+        cells = _td(label) + _td(cand if cand is not None else "-")
+        if baseline is not None:
+            cells += _td(base if base is not None else "-")
+        rows.append(f"<tr>{cells}</tr>")
+
+    b = baseline
+    row("record", record.label, b.label if b else None)
+    row("created", record.created_at, b.created_at if b else None)
+    row("env tree sha256", record.build.env_tree_sha256, b.build.env_tree_sha256 if b else None)
+    row("lock sha256", record.build.lock_sha256, b.build.lock_sha256 if b else None)
+    gpu = f"{record.host.gpu.count} x {record.host.gpu.model or 'no GPU'}"
+    base_gpu = f"{b.host.gpu.count} x {b.host.gpu.model or 'no GPU'}" if b else None
+    row("GPUs", gpu, base_gpu)
+    row("driver / CUDA", f"{record.host.driver} / {record.host.cuda_driver}",
+        f"{b.host.driver} / {b.host.cuda_driver}" if b else None)
+    row("interconnect", record.host.interconnect, b.host.interconnect if b else None)
+    row("runs", record.runs, b.runs if b else None)
+    headers = ["", "candidate" if b else "record"] + (["baseline"] if b else [])
+    return _table(headers, rows)
+
+
+def _checks(record: Record, baseline: Record | None, gate_result: GateResult | None) -> str:
+    if gate_result is not None:
+        rows = [
+            f"<tr>{_td(c.check)}{_status(c.baseline)}{_status(c.candidate)}{_status(c.status)}"
+            f"{_td(c.reason[:300])}</tr>"
+            for c in sorted(gate_result.checks, key=lambda c: (not c.failing, c.check))
+        ]
+        return _table(["check", "baseline", "candidate", "verdict", "reason"], rows)
+    rows = [
+        f"<tr>{_td(r.check)}{_td(r.group)}{_status(r.status)}{_td(r.reason[:300])}</tr>"
+        for r in sorted(record.checks, key=lambda r: (r.status == "PASS", r.check))
+    ]
+    return _table(["check", "group", "status", "reason"], rows)
+
+
+def _metrics(gate_result: GateResult | None, record: Record) -> str:
+    if gate_result is None:
+        rows = [
+            f"<tr>{_td(k)}{_td(_num(float(np.mean(v))), 'num')}{_td(len(v), 'num')}</tr>"
+            for k, v in sorted(record.metrics.items())
+        ]
+        return _table(["metric", "mean", "runs"], rows)
+    rows = []
+    for m in gate_result.metrics:
+        change = "-" if m.ratio is None else f"{(m.ratio - 1) * 100:+.1f}%"
+        interval = "-" if m.low is None else f"[{m.low:.3f}, {m.high:.3f}]"
+        rows.append(
+            f"<tr>{_td(m.key)}{_td(m.direction)}{_td(_num(m.baseline_mean), 'num')}"
+            f"{_td(_num(m.candidate_mean), 'num')}{_td(change, 'num')}{_td(interval, 'num')}"
+            f"{_td(f'{m.tolerance:.1%}' if m.direction != 'none' else '-', 'num')}{_td(f'{m.n_baseline}/{m.n_candidate}', 'num')}"
+            f"{_status(m.status)}</tr>"
+        )
+    return _table(
+        ["metric", "better", "baseline", "candidate", "change", "interval (ratio)",
+         "tolerance", "runs b/c", "verdict"],
+        rows,
+    )
+
+
+def _sides(record: Record, baseline: Record | None) -> dict[str, Record]:
+    return {"baseline": baseline, "candidate": record} if baseline else {"candidate": record}
+
+
+def _throughput_charts(sides: dict[str, Record], rng: np.random.Generator) -> list[str]:
+    charts = []
+    keys = {k for r in sides.values() for k in r.metrics}
+    series_names = sorted({parse_metric_key(k).series for k in keys
+                           if parse_metric_key(k).concurrency is not None
+                           and parse_metric_key(k).name in _THROUGHPUT_NAMES})
+    for series in series_names:
+        data: dict[str, list[Point]] = {}
+        for side, rec in sides.items():
+            pts = []
+            for key, samples in rec.metrics.items():
+                parsed = parse_metric_key(key)
+                if parsed.series == series and parsed.concurrency is not None and samples:
+                    p = mean_interval(samples, rng)
+                    pts.append((parsed.concurrency, Point(str(parsed.concurrency), p.mean,
+                                                          p.low, p.high)))
+            data[side] = [p for _, p in sorted(pts, key=lambda t: t[0])]
+        if any(data.values()):
+            name = series.split("/")[-1]
+            charts.append(interval_chart(
+                data, title=f"{series.split('/')[-1]}: mean and 95% interval over runs",
+                y_label=f"{name} (tok/s)" if "output" in name or "total" in name else name,
+                x_label="concurrency",
+            ))
+    return charts
+
+
+def _ratio_charts(gate_result: GateResult) -> list[str]:
+    by_series: dict[str, list[tuple[int, Point, str]]] = {}
+    tolerance: dict[str, float] = {}
+    for m in gate_result.metrics:
+        parsed = parse_metric_key(m.key)
+        if (parsed.concurrency is None or parsed.name not in _THROUGHPUT_NAMES
+                or m.ratio is None or m.low is None or m.high is None):
+            continue
+        point = Point(str(parsed.concurrency), m.ratio, m.low, m.high)
+        by_series.setdefault(parsed.series, []).append((parsed.concurrency, point, m.status))
+        tolerance[parsed.series] = m.tolerance
+    return [
+        ratio_chart(
+            [(p, s) for _, p, s in sorted(points, key=lambda t: t[0])],
+            tolerance=tolerance[series],
+            title=f"{series.split('/')[-1]}: candidate/baseline ratio (grey band: tolerance)",
+            x_label="concurrency",
+        )
+        for series, points in sorted(by_series.items())
+    ]
+
+
+def _distribution_charts(sides: dict[str, Record]) -> list[str]:
+    charts = []
+    for family, label in _DISTRIBUTIONS:
+        data: dict[str, list[Box]] = {}
+        for side, rec in sides.items():
+            boxes = []
+            for key, samples in rec.distributions.items():
+                parsed = parse_metric_key(key)
+                if parsed.name == family and samples:
+                    conc = parsed.concurrency
+                    boxes.append((conc or 0, box_of(str(conc) if conc else "-", samples)))
+            data[side] = [b for _, b in sorted(boxes, key=lambda t: t[0])]
+        if any(data.values()):
+            charts.append(box_chart(
+                data, title=f"{label} per request: p5-p95 whiskers, p25-p75 box, p99 dot",
+                y_label=label, x_label="concurrency",
+            ))
+    return charts
+
+
+def render_report(
+    record: Record, *, baseline: Record | None = None, gate_result: GateResult | None = None
+) -> str:
+    seed_text = record.record_id + (baseline.record_id if baseline else "")
+    rng = np.random.default_rng(int(hashlib.sha256(seed_text.encode()).hexdigest()[:16], 16))
+    sides = _sides(record, baseline)
+    title = f"stackgate: {record.label}" + (f" vs {baseline.label}" if baseline else "")
+    parts = [f"<h1>{escape(title)}</h1>",
+             f'<div class="muted">stack {escape(record.stack)}, {record.runs} run(s)</div>']
+    if gate_result is not None:
+        cls, word = ("pass", "PASSED") if gate_result.passed else ("fail", "REFUSED")
+        parts.append(f'<div class="banner {cls}">{word}</div>')
+        if gate_result.reasons:
+            parts.append("<ul>" + "".join(f"<li>{escape(r)}</li>" for r in gate_result.reasons)
+                         + "</ul>")
+    parts += ["<h2>What was tested</h2>", _summary(record, baseline)]
+    if gate_result is not None and gate_result.versions:
+        rows = [f"<tr>{_td(c.key)}{_td(c.kind)}{_td(c.a or '-')}{_td(c.b or '-')}</tr>"
+                for c in gate_result.versions]
+        parts += ["<h2>Package versions that differ</h2>",
+                  _table(["package", "change", "baseline", "candidate"], rows)]
+    parts += ["<h2>Checks</h2>", _checks(record, baseline, gate_result)]
+    if record.metrics or (baseline and baseline.metrics):
+        parts += ["<h2>Metrics</h2>", _metrics(gate_result, record)]
+    charts = _throughput_charts(sides, rng)
+    if gate_result is not None:
+        charts += _ratio_charts(gate_result)
+    parts.append("<h2>Throughput vs concurrency</h2>")
+    parts += charts or ['<p class="muted">no throughput measured at several concurrencies</p>']
+    dists = _distribution_charts(sides)
+    parts.append("<h2>Latency distributions</h2>")
+    parts += dists or ['<p class="muted">no raw per-request samples recorded</p>']
+    body = "\n".join(parts)
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<title>{escape(title)}</title><style>{_CSS}</style></head>"
+        f"<body>\n{body}\n</body></html>\n"
+    )
+
+
+def write_report(
+    path: Path, record: Record, *, baseline: Record | None = None,
+    gate_result: GateResult | None = None,
+) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_report(record, baseline=baseline, gate_result=gate_result),
+                    encoding="utf-8")
+    return path
