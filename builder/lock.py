@@ -86,7 +86,9 @@ class LockState:
 
 def uv_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment for every uv call: never download interpreters, no stray project env."""
-    env = {k: v for k, v in os.environ.items() if k not in {"VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT"}}
+    env = {
+        k: v for k, v in os.environ.items() if k not in {"VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT"}
+    }
     env["UV_PYTHON_DOWNLOADS"] = "never"
     env.update(extra or {})
     return env
@@ -97,7 +99,7 @@ def uv_version() -> str:
     return done.stdout.strip().removeprefix("uv ").split()[0]
 
 
-def _explain_uv_failure(
+def explain_uv_failure(
     exc: CommandFailed, specs: list[IndexSpec], git_sources: Mapping[str, str]
 ) -> Exception:
     text = f"{exc.stderr}\n{exc.stdout}"
@@ -128,9 +130,7 @@ def _explain_uv_failure(
     return exc
 
 
-def write_project(
-    loaded: LoadedStack, files: LockFiles, index_map: Mapping[str, str]
-) -> None:
+def write_project(loaded: LoadedStack, files: LockFiles, index_map: Mapping[str, str]) -> None:
     files.folder.mkdir(parents=True, exist_ok=True)
     text = render_pyproject(loaded.manifest, _manifest_ref(loaded), index_map=index_map)
     tmp = files.pyproject.with_suffix(".toml.tmp")
@@ -177,7 +177,7 @@ def run_lock(
                 if pin.git is not None
             }
             specs = index_specs(loaded.manifest, index_map)
-            raise _explain_uv_failure(exc, specs, git_sources) from exc
+            raise explain_uv_failure(exc, specs, git_sources) from exc
         files.folder.mkdir(parents=True, exist_ok=True)
         work.lockfile.replace(files.lockfile)
         work.pyproject.replace(files.pyproject)

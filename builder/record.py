@@ -124,9 +124,7 @@ def _iter_files(root: Path) -> list[Path]:
         found.extend(Path(dirpath) / f for f in filenames if not f.endswith(".pyc"))
         # Symlinked dirs (lib64 -> lib) are not walked twice: os.walk doesn't follow them,
         # and they are hashed as links below.
-        found.extend(
-            Path(dirpath) / d for d in list(dirnames) if (Path(dirpath) / d).is_symlink()
-        )
+        found.extend(Path(dirpath) / d for d in list(dirnames) if (Path(dirpath) / d).is_symlink())
     return sorted(found, key=lambda p: p.relative_to(root).as_posix())
 
 

@@ -56,8 +56,7 @@ def parse_index_map(items: list[str], manifest: Manifest) -> dict[str, str]:
         if name not in manifest.indexes and name not in git_packages:
             known = ", ".join([*sorted(manifest.indexes), *git_packages]) or "none"
             raise BadInput(
-                f"--index-map '{item}': the manifest has no index or git package '{name}' "
-                f"({known})"
+                f"--index-map '{item}': the manifest has no index or git package '{name}' ({known})"
             )
         if not url.startswith(("http://", "https://", "file://")):
             if Path(url).is_dir():  # a plain folder is a file:// index
@@ -153,7 +152,11 @@ def render_pyproject(
         "",
     ]
     for spec in index_specs(manifest, mapping):
-        out += ["[[tool.uv.index]]", f"name = {_toml_value(spec.name)}", f"url = {_toml_value(spec.url)}"]
+        out += [
+            "[[tool.uv.index]]",
+            f"name = {_toml_value(spec.name)}",
+            f"url = {_toml_value(spec.url)}",
+        ]
         if spec.explicit:
             out.append("explicit = true")
         if spec.default:

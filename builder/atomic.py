@@ -1,0 +1,146 @@
+"""All-or-nothing environments: a `.partial` folder, one rename, one `current` symlink swap.
+
+Layout under the venv root:  <root>/<stack>/<stack>-<lockhash12>/   finished envs
+                             <root>/<stack>/<name>.partial/           a build in progress
+                             <root>/<stack>/current -> <name>          the selected env
+                             <root>/<stack>/.build.lock               flock: one build at a time
+
+Every step that a reader can observe is a single rename(2): the finished folder appears whole
+or not at all, and `current` is replaced by renaming a fresh symlink over it. A build killed at
+any point leaves at most a `.partial` folder, which the next build (holding the lock, so no
+build is using it) removes. Finished envs are never modified or removed here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from stackgate.errors import EnvironmentProblem
+
+PARTIAL_SUFFIX = ".partial"
+CURRENT = "current"
+LOCK_NAME = ".build.lock"
+
+
+@dataclass(frozen=True)
+class EnvLayout:
+    root: Path  # the venv root
+    stack: str
+
+    @property
+    def stack_dir(self) -> Path:
+        return self.root / self.stack
+
+    @property
+    def current(self) -> Path:
+        return self.stack_dir / CURRENT
+
+    @property
+    def lock_path(self) -> Path:
+        return self.stack_dir / LOCK_NAME
+
+    def env_name(self, lock_hash: str) -> str:
+        return f"{self.stack}-{lock_hash[:12]}"
+
+    def final(self, lock_hash: str) -> Path:
+        return self.stack_dir / self.env_name(lock_hash)
+
+    def partial(self, lock_hash: str) -> Path:
+        return self.stack_dir / (self.env_name(lock_hash) + PARTIAL_SUFFIX)
+
+    def current_target(self) -> Path | None:
+        """The env `current` points at, or None."""
+        if not self.current.is_symlink():
+            return None
+        return self.stack_dir / self.current.readlink()
+
+
+@contextlib.contextmanager
+def build_lock(layout: EnvLayout, *, wait: bool = True) -> Iterator[float]:
+    """Hold the stack's build lock; yields the seconds spent waiting for it.
+
+    flock is released by the kernel when the holder dies, so a SIGKILLed build never leaves
+    a lock behind (a pid file would).
+    """
+    layout.stack_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(layout.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    started = time.monotonic()
+    try:
+        flags = fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB
+        try:
+            fcntl.flock(fd, flags)
+        except BlockingIOError:
+            raise EnvironmentProblem(
+                f"another build of '{layout.stack}' holds {layout.lock_path}"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        yield time.monotonic() - started
+    finally:
+        os.close(fd)  # closing drops the flock
+
+
+def remove_partials(layout: EnvLayout) -> list[Path]:
+    """Remove leftovers of killed builds. Call only while holding the build lock."""
+    removed: list[Path] = []
+    if not layout.stack_dir.is_dir():
+        return removed
+    for entry in sorted(layout.stack_dir.iterdir()):
+        if entry.name.endswith(PARTIAL_SUFFIX) or entry.name.startswith(".current-"):
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink(missing_ok=True)
+            removed.append(entry)
+    return removed
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def publish(partial: Path, final: Path) -> None:
+    """Rename the finished partial folder into place (one rename; the final must not exist)."""
+    if final.exists():
+        raise EnvironmentProblem(f"{final} already exists; refusing to replace an environment")
+    try:
+        partial.rename(final)
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise EnvironmentProblem(f"disk full while publishing {final}") from exc
+        raise
+    _fsync_dir(final.parent)
+
+
+def switch_current(layout: EnvLayout, target: Path) -> None:
+    """Point `current` at target with a relative symlink, atomically (rename over the old)."""
+    tmp = layout.stack_dir / f".current-{os.getpid()}"
+    tmp.unlink(missing_ok=True)
+    tmp.symlink_to(target.name)
+    tmp.replace(layout.current)
+    _fsync_dir(layout.stack_dir)
+
+
+def finished_envs(layout: EnvLayout) -> list[Path]:
+    if not layout.stack_dir.is_dir():
+        return []
+    return sorted(
+        p
+        for p in layout.stack_dir.iterdir()
+        if p.is_dir()
+        and not p.is_symlink()
+        and p.name.startswith(f"{layout.stack}-")
+        and not p.name.endswith(PARTIAL_SUFFIX)
+    )

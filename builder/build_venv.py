@@ -1,0 +1,455 @@
+"""Build a stack's locked environment: exactly the lock, all or nothing, never touching the
+previous environment.
+
+Order (each step timed and recorded): read the lock (stale -> exit 2), find the interpreter
+(absent -> exit 3), plan compile jobs, choose the topology, take the stack's build lock and
+remove leftovers of killed builds, fetch and patch source packages (a patch that does not
+apply -> exit 2 before any venv exists), create `<env>.partial`, install the lock frozen with
+hashes, build the source packages, apply the environment profile, verify the installed set
+against the lock, hash the tree, write the record, rename into place, switch `current`.
+
+An env for the same lock hash that already exists (with a record) is reused: its contents are
+a function of the lock, so building it again would only burn time.
+
+Test hook: STACKGATE_TEST_HOLD_AT=<step> makes the build stop before that step and wait to be
+killed (it prints `stackgate: holding before <step>`), so tests can SIGKILL it at every step.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import platform
+import shutil
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+
+from builder import atomic, envprofile, patches
+from builder.history import read_history, write_history
+from builder.jobs import JobPlan, plan_jobs
+from builder.lock import (
+    LockState,
+    explain_uv_failure,
+    lock_files,
+    locked_packages,
+    read_lock,
+    uv_env,
+    uv_version,
+)
+from builder.python_finder import Interpreter, find_python
+from builder.record import BuildRecord, HostFacts, PatchRecord, ToolVersions, read_record, tree_hash
+from builder.topology import TopologyChoice, choose_topology
+from builder.uvproject import index_specs
+from builder.watchdog import WatchReport
+from builder.watched import StepResult, run_watched
+from stackgate import __version__, proc
+from stackgate.errors import CommandFailed, EnvironmentProblem
+from stackgate.loading import LoadedStack
+from stackgate.manifest import Topology
+from stackgate.paths import display_path
+
+HOLD_ENV = "STACKGATE_TEST_HOLD_AT"
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    venv_root: Path
+    locks_root: Path | None = None
+    python: str | None = None
+    topology: Topology | None = None
+    index_map: dict[str, str] = field(default_factory=dict)
+    offline: bool = False
+    wheelhouse: Path | None = None
+
+
+@dataclass(frozen=True)
+class BuildOutcome:
+    record: BuildRecord
+    env: Path
+    reused: bool
+    removed_partials: list[Path]
+    log: Path
+    lock_wait_s: float
+
+
+class Reporter:
+    """UI callbacks; the default does nothing (the CLI passes a rich one)."""
+
+    def step(self, name: str, detail: str = "") -> None:
+        return None
+
+    def line(self, text: str) -> None:
+        return None
+
+    def done(self, name: str, seconds: float) -> None:
+        return None
+
+
+@dataclass
+class _Timer:
+    reporter: Reporter
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @contextmanager
+    def step(self, name: str, detail: str = "") -> Iterator[None]:
+        hold = os.environ.get(HOLD_ENV)
+        if hold == name:
+            sys.stderr.write(f"stackgate: holding before {name}\n")
+            sys.stderr.flush()
+            while True:  # the test kills us here
+                time.sleep(60)
+        self.reporter.step(name, detail)
+        started = time.monotonic()
+        yield
+        self.timings[name] = round(time.monotonic() - started, 3)
+        self.reporter.done(name, self.timings[name])
+
+
+def host_facts(plan: JobPlan) -> HostFacts:
+    pretty = "unknown"
+    try:
+        for line in Path("/etc/os-release").read_text(encoding="utf-8").splitlines():
+            if line.startswith("PRETTY_NAME="):
+                pretty = line.split("=", 1)[1].strip().strip('"')
+    except OSError:
+        pass
+    return HostFacts(
+        hostname=socket.gethostname(),
+        kernel=platform.release(),
+        machine=platform.machine(),
+        os_release=pretty,
+        usable_cpus=plan.usable_cpus,
+        mem_total_bytes=plan.resources.mem_total,
+        swap_bytes=plan.swap_bytes,
+        cgroup_version=plan.resources.cgroup_version,
+    )
+
+
+def _git_version() -> str | None:
+    try:
+        return proc.run(["git", "--version"]).stdout.strip().removeprefix("git version ")
+    except (CommandFailed, EnvironmentProblem):
+        return None
+
+
+def _raise_step_failure(
+    result: StepResult, what: str, state: LockState, loaded: LoadedStack, options: BuildOptions
+) -> None:
+    text = "\n".join(result.tail)
+    if "No space left on device" in text or "Disk quota exceeded" in text:
+        raise EnvironmentProblem(f"disk full while {what}", details=result.tail[-6:])
+    if "Hash mismatch" in text or "hash mismatch" in text:
+        raise EnvironmentProblem(
+            f"hash mismatch while {what}: a source serves a different file than the lock pins",
+            details=result.tail[-8:],
+        )
+    failure = CommandFailed(result.argv, result.returncode, text, text)
+    mapping = {**state.index_map, **options.index_map}
+    raise explain_uv_failure(failure, index_specs(loaded.manifest, mapping), {}) from None
+
+
+class _Build:
+    def __init__(self, loaded: LoadedStack, options: BuildOptions, reporter: Reporter) -> None:
+        self.loaded = loaded
+        self.options = options
+        self.reporter = reporter
+        self.timer = _Timer(reporter)
+        self.layout = atomic.EnvLayout(options.venv_root.resolve(), loaded.manifest.name)
+        self.log = self.layout.stack_dir / "build.log"
+        self.watch = WatchReport()
+
+    def _step_env(self, plan: JobPlan, venv: Path | None = None) -> dict[str, str]:
+        env = uv_env(plan.env())
+        if venv is not None:
+            env["UV_PROJECT_ENVIRONMENT"] = str(venv)
+        return env
+
+    def _run(
+        self,
+        argv: list[str | Path],
+        plan: JobPlan,
+        what: str,
+        state: LockState,
+        *,
+        cwd: Path | None = None,
+        venv: Path | None = None,
+    ) -> None:
+        result = run_watched(
+            argv,
+            env=self._step_env(plan, venv),
+            cwd=cwd,
+            limit_bytes=max(plan.usable_memory_bytes, 1),
+            log_path=self.log,
+            on_line=self.reporter.line,
+        )
+        self.watch.peak_total_rss = max(self.watch.peak_total_rss, result.watch.peak_total_rss)
+        self.watch.peak_job_rss = max(self.watch.peak_job_rss, result.watch.peak_job_rss)
+        self.watch.jobs_seen += result.watch.jobs_seen
+        self.watch.pauses += result.watch.pauses
+        if result.returncode != 0:
+            _raise_step_failure(result, what, state, self.loaded, self.options)
+
+    def _install_args(
+        self, state: LockState, python: Path, exclude: list[str]
+    ) -> list[list[str | Path]]:
+        """Commands installing the lock into the venv whose interpreter is `python`."""
+        opts = self.options
+        if not opts.offline and not opts.index_map:
+            argv: list[str | Path] = [
+                "uv",
+                "sync",
+                "--frozen",
+                "--no-config",
+                "--no-install-project",
+                "--python",
+                python,
+            ]
+            for name in exclude:
+                argv += ["--no-install-package", name]
+            return [argv]
+        # Mirrors and wheelhouses: export the lock with its hashes and install exactly that.
+        req = self.layout.stack_dir / f".requirements-{os.getpid()}.txt"
+        export: list[str | Path] = [
+            "uv",
+            "export",
+            "--frozen",
+            "--no-config",
+            "--format",
+            "requirements.txt",
+            "--no-emit-project",
+            "--no-header",
+            "--output-file",
+            req,
+        ]
+        for name in exclude:
+            export += ["--no-emit-package", name]
+        install: list[str | Path] = [
+            "uv",
+            "pip",
+            "install",
+            "--no-config",
+            "--python",
+            python,
+            "--require-hashes",
+            "--no-deps",
+            "-r",
+            req,
+        ]
+        if opts.offline:
+            install += ["--offline", "--no-index"]
+            if opts.wheelhouse is not None:
+                install += ["--find-links", opts.wheelhouse.resolve()]
+        else:
+            specs = index_specs(self.loaded.manifest, {**state.index_map, **opts.index_map})
+            defaults = [s for s in specs if s.default]
+            others = [s for s in specs if not s.default]
+            if defaults:
+                install += ["--default-index", defaults[0].url]
+            for spec in others:
+                install += ["--index", spec.url]
+            # Every file is pinned by hash, so taking it from whichever index has it is safe.
+            install += ["--index-strategy", "unsafe-best-match"]
+        return [export, install]
+
+    def run(self) -> BuildOutcome:
+        loaded, opts, layout, timer = self.loaded, self.options, self.layout, self.timer
+        manifest = loaded.manifest
+        with timer.step("lock", "reading the lock"):
+            state = read_lock(loaded, lock_files(manifest.name, opts.locks_root))
+        with timer.step("python", f"finding Python {manifest.python}"):
+            python: Interpreter = find_python(manifest.python, opts.python)
+        with timer.step("plan", "planning compile jobs"):
+            history = read_history(layout.stack_dir)
+            plan = plan_jobs(
+                manifest.build,
+                measured_peak_per_job_bytes=history.peak_rss_per_job_bytes if history else None,
+            )
+        with timer.step("topology", "choosing the environment profile"):
+            choice: TopologyChoice = choose_topology(opts.topology)
+            profile = manifest.env_for(choice.topology)
+        self.reporter.step("wait-lock", f"waiting for {display_path(layout.lock_path)}")
+        with atomic.build_lock(layout) as waited:
+            timer.timings["wait-lock"] = round(waited, 3)
+            self.reporter.done("wait-lock", waited)
+            removed = atomic.remove_partials(layout)
+            final = layout.final(state.lock_hash)
+            existing = read_record(final) if final.is_dir() else None
+            if existing is not None and existing.lock_hash == state.lock_hash:
+                with timer.step("switch", "selecting the existing env"):
+                    atomic.switch_current(layout, final)
+                return BuildOutcome(existing, final, True, removed, self.log, waited)
+            return self._build(state, python, plan, choice, profile, removed, waited)
+
+    def _build(
+        self,
+        state: LockState,
+        python: Interpreter,
+        plan: JobPlan,
+        choice: TopologyChoice,
+        profile: dict[str, str],
+        removed: list[Path],
+        waited: float,
+    ) -> BuildOutcome:
+        loaded, opts, layout, timer = self.loaded, self.options, self.layout, self.timer
+        final = layout.final(state.lock_hash)
+        partial = layout.partial(state.lock_hash)
+        src_root = layout.stack_dir / (layout.env_name(state.lock_hash) + ".src.partial")
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        self.log.write_text("", encoding="utf-8")
+        try:
+            with timer.step("sources", "checking patches and fetching sources"):
+                sources = patches.source_packages(loaded, state)
+                patch_records: list[PatchRecord] = []
+                trees: list[tuple[patches.SourcePackage, Path]] = []
+                for pkg in sources:
+                    patch_records += patches.verify_patch_hashes(pkg)
+                for pkg in sources:
+                    repo = patches.checkout(pkg, src_root / pkg.name)
+                    patches.check_and_apply(pkg, repo)
+                    trees.append((pkg, patches.build_dir(pkg, repo)))
+            with timer.step("venv", f"creating {display_path(partial)}"):
+                proc.run(
+                    [
+                        "uv",
+                        "venv",
+                        "--no-config",
+                        "--relocatable",
+                        "--python",
+                        python.path,
+                        partial,
+                    ],
+                    env=uv_env(),
+                )
+            env_python = partial / "bin" / "python"
+            with timer.step("install", f"installing {len(locked_packages(state))} locked packages"):
+                exclude = [pkg.name for pkg, _ in trees]
+                for install_argv in self._install_args(state, env_python, exclude):
+                    self._run(
+                        install_argv,
+                        plan,
+                        "installing the lock",
+                        state,
+                        cwd=state.files.folder,
+                        venv=partial,
+                    )
+            if trees:
+                with timer.step(
+                    "compile", f"building {len(trees)} source package(s): {plan.summary()}"
+                ):
+                    for _pkg, src_tree in trees:
+                        argv: list[str | Path] = [
+                            "uv",
+                            "pip",
+                            "install",
+                            "--no-config",
+                            "--python",
+                            env_python,
+                            "--no-deps",
+                            src_tree,
+                        ]
+                        if opts.offline:
+                            argv += ["--offline"]
+                        self._run(argv, plan, f"building {_pkg.name}", state)
+            with timer.step("profile", f"applying the {choice.topology or 'common'} profile"):
+                envprofile.apply_profile(partial, profile, choice)
+            with timer.step("verify", "comparing installed packages with the lock"):
+                installed = self._verify(env_python, state)
+            with timer.step("hash", "hashing the installed files"):
+                tree = tree_hash(partial, own_paths=(partial, final))
+            with timer.step("record", "writing the build record"):
+                record = BuildRecord(
+                    stack=loaded.manifest.name,
+                    manifest_path=str(loaded.path.resolve()),
+                    manifest_hash=state.manifest_hash,
+                    lock_hash=state.lock_hash,
+                    env_name=final.name,
+                    env_path=str(final),
+                    created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+                    offline=opts.offline,
+                    wheelhouse=str(opts.wheelhouse.resolve()) if opts.wheelhouse else None,
+                    host=host_facts(plan),
+                    tools=ToolVersions(
+                        stackgate=__version__,
+                        uv=uv_version(),
+                        python=python.version,
+                        python_path=str(python.path),
+                        git=_git_version(),
+                    ),
+                    timings_s=dict(timer.timings),
+                    topology=choice.topology,
+                    topology_source=choice.source,
+                    env_profile=profile,
+                    job_plan=plan,
+                    peak_rss_bytes=self.watch.peak_total_rss or None,
+                    peak_rss_per_job_bytes=self.watch.peak_job_rss or None,
+                    watchdog_pauses=self.watch.pauses,
+                    patches=patch_records,
+                    packages=installed,
+                    tree=tree,
+                )
+                record.write(partial)
+            with timer.step("publish", f"renaming into {display_path(final)}"):
+                atomic.publish(partial, final)
+            with timer.step("switch", "switching current"):
+                atomic.switch_current(layout, final)
+        except OSError as exc:
+            shutil.rmtree(partial, ignore_errors=True)
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise EnvironmentProblem(f"disk full while building {final.name}: {exc}") from exc
+            raise
+        except BaseException:
+            shutil.rmtree(partial, ignore_errors=True)
+            raise
+        finally:
+            shutil.rmtree(src_root, ignore_errors=True)
+            for tmp in layout.stack_dir.glob(f".requirements-{os.getpid()}.txt"):
+                tmp.unlink(missing_ok=True)
+        if self.watch.jobs_seen and self.watch.peak_job_rss:
+            write_history(
+                layout.stack_dir,
+                peak=self.watch.peak_job_rss,
+                jobs_seen=self.watch.jobs_seen,
+                lock_hash=state.lock_hash,
+            )
+        # The record's timings lack the last steps (they happen after it is written); the
+        # outcome carries all of them.
+        full = record.model_copy(update={"timings_s": dict(timer.timings)})
+        return BuildOutcome(full, final, False, removed, self.log, waited)
+
+    def _verify(self, env_python: Path, state: LockState) -> dict[str, str]:
+        done = proc.run(
+            ["uv", "pip", "list", "--no-config", "--format", "json", "--python", env_python],
+            env=uv_env(),
+        )
+        installed = {
+            str(canonicalize_name(item["name"])): str(item["version"])
+            for item in json.loads(done.stdout)
+        }
+        wanted = {str(canonicalize_name(k)): v for k, v in locked_packages(state).items()}
+        wrong = [
+            f"{name}: locked {version}, installed {installed.get(name, 'nothing')}"
+            for name, version in sorted(wanted.items())
+            if installed.get(name) != version
+        ]
+        extra = sorted(set(installed) - set(wanted))
+        if wrong or extra:
+            raise EnvironmentProblem(
+                "the installed packages differ from the lock",
+                details=[*wrong, *(f"{name}: installed but not locked" for name in extra)],
+            )
+        return dict(sorted(installed.items()))
+
+
+def build_env(
+    loaded: LoadedStack, options: BuildOptions, reporter: Reporter | None = None
+) -> BuildOutcome:
+    return _Build(loaded, options, reporter or Reporter()).run()

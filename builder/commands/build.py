@@ -1,0 +1,144 @@
+"""`build STACK`: install the stack's lock into a fresh env, atomically, and select it."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from builder.build_venv import BuildOptions, BuildOutcome, Reporter, build_env
+from builder.resources import GIB
+from builder.uvproject import parse_index_map
+from stackgate.cli import emit_json
+from stackgate.errors import EXIT_OK, BadInput
+from stackgate.loading import load_stack
+from stackgate.output import console_err
+from stackgate.paths import display_path, project_root
+
+NAME = "build"
+HELP = "build the stack's locked venv into <venv-root>/<stack>/<stack>-<lockhash> and select it"
+
+_COUNT = re.compile(r"(Prepared|Installed|Downloading|Built|Resolved)\s+(\d+)")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("stack", help="a stack name in stacks/ or a path to a manifest")
+    parser.add_argument(
+        "--venv-root",
+        type=Path,
+        default=None,
+        help="where envs live (default <repo>/envs, or $STACKGATE_VENV_ROOT)",
+    )
+    parser.add_argument("--locks-dir", type=Path, default=None, help="default: stacks/locks")
+    parser.add_argument("--python", default=None, help="interpreter path or version to use")
+    parser.add_argument(
+        "--topology",
+        choices=["pcie", "nvlink"],
+        default=None,
+        help="environment profile to apply (default: detect with NVML)",
+    )
+    parser.add_argument(
+        "--index-map",
+        action="append",
+        default=[],
+        metavar="NAME=URL",
+        help="fetch the manifest's index NAME from URL (a mirror or a local folder)",
+    )
+    parser.add_argument("--offline", action="store_true", help="use no network at all")
+    parser.add_argument(
+        "--wheelhouse", type=Path, default=None, help="folder from `builder wheelhouse`"
+    )
+
+
+def default_venv_root() -> Path:
+    override = os.environ.get("STACKGATE_VENV_ROOT")
+    return Path(override) if override else project_root() / "envs"
+
+
+class RichReporter(Reporter):
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.task = progress.add_task("starting", total=None, detail="")
+
+    def step(self, name: str, detail: str = "") -> None:
+        self.progress.update(self.task, description=f"[bold]{name}[/]", detail=detail)
+
+    def line(self, text: str) -> None:
+        if text.strip():
+            self.progress.update(self.task, detail=text.strip()[:120])
+
+    def done(self, name: str, seconds: float) -> None:
+        self.progress.console.print(f"  [green]done[/] {name:<10} {seconds:7.2f} s")
+
+
+def _summary(console: Console, outcome: BuildOutcome) -> None:
+    record = outcome.record
+    plan = record.job_plan
+    table = Table(title=f"stack {record.stack}", show_header=False)
+    table.add_column("what", style="bold")
+    table.add_column("value")
+    table.add_row("environment", display_path(outcome.env))
+    table.add_row("status", "reused (already built for this lock)" if outcome.reused else "built")
+    table.add_row("lock", record.lock_hash[:12])
+    table.add_row("python", f"{record.tools.python} ({record.tools.python_path})")
+    table.add_row("packages", str(len(record.packages)))
+    table.add_row("tree hash", f"{record.tree.sha256[:16]} ({record.tree.files} files, "
+                  f"{record.tree.bytes / GIB:.2f} GiB)")
+    table.add_row("topology", f"{record.topology or 'none'} ({record.topology_source})")
+    table.add_row("job plan", plan.summary())
+    if record.peak_rss_per_job_bytes:
+        table.add_row("peak RSS / job", f"{record.peak_rss_per_job_bytes / GIB:.2f} GiB "
+                      f"({record.watchdog_pauses} watchdog pause(s))")
+    table.add_row("time", " ".join(f"{k}={v:.1f}s" for k, v in record.timings_s.items()))
+    if outcome.removed_partials:
+        table.add_row("cleaned", ", ".join(p.name for p in outcome.removed_partials))
+    console.print(table)
+
+
+def run(args: argparse.Namespace) -> int:
+    loaded = load_stack(args.stack)
+    if args.wheelhouse is not None and not args.wheelhouse.is_dir():
+        raise BadInput(f"--wheelhouse {args.wheelhouse}: no such folder")
+    options = BuildOptions(
+        venv_root=args.venv_root or default_venv_root(),
+        locks_root=args.locks_dir,
+        python=args.python,
+        topology=args.topology,
+        index_map=parse_index_map(args.index_map, loaded.manifest),
+        offline=args.offline or args.wheelhouse is not None,
+        wheelhouse=args.wheelhouse,
+    )
+    console = console_err()
+    progress = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(bar_width=20),
+        TimeElapsedColumn(),
+        TextColumn("[dim]{task.fields[detail]}"),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
+    with progress:
+        outcome = build_env(loaded, options, RichReporter(progress))
+    if args.json:
+        emit_json(
+            {
+                "ok": True,
+                "stack": loaded.manifest.name,
+                "env": str(outcome.env),
+                "reused": outcome.reused,
+                "removed_partials": [str(p) for p in outcome.removed_partials],
+                "log": str(outcome.log),
+                "record": outcome.record.model_dump(mode="json"),
+            }
+        )
+    _summary(console, outcome)
+    plan = outcome.record.job_plan
+    console.print("job plan: " + "; ".join(plan.reasons), highlight=False)
+    return EXIT_OK
