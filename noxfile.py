@@ -25,6 +25,7 @@ os.environ.setdefault("UV_PYTHON_DOWNLOADS", "never")
 PER_STACK: list[tuple[str, str, str, list[str]]] = [
     ("check", "builder", "check", []),
     ("lock", "builder", "lock", []),
+    ("build", "builder", "build", []),
 ]
 
 
