@@ -1,0 +1,235 @@
+"""A synthetic OpenAI-compatible token server: a real process serving real HTTP on 127.0.0.1.
+
+It stands for an inference engine where the engine cannot run (or where we need a known rate):
+it streams tokens at exactly `--rate` tokens/s per request, `--tokens-per-chunk` tokens per SSE
+event, and keeps server-side books (`GET /stats`) so a benchmark client can be checked against
+the truth. Its log mimics SGLang 0.5.9's startup lines (weight-loading tqdm bar, ready line).
+
+Scenarios (`--mode`): ok; oom (logs a CUDA OOM traceback, then lingers without exiting, as
+SGLang does when a rank dies); exit (dies with code 1 during load); hang (logs a few lines,
+then stays silent forever); `--orphan` starts a helper in its own session that ignores SIGTERM
+and outlives the server (SGLang's TP workers reparented to PID 1).
+
+Stdlib only, so it runs under any Python. Not part of the product: tests and benchmarks use it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import zlib
+
+READY_LINE = "The server is fired up and ready to roll!"
+
+
+class Books:
+    def __init__(self) -> None:
+        self.tokens = 0
+        self.requests = 0
+        self.first_accept: float | None = None
+        self.last_send = 0.0
+
+
+def log(msg: str, end: str = "\n") -> None:
+    sys.stdout.write(msg + end)
+    sys.stdout.flush()
+
+
+def deterministic_text(prompt: str, n: int, garble: bool) -> str:
+    """Greedy stand-in: the same prompt gives the same text; arithmetic is answered right."""
+    m = re.search(r"(\d+) ([+*]) (\d+) =\s*$", prompt)
+    if m:
+        a, op, b = int(m.group(1)), m.group(2), int(m.group(3))
+        value = a + b if op == "+" else a * b
+        return f" {value + 1 if garble else value}\n"
+    seed = zlib.crc32(prompt.encode()) ^ (0x5A5A if garble else 0)
+    words = []
+    for i in range(n):
+        seed = (seed * 1103515245 + 12345 + i) & 0x7FFFFFFF
+        words.append(f"w{seed % 97}")
+    return " " + " ".join(words)
+
+
+async def read_request(reader: asyncio.StreamReader) -> tuple[str, str, bytes] | None:
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    method, path, _ = lines[0].split(" ", 2)
+    length = 0
+    for line in lines[1:]:
+        if line.lower().startswith("content-length:"):
+            length = int(line.split(":", 1)[1])
+    body = await reader.readexactly(length) if length else b""
+    return method, path, body
+
+
+def response(status: str, payload: bytes, ctype: str = "application/json") -> bytes:
+    return (
+        f"HTTP/1.1 {status}\r\ncontent-type: {ctype}\r\ncontent-length: {len(payload)}\r\n"
+        "connection: keep-alive\r\n\r\n"
+    ).encode() + payload
+
+
+class Server:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.ready = False
+        self.books = Books()
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                try:
+                    req = await read_request(reader)
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                if req is None:
+                    return
+                method, path, body = req
+                if path == "/health":
+                    code = "200 OK" if self.ready else "503 Service Unavailable"
+                    writer.write(response(code, b""))
+                elif path == "/stats":
+                    b = self.books
+                    stats = {"tokens": b.tokens, "requests": b.requests,
+                             "first_accept": b.first_accept, "last_send": b.last_send}
+                    writer.write(response("200 OK", json.dumps(stats).encode()))
+                elif path == "/v1/models":
+                    data = {"object": "list", "data": [{"id": self.args.model, "object": "model"}]}
+                    writer.write(response("200 OK", json.dumps(data).encode()))
+                elif path == "/v1/completions" and method == "POST":
+                    await self.complete(json.loads(body), writer)
+                else:
+                    writer.write(response("404 Not Found", b'{"detail":"not found"}'))
+                await writer.drain()
+        finally:
+            writer.close()
+
+    async def complete(self, req: dict, writer: asyncio.StreamWriter) -> None:
+        if not self.ready:
+            writer.write(response("503 Service Unavailable", b""))
+            return
+        if req.get("model") != self.args.model:
+            writer.write(response("404 Not Found", b'{"detail":"unknown model"}'))
+            return
+        now = time.monotonic()
+        books = self.books
+        books.requests += 1
+        if books.first_accept is None:
+            books.first_accept = now
+        prompt = req.get("prompt", "")
+        n_in = len(prompt) if isinstance(prompt, list) else len(str(prompt).split())
+        max_tokens = int(req.get("max_tokens", 16))
+        if not req.get("stream"):
+            text = deterministic_text(str(prompt), max_tokens, self.args.garble)
+            out = {"object": "text_completion", "model": self.args.model,
+                   "choices": [{"index": 0, "text": text, "finish_reason": "length"}],
+                   "usage": {"prompt_tokens": n_in, "completion_tokens": max_tokens}}
+            books.tokens += max_tokens
+            books.last_send = time.monotonic()
+            writer.write(response("200 OK", json.dumps(out).encode()))
+            return
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+            b"transfer-encoding: chunked\r\nconnection: keep-alive\r\n\r\n"
+        )
+        k = self.args.tokens_per_chunk
+        interval = k / self.args.rate
+        sent = 0
+        start = now
+        i = 0
+        while sent < max_tokens:
+            i += 1
+            await asyncio.sleep(max(0.0, start + i * interval - time.monotonic()))
+            step = min(k, max_tokens - sent)
+            sent += step
+            chunk = {"object": "text_completion", "choices": [{"index": 0, "text": " t" * step,
+                     "finish_reason": None}],
+                     "usage": {"prompt_tokens": n_in, "completion_tokens": sent}}
+            data = b"data: " + json.dumps(chunk).encode() + b"\n\n"
+            writer.write(b"%x\r\n%s\r\n" % (len(data), data))
+            books.tokens += step
+            books.last_send = time.monotonic()
+            await writer.drain()
+        tail = b""
+        if not self.args.no_done:
+            tail = b"data: [DONE]\n\n"
+        if tail:
+            writer.write(b"%x\r\n%s\r\n" % (len(tail), tail))
+        writer.write(b"0\r\n\r\n")
+
+    async def startup(self) -> None:
+        mode = self.args.mode
+        log("Init torch distributed begin.")
+        log("Load weight begin. avail mem=79.10 GB")
+        shards = self.args.shards
+        for i in range(shards + 1):
+            pct = int(100 * i / shards)
+            log(f"Loading safetensors checkpoint shards: {pct:3d}% Completed | {i}/{shards} "
+                "[00:00<00:00, 9.99it/s]", end="\r" if i < shards else "\n")
+            await asyncio.sleep(self.args.load_s / shards)
+            if mode == "exit" and i == shards // 2:
+                log("Traceback (most recent call last):")
+                log("RuntimeError: synthetic load failure")
+                os._exit(1)
+            if mode == "hang" and i == shards // 2:
+                await asyncio.Event().wait()  # silent forever
+        if mode == "oom":
+            log("Traceback (most recent call last):")
+            log("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.")
+            await asyncio.Event().wait()  # lingers, as a half-dead SGLang does
+        log("Load weight end. elapsed=0.10 s, type=Synthetic, dtype=torch.bfloat16")
+        log("KV Cache is allocated. #tokens: 100000, KV size: 1.00 GB")
+        log("Capture cuda graph begin. This can take up to several minutes. avail mem=9.00 GB")
+        log("Capture cuda graph end. Time elapsed: 0.01 s. mem usage=0.10 GB. avail mem=8.9 GB.")
+        log(f"Uvicorn running on http://{self.args.host}:{self.args.port} (Press CTRL+C to quit)")
+        self.ready = True
+        log(READY_LINE)
+
+
+def spawn_orphan() -> None:
+    """A helper in its own session that ignores SIGTERM and outlives us."""
+    code = (
+        "import signal, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "while True: time.sleep(1)\n"
+    )
+    subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--model", default="synthetic")
+    parser.add_argument("--rate", type=float, default=1000.0, help="tokens/s per stream")
+    parser.add_argument("--tokens-per-chunk", type=int, default=1)
+    parser.add_argument("--mode", choices=["ok", "oom", "exit", "hang"], default="ok")
+    parser.add_argument("--shards", type=int, default=4)
+    parser.add_argument("--load-s", type=float, default=0.4)
+    parser.add_argument("--no-done", action="store_true", help="end streams without [DONE]")
+    parser.add_argument("--garble", action="store_true", help="answer differently (broken stack)")
+    parser.add_argument("--orphan", action="store_true")
+    args = parser.parse_args()
+    if args.orphan:
+        spawn_orphan()
+    server = Server(args)
+    srv = await asyncio.start_server(server.handle, args.host, args.port, backlog=1024)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    startup = asyncio.create_task(server.startup())
+    await stop.wait()
+    startup.cancel()
+    srv.close()
+    log("shutting down")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,103 @@
+"""`serve-bench STACK --env PATH --profile NAME`: serve, check output, benchmark, tear down."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from stackgate.cli import emit_json
+from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
+from stackgate.loading import load_stack
+from stackgate.output import console_err
+from validators.context import RunContext
+from validators.serve.group import run_group
+
+NAME = "serve-bench"
+HELP = "start a serving profile, check its output and speed, and tear it down (exit 1 on FAIL)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("stack", help="a stack name in stacks/ or a path to a manifest")
+    parser.add_argument(
+        "--env", required=True, type=Path, help="the environment (venv) to serve from"
+    )
+    parser.add_argument(
+        "--profile", default=None, help="serving profile (default: [validation] serve_profile)"
+    )
+    parser.add_argument(
+        "--topology",
+        choices=["pcie", "nvlink"],
+        default=None,
+        help="add the stack's environment profile for this GPU interconnect",
+    )
+    parser.add_argument(
+        "--reference",
+        type=Path,
+        default=None,
+        help="known-good greedy outputs to compare against (JSON)",
+    )
+    parser.add_argument(
+        "--record-reference",
+        type=Path,
+        default=None,
+        help="record this run's greedy outputs as the known-good reference",
+    )
+    parser.add_argument(
+        "--jsonl",
+        type=Path,
+        default=None,
+        help="append benchmark records here (default OUT_DIR/serve-bench.jsonl)",
+    )
+    parser.add_argument(
+        "--out-dir",
+        type=Path,
+        default=Path("serve-bench-out"),
+        help="server logs and results (default ./serve-bench-out)",
+    )
+    parser.add_argument(
+        "--concurrency",
+        default=None,
+        help="comma-separated concurrency levels, overriding the profile's",
+    )
+    parser.add_argument("--port", type=int, default=None, help="fixed port (fail if taken)")
+
+
+def run(args: argparse.Namespace) -> int:
+    loaded = load_stack(args.stack)
+    if not (args.env / "bin" / "python").exists():
+        raise BadInput(f"{args.env}: not an environment (no bin/python)")
+    options = {
+        key: str(value)
+        for key, value in {
+            "reference": args.reference,
+            "record_reference": args.record_reference,
+            "jsonl": args.jsonl,
+            "concurrencies": args.concurrency,
+            "port": args.port,
+        }.items()
+        if value is not None
+    }
+    ctx = RunContext(
+        stack=loaded,
+        env_path=args.env.resolve(),
+        topology=args.topology,
+        serve_profile=args.profile,
+        out_dir=args.out_dir.resolve(),
+        options=options,
+    )
+    results = run_group(ctx)
+    failed = any(r.status in ("FAIL", "ERROR") for r in results)
+    if args.json:
+        emit_json(
+            {
+                "ok": not failed,
+                "stack": loaded.manifest.name,
+                "results": [r.model_dump() for r in results],
+            }
+        )
+    console = console_err()
+    colour = {"PASS": "green", "FAIL": "bold red", "ERROR": "bold red", "SKIP": "yellow"}
+    for r in results:
+        console.print(f"[{colour[r.status]}]{r.status:5}[/] {r.check}: ", end="", highlight=False)
+        console.print(r.reason, highlight=False, markup=False)
+    return EXIT_CHECK_FAILED if failed else EXIT_OK

@@ -1,0 +1,416 @@
+"""Our own streaming benchmark client (httpx, asyncio) for OpenAI-compatible /v1/completions.
+
+Results use `sglang.bench_serving`'s field names (shared/research/sglang-facts.md section 3):
+`output_throughput`, `mean_ttft_ms`, `median_itl_ms`, `mean_tpot_ms`, `p99_e2e_latency_ms`...
+plus p90 for every latency, so a record here can sit next to one from bench_serving.
+
+Method: fixed-length prompts of seeded random token ids (no dataset download), `ignore_eos`
+so every request generates `output_len` tokens, a warm-up of max(2, C) requests at the level's
+concurrency C before each measured level, then `max(8, rounds x C)` measured requests with at
+most C in flight. TTFT is the first chunk carrying text; when chunks report cumulative usage
+(SGLang/vLLM `continuous_usage_stats`) a chunk of k tokens adds k ITLs of gap/k, as
+bench_serving does for its native backend; otherwise each chunk is one ITL. Output lengths come
+from `usage.completion_tokens` when the server reports it, else from the chunk count.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from stackgate.manifest import BenchSettings
+
+# Words for `prompt_format = "text"` servers (those that take no token ids): common English
+# words, mostly one token each in BPE vocabularies.
+_WORDS = [
+    "the",
+    "of",
+    "and",
+    "to",
+    "in",
+    "is",
+    "that",
+    "it",
+    "for",
+    "was",
+    "on",
+    "are",
+    "as",
+    "with",
+    "his",
+    "they",
+    "at",
+    "be",
+    "this",
+    "from",
+    "have",
+    "or",
+    "by",
+    "one",
+    "had",
+    "not",
+    "but",
+    "what",
+    "all",
+    "were",
+    "when",
+    "we",
+    "there",
+    "can",
+    "an",
+    "your",
+    "which",
+    "their",
+    "said",
+    "if",
+    "do",
+    "will",
+    "each",
+    "about",
+    "how",
+    "up",
+    "out",
+    "them",
+    "then",
+    "she",
+    "many",
+    "some",
+    "so",
+    "these",
+    "would",
+    "other",
+    "into",
+    "has",
+    "more",
+    "her",
+    "two",
+    "like",
+    "him",
+    "see",
+    "time",
+    "could",
+    "no",
+    "make",
+    "than",
+    "first",
+    "been",
+    "its",
+    "who",
+    "now",
+    "people",
+    "my",
+    "made",
+    "over",
+    "did",
+    "down",
+    "only",
+    "way",
+    "find",
+    "use",
+    "may",
+    "water",
+    "long",
+    "little",
+    "very",
+    "after",
+    "words",
+    "called",
+    "just",
+    "where",
+    "most",
+    "know",
+    "get",
+    "through",
+    "back",
+]
+
+
+@dataclass(frozen=True)
+class Target:
+    base_url: str
+    model: str
+
+
+@dataclass
+class RequestOutcome:
+    success: bool
+    error: str = ""
+    input_len: int = 0
+    output_len: int = 0
+    ttft: float = 0.0
+    latency: float = 0.0
+    itl: list[float] = field(default_factory=list)
+    start: float = 0.0
+    token_times: list[tuple[float, int]] = field(default_factory=list)
+
+
+def make_prompts(settings: BenchSettings, count: int, stream: int) -> list[list[int] | str]:
+    """`count` prompts of settings.input_len tokens; `stream` separates warm-up from measured."""
+    rng = np.random.default_rng([settings.seed, stream])
+    if settings.prompt_format == "token-ids":
+        low, high = settings.token_id_range
+        ids = rng.integers(low, high, size=(count, settings.input_len))
+        return [row.tolist() for row in ids]
+    picks = rng.integers(0, len(_WORDS), size=(count, settings.input_len))
+    return [" ".join(_WORDS[i] for i in row) for row in picks]
+
+
+def _body(target: Target, prompt: list[int] | str, settings: BenchSettings) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": target.model,
+        "prompt": prompt,
+        "max_tokens": settings.output_len,
+        "temperature": 0.0,
+        "stream": True,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+    }
+    if settings.ignore_eos:
+        body["ignore_eos"] = True
+    return body
+
+
+def _events(buffer: bytearray) -> list[bytes]:
+    """Pop complete SSE events (separated by a blank line) off the front of buffer."""
+    out: list[bytes] = []
+    while True:
+        cut = buffer.find(b"\n\n")
+        if cut < 0:
+            return out
+        out.append(bytes(buffer[:cut]))
+        del buffer[: cut + 2]
+
+
+async def one_request(
+    client: httpx.AsyncClient, target: Target, prompt: list[int] | str, settings: BenchSettings
+) -> RequestOutcome:
+    out = RequestOutcome(success=False)
+    out.input_len = len(prompt) if isinstance(prompt, list) else 0
+    start = time.perf_counter()
+    out.start = start
+    last = start
+    usage_tokens = 0
+    chunks = 0
+    saw_usage = False
+    url = f"{target.base_url}/v1/completions"
+    try:
+        async with client.stream("POST", url, json=_body(target, prompt, settings)) as resp:
+            if resp.status_code != 200:
+                text = (await resp.aread()).decode(errors="replace")
+                out.error = f"HTTP {resp.status_code}: {text[:300]}"
+                return out
+            buffer = bytearray()
+            done = False
+            async for raw in resp.aiter_bytes():
+                buffer += raw.replace(b"\r\n", b"\n")
+                for event in _events(buffer):
+                    for line in event.split(b"\n"):
+                        if not line.startswith(b"data:"):
+                            continue
+                        payload = line[5:].strip()
+                        if payload == b"[DONE]":
+                            done = True
+                            break
+                        data = json.loads(payload)
+                        if "error" in data:
+                            out.error = f"stream error: {str(data['error'])[:300]}"
+                            return out
+                        now = time.perf_counter()
+                        choices = data.get("choices") or []
+                        text = (choices[0].get("text") or "") if choices else ""
+                        usage = data.get("usage") or {}
+                        new = 0
+                        if usage.get("completion_tokens") is not None:
+                            saw_usage = True
+                            total = int(usage["completion_tokens"])
+                            new = max(0, total - usage_tokens)
+                            usage_tokens = total
+                            if usage.get("prompt_tokens") is not None:
+                                out.input_len = int(usage["prompt_tokens"])
+                        if text and not new:
+                            new = 1  # no per-chunk count: one chunk, one step
+                        if not text and not new:
+                            continue
+                        chunks += 1
+                        if out.ttft == 0.0:
+                            out.ttft = now - start
+                        else:
+                            step = (now - last) / max(new, 1)
+                            out.itl.extend([step] * max(new, 1))
+                        out.token_times.append((now, new))
+                        last = now
+                    if done:
+                        break
+                if done:
+                    break
+    except (httpx.HTTPError, json.JSONDecodeError, OSError) as exc:
+        out.error = f"{type(exc).__name__}: {exc}"[:300]
+        return out
+    out.latency = time.perf_counter() - start
+    out.output_len = usage_tokens if saw_usage else chunks
+    if out.output_len == 0:
+        out.error = "no tokens streamed"
+        return out
+    out.success = True
+    return out
+
+
+def _stats(name: str, values_s: Sequence[float], pcts: Sequence[int]) -> dict[str, float]:
+    if not values_s:
+        return {f"{k}_{name}_ms": 0.0 for k in ("mean", "median", "std", *(f"p{p}" for p in pcts))}
+    ms = np.asarray(values_s, dtype=float) * 1000.0
+    out = {
+        f"mean_{name}_ms": float(np.mean(ms)),
+        f"median_{name}_ms": float(np.median(ms)),
+        f"std_{name}_ms": float(np.std(ms)),
+    }
+    for p in pcts:
+        out[f"p{p}_{name}_ms"] = float(np.percentile(ms, p))
+    return out
+
+
+def compute_metrics(outcomes: Sequence[RequestOutcome], duration: float) -> dict[str, Any]:
+    """bench_serving's BenchmarkMetrics fields from the measured requests."""
+    ok = [o for o in outcomes if o.success]
+    total_in = sum(o.input_len for o in ok)
+    total_out = sum(o.output_len for o in ok)
+    tpots = [(o.latency - o.ttft) / (o.output_len - 1) for o in ok if o.output_len > 1]
+    itls = [x for o in ok for x in o.itl]
+    duration = max(duration, 1e-9)
+    metrics: dict[str, Any] = {
+        "completed": len(ok),
+        "failed": len(outcomes) - len(ok),
+        "duration": duration,
+        "total_input_tokens": total_in,
+        "total_output_tokens": total_out,
+        "request_throughput": len(ok) / duration,
+        "input_throughput": total_in / duration,
+        "output_throughput": total_out / duration,
+        "total_throughput": (total_in + total_out) / duration,
+        "concurrency": sum(o.latency for o in ok) / duration,
+        "max_output_tokens_per_s": _peak_tokens_per_s(ok),
+        "max_concurrent_requests": _peak_in_flight(ok),
+    }
+    metrics.update(_stats("e2e_latency", [o.latency for o in ok], (90, 99)))
+    metrics.update(_stats("ttft", [o.ttft for o in ok], (90, 99)))
+    metrics.update(_stats("tpot", tpots, (90, 99)))
+    metrics.update(_stats("itl", itls, (90, 95, 99)))
+    metrics["max_itl_ms"] = max(itls) * 1000.0 if itls else 0.0
+    errors = sorted({o.error for o in outcomes if not o.success})
+    if errors:
+        metrics["errors"] = errors[:5]
+    return metrics
+
+
+def _peak_tokens_per_s(ok: Sequence[RequestOutcome]) -> float:
+    times = [(t, n) for o in ok for t, n in o.token_times]
+    if not times:
+        return 0.0
+    t0 = min(o.start for o in ok)
+    buckets: dict[int, int] = {}
+    for t, n in times:
+        key = int(t - t0)
+        buckets[key] = buckets.get(key, 0) + n
+    return float(max(buckets.values()))
+
+
+def _peak_in_flight(ok: Sequence[RequestOutcome]) -> int:
+    edges = sorted([(o.start, 1) for o in ok] + [(o.start + o.latency, -1) for o in ok])
+    peak = current = 0
+    for _, step in edges:
+        current += step
+        peak = max(peak, current)
+    return peak
+
+
+async def _run_requests(
+    target: Target, prompts: Sequence[list[int] | str], settings: BenchSettings, concurrency: int
+) -> tuple[list[RequestOutcome], float]:
+    limits = httpx.Limits(
+        max_connections=concurrency + 4, max_keepalive_connections=concurrency + 4
+    )
+    timeout = httpx.Timeout(settings.request_timeout_s, connect=30.0)
+    gate = asyncio.Semaphore(concurrency)
+    async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
+
+        async def limited(prompt: list[int] | str) -> RequestOutcome:
+            async with gate:
+                try:
+                    return await asyncio.wait_for(
+                        one_request(client, target, prompt, settings), settings.request_timeout_s
+                    )
+                except TimeoutError:
+                    return RequestOutcome(False, f"timed out after {settings.request_timeout_s} s")
+
+        start = time.perf_counter()
+        outcomes = await asyncio.gather(*(limited(p) for p in prompts))
+        return list(outcomes), time.perf_counter() - start
+
+
+def level_requests(settings: BenchSettings, concurrency: int) -> int:
+    return max(8, settings.rounds * concurrency)
+
+
+def run_level(
+    target: Target, settings: BenchSettings, concurrency: int, num_prompts: int | None = None
+) -> dict[str, Any]:
+    """Warm up with max(2, C) requests, then measure num_prompts requests at concurrency C."""
+    count = num_prompts if num_prompts is not None else level_requests(settings, concurrency)
+    warm = make_prompts(settings, max(2, concurrency), stream=1_000_000 + concurrency)
+    measured = make_prompts(settings, count, stream=concurrency)
+
+    async def both() -> tuple[list[RequestOutcome], float, list[RequestOutcome]]:
+        warm_out, _ = await _run_requests(target, warm, settings, concurrency)
+        outcomes, duration = await _run_requests(target, measured, settings, concurrency)
+        return outcomes, duration, warm_out
+
+    outcomes, duration, warm_out = asyncio.run(both())
+    metrics = compute_metrics(outcomes, duration)
+    metrics.update(
+        {
+            "max_concurrency": concurrency,
+            "num_prompts": count,
+            "warmup_requests": len(warm_out),
+            "warmup_failed": sum(not o.success for o in warm_out),
+        }
+    )
+    return metrics
+
+
+def decode_tok_s(metrics: dict[str, Any]) -> float:
+    """Single-stream decode speed: 1000 / median TPOT (prefill excluded)."""
+    tpot = float(metrics.get("median_tpot_ms") or 0.0)
+    return 1000.0 / tpot if tpot > 0 else 0.0
+
+
+def bench_record(
+    settings: BenchSettings, metrics: dict[str, Any], metadata: dict[str, Any], tag: str
+) -> dict[str, Any]:
+    """One JSONL line: bench_serving's keys, then our metadata."""
+    record: dict[str, Any] = {
+        "tag": tag,
+        "backend": "openai-completions",
+        "dataset_name": "random-ids" if settings.prompt_format == "token-ids" else "random-words",
+        "request_rate": "inf",
+        "random_input_len": settings.input_len,
+        "random_output_len": settings.output_len,
+        "random_range_ratio": 1.0,
+        "seed": settings.seed,
+    }
+    record.update(metrics)
+    record["metadata"] = metadata
+    return record
+
+
+def append_jsonl(path: Path, records: Sequence[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as fh:
+        for record in records:
+            fh.write(json.dumps(record, sort_keys=True, default=str) + "\n")

