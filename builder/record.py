@@ -7,7 +7,9 @@ The tree hash is over relative path, file type and content of every installed fi
 timestamps, so two builds of one lock (in different folders, on different days) compare equal.
 Absolute mentions of the env's own folder (uv writes some into RECORD-free files such as
 pyvenv.cfg or activation scripts) are replaced by a placeholder before hashing small files.
-Bytecode caches and the record folder are left out: they are written after the install.
+Bytecode caches and the record folder are left out: they are written after the install; so
+is installer bookkeeping in *.dist-info (RECORD, INSTALLER, REQUESTED, direct_url.json,
+uv_cache.json), which differs between an online and a wheelhouse install of the same files.
 """
 
 from __future__ import annotations
@@ -31,6 +33,11 @@ RECORD_SCHEMA_VERSION: Literal[1] = 1
 _SMALL_FILE = 1 << 20
 _PLACEHOLDER = b"<STACKGATE_ENV>"
 _SKIP_DIRS = frozenset({"__pycache__", RECORD_DIRNAME})
+# Installer bookkeeping inside *.dist-info: it says how a package got there (uv sync from an
+# index vs uv pip from a wheelhouse write different ones), not what is installed.
+_INSTALLER_FILES = frozenset(
+    {"RECORD", "INSTALLER", "REQUESTED", "direct_url.json", "uv_cache.json"}
+)
 
 
 class _Model(BaseModel):
@@ -121,7 +128,12 @@ def _iter_files(root: Path) -> list[Path]:
     found: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
-        found.extend(Path(dirpath) / f for f in filenames if not f.endswith(".pyc"))
+        in_dist_info = dirpath.endswith(".dist-info")
+        found.extend(
+            Path(dirpath) / f
+            for f in filenames
+            if not f.endswith(".pyc") and not (in_dist_info and f in _INSTALLER_FILES)
+        )
         # Symlinked dirs (lib64 -> lib) are not walked twice: os.walk doesn't follow them,
         # and they are hashed as links below.
         found.extend(Path(dirpath) / d for d in list(dirnames) if (Path(dirpath) / d).is_symlink())

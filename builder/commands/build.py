@@ -87,13 +87,18 @@ def _summary(console: Console, outcome: BuildOutcome) -> None:
     table.add_row("lock", record.lock_hash[:12])
     table.add_row("python", f"{record.tools.python} ({record.tools.python_path})")
     table.add_row("packages", str(len(record.packages)))
-    table.add_row("tree hash", f"{record.tree.sha256[:16]} ({record.tree.files} files, "
-                  f"{record.tree.bytes / GIB:.2f} GiB)")
+    table.add_row(
+        "tree hash",
+        f"{record.tree.sha256[:16]} ({record.tree.files} files, {record.tree.bytes / GIB:.2f} GiB)",
+    )
     table.add_row("topology", f"{record.topology or 'none'} ({record.topology_source})")
     table.add_row("job plan", plan.summary())
     if record.peak_rss_per_job_bytes:
-        table.add_row("peak RSS / job", f"{record.peak_rss_per_job_bytes / GIB:.2f} GiB "
-                      f"({record.watchdog_pauses} watchdog pause(s))")
+        table.add_row(
+            "peak RSS / job",
+            f"{record.peak_rss_per_job_bytes / GIB:.2f} GiB "
+            f"({record.watchdog_pauses} watchdog pause(s))",
+        )
     table.add_row("time", " ".join(f"{k}={v:.1f}s" for k, v in record.timings_s.items()))
     if outcome.removed_partials:
         table.add_row("cleaned", ", ".join(p.name for p in outcome.removed_partials))

@@ -1,0 +1,84 @@
+"""`wheelhouse STACK --to DIR`: download every locked artifact for the target, hash-checked."""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import time
+from pathlib import Path
+
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+
+from builder.lock import lock_files, read_lock
+from builder.resources import GIB
+from builder.wheelhouse import Artifact, artifacts, download
+from stackgate.cli import emit_json
+from stackgate.errors import EXIT_OK
+from stackgate.loading import load_stack
+from stackgate.output import console_err
+from stackgate.paths import display_path
+
+NAME = "wheelhouse"
+HELP = "download every locked artifact of a stack (hash-checked) for offline builds"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("stack", help="a stack name in stacks/ or a path to a manifest")
+    parser.add_argument("--to", type=Path, required=True, help="the wheelhouse folder")
+    parser.add_argument("--locks-dir", type=Path, default=None, help="default: stacks/locks")
+    parser.add_argument("--workers", type=int, default=4, help="parallel downloads")
+
+
+def run(args: argparse.Namespace) -> int:
+    loaded = load_stack(args.stack)
+    state = read_lock(loaded, lock_files(loaded.manifest.name, args.locks_dir))
+    arts, _ = artifacts(state, loaded.manifest)
+    total = sum(a.size or 0 for a in arts)
+    console = console_err()
+    progress = Progress(
+        TextColumn("[bold]wheelhouse[/]"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
+    lock = threading.Lock()
+    started = time.monotonic()
+    with progress:
+        task = progress.add_task("download", total=total or None)
+
+        def advance(_art: Artifact, nbytes: int) -> None:
+            with lock:
+                progress.advance(task, nbytes)
+
+        result = download(state, loaded.manifest, args.to, progress=advance, workers=args.workers)
+    seconds = time.monotonic() - started
+    if args.json:
+        emit_json(
+            {
+                "ok": True,
+                "stack": loaded.manifest.name,
+                "to": str(args.to),
+                "lock_hash": state.lock_hash,
+                "seconds": round(seconds, 2),
+                **result,
+            }
+        )
+    console.print(
+        f"[bold green]wheelhouse[/] {display_path(args.to)}: {result['files']} files "
+        f"({result['downloaded']} downloaded, {result['kept']} already there), "
+        f"{result['bytes'] / GIB:.2f} GiB in {seconds:.1f} s, every sha256 checked"
+    )
+    for item in result["skipped"]:
+        console.print(f"  [yellow]not in the wheelhouse[/]: {item}", highlight=False)
+    return EXIT_OK
