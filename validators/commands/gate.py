@@ -8,6 +8,7 @@ the builder's `current` env of the stack).
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from stackgate.cli import emit_json
@@ -73,7 +74,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def default_env(stack: str) -> Path:
-    return project_root() / "envs" / stack / "current"
+    """The builder's selected env of the stack (its default venv root, or $STACKGATE_VENV_ROOT)."""
+    root = os.environ.get("STACKGATE_VENV_ROOT")
+    return (Path(root) if root else project_root() / "envs") / stack / "current"
 
 
 def resolve_candidate(args: argparse.Namespace, store: RecordStore) -> Record:

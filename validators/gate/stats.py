@@ -87,16 +87,32 @@ def batch_bootstrap_bounds(
     Vectorised so the simulation can run thousands of gates; the gate itself calls it with
     one row. Memory is rows x resamples x n doubles per side.
     """
+    ratios = resampled_ratios(
+        candidate, baseline, direction=direction, resamples=resamples, rng=rng
+    )
+    low = np.quantile(ratios, 1.0 - confidence, axis=1)
+    high = np.quantile(ratios, confidence, axis=1)
+    return low, high
+
+
+def resampled_ratios(
+    candidate: NDArray[np.float64],
+    baseline: NDArray[np.float64],
+    *,
+    direction: Direction,
+    resamples: int,
+    rng: np.random.Generator,
+) -> NDArray[np.float64]:
+    """(rows, resamples) oriented ratios of bootstrap means; the one resampling both the gate
+    and the simulation use."""
     rows, n_c = candidate.shape
     _, n_b = baseline.shape
     idx_c = rng.integers(0, n_c, size=(rows, resamples, n_c))
     idx_b = rng.integers(0, n_b, size=(rows, resamples, n_b))
     mean_c = np.take_along_axis(candidate[:, None, :], idx_c, axis=2).mean(axis=2)
     mean_b = np.take_along_axis(baseline[:, None, :], idx_b, axis=2).mean(axis=2)
-    ratios = mean_b / mean_c if direction == "lower" else mean_c / mean_b
-    low = np.quantile(ratios, 1.0 - confidence, axis=1)
-    high = np.quantile(ratios, confidence, axis=1)
-    return low, high
+    ratios: NDArray[np.float64] = mean_b / mean_c if direction == "lower" else mean_c / mean_b
+    return ratios
 
 
 def coefficient_of_variation(samples: list[float]) -> float | None:

@@ -5,7 +5,9 @@ serve-bench results carry bench_serving field names in their evidence. Shapes ac
 
 - `evidence["metrics"]`: {name: number | [numbers]} for one measurement (a `concurrency` or
   `max_concurrency` key beside it says at which level);
-- `evidence["points"]` / `["sweep"]` / `["runs"]`: a list of bench_serving-like dicts, each with
+- in the serve-bench group, numeric top-level evidence too (validators/serve puts the
+  single-stream numbers there: single_stream_decode_tok_s, output_throughput, ...);
+- `evidence["levels"]` (validators/serve's sweep) / `["points"]` / `["runs"]`: a list of bench_serving-like dicts, each with
   its `max_concurrency` (or `concurrency`) and numeric fields;
 - raw per-request samples (`ttfts_ms`, `itls_ms`, `e2e_latencies_ms`, or bench_serving's
   `ttfts`/`itls` in seconds) beside them go to distributions, converted to ms;
@@ -22,6 +24,7 @@ from typing import Any
 from validators.records.metrics import metric_key
 from validators.results import Report
 
+BENCH_GROUP = "serve-bench"
 _POINT_LISTS = ("points", "sweep", "runs", "levels", "results")
 # bench_serving --output-details writes per-request samples in seconds.
 _RAW_SECONDS = {"ttfts": "ttft_ms", "itls": "itl_ms", "e2e_latencies": "e2e_latency_ms"}
@@ -90,8 +93,11 @@ class RunMetrics:
             elif (nums := _numbers(value)) is not None:
                 self.metrics.setdefault(metric_key(name, conc, check), []).extend(nums)
 
-    def add_evidence(self, check: str, evidence: Mapping[str, Any]) -> None:
+    def add_evidence(self, check: str, group: str, evidence: Mapping[str, Any]) -> None:
         conc = _concurrency(evidence)
+        if group == BENCH_GROUP:
+            top = {k: v for k, v in evidence.items() if _number(v) is not None}
+            self._point(check, top, conc)
         metrics = evidence.get("metrics")
         if isinstance(metrics, Mapping):
             self._point(check, metrics, _concurrency(metrics) or conc)
@@ -117,7 +123,7 @@ def run_metrics(report: Report) -> RunMetrics:
     out = RunMetrics()
     for result in report.results:
         if result.evidence:
-            out.add_evidence(result.check, result.evidence)
+            out.add_evidence(result.check, result.group, result.evidence)
     return out
 
 

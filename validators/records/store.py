@@ -154,6 +154,9 @@ class RecordStore:
         found = self.records(stack, kind)
         return found[-1] if found else None
 
+    def count(self) -> int:
+        return int(self._conn.execute("SELECT COUNT(*) FROM records").fetchone()[0])
+
     def verify_all(self) -> list[str]:
         """Problems with any stored record ([] when every record reads back intact)."""
         problems: list[str] = []

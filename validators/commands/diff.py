@@ -1,0 +1,102 @@
+"""`diff A B`: two stacks or records side by side: versions, env, manifest, host, checks, numbers.
+
+A stack contributes its manifest (pins, env, settings); a record also its host, checks and
+metrics. Informational: exit 0 whatever differs (the gate is the command that judges).
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from stackgate.cli import emit_json
+from stackgate.errors import EXIT_OK, BadInput
+from stackgate.loading import load_stack
+from stackgate.output import console_err
+from stackgate.paths import stack_names
+from validators.gate.compare import gate
+from validators.gate.diffs import Change, diff_flat, diff_manifests
+from validators.gate.policy import GatePolicy
+from validators.gate.render import changes_table, checks_table, host_table, metrics_table
+from validators.records.cli_args import add_store_argument
+from validators.records.model import Record
+from validators.records.resolve import resolve_record
+from validators.records.store import RecordStore
+
+NAME = "diff"
+HELP = "show how two stacks or records differ (versions, env, manifest, host, results)"
+
+
+@dataclass
+class Side:
+    label: str
+    manifest: dict[str, object]
+    packages: dict[str, str]
+    env: dict[str, str]
+    record: Record | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _side(ref: str, store: RecordStore) -> Side:
+    if ref in stack_names() or ref.endswith(".toml"):
+        loaded = load_stack(ref)
+        pins = {
+            name: pin.version or f"{pin.git}@{pin.ref}"
+            for name, pin in loaded.manifest.packages.items()
+        }
+        return Side(label=f"stack {loaded.manifest.name}", manifest=loaded.raw, packages=pins,
+                    env=loaded.manifest.env_for(None))
+    if Path(ref).is_dir():
+        raise BadInput(f"{ref} is a folder; give a stack name, a record file or a record id")
+    record = resolve_record(ref, store)
+    packages = record.build.packages or {
+        str(k): str(v.get("version") if isinstance(v, dict) else v)
+        for k, v in record.manifest.get("packages", {}).items()
+    }
+    return Side(label=record.label, manifest=record.manifest, packages=packages, env=record.env,
+                record=record)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("a", help="stack name or RECORD (file or id)")
+    parser.add_argument("b", help="stack name or RECORD (file or id)")
+    add_store_argument(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    with RecordStore.open(args.store) as store:
+        a, b = _side(args.a, store), _side(args.b, store)
+    versions: list[Change] = diff_flat(a.packages, b.packages)
+    env = diff_flat(a.env, b.env)
+    manifest = diff_manifests(a.manifest, b.manifest)
+    console = console_err()
+    console.print(f"[bold]diff[/] {a.label} -> {b.label}")
+    payload: dict[str, object] = {
+        "a": a.label, "b": b.label,
+        "versions": [c.model_dump() for c in versions],
+        "env": [c.model_dump() for c in env],
+        "manifest": [c.model_dump() for c in manifest],
+    }
+    for title, changes in (("package versions", versions), ("environment variables", env),
+                           ("manifest", manifest)):
+        if changes:
+            console.print(changes_table(title, changes))
+        else:
+            console.print(f"{title}: same")
+    if a.record is not None and b.record is not None:
+        # The gate's comparison for a record pair, shown, not judged.
+        result = gate(a.record, b.record, GatePolicy(min_repeats=2))
+        if result.host:
+            console.print(host_table(result))
+        console.print(checks_table(result, show_ok=False))
+        if result.metrics:
+            console.print(metrics_table(result))
+        payload["host"] = [h.model_dump() for h in result.host]
+        payload["checks"] = [c.model_dump() for c in result.checks]
+        payload["metrics"] = [m.model_dump() for m in result.metrics]
+    elif a.record is not None or b.record is not None:
+        console.print("one side is a stack (no results): only the manifest sides compared")
+    if args.json:
+        emit_json(payload)
+    return EXIT_OK

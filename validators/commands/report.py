@@ -1,0 +1,47 @@
+"""`report CANDIDATE [--baseline REF] --out FILE.html`: the self-contained HTML report."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from stackgate.cli import emit_json
+from stackgate.errors import EXIT_OK
+from stackgate.output import console_err
+from validators.commands.gate import add_policy_arguments, policy_from, resolve_candidate
+from validators.gate.compare import gate
+from validators.records.cli_args import add_run_argument, add_store_argument
+from validators.records.resolve import resolve_record
+from validators.records.store import RecordStore
+from validators.report_html import write_report
+
+NAME = "report"
+HELP = "write a self-contained HTML report of a record or run (vs a baseline when given)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("candidate", help="record file/id, run report file, or stack name")
+    parser.add_argument("--baseline", default=None, help="STACK or RECORD to compare with")
+    add_run_argument(parser, required=False)
+    parser.add_argument("--env", type=Path, default=None, help="env the runs judged")
+    parser.add_argument("--out", type=Path, required=True, help="HTML file to write")
+    add_policy_arguments(parser)
+    add_store_argument(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    with RecordStore.open(args.store) as store:
+        # A report never runs validators itself: runs come as files, else it shows a record.
+        if args.runs or Path(args.candidate).is_file():
+            record = resolve_candidate(args, store)
+        else:
+            record = resolve_record(args.candidate, store)
+        baseline = resolve_record(args.baseline, store) if args.baseline else None
+    result = gate(baseline, record, policy_from(args)) if baseline else None
+    path = write_report(args.out, record, baseline=baseline, gate_result=result)
+    if args.json:
+        emit_json({"ok": True, "html": str(path), "record": record.label,
+                   "baseline": baseline.label if baseline else None,
+                   "passed": result.passed if result else None})
+    console_err().print(f"wrote {path}")
+    return EXIT_OK

@@ -1,0 +1,91 @@
+"""`reproduce RECORD|STACK`: rebuild a known-good record here -> REPRODUCED / DIFFERS / FAILED."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.table import Table
+
+from stackgate.cli import emit_json
+from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
+from stackgate.output import console_err
+from validators.commands.gate import add_policy_arguments, policy_from
+from validators.gate.policy import DEFAULT_REPEATS
+from validators.gate.render import checks_table, metrics_table
+from validators.records.cli_args import add_store_argument
+from validators.records.resolve import resolve_record
+from validators.records.store import RecordStore
+from validators.reproduce import ReproduceOptions, ReproduceOutcome, reproduce
+
+NAME = "reproduce"
+HELP = "rebuild a known-good record on this host and compare env, checks and numbers"
+
+_STYLE = {"REPRODUCED": "bold green", "DIFFERS": "bold yellow", "FAILED": "bold red"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("record", help="RECORD (file or id) or STACK (its newest known-good)")
+    parser.add_argument("--venv-root", type=Path, default=None,
+                        help="where to build (default: the builder's, <repo>/envs)")
+    parser.add_argument("--wheelhouse", type=Path, default=None,
+                        help="build offline from this folder (`builder wheelhouse`)")
+    parser.add_argument("--topology", choices=["pcie", "nvlink"], default=None,
+                        help="env profile (default: the record's, so the env tree can match)")
+    parser.add_argument("--python", default=None, help="interpreter for the build")
+    parser.add_argument("--index-map", action="append", default=[], metavar="NAME=URL",
+                        help="passed to the builder (mirrors, local folders)")
+    parser.add_argument("--runs", type=int, default=None,
+                        help=f"validation runs (default {DEFAULT_REPEATS} when the record has "
+                        "metrics, else 1)")
+    parser.add_argument("--no-validate", action="store_true",
+                        help="build and compare the env tree only")
+    add_policy_arguments(parser)
+    add_store_argument(parser)
+
+
+def _render(outcome: ReproduceOutcome) -> None:
+    console = console_err()
+    if outcome.host:
+        table = Table(title="this host vs the record's")
+        for col in ("field", "recorded", "here", "impact"):
+            table.add_column(col)
+        for d in outcome.host:
+            table.add_row(d.field, d.recorded, d.here, d.impact)
+        console.print(table)
+    if outcome.gate is not None:
+        console.print(checks_table(outcome.gate, show_ok=False))
+        if outcome.gate.metrics:
+            console.print(metrics_table(outcome.gate))
+    console.print(
+        f"env tree: recorded {str(outcome.recorded_tree)[:16]}, built "
+        f"{str(outcome.built_tree)[:16]}"
+        + (" (equal)" if outcome.built_tree and outcome.built_tree == outcome.recorded_tree else "")
+    )
+    console.print("time: " + " ".join(f"{k}={v:.1f}s" for k, v in outcome.timings_s.items()))
+    for note in outcome.notes:
+        console.print(f"  note: {note}", markup=False, highlight=False)
+    console.print(f"[{_STYLE[outcome.verdict]}]{outcome.verdict}[/] {outcome.record}"
+                  + (f" in {outcome.env}" if outcome.env else ""))
+    for reason in outcome.reasons:
+        console.print(f"  - {reason}", markup=False, highlight=False)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.wheelhouse is not None and not args.wheelhouse.is_dir():
+        raise BadInput(f"--wheelhouse {args.wheelhouse}: no such folder")
+    with RecordStore.open(args.store) as store:
+        record = resolve_record(args.record, store)
+    runs = args.runs if args.runs is not None else (DEFAULT_REPEATS if record.metrics else 1)
+    options = ReproduceOptions(
+        venv_root=args.venv_root, wheelhouse=args.wheelhouse, topology=args.topology,
+        python=args.python, index_map=args.index_map, validate=not args.no_validate,
+        runs=runs, policy=policy_from(args),
+    )
+    console_err().print(f"reproducing {record.label} ({record.stack}, env tree "
+                        f"{str(record.build.env_tree_sha256)[:12]})")
+    outcome = reproduce(record, options)
+    if args.json:
+        emit_json(outcome.as_dict())
+    _render(outcome)
+    return EXIT_OK if outcome.verdict == "REPRODUCED" else EXIT_CHECK_FAILED
