@@ -208,7 +208,6 @@ class _Build:
                 "uv",
                 "sync",
                 "--frozen",
-                "--no-config",
                 "--no-install-project",
                 "--python",
                 python,

@@ -123,6 +123,11 @@ def explain_uv_failure(
                     *exc.details[-8:],
                 ],
             )
+    if "network was disabled" in text:
+        return EnvironmentProblem(
+            "uv runs offline (UV_OFFLINE / --offline) and a package is not in its cache",
+            details=exc.details[-6:],
+        )
     if "No solution found" in text or "unsatisfiable" in text:
         return BadInput("uv found no resolution for the manifest's pins", details=exc.details)
     if _NETWORK_WORDS.search(text):
@@ -165,7 +170,9 @@ def run_lock(
         if files.lockfile.is_file() and not upgrade:
             shutil.copy2(files.lockfile, work.lockfile)
         write_project(loaded, work, index_map)
-        argv: list[str | Path] = ["uv", "lock", "--no-config", "--python", python.path]
+        # No --no-config: with it uv 0.13 also drops the project's own [[tool.uv.index]]
+        # default and resolves unpinned packages from PyPI. Project settings beat user ones.
+        argv: list[str | Path] = ["uv", "lock", "--python", python.path]
         if upgrade:
             argv.append("--upgrade")
         try:

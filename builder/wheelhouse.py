@@ -57,6 +57,13 @@ def target_tags(manifest: Manifest) -> set[Tag]:
     return tags
 
 
+def _url(entry: dict[str, Any]) -> str:
+    """uv.lock names remote files by `url` and files of a local (file://) index by `path`."""
+    if "url" in entry:
+        return str(entry["url"])
+    return Path(str(entry["path"])).resolve().as_uri()
+
+
 def _hash(entry: dict[str, Any]) -> str:
     value = str(entry.get("hash", ""))
     if not value.startswith("sha256:"):
@@ -80,7 +87,7 @@ def artifacts(state: LockState, manifest: Manifest) -> tuple[list[Artifact], lis
             continue
         chosen = []
         for wheel in pkg.get("wheels", []):
-            url = str(wheel["url"])
+            url = _url(wheel)
             _, _, _, wheel_tags = parse_wheel_filename(unquote(url.rsplit("/", 1)[-1]))
             if wheel_tags & tags:
                 chosen.append(wheel)
@@ -88,9 +95,7 @@ def artifacts(state: LockState, manifest: Manifest) -> tuple[list[Artifact], lis
             chosen = [pkg["sdist"]]
         for entry in chosen:
             out.append(
-                Artifact(
-                    name, version, str(entry["url"]), _hash(entry), entry.get("size"), registry
-                )
+                Artifact(name, version, _url(entry), _hash(entry), entry.get("size"), registry)
             )
     return out, skipped
 
