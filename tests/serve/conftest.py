@@ -44,7 +44,10 @@ correctness_exact_match_min = 0.9
 
 
 def toml_value(value: Any) -> str:
-    return json.dumps(value)  # JSON scalars, arrays and strings are valid TOML here
+    """JSON scalars, strings and arrays are TOML too; tables become inline tables."""
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + " }"
+    return json.dumps(value)
 
 
 def write_stack(folder: Path, name: str, profiles: dict[str, dict[str, Any]], extra: str = "") -> Path:
