@@ -86,3 +86,12 @@ def make_report(
         stack=stack, manifest_sha256=manifest_sha256, env_path=env_path,
         started_at="2026-11-30T12:00:00+00:00", groups_run=list(required), results=results,
     )
+
+
+def measured_cv() -> float:
+    """The run-to-run noise the gate's defaults were chosen at (benchmarks/gate_power.py)."""
+    import json
+    from pathlib import Path
+
+    results = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "gate_power.json"
+    return float(json.loads(results.read_text())["chosen_at_cv"])

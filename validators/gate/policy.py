@@ -17,7 +17,7 @@ from validators.records.metrics import parse_metric_key
 # From benchmarks/results/gate_power.md (see there for the table and the noise it assumes).
 DEFAULT_TOLERANCE = 0.01
 DEFAULT_CONFIDENCE = 0.95
-DEFAULT_REPEATS = 5
+DEFAULT_REPEATS = 8
 # Tail latencies (p99) are several times noisier run to run than means and medians; a p99
 # judged at the mean's tolerance would refuse equal candidates. They get their own.
 DEFAULT_TAIL_TOLERANCE = 0.05

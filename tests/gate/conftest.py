@@ -1,0 +1,113 @@
+"""Fixtures for records/gate/reproduce: an isolated project (stacks dir, state dir, records
+dir) and a tiny real stack served from a local index of wheels made on the spot."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.wheels import make_index, make_wheel
+
+ROOT = Path(__file__).resolve().parents[2]
+
+TINY_MANIFEST = """schema_version = 1
+name = "{name}"
+description = "a tiny real stack: two wheels from a local index"
+python = "3.12"
+
+[host]
+min_driver = "570"
+cuda = "12.8"
+# An arch no lent or CI machine has (Jetson Orin): the host never matches the targets here.
+target_archs = ["8.7"]
+
+[indexes.local]
+url = "{url}"
+explicit = false
+
+[packages.tinypkg]
+version = "1.0.0"
+index = "local"
+
+[packages.tinydep]
+version = "0.2.0"
+index = "local"
+
+[validation]
+required = {required}
+"""
+
+
+@dataclass(frozen=True)
+class Project:
+    """A stand-in checkout: its own stacks/, state dir and records/, via the env overrides."""
+
+    root: Path
+    stacks: Path
+    state: Path
+    env: dict[str, str]
+
+    def run(self, *argv: str, check: bool = False) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [sys.executable, "-m", *argv], cwd=ROOT, env=self.env, capture_output=True,
+            text=True, timeout=600, check=False,
+        )
+        if check and done.returncode != 0:
+            raise AssertionError(f"{argv} exit {done.returncode}\n{done.stdout}\n{done.stderr}")
+        return done
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Iterator[Project]:
+    stacks = tmp_path / "stacks"
+    stacks.mkdir()
+    for name in ("cu128.toml", "rules.toml"):
+        (stacks / name).write_bytes((ROOT / "stacks" / name).read_bytes())
+    state = tmp_path / "state"
+    env = {
+        **os.environ,
+        "STACKGATE_ROOT": str(tmp_path),  # so records/ is this test's, not the checkout's
+        "STACKGATE_STACKS_DIR": str(stacks),
+        "STACKGATE_STATE_DIR": str(state),
+        "STACKGATE_VENV_ROOT": str(tmp_path / "envs"),
+        "UV_PYTHON_DOWNLOADS": "never",
+        "NO_COLOR": "1",
+    }
+    yield Project(root=tmp_path, stacks=stacks, state=state, env=env)
+
+
+def write_tiny_stack(project: Project, name: str = "tiny",
+                     required: tuple[str, ...] = ("static",)) -> Path:
+    wheels = [
+        make_wheel(project.root / "wheels", "tinypkg", "1.0.0", requires=["tinydep>=0.1"]),
+        make_wheel(project.root / "wheels", "tinydep", "0.2.0"),
+    ]
+    url = make_index(project.root / "index", wheels)
+    path = project.stacks / f"{name}.toml"
+    path.write_text(TINY_MANIFEST.format(name=name, url=url, required=json.dumps(list(required))))
+    return path
+
+
+def fake_env_with_build_record(folder: Path, stack: str, tree: str = "ab" * 32) -> Path:
+    """An env folder holding only a build record in the builder's JSON field names.
+
+    Stands for `python -m builder build` output where the gate tests need an env but not its
+    contents (the reproduce test builds real ones).
+    """
+    env = folder / f"{stack}-env"
+    (env / "stackgate").mkdir(parents=True)
+    (env / "stackgate" / "build-record.json").write_text(json.dumps({
+        "schema_version": 1, "stack": stack, "manifest_hash": "11" * 32, "lock_hash": "22" * 32,
+        "tree": {"sha256": tree, "files": 3, "bytes": 100},
+        "packages": {"torch": "2.9.1", "sgl-kernel": "0.3.21"},
+        "tools": {"stackgate": "0.1.0", "uv": "0.9", "python": "3.12.1"},
+        "topology": "pcie", "env_profile": {"NCCL_PROTO": "LL"},
+    }))
+    return env

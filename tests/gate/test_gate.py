@@ -1,0 +1,117 @@
+"""The gate's verdicts on synthetic runs drawn at the measured noise (the Python API)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from stackgate.loading import load_stack
+from tests.gate.synth import make_report, measured_cv
+from validators.gate.compare import gate
+from validators.gate.policy import DEFAULT_REPEATS, GatePolicy
+from validators.gate.stats import bootstrap_ratio
+from validators.records.compose import compose_record
+from validators.records.model import BuildFacts, GpuInfo, HostFingerprint, Record
+from validators.results import Report
+
+HOST = HostFingerprint(
+    hostname="gpu-1", gpu=GpuInfo(model="NVIDIA RTX PRO 6000", count=8,
+                                  compute_capabilities=["12.0"]),
+    driver="590.48.01", interconnect="pcie",
+)
+
+
+def _record(reports: list[Report], kind: str = "known-good",
+            packages: dict[str, str] | None = None) -> Record:
+    return compose_record(
+        load_stack("cu128"), reports, build=BuildFacts(packages=packages or {"torch": "2.9.1"}),
+        host=HOST, kind=kind,  # type: ignore[arg-type]
+    )
+
+
+def _runs(rng: np.random.Generator, n: int = DEFAULT_REPEATS, **kw: object) -> list[Report]:
+    return [make_report(rng, cv=measured_cv(), **kw) for _ in range(n)]  # type: ignore[arg-type]
+
+
+def test_five_percent_slower_and_a_failing_check_is_refused_with_reasons() -> None:
+    rng = np.random.default_rng(7)
+    baseline = _record(_runs(rng))
+    candidate = _record(
+        _runs(rng, slowdown=0.05, failing=("runtime.flashinfer.jit",)), "candidate",
+        {"torch": "2.9.2"},
+    )
+    result = gate(baseline, candidate)
+    assert not result.passed
+    failed = {c.check: c.status for c in result.checks if c.failing}
+    assert failed == {"runtime.flashinfer.jit": "FAILED"}
+    throughput = {m.key: m for m in result.metrics if "output_throughput@" in m.key}
+    assert throughput and all(m.status == "REGRESSION" for m in throughput.values())
+    assert all(m.high is not None and m.high < 1 - m.tolerance for m in throughput.values())
+    assert any("runtime.flashinfer.jit" in r for r in result.reasons)
+    assert [(c.key, c.a, c.b) for c in result.versions] == [("torch", "2.9.1", "2.9.2")]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_an_equal_candidate_passes_seeded(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    result = gate(_record(_runs(rng)), _record(_runs(rng), "candidate"))
+    assert result.passed, result.reasons
+
+
+def test_an_equal_candidate_passes_twenty_times_with_fresh_noise() -> None:
+    rng = np.random.default_rng()  # fresh entropy each test run: a flaky gate shows up here
+    failures = []
+    for _ in range(20):
+        result = gate(_record(_runs(rng)), _record(_runs(rng), "candidate"))
+        failures += result.reasons
+    assert failures == []
+
+
+def test_a_faster_candidate_is_an_improvement_and_passes() -> None:
+    rng = np.random.default_rng(3)
+    result = gate(_record(_runs(rng)), _record(_runs(rng, slowdown=-0.06), "candidate"))
+    assert result.passed
+    assert {m.status for m in result.metrics if "output_throughput@" in m.key} == {"IMPROVEMENT"}
+
+
+def test_the_same_inputs_give_the_same_interval() -> None:
+    rng = np.random.default_rng(5)
+    base, cand = _record(_runs(rng)), _record(_runs(rng), "candidate")
+    assert gate(base, cand).metrics == gate(base, cand).metrics
+
+
+def test_too_few_runs_fail_instead_of_passing_quietly() -> None:
+    rng = np.random.default_rng(1)
+    result = gate(_record(_runs(rng)), _record(_runs(rng, n=1), "candidate"))
+    assert not result.passed
+    gated = [m for m in result.metrics if m.direction != "none"]
+    assert gated and {m.status for m in gated} == {"TOO_FEW"}
+    assert "candidate has 1 run" in gated[0].reason
+
+
+def test_a_metric_the_candidate_did_not_measure_is_missing() -> None:
+    rng = np.random.default_rng(2)
+    candidate = _runs(rng, required=("host", "static", "runtime"))
+    result = gate(_record(_runs(rng)), _record(candidate, "candidate"))
+    statuses = {c.check: c.status for c in result.checks}
+    assert statuses["serve-bench.sweep"] == "NOT_RUN"
+    assert "MISSING" in {m.status for m in result.metrics}
+    assert not result.passed
+
+
+def test_lower_is_better_metrics_are_oriented_so_below_one_is_worse() -> None:
+    rng = np.random.default_rng(0)
+    base = [100.0, 101.0, 99.0, 100.5, 99.5]
+    slower = [v * 1.05 for v in base]
+    interval = bootstrap_ratio(slower, base, direction="lower", confidence=0.95, rng=rng)
+    assert interval.ratio == pytest.approx(1 / 1.05)
+    assert interval.low <= interval.ratio <= interval.high < 1
+
+
+def test_policy_tail_metrics_get_their_own_tolerance() -> None:
+    policy = GatePolicy(tolerance=0.01, tail_tolerance=0.05, overrides={"mean_ttft_ms": 0.02})
+    assert policy.tolerance_for("serve-bench.sweep/p99_itl_ms@c16") == 0.05
+    assert policy.tolerance_for("serve-bench.sweep/output_throughput@c16") == 0.01
+    assert policy.tolerance_for("serve-bench.sweep/mean_ttft_ms@c4") == 0.02
+    with pytest.raises(ValueError, match="at least 2 runs"):
+        GatePolicy(min_repeats=1)

@@ -1,0 +1,142 @@
+"""Records: content hash verified on read, append-only SQLite store, JSON export/import."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from stackgate.errors import BadInput
+from stackgate.loading import load_stack
+from tests.gate.synth import make_report
+from validators.records.compose import compose_record
+from validators.records.model import BuildFacts, HostFingerprint, Record, load_record
+from validators.records.store import RecordStore, default_store_path, read_record_file
+
+
+def _record(seed: int = 0, note: str | None = None) -> Record:
+    rng = np.random.default_rng(seed)
+    reports = [make_report(rng) for _ in range(3)]
+    return compose_record(
+        load_stack("cu128"), reports, build=BuildFacts(env_tree_sha256="ab" * 32),
+        host=HostFingerprint(hostname="h1"), kind="known-good", note=note,
+    )
+
+
+def test_record_id_is_the_content_hash_and_survives_a_json_round_trip() -> None:
+    record = _record()
+    assert record.record_id == record.compute_id()
+    again = load_record(json.loads(record.to_json()), where="test")
+    assert again == record
+    assert len(record.metrics["serve-bench.sweep/output_throughput@c16"]) == 3
+
+
+def test_a_changed_number_is_caught_on_read() -> None:
+    data = json.loads(_record().to_json())
+    key = "serve-bench.sweep/output_throughput@c16"
+    data["metrics"][key][0] *= 1.05
+    with pytest.raises(BadInput, match="does not match its hash"):
+        load_record(data, where="records/x.json")
+
+
+def test_a_newer_schema_is_refused_with_the_versions() -> None:
+    data = json.loads(_record().to_json())
+    data["schema_version"] = 2
+    with pytest.raises(BadInput, match="schema_version 2 is newer .* \\(1\\)"):
+        load_record(data, where="x")
+
+
+def test_state_dir_env_moves_the_default_store(monkeypatch: pytest.MonkeyPatch,
+                                               tmp_path: Path) -> None:
+    monkeypatch.setenv("STACKGATE_STATE_DIR", str(tmp_path / "st"))
+    assert default_store_path() == tmp_path / "st" / "stackgate.sqlite"
+    monkeypatch.delenv("STACKGATE_STATE_DIR")
+    assert default_store_path().parts[-2:] == (".state", "stackgate.sqlite")
+
+
+def test_store_adds_once_gets_by_prefix_and_lists_newest_last(tmp_path: Path) -> None:
+    a, b = _record(0, "first"), _record(1, "second")
+    with RecordStore.open(tmp_path / "s.sqlite") as store:
+        assert store.add(a) is True
+        assert store.add(a) is False  # same content, same id: nothing new
+        assert store.add(b) is True
+        assert store.get(a.record_id[:10]) == a
+        assert store.latest("cu128") in (a, b)
+        assert [r.note for r in store.records("cu128")] in (["first", "second"],
+                                                             ["second", "first"])
+        with pytest.raises(BadInput, match="too short"):
+            store.get("abc")
+        with pytest.raises(BadInput, match="no record"):
+            store.get("ffffffffffff")
+
+
+def test_the_database_itself_refuses_update_and_delete(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    record = _record()
+    with RecordStore.open(path) as store:
+        store.add(record)
+    conn = sqlite3.connect(path)
+    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+        conn.execute("UPDATE records SET stack = 'x'")
+    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+        conn.execute("DELETE FROM records")
+    conn.close()
+
+
+def test_a_row_tampered_behind_the_stores_back_is_reported(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    record = _record()
+    with RecordStore.open(path) as store:
+        store.add(record)
+    conn = sqlite3.connect(path)
+    body = json.loads(conn.execute("SELECT body FROM records").fetchone()[0])
+    body["note"] = "edited"
+    conn.execute("DROP TRIGGER records_no_update")  # what a careless tool could do
+    conn.execute("UPDATE records SET body = ?", (json.dumps(body),))
+    conn.commit()
+    conn.close()
+    with RecordStore.open(path) as store:
+        problems = store.verify_all()
+        assert len(problems) == 1 and "does not match its hash" in problems[0]
+        with pytest.raises(BadInput, match="does not match its hash"):
+            store.get(record.record_id)
+
+
+def test_export_then_import_into_a_fresh_store(tmp_path: Path) -> None:
+    a, b = _record(0), _record(1)
+    with RecordStore.open(tmp_path / "one.sqlite") as store:
+        store.add(a)
+        store.add(b)
+        written = store.export(tmp_path / "records")
+        assert store.export(tmp_path / "records") == []  # existing files are kept
+    assert sorted(p.parent.name for p in written) == ["cu128", "cu128"]
+    assert read_record_file(written[0]).record_id in (a.record_id, b.record_id)
+    with RecordStore.open(tmp_path / "two.sqlite") as fresh:
+        result = fresh.import_dir(tmp_path / "records")
+        assert sorted(result.added) == sorted([a.record_id, b.record_id])
+        assert fresh.import_dir(tmp_path / "records").present
+
+
+def test_import_refuses_a_tampered_file_and_adds_nothing(tmp_path: Path) -> None:
+    folder = tmp_path / "records" / "cu128"
+    folder.mkdir(parents=True)
+    good, bad = _record(0), _record(1)
+    (folder / "a.json").write_text(good.to_json())
+    data = json.loads(bad.to_json())
+    data["host"]["hostname"] = "elsewhere"
+    (folder / "b.json").write_text(json.dumps(data))
+    with RecordStore.open(tmp_path / "s.sqlite") as store:
+        with pytest.raises(BadInput, match=r"b\.json: record content does not match"):
+            store.import_dir(tmp_path / "records")
+        assert store.count() == 0
+
+
+def test_a_file_that_is_not_a_store_is_bad_input(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    path.write_bytes(b"not sqlite at all" * 100)
+    with pytest.raises(BadInput, match="not a readable record store"):
+        with RecordStore.open(path):
+            pass

@@ -1,0 +1,54 @@
+"""reproduce, for real: a tiny stack locked and built by the builder CLI into one venv root,
+validated and marked good, then rebuilt from the record into a second root (the stand-in for
+a second machine) -> REPRODUCED with equal env tree hashes. Needs a Python 3.12 (pyenv)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+from tests.gate.conftest import Project, write_tiny_stack
+
+
+def _mark_tiny_good(project: Project) -> tuple[str, dict[str, object]]:
+    write_tiny_stack(project, required=("static",))
+    project.run("builder", "lock", "tiny", check=True)
+    built = json.loads(project.run("builder", "build", "tiny", "--venv-root",
+                                   str(project.root / "machine-a"), "--json", check=True).stdout)
+    run = project.run("validators", "run", "tiny", "--env", built["env"], "--json")
+    assert run.returncode == 0, run.stderr
+    report = project.root / "run.json"
+    report.write_text(run.stdout)
+    marked = project.run("validators", "mark-good", "tiny", "--run", str(report),
+                         "--allow-host-mismatch", "--json")
+    assert marked.returncode == 0, marked.stderr
+    return str(json.loads(marked.stdout)["record_id"]), built
+
+
+def test_a_record_rebuilt_in_a_clean_root_is_reproduced(project: Project) -> None:
+    record_id, built = _mark_tiny_good(project)
+    second = project.root / "machine-b"
+    done = project.run("validators", "reproduce", record_id[:10], "--venv-root", str(second),
+                       "--json")
+    assert done.returncode == 0, done.stderr + done.stdout
+    outcome = json.loads(done.stdout)
+    assert outcome["verdict"] == "REPRODUCED", outcome["reasons"]
+    tree = outcome["env_tree"]
+    assert tree["recorded"] == tree["built"] == built["record"]["tree"]["sha256"]  # type: ignore[index]
+    assert Path(outcome["env"]).is_relative_to(second)
+    assert set(outcome["timings_s"]) >= {"preflight", "build", "validate", "compare"}
+    assert "REPRODUCED" in done.stderr and "(equal)" in done.stderr
+
+
+def test_a_record_whose_lock_is_gone_fails_to_reproduce(project: Project) -> None:
+    record_id, _ = _mark_tiny_good(project)
+    lock = project.stacks / "locks" / "tiny" / "uv.lock"
+    lock.write_text(lock.read_text() + "\n# changed after the record was made\n")
+    done = project.run("validators", "reproduce", record_id[:10], "--venv-root",
+                       str(project.root / "machine-b"), "--json")
+    assert done.returncode == 1
+    outcome = json.loads(done.stdout)
+    assert outcome["verdict"] == "FAILED"
+    assert "the lock the record was built from" in outcome["reasons"][0]
+    assert not (project.root / "machine-b").exists()
