@@ -1,0 +1,141 @@
+"""`image STACK`: build the stack's container image from its manifest and lock.
+
+Engines: Docker Engine through the docker SDK when a daemon answers, else buildah (daemonless),
+else podman; `--engine` picks one. `--check-reproducible` builds twice and compares digests
+(exit 1 when they differ). `--render DIR` writes the build context (Containerfile included)
+and stops, for review or for another builder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from builder.image.build import ImageRequest, build_image, prepare
+from builder.image.context import assemble
+from builder.image.engines.buildah import StorageConfig
+from builder.image.engines.docker_sdk import DockerConfig
+from stackgate.cli import emit_json
+from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
+from stackgate.loading import load_stack
+from stackgate.output import console_err
+from stackgate.paths import display_path, project_root
+
+NAME = "image"
+HELP = "build the stack's container image (docker SDK, buildah or podman); exit 3 when no engine"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("stack", help="a stack name in stacks/ or a path to a manifest")
+    parser.add_argument("--engine", choices=["auto", "docker", "buildah", "podman"], default="auto")
+    parser.add_argument("--tag", help="name for the image (default localhost/stackgate-STACK:lock-HASH)")
+    parser.add_argument(
+        "--output", metavar="oci-archive:PATH", help="also write the image as an OCI archive"
+    )
+    parser.add_argument(
+        "--check-reproducible", action="store_true", help="build twice and compare the digests"
+    )
+    parser.add_argument("--render", metavar="DIR", help="write the build context to DIR and stop")
+    parser.add_argument("--lock-dir", help="the uv project + uv.lock (default stacks/locks/STACK)")
+    parser.add_argument("--base", help="base image for both stages, pinned: repo@sha256:...")
+    parser.add_argument("--uv-image", help="image holding /uv, pinned: repo@sha256:...")
+    parser.add_argument(
+        "--base-python", help="interpreter the base image provides (default: uv installs one)"
+    )
+    parser.add_argument("--no-tool", action="store_true", help="leave the stackgate tool out")
+    parser.add_argument(
+        "--source", action="append", default=[], metavar="NAME=DIR",
+        help="an already patched source tree for a source-built package (default: fetched)",
+    )
+    parser.add_argument(
+        "--storage-root", help="buildah/podman store (--root; --runroot beside it); env STACKGATE_STORAGE_ROOT"
+    )
+    parser.add_argument(
+        "--storage-driver", help="buildah/podman storage driver (e.g. vfs); env STACKGATE_STORAGE_DRIVER"
+    )
+    parser.add_argument("--docker-host", help="Docker daemon URL (default DOCKER_HOST or the socket)")
+
+
+def _output(value: str | None) -> Path | None:
+    if value is None:
+        return None
+    if not value.startswith("oci-archive:"):
+        raise BadInput(f"--output '{value}': write it as oci-archive:PATH")
+    return Path(value.removeprefix("oci-archive:")).resolve()
+
+
+def _sources(items: list[str]) -> dict[str, Path]:
+    out = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not Path(path).is_dir():
+            raise BadInput(f"--source '{item}': write NAME=DIR with an existing DIR")
+        out[name] = Path(path).resolve()
+    return out
+
+
+def request_from(args: argparse.Namespace) -> ImageRequest:
+    """CLI > environment > defaults."""
+    root = args.storage_root or os.environ.get("STACKGATE_STORAGE_ROOT")
+    driver = args.storage_driver or os.environ.get("STACKGATE_STORAGE_DRIVER")
+    storage = StorageConfig(
+        root=Path(root) / "root" if root else None,
+        runroot=Path(root) / "run" if root else None,
+        storage_driver=driver or None,
+    )
+    return ImageRequest(
+        engine=args.engine,
+        tag=args.tag,
+        output=_output(args.output),
+        check_reproducible=args.check_reproducible,
+        lock_dir=Path(args.lock_dir).resolve() if args.lock_dir else None,
+        base=args.base,
+        uv_image=args.uv_image,
+        base_python=args.base_python,
+        include_tool=not args.no_tool,
+        sources=_sources(args.source),
+        storage=storage,
+        docker=DockerConfig(base_url=args.docker_host),
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    loaded = load_stack(args.stack)
+    request = request_from(args)
+    console = console_err()
+    if args.render:
+        inputs, files, created, _ = prepare(loaded, request)
+        target = Path(args.render)
+        if target.exists() and any(target.iterdir()):
+            raise BadInput(f"--render {args.render}: the folder is not empty")
+        target.rmdir() if target.exists() else None
+        containerfile = assemble(
+            target, inputs, loaded, files.folder, tool_root=project_root(), sources=request.sources
+        )
+        build_args = inputs.build_args(created)
+        if args.json:
+            emit_json({"ok": True, "stack": inputs.stack, "containerfile": str(containerfile),
+                       "build_args": build_args})
+        console.print(f"rendered {display_path(containerfile)}; build args: "
+                      + " ".join(f"{k}={v}" for k, v in sorted(build_args.items())))
+        return EXIT_OK
+    result = build_image(loaded, request)
+    repro = result.reproducible
+    ok = repro is None or repro.identical
+    if args.json:
+        emit_json({"ok": ok, **result.model_dump(mode="json")})
+    console.print(
+        f"built {result.tag or result.archive} with {result.engine} {result.engine_version} "
+        f"in {result.seconds:.1f} s: image id {result.image_id}"
+    )
+    if result.archive:
+        console.print(f"OCI archive {result.archive}: manifest {result.archive_digest}")
+    if repro is not None:
+        verdict = "[bold green]REPRODUCIBLE[/]" if repro.identical else "[bold red]NOT REPRODUCIBLE[/]"
+        console.print(f"{verdict} (timestamp {result.timestamp} from {result.timestamp_from})")
+        for what, (a, b) in repro.compared.items():
+            console.print(f"  {what}: {a} {'==' if a == b else '!='} {b}", highlight=False)
+        if repro.note:
+            console.print(f"  note: {repro.note}", highlight=False)
+    return EXIT_OK if ok else EXIT_CHECK_FAILED

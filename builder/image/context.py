@@ -1,0 +1,128 @@
+"""The build context: a folder holding exactly what the recipe copies, and nothing else.
+
+    Containerfile
+    stackgate/project/   the generated uv project and uv.lock (stacks/locks/<stack>/)
+    stackgate/stack/     the manifest and its patches, at their relative paths
+    stackgate/sources/   patched source trees for packages built in the image
+    stackgate/tool/      the stackgate tool's sources, pyproject.toml and uv.lock
+
+Assembled from named files only, so nothing stray (a .netrc, a token file, a venv) can ride
+along. `context_tar` packs it for the docker SDK with a stable order and fixed metadata.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import tarfile
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from builder.image.recipe import RecipeInputs, SourcePackage, render
+from stackgate import proc
+from stackgate.errors import BadInput
+from stackgate.loading import LoadedStack
+
+CONTAINERFILE = "Containerfile"
+_TOOL_PACKAGES = ("stackgate", "builder", "validators")
+_TOOL_FILES = ("pyproject.toml", "uv.lock", "README.md", "LICENSE")
+_SKIP_DIRS = {"__pycache__", ".venv", ".git", ".mypy_cache", ".ruff_cache", ".pytest_cache"}
+
+
+def _copy_tree(src: Path, dst: Path) -> None:
+    for dirpath, dirnames, filenames in os.walk(src):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
+        rel = Path(dirpath).relative_to(src)
+        (dst / rel).mkdir(parents=True, exist_ok=True)
+        for name in sorted(filenames):
+            if name.endswith((".pyc", ".pyo")):
+                continue
+            shutil.copy2(Path(dirpath) / name, dst / rel / name)
+
+
+def prepare_source(pkg: SourcePackage, loaded: LoadedStack, dest: Path) -> None:
+    """Fetch pkg.git at pkg.ref, apply its patches (sha256 already checked on load), copy out."""
+    pin = loaded.manifest.packages[pkg.name]
+    with tempfile.TemporaryDirectory(prefix="stackgate-src-") as tmp:
+        checkout = Path(tmp) / "src"
+        proc.run(["git", "clone", "--quiet", "--no-checkout", pkg.git, checkout], timeout=1800)
+        proc.run(["git", "-C", checkout, "checkout", "--quiet", pkg.ref], timeout=600)
+        for patch in pin.patches:
+            proc.run(["git", "-C", checkout, "apply", "--whitespace=nowarn", loaded.patch_path(patch.path).resolve()])
+        _copy_tree(checkout, dest)
+
+
+def assemble(
+    dest: Path,
+    inputs: RecipeInputs,
+    loaded: LoadedStack,
+    lock_dir: Path,
+    *,
+    tool_root: Path | None,
+    sources: Mapping[str, Path] | None = None,
+) -> Path:
+    """Write the context into `dest` (created empty); returns the Containerfile path."""
+    dest.mkdir(parents=True, exist_ok=False)
+    (dest / CONTAINERFILE).write_text(render(inputs), encoding="utf-8")
+    top = dest / "stackgate"
+    for required in ("pyproject.toml", "uv.lock"):
+        if not (lock_dir / required).is_file():
+            raise BadInput(
+                f"{lock_dir / required} is missing; lock the stack first: "
+                f"python -m builder lock {inputs.stack}"
+            )
+    _copy_tree(lock_dir, top / "project")
+    stack_dir = top / "stack"
+    stack_dir.mkdir(parents=True)
+    shutil.copy2(loaded.path, stack_dir / f"{inputs.stack}.toml")
+    for pin in loaded.manifest.packages.values():
+        for patch in pin.patches:
+            target = stack_dir / patch.path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(loaded.patch_path(patch.path), target)
+    for pkg in inputs.source_packages:
+        target = top / "sources" / pkg.name
+        given = (sources or {}).get(pkg.name)
+        if given is not None:
+            _copy_tree(given, target)
+        else:
+            prepare_source(pkg, loaded, target)
+    if inputs.include_tool:
+        if tool_root is None:
+            raise BadInput("the recipe installs the stackgate tool but no tool sources were given")
+        tool = top / "tool"
+        tool.mkdir(parents=True)
+        for name in _TOOL_FILES:
+            if (tool_root / name).is_file():
+                shutil.copy2(tool_root / name, tool / name)
+        for package in _TOOL_PACKAGES:
+            _copy_tree(tool_root / package, tool / package)
+        _copy_tree(tool_root / "images", tool / "images")
+    return dest / CONTAINERFILE
+
+
+def _walk(root: Path) -> Iterator[Path]:
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        base = Path(dirpath)
+        for name in sorted(dirnames + filenames):
+            yield base / name
+
+
+def context_tar(root: Path, mtime: int) -> bytes:
+    """The context as an uncompressed tar: sorted entries, fixed owner and mtime."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for path in _walk(root):
+            info = tar.gettarinfo(str(path), arcname=str(path.relative_to(root)))
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            info.mtime = mtime
+            if info.isfile():
+                with path.open("rb") as handle:
+                    tar.addfile(info, handle)
+            else:
+                tar.addfile(info)
+    return buffer.getvalue()

@@ -1,0 +1,166 @@
+"""What every image engine offers, and the pieces they share (version probe, cleanup).
+
+An engine is a frozen config plus a context manager: entering probes the version ("need >= X,
+found Y", exit 3); builds get unique names (`localhost/stackgate-<stack>:build-<uuid>`) and
+everything made is removed on exit, in `finally`, unless STACKGATE_KEEP_BUILDS=1 or the
+caller kept it (`keep(ref)`, e.g. the user's `--tag`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tarfile
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Literal, Self
+
+from packaging.version import InvalidVersion, Version
+
+from stackgate.errors import EnvironmentProblem
+
+log = logging.getLogger("builder.image")
+
+EngineName = Literal["docker", "buildah", "podman"]
+ENGINES: tuple[EngineName, ...] = ("docker", "buildah", "podman")
+KEEP_ENV = "STACKGATE_KEEP_BUILDS"
+
+
+def keep_builds() -> bool:
+    return os.environ.get(KEEP_ENV, "") not in ("", "0")
+
+
+def unique_tag(stack: str) -> str:
+    return f"localhost/stackgate-{stack}:build-{uuid.uuid4().hex[:12]}"
+
+
+def parse_version(engine: EngineName, text: str) -> str:
+    """The version out of an engine's JSON version output (pure; tested on real outputs).
+
+    buildah: `buildah version --json` -> {"version": ...}
+    podman:  `podman version --format json` -> {"Client": {"Version": ...}, "Server"?: ...}
+    docker:  Engine API /version (`client.version()`) -> {"Version": ..., "ApiVersion": ...}
+    """
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        raise EnvironmentProblem(f"{engine}: version output is not JSON: {text[:200]!r}") from None
+    value: object
+    match engine:
+        case "buildah":
+            value = data.get("version")
+        case "podman":
+            side = data.get("Server") or data.get("Client") or {}
+            value = side.get("Version")
+        case "docker":
+            value = data.get("Version")
+    if not isinstance(value, str):
+        raise EnvironmentProblem(f"{engine}: no version in its version output")
+    return value
+
+
+def require_version(engine: str, found: str, minimum: str, why: str = "") -> None:
+    try:
+        ok = Version(found.split("-")[0].split("+")[0]) >= Version(minimum)
+    except InvalidVersion:
+        raise EnvironmentProblem(f"{engine}: cannot read version '{found}'") from None
+    if not ok:
+        raise EnvironmentProblem(f"{engine}: need >= {minimum}, found {found}" + (f" ({why})" if why else ""))
+
+
+@dataclass(frozen=True)
+class BuildSpec:
+    """One build: the context folder, its Containerfile, the tag, args and fixed timestamp."""
+
+    context: Path
+    containerfile: Path
+    tag: str
+    build_args: Mapping[str, str]
+    timestamp: int
+    target: str | None = None
+
+
+@dataclass(frozen=True)
+class BuiltImage:
+    engine: EngineName
+    ref: str
+    image_id: str  # config digest, sha256:<hex>: the same wherever the image is copied
+    manifest_digest: str | None  # of the stored manifest (transport dependent)
+    labels: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def archive_manifest_digest(path: Path) -> str:
+    """The manifest digest inside an OCI archive (index.json), without skopeo."""
+    with tarfile.open(path) as tar:
+        member = tar.extractfile("index.json")
+        if member is None:
+            raise EnvironmentProblem(f"{path}: no index.json; not an OCI archive")
+        index = json.load(member)
+    return str(index["manifests"][0]["digest"])
+
+
+class ImageEngine(ABC):
+    """Base of the three engines: tracks what it made and removes it on exit."""
+
+    name: EngineName
+    minimum: str
+    # Whether a fixed --timestamp / SOURCE_DATE_EPOCH makes two builds give one digest.
+    reproducible: bool = True
+    reproducible_note: str = ""
+
+    def __init__(self) -> None:
+        self.version = "unknown"
+        self._made: list[str] = []
+
+    def __enter__(self) -> Self:
+        self.version = self.probe_version()
+        require_version(self.name, self.version, self.minimum)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if keep_builds():
+            if self._made:
+                log.warning("%s=1: keeping %s", KEEP_ENV, ", ".join(self._made))
+            return
+        for ref in reversed(self._made):
+            try:
+                self.remove(ref)
+            except Exception as err:  # cleanup must not hide the build's own error
+                log.warning("could not remove %s: %s", ref, err)
+        self._made.clear()
+
+    def track(self, ref: str) -> None:
+        self._made.append(ref)
+
+    def keep(self, ref: str) -> None:
+        """The caller wants `ref` to outlive this engine (the user's --tag)."""
+        if ref in self._made:
+            self._made.remove(ref)
+
+    @abstractmethod
+    def probe_version(self) -> str: ...
+
+    @abstractmethod
+    def build(self, spec: BuildSpec) -> BuiltImage:
+        """Build spec into the engine's store under spec.tag (tracked for removal)."""
+
+    @abstractmethod
+    def tag(self, image: BuiltImage, ref: str) -> None: ...
+
+    @abstractmethod
+    def export_oci(self, image: BuiltImage, path: Path) -> str:
+        """Write an OCI archive; return the manifest digest it holds."""
+
+    @abstractmethod
+    def remove(self, ref: str) -> None: ...

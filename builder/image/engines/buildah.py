@@ -1,0 +1,150 @@
+"""buildah (daemonless) and podman (same containers/storage, same build code) as engines.
+
+Measured on this project's CI host (Debian 12, buildah 1.28.2, podman 4.3.1, root, cgroup v1
+hybrid; ../shared/research/feasibility.md): builds work with `--isolation chroot` (the OCI
+runtime path fails: crun refuses hybrid cgroups) and the vfs storage driver; `--timestamp`
+gives equal digests, SOURCE_DATE_EPOCH alone is ignored by buildah 1.28. We also drop the
+`io.buildah.version` identity label so the digest does not change with the buildah version.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from builder.image.engines.base import (
+    BuildSpec,
+    BuiltImage,
+    EngineName,
+    ImageEngine,
+    archive_manifest_digest,
+    parse_version,
+)
+from stackgate import proc
+
+Isolation = Literal["chroot", "oci", "rootless"]
+BUILD_TIMEOUT_S = 6 * 3600  # a CUDA source build can take hours; a stuck one must still end
+
+
+@dataclass(frozen=True)
+class StorageConfig:
+    """containers/storage options shared by buildah and podman (None: the engine's default)."""
+
+    root: Path | None = None
+    runroot: Path | None = None
+    storage_driver: str | None = None
+    isolation: Isolation = "chroot"
+
+    def global_args(self) -> list[str]:
+        args: list[str] = []
+        if self.root is not None:
+            args += ["--root", str(self.root)]
+        if self.runroot is not None:
+            args += ["--runroot", str(self.runroot)]
+        if self.storage_driver:
+            args += ["--storage-driver", self.storage_driver]
+        return args
+
+
+class _ContainersEngine(ImageEngine):
+    """What buildah and podman share: the CLI shape and the JSON they answer with."""
+
+    program: str
+
+    def __init__(self, config: StorageConfig) -> None:
+        super().__init__()
+        self.config = config
+
+    def _cli(self, *args: str | Path) -> list[str | Path]:
+        return [self.program, *self.config.global_args(), *args]
+
+    def _build_argv(self, spec: BuildSpec) -> list[str | Path]:
+        argv: list[str | Path] = [
+            "build",
+            "--isolation", self.config.isolation,
+            "--no-cache",
+            "--pull=false",  # only when missing: bases are pinned by digest
+            "--identity-label=false",
+            "--timestamp", str(spec.timestamp),
+            "-f", spec.containerfile,
+            "-t", spec.tag,
+        ]
+        for key, value in sorted(spec.build_args.items()):
+            argv += ["--build-arg", f"{key}={value}"]
+        if spec.target:
+            argv += ["--target", spec.target]
+        return self._cli(*argv, spec.context)
+
+    def build(self, spec: BuildSpec) -> BuiltImage:
+        started = time.monotonic()
+        self.track(spec.tag)
+        proc.run(self._build_argv(spec), timeout=BUILD_TIMEOUT_S)
+        image = self.inspect(spec.tag)
+        return BuiltImage(
+            engine=self.name,
+            ref=spec.tag,
+            image_id=image.image_id,
+            manifest_digest=image.manifest_digest,
+            labels=image.labels,
+            seconds=round(time.monotonic() - started, 2),
+        )
+
+    def inspect(self, ref: str) -> BuiltImage:
+        raise NotImplementedError
+
+    def tag(self, image: BuiltImage, ref: str) -> None:
+        proc.run(self._cli("tag", image.ref, ref))
+
+    def export_oci(self, image: BuiltImage, path: Path) -> str:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.unlink(missing_ok=True)
+        name = image.ref.split("/", 1)[-1]
+        proc.run(self._cli("push", "--quiet", image.ref, f"oci-archive:{path}:{name}"), timeout=3600)
+        return archive_manifest_digest(path)
+
+    def remove(self, ref: str) -> None:
+        proc.run(self._cli("rmi", ref), check=False)
+
+
+class Buildah(_ContainersEngine):
+    name: EngineName = "buildah"
+    program = "buildah"
+    minimum = "1.28"  # the version measured here; --timestamp and chroot builds as used
+
+    def probe_version(self) -> str:
+        return parse_version("buildah", proc.run([self.program, "version", "--json"]).stdout)
+
+    def inspect(self, ref: str) -> BuiltImage:
+        out = proc.run(self._cli("inspect", "--type", "image", ref)).stdout
+        data = json.loads(out)
+        config = data.get("OCIv1", {}).get("config", {})
+        return BuiltImage(
+            engine="buildah",
+            ref=ref,
+            image_id=f"sha256:{data['FromImageID']}",
+            manifest_digest=data.get("FromImageDigest") or None,
+            labels=dict(config.get("Labels") or {}),
+        )
+
+
+class Podman(_ContainersEngine):
+    name: EngineName = "podman"
+    program = "podman"
+    minimum = "4.3"  # measured: 4.3.1 builds with --timestamp reproducibly
+
+    def probe_version(self) -> str:
+        return parse_version("podman", proc.run([self.program, "version", "--format", "json"]).stdout)
+
+    def inspect(self, ref: str) -> BuiltImage:
+        data = json.loads(proc.run(self._cli("image", "inspect", "--format", "json", ref)).stdout)[0]
+        image_id = str(data["Id"])
+        return BuiltImage(
+            engine="podman",
+            ref=ref,
+            image_id=image_id if image_id.startswith("sha256:") else f"sha256:{image_id}",
+            manifest_digest=data.get("Digest"),
+            labels=dict(data.get("Labels") or {}),
+        )

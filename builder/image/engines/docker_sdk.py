@@ -1,0 +1,121 @@
+"""Docker Engine through the `docker` Python SDK (Engine API over the socket; no CLI needed).
+
+The SDK drives the classic builder (`POST /build`); it has no BuildKit session
+(docker/docker-py#2230), and the classic builder stamps `created` with the wall clock and
+ignores SOURCE_DATE_EPOCH, so two builds differ in their config digest. `--check-reproducible`
+still builds twice and says what it found; for digest-stable images use buildah or podman.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from builder.image.context import context_tar
+from builder.image.engines.base import (
+    BuildSpec,
+    BuiltImage,
+    EngineName,
+    ImageEngine,
+    archive_manifest_digest,
+    parse_version,
+)
+from stackgate.errors import CommandFailed, EnvironmentProblem
+
+
+@dataclass(frozen=True)
+class DockerConfig:
+    base_url: str | None = None  # None: DOCKER_HOST or the default socket (docker.from_env)
+    timeout_s: int = 600  # one API call; a build streams, so this bounds silence, not the build
+
+
+def connect(config: DockerConfig) -> Any:
+    """A client whose daemon answers; EnvironmentProblem (exit 3) with the SDK's reason."""
+    try:
+        import docker
+    except ImportError as exc:  # a dependency, but say so plainly if an install lacks it
+        raise EnvironmentProblem("docker: the docker Python SDK is not installed") from exc
+    try:
+        if config.base_url:
+            client = docker.DockerClient(base_url=config.base_url, timeout=config.timeout_s)
+        else:
+            client = docker.from_env(timeout=config.timeout_s)
+        client.ping()
+    except Exception as exc:  # docker.errors.DockerException, requests' ConnectionError
+        raise EnvironmentProblem(f"docker: no daemon answers ({type(exc).__name__}: {exc})") from exc
+    return client
+
+
+class DockerEngine(ImageEngine):
+    name: EngineName = "docker"
+    minimum = "20.10"  # Engine API 1.41: device_requests (--gpus) and build args as used here
+    reproducible = False
+    reproducible_note = (
+        "the docker SDK drives the classic builder, which stamps created times with the clock "
+        "(docker/docker-py#2230); use buildah or podman for equal digests"
+    )
+
+    def __init__(self, config: DockerConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.client: Any = None
+
+    def probe_version(self) -> str:
+        import json
+
+        self.client = connect(self.config)
+        return parse_version("docker", json.dumps(self.client.version()))
+
+    def build(self, spec: BuildSpec) -> BuiltImage:
+        started = time.monotonic()
+        tar = context_tar(spec.context, spec.timestamp)
+        self.track(spec.tag)
+        image_id: str | None = None
+        log: list[str] = []
+        for chunk in self.client.api.build(
+            fileobj=io.BytesIO(tar),
+            custom_context=True,
+            dockerfile=str(spec.containerfile.relative_to(spec.context)),
+            tag=spec.tag,
+            buildargs=dict(spec.build_args),
+            nocache=True,
+            rm=True,
+            forcerm=True,
+            pull=False,
+            target=spec.target,
+            decode=True,
+        ):
+            if "stream" in chunk:
+                log.append(str(chunk["stream"]).rstrip())
+            if "error" in chunk:
+                raise CommandFailed(["docker-sdk", "build", spec.tag], 1, "\n".join(log), str(chunk["error"]))
+            aux = chunk.get("aux")
+            if isinstance(aux, dict) and "ID" in aux:
+                image_id = str(aux["ID"])
+        image = self.client.images.get(spec.tag)
+        return BuiltImage(
+            engine="docker",
+            ref=spec.tag,
+            image_id=image_id or str(image.id),
+            manifest_digest=None,  # a local image has none until it is pushed or saved
+            labels=dict(image.labels or {}),
+            seconds=round(time.monotonic() - started, 2),
+        )
+
+    def tag(self, image: BuiltImage, ref: str) -> None:
+        repo, _, tag = ref.rpartition(":")
+        self.client.images.get(image.ref).tag(repo or ref, tag or None)
+
+    def export_oci(self, image: BuiltImage, path: Path) -> str:
+        # Engine >= 25 saves an OCI image layout (index.json); older ones a docker archive.
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("wb") as handle:
+            for chunk in self.client.images.get(image.ref).save(named=True):
+                handle.write(chunk)
+        return archive_manifest_digest(path)
+
+    def remove(self, ref: str) -> None:
+        self.client.images.remove(ref, force=True)

@@ -1,0 +1,130 @@
+"""Fixtures for image tests: a tiny stack locked against a real index on 127.0.0.1, and a
+buildah store of the session's own holding a local base image and a local uv image."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from builder.lock import LockFiles, run_lock
+from builder.python_finder import Interpreter
+from builder.image.engines.buildah import StorageConfig
+from stackgate.loading import LoadedStack, load_stack
+from tests.helpers.wheels import make_index, make_wheel
+from tests.images.localbase import LocalImage, make_base_image, make_uv_image
+
+PY_MINOR = f"{sys.version_info.major}.{sys.version_info.minor}"
+
+TINY_MANIFEST = """\
+schema_version = 1
+name = "tiny"
+description = "A two-package stack for image tests"
+python = "{python}"
+
+[host]
+min_driver = "580"
+cuda = "13.0.1"
+target_archs = ["12.0a"]
+
+[indexes.local]
+url = "{index}"
+explicit = false
+
+[packages.tinyapp]
+version = "1.0"
+index = "local"
+
+# Pinned too: the lock runs `uv lock --no-config`, which (uv 0.13.9) resolves a dependency not
+# pinned to an index against PyPI even when the index is marked default.
+[packages.tinydep]
+version = "2.0"
+index = "local"
+
+[build]
+memory_per_job_gb = 1.0
+max_jobs = 3
+
+[environment.common]
+TINY_STACK_MARK = "from-the-manifest"
+CUDA_DEVICE_ORDER = "PCI_BUS_ID"
+
+[validation]
+required = ["host"]
+"""
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        pass
+
+
+@pytest.fixture(scope="session")
+def wheel_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A PEP 503 index served over HTTP on 127.0.0.1 (a flat local folder would make uv write
+    an install timestamp, uv_cache.json, into each dist-info: not reproducible)."""
+    root = tmp_path_factory.mktemp("index")
+    wheels = [
+        make_wheel(root / "wheels", "tinyapp", "1.0", requires=["tinydep>=1"]),
+        make_wheel(root / "wheels", "tinydep", "2.0"),
+    ]
+    make_index(root, wheels)
+    handler = functools.partial(_Quiet, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/simple"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@dataclass(frozen=True)
+class TinyStack:
+    loaded: LoadedStack
+    lock: LockFiles
+
+
+@pytest.fixture(scope="session")
+def tiny_stack(tmp_path_factory: pytest.TempPathFactory, wheel_index: str) -> TinyStack:
+    """The tiny manifest, locked by the builder's own lock code against the local index."""
+    folder = tmp_path_factory.mktemp("stack")
+    path = folder / "tiny.toml"
+    path.write_text(TINY_MANIFEST.format(python=PY_MINOR, index=wheel_index))
+    loaded = load_stack(path)
+    files = LockFiles(folder / "locks" / "tiny")
+    python = Interpreter(path=Path(sys.executable), version=".".join(map(str, sys.version_info[:3])), found_by="--python")
+    run_lock(loaded, files, python, index_map={})
+    return TinyStack(loaded=loaded, lock=files)
+
+
+@dataclass(frozen=True)
+class Store:
+    path: Path
+    config: StorageConfig
+    base: LocalImage
+    uv: LocalImage
+
+    def cli_args(self) -> list[str]:
+        return ["--storage-root", str(self.path), "--storage-driver", "vfs"]
+
+    def global_args(self) -> list[str]:
+        return self.config.global_args()
+
+
+@pytest.fixture(scope="session")
+def buildah_store(tmp_path_factory: pytest.TempPathFactory) -> Store:
+    """A vfs store of the session's own, with the local base and uv images committed in it."""
+    path = tmp_path_factory.mktemp("buildah")
+    work = tmp_path_factory.mktemp("rootfs")
+    base = make_base_image(path, work)
+    uv = make_uv_image(path, work)
+    config = StorageConfig(root=path / "root", runroot=path / "run", storage_driver="vfs")
+    return Store(path=path, config=config, base=base, uv=uv)
