@@ -84,8 +84,11 @@ def _summary(record: Record, baseline: Record | None) -> str:
     gpu = f"{record.host.gpu.count} x {record.host.gpu.model or 'no GPU'}"
     base_gpu = f"{b.host.gpu.count} x {b.host.gpu.model or 'no GPU'}" if b else None
     row("GPUs", gpu, base_gpu)
-    row("driver / CUDA", f"{record.host.driver} / {record.host.cuda_driver}",
-        f"{b.host.driver} / {b.host.cuda_driver}" if b else None)
+    row(
+        "driver / CUDA",
+        f"{record.host.driver or '-'} / {record.host.cuda_driver or '-'}",
+        f"{b.host.driver or '-'} / {b.host.cuda_driver or '-'}" if b else None,
+    )
     row("interconnect", record.host.interconnect, b.host.interconnect if b else None)
     row("runs", record.runs, b.runs if b else None)
     headers = ["", "candidate" if b else "record"] + (["baseline"] if b else [])
@@ -115,7 +118,8 @@ def _metrics(gate_result: GateResult | None, record: Record) -> str:
         ]
         return _table(["metric", "mean", "runs"], rows)
     rows = []
-    for m in gate_result.metrics:
+    order = {"REGRESSION": 0, "MISSING": 1, "TOO_FEW": 2, "IMPROVEMENT": 3, "SAME": 4}
+    for m in sorted(gate_result.metrics, key=lambda m: (order.get(m.status, 5), m.key)):
         change = "-" if m.ratio is None else f"{(m.ratio - 1) * 100:+.1f}%"
         interval = "-" if m.low is None else f"[{m.low:.3f}, {m.high:.3f}]"
         rows.append(
@@ -125,8 +129,17 @@ def _metrics(gate_result: GateResult | None, record: Record) -> str:
             f"{_status(m.status)}</tr>"
         )
     return _table(
-        ["metric", "better", "baseline", "candidate", "change", "interval (ratio)",
-         "tolerance", "runs b/c", "verdict"],
+        [
+            "metric",
+            "better",
+            "baseline",
+            "candidate",
+            "change",
+            "interval (ratio)",
+            "tolerance",
+            "runs b/c",
+            "verdict",
+        ],
         rows,
     )
 
@@ -138,9 +151,14 @@ def _sides(record: Record, baseline: Record | None) -> dict[str, Record]:
 def _throughput_charts(sides: dict[str, Record], rng: np.random.Generator) -> list[str]:
     charts = []
     keys = {k for r in sides.values() for k in r.metrics}
-    series_names = sorted({parse_metric_key(k).series for k in keys
-                           if parse_metric_key(k).concurrency is not None
-                           and parse_metric_key(k).name in _THROUGHPUT_NAMES})
+    series_names = sorted(
+        {
+            parse_metric_key(k).series
+            for k in keys
+            if parse_metric_key(k).concurrency is not None
+            and parse_metric_key(k).name in _THROUGHPUT_NAMES
+        }
+    )
     for series in series_names:
         data: dict[str, list[Point]] = {}
         for side, rec in sides.items():
@@ -149,16 +167,20 @@ def _throughput_charts(sides: dict[str, Record], rng: np.random.Generator) -> li
                 parsed = parse_metric_key(key)
                 if parsed.series == series and parsed.concurrency is not None and samples:
                     p = mean_interval(samples, rng)
-                    pts.append((parsed.concurrency, Point(str(parsed.concurrency), p.mean,
-                                                          p.low, p.high)))
+                    pts.append(
+                        (parsed.concurrency, Point(str(parsed.concurrency), p.mean, p.low, p.high))
+                    )
             data[side] = [p for _, p in sorted(pts, key=lambda t: t[0])]
         if any(data.values()):
             name = series.split("/")[-1]
-            charts.append(interval_chart(
-                data, title=f"{series.split('/')[-1]}: mean and 95% interval over runs",
-                y_label=f"{name} (tok/s)" if "output" in name or "total" in name else name,
-                x_label="concurrency",
-            ))
+            charts.append(
+                interval_chart(
+                    data,
+                    title=f"{series.split('/')[-1]}: mean and 95% interval over runs",
+                    y_label=f"{name} (tok/s)" if "output" in name or "total" in name else name,
+                    x_label="concurrency",
+                )
+            )
     return charts
 
 
@@ -167,8 +189,13 @@ def _ratio_charts(gate_result: GateResult) -> list[str]:
     tolerance: dict[str, float] = {}
     for m in gate_result.metrics:
         parsed = parse_metric_key(m.key)
-        if (parsed.concurrency is None or parsed.name not in _THROUGHPUT_NAMES
-                or m.ratio is None or m.low is None or m.high is None):
+        if (
+            parsed.concurrency is None
+            or parsed.name not in _THROUGHPUT_NAMES
+            or m.ratio is None
+            or m.low is None
+            or m.high is None
+        ):
             continue
         point = Point(str(parsed.concurrency), m.ratio, m.low, m.high)
         by_series.setdefault(parsed.series, []).append((parsed.concurrency, point, m.status))
@@ -197,10 +224,14 @@ def _distribution_charts(sides: dict[str, Record]) -> list[str]:
                     boxes.append((conc or 0, box_of(str(conc) if conc else "-", samples)))
             data[side] = [b for _, b in sorted(boxes, key=lambda t: t[0])]
         if any(data.values()):
-            charts.append(box_chart(
-                data, title=f"{label} per request: p5-p95 whiskers, p25-p75 box, p99 dot",
-                y_label=label, x_label="concurrency",
-            ))
+            charts.append(
+                box_chart(
+                    data,
+                    title=f"{label} per request: p5-p95 whiskers, p25-p75 box, p99 dot",
+                    y_label=label,
+                    x_label="concurrency",
+                )
+            )
     return charts
 
 
@@ -211,20 +242,27 @@ def render_report(
     rng = np.random.default_rng(int(hashlib.sha256(seed_text.encode()).hexdigest()[:16], 16))
     sides = _sides(record, baseline)
     title = f"stackgate: {record.label}" + (f" vs {baseline.label}" if baseline else "")
-    parts = [f"<h1>{escape(title)}</h1>",
-             f'<div class="muted">stack {escape(record.stack)}, {record.runs} run(s)</div>']
+    parts = [
+        f"<h1>{escape(title)}</h1>",
+        f'<div class="muted">stack {escape(record.stack)}, {record.runs} run(s)</div>',
+    ]
     if gate_result is not None:
         cls, word = ("pass", "PASSED") if gate_result.passed else ("fail", "REFUSED")
         parts.append(f'<div class="banner {cls}">{word}</div>')
         if gate_result.reasons:
-            parts.append("<ul>" + "".join(f"<li>{escape(r)}</li>" for r in gate_result.reasons)
-                         + "</ul>")
+            parts.append(
+                "<ul>" + "".join(f"<li>{escape(r)}</li>" for r in gate_result.reasons) + "</ul>"
+            )
     parts += ["<h2>What was tested</h2>", _summary(record, baseline)]
     if gate_result is not None and gate_result.versions:
-        rows = [f"<tr>{_td(c.key)}{_td(c.kind)}{_td(c.a or '-')}{_td(c.b or '-')}</tr>"
-                for c in gate_result.versions]
-        parts += ["<h2>Package versions that differ</h2>",
-                  _table(["package", "change", "baseline", "candidate"], rows)]
+        rows = [
+            f"<tr>{_td(c.key)}{_td(c.kind)}{_td(c.a or '-')}{_td(c.b or '-')}</tr>"
+            for c in gate_result.versions
+        ]
+        parts += [
+            "<h2>Package versions that differ</h2>",
+            _table(["package", "change", "baseline", "candidate"], rows),
+        ]
     parts += ["<h2>Checks</h2>", _checks(record, baseline, gate_result)]
     if record.metrics or (baseline and baseline.metrics):
         parts += ["<h2>Metrics</h2>", _metrics(gate_result, record)]
@@ -238,17 +276,21 @@ def render_report(
     parts += dists or ['<p class="muted">no raw per-request samples recorded</p>']
     body = "\n".join(parts)
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{escape(title)}</title><style>{_CSS}</style></head>"
         f"<body>\n{body}\n</body></html>\n"
     )
 
 
 def write_report(
-    path: Path, record: Record, *, baseline: Record | None = None,
+    path: Path,
+    record: Record,
+    *,
+    baseline: Record | None = None,
     gate_result: GateResult | None = None,
 ) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_report(record, baseline=baseline, gate_result=gate_result),
-                    encoding="utf-8")
+    path.write_text(
+        render_report(record, baseline=baseline, gate_result=gate_result), encoding="utf-8"
+    )
     return path

@@ -207,8 +207,16 @@ def _copy_tree(src: Path, dst: Path) -> None:
 
 
 def _build(record: Record, sources: Sources, options: ReproduceOptions) -> dict[str, object]:
-    argv: list[str | Path] = [sys.executable, "-m", "builder", "build", record.stack,
-                              "--locks-dir", sources.locks, "--json"]
+    argv: list[str | Path] = [
+        sys.executable,
+        "-m",
+        "builder",
+        "build",
+        record.stack,
+        "--locks-dir",
+        sources.locks,
+        "--json",
+    ]
     if options.venv_root is not None:
         argv += ["--venv-root", options.venv_root]
     if options.wheelhouse is not None:
@@ -228,19 +236,27 @@ def _build(record: Record, sources: Sources, options: ReproduceOptions) -> dict[
         data = {}
     if done.returncode != 0 or not isinstance(data, dict) or not data.get("ok"):
         message = data.get("error") if isinstance(data, dict) else None
-        raise CommandFailed([str(a) for a in argv], done.returncode,
-                            str(message or done.stdout), done.stderr)
+        raise CommandFailed(
+            [str(a) for a in argv], done.returncode, str(message or done.stdout), done.stderr
+        )
     return data
 
 
-def _validate(
-    record: Record, env: Path, sources: Sources, runs: int
-) -> list[Report]:
+def _validate(record: Record, env: Path, sources: Sources, runs: int) -> list[Report]:
     reports = []
     for _ in range(runs):
         done = proc.run(
-            [sys.executable, "-m", "validators", "run", record.stack, "--env", env,
-             "--keep-going", "--json"],
+            [
+                sys.executable,
+                "-m",
+                "validators",
+                "run",
+                record.stack,
+                "--env",
+                env,
+                "--keep-going",
+                "--json",
+            ],
             env={**os.environ, "STACKGATE_STACKS_DIR": str(sources.stacks)},
             check=False,
         )
@@ -298,8 +314,11 @@ def _judge(
 ) -> None:
     # The record has its repeats; a new host may run fewer: judge with what both have.
     policy = GatePolicy(
-        tolerance=base_policy.tolerance, tail_tolerance=base_policy.tail_tolerance,
-        confidence=base_policy.confidence, min_repeats=2, resamples=base_policy.resamples,
+        tolerance=base_policy.tolerance,
+        tail_tolerance=base_policy.tail_tolerance,
+        confidence=base_policy.confidence,
+        min_repeats=2,
+        resamples=base_policy.resamples,
     )
     result = gate(record, candidate, policy)
     outcome.gate = result

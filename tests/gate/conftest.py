@@ -56,8 +56,13 @@ class Project:
 
     def run(self, *argv: str, check: bool = False) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
-            [sys.executable, "-m", *argv], cwd=ROOT, env=self.env, capture_output=True,
-            text=True, timeout=600, check=False,
+            [sys.executable, "-m", *argv],
+            cwd=ROOT,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
         )
         if check and done.returncode != 0:
             raise AssertionError(f"{argv} exit {done.returncode}\n{done.stdout}\n{done.stderr}")
@@ -83,8 +88,9 @@ def project(tmp_path: Path) -> Iterator[Project]:
     yield Project(root=tmp_path, stacks=stacks, state=state, env=env)
 
 
-def write_tiny_stack(project: Project, name: str = "tiny",
-                     required: tuple[str, ...] = ("static",)) -> Path:
+def write_tiny_stack(
+    project: Project, name: str = "tiny", required: tuple[str, ...] = ("static",)
+) -> Path:
     wheels = [
         make_wheel(project.root / "wheels", "tinypkg", "1.0.0", requires=["tinydep>=0.1"]),
         make_wheel(project.root / "wheels", "tinydep", "0.2.0"),
@@ -103,11 +109,19 @@ def fake_env_with_build_record(folder: Path, stack: str, tree: str = "ab" * 32) 
     """
     env = folder / f"{stack}-env"
     (env / "stackgate").mkdir(parents=True)
-    (env / "stackgate" / "build-record.json").write_text(json.dumps({
-        "schema_version": 1, "stack": stack, "manifest_hash": "11" * 32, "lock_hash": "22" * 32,
-        "tree": {"sha256": tree, "files": 3, "bytes": 100},
-        "packages": {"torch": "2.9.1", "sgl-kernel": "0.3.21"},
-        "tools": {"stackgate": "0.1.0", "uv": "0.9", "python": "3.12.1"},
-        "topology": "pcie", "env_profile": {"NCCL_PROTO": "LL"},
-    }))
+    (env / "stackgate" / "build-record.json").write_text(
+        json.dumps(
+            {
+                "schema_version": 1,
+                "stack": stack,
+                "manifest_hash": "11" * 32,
+                "lock_hash": "22" * 32,
+                "tree": {"sha256": tree, "files": 3, "bytes": 100},
+                "packages": {"torch": "2.9.1", "sgl-kernel": "0.3.21"},
+                "tools": {"stackgate": "0.1.0", "uv": "0.9", "python": "3.12.1"},
+                "topology": "pcie",
+                "env_profile": {"NCCL_PROTO": "LL"},
+            }
+        )
+    )
     return env

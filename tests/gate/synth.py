@@ -73,18 +73,30 @@ def make_report(
         if group not in required:
             continue
         if check in failing:
-            results.append(Result(check=check, group=group, status="FAIL",
-                                  reason=f"{check} failed (synthetic)"))
+            results.append(
+                Result(
+                    check=check, group=group, status="FAIL", reason=f"{check} failed (synthetic)"
+                )
+            )
         else:
             results.append(Result(check=check, group=group, status="PASS", reason="ok"))
     if "serve-bench" in required:
-        results.append(Result(
-            check="serve-bench.sweep", group="serve-bench", status="PASS", reason="sweep done",
-            evidence={"points": bench_points(rng, slowdown=slowdown, cv=cv, raw=raw)},
-        ))
+        results.append(
+            Result(
+                check="serve-bench.sweep",
+                group="serve-bench",
+                status="PASS",
+                reason="sweep done",
+                evidence={"points": bench_points(rng, slowdown=slowdown, cv=cv, raw=raw)},
+            )
+        )
     return Report(
-        stack=stack, manifest_sha256=manifest_sha256, env_path=env_path,
-        started_at="2026-11-30T12:00:00+00:00", groups_run=list(required), results=results,
+        stack=stack,
+        manifest_sha256=manifest_sha256,
+        env_path=env_path,
+        started_at="2026-11-30T12:00:00+00:00",
+        groups_run=list(required),
+        results=results,
     )
 
 

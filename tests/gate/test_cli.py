@@ -13,14 +13,27 @@ from tests.gate.synth import make_report, measured_cv
 from validators.gate.policy import DEFAULT_REPEATS
 
 
-def _write_runs(project: Project, name: str, stack: str, env: Path, seed: int,
-                n: int = DEFAULT_REPEATS, **kw: object) -> list[str]:
+def _write_runs(
+    project: Project,
+    name: str,
+    stack: str,
+    env: Path,
+    seed: int,
+    n: int = DEFAULT_REPEATS,
+    **kw: object,
+) -> list[str]:
     rng = np.random.default_rng(seed)
     sha = hashlib.sha256((project.stacks / f"{stack}.toml").read_bytes()).hexdigest()
     args = []
     for i in range(n):
-        report = make_report(rng, stack=stack, cv=measured_cv(), env_path=str(env),  # type: ignore[arg-type]
-                             manifest_sha256=sha, **kw)
+        report = make_report(
+            rng,
+            stack=stack,
+            cv=measured_cv(),
+            env_path=str(env),  # type: ignore[arg-type]
+            manifest_sha256=sha,
+            **kw,
+        )
         path = project.root / f"{name}-{i}.json"
         path.write_text(report.model_dump_json())
         args += ["--run", str(path)]
@@ -30,16 +43,18 @@ def _write_runs(project: Project, name: str, stack: str, env: Path, seed: int,
 def _mark_baseline(project: Project) -> str:
     env = fake_env_with_build_record(project.root / "base", "cu128")
     runs = _write_runs(project, "base", "cu128", env, seed=11)
-    done = project.run("validators", "mark-good", "cu128", *runs, "--allow-host-mismatch",
-                       "--json", check=True)
+    done = project.run(
+        "validators", "mark-good", "cu128", *runs, "--allow-host-mismatch", "--json", check=True
+    )
     return str(json.loads(done.stdout)["record_id"])
 
 
 def test_slower_candidate_with_a_failing_check_is_refused_with_a_table(project: Project) -> None:
     record_id = _mark_baseline(project)
     env = fake_env_with_build_record(project.root / "cand", "cu128", tree="cd" * 32)
-    runs = _write_runs(project, "cand", "cu128", env, seed=12, slowdown=0.05,
-                       failing=("runtime.flashinfer.jit",))
+    runs = _write_runs(
+        project, "cand", "cu128", env, seed=12, slowdown=0.05, failing=("runtime.flashinfer.jit",)
+    )
     done = project.run("validators", "gate", "cu128", *runs, "--baseline", record_id[:12])
     assert done.returncode == 1, done.stderr
     err = done.stderr
@@ -65,8 +80,9 @@ def test_equal_candidate_passes_and_json_says_why(project: Project) -> None:
 
 def test_mark_good_refuses_a_failed_required_check(project: Project) -> None:
     env = fake_env_with_build_record(project.root / "base", "cu128")
-    runs = _write_runs(project, "bad", "cu128", env, seed=1, n=2,
-                       failing=("static.abi.sgl_kernel",))
+    runs = _write_runs(
+        project, "bad", "cu128", env, seed=1, n=2, failing=("static.abi.sgl_kernel",)
+    )
     done = project.run("validators", "mark-good", "cu128", *runs, "--allow-host-mismatch")
     assert done.returncode == 1
     assert "REFUSED" in done.stderr
@@ -101,8 +117,17 @@ def test_records_export_import_and_diff(project: Project) -> None:
     files = list(out.rglob("*.json"))
     assert len(files) == 1 and record_id[:12] in files[0].name
     other = project.root / "other.sqlite"
-    done = project.run("validators", "records", "import", "--dir", str(out), "--store",
-                       str(other), "--json", check=True)
+    done = project.run(
+        "validators",
+        "records",
+        "import",
+        "--dir",
+        str(out),
+        "--store",
+        str(other),
+        "--json",
+        check=True,
+    )
     assert json.loads(done.stdout)["added"] == [record_id]
     done = project.run("validators", "records", "verify", "--store", str(other), check=True)
     assert "1 record(s) verified" in done.stderr
@@ -114,8 +139,11 @@ def test_records_export_import_and_diff(project: Project) -> None:
 def test_diff_of_two_stacks_names_the_changed_pins(project: Project) -> None:
     other = project.stacks / "cu128b.toml"
     text = (project.stacks / "cu128.toml").read_text()
-    other.write_text(text.replace('name = "cu128"', 'name = "cu128b"')
-                     .replace('version = "0.6.3"', 'version = "0.6.4"'))
+    other.write_text(
+        text.replace('name = "cu128"', 'name = "cu128b"').replace(
+            'version = "0.6.3"', 'version = "0.6.4"'
+        )
+    )
     done = project.run("validators", "diff", "cu128", "cu128b", "--json", check=True)
     versions = {c["key"]: (c["a"], c["b"]) for c in json.loads(done.stdout)["versions"]}
     assert versions["flashinfer-python"] == ("0.6.3", "0.6.4")

@@ -15,17 +15,22 @@ from validators.records.model import BuildFacts, GpuInfo, HostFingerprint, Recor
 from validators.results import Report
 
 HOST = HostFingerprint(
-    hostname="gpu-1", gpu=GpuInfo(model="NVIDIA RTX PRO 6000", count=8,
-                                  compute_capabilities=["12.0"]),
-    driver="590.48.01", interconnect="pcie",
+    hostname="gpu-1",
+    gpu=GpuInfo(model="NVIDIA RTX PRO 6000", count=8, compute_capabilities=["12.0"]),
+    driver="590.48.01",
+    interconnect="pcie",
 )
 
 
-def _record(reports: list[Report], kind: str = "known-good",
-            packages: dict[str, str] | None = None) -> Record:
+def _record(
+    reports: list[Report], kind: str = "known-good", packages: dict[str, str] | None = None
+) -> Record:
     return compose_record(
-        load_stack("cu128"), reports, build=BuildFacts(packages=packages or {"torch": "2.9.1"}),
-        host=HOST, kind=kind,  # type: ignore[arg-type]
+        load_stack("cu128"),
+        reports,
+        build=BuildFacts(packages=packages or {"torch": "2.9.1"}),
+        host=HOST,
+        kind=kind,  # type: ignore[arg-type]
     )
 
 
@@ -37,7 +42,8 @@ def test_five_percent_slower_and_a_failing_check_is_refused_with_reasons() -> No
     rng = np.random.default_rng(7)
     baseline = _record(_runs(rng))
     candidate = _record(
-        _runs(rng, slowdown=0.05, failing=("runtime.flashinfer.jit",)), "candidate",
+        _runs(rng, slowdown=0.05, failing=("runtime.flashinfer.jit",)),
+        "candidate",
         {"torch": "2.9.2"},
     )
     result = gate(baseline, candidate)

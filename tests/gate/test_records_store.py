@@ -21,8 +21,12 @@ def _record(seed: int = 0, note: str | None = None) -> Record:
     rng = np.random.default_rng(seed)
     reports = [make_report(rng) for _ in range(3)]
     return compose_record(
-        load_stack("cu128"), reports, build=BuildFacts(env_tree_sha256="ab" * 32),
-        host=HostFingerprint(hostname="h1"), kind="known-good", note=note,
+        load_stack("cu128"),
+        reports,
+        build=BuildFacts(env_tree_sha256="ab" * 32),
+        host=HostFingerprint(hostname="h1"),
+        kind="known-good",
+        note=note,
     )
 
 
@@ -45,12 +49,13 @@ def test_a_changed_number_is_caught_on_read() -> None:
 def test_a_newer_schema_is_refused_with_the_versions() -> None:
     data = json.loads(_record().to_json())
     data["schema_version"] = 2
-    with pytest.raises(BadInput, match="schema_version 2 is newer .* \\(1\\)"):
+    with pytest.raises(BadInput, match=r"schema_version 2 is newer .* \(1\)"):
         load_record(data, where="x")
 
 
-def test_state_dir_env_moves_the_default_store(monkeypatch: pytest.MonkeyPatch,
-                                               tmp_path: Path) -> None:
+def test_state_dir_env_moves_the_default_store(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("STACKGATE_STATE_DIR", str(tmp_path / "st"))
     assert default_store_path() == tmp_path / "st" / "stackgate.sqlite"
     monkeypatch.delenv("STACKGATE_STATE_DIR")
@@ -65,8 +70,10 @@ def test_store_adds_once_gets_by_prefix_and_lists_newest_last(tmp_path: Path) ->
         assert store.add(b) is True
         assert store.get(a.record_id[:10]) == a
         assert store.latest("cu128") in (a, b)
-        assert [r.note for r in store.records("cu128")] in (["first", "second"],
-                                                             ["second", "first"])
+        assert [r.note for r in store.records("cu128")] in (
+            ["first", "second"],
+            ["second", "first"],
+        )
         with pytest.raises(BadInput, match="too short"):
             store.get("abc")
         with pytest.raises(BadInput, match="no record"):
@@ -137,6 +144,5 @@ def test_import_refuses_a_tampered_file_and_adds_nothing(tmp_path: Path) -> None
 def test_a_file_that_is_not_a_store_is_bad_input(tmp_path: Path) -> None:
     path = tmp_path / "s.sqlite"
     path.write_bytes(b"not sqlite at all" * 100)
-    with pytest.raises(BadInput, match="not a readable record store"):
-        with RecordStore.open(path):
-            pass
+    with pytest.raises(BadInput, match="not a readable record store"), RecordStore.open(path):
+        pass

@@ -7,21 +7,30 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-
 from tests.gate.conftest import Project, write_tiny_stack
 
 
 def _mark_tiny_good(project: Project) -> tuple[str, dict[str, object]]:
     write_tiny_stack(project, required=("static",))
     project.run("builder", "lock", "tiny", check=True)
-    built = json.loads(project.run("builder", "build", "tiny", "--venv-root",
-                                   str(project.root / "machine-a"), "--json", check=True).stdout)
+    built = json.loads(
+        project.run(
+            "builder",
+            "build",
+            "tiny",
+            "--venv-root",
+            str(project.root / "machine-a"),
+            "--json",
+            check=True,
+        ).stdout
+    )
     run = project.run("validators", "run", "tiny", "--env", built["env"], "--json")
     assert run.returncode == 0, run.stderr
     report = project.root / "run.json"
     report.write_text(run.stdout)
-    marked = project.run("validators", "mark-good", "tiny", "--run", str(report),
-                         "--allow-host-mismatch", "--json")
+    marked = project.run(
+        "validators", "mark-good", "tiny", "--run", str(report), "--allow-host-mismatch", "--json"
+    )
     assert marked.returncode == 0, marked.stderr
     return str(json.loads(marked.stdout)["record_id"]), built
 
@@ -29,8 +38,9 @@ def _mark_tiny_good(project: Project) -> tuple[str, dict[str, object]]:
 def test_a_record_rebuilt_in_a_clean_root_is_reproduced(project: Project) -> None:
     record_id, built = _mark_tiny_good(project)
     second = project.root / "machine-b"
-    done = project.run("validators", "reproduce", record_id[:10], "--venv-root", str(second),
-                       "--json")
+    done = project.run(
+        "validators", "reproduce", record_id[:10], "--venv-root", str(second), "--json"
+    )
     assert done.returncode == 0, done.stderr + done.stdout
     outcome = json.loads(done.stdout)
     assert outcome["verdict"] == "REPRODUCED", outcome["reasons"]
@@ -45,8 +55,14 @@ def test_a_record_whose_lock_is_gone_fails_to_reproduce(project: Project) -> Non
     record_id, _ = _mark_tiny_good(project)
     lock = project.stacks / "locks" / "tiny" / "uv.lock"
     lock.write_text(lock.read_text() + "\n# changed after the record was made\n")
-    done = project.run("validators", "reproduce", record_id[:10], "--venv-root",
-                       str(project.root / "machine-b"), "--json")
+    done = project.run(
+        "validators",
+        "reproduce",
+        record_id[:10],
+        "--venv-root",
+        str(project.root / "machine-b"),
+        "--json",
+    )
     assert done.returncode == 1
     outcome = json.loads(done.stdout)
     assert outcome["verdict"] == "FAILED"

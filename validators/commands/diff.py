@@ -45,8 +45,12 @@ def _side(ref: str, store: RecordStore) -> Side:
             name: pin.version or f"{pin.git}@{pin.ref}"
             for name, pin in loaded.manifest.packages.items()
         }
-        return Side(label=f"stack {loaded.manifest.name}", manifest=loaded.raw, packages=pins,
-                    env=loaded.manifest.env_for(None))
+        return Side(
+            label=f"stack {loaded.manifest.name}",
+            manifest=loaded.raw,
+            packages=pins,
+            env=loaded.manifest.env_for(None),
+        )
     if Path(ref).is_dir():
         raise BadInput(f"{ref} is a folder; give a stack name, a record file or a record id")
     record = resolve_record(ref, store)
@@ -54,8 +58,13 @@ def _side(ref: str, store: RecordStore) -> Side:
         str(k): str(v.get("version") if isinstance(v, dict) else v)
         for k, v in record.manifest.get("packages", {}).items()
     }
-    return Side(label=record.label, manifest=record.manifest, packages=packages, env=record.env,
-                record=record)
+    return Side(
+        label=record.label,
+        manifest=record.manifest,
+        packages=packages,
+        env=record.env,
+        record=record,
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -73,13 +82,17 @@ def run(args: argparse.Namespace) -> int:
     console = console_err()
     console.print(f"[bold]diff[/] {a.label} -> {b.label}")
     payload: dict[str, object] = {
-        "a": a.label, "b": b.label,
+        "a": a.label,
+        "b": b.label,
         "versions": [c.model_dump() for c in versions],
         "env": [c.model_dump() for c in env],
         "manifest": [c.model_dump() for c in manifest],
     }
-    for title, changes in (("package versions", versions), ("environment variables", env),
-                           ("manifest", manifest)):
+    for title, changes in (
+        ("package versions", versions),
+        ("environment variables", env),
+        ("manifest", manifest),
+    ):
         if changes:
             console.print(changes_table(title, changes))
         else:

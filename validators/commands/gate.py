@@ -36,22 +36,40 @@ HELP = "compare a candidate with a known-good record (checks, noise-aware metric
 
 
 def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
-                        help=f"regression margin for means/medians/throughput "
-                        f"(default {DEFAULT_TOLERANCE}; see benchmarks/results/gate_power.md)")
-    parser.add_argument("--tail-tolerance", type=float, default=DEFAULT_TAIL_TOLERANCE,
-                        help=f"margin for p90/p95/p99/max metrics (default {DEFAULT_TAIL_TOLERANCE})")
-    parser.add_argument("--confidence", type=float, default=DEFAULT_CONFIDENCE,
-                        help=f"one-sided bootstrap confidence (default {DEFAULT_CONFIDENCE})")
-    parser.add_argument("--min-repeats", type=int, default=DEFAULT_REPEATS,
-                        help=f"runs needed on each side (default {DEFAULT_REPEATS})")
+    parser.add_argument(
+        "--tolerance",
+        type=float,
+        default=DEFAULT_TOLERANCE,
+        help=f"regression margin for means/medians/throughput "
+        f"(default {DEFAULT_TOLERANCE}; see benchmarks/results/gate_power.md)",
+    )
+    parser.add_argument(
+        "--tail-tolerance",
+        type=float,
+        default=DEFAULT_TAIL_TOLERANCE,
+        help=f"margin for p90/p95/p99/max metrics (default {DEFAULT_TAIL_TOLERANCE})",
+    )
+    parser.add_argument(
+        "--confidence",
+        type=float,
+        default=DEFAULT_CONFIDENCE,
+        help=f"one-sided bootstrap confidence (default {DEFAULT_CONFIDENCE})",
+    )
+    parser.add_argument(
+        "--min-repeats",
+        type=int,
+        default=DEFAULT_REPEATS,
+        help=f"runs needed on each side (default {DEFAULT_REPEATS})",
+    )
 
 
 def policy_from(args: argparse.Namespace) -> GatePolicy:
     try:
         return GatePolicy(
-            tolerance=args.tolerance, tail_tolerance=args.tail_tolerance,
-            confidence=args.confidence, min_repeats=args.min_repeats,
+            tolerance=args.tolerance,
+            tail_tolerance=args.tail_tolerance,
+            confidence=args.confidence,
+            min_repeats=args.min_repeats,
         )
     except ValueError as exc:
         raise BadInput(str(exc)) from None
@@ -59,14 +77,25 @@ def policy_from(args: argparse.Namespace) -> GatePolicy:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("candidate", help="record file/id, run report file, or stack name")
-    parser.add_argument("--baseline", default=None,
-                        help="STACK (its newest known-good record) or RECORD (file or id); "
-                        "default: the candidate's stack")
+    parser.add_argument(
+        "--baseline",
+        default=None,
+        help="STACK (its newest known-good record) or RECORD (file or id); "
+        "default: the candidate's stack",
+    )
     add_run_argument(parser, required=False)
-    parser.add_argument("--env", type=Path, default=None,
-                        help="environment to validate when CANDIDATE is a stack without --run")
-    parser.add_argument("--repeats", type=int, default=DEFAULT_REPEATS,
-                        help="validation runs to make when the gate runs them")
+    parser.add_argument(
+        "--env",
+        type=Path,
+        default=None,
+        help="environment to validate when CANDIDATE is a stack without --run",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=DEFAULT_REPEATS,
+        help="validation runs to make when the gate runs them",
+    )
     parser.add_argument("--html", type=Path, default=None, help="also write an HTML report")
     parser.add_argument("--all", action="store_true", help="list checks that are OK too")
     add_policy_arguments(parser)

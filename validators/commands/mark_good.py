@@ -24,17 +24,27 @@ HELP = "record a stack as known-good when every required validator passed on a m
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("stack", help="a stack name in stacks/ or a path to a manifest")
     add_run_argument(parser, required=True)
-    parser.add_argument("--env", type=Path, default=None,
-                        help="the environment the runs judged (default: the reports' env_path)")
+    parser.add_argument(
+        "--env",
+        type=Path,
+        default=None,
+        help="the environment the runs judged (default: the reports' env_path)",
+    )
     parser.add_argument("--image-digest", default=None, help="digest of the image, if one")
     parser.add_argument("--note", default=None, help="free text kept in the record")
     parser.add_argument(
-        "--allow-host-mismatch", action="store_true",
+        "--allow-host-mismatch",
+        action="store_true",
         help="record even though this host does not match the stack's targets (kept in the "
         "record as host_mismatch; for test stands, never for the real target)",
     )
-    parser.add_argument("--export", type=Path, default=None, metavar="DIR",
-                        help="also write the record as JSON under DIR (e.g. records/)")
+    parser.add_argument(
+        "--export",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="also write the record as JSON under DIR (e.g. records/)",
+    )
     add_store_argument(parser)
 
 
@@ -62,7 +72,12 @@ def run(args: argparse.Namespace) -> int:
     if build.env_tree_sha256 is None:
         raise BadInput(f"{env}: the build record has no env tree hash")
     record = compose_record(
-        loaded, reports, build=build, host=host, kind="known-good", note=args.note,
+        loaded,
+        reports,
+        build=build,
+        host=host,
+        kind="known-good",
+        note=args.note,
         host_mismatch=mismatch,
     )
     with RecordStore.open(args.store) as store:
@@ -70,11 +85,18 @@ def run(args: argparse.Namespace) -> int:
         exported = store.export(args.export, record.stack) if args.export else []
         where = store.path
     if args.json:
-        emit_json({
-            "ok": True, "record_id": record.record_id, "stack": record.stack, "added": added,
-            "store": str(where), "exported": [str(p) for p in exported],
-            "metrics": sorted(record.metrics), "runs": record.runs,
-        })
+        emit_json(
+            {
+                "ok": True,
+                "record_id": record.record_id,
+                "stack": record.stack,
+                "added": added,
+                "store": str(where),
+                "exported": [str(p) for p in exported],
+                "metrics": sorted(record.metrics),
+                "runs": record.runs,
+            }
+        )
     verb = "recorded" if added else "already recorded"
     console.print(
         f"[bold green]KNOWN-GOOD[/] {record.label} {verb} in {where}: {len(record.checks)} checks, "

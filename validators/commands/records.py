@@ -20,10 +20,18 @@ HELP = "list, show, export (to records/), import and verify known-good records"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("action", choices=["list", "show", "export", "import", "verify"])
-    parser.add_argument("ref", nargs="?", default=None,
-                        help="show: RECORD or STACK; list/export: a stack to limit to")
-    parser.add_argument("--dir", type=Path, default=None,
-                        help="export/import folder (default: the project's records/)")
+    parser.add_argument(
+        "ref",
+        nargs="?",
+        default=None,
+        help="show: RECORD or STACK; list/export: a stack to limit to",
+    )
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        help="export/import folder (default: the project's records/)",
+    )
     add_store_argument(parser)
 
 
@@ -34,21 +42,46 @@ def run(args: argparse.Namespace) -> int:
         if args.action == "list":
             records = store.records(args.ref)
             if args.json:
-                emit_json([
-                    {"record_id": r.record_id, "stack": r.stack, "kind": r.kind,
-                     "created_at": r.created_at, "runs": r.runs,
-                     "env_tree_sha256": r.build.env_tree_sha256, "host_mismatch": r.host_mismatch}
-                    for r in records
-                ])
+                emit_json(
+                    [
+                        {
+                            "record_id": r.record_id,
+                            "stack": r.stack,
+                            "kind": r.kind,
+                            "created_at": r.created_at,
+                            "runs": r.runs,
+                            "env_tree_sha256": r.build.env_tree_sha256,
+                            "host_mismatch": r.host_mismatch,
+                        }
+                        for r in records
+                    ]
+                )
             table = Table(title=f"records in {store.path}")
-            for col in ("id", "stack", "kind", "created", "runs", "checks", "metrics", "GPUs",
-                        "env tree"):
+            for col in (
+                "id",
+                "stack",
+                "kind",
+                "created",
+                "runs",
+                "checks",
+                "metrics",
+                "GPUs",
+                "env tree",
+            ):
                 table.add_column(col)
             for r in records:
                 gpus = f"{r.host.gpu.count}x {r.host.gpu.model or '-'}"
-                table.add_row(r.short_id, r.stack, r.kind, r.created_at, str(r.runs),
-                              str(len(r.checks)), str(len(r.metrics)), gpus,
-                              (r.build.env_tree_sha256 or "-")[:12])
+                table.add_row(
+                    r.short_id,
+                    r.stack,
+                    r.kind,
+                    r.created_at,
+                    str(r.runs),
+                    str(len(r.checks)),
+                    str(len(r.metrics)),
+                    gpus,
+                    (r.build.env_tree_sha256 or "-")[:12],
+                )
             console.print(table)
             return EXIT_OK
         if args.action == "show":
@@ -70,8 +103,10 @@ def run(args: argparse.Namespace) -> int:
             result = store.import_dir(folder)
             if args.json:
                 emit_json({"ok": True, "added": result.added, "present": result.present})
-            console.print(f"imported {len(result.added)} record(s) from {folder}; "
-                          f"{len(result.present)} already present")
+            console.print(
+                f"imported {len(result.added)} record(s) from {folder}; "
+                f"{len(result.present)} already present"
+            )
             return EXIT_OK
         problems = store.verify_all()
         count = store.count()

@@ -40,8 +40,14 @@ def run(args: argparse.Namespace) -> int:
     result = gate(baseline, record, policy_from(args)) if baseline else None
     path = write_report(args.out, record, baseline=baseline, gate_result=result)
     if args.json:
-        emit_json({"ok": True, "html": str(path), "record": record.label,
-                   "baseline": baseline.label if baseline else None,
-                   "passed": result.passed if result else None})
+        emit_json(
+            {
+                "ok": True,
+                "html": str(path),
+                "record": record.label,
+                "baseline": baseline.label if baseline else None,
+                "passed": result.passed if result else None,
+            }
+        )
     console_err().print(f"wrote {path}")
     return EXIT_OK

@@ -26,20 +26,41 @@ _STYLE = {"REPRODUCED": "bold green", "DIFFERS": "bold yellow", "FAILED": "bold 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("record", help="RECORD (file or id) or STACK (its newest known-good)")
-    parser.add_argument("--venv-root", type=Path, default=None,
-                        help="where to build (default: the builder's, <repo>/envs)")
-    parser.add_argument("--wheelhouse", type=Path, default=None,
-                        help="build offline from this folder (`builder wheelhouse`)")
-    parser.add_argument("--topology", choices=["pcie", "nvlink"], default=None,
-                        help="env profile (default: the record's, so the env tree can match)")
+    parser.add_argument(
+        "--venv-root",
+        type=Path,
+        default=None,
+        help="where to build (default: the builder's, <repo>/envs)",
+    )
+    parser.add_argument(
+        "--wheelhouse",
+        type=Path,
+        default=None,
+        help="build offline from this folder (`builder wheelhouse`)",
+    )
+    parser.add_argument(
+        "--topology",
+        choices=["pcie", "nvlink"],
+        default=None,
+        help="env profile (default: the record's, so the env tree can match)",
+    )
     parser.add_argument("--python", default=None, help="interpreter for the build")
-    parser.add_argument("--index-map", action="append", default=[], metavar="NAME=URL",
-                        help="passed to the builder (mirrors, local folders)")
-    parser.add_argument("--runs", type=int, default=None,
-                        help=f"validation runs (default {DEFAULT_REPEATS} when the record has "
-                        "metrics, else 1)")
-    parser.add_argument("--no-validate", action="store_true",
-                        help="build and compare the env tree only")
+    parser.add_argument(
+        "--index-map",
+        action="append",
+        default=[],
+        metavar="NAME=URL",
+        help="passed to the builder (mirrors, local folders)",
+    )
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=None,
+        help=f"validation runs (default {DEFAULT_REPEATS} when the record has metrics, else 1)",
+    )
+    parser.add_argument(
+        "--no-validate", action="store_true", help="build and compare the env tree only"
+    )
     add_policy_arguments(parser)
     add_store_argument(parser)
 
@@ -65,8 +86,10 @@ def _render(outcome: ReproduceOutcome) -> None:
     console.print("time: " + " ".join(f"{k}={v:.1f}s" for k, v in outcome.timings_s.items()))
     for note in outcome.notes:
         console.print(f"  note: {note}", markup=False, highlight=False)
-    console.print(f"[{_STYLE[outcome.verdict]}]{outcome.verdict}[/] {outcome.record}"
-                  + (f" in {outcome.env}" if outcome.env else ""))
+    console.print(
+        f"[{_STYLE[outcome.verdict]}]{outcome.verdict}[/] {outcome.record}"
+        + (f" in {outcome.env}" if outcome.env else "")
+    )
     for reason in outcome.reasons:
         console.print(f"  - {reason}", markup=False, highlight=False)
 
@@ -78,12 +101,19 @@ def run(args: argparse.Namespace) -> int:
         record = resolve_record(args.record, store)
     runs = args.runs if args.runs is not None else (DEFAULT_REPEATS if record.metrics else 1)
     options = ReproduceOptions(
-        venv_root=args.venv_root, wheelhouse=args.wheelhouse, topology=args.topology,
-        python=args.python, index_map=args.index_map, validate=not args.no_validate,
-        runs=runs, policy=policy_from(args),
+        venv_root=args.venv_root,
+        wheelhouse=args.wheelhouse,
+        topology=args.topology,
+        python=args.python,
+        index_map=args.index_map,
+        validate=not args.no_validate,
+        runs=runs,
+        policy=policy_from(args),
     )
-    console_err().print(f"reproducing {record.label} ({record.stack}, env tree "
-                        f"{str(record.build.env_tree_sha256)[:12]})")
+    console_err().print(
+        f"reproducing {record.label} ({record.stack}, env tree "
+        f"{str(record.build.env_tree_sha256)[:12]})"
+    )
     outcome = reproduce(record, options)
     if args.json:
         emit_json(outcome.as_dict())

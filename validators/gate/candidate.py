@@ -53,22 +53,28 @@ def candidate_record(
     build = BuildFacts()
     if env_path is not None and build_record_path(env_path).is_file():
         build = read_build_facts(env_path, image_digest=image_digest)
-    return compose_record(
-        loaded, reports, build=build, host=host_of(reports), kind="candidate"
-    )
+    return compose_record(loaded, reports, build=build, host=host_of(reports), kind="candidate")
 
 
-def run_validations(
-    stack: str, env: Path, repeats: int, extra: Sequence[str] = ()
-) -> list[Report]:
+def run_validations(stack: str, env: Path, repeats: int, extra: Sequence[str] = ()) -> list[Report]:
     """`python -m validators run STACK --env ENV --json`, `repeats` times, reports kept."""
     reports: list[Report] = []
     console = console_err()
     for i in range(1, repeats + 1):
         console.print(f"validation run {i}/{repeats} of {stack} on {env}")
         done = proc.run(
-            [sys.executable, "-m", "validators", "run", stack, "--env", str(env), "--keep-going",
-             "--json", *extra],
+            [
+                sys.executable,
+                "-m",
+                "validators",
+                "run",
+                stack,
+                "--env",
+                str(env),
+                "--keep-going",
+                "--json",
+                *extra,
+            ],
             check=False,
         )
         reports.append(parse_run_output(done.stdout, done.stderr, done.returncode))

@@ -21,9 +21,7 @@ from validators.records.fingerprint import diff_hosts
 from validators.records.metrics import Direction, direction
 from validators.records.model import Record
 
-MetricStatus = Literal[
-    "REGRESSION", "IMPROVEMENT", "SAME", "MISSING", "NEW", "TOO_FEW", "UNGATED"
-]
+MetricStatus = Literal["REGRESSION", "IMPROVEMENT", "SAME", "MISSING", "NEW", "TOO_FEW", "UNGATED"]
 CheckStatus = Literal["OK", "FAILED", "NOT_RUN", "NEW", "SKIPPED"]
 _FAILING_METRIC: frozenset[str] = frozenset({"REGRESSION", "MISSING", "TOO_FEW"})
 
@@ -108,8 +106,11 @@ def compare_checks(baseline: Record, candidate: Record) -> list[CheckVerdict]:
         if c is None:
             assert b is not None
             status: CheckStatus = "NOT_RUN" if b.status == "PASS" else "SKIPPED"
-            reason = "passed on the baseline, absent from the candidate's run" if (
-                status == "NOT_RUN") else f"baseline {b.status}, absent from the candidate"
+            reason = (
+                "passed on the baseline, absent from the candidate's run"
+                if (status == "NOT_RUN")
+                else f"baseline {b.status}, absent from the candidate"
+            )
         elif c.status in ("FAIL", "ERROR"):
             status, reason = "FAILED", c.reason
         elif c.status == "SKIP":
@@ -119,9 +120,11 @@ def compare_checks(baseline: Record, candidate: Record) -> list[CheckVerdict]:
             status, reason = "NEW", "check not in the baseline"
         else:
             status, reason = "OK", c.reason
-        out.append(CheckVerdict(
-            check=check, baseline=b_status, candidate=c_status, status=status, reason=reason
-        ))
+        out.append(
+            CheckVerdict(
+                check=check, baseline=b_status, candidate=c_status, status=status, reason=reason
+            )
+        )
     return out
 
 
@@ -137,13 +140,24 @@ def compare_metric(
     if not baseline:
         assert candidate is not None
         return MetricVerdict(
-            key=key, direction=way, status="NEW", reason="not measured on the baseline",
-            candidate_mean=float(np.mean(candidate)), n_candidate=len(candidate), tolerance=tol,
+            key=key,
+            direction=way,
+            status="NEW",
+            reason="not measured on the baseline",
+            candidate_mean=float(np.mean(candidate)),
+            n_candidate=len(candidate),
+            tolerance=tol,
         )
     cv_b = coefficient_of_variation(baseline)
     base = MetricVerdict(
-        key=key, direction=way, status="UNGATED", reason="", baseline_mean=float(np.mean(baseline)),
-        n_baseline=len(baseline), tolerance=tol, cv_baseline=cv_b,
+        key=key,
+        direction=way,
+        status="UNGATED",
+        reason="",
+        baseline_mean=float(np.mean(baseline)),
+        n_baseline=len(baseline),
+        tolerance=tol,
+        cv_baseline=cv_b,
     )
 
     def verdict(status: MetricStatus, reason: str, **more: Any) -> MetricVerdict:
@@ -154,27 +168,40 @@ def compare_metric(
             return verdict("UNGATED", "not measured (not gated)")
         return verdict("MISSING", "the candidate did not measure it")
     cv_c = coefficient_of_variation(candidate)
-    base = base.model_copy(update={
-        "candidate_mean": float(np.mean(candidate)), "n_candidate": len(candidate),
-        "cv_candidate": cv_c,
-    })
+    base = base.model_copy(
+        update={
+            "candidate_mean": float(np.mean(candidate)),
+            "n_candidate": len(candidate),
+            "cv_candidate": cv_c,
+        }
+    )
     if way == "none":
         return verdict("UNGATED", "describes the run; not gated")
     if min(baseline + candidate) <= 0:
         return verdict("UNGATED", "non-positive samples; no ratio")
     interval = bootstrap_ratio(
-        candidate, baseline, direction=way, confidence=policy.confidence,
-        resamples=policy.resamples, rng=rng,
+        candidate,
+        baseline,
+        direction=way,
+        confidence=policy.confidence,
+        resamples=policy.resamples,
+        rng=rng,
     )
-    base = base.model_copy(update={
-        "ratio": interval.ratio, "low": interval.low, "high": interval.high,
-        "detectable": detectable_regression(
-            cv_b, cv_c, len(baseline), len(candidate), tol, policy.confidence
-        ),
-    })
-    few = [f"{side} has {n} run{'s' if n != 1 else ''}"
-           for side, n in (("baseline", len(baseline)), ("candidate", len(candidate)))
-           if n < policy.min_repeats]
+    base = base.model_copy(
+        update={
+            "ratio": interval.ratio,
+            "low": interval.low,
+            "high": interval.high,
+            "detectable": detectable_regression(
+                cv_b, cv_c, len(baseline), len(candidate), tol, policy.confidence
+            ),
+        }
+    )
+    few = [
+        f"{side} has {n} run{'s' if n != 1 else ''}"
+        for side, n in (("baseline", len(baseline)), ("candidate", len(candidate)))
+        if n < policy.min_repeats
+    ]
     if few:
         return verdict(
             "TOO_FEW",
@@ -188,7 +215,9 @@ def compare_metric(
             f"{pct} worse: whole {policy.confidence:.0%} interval {bounds} is below 1 - {tol:.1%}",
         )
     if interval.low > 1 + tol:
-        return verdict("IMPROVEMENT", f"{pct} better: whole interval {bounds} is above 1 + {tol:.1%}")
+        return verdict(
+            "IMPROVEMENT", f"{pct} better: whole interval {bounds} is above 1 + {tol:.1%}"
+        )
     return verdict("SAME", f"{pct}, interval {bounds}: within noise")
 
 

@@ -8,10 +8,22 @@ from rich.table import Table
 from validators.gate.compare import GateResult, MetricVerdict
 from validators.gate.diffs import Change
 
-_CHECK_STYLE = {"OK": "green", "FAILED": "bold red", "NOT_RUN": "bold red", "NEW": "cyan",
-                "SKIPPED": "yellow"}
-_METRIC_STYLE = {"REGRESSION": "bold red", "MISSING": "bold red", "TOO_FEW": "bold red",
-                 "IMPROVEMENT": "bold green", "SAME": "green", "NEW": "cyan", "UNGATED": "dim"}
+_CHECK_STYLE = {
+    "OK": "green",
+    "FAILED": "bold red",
+    "NOT_RUN": "bold red",
+    "NEW": "cyan",
+    "SKIPPED": "yellow",
+}
+_METRIC_STYLE = {
+    "REGRESSION": "bold red",
+    "MISSING": "bold red",
+    "TOO_FEW": "bold red",
+    "IMPROVEMENT": "bold green",
+    "SAME": "green",
+    "NEW": "cyan",
+    "UNGATED": "dim",
+}
 
 
 def _num(value: float | None) -> str:
@@ -45,8 +57,13 @@ def checks_table(result: GateResult, *, show_ok: bool = True) -> Table:
             hidden += 1
             continue
         style = _CHECK_STYLE[c.status]
-        table.add_row(c.check, c.baseline or "-", c.candidate or "-",
-                      f"[{style}]{c.status}[/]", c.reason[:160])
+        table.add_row(
+            c.check,
+            c.baseline or "-",
+            c.candidate or "-",
+            f"[{style}]{c.status}[/]",
+            c.reason[:160],
+        )
     if hidden:
         table.caption = f"{hidden} more checks OK (--all shows them)"
     return table
@@ -56,17 +73,41 @@ def metrics_table(result: GateResult) -> Table:
     table = Table(
         title=f"metrics (ratio < 1 is worse; {result.policy['confidence']:.0%} bootstrap bounds)"
     )
-    for col in ("metric", "better", "baseline", "candidate", "change", "interval",
-                "tolerance", "detectable", "runs b/c", "verdict"):
+    for col in (
+        "metric",
+        "better",
+        "baseline",
+        "candidate",
+        "change",
+        "interval",
+        "tolerance",
+        "detectable",
+        "runs b/c",
+        "verdict",
+    ):
         table.add_column(col, justify="left" if col in ("metric", "verdict") else "right")
-    order = {"REGRESSION": 0, "MISSING": 1, "TOO_FEW": 2, "IMPROVEMENT": 3, "SAME": 4,
-             "NEW": 5, "UNGATED": 6}
+    order = {
+        "REGRESSION": 0,
+        "MISSING": 1,
+        "TOO_FEW": 2,
+        "IMPROVEMENT": 3,
+        "SAME": 4,
+        "NEW": 5,
+        "UNGATED": 6,
+    }
     for m in sorted(result.metrics, key=lambda m: (order[m.status], m.key)):
         style = _METRIC_STYLE[m.status]
         table.add_row(
-            m.key, m.direction, _num(m.baseline_mean), _num(m.candidate_mean), _change(m),
-            _interval(m), _pct(m.tolerance) if m.direction != "none" else "-",
-            _pct(m.detectable), f"{m.n_baseline}/{m.n_candidate}", f"[{style}]{m.status}[/]",
+            m.key,
+            m.direction,
+            _num(m.baseline_mean),
+            _num(m.candidate_mean),
+            _change(m),
+            _interval(m),
+            _pct(m.tolerance) if m.direction != "none" else "-",
+            _pct(m.detectable),
+            f"{m.n_baseline}/{m.n_candidate}",
+            f"[{style}]{m.status}[/]",
         )
     return table
 

@@ -60,8 +60,12 @@ def bootstrap_ratio(
     if np.any(cand <= 0) or np.any(base <= 0):
         raise ValueError("ratio needs positive samples")
     low, high = batch_bootstrap_bounds(
-        cand[None, :], base[None, :], direction=direction, confidence=confidence,
-        resamples=resamples, rng=rng,
+        cand[None, :],
+        base[None, :],
+        direction=direction,
+        confidence=confidence,
+        resamples=resamples,
+        rng=rng,
     )
     return RatioInterval(
         ratio=oriented_ratio(float(cand.mean()), float(base.mean()), direction),

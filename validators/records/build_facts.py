@@ -31,7 +31,9 @@ def parse_build_record(data: dict[str, Any], *, image_digest: str | None = None)
         image_digest=image_digest or _str(data.get("image_digest")),
         python=_str(tools.get("python")) if isinstance(tools, dict) else None,
         topology=_str(data.get("topology")),
-        packages={str(k): str(v) for k, v in packages.items()} if isinstance(packages, dict) else {},
+        packages={str(k): str(v) for k, v in packages.items()}
+        if isinstance(packages, dict)
+        else {},
         tools=(
             {str(k): str(v) for k, v in tools.items() if v is not None}
             if isinstance(tools, dict)

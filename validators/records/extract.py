@@ -29,8 +29,12 @@ _POINT_LISTS = ("points", "sweep", "runs", "levels", "results")
 # bench_serving --output-details writes per-request samples in seconds.
 _RAW_SECONDS = {"ttfts": "ttft_ms", "itls": "itl_ms", "e2e_latencies": "e2e_latency_ms"}
 _RAW_MS = {
-    "ttfts_ms": "ttft_ms", "itls_ms": "itl_ms", "e2e_latencies_ms": "e2e_latency_ms",
-    "ttft_ms_samples": "ttft_ms", "itl_ms_samples": "itl_ms", "tpots_ms": "tpot_ms",
+    "ttfts_ms": "ttft_ms",
+    "itls_ms": "itl_ms",
+    "e2e_latencies_ms": "e2e_latency_ms",
+    "ttft_ms_samples": "ttft_ms",
+    "itl_ms_samples": "itl_ms",
+    "tpots_ms": "tpot_ms",
 }
 _GOLDEN_KEYS = ("golden_outputs", "outputs")
 

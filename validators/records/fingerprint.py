@@ -161,7 +161,9 @@ def target_mismatch(host: HostFingerprint, manifest: Manifest) -> list[str]:
     if host.driver is not None and _version_tuple(host.driver) < _version_tuple(
         manifest.host.min_driver
     ):
-        problems.append(f"driver {host.driver} is below the stack's min_driver {manifest.host.min_driver}")
+        problems.append(
+            f"driver {host.driver} is below the stack's min_driver {manifest.host.min_driver}"
+        )
     return problems
 
 
@@ -195,31 +197,90 @@ def diff_hosts(recorded: HostFingerprint, here: HostFingerprint) -> list[HostDif
         if a != b:
             out.append(HostDifference(field, _show(a), _show(b), impact, why))
 
-    add("gpu.compute_capabilities", recorded.gpu.compute_capabilities,
-        here.gpu.compute_capabilities, "blocks",
-        "other GPU arch: different kernels (cubins/PTX) run, or none do")
-    add("gpu.count", recorded.gpu.count, here.gpu.count, "blocks",
-        "tensor parallel size and the all-reduce path depend on the GPU count")
-    add("gpu.model", recorded.gpu.model, here.gpu.model, "performance",
-        "another GPU model: benchmark numbers are not comparable")
-    add("interconnect", recorded.interconnect, here.interconnect, "performance",
-        "the NCCL profile is chosen per topology; all-reduce cost differs")
-    add("driver", recorded.driver, here.driver, "performance",
-        "driver changes JIT/PTX behaviour and may change performance")
-    add("cuda_driver", recorded.cuda_driver, here.cuda_driver, "performance",
-        "the CUDA version the driver supports bounds what the stack can load")
-    add("nvcc", recorded.nvcc, here.nvcc, "performance",
-        "FlashInfer/Triton JIT compile with the host nvcc")
-    add("gpu.memory_gib", recorded.gpu.memory_gib, here.gpu.memory_gib, "performance",
-        "KV cache size (and so max concurrency) follows GPU memory")
-    add("cpu_model", recorded.cpu_model, here.cpu_model, "performance",
-        "tokenization and scheduling run on the CPU")
-    add("cpu_count", recorded.cpu_count, here.cpu_count, "performance",
-        "fewer CPUs can starve the scheduler and tokenizer processes")
-    add("ram_gib", recorded.ram_gib, here.ram_gib, "performance",
-        "weights are staged through host RAM while loading")
-    add("swap_gib", recorded.swap_gib, here.swap_gib, "info",
-        "swap changes how memory pressure fails (OOM kill vs slowdown)")
+    add(
+        "gpu.compute_capabilities",
+        recorded.gpu.compute_capabilities,
+        here.gpu.compute_capabilities,
+        "blocks",
+        "other GPU arch: different kernels (cubins/PTX) run, or none do",
+    )
+    add(
+        "gpu.count",
+        recorded.gpu.count,
+        here.gpu.count,
+        "blocks",
+        "tensor parallel size and the all-reduce path depend on the GPU count",
+    )
+    add(
+        "gpu.model",
+        recorded.gpu.model,
+        here.gpu.model,
+        "performance",
+        "another GPU model: benchmark numbers are not comparable",
+    )
+    add(
+        "interconnect",
+        recorded.interconnect,
+        here.interconnect,
+        "performance",
+        "the NCCL profile is chosen per topology; all-reduce cost differs",
+    )
+    add(
+        "driver",
+        recorded.driver,
+        here.driver,
+        "performance",
+        "driver changes JIT/PTX behaviour and may change performance",
+    )
+    add(
+        "cuda_driver",
+        recorded.cuda_driver,
+        here.cuda_driver,
+        "performance",
+        "the CUDA version the driver supports bounds what the stack can load",
+    )
+    add(
+        "nvcc",
+        recorded.nvcc,
+        here.nvcc,
+        "performance",
+        "FlashInfer/Triton JIT compile with the host nvcc",
+    )
+    add(
+        "gpu.memory_gib",
+        recorded.gpu.memory_gib,
+        here.gpu.memory_gib,
+        "performance",
+        "KV cache size (and so max concurrency) follows GPU memory",
+    )
+    add(
+        "cpu_model",
+        recorded.cpu_model,
+        here.cpu_model,
+        "performance",
+        "tokenization and scheduling run on the CPU",
+    )
+    add(
+        "cpu_count",
+        recorded.cpu_count,
+        here.cpu_count,
+        "performance",
+        "fewer CPUs can starve the scheduler and tokenizer processes",
+    )
+    add(
+        "ram_gib",
+        recorded.ram_gib,
+        here.ram_gib,
+        "performance",
+        "weights are staged through host RAM while loading",
+    )
+    add(
+        "swap_gib",
+        recorded.swap_gib,
+        here.swap_gib,
+        "info",
+        "swap changes how memory pressure fails (OOM kill vs slowdown)",
+    )
     add("kernel", recorded.kernel, here.kernel, "info", "kernel build")
     add("hostname", recorded.hostname, here.hostname, "info", "another machine")
     return out

@@ -20,13 +20,29 @@ _KEY_RE = re.compile(r"^(?:(?P<scope>[^/]+)/)?(?P<name>[^/@]+?)(?:@c(?P<conc>\d+
 
 # bench_serving names its throughputs *_throughput and its latencies *_ms; single-stream decode
 # is tok/s. Accuracy-like scores are better when higher.
-_HIGHER_SUFFIXES = ("throughput", "tok_s", "_per_s", "accuracy", "exact_match", "score",
-                    "accept_length", "agreement")
+_HIGHER_SUFFIXES = (
+    "throughput",
+    "tok_s",
+    "_per_s",
+    "accuracy",
+    "exact_match",
+    "score",
+    "accept_length",
+    "agreement",
+)
 _LOWER_SUFFIXES = ("_ms", "_us", "_s", "latency")
 # Counters that describe the run rather than judge it.
 _NEUTRAL = frozenset(
-    {"completed", "duration", "total_input_tokens", "total_output_tokens", "concurrency",
-     "max_concurrent_requests", "request_rate", "max_concurrency"}
+    {
+        "completed",
+        "duration",
+        "total_input_tokens",
+        "total_output_tokens",
+        "concurrency",
+        "max_concurrent_requests",
+        "request_rate",
+        "max_concurrency",
+    }
 )
 
 
