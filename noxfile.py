@@ -26,6 +26,8 @@ PER_STACK: list[tuple[str, str, str, list[str]]] = [
     ("check", "builder", "check", []),
     ("lock", "builder", "lock", []),
     ("build", "builder", "build", []),
+    ("gate", "validators", "gate", []),
+    ("reproduce", "validators", "reproduce", []),
 ]
 
 
