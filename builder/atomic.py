@@ -63,12 +63,21 @@ class EnvLayout:
         return self.stack_dir / self.current.readlink()
 
 
-@contextlib.contextmanager
-def build_lock(layout: EnvLayout, *, wait: bool = True) -> Iterator[float]:
-    """Hold the stack's build lock; yields the seconds spent waiting for it.
+@dataclass(frozen=True)
+class HeldLock:
+    fd: int  # pass it to child processes (pass_fds) so they hold the lock too
+    waited_s: float
 
-    flock is released by the kernel when the holder dies, so a SIGKILLed build never leaves
-    a lock behind (a pid file would).
+
+@contextlib.contextmanager
+def build_lock(layout: EnvLayout, *, wait: bool = True) -> Iterator[HeldLock]:
+    """Hold the stack's build lock.
+
+    flock is released by the kernel when the last holder of the open file dies, so a
+    SIGKILLed build never leaves a lock behind (a pid file would). Build steps inherit the
+    descriptor: if the builder itself is killed, an orphaned `uv` still writing into the
+    .partial folder keeps the lock until it exits, and the next build waits instead of
+    deleting the folder under it.
     """
     layout.stack_dir.mkdir(parents=True, exist_ok=True)
     fd = os.open(layout.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -83,7 +92,7 @@ def build_lock(layout: EnvLayout, *, wait: bool = True) -> Iterator[float]:
             ) from None
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
-        yield time.monotonic() - started
+        yield HeldLock(fd, time.monotonic() - started)
     finally:
         os.close(fd)  # closing drops the flock
 

@@ -166,6 +166,7 @@ class _Build:
         self.layout = atomic.EnvLayout(options.venv_root.resolve(), loaded.manifest.name)
         self.log = self.layout.stack_dir / "build.log"
         self.watch = WatchReport()
+        self.lock_fd: int | None = None
 
     def _step_env(self, plan: JobPlan, venv: Path | None = None) -> dict[str, str]:
         env = uv_env(plan.env())
@@ -190,6 +191,7 @@ class _Build:
             limit_bytes=max(plan.usable_memory_bytes, 1),
             log_path=self.log,
             on_line=self.reporter.line,
+            keep_fds=(self.lock_fd,) if self.lock_fd is not None else (),
         )
         self.watch.peak_total_rss = max(self.watch.peak_total_rss, result.watch.peak_total_rss)
         self.watch.peak_job_rss = max(self.watch.peak_job_rss, result.watch.peak_job_rss)
@@ -276,7 +278,9 @@ class _Build:
             choice: TopologyChoice = choose_topology(opts.topology)
             profile = manifest.env_for(choice.topology)
         self.reporter.step("wait-lock", f"waiting for {display_path(layout.lock_path)}")
-        with atomic.build_lock(layout) as waited:
+        with atomic.build_lock(layout) as held:
+            waited = held.waited_s
+            self.lock_fd = held.fd
             timer.timings["wait-lock"] = round(waited, 3)
             self.reporter.done("wait-lock", waited)
             removed = atomic.remove_partials(layout)

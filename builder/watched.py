@@ -30,6 +30,7 @@ def run_watched(
     limit_bytes: int,
     log_path: Path,
     on_line: Callable[[str], None] | None = None,
+    keep_fds: tuple[int, ...] = (),
 ) -> StepResult:
     args = [str(a) for a in argv]
     if "/" not in args[0]:
@@ -47,6 +48,7 @@ def run_watched(
             stderr=subprocess.STDOUT,
             text=True,
             errors="replace",
+            pass_fds=keep_fds,
         )
 
         def pump() -> None:

@@ -1,0 +1,149 @@
+"""Real kills and real concurrency: a SIGKILLed build at any step leaves the previous env and
+`current` untouched, at most a .partial that the next build removes; builds serialize."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from builder.record import read_record, tree_hash
+from tests.builder.conftest import LocalStack, popen_builder
+
+STEPS = ["sources", "venv", "install", "profile", "verify", "hash", "record", "publish", "switch"]
+
+
+def _wait_for_line(popen: subprocess.Popen[str], needle: str, timeout: float = 120) -> None:
+    assert popen.stderr is not None
+    deadline = time.monotonic() + timeout
+    seen: list[str] = []
+    while time.monotonic() < deadline:
+        line = popen.stderr.readline()
+        if not line:
+            if popen.poll() is not None:
+                break
+            continue
+        seen.append(line)
+        if needle in line:
+            return
+    raise AssertionError(f"never saw {needle!r}; rc={popen.poll()} stderr:\n{''.join(seen)}")
+
+
+def _first_env(stack: LocalStack) -> Path:
+    assert stack.lock().returncode == 0
+    done = stack.build("--json")
+    assert done.returncode == 0, done.stderr
+    return Path(json.loads(done.stdout)["env"])
+
+
+def _move_to_second_lock(stack: LocalStack) -> None:
+    text = stack.manifest.read_text().replace("0.6.4", "0.6.3")
+    stack.manifest.write_text(text)
+    assert stack.lock().returncode == 0
+
+
+def _assert_intact(stack: LocalStack, env: Path) -> None:
+    record = read_record(env)
+    assert record is not None
+    assert tree_hash(env, own_paths=(env,)).sha256 == record.tree.sha256
+    assert (stack.stack_dir / "current").resolve() == env.resolve()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("step", STEPS)
+def test_sigkill_at_each_step_keeps_the_previous_env(local_stack: LocalStack, step: str) -> None:
+    first = _first_env(local_stack)
+    _move_to_second_lock(local_stack)
+    popen = popen_builder(local_stack.build_args(), env={"STACKGATE_TEST_HOLD_AT": step})
+    _wait_for_line(popen, f"holding before {step}")
+    os.killpg(popen.pid, signal.SIGKILL)
+    popen.communicate(timeout=120)
+    _assert_intact(local_stack, first)
+    envs = {p.name for p in local_stack.stack_dir.glob("localstack-*") if p.is_dir()}
+    finished = {name for name in envs if not name.endswith(".partial")}
+    # Before the rename only the first env is finished; after it, the new one is complete.
+    if STEPS.index(step) <= STEPS.index("publish"):
+        assert finished == {first.name}
+    else:
+        assert len(finished) == 2 and not envs - finished
+    # The next build cleans up and finishes; the first env is still there, unchanged.
+    done = local_stack.build("--json")
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert not list(local_stack.stack_dir.glob("*.partial"))
+    assert Path(out["env"]) != first
+    assert (local_stack.stack_dir / "current").resolve() == Path(out["env"]).resolve()
+    record = read_record(first)
+    assert record is not None
+    assert tree_hash(first, own_paths=(first,)).sha256 == record.tree.sha256
+    if step == "switch":
+        # Killed after the rename: the finished env was reused, not rebuilt.
+        assert out["reused"] is True
+
+
+@pytest.mark.slow
+def test_sigkill_of_the_builder_while_uv_installs(local_stack: LocalStack) -> None:
+    """Only the builder dies (as under the OOM killer); the orphaned uv keeps the build lock
+    until it exits, so the next build waits for it instead of deleting its folder."""
+    first = _first_env(local_stack)
+    _move_to_second_lock(local_stack)
+    popen = popen_builder(local_stack.build_args(), env={"UV_CONCURRENT_INSTALLS": "1"})
+    deadline = time.monotonic() + 120
+    uv_child = None
+    while time.monotonic() < deadline and uv_child is None and popen.poll() is None:
+        for child in psutil.Process(popen.pid).children(recursive=True):
+            try:
+                if "sync" in child.cmdline():
+                    uv_child = child
+            except psutil.Error:
+                continue
+    if uv_child is None:
+        pytest.fail(f"uv sync never seen running (build rc={popen.poll()})")
+    os.kill(popen.pid, signal.SIGKILL)
+    popen.communicate(timeout=120)
+    _assert_intact(local_stack, first)
+    done = local_stack.build("--json")
+    assert done.returncode == 0, done.stderr
+    assert not list(local_stack.stack_dir.glob("*.partial"))
+    _assert_intact(local_stack, Path(json.loads(done.stdout)["env"]))
+
+
+@pytest.mark.slow
+def test_two_builds_serialize_on_the_lock(local_stack: LocalStack) -> None:
+    assert local_stack.lock().returncode == 0
+    holder = popen_builder(local_stack.build_args(), env={"STACKGATE_TEST_HOLD_AT": "install"})
+    _wait_for_line(holder, "holding before install")
+    waiter = popen_builder(local_stack.build_args("--json"))
+    # The waiter cannot pass the lock while the holder sits inside it; it must still be
+    # running once it has reached the lock.
+    _wait_for_line(waiter, "done topology", timeout=60)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        assert waiter.poll() is None, "the second build finished while the first held the lock"
+        time.sleep(0.2)
+    os.killpg(holder.pid, signal.SIGKILL)
+    holder.communicate(timeout=120)
+    out, err = waiter.communicate(timeout=300)
+    assert waiter.returncode == 0, err
+    result = json.loads(out)
+    assert result["record"]["packages"]["torch"] == "2.9.1+cu130"
+    assert any(p.name.endswith(".partial") for p in map(Path, result["removed_partials"]))
+    assert not list(local_stack.stack_dir.glob("*.partial"))
+
+
+@pytest.mark.slow
+def test_concurrent_builds_of_one_lock_make_one_env(local_stack: LocalStack) -> None:
+    assert local_stack.lock().returncode == 0
+    procs = [popen_builder(local_stack.build_args("--json")) for _ in range(3)]
+    outs = [json.loads(p.communicate(timeout=300)[0]) for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert len({o["env"] for o in outs}) == 1
+    assert sum(1 for o in outs if not o["reused"]) == 1
+    envs = [p for p in local_stack.stack_dir.iterdir() if p.name.startswith("localstack-")]
+    assert len(envs) == 1
