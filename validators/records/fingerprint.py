@@ -129,7 +129,8 @@ def probe_host() -> HostFingerprint:
         except Exception:
             nvcc = None
     return HostFingerprint(
-        hostname=socket.gethostname(),
+        # In a pod the hostname is the pod's; the fleet jobs pass the node name (docs/fleet.md).
+        hostname=os.environ.get("STACKGATE_HOSTNAME") or socket.gethostname(),
         gpu=gpu,
         driver=driver,
         cuda_driver=cuda,
