@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import socket
 import subprocess
 import uuid
 from collections.abc import Mapping, Sequence
@@ -78,16 +79,43 @@ def _keep() -> bool:
     return os.environ.get(KEEP_ENV, "") not in ("", "0")
 
 
-def _docker_client() -> object | None:
+def docker_socket_problem(base_url: str | None = None) -> str | None:
+    """Why no daemon can answer on a unix socket, checked before the SDK opens one (docker-py
+    leaves the socket of a failed unix connect unclosed); None: try it."""
+    url = base_url or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    if not url.startswith("unix://"):
+        return None
+    path = url.removeprefix("unix://")
+    if not os.path.exists(path):
+        return f"no socket at {path}"
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        import docker  # the docker SDK: Engine API over the socket, no CLI needed
+        probe.settimeout(5)
+        probe.connect(path)
+    except OSError as exc:
+        return f"{path}: {exc.strerror or exc}"
+    finally:
+        probe.close()
+    return None
 
-        client = docker.from_env()
+
+def _docker_client() -> object | None:
+    problem = docker_socket_problem()
+    if problem is not None:
+        log.debug("docker: no daemon answers: %s", problem)
+        return None
+    import docker  # the docker SDK: Engine API over the socket, no CLI needed
+
+    # A fixed API version: "auto" asks the daemon in the constructor and leaks the socket when
+    # none answers; 1.41 (Docker 20.10) has device_requests.
+    client = docker.from_env(version="1.41")
+    try:
         client.ping()
-        return client
     except Exception as exc:  # DockerException, or a socket that does not answer
+        client.close()
         log.debug("docker: no daemon answers: %s", exc)
         return None
+    return client
 
 
 def _pick(engine: RunEngine) -> tuple[str, object | None]:

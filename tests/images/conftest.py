@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import functools
 import http.server
+import os
+import shutil
+import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,6 +19,7 @@ import pytest
 
 from builder.lock import LockFiles, run_lock
 from builder.python_finder import Interpreter
+from builder.image.engines.base import KEEP_ENV
 from builder.image.engines.buildah import StorageConfig
 from stackgate.loading import LoadedStack, load_stack
 from tests.helpers.wheels import make_index, make_wheel
@@ -120,11 +125,24 @@ class Store:
 
 
 @pytest.fixture(scope="session")
-def buildah_store(tmp_path_factory: pytest.TempPathFactory) -> Store:
-    """A vfs store of the session's own, with the local base and uv images committed in it."""
-    path = tmp_path_factory.mktemp("buildah")
-    work = tmp_path_factory.mktemp("rootfs")
-    base = make_base_image(path, work)
-    uv = make_uv_image(path, work)
-    config = StorageConfig(root=path / "root", runroot=path / "run", storage_driver="vfs")
-    return Store(path=path, config=config, base=base, uv=uv)
+def buildah_store() -> Iterator[Store]:
+    """A vfs store of the session's own, with the local base and uv images committed in it.
+
+    Not under pytest's basetemp: other pytest sessions on the machine rotate those folders,
+    and a store deleted under a running build fails in confusing ways.
+    """
+    path = Path(tempfile.mkdtemp(prefix="stackgate-test-store-"))
+    try:
+        base = make_base_image(path, path / "work")
+        uv = make_uv_image(path, path / "work")
+        config = StorageConfig(root=path / "root", runroot=path / "run", storage_driver="vfs")
+        yield Store(path=path, config=config, base=base, uv=uv)
+    finally:
+        if os.environ.get(KEEP_ENV, "") in ("", "0"):
+            subprocess.run(["buildah", *_global(path), "rm", "--all"], capture_output=True, check=False)
+            subprocess.run(["buildah", *_global(path), "rmi", "--all", "--force"], capture_output=True, check=False)
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _global(path: Path) -> list[str]:
+    return ["--root", str(path / "root"), "--runroot", str(path / "run"), "--storage-driver", "vfs"]

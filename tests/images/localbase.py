@@ -149,6 +149,7 @@ def image_digest(store: Path, name: str) -> str:
 
 def make_base_image(store: Path, work: Path, name: str = "localhost/stackgate-test-base") -> LocalImage:
     rootfs = work / "rootfs"
+    rootfs.parent.mkdir(parents=True, exist_ok=True)
     python = make_rootfs(rootfs)
     digest = _commit(
         store, rootfs, name,

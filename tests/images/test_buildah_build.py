@@ -125,6 +125,35 @@ def test_runtime_env_reaches_the_command(built: dict[str, object], buildah_store
     assert result.stdout.strip() == "given-at-run-time"
 
 
+PODMAN_CONF = """\
+[containers]
+default_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]
+[engine]
+runtime = "runc"
+"""
+
+
+def test_env_runs_under_podman(built: dict[str, object], buildah_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """podman shares the store. On this CI host it runs containers only with runc and lowered
+    ulimits (crun refuses hybrid cgroups; see feasibility.md): a containers.conf says so."""
+    import shutil
+
+    if shutil.which("podman") is None or shutil.which("runc") is None:
+        pytest.skip("podman or runc not installed (apt-get install podman runc)")
+    conf = tmp_path / "containers.conf"
+    conf.write_text(PODMAN_CONF)
+    monkeypatch.setenv("CONTAINERS_CONF", str(conf))
+    result = run_in_image(
+        str(built["tag"]),
+        [ENV_PYTHON, "-c", "import tinyapp; print(tinyapp.__version__)"],
+        engine="podman",
+        gpus=False,
+        engine_args=buildah_store.global_args(),
+        timeout=120,
+    ).check()
+    assert result.stdout.strip() == "1.0"
+
+
 def test_buildah_refuses_gpus(built: dict[str, object], buildah_store: Store) -> None:
     from stackgate.errors import EnvironmentProblem
 

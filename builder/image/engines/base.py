@@ -44,7 +44,8 @@ def parse_version(engine: EngineName, text: str) -> str:
 
     buildah: `buildah version --json` -> {"version": ...}
     podman:  `podman version --format json` -> {"Client": {"Version": ...}, "Server"?: ...}
-    docker:  Engine API /version (`client.version()`) -> {"Version": ..., "ApiVersion": ...}
+    docker:  Engine API /version (`client.version()`) -> {"Version": ..., "ApiVersion": ...};
+             the API version is what the SDK depends on (a podman service says Version 4.3.1)
     """
     try:
         data = json.loads(text)
@@ -58,7 +59,7 @@ def parse_version(engine: EngineName, text: str) -> str:
             side = data.get("Server") or data.get("Client") or {}
             value = side.get("Version")
         case "docker":
-            value = data.get("Version")
+            value = data.get("ApiVersion")
     if not isinstance(value, str):
         raise EnvironmentProblem(f"{engine}: no version in its version output")
     return value
@@ -110,6 +111,7 @@ class ImageEngine(ABC):
 
     name: EngineName
     minimum: str
+    version_what: str = ""  # what the version is of, in messages (default: the engine name)
     # Whether a fixed --timestamp / SOURCE_DATE_EPOCH makes two builds give one digest.
     reproducible: bool = True
     reproducible_note: str = ""
@@ -120,7 +122,7 @@ class ImageEngine(ABC):
 
     def __enter__(self) -> Self:
         self.version = self.probe_version()
-        require_version(self.name, self.version, self.minimum)
+        require_version(self.version_what or self.name, self.version, self.minimum)
         return self
 
     def __exit__(

@@ -23,7 +23,11 @@ from builder.image.engines.base import (
     archive_manifest_digest,
     parse_version,
 )
+from stackgate.container_run import docker_socket_problem
 from stackgate.errors import CommandFailed, EnvironmentProblem
+
+
+API_VERSION = "1.41"
 
 
 @dataclass(frozen=True)
@@ -38,20 +42,27 @@ def connect(config: DockerConfig) -> Any:
         import docker
     except ImportError as exc:  # a dependency, but say so plainly if an install lacks it
         raise EnvironmentProblem("docker: the docker Python SDK is not installed") from exc
+    problem = docker_socket_problem(config.base_url)
+    if problem is not None:
+        raise EnvironmentProblem(f"docker: no daemon answers ({problem})")
+    # A fixed API version: "auto" would ask the daemon inside the constructor and, failing,
+    # leave its socket open; 1.41 is our minimum and every newer daemon still serves it.
+    if config.base_url:
+        client = docker.DockerClient(base_url=config.base_url, version=API_VERSION, timeout=config.timeout_s)
+    else:
+        client = docker.from_env(version=API_VERSION, timeout=config.timeout_s)
     try:
-        if config.base_url:
-            client = docker.DockerClient(base_url=config.base_url, timeout=config.timeout_s)
-        else:
-            client = docker.from_env(timeout=config.timeout_s)
         client.ping()
     except Exception as exc:  # docker.errors.DockerException, requests' ConnectionError
+        client.close()
         raise EnvironmentProblem(f"docker: no daemon answers ({type(exc).__name__}: {exc})") from exc
     return client
 
 
 class DockerEngine(ImageEngine):
     name: EngineName = "docker"
-    minimum = "20.10"  # Engine API 1.41: device_requests (--gpus) and build args as used here
+    minimum = API_VERSION  # Engine API (Docker 20.10): device_requests (--gpus) and build args as used
+    version_what = "docker Engine API"
     reproducible = False
     reproducible_note = (
         "the docker SDK drives the classic builder, which stamps created times with the clock "

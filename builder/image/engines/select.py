@@ -41,7 +41,8 @@ def open_engine(
         try:
             engine.__enter__()
         except EnvironmentProblem as exc:
-            tried.append(f"{name}: {exc.message}")
+            said = exc.message
+            tried.append(said if said.startswith(f"{name}") else f"{name}: {said}")
             continue
         try:
             yield engine
