@@ -266,6 +266,13 @@ def render_report(
     parts += ["<h2>Checks</h2>", _checks(record, baseline, gate_result)]
     if record.metrics or (baseline and baseline.metrics):
         parts += ["<h2>Metrics</h2>", _metrics(gate_result, record)]
+    if gate_result is not None and gate_result.underpowered:
+        parts.append(
+            f'<p class="muted">At their measured noise, {len(gate_result.underpowered)} '
+            "metric(s) could hide a 3% regression with these repeats: "
+            + escape(", ".join(gate_result.underpowered))
+            + "</p>"
+        )
     charts = _throughput_charts(sides, rng)
     if gate_result is not None:
         charts += _ratio_charts(gate_result)

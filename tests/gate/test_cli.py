@@ -155,3 +155,27 @@ def test_unknown_baseline_is_bad_input(project: Project) -> None:
     done = project.run("validators", "gate", "cu128", *runs)
     assert done.returncode == 2
     assert "no known-good record for stack 'cu128'" in done.stderr
+
+
+def test_report_command_writes_html_for_a_record_and_a_pair(project: Project) -> None:
+    record_id = _mark_baseline(project)
+    alone = project.root / "alone.html"
+    project.run("validators", "report", record_id[:12], "--out", str(alone), check=True)
+    assert "<svg" in alone.read_text()
+    env = fake_env_with_build_record(project.root / "cand", "cu128")
+    runs = _write_runs(project, "cand", "cu128", env, seed=14)
+    pair = project.root / "pair.html"
+    done = project.run(
+        "validators",
+        "report",
+        "cu128",
+        *runs,
+        "--baseline",
+        "cu128",
+        "--out",
+        str(pair),
+        "--json",
+        check=True,
+    )
+    assert json.loads(done.stdout)["passed"] is True
+    assert 'class="banner pass">PASSED' in pair.read_text()

@@ -121,3 +121,18 @@ def test_policy_tail_metrics_get_their_own_tolerance() -> None:
     assert policy.tolerance_for("serve-bench.sweep/mean_ttft_ms@c4") == 0.02
     with pytest.raises(ValueError, match="at least 2 runs"):
         GatePolicy(min_repeats=1)
+
+
+def test_a_gate_too_noisy_to_see_three_percent_says_so() -> None:
+    rng = np.random.default_rng(9)
+    noisy = [make_report(rng, cv=0.04) for _ in range(DEFAULT_REPEATS)]
+    noisy_too = [make_report(rng, cv=0.04) for _ in range(DEFAULT_REPEATS)]
+    result = gate(_record(noisy), _record(noisy_too, "candidate"))
+    quiet = gate(*(_record(_runs(np.random.default_rng(s))) for s in (1, 2)))
+    assert result.underpowered
+    assert all(
+        m.detectable is not None and m.detectable > 0.03
+        for m in result.metrics
+        if m.key in result.underpowered
+    )
+    assert quiet.underpowered == []

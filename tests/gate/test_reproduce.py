@@ -68,3 +68,26 @@ def test_a_record_whose_lock_is_gone_fails_to_reproduce(project: Project) -> Non
     assert outcome["verdict"] == "FAILED"
     assert "the lock the record was built from" in outcome["reasons"][0]
     assert not (project.root / "machine-b").exists()
+
+
+def test_gate_runs_the_validators_itself_when_given_an_env(project: Project) -> None:
+    record_id, built = _mark_tiny_good(project)
+    done = project.run(
+        "validators",
+        "gate",
+        "tiny",
+        "--env",
+        str(built["env"]),
+        "--repeats",
+        "2",
+        "--min-repeats",
+        "2",
+        "--baseline",
+        record_id,
+        "--json",
+    )
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    assert payload["passed"] is True
+    assert "validation run 2/2 of tiny" in done.stderr
+    assert {c["status"] for c in payload["checks"]} <= {"OK", "SKIPPED"}

@@ -15,7 +15,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from validators.gate.diffs import Change, diff_flat, diff_manifests
-from validators.gate.policy import GatePolicy, detectable_regression
+from validators.gate.policy import TARGET_REGRESSION, GatePolicy, detectable_regression
 from validators.gate.stats import bootstrap_ratio, coefficient_of_variation
 from validators.records.fingerprint import diff_hosts
 from validators.records.metrics import Direction, direction
@@ -87,6 +87,10 @@ class GateResult(_Model):
     host: list[HostChange]
     policy: dict[str, float | int]
     seed: int
+    underpowered: list[str] = Field(
+        default_factory=list,
+        description="Metrics judged SAME whose noise hides a TARGET_REGRESSION at these repeats.",
+    )
 
 
 def _seed(baseline: Record, candidate: Record) -> int:
@@ -267,4 +271,12 @@ def gate(baseline: Record, candidate: Record, policy: GatePolicy | None = None) 
             "resamples": policy.resamples,
         },
         seed=seed,
+        underpowered=[
+            m.key
+            for m in metrics
+            if m.status == "SAME"
+            and m.tolerance < TARGET_REGRESSION  # tail metrics are not sized for 3%
+            and m.detectable is not None
+            and m.detectable > TARGET_REGRESSION
+        ],
     )

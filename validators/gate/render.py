@@ -149,6 +149,14 @@ def render_gate(console: Console, result: GateResult, *, show_ok_checks: bool = 
     console.print(checks_table(result, show_ok=show_ok_checks))
     if result.metrics:
         console.print(metrics_table(result))
+    if result.underpowered:
+        console.print(
+            f"[yellow]note:[/] at their measured noise, {len(result.underpowered)} metric(s) "
+            "could hide a 3% regression (see 'detectable'); add runs on both sides: "
+            + ", ".join(result.underpowered[:5])
+            + (" ..." if len(result.underpowered) > 5 else ""),
+            highlight=False,
+        )
     if result.passed:
         console.print("[bold green]PASSED[/]: no failed check, no regression beyond noise")
         return
