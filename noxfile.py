@@ -26,6 +26,7 @@ PER_STACK: list[tuple[str, str, str, list[str]]] = [
     ("check", "builder", "check", []),
     ("lock", "builder", "lock", []),
     ("build", "builder", "build", []),
+    ("image", "builder", "image", []),
     ("gate", "validators", "gate", []),
     ("reproduce", "validators", "reproduce", []),
 ]
@@ -68,3 +69,10 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", "stackgate", "builder", "validators")
     session.run("mypy")
+
+
+@nox.session(name="refresh-image-pins", default=False)
+def refresh_image_pins(session: nox.Session) -> None:
+    """Resolve the tags in images/base-images.toml again (needs skopeo and a registry)."""
+    _install(session)
+    session.run("python", "-m", "builder", "image-pins", "--refresh", *session.posargs)
