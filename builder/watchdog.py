@@ -6,7 +6,10 @@ descendants (nvcc -> cicc, ptxas; gcc -> cc1plus, as); its RSS is the sum over t
 Where no driver is in the tree, each compiler process (gcc, nvcc, cicc, ...) is a job.
 
 Near the limit (pause_fraction) the newest running job is stopped with SIGSTOP: it has done
-the least work, and the older jobs can finish and free memory. Once the total falls below
+the least work, and the older jobs can finish and free memory. A stopped job keeps what it
+holds, so the threshold leaves room for the running jobs to reach their peaks (75% of the
+budget by default): the watchdog is the second line of defence behind the plan, not a
+replacement for it. Once the total falls below
 resume_fraction, paused jobs get SIGCONT, oldest first. One job is always left running, so
 the build can make progress; a build whose single job is over the limit still fails, but the
 record then says so with a measured number.
@@ -128,15 +131,17 @@ class Watchdog:
         root_pid: int,
         *,
         limit_bytes: int,
-        pause_fraction: float = 0.85,
-        resume_fraction: float = 0.65,
+        pause_fraction: float = 0.75,
+        resume_fraction: float = 0.5,
         interval_s: float = 0.05,
+        pause: bool = True,
     ) -> None:
         self.root_pid = root_pid
         self.limit = limit_bytes
         self.pause_at = int(limit_bytes * pause_fraction)
         self.resume_at = int(limit_bytes * resume_fraction)
         self.interval = interval_s
+        self.pause = pause
         self.report = WatchReport()
         self._paused: list[tuple[float, int, list[int]]] = []  # (created, job pid, member pids)
         self._stop = threading.Event()
@@ -193,7 +198,7 @@ class Watchdog:
         self._paused = [entry for entry in self._paused if entry[1] in jobs]
         running = [pid for pid in jobs if pid not in paused_pids]
         rep.max_concurrent_jobs = max(rep.max_concurrent_jobs, len(running))
-        if total >= self.pause_at and len(running) > 1:
+        if self.pause and total >= self.pause_at and len(running) > 1:
             newest = max(running, key=lambda pid: created.get(pid, 0.0))
             to_stop = [m.pid for m in jobs[newest]]
             self._signal(to_stop, signal.SIGSTOP)

@@ -31,6 +31,7 @@ def run_watched(
     log_path: Path,
     on_line: Callable[[str], None] | None = None,
     keep_fds: tuple[int, ...] = (),
+    pause: bool = True,
 ) -> StepResult:
     args = [str(a) for a in argv]
     if "/" not in args[0]:
@@ -61,8 +62,11 @@ def run_watched(
                     on_line(line.rstrip("\n"))
 
         reader = threading.Thread(target=pump, daemon=True)
-        with Watchdog(popen.pid, limit_bytes=limit_bytes) as dog:
+        with Watchdog(popen.pid, limit_bytes=limit_bytes, pause=pause) as dog:
             reader.start()
             returncode = popen.wait()
         reader.join(timeout=10)
+        if popen.stdout is not None:
+            popen.stdout.close()
+        log.write(f"# exit {returncode}\n")
     return StepResult(args, returncode, dog.report, tail)
