@@ -15,18 +15,18 @@ from stackgate.loading import load_stack
 from stackgate.output import console_err
 from validators.records.build_facts import build_record_path, read_build_facts
 from validators.records.compose import compose_record
-from validators.records.fingerprint import fingerprint_from_report_host, probe_host
+from validators.records.fingerprint import fingerprint_for_run, probe_host
 from validators.records.model import BuildFacts, HostFingerprint, Record
 from validators.results import Report
 
 
 def host_of(reports: Sequence[Report]) -> HostFingerprint:
-    """The fingerprint the run wrote, else this host's (mark-good/gate run where the runs ran)."""
+    """The host the runs were made on (see fingerprint_for_run)."""
+    local = probe_host()
     for report in reports:
-        found = fingerprint_from_report_host(report.host)
-        if found is not None:
-            return found
-    return probe_host()
+        if report.host:
+            return fingerprint_for_run(report.host, local)
+    return local
 
 
 def env_of(reports: Sequence[Report], env: Path | None) -> Path | None:

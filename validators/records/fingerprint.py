@@ -195,8 +195,12 @@ def diff_hosts(recorded: HostFingerprint, here: HostFingerprint) -> list[HostDif
     out: list[HostDifference] = []
 
     def add(field: str, a: object, b: object, impact: Impact, why: str) -> None:
-        if a != b:
-            out.append(HostDifference(field, _show(a), _show(b), impact, why))
+        if a == b:
+            return
+        if a is None or b is None:
+            # Not known to differ: one side could not tell (a probe that cannot tell says so).
+            impact, why = "info", f"unknown on one side; {why}"
+        out.append(HostDifference(field, _show(a), _show(b), impact, why))
 
     add(
         "gpu.compute_capabilities",
@@ -287,12 +291,63 @@ def diff_hosts(recorded: HostFingerprint, here: HostFingerprint) -> list[HostDif
     return out
 
 
-def fingerprint_from_report_host(host: dict[str, Any]) -> HostFingerprint | None:
-    """A fingerprint carried in a run report's `host` block, when the run wrote one."""
-    candidate = host.get("fingerprint")
-    if isinstance(candidate, dict):
+def parse_host_evidence(host: dict[str, Any]) -> dict[str, Any]:
+    """Fingerprint fields from a run report's host block ({check: evidence} of the host group).
+
+    Only what the host group measured: GPUs, driver, interconnect, nvcc, memory. Pure.
+    """
+    out: dict[str, Any] = {}
+    gpus = host.get("host.gpus")
+    if isinstance(gpus, dict) and isinstance(gpus.get("count"), int):
+        models = gpus.get("models") or []
+        ccs = gpus.get("ccs") or []
+        out["gpu"] = GpuInfo(
+            model=str(models[0]) if models else None,
+            count=int(gpus["count"]),
+            compute_capabilities=sorted(
+                {f"{c[0]}.{c[1]}" for c in ccs if isinstance(c, list | tuple) and len(c) == 2}
+            ),
+        )
+    driver = host.get("host.driver")
+    if isinstance(driver, dict):
+        if isinstance(driver.get("driver"), str):
+            out["driver"] = driver["driver"]
+        if isinstance(driver.get("driver_cuda"), str):
+            out["cuda_driver"] = driver["driver_cuda"]
+    link = host.get("host.interconnect")
+    if isinstance(link, dict) and link.get("detected") in ("pcie", "nvlink"):
+        out["interconnect"] = link["detected"]
+    nvcc = host.get("host.nvcc")
+    if isinstance(nvcc, dict) and isinstance(nvcc.get("nvcc"), str):
+        out["nvcc"] = nvcc["nvcc"]
+    memory = host.get("host.memory")
+    if isinstance(memory, dict):
+        for key, field in (("MemTotal", "ram_gib"), ("SwapTotal", "swap_gib")):
+            if isinstance(memory.get(key), int):
+                out[field] = round(memory[key] / _GIB, 1)
+    return out
+
+
+def fingerprint_for_run(host: dict[str, Any], local: HostFingerprint) -> HostFingerprint:
+    """The host a run report was made on.
+
+    A `fingerprint` block wins; else the host group's evidence, completed with this machine's
+    probe only when this machine has the same GPUs and driver (so it is that host, or its twin);
+    else the local probe (no host group ran: mark-good/gate run where the validation ran).
+    """
+    explicit = host.get("fingerprint")
+    if isinstance(explicit, dict):
         try:
-            return HostFingerprint.model_validate({**candidate, "source": "run report"})
+            return HostFingerprint.model_validate({**explicit, "source": "run report"})
         except ValueError:
-            return None
-    return None
+            pass
+    measured = parse_host_evidence(host)
+    if "gpu" not in measured and "driver" not in measured:
+        return local
+    same = (
+        measured.get("gpu", local.gpu) == local.gpu
+        and measured.get("driver", local.driver) == local.driver
+    )
+    if same:
+        return local.model_copy(update={**measured, "source": "run report + local probe"})
+    return HostFingerprint(**measured, source="run report (CPU, kernel, hostname unknown)")
