@@ -28,7 +28,8 @@ import subprocess
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from pathlib import Path
+from typing import Any, Literal
 
 from stackgate.errors import CheckFailed, EnvironmentProblem, ToolNotFound
 
@@ -86,7 +87,7 @@ def docker_socket_problem(base_url: str | None = None) -> str | None:
     if not url.startswith("unix://"):
         return None
     path = url.removeprefix("unix://")
-    if not os.path.exists(path):
+    if not Path(path).exists():
         return f"no socket at {path}"
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -99,7 +100,7 @@ def docker_socket_problem(base_url: str | None = None) -> str | None:
     return None
 
 
-def _docker_client() -> object | None:
+def _docker_client() -> Any:
     problem = docker_socket_problem()
     if problem is not None:
         log.debug("docker: no daemon answers: %s", problem)
@@ -118,7 +119,7 @@ def _docker_client() -> object | None:
     return client
 
 
-def _pick(engine: RunEngine) -> tuple[str, object | None]:
+def _pick(engine: RunEngine) -> tuple[str, Any]:
     if engine in ("auto", "docker"):
         client = _docker_client()
         if client is not None:
@@ -160,7 +161,9 @@ def run_in_image(
     args = [str(a) for a in argv]
     environment = dict(env or {})
     if name == "docker":
-        return _run_docker(client, image, args, container, gpus, environment, timeout, network, mounts)
+        return _run_docker(
+            client, image, args, container, gpus, environment, timeout, network, mounts
+        )
     if name == "podman":
         cli = ["podman", *engine_args, "run", "--name", container, f"--network={network}"]
         cli += [] if _keep() else ["--rm"]
@@ -215,9 +218,17 @@ def _run_buildah(
 ) -> RunResult:
     if network != "host":
         # Chroot isolation (the one that works without a runtime here) shares the host network.
-        raise EnvironmentProblem("buildah runs with --isolation chroot, which allows only network='host'")
+        raise EnvironmentProblem(
+            "buildah runs with --isolation chroot, which allows only network='host'"
+        )
     base = ["buildah", *engine_args]
-    made = _run_cli("buildah", [*base, "from", "--pull-never", "--name", container, image], argv, container, timeout)
+    made = _run_cli(
+        "buildah",
+        [*base, "from", "--pull-never", "--name", container, image],
+        argv,
+        container,
+        timeout,
+    )
     if made.returncode != 0:
         raise EnvironmentProblem(
             f"buildah from {image} failed", details=made.stderr.strip().splitlines()[-10:]
@@ -236,7 +247,7 @@ def _run_buildah(
 
 
 def _run_docker(
-    client: object,
+    client: Any,
     image: str,
     argv: list[str],
     container: str,
@@ -254,7 +265,7 @@ def _run_docker(
         host: {"bind": inside.removesuffix(":rw"), "mode": "rw" if inside.endswith(":rw") else "ro"}
         for host, inside in (mounts or {}).items()
     }
-    run = client.containers.create(  # type: ignore[attr-defined]
+    run = client.containers.create(
         image,
         argv,
         name=container,
@@ -272,7 +283,9 @@ def _run_docker(
             raise EnvironmentProblem(f"{argv[0]} in the image timed out after {timeout} s") from exc
         stdout = run.logs(stdout=True, stderr=False).decode(errors="replace")
         stderr = run.logs(stdout=False, stderr=True).decode(errors="replace")
-        return RunResult("docker", argv, int(status.get("StatusCode", 1)), stdout, stderr, container)
+        return RunResult(
+            "docker", argv, int(status.get("StatusCode", 1)), stdout, stderr, container
+        )
     except docker.errors.APIError as exc:
         raise EnvironmentProblem(f"docker could not run {image}: {exc}") from exc
     finally:

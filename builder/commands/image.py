@@ -29,7 +29,9 @@ HELP = "build the stack's container image (docker SDK, buildah or podman); exit 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("stack", help="a stack name in stacks/ or a path to a manifest")
     parser.add_argument("--engine", choices=["auto", "docker", "buildah", "podman"], default="auto")
-    parser.add_argument("--tag", help="name for the image (default localhost/stackgate-STACK:lock-HASH)")
+    parser.add_argument(
+        "--tag", help="name for the image (default localhost/stackgate-STACK:lock-HASH)"
+    )
     parser.add_argument(
         "--output", metavar="oci-archive:PATH", help="also write the image as an OCI archive"
     )
@@ -45,16 +47,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-tool", action="store_true", help="leave the stackgate tool out")
     parser.add_argument(
-        "--source", action="append", default=[], metavar="NAME=DIR",
+        "--source",
+        action="append",
+        default=[],
+        metavar="NAME=DIR",
         help="an already patched source tree for a source-built package (default: fetched)",
     )
     parser.add_argument(
-        "--storage-root", help="buildah/podman store (--root; --runroot beside it); env STACKGATE_STORAGE_ROOT"
+        "--storage-root",
+        help="buildah/podman store (--root; --runroot beside it); env STACKGATE_STORAGE_ROOT",
     )
     parser.add_argument(
-        "--storage-driver", help="buildah/podman storage driver (e.g. vfs); env STACKGATE_STORAGE_DRIVER"
+        "--storage-driver",
+        help="buildah/podman storage driver (e.g. vfs); env STACKGATE_STORAGE_DRIVER",
     )
-    parser.add_argument("--docker-host", help="Docker daemon URL (default DOCKER_HOST or the socket)")
+    parser.add_argument(
+        "--docker-host", help="Docker daemon URL (default DOCKER_HOST or the socket)"
+    )
 
 
 def _output(value: str | None) -> Path | None:
@@ -115,10 +124,18 @@ def run(args: argparse.Namespace) -> int:
         )
         build_args = inputs.build_args(created)
         if args.json:
-            emit_json({"ok": True, "stack": inputs.stack, "containerfile": str(containerfile),
-                       "build_args": build_args})
-        console.print(f"rendered {display_path(containerfile)}; build args: "
-                      + " ".join(f"{k}={v}" for k, v in sorted(build_args.items())))
+            emit_json(
+                {
+                    "ok": True,
+                    "stack": inputs.stack,
+                    "containerfile": str(containerfile),
+                    "build_args": build_args,
+                }
+            )
+        console.print(
+            f"rendered {display_path(containerfile)}; build args: "
+            + " ".join(f"{k}={v}" for k, v in sorted(build_args.items()))
+        )
         return EXIT_OK
     result = build_image(loaded, request)
     repro = result.reproducible
@@ -132,7 +149,9 @@ def run(args: argparse.Namespace) -> int:
     if result.archive:
         console.print(f"OCI archive {result.archive}: manifest {result.archive_digest}")
     if repro is not None:
-        verdict = "[bold green]REPRODUCIBLE[/]" if repro.identical else "[bold red]NOT REPRODUCIBLE[/]"
+        verdict = (
+            "[bold green]REPRODUCIBLE[/]" if repro.identical else "[bold red]NOT REPRODUCIBLE[/]"
+        )
         console.print(f"{verdict} (timestamp {result.timestamp} from {result.timestamp_from})")
         for what, (a, b) in repro.compared.items():
             console.print(f"  {what}: {a} {'==' if a == b else '!='} {b}", highlight=False)

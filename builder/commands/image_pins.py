@@ -12,7 +12,9 @@ from stackgate.output import console_err
 from stackgate.paths import display_path
 
 NAME = "image-pins"
-HELP = "check the base-image pins (digest + tag comment); --refresh resolves the tags again (skopeo)"
+HELP = (
+    "check the base-image pins (digest + tag comment); --refresh resolves the tags again (skopeo)"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -19,7 +19,14 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from builder.image.context import assemble
-from builder.image.engines import BuildSpec, BuiltImage, EngineChoice, ImageEngine, open_engine, unique_tag
+from builder.image.engines import (
+    BuildSpec,
+    BuiltImage,
+    EngineChoice,
+    ImageEngine,
+    open_engine,
+    unique_tag,
+)
 from builder.image.engines.buildah import StorageConfig
 from builder.image.engines.docker_sdk import DockerConfig
 from builder.image.pins import load_pins
@@ -110,9 +117,7 @@ def source_commit(root: Path, inputs: list[Path]) -> str:
     return f"{head}-dirty" if dirty else head
 
 
-def prepare(
-    loaded: LoadedStack, request: ImageRequest
-) -> tuple[RecipeInputs, LockFiles, int, str]:
+def prepare(loaded: LoadedStack, request: ImageRequest) -> tuple[RecipeInputs, LockFiles, int, str]:
     """Everything that needs no engine: lock check, pins, job plan, labels, recipe inputs."""
     files = LockFiles(request.lock_dir) if request.lock_dir else lock_files(loaded.manifest.name)
     state = read_lock(loaded, files)  # missing or stale lock: exit 2 with the command to fix it
@@ -157,10 +162,23 @@ def build_image(loaded: LoadedStack, request: ImageRequest) -> ImageResult:
         try:
             context = workdir / "context"
             containerfile = assemble(
-                context, inputs, loaded, files.folder, tool_root=project_root(), sources=request.sources
+                context,
+                inputs,
+                loaded,
+                files.folder,
+                tool_root=project_root(),
+                sources=request.sources,
             )
             return _build_with(
-                engine, inputs, request, context, containerfile, build_args, created, created_from, workdir
+                engine,
+                inputs,
+                request,
+                context,
+                containerfile,
+                build_args,
+                created,
+                created_from,
+                workdir,
             )
         finally:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -50,7 +50,16 @@ def prepare_source(pkg: SourcePackage, loaded: LoadedStack, dest: Path) -> None:
         proc.run(["git", "clone", "--quiet", "--no-checkout", pkg.git, checkout], timeout=1800)
         proc.run(["git", "-C", checkout, "checkout", "--quiet", pkg.ref], timeout=600)
         for patch in pin.patches:
-            proc.run(["git", "-C", checkout, "apply", "--whitespace=nowarn", loaded.patch_path(patch.path).resolve()])
+            proc.run(
+                [
+                    "git",
+                    "-C",
+                    checkout,
+                    "apply",
+                    "--whitespace=nowarn",
+                    loaded.patch_path(patch.path).resolve(),
+                ]
+            )
         _copy_tree(checkout, dest)
 
 

@@ -75,9 +75,7 @@ class ImagePins(BaseModel):
         if version in self.cuda:
             return self.cuda[version]
         wanted = Version(version).release
-        matches = [
-            v for v in self.cuda if Version(v).release[: len(wanted)] == wanted
-        ]
+        matches = [v for v in self.cuda if Version(v).release[: len(wanted)] == wanted]
         if not matches:
             known = ", ".join(sorted(self.cuda)) or "none"
             raise BadInput(
@@ -151,9 +149,17 @@ def load_pins(path: Path | None = None) -> ImagePins:
         python = {}
     cuda: dict[str, CudaBases] = {}
     for version, table in sorted(data.get("cuda", {}).items()):
-        devel = _pinned(f"cuda.{version}.devel", table.get("devel"), tags.get((f"cuda.{version}", "devel")), problems)
+        devel = _pinned(
+            f"cuda.{version}.devel",
+            table.get("devel"),
+            tags.get((f"cuda.{version}", "devel")),
+            problems,
+        )
         runtime = _pinned(
-            f"cuda.{version}.runtime", table.get("runtime"), tags.get((f"cuda.{version}", "runtime")), problems
+            f"cuda.{version}.runtime",
+            table.get("runtime"),
+            tags.get((f"cuda.{version}", "runtime")),
+            problems,
         )
         if devel and runtime:
             cuda[version] = CudaBases(version=version, devel=devel, runtime=runtime)

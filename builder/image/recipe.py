@@ -40,8 +40,12 @@ TEMPLATE = "stack.Containerfile.j2"
 LABEL_PREFIX = "io.stackgate"
 
 # Names and values that look like credentials never go into an image: tokens come at run time.
-_SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|CREDENTIAL|PRIVATE", re.I)
-_SECRET_VALUE = re.compile(r"^(hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|ghp_|github_pat_|glpat-|AKIA[0-9A-Z]{16})")
+_SECRET_NAME = re.compile(
+    r"TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|CREDENTIAL|PRIVATE", re.I
+)
+_SECRET_VALUE = re.compile(
+    r"^(hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|ghp_|github_pat_|glpat-|AKIA[0-9A-Z]{16})"
+)
 _DIGEST_REF = re.compile(r"^[a-z0-9][a-z0-9._/:-]*@sha256:[0-9a-f]{64}$")
 
 PATHS = {
@@ -123,7 +127,7 @@ def _environment() -> jinja2.Environment:
         loader=jinja2.FileSystemLoader(project_root() / "images"),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
-        autoescape=False,  # noqa: S701 -- a Containerfile, not HTML
+        autoescape=False,
     )
     env.filters["dq"] = _dq
     return env
@@ -137,9 +141,7 @@ def render(inputs: RecipeInputs, template: str = TEMPLATE) -> str:
     for image in (inputs.uv, inputs.build_base, inputs.runtime_base):
         if not _DIGEST_REF.match(image.ref):
             raise BadInput(f"image '{image.ref}' is not pinned by digest")
-    text = _environment().get_template(template).render(
-        **inputs.model_dump(), paths=PATHS
-    )
+    text = _environment().get_template(template).render(**inputs.model_dump(), paths=PATHS)
     return text
 
 
@@ -210,9 +212,13 @@ def choose_bases(
     if loaded.manifest.host.min_nvcc_for_jit is not None:
         # FlashInfer/SGLang JIT-compile kernels at run time: the runtime needs nvcc, so the
         # slim -runtime image would fail on first use; keep the devel base.
-        return bases.devel, bases.devel, (
-            f"runtime keeps the devel base: the stack JIT-compiles kernels "
-            f"(host.min_nvcc_for_jit = {loaded.manifest.host.min_nvcc_for_jit}) and needs nvcc"
+        return (
+            bases.devel,
+            bases.devel,
+            (
+                f"runtime keeps the devel base: the stack JIT-compiles kernels "
+                f"(host.min_nvcc_for_jit = {loaded.manifest.host.min_nvcc_for_jit}) and needs nvcc"
+            ),
         )
     return bases.devel, bases.runtime, "slim runtime base: no kernel JIT, no compiler needed"
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from builder.lock import LockFiles, run_lock
-from builder.python_finder import Interpreter
 from builder.image.engines.base import KEEP_ENV
 from builder.image.engines.buildah import StorageConfig
+from builder.lock import LockFiles, run_lock
+from builder.python_finder import Interpreter
 from stackgate.loading import LoadedStack, load_stack
 from tests.helpers.wheels import make_index, make_wheel
 from tests.images.localbase import LocalImage, make_base_image, make_uv_image
@@ -66,7 +66,7 @@ required = ["host"]
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: object) -> None:
         pass
 
 

@@ -61,7 +61,7 @@ def test_every_image_is_pinned_by_digest_and_none_is_latest(recipe: tuple[Recipe
 
 def test_runtime_keeps_nvcc_because_the_stack_jits(recipe: tuple[RecipeInputs, str]) -> None:
     inputs, text = recipe
-    build, runtime = _stages(text)
+    _build, runtime = _stages(text)
     assert runtime.startswith(f"FROM {load_pins().for_cuda('13.0.1').devel.ref} AS runtime")
     assert "min_nvcc_for_jit" in inputs.runtime_note
     assert "COPY --from=build /opt/stackgate/ /opt/stackgate/" in runtime

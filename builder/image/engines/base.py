@@ -71,7 +71,9 @@ def require_version(engine: str, found: str, minimum: str, why: str = "") -> Non
     except InvalidVersion:
         raise EnvironmentProblem(f"{engine}: cannot read version '{found}'") from None
     if not ok:
-        raise EnvironmentProblem(f"{engine}: need >= {minimum}, found {found}" + (f" ({why})" if why else ""))
+        raise EnvironmentProblem(
+            f"{engine}: need >= {minimum}, found {found}" + (f" ({why})" if why else "")
+        )
 
 
 @dataclass(frozen=True)

@@ -64,13 +64,17 @@ class _ContainersEngine(ImageEngine):
     def _build_argv(self, spec: BuildSpec) -> list[str | Path]:
         argv: list[str | Path] = [
             "build",
-            "--isolation", self.config.isolation,
+            "--isolation",
+            self.config.isolation,
             "--no-cache",
             "--pull=false",  # only when missing: bases are pinned by digest
             "--identity-label=false",
-            "--timestamp", str(spec.timestamp),
-            "-f", spec.containerfile,
-            "-t", spec.tag,
+            "--timestamp",
+            str(spec.timestamp),
+            "-f",
+            spec.containerfile,
+            "-t",
+            spec.tag,
         ]
         for key, value in sorted(spec.build_args.items()):
             argv += ["--build-arg", f"{key}={value}"]
@@ -102,7 +106,9 @@ class _ContainersEngine(ImageEngine):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.unlink(missing_ok=True)
         name = image.ref.split("/", 1)[-1]
-        proc.run(self._cli("push", "--quiet", image.ref, f"oci-archive:{path}:{name}"), timeout=3600)
+        proc.run(
+            self._cli("push", "--quiet", image.ref, f"oci-archive:{path}:{name}"), timeout=3600
+        )
         return archive_manifest_digest(path)
 
     def remove(self, ref: str) -> None:
@@ -136,10 +142,14 @@ class Podman(_ContainersEngine):
     minimum = "4.3"  # measured: 4.3.1 builds with --timestamp reproducibly
 
     def probe_version(self) -> str:
-        return parse_version("podman", proc.run([self.program, "version", "--format", "json"]).stdout)
+        return parse_version(
+            "podman", proc.run([self.program, "version", "--format", "json"]).stdout
+        )
 
     def inspect(self, ref: str) -> BuiltImage:
-        data = json.loads(proc.run(self._cli("image", "inspect", "--format", "json", ref)).stdout)[0]
+        data = json.loads(proc.run(self._cli("image", "inspect", "--format", "json", ref)).stdout)[
+            0
+        ]
         image_id = str(data["Id"])
         return BuiltImage(
             engine="podman",

@@ -26,7 +26,6 @@ from builder.image.engines.base import (
 from stackgate.container_run import docker_socket_problem
 from stackgate.errors import CommandFailed, EnvironmentProblem
 
-
 API_VERSION = "1.41"
 
 
@@ -48,20 +47,26 @@ def connect(config: DockerConfig) -> Any:
     # A fixed API version: "auto" would ask the daemon inside the constructor and, failing,
     # leave its socket open; 1.41 is our minimum and every newer daemon still serves it.
     if config.base_url:
-        client = docker.DockerClient(base_url=config.base_url, version=API_VERSION, timeout=config.timeout_s)
+        client = docker.DockerClient(
+            base_url=config.base_url, version=API_VERSION, timeout=config.timeout_s
+        )
     else:
         client = docker.from_env(version=API_VERSION, timeout=config.timeout_s)
     try:
         client.ping()
     except Exception as exc:  # docker.errors.DockerException, requests' ConnectionError
         client.close()
-        raise EnvironmentProblem(f"docker: no daemon answers ({type(exc).__name__}: {exc})") from exc
+        raise EnvironmentProblem(
+            f"docker: no daemon answers ({type(exc).__name__}: {exc})"
+        ) from exc
     return client
 
 
 class DockerEngine(ImageEngine):
     name: EngineName = "docker"
-    minimum = API_VERSION  # Engine API (Docker 20.10): device_requests (--gpus) and build args as used
+    minimum = (
+        API_VERSION  # Engine API (Docker 20.10): device_requests (--gpus) and build args as used
+    )
     version_what = "docker Engine API"
     reproducible = False
     reproducible_note = (
@@ -102,7 +107,9 @@ class DockerEngine(ImageEngine):
             if "stream" in chunk:
                 log.append(str(chunk["stream"]).rstrip())
             if "error" in chunk:
-                raise CommandFailed(["docker-sdk", "build", spec.tag], 1, "\n".join(log), str(chunk["error"]))
+                raise CommandFailed(
+                    ["docker-sdk", "build", spec.tag], 1, "\n".join(log), str(chunk["error"])
+                )
             aux = chunk.get("aux")
             if isinstance(aux, dict) and "ID" in aux:
                 image_id = str(aux["ID"])
