@@ -91,7 +91,9 @@ def mangled_stem(name: str) -> str | None:
                 while j < len(name) and name[j].isdigit():
                     j += 1
                 i = j + int(name[i:j])
-            elif (ch in "CD" and i + 1 < len(name) and name[i + 1] in "0123459") or name.startswith("St", i):
+            elif (ch in "CD" and i + 1 < len(name) and name[i + 1] in "0123459") or name.startswith(
+                "St", i
+            ):
                 i += 2
             else:
                 return None
@@ -110,14 +112,11 @@ class AbiChecker:
             system_dirs=system_dirs if system_dirs is not None else system_library_dirs(),
         )
         self._own_misses: dict[Path, list[Import]] = {}
+        self._env_root = env.root.resolve()
         self._global: list[ElfObject] | None = None
 
     def _in_env(self, obj: ElfObject) -> bool:
-        try:
-            obj.path.resolve().relative_to(self.env.root.resolve())
-            return True
-        except ValueError:
-            return False
+        return obj.path.is_relative_to(self._env_root)
 
     def global_scope(self) -> list[ElfObject]:
         """The interpreter's closure plus libtorch_global_deps.so (torch loads it RTLD_GLOBAL)."""
@@ -170,8 +169,11 @@ class AbiChecker:
                 cl = closure(self.resolver, self.resolver.load(ext))
             except ElfReadError:
                 continue
-            reached.update(o.path.resolve() for o in cl.order)
-        plugins = [p for p in paths if p not in extensions and p.resolve() not in reached]
+            reached.update(o.path for o in cl.order)
+        ext_set = set(extensions)
+        plugins = [
+            p for p in paths if p not in ext_set and self.resolver.load_path(p) not in reached
+        ]
         return extensions, plugins
 
     def check(self, roots: Iterable[Path]) -> AbiFindings:
@@ -232,8 +234,12 @@ class AbiChecker:
                     expected, where, near = self._expected_provider(imp, obj, cl.order)
                     findings.missing_symbols.append(
                         MissingSymbol(
-                            importer=obj.path, root=root.path, symbol=imp.name,
-                            version=imp.version, expected_from=expected, expected_path=where,
+                            importer=obj.path,
+                            root=root.path,
+                            symbol=imp.name,
+                            version=imp.version,
+                            expected_from=expected,
+                            expected_path=where,
                             near_misses=near,
                         )
                     )
@@ -255,7 +261,9 @@ class AbiChecker:
                 key = (obj.path, f"{file}:{version}")
                 if key not in seen:
                     seen.add(key)
-                    findings.missing_versions.append(MissingVersion(obj.path, provider.path, version))
+                    findings.missing_versions.append(
+                        MissingVersion(obj.path, provider.path, version)
+                    )
 
     @staticmethod
     def _expected_provider(

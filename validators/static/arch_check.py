@@ -46,7 +46,7 @@ def _fast_cubin(path: Path) -> GpuCode | None:
     lower = path.name.lower()
     for suffix in ("a", "f"):
         if f"sm{sm}{suffix}" in lower or f"sm_{sm}{suffix}" in lower:
-            return GpuCode("sass", sm, suffix)  # type: ignore[arg-type]
+            return GpuCode("sass", sm, suffix)
     return cubin_code(path)
 
 

@@ -79,7 +79,9 @@ def check_pins(manifest: Manifest, env: Environment, findings: DistFindings) -> 
         findings.pins_checked += 1
         if have is None:
             if not pin.optional:
-                findings.pins_missing.append(f"{name}: pinned {pin.version or pin.ref}, not installed")
+                findings.pins_missing.append(
+                    f"{name}: pinned {pin.version or pin.ref}, not installed"
+                )
             continue
         if pin.version is not None and not _same(have.version, pin.version):
             findings.pin_mismatches.append(
@@ -94,7 +96,9 @@ def check_pins(manifest: Manifest, env: Environment, findings: DistFindings) -> 
                 )
 
 
-def check_lock(locked: Mapping[str, list[LockedPackage]], env: Environment, findings: DistFindings) -> None:
+def check_lock(
+    locked: Mapping[str, list[LockedPackage]], env: Environment, findings: DistFindings
+) -> None:
     for key, dist in sorted(env.distributions.items()):
         if key in ("pip", "setuptools", "wheel"):
             continue  # seeded into venvs, not part of a uv lock
@@ -104,11 +108,13 @@ def check_lock(locked: Mapping[str, list[LockedPackage]], env: Environment, find
             continue
         if not any(_same(dist.version, c.version) for c in candidates):
             versions = ", ".join(sorted({c.version for c in candidates}))
-            findings.lock_mismatches.append(f"{dist.name}: lock has {versions}, installed {dist.version}")
+            findings.lock_mismatches.append(
+                f"{dist.name}: lock has {versions}, installed {dist.version}"
+            )
 
 
 def _marker_env(env: Environment) -> dict[str, str]:
-    marker_env: dict[str, str] = dict(default_environment())
+    marker_env: dict[str, str] = {k: str(v) for k, v in default_environment().items()}
     match = re.search(r"python(\d+)\.(\d+)", str(env.site_packages))
     if match:
         marker_env["python_version"] = f"{match.group(1)}.{match.group(2)}"
@@ -137,3 +143,38 @@ def check_requirements(env: Environment, findings: DistFindings) -> None:
                 findings.unmet_requirements.append(
                     f"{dist.label()} requires {req}, installed {have.version}"
                 )
+
+
+def requirement_closure(env: Environment, roots: dict[str, list[str]]) -> set[str]:
+    """Canonical names of the installed distributions the roots need, transitively.
+
+    `roots` maps a distribution name to the extras asked for. What lies outside this set is
+    installed but not needed by the stack (e.g. cupy beside torch on a shared machine).
+    """
+    base_env = _marker_env(env)
+    seen: set[str] = set()
+    queue = [(canonicalize_name(n), tuple(x)) for n, x in roots.items()]
+    while queue:
+        name, extras = queue.pop()
+        dist = env.distributions.get(name)
+        if dist is None or (name in seen and not extras):
+            continue
+        seen.add(name)
+        for text in dist.requires:
+            try:
+                req = Requirement(text)
+            except InvalidRequirement:
+                continue
+            if req.marker is not None:
+                try:
+                    wanted = any(
+                        req.marker.evaluate({**base_env, "extra": e}) for e in ("", *extras)
+                    )
+                except UndefinedEnvironmentName:
+                    continue
+                if not wanted:
+                    continue
+            child = canonicalize_name(req.name)
+            if child not in seen:
+                queue.append((child, tuple(req.extras)))
+    return seen

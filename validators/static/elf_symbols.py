@@ -9,6 +9,7 @@ the dynamic symbol table itself is decoded in bulk with numpy, because libtorch_
 from __future__ import annotations
 
 import bisect
+import struct
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -16,7 +17,9 @@ from typing import BinaryIO
 
 import numpy as np
 from elftools.common.exceptions import ELFError
+from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
+from elftools.elf.gnuversions import GNUVerDefSection, GNUVerNeedSection
 
 STB_GLOBAL = 1
 STB_WEAK = 2
@@ -27,10 +30,24 @@ VER_NDX_LOCAL = 0
 VER_NDX_GLOBAL = 1
 
 _SYM64 = np.dtype(
-    [("name", "<u4"), ("info", "u1"), ("other", "u1"), ("shndx", "<u2"), ("value", "<u8"), ("size", "<u8")]
+    [
+        ("name", "<u4"),
+        ("info", "u1"),
+        ("other", "u1"),
+        ("shndx", "<u2"),
+        ("value", "<u8"),
+        ("size", "<u8"),
+    ]
 )
 _SYM32 = np.dtype(
-    [("name", "<u4"), ("value", "<u4"), ("size", "<u4"), ("info", "u1"), ("other", "u1"), ("shndx", "<u2")]
+    [
+        ("name", "<u4"),
+        ("value", "<u4"),
+        ("size", "<u4"),
+        ("info", "u1"),
+        ("other", "u1"),
+        ("shndx", "<u2"),
+    ]
 )
 
 
@@ -53,12 +70,6 @@ class Import:
     weak: bool = False
 
 
-@dataclass(frozen=True)
-class Definition:
-    version: str | None
-    hidden: bool  # `foo@V` (non-default) rather than `foo@@V`
-
-
 @dataclass
 class ElfObject:
     path: Path
@@ -70,8 +81,10 @@ class ElfObject:
     rpath: tuple[str, ...]
     runpath: tuple[str, ...]
     imports: tuple[Import, ...]
-    exports: dict[str, tuple[Definition, ...]]
+    exports: dict[str, int]  # name -> raw versym of its definition (bit 15: hidden)
     version_defs: frozenset[str]
+    multi: dict[str, tuple[int, ...]] = field(default_factory=dict)  # names defined more than once
+    version_names: dict[int, str] = field(default_factory=dict)  # versym index -> version name
     version_needs: dict[str, frozenset[str]] = field(default_factory=dict)
 
     @property
@@ -126,80 +139,160 @@ def read_elf(path: Path) -> ElfObject:
         raise ElfReadError(path, f"{type(exc).__name__}: {exc}") from None
 
 
+@dataclass(frozen=True)
+class SectionHeader:
+    index: int
+    name: str
+    type: int
+    offset: int
+    size: int
+    link: int
+
+
+SHT_PROGBITS = 1
+SHT_DYNSYM = 11
+SHT_DYNAMIC = 6
+SHT_GNU_VERDEF = 0x6FFFFFFD
+SHT_GNU_VERNEED = 0x6FFFFFFE
+SHT_GNU_VERSYM = 0x6FFFFFFF
+
+
+def section_headers(elf: ELFFile, stream: BinaryIO) -> list[SectionHeader]:
+    """All section headers from one read of the table (pyelftools builds an object per
+    section through `construct`, which dominated the run time on large envs)."""
+    hdr = elf.header
+    shoff, entsize, count, strndx = (
+        hdr["e_shoff"],
+        hdr["e_shentsize"],
+        hdr["e_shnum"],
+        hdr["e_shstrndx"],
+    )
+    if not shoff or not count:
+        return []
+    table = _read_table(stream, shoff, entsize * count)
+    fmt = "<IIQQQQIIQQ" if elf.elfclass == 64 else "<IIIIIIIIII"
+    rows = [struct.unpack_from(fmt, table, i * entsize) for i in range(count)]
+    # (name, type, flags, addr, offset, size, link, info, align, entsize); 32-bit order is the same
+    if strndx >= count:
+        raise ELFError(f"e_shstrndx {strndx} out of range")
+    names = _read_table(stream, rows[strndx][4], rows[strndx][5])
+    return [
+        SectionHeader(i, _cstr(names, r[0]), r[1], r[4], r[5], r[6]) for i, r in enumerate(rows)
+    ]
+
+
+def _names(strtab: bytes, offsets: list[int]) -> list[str]:
+    """Decode many string-table offsets at once: most point at the start of a string."""
+    starts: dict[int, bytes] = {}
+    pos = 0
+    for part in strtab.split(b"\0"):
+        starts[pos] = part
+        pos += len(part) + 1
+    out: list[str] = []
+    for off in offsets:
+        raw = starts.get(off)
+        if raw is None:  # a suffix shared with a longer string
+            end = strtab.find(b"\0", off)
+            raw = strtab[off : end if end >= 0 else len(strtab)]
+        out.append(raw.decode("utf-8", "replace"))
+    return out
+
+
 def _read(path: Path, stream: BinaryIO) -> ElfObject:
     elf = ELFFile(stream)
+    headers = section_headers(elf, stream)
+    by_type: dict[int, SectionHeader] = {}
+    for h in headers:
+        by_type.setdefault(h.type, h)
     needed: list[str] = []
     rpath: tuple[str, ...] = ()
     runpath: tuple[str, ...] = ()
     soname: str | None = None
-    dynsym = elf.get_section_by_name(".dynsym")
-    dynamic = elf.get_section_by_name(".dynamic")
-    if dynamic is not None:
+    dyn_header = by_type.get(SHT_DYNAMIC)
+    dynamic = elf.get_section(dyn_header.index) if dyn_header else None
+    if isinstance(dynamic, DynamicSection):
         for tag in dynamic.iter_tags():
             kind = tag.entry.d_tag
+            # pyelftools sets these attributes per tag kind (dynamic.py DynamicTag.__init__)
             if kind == "DT_NEEDED":
-                needed.append(tag.needed)
+                needed.append(str(getattr(tag, "needed", "")))
             elif kind == "DT_RPATH":
-                rpath = _split_path_list(tag.rpath)
+                rpath = _split_path_list(str(getattr(tag, "rpath", "")))
             elif kind == "DT_RUNPATH":
-                runpath = _split_path_list(tag.runpath)
+                runpath = _split_path_list(str(getattr(tag, "runpath", "")))
             elif kind == "DT_SONAME":
-                soname = tag.soname
+                soname = str(getattr(tag, "soname", "")) or None
 
     version_defs: dict[int, str] = {}
     version_needs: dict[int, tuple[str, str]] = {}
     needs_by_file: dict[str, set[str]] = {}
     versym: np.ndarray | None = None
-    for section in elf.iter_sections():
-        stype = section["sh_type"]
-        if stype == "SHT_GNU_verdef":
+    verdef_h = by_type.get(SHT_GNU_VERDEF)
+    if verdef_h is not None:
+        section = elf.get_section(verdef_h.index)
+        if isinstance(section, GNUVerDefSection):
             for verdef, aux_iter in section.iter_versions():
                 names = [aux.name for aux in aux_iter]
                 if names and not (verdef["vd_flags"] & 0x1):  # VER_FLG_BASE names the file
-                    version_defs[verdef["vd_ndx"]] = names[0]
-        elif stype == "SHT_GNU_verneed":
+                    version_defs[verdef["vd_ndx"]] = str(names[0])
+    verneed_h = by_type.get(SHT_GNU_VERNEED)
+    if verneed_h is not None:
+        section = elf.get_section(verneed_h.index)
+        if isinstance(section, GNUVerNeedSection):
             for verneed, aux_iter in section.iter_versions():
+                if verneed.name is None:
+                    continue
                 for aux in aux_iter:
-                    version_needs[aux["vna_other"]] = (verneed.name, aux.name)
-                    needs_by_file.setdefault(verneed.name, set()).add(aux.name)
-        elif stype == "SHT_GNU_versym":
-            raw = _read_table(stream, section["sh_offset"], section["sh_size"])
-            versym = np.frombuffer(raw, dtype="<u2")
+                    version_needs[aux["vna_other"]] = (str(verneed.name), str(aux.name))
+                    needs_by_file.setdefault(str(verneed.name), set()).add(str(aux.name))
+    versym_h = by_type.get(SHT_GNU_VERSYM)
+    if versym_h is not None:
+        versym = np.frombuffer(_read_table(stream, versym_h.offset, versym_h.size), dtype="<u2")
 
     imports: list[Import] = []
-    exports: dict[str, list[Definition]] = {}
-    if dynsym is not None and dynsym["sh_size"]:
-        strtab_section = elf.get_section(dynsym["sh_link"])
-        strtab = _read_table(stream, strtab_section["sh_offset"], strtab_section["sh_size"])
-        raw = _read_table(stream, dynsym["sh_offset"], dynsym["sh_size"])
+    exports: dict[str, int] = {}
+    multi: dict[str, tuple[int, ...]] = {}
+    dynsym = by_type.get(SHT_DYNSYM)
+    if dynsym is not None and dynsym.size and dynsym.link < len(headers):
+        strtab_h = headers[dynsym.link]
+        strtab = _read_table(stream, strtab_h.offset, strtab_h.size)
+        raw = _read_table(stream, dynsym.offset, dynsym.size)
         dtype = _SYM64 if elf.elfclass == 64 else _SYM32
         count = len(raw) // dtype.itemsize
         syms = np.frombuffer(raw, dtype=dtype, count=count)
+        if versym is not None and len(versym) >= count:
+            vers = versym[:count]
+        else:
+            vers = np.ones(count, dtype="<u2")
         bind = syms["info"] >> 4
         visibility = syms["other"] & 0x3
         undefined = syms["shndx"] == SHN_UNDEF
         wanted = np.isin(bind, (STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE)) & (syms["name"] != 0)
         # Hidden/internal definitions are not visible to other objects.
         exported = wanted & ~undefined & ((visibility == 0) | (visibility == 3))
-        for idx in np.flatnonzero(wanted & undefined).tolist():
-            name = _cstr(strtab, int(syms["name"][idx]))
-            ver = int(versym[idx]) & 0x7FFF if versym is not None and idx < len(versym) else 1
+        imp_idx = np.flatnonzero(wanted & undefined)
+        imp_names = _names(strtab, syms["name"][imp_idx].tolist())
+        imp_vers = (vers[imp_idx] & 0x7FFF).tolist()
+        imp_weak = (bind[imp_idx] == STB_WEAK).tolist()
+        for name, ver, weak in zip(imp_names, imp_vers, imp_weak, strict=True):
             file_version = version_needs.get(ver)
             imports.append(
                 Import(
                     name=name,
                     version=file_version[1] if file_version else None,
                     version_file=file_version[0] if file_version else None,
-                    weak=int(bind[idx]) == STB_WEAK,
+                    weak=weak,
                 )
             )
-        for idx in np.flatnonzero(exported).tolist():
-            name = _cstr(strtab, int(syms["name"][idx]))
-            raw_ver = int(versym[idx]) if versym is not None and idx < len(versym) else 1
-            ndx = raw_ver & 0x7FFF
-            exports.setdefault(name, []).append(
-                Definition(version=version_defs.get(ndx), hidden=bool(raw_ver & VERSYM_HIDDEN))
-            )
+        exp_idx = np.flatnonzero(exported)
+        exp_names = _names(strtab, syms["name"][exp_idx].tolist())
+        exp_vers = vers[exp_idx].tolist()
+        exports = dict(zip(exp_names, exp_vers, strict=True))
+        if len(exports) != len(exp_names):  # several versions of one name (libc, libstdc++)
+            grouped: dict[str, list[int]] = {}
+            for name, ver in zip(exp_names, exp_vers, strict=True):
+                grouped.setdefault(name, []).append(ver)
+            multi = {k: tuple(v) for k, v in grouped.items() if len(v) > 1}
 
     return ElfObject(
         path=path,
@@ -211,7 +304,9 @@ def _read(path: Path, stream: BinaryIO) -> ElfObject:
         rpath=rpath,
         runpath=runpath,
         imports=tuple(imports),
-        exports={k: tuple(v) for k, v in exports.items()},
+        exports=exports,
+        multi=multi,
+        version_names=version_defs,
         version_defs=frozenset(version_defs.values()),
         version_needs={k: frozenset(v) for k, v in needs_by_file.items()},
     )
@@ -233,13 +328,20 @@ def satisfies(obj: ElfObject, want: Import) -> bool:
     unversioned reference takes the default definition (`foo@@V` or unversioned), or a hidden
     one only when it is the sole definition of the name.
     """
-    defs = obj.exports.get(want.name)
-    if not defs:
-        return False
+    defs = obj.multi.get(want.name)
+    if defs is None:
+        one = obj.exports.get(want.name)
+        if one is None:
+            return False
+        defs = (one,)
     if want.version is not None:
         if not obj.has_versions:
             return True
-        return any(d.version == want.version or d.version is None for d in defs)
-    if any(not d.hidden for d in defs):
+        for raw in defs:
+            ndx = raw & 0x7FFF
+            if ndx <= VER_NDX_GLOBAL or obj.version_names.get(ndx) == want.version:
+                return True
+        return False
+    if any(not raw & VERSYM_HIDDEN for raw in defs):
         return True
     return len(defs) == 1

@@ -121,6 +121,9 @@ def load_environment(env: Path, *, with_owners: bool = True) -> Environment:
             if row and ".so" in row[0]:
                 owners[(site / row[0]).resolve()] = dist
     return Environment(
-        root=env, site_packages=site, interpreter=find_interpreter(env),
-        distributions=dists, owners=owners,
+        root=env,
+        site_packages=site,
+        interpreter=find_interpreter(env),
+        distributions=dists,
+        owners=owners,
     )

@@ -105,7 +105,8 @@ def _entries(stream: BinaryIO, start: int, size: int) -> list[GpuCode]:
 
 # Some CUDA libraries (cuFFT) keep fatbins in large-data sections and load them themselves,
 # without a .nv_fatbin section; find them by magic (8-byte aligned) and a sane header.
-_EMBEDDED_SECTIONS = (".ldata", ".lrodata", ".rodata", ".data.rel.ro", ".data")
+# Only the large-data sections: scanning every .rodata for the magic cost ~1 s per env.
+_EMBEDDED_SECTIONS = (".ldata", ".lrodata")
 _MAGIC_BYTES = struct.pack("<I", FATBIN_MAGIC)
 
 

@@ -27,6 +27,7 @@ from validators.static.dist_check import (
     check_requirements,
     lock_path,
     read_uv_lock,
+    requirement_closure,
 )
 from validators.static.environment import Environment, NotAnEnvironment, load_environment
 
@@ -58,10 +59,21 @@ def run_group(ctx: RunContext) -> list[Result]:
     )
 
 
-def _result(check: str, status: Any, reason: str, evidence: dict[str, Any] | None = None,
-            seconds: float = 0.0) -> Result:
-    return Result(check=check, group=GROUP, status=status, reason=reason,
-                  evidence=evidence or {}, duration_s=round(seconds, 4))
+def _result(
+    check: str,
+    status: Any,
+    reason: str,
+    evidence: dict[str, Any] | None = None,
+    seconds: float = 0.0,
+) -> Result:
+    return Result(
+        check=check,
+        group=GROUP,
+        status=status,
+        reason=reason,
+        evidence=evidence or {},
+        duration_s=round(seconds, 4),
+    )
 
 
 def run_static(inputs: StaticInputs) -> list[Result]:
@@ -74,7 +86,8 @@ def run_static(inputs: StaticInputs) -> list[Result]:
         return [_result("static.env", "ERROR", f"cannot read the environment: {exc}")]
     results = [
         _result(
-            "static.env", "PASS",
+            "static.env",
+            "PASS",
             f"{len(env.distributions)} distributions in {env.site_packages}",
             {"interpreter": str(env.interpreter) if env.interpreter else None},
             time.perf_counter() - started,
@@ -82,7 +95,12 @@ def run_static(inputs: StaticInputs) -> list[Result]:
     ]
     results.extend(_dist_results(env, inputs))
     shared = env.shared_objects()
-    results.extend(_abi_results(env, shared))
+    relevant = None
+    if inputs.manifest is not None:
+        relevant = requirement_closure(
+            env, {name: list(pin.extras) for name, pin in inputs.manifest.packages.items()}
+        )
+    results.extend(_abi_results(env, shared, relevant))
     results.extend(_arch_results(env, shared, inputs))
     return results
 
@@ -101,8 +119,10 @@ def _dist_results(env: Environment, inputs: StaticInputs) -> list[Result]:
         bad = findings.pin_mismatches + findings.pins_missing
         out.append(
             _result(
-                "static.dists.pins", "FAIL" if bad else "PASS",
-                "; ".join(bad[:MAX_LISTED]) if bad
+                "static.dists.pins",
+                "FAIL" if bad else "PASS",
+                "; ".join(bad[:MAX_LISTED])
+                if bad
                 else f"{findings.pins_checked} manifest pins match the installed versions",
                 {"mismatches": findings.pin_mismatches, "missing": findings.pins_missing},
                 time.perf_counter() - t,
@@ -113,7 +133,11 @@ def _dist_results(env: Environment, inputs: StaticInputs) -> list[Result]:
     if lock is None:
         out.append(_result("static.dists.lock", "SKIP", "no stack given: no lock to compare"))
     elif not lock.is_file():
-        out.append(_result("static.dists.lock", "SKIP", f"no lock at {lock} (run `python -m builder lock`)"))
+        out.append(
+            _result(
+                "static.dists.lock", "SKIP", f"no lock at {lock} (run `python -m builder lock`)"
+            )
+        )
     else:
         try:
             locked = read_uv_lock(lock)
@@ -124,11 +148,16 @@ def _dist_results(env: Environment, inputs: StaticInputs) -> list[Result]:
             bad = findings.lock_mismatches + [f"{x}: not in the lock" for x in findings.not_in_lock]
             out.append(
                 _result(
-                    "static.dists.lock", "FAIL" if bad else "PASS",
-                    "; ".join(bad[:MAX_LISTED]) if bad
+                    "static.dists.lock",
+                    "FAIL" if bad else "PASS",
+                    "; ".join(bad[:MAX_LISTED])
+                    if bad
                     else f"{len(env.distributions)} installed distributions match {lock.name}",
-                    {"lock": str(lock), "mismatches": findings.lock_mismatches,
-                     "not_in_lock": findings.not_in_lock},
+                    {
+                        "lock": str(lock),
+                        "mismatches": findings.lock_mismatches,
+                        "not_in_lock": findings.not_in_lock,
+                    },
                     time.perf_counter() - t,
                 )
             )
@@ -137,10 +166,13 @@ def _dist_results(env: Environment, inputs: StaticInputs) -> list[Result]:
     unmet = findings.unmet_requirements
     out.append(
         _result(
-            "static.dists.requirements", "FAIL" if unmet else "PASS",
-            "; ".join(unmet[:MAX_LISTED]) if unmet
+            "static.dists.requirements",
+            "FAIL" if unmet else "PASS",
+            "; ".join(unmet[:MAX_LISTED])
+            if unmet
             else "every installed distribution's requirements are met",
-            {"unmet": unmet}, time.perf_counter() - t,
+            {"unmet": unmet},
+            time.perf_counter() - t,
         )
     )
     return out
@@ -149,7 +181,10 @@ def _dist_results(env: Environment, inputs: StaticInputs) -> list[Result]:
 # --- ABI -----------------------------------------------------------------------------------
 
 
-def _abi_results(env: Environment, shared: list[Path]) -> list[Result]:
+def _abi_results(env: Environment, shared: list[Path], relevant: set[str] | None) -> list[Result]:
+    """One result per distribution with extensions. Problems in distributions the stack's pins
+    do not need (per Requires-Dist) are SKIP with the finding, not FAIL: an optional cupy
+    module missing cuTENSOR on a shared machine does not make the stack bad."""
     t = time.perf_counter()
     checker = AbiChecker(env)
     extensions, plugins = checker.split_roots(shared)
@@ -170,7 +205,9 @@ def _abi_results(env: Environment, shared: list[Path]) -> list[Result]:
         if ms.host_provided:
             host_sonames.add(ms.soname)
             continue
-        sonames_by_dist[env.owner_label(ms.requester)].append(f"{ms.requester.name} needs {ms.soname}")
+        sonames_by_dist[env.owner_label(ms.requester)].append(
+            f"{ms.requester.name} needs {ms.soname}"
+        )
     versions_by_dist: dict[str, list[str]] = defaultdict(list)
     for mv in findings.missing_versions:
         versions_by_dist[env.owner_label(mv.requester)].append(
@@ -180,15 +217,23 @@ def _abi_results(env: Environment, shared: list[Path]) -> list[Result]:
     for ext in extensions:
         ext_by_dist[env.owner_label(ext)] += 1
 
-    for label in sorted(set(ext_by_dist) | set(by_dist) | set(sonames_by_dist) | set(versions_by_dist)):
+    for label in sorted(
+        set(ext_by_dist) | set(by_dist) | set(sonames_by_dist) | set(versions_by_dist)
+    ):
         check = f"static.abi.{_check_key(label)}"
         misses = by_dist.get(label, [])
         sonames = sonames_by_dist.get(label, [])
         versions = versions_by_dist.get(label, [])
         if not (misses or sonames or versions):
-            out.append(_result(check, "PASS",
-                               f"{ext_by_dist[label]} extension modules: every strong import resolves",
-                               {}, seconds))
+            out.append(
+                _result(
+                    check,
+                    "PASS",
+                    f"{ext_by_dist[label]} extension modules: every strong import resolves",
+                    {},
+                    seconds,
+                )
+            )
             continue
         reasons: list[str] = []
         evidence: dict[str, Any] = {}
@@ -201,7 +246,9 @@ def _abi_results(env: Environment, shared: list[Path]) -> list[Result]:
                     "version": m.version,
                     "importer": str(m.importer),
                     "expected_from": m.expected_from,
-                    "provider_package": env.owner_label(m.expected_path) if m.expected_path else None,
+                    "provider_package": env.owner_label(m.expected_path)
+                    if m.expected_path
+                    else None,
                     "exported_instead": [readable.get(n, n) for n in m.near_misses],
                 }
                 for m in misses
@@ -212,6 +259,18 @@ def _abi_results(env: Environment, shared: list[Path]) -> list[Result]:
         if versions:
             reasons.append("; ".join(versions[:MAX_LISTED]))
             evidence["missing_versions"] = versions
+        key = canonicalize_name(label.split(" ")[0]) if not label.startswith("(") else None
+        if relevant is not None and key is not None and key not in relevant:
+            out.append(
+                _result(
+                    check,
+                    "SKIP",
+                    "not required by the stack's pinned packages; found: " + " | ".join(reasons),
+                    evidence,
+                    seconds,
+                )
+            )
+            continue
         out.append(_result(check, "FAIL", " | ".join(reasons), evidence, seconds))
 
     summary = {
@@ -223,26 +282,35 @@ def _abi_results(env: Environment, shared: list[Path]) -> list[Result]:
         "demangler": "c++filt" if demangle.available() else "none (binutils not installed)",
         "seconds": round(seconds, 3),
     }
-    plugin_notes = [f"{env.owner_label(m.requester)}: {m.requester.name} needs {m.soname}"
-                    for m in plugin_findings.missing_sonames if not m.host_provided]
+    plugin_notes = [
+        f"{env.owner_label(m.requester)}: {m.requester.name} needs {m.soname}"
+        for m in plugin_findings.missing_sonames
+        if not m.host_provided
+    ]
     unreadable = [f"{p}: {why}" for p, why in findings.unreadable + plugin_findings.unreadable]
     if unreadable:
-        out.append(_result("static.abi.unreadable", "ERROR",
-                           f"{len(unreadable)} ELF files could not be read: {unreadable[0]}",
-                           {"files": unreadable}))
+        out.append(
+            _result(
+                "static.abi.unreadable",
+                "ERROR",
+                f"{len(unreadable)} ELF files could not be read: {unreadable[0]}",
+                {"files": unreadable},
+            )
+        )
     host_note = (
         f"; {', '.join(sorted(host_sonames))} absent (host-provided by the NVIDIA driver, "
         f"{findings.host_provided_symbols} driver-API imports not checkable here)"
-        if host_sonames else ""
+        if host_sonames
+        else ""
     )
     out.append(
         _result(
-            "static.abi.summary", "PASS",
+            "static.abi.summary",
+            "PASS",
             f"{findings.checked_roots} extension modules, {findings.checked_objects} env objects, "
             f"{findings.imports_checked} imports resolved against their DT_NEEDED closures"
             f"{host_note}",
-            {**summary, "on_demand_libraries": len(plugins),
-             "on_demand_unmet": plugin_notes[:50]},
+            {**summary, "on_demand_libraries": len(plugins), "on_demand_unmet": plugin_notes[:50]},
             seconds,
         )
     )
@@ -254,8 +322,9 @@ def _check_key(label: str) -> str:
     return canonicalize_name(name).replace("-", "_")
 
 
-def _symbols_reason(env: Environment, label: str, misses: list[MissingSymbol],
-                    readable: dict[str, str]) -> str:
+def _symbols_reason(
+    env: Environment, label: str, misses: list[MissingSymbol], readable: dict[str, str]
+) -> str:
     providers = sorted({env.owner_label(m.expected_path) for m in misses if m.expected_path})
     libs = sorted({m.expected_from for m in misses if m.expected_from})
     modules = sorted({_short(m.importer, env) for m in misses})
@@ -268,16 +337,22 @@ def _symbols_reason(env: Environment, label: str, misses: list[MissingSymbol],
         if m.version:
             text += f"@{m.version}"
         if m.near_misses:
-            text += f" [{m.expected_from} exports {readable.get(m.near_misses[0], m.near_misses[0])}]"
+            text += (
+                f" [{m.expected_from} exports {readable.get(m.near_misses[0], m.near_misses[0])}]"
+            )
         shown.append(text)
     if providers:
         names = " / ".join(p.split(" ")[0] for p in providers)
-        head = (f"{label} was built against another {names} than the installed "
-                f"{' / '.join(providers)}: "
-                f"{len(distinct)} symbols that {len(modules)} of its modules import are not exported "
-                f"by {', '.join(libs)}")
+        head = (
+            f"{label} was built against another {names} than the installed "
+            f"{' / '.join(providers)}: "
+            f"{len(distinct)} symbols that {len(modules)} of its modules import are not exported "
+            f"by {', '.join(libs)}"
+        )
     else:
-        head = f"{label}: {len(distinct)} imported symbols are defined by nothing in the lookup scope"
+        head = (
+            f"{label}: {len(distinct)} imported symbols are defined by nothing in the lookup scope"
+        )
     return f"{head}: {'; '.join(shown)}"
 
 
@@ -289,8 +364,10 @@ def _sonames_reason(env: Environment, label: str, sonames: list[str]) -> str:
         base, _, major = soname.rpartition(".so.")
         others = sorted(s for s in have if s.startswith(f"{base}.so.") and s != soname)
         if base and others:
-            hints.append(f"{soname} missing but the env has {', '.join(others)} "
-                         f"(a CUDA-{major} build beside other CUDA libraries?)")
+            hints.append(
+                f"{soname} missing but the env has {', '.join(others)} "
+                f"(a CUDA-{major} build beside other CUDA libraries?)"
+            )
     text = f"{label}: DT_NEEDED libraries nothing provides: {'; '.join(sonames[:MAX_LISTED])}"
     return text + (f" -- {'; '.join(hints[:4])}" if hints else "")
 
@@ -322,7 +399,8 @@ def _arch_results(env: Environment, shared: list[Path], inputs: StaticInputs) ->
     for label, code in sorted(per_dist.items()):
         check = f"static.arch.{_check_key(label)}"
         listing = {
-            _short(p, env): [c.label() for c in codes] for p, codes in sorted(code.libraries.items())
+            _short(p, env): [c.label() for c in codes]
+            for p, codes in sorted(code.libraries.items())
         }
         cubins = {c.label(): n for c, n in sorted(code.cubins.items())}
         fails: list[str] = []
@@ -334,11 +412,15 @@ def _arch_results(env: Environment, shared: list[Path], inputs: StaticInputs) ->
                     notes.append(f"{target}: no code in {'; '.join(cov.uncovered_files[:6])}")
                 continue
             only_cubins = not code.libraries and bool(code.cubins)
-            msg = (f"{label} has no SASS that runs on {target} and no PTX that can be JIT-compiled "
-                   f"for it (has {', '.join(sorted({c.label() for c in code.all_codes()}))})")
+            msg = (
+                f"{label} has no SASS that runs on {target} and no PTX that can be JIT-compiled "
+                f"for it (has {', '.join(sorted({c.label() for c in code.all_codes()}))})"
+            )
             if only_cubins and not needs_cubins:
-                notes.append(msg + "; prebuilt-cubin backends (trtllm) unavailable, "
-                             "no serving profile selects one")
+                notes.append(
+                    msg + "; prebuilt-cubin backends (trtllm) unavailable, "
+                    "no serving profile selects one"
+                )
             else:
                 fails.append(msg)
         evidence = {"libraries": listing, "cubins": cubins, "targets": list(inputs.targets)}
@@ -349,8 +431,15 @@ def _arch_results(env: Environment, shared: list[Path], inputs: StaticInputs) ->
         else:
             archs = sorted({c.label() for c in code.all_codes()})
             reason = f"covers {', '.join(inputs.targets)} (has {', '.join(archs)})"
-            out.append(_result(check, "PASS", reason + (f"; {' | '.join(notes)}" if notes else ""),
-                               evidence, seconds))
+            out.append(
+                _result(
+                    check,
+                    "PASS",
+                    reason + (f"; {' | '.join(notes)}" if notes else ""),
+                    evidence,
+                    seconds,
+                )
+            )
     if not per_dist:
         out.append(_result("static.arch", "PASS", "no GPU code in this environment", {}, seconds))
     return out

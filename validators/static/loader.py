@@ -15,6 +15,7 @@ A candidate must be ELF of the same class and machine, as ld.so skips the others
 from __future__ import annotations
 
 import glob
+import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,7 +54,7 @@ def system_library_dirs(conf: Path = Path("/etc/ld.so.conf")) -> tuple[str, ...]
                 pattern = line.split(None, 1)[1] if " " in line else ""
                 if not pattern.startswith("/"):
                     pattern = str(file.parent / pattern)
-                for inc in sorted(glob.glob(pattern)):
+                for inc in sorted(glob.glob(pattern)):  # noqa: PTH207 (absolute patterns)
                     read(Path(inc), depth + 1)
             else:
                 found.append(line)
@@ -73,9 +74,15 @@ class Resolver:
     preloaded: dict[str, Path]
     system_dirs: tuple[str, ...]
     _cache: dict[Path, ElfObject | ElfReadError] = field(default_factory=dict)
+    _real: dict[str, Path] = field(default_factory=dict)
+    _listings: dict[str, frozenset[str]] = field(default_factory=dict)
 
     def load(self, path: Path) -> ElfObject:
-        real = path.resolve()
+        """Parse once per file; ElfObject.path is the resolved path."""
+        key = str(path)
+        real = self._real.get(key)
+        if real is None:
+            real = self._real[key] = path.resolve()
         hit = self._cache.get(real)
         if hit is None:
             try:
@@ -87,8 +94,27 @@ class Resolver:
             raise hit
         return hit
 
+    def load_path(self, path: Path) -> Path:
+        """The resolved path `load` would use (cached)."""
+        key = str(path)
+        real = self._real.get(key)
+        if real is None:
+            real = self._real[key] = path.resolve()
+        return real
+
+    def _listed(self, directory: str, name: str) -> bool:
+        """One listdir per directory instead of a stat per (directory, soname) pair."""
+        names = self._listings.get(directory)
+        if names is None:
+            try:
+                names = frozenset(os.listdir(directory))  # noqa: PTH208 (names only, fast)
+            except OSError:
+                names = frozenset()
+            self._listings[directory] = names
+        return name in names
+
     def _candidate(self, path: Path, like: ElfObject) -> ElfObject | None:
-        if not path.is_file():
+        if not self._listed(str(path.parent), path.name) or not path.is_file():
             return None
         try:
             obj = self.load(path)
@@ -98,7 +124,9 @@ class Resolver:
             return None
         return obj
 
-    def find(self, soname: str, requester: ElfObject, loaders: Iterable[ElfObject]) -> ElfObject | None:
+    def find(
+        self, soname: str, requester: ElfObject, loaders: Iterable[ElfObject]
+    ) -> ElfObject | None:
         if "/" in soname:
             return self._candidate(Path(soname), requester)
         pre = self.preloaded.get(soname)
@@ -135,19 +163,19 @@ class Closure:
 
 def closure(resolver: Resolver, root: ElfObject) -> Closure:
     order: list[ElfObject] = [root]
-    seen = {root.path.resolve()}
-    parents: dict[Path, tuple[ElfObject, ...]] = {root.path.resolve(): ()}
+    seen = {root.path}  # ElfObject paths are already resolved
+    parents: dict[Path, tuple[ElfObject, ...]] = {root.path: ()}
     missing: list[tuple[ElfObject, str]] = []
     queue = [root]
     while queue:
         current = queue.pop(0)
-        chain = parents[current.path.resolve()]
+        chain = parents[current.path]
         for soname in current.needed:
             found = resolver.find(soname, current, chain)
             if found is None:
                 missing.append((current, soname))
                 continue
-            key = found.path.resolve()
+            key = found.path
             if key in seen:
                 continue
             seen.add(key)

@@ -1,0 +1,50 @@
+"""Shared pieces of the validator commands: exit codes from results, report output."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+
+from stackgate.cli import emit_json
+from stackgate.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_ENVIRONMENT, EXIT_OK, BadInput
+from stackgate.output import console_err
+from validators.report_render import render, render_results
+from validators.results import Report, Result, to_junit
+
+# An ERROR in these checks means the input (the --env path) is wrong, not the host.
+BAD_INPUT_CHECKS = {"static.env", "runtime.env"}
+
+
+def exit_code(results: Sequence[Result]) -> int:
+    if any(r.status == "FAIL" for r in results):
+        return EXIT_CHECK_FAILED
+    errors = [r for r in results if r.status == "ERROR"]
+    if any(r.check in BAD_INPUT_CHECKS for r in errors):
+        return EXIT_BAD_INPUT
+    return EXIT_ENVIRONMENT if errors else EXIT_OK
+
+
+def env_path(value: str | None) -> Path | None:
+    if value is None:
+        return None
+    path = Path(value)
+    if not path.exists():
+        raise BadInput(f"--env {value}: no such directory")
+    return path
+
+
+def finish_report(report: Report, args: argparse.Namespace) -> int:
+    if getattr(args, "junit", None):
+        Path(args.junit).write_text(to_junit(report), encoding="utf-8")
+    if args.json:
+        emit_json(report.model_dump(mode="json"))
+    render(report, console_err())
+    return exit_code(report.results)
+
+
+def finish_results(results: Sequence[Result], title: str, args: argparse.Namespace) -> int:
+    if args.json:
+        emit_json({"schema_version": 1, "results": [r.model_dump(mode="json") for r in results]})
+    render_results(results, title, console_err())
+    return exit_code(results)

@@ -1,0 +1,120 @@
+"""`python -m validators run STACK --env PATH [--only GROUP...] [--keep-going] [--junit FILE] [--image REF]`
+
+Runs the manifest's required groups cheapest first (host, static, runtime, serve-bench) and
+stops at the first failing group unless --keep-going. With --image, the same command runs
+inside a built image (its env at /opt/stackgate/env) and its JSON report comes back here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from stackgate.errors import BadInput, EnvironmentProblem
+from stackgate.loading import load_stack
+from validators.commands._common import env_path, finish_report
+from validators.context import RunContext
+from validators.pipeline import ORDER, run_pipeline
+from validators.results import Report
+
+NAME = "run"
+HELP = "run the validator groups on an environment (host, static, runtime, serve-bench)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("stack", help="stack name or manifest")
+    parser.add_argument(
+        "--env", help="the environment to judge (default for nox: envs/<stack>/current)"
+    )
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=ORDER,
+        metavar="GROUP",
+        help=f"run only these groups ({', '.join(ORDER)})",
+    )
+    parser.add_argument(
+        "--keep-going", action="store_true", help="run every group even after a failure"
+    )
+    parser.add_argument("--junit", metavar="FILE", help="also write JUnit XML here")
+    parser.add_argument("--image", metavar="REF", help="run the validators inside this built image")
+    parser.add_argument(
+        "--topology",
+        choices=["pcie", "nvlink"],
+        help="interconnect profile to test (default: detected via NVML)",
+    )
+    parser.add_argument("--serve-profile", help="serving profile for serve-bench")
+    parser.add_argument("--out-dir", help="folder for logs the groups keep")
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="group options, e.g. targets=12.0a, nccl_iters=200, probe_timeout=120",
+    )
+
+
+def _options(items: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise BadInput(f"--option {item!r}: expected KEY=VALUE")
+        out[key] = value
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    loaded = load_stack(args.stack)
+    groups = args.only or list(loaded.manifest.validation.required)
+    if args.image:
+        report = _run_in_image(args, loaded.manifest.name, groups)
+        return finish_report(report, args)
+    path = env_path(args.env)
+    ctx = RunContext(
+        stack=loaded,
+        env_path=path,
+        topology=args.topology,
+        keep_going=args.keep_going,
+        serve_profile=args.serve_profile,
+        out_dir=Path(args.out_dir) if args.out_dir else None,
+        options=_options(args.option),
+    )
+    return finish_report(run_pipeline(ctx, groups), args)
+
+
+def _run_in_image(args: argparse.Namespace, stack: str, groups: list[str]) -> Report:
+    try:
+        from stackgate import container_run
+    except ImportError as exc:
+        raise EnvironmentProblem(f"--image needs stackgate.container_run: {exc}") from None
+    argv = [
+        container_run.TOOL_PYTHON,
+        "-m",
+        "validators",
+        "run",
+        f"{container_run.IMAGE_STACK_DIR}/{stack}.toml",
+        "--env",
+        container_run.IMAGE_ENV,
+        "--json",
+        "--only",
+        *groups,
+    ]
+    if args.keep_going:
+        argv.append("--keep-going")
+    if args.topology:
+        argv += ["--topology", args.topology]
+    for item in args.option:
+        argv += ["--option", item]
+    done = container_run.run_in_image(args.image, argv, gpus=True)
+    try:
+        return Report.model_validate(json.loads(done.stdout))
+    except (ValueError, ValidationError) as exc:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-15:]
+        raise EnvironmentProblem(
+            f"the validators inside {args.image} gave no report (exit {done.returncode}): {exc}",
+            details=tail,
+        ) from None

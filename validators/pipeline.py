@@ -1,0 +1,87 @@
+"""Run validator groups cheapest first and build the Report.
+
+Order: host, static, runtime, serve-bench. A group with a FAIL or ERROR stops the run unless
+keep_going; the groups not run are listed with why. Groups are imported lazily: the
+serve-bench group lives in `validators.serve.group` (its own issue) and may be absent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+
+from validators.context import GroupRunner, RunContext
+from validators.results import Report, Result
+
+ORDER = ("host", "static", "runtime", "serve-bench")
+MODULES = {
+    "host": "validators.preflight.group",
+    "static": "validators.static.group",
+    "runtime": "validators.runtime.group",
+    "serve-bench": "validators.serve.group",
+}
+
+
+def load_group(name: str) -> GroupRunner | str:
+    """The group's run_group, or why it cannot be loaded."""
+    module_name = MODULES[name]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and module_name.startswith(exc.name):
+            return f"{name} not available ({module_name} is not installed in this checkout)"
+        return f"{name} cannot be imported: {exc}"
+    runner = getattr(module, "run_group", None)
+    if runner is None:
+        return f"{name} not available ({module_name} has no run_group)"
+    return runner  # type: ignore[no-any-return]
+
+
+def run_pipeline(
+    ctx: RunContext,
+    groups: Sequence[str],
+    *,
+    loader: Callable[[str], GroupRunner | str] = load_group,
+) -> Report:
+    wanted = [g for g in ORDER if g in groups]
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    t0 = time.perf_counter()
+    report = Report(
+        stack=ctx.stack.manifest.name,
+        manifest_sha256=hashlib.sha256(ctx.stack.path.read_bytes()).hexdigest(),
+        env_path=str(ctx.env_path) if ctx.env_path else None,
+        started_at=started,
+    )
+    stopped_by: str | None = None
+    for name in wanted:
+        if stopped_by is not None:
+            report.groups_skipped[name] = f"not run: group '{stopped_by}' failed (use --keep-going)"
+            continue
+        runner = loader(name)
+        t = time.perf_counter()
+        if isinstance(runner, str):
+            results = [Result(check=f"{name}.available", group=name, status="ERROR", reason=runner)]
+        else:
+            try:
+                results = runner(ctx)
+            except Exception as exc:  # a group must not take the run down; say what broke
+                results = [
+                    Result(
+                        check=f"{name}.crashed",
+                        group=name,
+                        status="ERROR",
+                        reason=f"{type(exc).__name__}: {exc}",
+                        duration_s=round(time.perf_counter() - t, 3),
+                    )
+                ]
+        report.results.extend(results)
+        report.groups_run.append(name)
+        if name == "host":
+            report.host = {r.check: r.evidence for r in results if r.evidence}
+        if not ctx.keep_going and any(r.status in ("FAIL", "ERROR") for r in results):
+            stopped_by = name
+    report.duration_s = round(time.perf_counter() - t0, 3)
+    return report

@@ -1,0 +1,411 @@
+"""The runtime group: probes in subprocesses of the env's interpreter, on the GPUs of this host."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from stackgate.manifest import Manifest, Topology, arch_cc
+from validators.context import RunContext
+from validators.preflight.group import detected_topology
+from validators.preflight.probes import nvcc_version, probe_gpus, probe_nvcc
+from validators.results import Result, Status
+from validators.runtime import nccl_latency as nl
+from validators.runtime import sglang_rules as sr
+from validators.runtime.runner import ProbeOutcome, probe_env, run_distributed, run_probe
+
+GROUP = "runtime"
+NCCL_PREFIX = "NCCL_"
+
+
+def _r(
+    check: str,
+    status: Any,
+    reason: str,
+    evidence: dict[str, Any] | None = None,
+    seconds: float = 0.0,
+) -> Result:
+    return Result(
+        check=check,
+        group=GROUP,
+        status=status,
+        reason=reason,
+        evidence=evidence or {},
+        duration_s=round(seconds, 3),
+    )
+
+
+def _from(check: str, o: ProbeOutcome) -> Result:
+    return _r(check, o.status, o.reason, o.evidence, o.seconds)
+
+
+def run_group(ctx: RunContext) -> list[Result]:
+    manifest = ctx.stack.manifest
+    if ctx.env_path is None or ctx.python is None:
+        return [_r("runtime.env", "SKIP", "no --env given: no interpreter to probe with")]
+    python = ctx.python
+    if not python.exists():
+        return [_r("runtime.env", "ERROR", f"{ctx.env_path} has no interpreter at {python}")]
+    timeout = float(ctx.options.get("probe_timeout", manifest.validation.timeouts.check_s))
+    gpus = probe_gpus()
+    inv = gpus.value
+    topology: Topology | None = ctx.topology or detected_topology(inv)
+    stack_env = manifest.env_for(topology)
+    env = probe_env(stack_env)
+    nvcc = nvcc_version(probe_nvcc())
+    out: list[Result] = []
+    # The fusion module's arch gate needs no GPU when the stack names its archs.
+    if env.get("FLASHINFER_CUDA_ARCH_LIST") or inv is not None:
+        out.append(_comm_arch(manifest, python, env, timeout, nvcc))
+    if inv is None or not inv.gpus:
+        why = gpus.reason or "the driver reports no GPU"
+        out.append(_r("runtime.gpu", "SKIP", f"no GPU on this host: {why}"))
+        return out
+
+    torch_o = run_probe(python, "torch", env=env, timeout=timeout)
+    out.append(_from("runtime.torch", torch_o))
+    out.append(_torch_cuda(manifest, torch_o))
+    for name in ("sgl_kernel", "flashinfer", "sglang"):
+        out.append(_from(f"runtime.{name}", run_probe(python, name, env=env, timeout=timeout)))
+    devices = torch_o.evidence.get("devices") or []
+    cc = tuple(devices[0]["cc"]) if devices else None
+    out.extend(_jit(ctx, python, env, cc, nvcc))
+
+    out.extend(_sglang_decisions(manifest, cc, inv, topology))
+
+    world = len(devices)
+    if torch_o.status != "PASS":
+        why = f"torch probe did not pass ({torch_o.reason[:200]})"
+        out.append(_r("runtime.symm_mem", "SKIP", why))
+        out.append(_r("runtime.nccl_latency", "SKIP", why))
+        return out
+    if world < 2:
+        out.append(_r("runtime.symm_mem", "SKIP", f"{world} GPU: symmetric memory needs >= 2"))
+        out.append(_r("runtime.nccl_latency", "SKIP", f"{world} GPU: no all-reduce to time"))
+        return out
+    logs = ctx.out_dir / "runtime-logs" if ctx.out_dir else None
+    out.append(_symm_mem(python, env, world, timeout, logs))
+    out.append(_nccl(ctx, python, stack_env, topology, world, timeout, logs))
+    return out
+
+
+def _jit(
+    ctx: RunContext,
+    python: Path,
+    env: dict[str, str],
+    cc: tuple[int, ...] | None,
+    nvcc: Version | None,
+) -> list[Result]:
+    """JIT one kernel with the stack's arch list; again for the device's own arch if the list
+    leaves it out (a host that is not the stack's target still proves JIT works)."""
+    timeout = float(ctx.options.get("jit_timeout", "600"))
+    arch_list = env.get("FLASHINFER_CUDA_ARCH_LIST")
+    out = [
+        _explained(
+            "runtime.flashinfer_jit",
+            run_probe(python, "flashinfer_jit", env=env, timeout=timeout),
+            cc,
+            nvcc,
+            arch_list,
+        )
+    ]
+    if cc is not None and arch_list and out[0].status == "FAIL":
+        listed = {a.rstrip("af") for a in arch_list.split()}
+        if f"{cc[0]}.{cc[1]}" not in listed:
+            # Not the stack's target GPU: the stack's arch list cannot run here by design. JIT
+            # for this device's arch instead, so the compile-and-run path is still proven.
+            own = {k: v for k, v in env.items() if k != "FLASHINFER_CUDA_ARCH_LIST"}
+            o = run_probe(python, "flashinfer_jit", env=own, timeout=timeout)
+            out.append(_explained("runtime.flashinfer_jit.device_arch", o, cc, nvcc, None))
+            out[0] = out[0].model_copy(
+                update={
+                    "status": "SKIP",
+                    "reason": f"host is SM{cc[0]}{cc[1]}, FLASHINFER_CUDA_ARCH_LIST={arch_list!r}: the "
+                    f"kernel built for the stack's archs cannot launch here ({out[0].reason[:300]}); "
+                    "see runtime.flashinfer_jit.device_arch",
+                }
+            )
+    return out
+
+
+def _explained(
+    check: str,
+    o: ProbeOutcome,
+    cc: tuple[int, ...] | None,
+    nvcc: Version | None,
+    arch_list: str | None,
+) -> Result:
+    why = sr.explain_flashinfer_jit(o.reason, cc, nvcc, arch_list)  # type: ignore[arg-type]
+    if why:
+        o = ProbeOutcome(o.status, f"{o.reason} -- real cause: {why}", o.evidence, o.seconds)
+    return _from(check, o)
+
+
+def _comm_arch(
+    manifest: Manifest, python: Path, env: dict[str, str], timeout: float, nvcc: Version | None
+) -> Result:
+    """FlashInfer's all-reduce fusion module vs the target archs; FAIL only when it will be used."""
+    o = run_probe(python, "flashinfer_comm_arch", env=env, timeout=timeout)
+    result = _explained(
+        "runtime.flashinfer_fusion_arch", o, None, nvcc, env.get("FLASHINFER_CUDA_ARCH_LIST")
+    )
+    _, flags = _profile_flags(manifest)
+    if result.status == "FAIL" and "--enable-flashinfer-allreduce-fusion" not in flags:
+        majors = sorted({arch_cc(a)[0] for a in manifest.host.target_archs})
+        if not any(m in (9, 10) for m in majors):
+            return result.model_copy(
+                update={
+                    "status": "SKIP",
+                    "reason": f"SGLang 0.5.9 does not use FlashInfer all-reduce fusion on SM{majors}; "
+                    f"were it enabled: {result.reason}",
+                }
+            )
+    return result
+
+
+def _torch_cuda(manifest: Manifest, o: ProbeOutcome) -> Result:
+    have = o.evidence.get("cuda")
+    want = Version(manifest.host.cuda)
+    if not have:
+        return _r("runtime.torch_cuda", "SKIP", f"torch probe gave no CUDA version ({o.status})")
+    try:
+        got = Version(str(have))
+    except InvalidVersion:
+        return _r("runtime.torch_cuda", "ERROR", f"unreadable torch.version.cuda {have!r}")
+    ok = (got.major, got.minor) == (want.major, want.minor)
+    return _r(
+        "runtime.torch_cuda",
+        "PASS" if ok else "FAIL",
+        f"torch.version.cuda is {got}, the stack says CUDA {want}"
+        + ("" if ok else ": a torch build for another CUDA is installed"),
+        {"torch_cuda": str(got)},
+    )
+
+
+def _profile_flags(manifest: Manifest) -> tuple[int, set[str]]:
+    name = manifest.validation.serve_profile
+    profile = manifest.serving.get(name) if name else None
+    if profile is None:
+        return 1, set()
+    return profile.tp, {a.split("=", 1)[0] for a in profile.extra_args}
+
+
+def _sglang_decisions(
+    manifest: Manifest, cc: tuple[int, ...] | None, inv: Any, topology: Topology | None
+) -> list[Result]:
+    tp, flags = _profile_flags(manifest)
+    majors = sorted({arch_cc(a)[0] for a in manifest.host.target_archs})
+    sources = {f"target {a}": arch_cc(a)[0] for a in manifest.host.target_archs}
+    if cc is not None:
+        sources[f"device SM{cc[0]}{cc[1]}"] = int(cc[0])
+    fi_pin = manifest.package("flashinfer-python")
+    fi_version = Version(fi_pin.version) if fi_pin and fi_pin.version else None
+    full_nvlink = topology == "nvlink"
+    out: list[Result] = []
+
+    table = {
+        where: {ws: sr.torch_symm_mem(major, ws).reason for ws in (2, 4, 6, 8)}
+        for where, major in sources.items()
+    }
+    wants_symm = "--enable-torch-symm-mem" in flags
+    bad = [
+        where
+        for where, major in sources.items()
+        if major not in sr.TORCH_SYMM_MEM_MAX_SIZES and major >= 9
+    ]
+    if bad and wants_symm:
+        out.append(
+            _r(
+                "runtime.sglang.torch_symm_mem",
+                "FAIL",
+                f"{', '.join(bad)}: {sr.torch_symm_mem(sources[bad[0]], tp).reason}",
+                {"table": table},
+            )
+        )
+    elif bad:
+        out.append(
+            _r(
+                "runtime.sglang.torch_symm_mem",
+                "SKIP",
+                "the serving profile does not pass --enable-torch-symm-mem; on "
+                f"{', '.join(bad)} it would raise KeyError: {sources[bad[0]]} "
+                "(SGLang's table has CC 9 and 10 only)",
+                {"table": table},
+            )
+        )
+    else:
+        out.append(
+            _r(
+                "runtime.sglang.torch_symm_mem",
+                "PASS",
+                "SGLang's torch-symm-mem tables cover " + ", ".join(sources),
+                {"table": table},
+            )
+        )
+
+    car = {ws: sr.custom_all_reduce(ws, full_nvlink).reason for ws in (2, 4, 6, 8)}
+    decision = sr.custom_all_reduce(tp, full_nvlink)
+    out.append(
+        _r(
+            "runtime.sglang.custom_allreduce",
+            "PASS",
+            f"TP {tp} on {topology or 'unknown'} interconnect: custom all-reduce "
+            f"{'on' if decision.enabled else 'off'} ({decision.reason})",
+            {"by_world_size": car, "tp": tp, "topology": topology},
+        )
+    )
+
+    fusion = {
+        where: sr.flashinfer_fusion(major, fi_version).reason for where, major in sources.items()
+    }
+    no_fusion = [w for w, m in sources.items() if not sr.flashinfer_fusion(m, fi_version).enabled]
+    if "--enable-flashinfer-allreduce-fusion" in flags and any(m == 12 for m in majors):
+        out.append(
+            _r(
+                "runtime.sglang.allreduce_fusion",
+                "FAIL",
+                "the profile passes --enable-flashinfer-allreduce-fusion, a no-op on SM12x: "
+                + sr.flashinfer_fusion(12, fi_version).reason,
+                {"by_arch": fusion},
+            )
+        )
+    else:
+        out.append(
+            _r(
+                "runtime.sglang.allreduce_fusion",
+                "PASS",
+                ("FlashInfer all-reduce fusion off on " + ", ".join(no_fusion))
+                if no_fusion
+                else "FlashInfer all-reduce fusion available",
+                {"by_arch": fusion},
+            )
+        )
+    return out
+
+
+def _symm_mem(
+    python: Path, env: dict[str, str], world: int, timeout: float, logs: Path | None
+) -> Result:
+    o = run_distributed(
+        python, ["symm_mem"], world_size=world, env=env, timeout=timeout, log_dir=logs
+    )
+    if o.status != "PASS":
+        return _from("runtime.symm_mem", o)
+    d = o.evidence
+    if not d.get("ok"):
+        err = str(d.get("error", ""))
+        hint = (
+            " -- with multicast on, some hosts fail here: set TORCH_SYMM_MEM_DISABLE_MULTICAST=1"
+            if "invalid argument" in err
+            else ""
+        )
+        return _r(
+            "runtime.symm_mem",
+            "FAIL",
+            f"rendezvous across {world} GPUs failed: {err}{hint}",
+            d,
+            o.seconds,
+        )
+    peer = d.get("peer_read_ok")
+    status: Status = "PASS" if peer else "FAIL"
+    return _r(
+        "runtime.symm_mem",
+        status,
+        f"torch symmetric-memory rendezvous across {world} GPUs "
+        + (
+            "works, peer buffers readable"
+            if peer
+            else "returned, but a peer buffer read wrong data"
+        )
+        + f"; multicast {'on' if d.get('multicast_ptr_nonzero') else 'off'}",
+        d,
+        o.seconds,
+    )
+
+
+def _nccl(
+    ctx: RunContext,
+    python: Path,
+    stack_env: dict[str, str],
+    topology: Topology | None,
+    world: int,
+    timeout: float,
+    logs: Path | None,
+) -> Result:
+    manifest = ctx.stack.manifest
+    sizes = nl.message_sizes()
+    iters = ctx.options.get("nccl_iters", "200")
+    args = ["nccl", ",".join(map(str, sizes)), iters]
+    profile_vars = {k: v for k, v in stack_env.items() if k.startswith(NCCL_PREFIX)}
+    runs: dict[str, Any] = {}
+    seconds = 0.0
+    for label, extra in (
+        ("profile", stack_env),
+        ("defaults", {k: v for k, v in stack_env.items() if not k.startswith(NCCL_PREFIX)}),
+    ):
+        env = probe_env(extra, drop_prefixes=(NCCL_PREFIX,))
+        o = run_distributed(
+            python,
+            args,
+            world_size=world,
+            env=env,
+            timeout=max(timeout, 300.0),
+            log_dir=logs,
+            tag=label,
+        )
+        if o.status != "PASS":
+            return _from(
+                "runtime.nccl_latency",
+                ProbeOutcome(o.status, f"{label} run: {o.reason}", o.evidence, o.seconds),
+            )
+        runs[label] = o.evidence
+        seconds += o.seconds
+    prof = nl.summarize(runs["profile"])
+    base = nl.summarize(runs["defaults"])
+    rows = nl.compare(prof, base)
+    one = next(s for s in prof if s.bytes == nl.KIMI_K25_HIDDEN * nl.BF16_BYTES)
+    one_d = next(s for s in base if s.bytes == one.bytes)
+    step = nl.decode_step_cost_us(one.p50_us)
+    step_d = nl.decode_step_cost_us(one_d.p50_us)
+    evidence = {
+        "topology_profile": topology,
+        "profile_env": profile_vars,
+        "world_size": world,
+        "nccl": runs["profile"].get("nccl"),
+        "device": runs["profile"].get("device"),
+        "rows": rows,
+        "decode_step_allreduce_us": {
+            "profile": round(step, 1),
+            "defaults": round(step_d, 1),
+            "allreduces": nl.ALLREDUCES_PER_LAYER * nl.KIMI_K25_LAYERS,
+        },
+    }
+    wrong = [s.bytes for s in prof + base if not s.correct]
+    if wrong:
+        return _r(
+            "runtime.nccl_latency",
+            "FAIL",
+            f"all-reduce returned wrong sums for sizes {wrong}",
+            evidence,
+            seconds,
+        )
+    big = rows[-1]
+    summary = (
+        f"{world} GPUs, '{topology or 'no'}' profile vs NCCL defaults: 1-token ({one.bytes} B) "
+        f"p50 {one.p50_us:.1f} vs {one_d.p50_us:.1f} us, p90 {one.p90_us:.1f} vs {one_d.p90_us:.1f} us; "
+        f"decode step ({nl.ALLREDUCES_PER_LAYER * nl.KIMI_K25_LAYERS} all-reduces) {step / 1000:.2f} vs {step_d / 1000:.2f} ms; "
+        f"{big['bytes'] >> 20} MB p50 ratio {big['p50_ratio']}"
+    )
+    limit = manifest.validation.thresholds.allreduce_p50_us_max
+    if limit is not None and one.p50_us > limit:
+        return _r(
+            "runtime.nccl_latency",
+            "FAIL",
+            f"1-token all-reduce p50 {one.p50_us:.1f} us exceeds the manifest's "
+            f"allreduce_p50_us_max {limit} us; {summary}",
+            evidence,
+            seconds,
+        )
+    return _r("runtime.nccl_latency", "PASS", summary, evidence, seconds)

@@ -1,0 +1,181 @@
+"""Run probe scripts with the environment's own interpreter, isolated and time-boxed."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+PROBES_DIR = Path(__file__).resolve().parent / "probes"
+MARKER = "STACKGATE_PROBE "
+# Never let a probe turn NVLink multicast on: on shared hosts it can take GPUs out of service.
+SAFETY_ENV = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+}
+
+
+@dataclass(frozen=True)
+class ProbeOutcome:
+    status: str
+    reason: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def probe_env(
+    extra: Mapping[str, str] | None = None, drop_prefixes: tuple[str, ...] = ()
+) -> dict[str, str]:
+    env = (
+        {k: v for k, v in os.environ.items() if not k.startswith(drop_prefixes)}
+        if drop_prefixes
+        else dict(os.environ)
+    )
+    env.update(extra or {})
+    env.update(SAFETY_ENV)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.pop("PYTHONPATH", None)  # the env under test imports only what it has
+    return env
+
+
+def run_probe(python: Path, probe: str, *, env: Mapping[str, str], timeout: float) -> ProbeOutcome:
+    """`python smoke.py PROBE` -> the outcome it printed, or ERROR with why it printed none."""
+    script = PROBES_DIR / "smoke.py"
+    if not python.exists():
+        return ProbeOutcome("ERROR", f"the environment's interpreter {python} does not exist")
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(
+            [str(python), str(script), probe],
+            env=dict(env),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return ProbeOutcome(
+            "FAIL",
+            f"probe '{probe}' did not finish within {timeout:.0f} s (hang?)",
+            seconds=time.perf_counter() - start,
+        )
+    except OSError as exc:
+        return ProbeOutcome("ERROR", f"cannot start {python}: {exc}")
+    seconds = time.perf_counter() - start
+    for line in reversed(done.stdout.splitlines()):
+        if line.startswith(MARKER):
+            try:
+                data = json.loads(line[len(MARKER) :])
+            except ValueError:
+                break
+            return ProbeOutcome(
+                str(data["status"]), str(data["reason"]), dict(data.get("evidence", {})), seconds
+            )
+    tail = (done.stderr or done.stdout).strip().splitlines()[-15:]
+    signal = f" (killed by signal {-done.returncode})" if done.returncode < 0 else ""
+    return ProbeOutcome(
+        "FAIL",
+        f"probe '{probe}' exited {done.returncode}{signal} without a result: "
+        + " | ".join(tail)[-1500:],
+        {"stderr_tail": tail},
+        seconds,
+    )
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run_distributed(
+    python: Path,
+    args: list[str],
+    *,
+    world_size: int,
+    env: Mapping[str, str],
+    timeout: float,
+    log_dir: Path | None = None,
+    tag: str = "",
+) -> ProbeOutcome:
+    """One process per GPU (`dist.py MODE OUT ...`); rank 0's JSON is the outcome's evidence."""
+    if not python.exists():
+        return ProbeOutcome("ERROR", f"the environment's interpreter {python} does not exist")
+    script = PROBES_DIR / "dist.py"
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="stackgate-dist-") as tmp:
+        out = Path(tmp) / "rank0.json"
+        procs: list[subprocess.Popen[str]] = []
+        logs = []
+        start = time.perf_counter()
+        for rank in range(world_size):
+            penv = dict(env)
+            penv.update(
+                {
+                    "RANK": str(rank),
+                    "WORLD_SIZE": str(world_size),
+                    "LOCAL_RANK": str(rank),
+                    "MASTER_ADDR": "127.0.0.1",
+                    "MASTER_PORT": str(port),
+                }
+            )
+            log = (log_dir or Path(tmp)) / f"{args[0]}{'-' + tag if tag else ''}-rank{rank}.log"
+            log.parent.mkdir(parents=True, exist_ok=True)
+            handle = log.open("w", encoding="utf-8")
+            logs.append((log, handle))
+            procs.append(
+                subprocess.Popen(
+                    [str(python), str(script), args[0], str(out), *args[1:]],
+                    env=penv,
+                    stdout=handle,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                )
+            )
+        timed_out = False
+        for p in procs:
+            remaining = max(1.0, timeout - (time.perf_counter() - start))
+            try:
+                p.wait(timeout=remaining)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                break
+        if timed_out:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        for _, handle in logs:
+            handle.close()
+        seconds = time.perf_counter() - start
+        tails = {
+            log.name: log.read_text(encoding="utf-8", errors="replace").splitlines()[-8:]
+            for log, _ in logs
+        }
+        if timed_out:
+            return ProbeOutcome(
+                "FAIL",
+                f"{args[0]} probe with {world_size} processes did not finish "
+                f"within {timeout:.0f} s",
+                {"logs": tails},
+                seconds,
+            )
+        if not out.is_file():
+            codes = [p.returncode for p in procs]
+            return ProbeOutcome(
+                "FAIL",
+                f"{args[0]} probe exited {codes} without a result: "
+                + " | ".join(next(iter(tails.values()), []))[-1500:],
+                {"logs": tails},
+                seconds,
+            )
+        data = json.loads(out.read_text(encoding="utf-8"))
+        return ProbeOutcome("PASS", "ran", data, seconds)
