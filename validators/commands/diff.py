@@ -18,7 +18,7 @@ from stackgate.paths import stack_names
 from validators.gate.compare import gate
 from validators.gate.diffs import Change, diff_flat, diff_manifests
 from validators.gate.policy import GatePolicy
-from validators.gate.render import changes_table, checks_table, host_table, metrics_table
+from validators.gate.render import changes_table, host_table, metrics_table, print_checks
 from validators.records.cli_args import add_store_argument
 from validators.records.model import Record
 from validators.records.resolve import resolve_record
@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         result = gate(a.record, b.record, GatePolicy(min_repeats=2))
         if result.host:
             console.print(host_table(result))
-        console.print(checks_table(result, show_ok=False))
+        print_checks(console, result, show_ok=False)
         if result.metrics:
             console.print(metrics_table(result))
         payload["host"] = [h.model_dump() for h in result.host]

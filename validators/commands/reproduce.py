@@ -12,7 +12,7 @@ from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.output import console_err
 from validators.commands.gate import add_policy_arguments, policy_from
 from validators.gate.policy import DEFAULT_REPEATS
-from validators.gate.render import checks_table, metrics_table
+from validators.gate.render import metrics_table, print_checks
 from validators.records.cli_args import add_store_argument
 from validators.records.resolve import resolve_record
 from validators.records.store import RecordStore
@@ -75,7 +75,7 @@ def _render(outcome: ReproduceOutcome) -> None:
             table.add_row(d.field, d.recorded, d.here, d.impact)
         console.print(table)
     if outcome.gate is not None:
-        console.print(checks_table(outcome.gate, show_ok=False))
+        print_checks(console, outcome.gate, show_ok=False)
         if outcome.gate.metrics:
             console.print(metrics_table(outcome.gate))
     console.print(

@@ -69,6 +69,13 @@ def checks_table(result: GateResult, *, show_ok: bool = True) -> Table:
     return table
 
 
+def print_checks(console: Console, result: GateResult, *, show_ok: bool) -> None:
+    if not show_ok and all(c.status == "OK" for c in result.checks):
+        console.print(f"checks: all {len(result.checks)} OK")
+        return
+    console.print(checks_table(result, show_ok=show_ok))
+
+
 def metrics_table(result: GateResult) -> Table:
     table = Table(
         title=f"metrics (ratio < 1 is worse; {result.policy['confidence']:.0%} bootstrap bounds)"
@@ -146,7 +153,7 @@ def render_gate(console: Console, result: GateResult, *, show_ok_checks: bool = 
                 "[yellow]note:[/] the hosts differ in ways that change performance; "
                 "metric ratios compare different machines"
             )
-    console.print(checks_table(result, show_ok=show_ok_checks))
+    print_checks(console, result, show_ok=show_ok_checks)
     if result.metrics:
         console.print(metrics_table(result))
     if result.underpowered:
