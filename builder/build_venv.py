@@ -34,6 +34,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from builder import atomic, envprofile, patches
+from builder.digests import DigestCache
 from builder.history import read_history, write_history
 from builder.jobs import JobPlan, plan_jobs
 from builder.lock import (
@@ -367,7 +368,7 @@ class _Build:
             with timer.step("verify", "comparing installed packages with the lock"):
                 installed = self._verify(env_python, state)
             with timer.step("hash", "hashing the installed files"):
-                tree = tree_hash(partial, own_paths=(partial, final))
+                tree = tree_hash(partial, own_paths=(partial, final), cache=DigestCache())
             with timer.step("record", "writing the build record"):
                 record = BuildRecord(
                     stack=loaded.manifest.name,

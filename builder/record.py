@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from builder.digests import DigestCache, Key, key_of, rememberable
 from builder.jobs import JobPlan
 from stackgate.manifest import Topology
 
@@ -140,39 +142,72 @@ def _iter_files(root: Path) -> list[Path]:
     return sorted(found, key=lambda p: p.relative_to(root).as_posix())
 
 
-def tree_hash(root: Path, *, own_paths: tuple[Path, ...] = ()) -> TreeHash:
+def _file_digest(path: Path, size: int, patterns: list[bytes]) -> bytes:
+    digest = hashlib.sha256()
+    if size <= _SMALL_FILE:
+        data = path.read_bytes()
+        for pattern in patterns:
+            data = data.replace(pattern, _PLACEHOLDER)
+        digest.update(data)
+    else:
+        with path.open("rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    return digest.digest()
+
+
+def tree_hash(
+    root: Path, *, own_paths: tuple[Path, ...] = (), cache: DigestCache | None = None
+) -> TreeHash:
     """Content hash of every file under root (see the module docstring for what is excluded).
 
     own_paths: absolute paths this tree was built at (e.g. the .partial folder and the final
     folder); their mentions in small files are normalized so the hash does not depend on them.
+    cache: remembered digests (builder.digests). Only files that cannot mention the env's own
+    path are looked up there: files hard-linked from uv's cache (nlink > 1: shared with every
+    env, so env-independent) and large files (never normalized). Files uv wrote for this env
+    alone (scripts, RECORD, pyvenv.cfg) are always read.
     """
     patterns = sorted({str(p).encode() for p in (root, *own_paths)}, key=len, reverse=True)
-    digest = hashlib.sha256()
-    count = 0
+    known = cache.load() if cache is not None else {}
+    entries: list[tuple[str, bytes, bytes]] = []  # (rel, kind, digest)
+    todo: list[tuple[int, Path, int, Key | None]] = []
     total = 0
-    for path in _iter_files(root):
+    files = _iter_files(root)
+    for index, path in enumerate(files):
         rel = path.relative_to(root).as_posix()
         if path.is_symlink():
             target = str(path.readlink()).encode()
             for pattern in patterns:
                 target = target.replace(pattern, _PLACEHOLDER)
-            digest.update(b"L\0" + rel.encode() + b"\0" + target + b"\0")
-            count += 1
+            entries.append((rel, b"L", target))
             continue
-        mode = path.stat().st_mode
-        kind = b"X" if mode & 0o111 else b"F"
-        size = path.stat().st_size
-        file_digest = hashlib.sha256()
-        if size <= _SMALL_FILE:
-            data = path.read_bytes()
-            for pattern in patterns:
-                data = data.replace(pattern, _PLACEHOLDER)
-            file_digest.update(data)
-        else:
-            with path.open("rb") as handle:
-                for chunk in iter(lambda: handle.read(1 << 20), b""):
-                    file_digest.update(chunk)
-        digest.update(kind + b"\0" + rel.encode() + b"\0" + file_digest.digest())
-        count += 1
-        total += size
-    return TreeHash(sha256=digest.hexdigest(), files=count, bytes=total)
+        st = path.stat()
+        total += st.st_size
+        kind = b"X" if st.st_mode & 0o111 else b"F"
+        shared = st.st_nlink > 1 or st.st_size > _SMALL_FILE
+        key = key_of(st) if shared else None
+        if key is not None and key in known:
+            entries.append((rel, kind, known[key]))
+            continue
+        entries.append((rel, kind, b""))
+        todo.append((index, path, st.st_size, key if key and rememberable(st) else None))
+    # sha256 releases the GIL: a few threads use the cores a cold hash needs.
+    workers = max(1, min(4, len(os.sched_getaffinity(0))))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        digests = list(pool.map(lambda t: _file_digest(t[1], t[2], patterns), todo))
+    for (index, _path, _size, key), digest in zip(todo, digests, strict=True):
+        rel, kind, _ = entries[index]
+        entries[index] = (rel, kind, digest)
+        if key is not None and cache is not None:
+            cache.remember(key, digest)
+    if cache is not None:
+        cache.flush()
+    tree = hashlib.sha256()
+    for rel, kind, digest in entries:
+        tree.update(kind + b"\0" + rel.encode() + b"\0" + digest + (b"\0" if kind == b"L" else b""))
+    return TreeHash(
+        sha256=tree.hexdigest(),
+        files=len(entries),
+        bytes=total,
+    )
