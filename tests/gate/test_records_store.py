@@ -146,3 +146,23 @@ def test_a_file_that_is_not_a_store_is_bad_input(tmp_path: Path) -> None:
     path.write_bytes(b"not sqlite at all" * 100)
     with pytest.raises(BadInput, match="not a readable record store"), RecordStore.open(path):
         pass
+
+
+def test_a_record_carries_the_golden_outputs_of_its_profiles(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repo_root: Path
+) -> None:
+    stacks = tmp_path / "stacks"
+    (stacks / "refs").mkdir(parents=True)
+    text = (repo_root / "stacks" / "cu128.toml").read_text()
+    (stacks / "cu128.toml").write_text(
+        text + '\n[serving.small]\nengine = "openai-command"\nmodel_path = "/m"\n'
+        'command = ["true"]\ncorrectness_reference = "refs/small.json"\n'
+    )
+    golden = {"stack": "cu128", "profile": "small", "greedy": [{"prompt": "2+2", "text": "4"}]}
+    (stacks / "refs" / "small.json").write_text(json.dumps(golden))
+    monkeypatch.setenv("STACKGATE_STACKS_DIR", str(stacks))
+    record = compose_record(
+        load_stack("cu128"), [make_report(np.random.default_rng(0))], build=BuildFacts(),
+        host=HostFingerprint(), kind="known-good",
+    )  # fmt: skip
+    assert record.golden_outputs["serving.small"] == golden

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import getpass
 import hashlib
+import json
 import socket
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
 from stackgate import __version__
 from stackgate.loading import LoadedStack
@@ -56,6 +57,29 @@ def qualify(loaded: LoadedStack, reports: Sequence[Report]) -> list[str]:
     return problems
 
 
+_MAX_GOLDEN_BYTES = 8 << 20
+
+
+def golden_references(loaded: LoadedStack) -> dict[str, Any]:
+    """The greedy outputs the correctness checks compare against, per serving profile.
+
+    validators/serve keeps them in the file the profile's `correctness_reference` names (JSON,
+    relative to the manifest); a record carries a copy so a new host can check its outputs
+    against what the known-good stack said, even without that file.
+    """
+    out: dict[str, Any] = {}
+    for name, profile in loaded.manifest.serving.items():
+        if not profile.correctness_reference:
+            continue
+        path = loaded.folder / profile.correctness_reference
+        try:
+            if path.stat().st_size <= _MAX_GOLDEN_BYTES:
+                out[f"serving.{name}"] = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # absent or unreadable: the correctness check itself says so
+    return out
+
+
 def _merge_checks(reports: Sequence[Report]) -> list[Result]:
     """One result per check: the worst status over the runs (a flaky check is not a PASS)."""
     order = {"ERROR": 0, "FAIL": 1, "SKIP": 2, "PASS": 3}
@@ -79,6 +103,7 @@ def compose_record(
     host_mismatch: Sequence[str] = (),
 ) -> Record:
     metrics, distributions, golden = merge_runs(run_metrics(r) for r in reports)
+    golden = {**golden_references(loaded), **golden}
     env = env_profile(build.raw) or loaded.manifest.env_for(None)
     try:
         who: str | None = f"{getpass.getuser()}@{socket.gethostname()}"
