@@ -64,6 +64,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--docker-host", help="Docker daemon URL (default DOCKER_HOST or the socket)"
     )
+    parser.add_argument(
+        "--build-network",
+        choices=["host"],
+        help="docker: RUN steps on the host network (to reach a mirror on 127.0.0.1)",
+    )
 
 
 def _output(value: str | None) -> Path | None:
@@ -105,7 +110,7 @@ def request_from(args: argparse.Namespace) -> ImageRequest:
         include_tool=not args.no_tool,
         sources=_sources(args.source),
         storage=storage,
-        docker=DockerConfig(base_url=args.docker_host),
+        docker=DockerConfig(base_url=args.docker_host, build_network=args.build_network),
     )
 
 

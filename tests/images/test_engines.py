@@ -126,3 +126,12 @@ def test_no_engine_at_all_exits_3_naming_what_was_tried(tmp_path: Path, repo_roo
     assert "docker: no daemon answers" in tried
     assert "buildah not found on PATH" in tried
     assert "podman not found on PATH" in tried
+
+
+def test_compare_needs_some_digest() -> None:
+    a = BuiltImage("docker", "a", "sha256:1", None)
+    assert _compare(a, a, None).identical is True
+    unknown = BuiltImage.__new__(BuiltImage)
+    object.__setattr__(unknown, "image_id", None)
+    object.__setattr__(unknown, "manifest_digest", None)
+    assert _compare(unknown, unknown, None).identical is False

@@ -9,9 +9,11 @@ still builds twice and says what it found; for digest-stable images use buildah 
 from __future__ import annotations
 
 import io
+import tarfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 from builder.image.context import context_tar
@@ -23,6 +25,7 @@ from builder.image.engines.base import (
     archive_manifest_digest,
     parse_version,
 )
+from stackgate import proc
 from stackgate.container_run import docker_socket_problem
 from stackgate.errors import CommandFailed, EnvironmentProblem
 
@@ -33,6 +36,9 @@ API_VERSION = "1.41"
 class DockerConfig:
     base_url: str | None = None  # None: DOCKER_HOST or the default socket (docker.from_env)
     timeout_s: int = 600  # one API call; a build streams, so this bounds silence, not the build
+    # Network of the build's RUN steps ("host" reaches an index mirror on 127.0.0.1, as
+    # buildah's chroot isolation does); None: the daemon's default.
+    build_network: str | None = None
 
 
 def connect(config: DockerConfig) -> Any:
@@ -102,6 +108,7 @@ class DockerEngine(ImageEngine):
             forcerm=True,
             pull=False,
             target=spec.target,
+            network_mode=self.config.build_network,
             decode=True,
         ):
             if "stream" in chunk:
@@ -128,12 +135,45 @@ class DockerEngine(ImageEngine):
         self.client.images.get(image.ref).tag(repo or ref, tag or None)
 
     def export_oci(self, image: BuiltImage, path: Path) -> str:
-        # Engine >= 25 saves an OCI image layout (index.json); older ones a docker archive.
+        """Engine >= 25 saves an OCI layout (index.json); older engines and podman's API a
+        docker archive, which skopeo converts (digests of the OCI form, as buildah's)."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("wb") as handle:
-            for chunk in self.client.images.get(image.ref).save(named=True):
-                handle.write(chunk)
+        saved = path.with_name(path.name + ".save.tar")
+        try:
+            with saved.open("wb") as handle:
+                for chunk in self.client.images.get(image.ref).save(named=True):
+                    handle.write(chunk)
+            with tarfile.open(saved) as tar:
+                is_oci = "index.json" in tar.getnames()
+            if is_oci:
+                saved.replace(path)
+            else:
+                path.unlink(missing_ok=True)
+                proc.run(
+                    [
+                        "skopeo",
+                        "copy",
+                        "--quiet",
+                        f"docker-archive:{saved}",
+                        f"oci-archive:{path}:{image.ref.split('/', 1)[-1]}",
+                    ],
+                    timeout=3600,
+                )
+        finally:
+            saved.unlink(missing_ok=True)
         return archive_manifest_digest(path)
 
     def remove(self, ref: str) -> None:
         self.client.images.remove(ref, force=True)
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            super().__exit__(exc_type, exc, tb)
+        finally:
+            if self.client is not None:
+                self.client.close()
