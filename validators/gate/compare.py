@@ -276,7 +276,18 @@ def gate(baseline: Record, candidate: Record, policy: GatePolicy | None = None) 
             for m in metrics
             if m.status == "SAME"
             and m.tolerance < TARGET_REGRESSION  # tail metrics are not sized for 3%
-            and m.detectable is not None
-            and m.detectable > TARGET_REGRESSION
+            and (
+                blind := detectable_regression(
+                    m.cv_baseline,
+                    m.cv_candidate,
+                    m.n_baseline,
+                    m.n_candidate,
+                    m.tolerance,
+                    policy.confidence,
+                    sure=True,
+                )
+            )
+            is not None
+            and blind > TARGET_REGRESSION
         ],
     )
