@@ -69,16 +69,12 @@ def probe_nvml() -> Probed:
         links: dict[str, str] = {}
         failures: list[str] = []
         p2p_error: str | None = None
-        ok = int(pynvml.NVML_P2P_STATUS_OK)
+        ok = 0  # NVML_P2P_STATUS_OK
         for i in range(len(handles)):
             for j in range(i + 1, len(handles)):
                 try:
-                    nv = _p2p_status(
-                        pynvml, handles[i], handles[j], pynvml.NVML_P2P_CAPS_INDEX_NVLINK
-                    )
-                    rd = _p2p_status(
-                        pynvml, handles[i], handles[j], pynvml.NVML_P2P_CAPS_INDEX_READ
-                    )
+                    nv = _p2p_status(pynvml, handles[i], handles[j], P2P_CAPS_INDEX_NVLINK)
+                    rd = _p2p_status(pynvml, handles[i], handles[j], P2P_CAPS_INDEX_READ)
                 except Exception as exc:
                     p2p_error = f"nvmlDeviceGetP2PStatus failed: {exc}"
                     continue
@@ -107,10 +103,15 @@ def probe_nvml() -> Probed:
             pynvml.nvmlShutdown()
 
 
-def _p2p_status(pynvml: Any, a: Any, b: Any, index: Any) -> int:
-    # Some nvidia-ml-py releases hand the index to ctypes unconverted ("Don't know how to
-    # convert parameter 3", seen on the lent H200 host); a c_uint always converts.
-    return int(pynvml.nvmlDeviceGetP2PStatus(a, b, ctypes.c_uint(int(index))))
+# nvmlGpuP2PCapsIndex_t values from nvml.h. nvidia-ml-py 13.610.43 and 13.615.71 define
+# `NVML_P2P_CAPS_INDEX_READ = 0,` (a tuple), which ctypes cannot convert ("Don't know how to
+# convert parameter 3", seen on the lent H200 host): the binding's constants are not used.
+P2P_CAPS_INDEX_READ = 0
+P2P_CAPS_INDEX_NVLINK = 2
+
+
+def _p2p_status(pynvml: Any, a: Any, b: Any, index: int) -> int:
+    return int(pynvml.nvmlDeviceGetP2PStatus(a, b, ctypes.c_uint(index)))
 
 
 def probe_nvidia_smi() -> Probed:

@@ -57,6 +57,25 @@ class SizeStats:
         }
 
 
+def merge(raws: list[dict[str, Any]]) -> dict[str, Any]:
+    """Pool the samples of interleaved repeats of one configuration (same sizes, same order)."""
+    if not raws:
+        raise ValueError("no runs to merge")
+    merged = {k: v for k, v in raws[0].items() if k != "results"}
+    pooled: dict[int, dict[str, Any]] = {}
+    for raw in raws:
+        for entry in raw.get("results", []):
+            slot = pooled.setdefault(
+                int(entry["bytes"]),
+                {"bytes": int(entry["bytes"]), "samples_us": [], "correct": True},
+            )
+            slot["samples_us"].extend(entry["samples_us"])
+            slot["correct"] = slot["correct"] and bool(entry.get("correct", True))
+    merged["results"] = [pooled[b] for b in sorted(pooled)]
+    merged["repeats"] = len(raws)
+    return merged
+
+
 def summarize(raw: dict[str, Any]) -> list[SizeStats]:
     out: list[SizeStats] = []
     for entry in raw.get("results", []):

@@ -1,0 +1,127 @@
+"""GPU arch listing from real fatbins and cubins built with nvcc 13.0 (fixtures/fatbin/make.sh)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from stackgate.loading import load_stack
+from tests.validators import elf_env
+from validators.static.elf_symbols import ElfReadError
+from validators.static.fatbin import GpuCode, covers, fatbin_codes
+from validators.static.group import StaticInputs, run_static
+
+FIXTURES = Path(__file__).parent / "fixtures" / "fatbin"
+
+
+def labels(path: Path) -> list[str]:
+    return [c.label() for c in fatbin_codes(path)]
+
+
+def test_lists_sass_and_ptx_with_suffixes() -> None:
+    assert labels(FIXTURES / "libmulti.so") == [
+        "compute_90", "compute_120", "sm_80", "sm_90a", "sm_100f", "sm_120a",
+    ]
+    assert labels(FIXTURES / "libold.so") == ["sm_80", "sm_86"]
+    # compressed entries keep their headers readable
+    assert labels(FIXTURES / "libcompressed.so") == ["compute_120f", "sm_90a"]
+
+
+def test_standalone_cubins() -> None:
+    assert labels(FIXTURES / "k_sm_90a.cubin") == ["sm_90a"]
+    assert labels(FIXTURES / "k_sm_100f.cubin") == ["sm_100f"]
+    assert labels(FIXTURES / "k_sm_120.cubin") == ["sm_120"]
+
+
+@pytest.mark.parametrize(
+    ("code", "cc", "runs"),
+    [
+        (GpuCode("sass", 120, "a"), (12, 0), True),
+        (GpuCode("sass", 120, "a"), (12, 1), False),  # arch-specific: exactly that CC
+        (GpuCode("sass", 120, ""), (12, 1), True),  # same major, higher minor
+        (GpuCode("sass", 90, ""), (10, 0), False),  # SASS never crosses a major
+        (GpuCode("sass", 100, "f"), (10, 3), True),  # family
+        (GpuCode("sass", 100, "f"), (12, 0), False),
+        (GpuCode("ptx", 90, ""), (12, 0), True),  # PTX JITs forward
+        (GpuCode("ptx", 90, "a"), (10, 0), False),
+        (GpuCode("ptx", 120, "f"), (12, 1), True),
+        (GpuCode("ptx", 120, ""), (9, 0), False),
+        (GpuCode("sass", 120, "?"), (12, 1), False),  # unknown suffix: only the exact CC
+    ],
+)
+def test_runs_on(code: GpuCode, cc: tuple[int, int], runs: bool) -> None:
+    assert code.runs_on(*cc) is runs
+
+
+def test_coverage_of_the_fixtures() -> None:
+    multi = fatbin_codes(FIXTURES / "libmulti.so")
+    assert [c.label() for c in covers(multi, 12, 1)] == ["compute_90", "compute_120"]
+    assert covers(fatbin_codes(FIXTURES / "libold.so"), 12, 0) == []
+
+
+def test_truncated_and_non_elf_files(tmp_path: Path) -> None:
+    cut = tmp_path / "cut.so"
+    cut.write_bytes((FIXTURES / "libmulti.so").read_bytes()[:3000])
+    with pytest.raises(ElfReadError):
+        fatbin_codes(cut)
+    text = tmp_path / "text.so"
+    text.write_text("not elf")
+    with pytest.raises(ElfReadError):
+        fatbin_codes(text)
+
+
+def _arch_env(tmp_path: Path) -> Path:
+    site = elf_env.new_env(tmp_path / "env")
+    placed = {}
+    for pkg, name in (("kern", "libmulti.so"), ("oldkern", "libold.so")):
+        target = site / pkg / name
+        target.parent.mkdir(parents=True)
+        shutil.copy2(FIXTURES / name, target)
+        placed[pkg] = target
+    elf_env.add_dist(site, "kern", "1.0", [placed["kern"]])
+    elf_env.add_dist(site, "oldkern", "1.0", [placed["oldkern"]])
+    cubins = site / "cubinpkg" / "cubins"
+    cubins.mkdir(parents=True)
+    shutil.copy2(FIXTURES / "k_sm_100f.cubin", cubins / "k_sm_100f.cubin")
+    elf_env.add_dist(site, "cubinpkg", "1.0", [])
+    return tmp_path / "env"
+
+
+def test_arch_group_per_distribution(tmp_path: Path) -> None:
+    env = _arch_env(tmp_path)
+    results = {r.check: r for r in run_static(StaticInputs(env_path=env, targets=("12.0a",)))}
+    assert results["static.arch.kern"].status == "PASS"
+    assert "sm_120a" in results["static.arch.kern"].reason
+    old = results["static.arch.oldkern"]
+    assert old.status == "FAIL"
+    assert "no SASS that runs on 12.0a and no PTX" in old.reason
+    assert old.evidence["libraries"] == {"oldkern/libold.so": ["sm_80", "sm_86"]}
+    # a cubin-only package without sm_120 code fails only when a profile needs prebuilt cubins
+    assert results["static.arch.cubinpkg"].status == "PASS"
+    assert "no serving profile selects one" in results["static.arch.cubinpkg"].reason
+
+
+def test_cubin_package_fails_when_a_trtllm_backend_is_selected(tmp_path: Path) -> None:
+    env = _arch_env(tmp_path)
+    manifest = load_stack("cu130").manifest
+    profile = manifest.serving["kimi-k25-tp8"].model_copy(update={"attention_backend": "trtllm_mla"})
+    manifest = manifest.model_copy(update={"serving": {"kimi-k25-tp8": profile}})
+    results = {
+        r.check: r
+        for r in run_static(StaticInputs(env_path=env, manifest=manifest, targets=("12.0a",)))
+    }
+    assert results["static.arch.cubinpkg"].status == "FAIL"
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed (the fixtures are committed)")
+def test_fixtures_match_a_fresh_nvcc_build(tmp_path: Path) -> None:
+    work = tmp_path / "fatbin"
+    shutil.copytree(FIXTURES, work)
+    for f in work.glob("*.so"):
+        f.unlink()
+    subprocess.run(["bash", str(work / "make.sh")], check=True, capture_output=True)
+    for name in ("libmulti.so", "libold.so", "libcompressed.so"):
+        assert labels(work / name) == labels(FIXTURES / name)
