@@ -107,7 +107,7 @@ def add_dist(site: Path, name: str, version: str, files: list[Path], requires: t
     """dist-info with METADATA and a RECORD naming `files` (paths inside site)."""
     dist_info = site / f"{name.replace('-', '_')}-{version}.dist-info"
     dist_info.mkdir(parents=True, exist_ok=True)
-    meta = [f"Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
+    meta = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
     meta += [f"Requires-Dist: {r}" for r in requires]
     (dist_info / "METADATA").write_text("\n".join(meta) + "\n", encoding="utf-8")
     rows = [f"{f.relative_to(site)},," for f in files] + [f"{dist_info.name}/RECORD,,"]
