@@ -18,7 +18,6 @@ killed (it prints `stackgate: holding before <step>`), so tests can SIGKILL it a
 from __future__ import annotations
 
 import errno
-import json
 import os
 import platform
 import shutil
@@ -430,14 +429,8 @@ class _Build:
         return BuildOutcome(full, final, False, removed, self.log, waited)
 
     def _verify(self, env_python: Path, state: LockState) -> dict[str, str]:
-        done = proc.run(
-            ["uv", "pip", "list", "--no-config", "--format", "json", "--python", env_python],
-            env=uv_env(),
-        )
-        installed = {
-            str(canonicalize_name(item["name"])): str(item["version"])
-            for item in json.loads(done.stdout)
-        }
+        """Installed distributions (read from their METADATA, no subprocess) against the lock."""
+        installed = installed_distributions(env_python.parent.parent)
         wanted = {str(canonicalize_name(k)): v for k, v in locked_packages(state).items()}
         wrong = [
             f"{name}: locked {version}, installed {installed.get(name, 'nothing')}"
@@ -451,6 +444,26 @@ class _Build:
                 details=[*wrong, *(f"{name}: installed but not locked" for name in extra)],
             )
         return dict(sorted(installed.items()))
+
+
+def installed_distributions(env: Path) -> dict[str, str]:
+    """canonical name -> version of every *.dist-info in the env's site-packages."""
+    out: dict[str, str] = {}
+    for meta in envprofile.site_packages(env).glob("*.dist-info/METADATA"):
+        name = version = None
+        with meta.open(encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if line.startswith("Name:"):
+                    name = line.split(":", 1)[1].strip()
+                elif line.startswith("Version:"):
+                    version = line.split(":", 1)[1].strip()
+                elif not line.strip():
+                    break  # the headers end at the first blank line
+                if name and version:
+                    break
+        if name and version:
+            out[str(canonicalize_name(name))] = version
+    return out
 
 
 def build_env(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Literal
@@ -126,20 +127,22 @@ def read_record(env: Path) -> BuildRecord | None:
         return None
 
 
-def _iter_files(root: Path) -> list[Path]:
-    found: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
-        in_dist_info = dirpath.endswith(".dist-info")
-        found.extend(
-            Path(dirpath) / f
-            for f in filenames
-            if not f.endswith(".pyc") and not (in_dist_info and f in _INSTALLER_FILES)
-        )
-        # Symlinked dirs (lib64 -> lib) are not walked twice: os.walk doesn't follow them,
-        # and they are hashed as links below.
-        found.extend(Path(dirpath) / d for d in list(dirnames) if (Path(dirpath) / d).is_symlink())
-    return sorted(found, key=lambda p: p.relative_to(root).as_posix())
+def _walk(root: str, rel: str, out: list[tuple[str, str, os.stat_result]]) -> None:
+    """(relative path, absolute path, lstat) of every file and symlink, without Path objects
+    (a cu128 env has 58k files; pathlib alone cost seconds). Symlinked folders (lib64 -> lib)
+    are listed as links, not walked twice."""
+    with os.scandir(f"{root}/{rel}" if rel else root) as it:
+        entries = sorted(it, key=lambda e: e.name)
+    in_dist_info = rel.endswith(".dist-info")
+    for entry in entries:
+        sub = f"{rel}/{entry.name}" if rel else entry.name
+        if entry.is_dir(follow_symlinks=False):
+            if entry.name not in _SKIP_DIRS and not (not rel and entry.name == RECORD_DIRNAME):
+                _walk(root, sub, out)
+            continue
+        if entry.name.endswith(".pyc") or (in_dist_info and entry.name in _INSTALLER_FILES):
+            continue
+        out.append((sub, entry.path, entry.stat(follow_symlinks=False)))
 
 
 def _file_digest(path: Path, size: int, patterns: list[bytes]) -> bytes:
@@ -173,16 +176,16 @@ def tree_hash(
     entries: list[tuple[str, bytes, bytes]] = []  # (rel, kind, digest)
     todo: list[tuple[int, Path, int, Key | None]] = []
     total = 0
-    files = _iter_files(root)
-    for index, path in enumerate(files):
-        rel = path.relative_to(root).as_posix()
-        if path.is_symlink():
-            target = str(path.readlink()).encode()
+    files: list[tuple[str, str, os.stat_result]] = []
+    _walk(str(root), "", files)
+    files.sort(key=lambda item: item[0])  # one order for every walk: by relative path
+    for index, (rel, full, st) in enumerate(files):
+        if stat.S_ISLNK(st.st_mode):
+            target = os.readlink(full).encode()  # noqa: PTH115 -- str paths: speed
             for pattern in patterns:
                 target = target.replace(pattern, _PLACEHOLDER)
             entries.append((rel, b"L", target))
             continue
-        st = path.stat()
         total += st.st_size
         kind = b"X" if st.st_mode & 0o111 else b"F"
         shared = st.st_nlink > 1 or st.st_size > _SMALL_FILE
@@ -191,7 +194,7 @@ def tree_hash(
             entries.append((rel, kind, known[key]))
             continue
         entries.append((rel, kind, b""))
-        todo.append((index, path, st.st_size, key if key and rememberable(st) else None))
+        todo.append((index, Path(full), st.st_size, key if key and rememberable(st) else None))
     # sha256 releases the GIL: a few threads use the cores a cold hash needs.
     workers = max(1, min(4, len(os.sched_getaffinity(0))))
     with ThreadPoolExecutor(max_workers=workers) as pool:
