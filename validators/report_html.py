@@ -235,6 +235,36 @@ def _distribution_charts(sides: dict[str, Record]) -> list[str]:
     return charts
 
 
+def _quantile_charts(sides: dict[str, Record]) -> list[str]:
+    """Without raw samples: the run's own quantiles (median to p99) per concurrency, as bench
+    reports them (validators/serve keeps median_/p99_ fields per level)."""
+    charts = []
+    for family, label in (("ttft_ms", "TTFT (ms)"), ("itl_ms", "ITL (ms)")):
+        data: dict[str, list[Point]] = {}
+        for side, rec in sides.items():
+            pts: dict[int, dict[str, float]] = {}
+            for key, samples in rec.metrics.items():
+                parsed = parse_metric_key(key)
+                for q in ("median", "p99"):
+                    if parsed.name == f"{q}_{family}" and parsed.concurrency and samples:
+                        pts.setdefault(parsed.concurrency, {})[q] = float(np.mean(samples))
+            data[side] = [
+                Point(str(c), v["median"], v["median"], v["p99"])
+                for c, v in sorted(pts.items())
+                if "median" in v and "p99" in v
+            ]
+        if any(data.values()):
+            charts.append(
+                interval_chart(
+                    data,
+                    title=f"{label}: median (dot) to p99 (bar end), mean over runs",
+                    y_label=label,
+                    x_label="concurrency",
+                )
+            )
+    return charts
+
+
 def render_report(
     record: Record, *, baseline: Record | None = None, gate_result: GateResult | None = None
 ) -> str:
@@ -278,9 +308,9 @@ def render_report(
         charts += _ratio_charts(gate_result)
     parts.append("<h2>Throughput vs concurrency</h2>")
     parts += charts or ['<p class="muted">no throughput measured at several concurrencies</p>']
-    dists = _distribution_charts(sides)
+    dists = _distribution_charts(sides) or _quantile_charts(sides)
     parts.append("<h2>Latency distributions</h2>")
-    parts += dists or ['<p class="muted">no raw per-request samples recorded</p>']
+    parts += dists or ['<p class="muted">no latency samples or quantiles recorded</p>']
     body = "\n".join(parts)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

@@ -124,3 +124,23 @@ def test_the_console_check_would_see_a_message(chromium: str, tmp_path: Path) ->
     page.write_text('<!DOCTYPE html><p>x</p><script>console.error("marker-7")</script>')
     done = _headless(chromium, tmp_path / "p", "--dump-dom", page.as_uri())
     assert any("marker-7" in line for line in _console_lines(done.stderr))
+
+
+def test_without_raw_samples_the_run_quantiles_are_drawn() -> None:
+    from tests.gate.test_extract import LEVELS, SINGLE
+
+    levels = [{k: v for k, v in lv.items() if k not in ("ttfts_ms", "itls_ms")} for lv in LEVELS]
+    report = make_report(np.random.default_rng(0), required=("host", "static", "runtime"))
+    report.results.append(
+        Result(check="serve-bench.sweep", group="serve-bench", status="PASS", reason="ok",
+               evidence={"levels": levels})
+    )  # fmt: skip
+    report.results.append(
+        Result(check="serve-bench.single_stream", group="serve-bench", status="PASS",
+               reason="ok", evidence=SINGLE)
+    )  # fmt: skip
+    rec = compose_record(load_stack("cu128"), [report], build=BuildFacts(), host=HOST,
+                         kind="known-good")  # fmt: skip
+    html = render_report(rec)
+    assert "TTFT (ms): median (dot) to p99 (bar end)" in html
+    assert "ITL (ms): median (dot) to p99 (bar end)" in html
