@@ -119,20 +119,26 @@ def run(args: argparse.Namespace) -> int:
     request = request_from(args)
     console = console_err()
     if args.render:
-        inputs, files, created, _ = prepare(loaded, request)
+        prepared = prepare(loaded, request)
         target = Path(args.render)
         if target.exists() and any(target.iterdir()):
             raise BadInput(f"--render {args.render}: the folder is not empty")
-        target.rmdir() if target.exists() else None
+        if target.exists():
+            target.rmdir()
         containerfile = assemble(
-            target, inputs, loaded, files.folder, tool_root=project_root(), sources=request.sources
+            target,
+            prepared.inputs,
+            loaded,
+            prepared.state,
+            tool_root=project_root(),
+            sources=request.sources,
         )
-        build_args = inputs.build_args(created)
+        build_args = prepared.inputs.build_args(prepared.created)
         if args.json:
             emit_json(
                 {
                     "ok": True,
-                    "stack": inputs.stack,
+                    "stack": prepared.inputs.stack,
                     "containerfile": str(containerfile),
                     "build_args": build_args,
                 }

@@ -14,10 +14,12 @@ import hashlib
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from builder import patches
 from builder.image.context import assemble
 from builder.image.engines import (
     BuildSpec,
@@ -32,7 +34,7 @@ from builder.image.engines.docker_sdk import DockerConfig
 from builder.image.pins import load_pins
 from builder.image.recipe import RecipeInputs, recipe_inputs
 from builder.jobs import HostResources, plan_jobs
-from builder.lock import LockFiles, lock_files, read_lock
+from builder.lock import LockFiles, LockState, lock_files, read_lock
 from stackgate import proc
 from stackgate.errors import BadInput, CommandFailed, EnvironmentProblem
 from stackgate.loading import LoadedStack
@@ -117,7 +119,15 @@ def source_commit(root: Path, inputs: list[Path]) -> str:
     return f"{head}-dirty" if dirty else head
 
 
-def prepare(loaded: LoadedStack, request: ImageRequest) -> tuple[RecipeInputs, LockFiles, int, str]:
+@dataclass(frozen=True)
+class Prepared:
+    inputs: RecipeInputs
+    state: LockState
+    created: int
+    created_from: str
+
+
+def prepare(loaded: LoadedStack, request: ImageRequest) -> Prepared:
     """Everything that needs no engine: lock check, pins, job plan, labels, recipe inputs."""
     files = LockFiles(request.lock_dir) if request.lock_dir else lock_files(loaded.manifest.name)
     state = read_lock(loaded, files)  # missing or stale lock: exit 2 with the command to fix it
@@ -126,6 +136,7 @@ def prepare(loaded: LoadedStack, request: ImageRequest) -> tuple[RecipeInputs, L
     created, created_from = source_date_epoch(files.lockfile)
     root = project_root()
     commit = source_commit(root, [loaded.path, files.folder, root / "images"])
+    commits = {pkg.name: pkg.commit for pkg in patches.source_packages(loaded, state)}
     inputs = recipe_inputs(
         loaded,
         pins=pins,
@@ -138,8 +149,9 @@ def prepare(loaded: LoadedStack, request: ImageRequest) -> tuple[RecipeInputs, L
         uv_image=request.uv_image,
         base_python=request.base_python,
         include_tool=request.include_tool,
+        locked_commits=commits,
     )
-    return inputs, files, created, created_from
+    return Prepared(inputs, state, created, created_from)
 
 
 def _compare(first: BuiltImage, second: BuiltImage, archives: tuple[str, str] | None) -> ReproCheck:
@@ -156,7 +168,8 @@ def _compare(first: BuiltImage, second: BuiltImage, archives: tuple[str, str] | 
 
 
 def build_image(loaded: LoadedStack, request: ImageRequest) -> ImageResult:
-    inputs, files, created, created_from = prepare(loaded, request)
+    prepared = prepare(loaded, request)
+    inputs, created, created_from = prepared.inputs, prepared.created, prepared.created_from
     build_args = inputs.build_args(created)
     # The engine first: no point fetching sources for a build that has nothing to run on.
     with open_engine(request.engine, storage=request.storage, docker=request.docker) as engine:
@@ -167,7 +180,7 @@ def build_image(loaded: LoadedStack, request: ImageRequest) -> ImageResult:
                 context,
                 inputs,
                 loaded,
-                files.folder,
+                prepared.state,
                 tool_root=project_root(),
                 sources=request.sources,
             )

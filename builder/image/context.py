@@ -20,8 +20,9 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from builder import patches
 from builder.image.recipe import RecipeInputs, SourcePackage, render
-from stackgate import proc
+from builder.lock import LockState
 from stackgate.errors import BadInput
 from stackgate.loading import LoadedStack
 
@@ -42,32 +43,22 @@ def _copy_tree(src: Path, dst: Path) -> None:
             shutil.copy2(Path(dirpath) / name, dst / rel / name)
 
 
-def prepare_source(pkg: SourcePackage, loaded: LoadedStack, dest: Path) -> None:
-    """Fetch pkg.git at pkg.ref, apply its patches (sha256 already checked on load), copy out."""
-    pin = loaded.manifest.packages[pkg.name]
+def prepare_source(pkg: SourcePackage, loaded: LoadedStack, state: LockState, dest: Path) -> None:
+    """The builder's own source step: fetch the *locked* commit (a moved tag changes nothing),
+    check each patch's sha256, `git apply --check` then apply, and copy the tree out."""
+    [source] = [s for s in patches.source_packages(loaded, state) if s.name == pkg.name]
+    patches.verify_patch_hashes(source)
     with tempfile.TemporaryDirectory(prefix="stackgate-src-") as tmp:
-        checkout = Path(tmp) / "src"
-        proc.run(["git", "clone", "--quiet", "--no-checkout", pkg.git, checkout], timeout=1800)
-        proc.run(["git", "-C", checkout, "checkout", "--quiet", pkg.ref], timeout=600)
-        for patch in pin.patches:
-            proc.run(
-                [
-                    "git",
-                    "-C",
-                    checkout,
-                    "apply",
-                    "--whitespace=nowarn",
-                    loaded.patch_path(patch.path).resolve(),
-                ]
-            )
-        _copy_tree(checkout, dest)
+        repo = patches.checkout(source, Path(tmp) / "src")
+        patches.check_and_apply(source, repo)
+        _copy_tree(repo, dest)
 
 
 def assemble(
     dest: Path,
     inputs: RecipeInputs,
     loaded: LoadedStack,
-    lock_dir: Path,
+    state: LockState,
     *,
     tool_root: Path | None,
     sources: Mapping[str, Path] | None = None,
@@ -76,13 +67,7 @@ def assemble(
     dest.mkdir(parents=True, exist_ok=False)
     (dest / CONTAINERFILE).write_text(render(inputs), encoding="utf-8")
     top = dest / "stackgate"
-    for required in ("pyproject.toml", "uv.lock"):
-        if not (lock_dir / required).is_file():
-            raise BadInput(
-                f"{lock_dir / required} is missing; lock the stack first: "
-                f"python -m builder lock {inputs.stack}"
-            )
-    _copy_tree(lock_dir, top / "project")
+    _copy_tree(state.files.folder, top / "project")
     stack_dir = top / "stack"
     stack_dir.mkdir(parents=True)
     shutil.copy2(loaded.path, stack_dir / f"{inputs.stack}.toml")
@@ -97,7 +82,7 @@ def assemble(
         if given is not None:
             _copy_tree(given, target)
         else:
-            prepare_source(pkg, loaded, target)
+            prepare_source(pkg, loaded, state, target)
     if inputs.include_tool:
         if tool_root is None:
             raise BadInput("the recipe installs the stackgate tool but no tool sources were given")

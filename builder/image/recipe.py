@@ -78,6 +78,7 @@ class SourcePackage(BaseModel):
     name: str
     git: str
     ref: str
+    commit: str = Field(default="", description="The commit uv.lock resolved ref to.")
     subdirectory: str = ""
     patches: list[str] = Field(default_factory=list)
 
@@ -177,7 +178,9 @@ def image_labels(
     }
 
 
-def source_packages(loaded: LoadedStack) -> list[SourcePackage]:
+def source_packages(
+    loaded: LoadedStack, commits: Mapping[str, str] | None = None
+) -> list[SourcePackage]:
     """Packages pinned to a git ref with patches: uv cannot patch, so they build in the image."""
     out = []
     for name, pin in sorted(loaded.manifest.packages.items()):
@@ -187,6 +190,7 @@ def source_packages(loaded: LoadedStack) -> list[SourcePackage]:
                     name=name,
                     git=pin.git,
                     ref=pin.ref,
+                    commit=(commits or {}).get(name, ""),
                     subdirectory=pin.subdirectory or "",
                     patches=[Path(p.path).name for p in pin.patches],
                 )
@@ -236,6 +240,7 @@ def recipe_inputs(
     uv_image: str | None = None,
     base_python: str | None = None,
     include_tool: bool = True,
+    locked_commits: Mapping[str, str] | None = None,
 ) -> RecipeInputs:
     m = loaded.manifest
     build_base, runtime_base, note = choose_bases(loaded, pins, base)
@@ -269,6 +274,6 @@ def recipe_inputs(
             created=created,
             base=runtime_base,
         ),
-        source_packages=source_packages(loaded),
+        source_packages=source_packages(loaded, locked_commits),
         include_tool=include_tool,
     )

@@ -46,12 +46,6 @@ explicit = false
 version = "1.0"
 index = "local"
 
-# Pinned too: the lock runs `uv lock --no-config`, which (uv 0.13.9) resolves a dependency not
-# pinned to an index against PyPI even when the index is marked default.
-[packages.tinydep]
-version = "2.0"
-index = "local"
-
 [build]
 memory_per_job_gb = 1.0
 max_jobs = 3

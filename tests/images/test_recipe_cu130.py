@@ -13,7 +13,7 @@ from builder.image.context import assemble, context_tar
 from builder.image.pins import load_pins
 from builder.image.recipe import RecipeInputs, render
 from builder.jobs import HostResources, plan_jobs
-from builder.lock import LockFiles, write_project
+from builder.lock import LockFiles, read_lock, write_project
 from stackgate.errors import BadInput
 from stackgate.loading import load_stack
 from stackgate.paths import project_root
@@ -23,6 +23,19 @@ GIB = 1024**3
 RESOURCES = HostResources(affinity_cpus=16, mem_available=24 * GIB, mem_total=24 * GIB)
 
 
+# Only what the image code reads from uv.lock: the git entry of the patched package.
+SGLANG_COMMIT = "0" * 40
+STAND_IN_LOCK = f"""version = 1
+revision = 3
+requires-python = "==3.12.*"
+
+[[package]]
+name = "sglang"
+version = "0.5.9"
+source = {{ git = "https://github.com/sgl-project/sglang?subdirectory=python&rev=v0.5.9#{SGLANG_COMMIT}" }}
+"""
+
+
 @pytest.fixture
 def cu130_lock(tmp_path: Path) -> Path:
     """The generated uv project for cu130 (the builder's own code) and a uv.lock that stands
@@ -30,13 +43,13 @@ def cu130_lock(tmp_path: Path) -> Path:
     loaded = load_stack("cu130")
     files = LockFiles(tmp_path / "cu130")
     write_project(loaded, files, {})
-    files.lockfile.write_text("version = 1\nrevision = 3\nrequires-python = \"==3.12.*\"\n")
+    files.lockfile.write_text(STAND_IN_LOCK)
     return files.folder
 
 
 @pytest.fixture
 def recipe(cu130_lock: Path) -> tuple[RecipeInputs, str]:
-    inputs, _, _, _ = prepare(load_stack("cu130"), ImageRequest(lock_dir=cu130_lock, resources=RESOURCES))
+    inputs = prepare(load_stack("cu130"), ImageRequest(lock_dir=cu130_lock, resources=RESOURCES)).inputs
     return inputs, render(inputs)
 
 
@@ -99,6 +112,7 @@ def test_the_job_plan_reaches_the_source_build(recipe: tuple[RecipeInputs, str])
     assert "uv pip install --python /opt/stackgate/env/bin/python --no-deps" in build
     assert "/opt/stackgate/src/sglang/python" in build
     assert "0000-placeholder-local-patches.patch" in build
+    assert f"locked commit {SGLANG_COMMIT}" in build
 
 
 def test_no_secrets_and_no_unpinned_downloads(recipe: tuple[RecipeInputs, str]) -> None:
@@ -131,7 +145,7 @@ def test_credentials_in_the_environment_are_refused(tmp_path: Path, cu130_lock: 
     loaded = load_stack(path)
     files = LockFiles(tmp_path / "lock")
     write_project(loaded, files, {})
-    files.lockfile.write_text("version = 1\n")
+    files.lockfile.write_text(STAND_IN_LOCK)
     with pytest.raises(BadInput, match="credentials") as err:
         prepare(loaded, ImageRequest(lock_dir=files.folder, resources=RESOURCES))
     assert "HF_TOKEN" in " ".join(err.value.details)
@@ -158,7 +172,9 @@ def test_context_holds_only_named_files(tmp_path: Path, cu130_lock: Path, recipe
     (source / ".git").mkdir()
     (cu130_lock / ".venv").mkdir()  # must not ride along
     context = tmp_path / "ctx"
-    containerfile = assemble(context, inputs, load_stack("cu130"), cu130_lock, tool_root=project_root(), sources={"sglang": source})
+    loaded = load_stack("cu130")
+    state = read_lock(loaded, LockFiles(cu130_lock))
+    containerfile = assemble(context, inputs, loaded, state, tool_root=project_root(), sources={"sglang": source})
     assert containerfile.read_text() == text
     files = {str(p.relative_to(context)) for p in context.rglob("*") if p.is_file()}
     tops = {f.split("/")[1] for f in files if f.startswith("stackgate/")}

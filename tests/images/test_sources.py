@@ -10,12 +10,22 @@ import pytest
 
 from builder.image.context import prepare_source
 from builder.image.recipe import source_packages
-from stackgate.errors import CommandFailed
+from builder.lock import LockFiles, LockState
+from stackgate.errors import BadInput
 from stackgate.loading import load_stack
 
 
-def _git(*args: str, cwd: Path) -> None:
-    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+def _git(*args: str, cwd: Path) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def _locked(tmp_path: Path, repo: Path, rev: str) -> LockState:
+    """Stands in for the uv.lock `uv lock` would write: the git entry with the resolved commit
+    (locking a git source for real needs a build backend from an index, none offline)."""
+    commit = _git("rev-parse", rev, cwd=repo)
+    source = {"git": f"{repo.as_uri()}?subdirectory=python&rev={rev}#{commit}"}
+    data = {"package": [{"name": "pkg", "version": "1", "source": source}]}
+    return LockState(files=LockFiles(tmp_path), manifest_hash="", lock_hash="", index_map={}, data=data)
 
 
 @pytest.fixture
@@ -63,14 +73,14 @@ def test_source_is_checked_out_at_the_ref_and_patched(patched_stack: Path, tmp_p
     [pkg] = source_packages(loaded)
     assert (pkg.name, pkg.ref, pkg.subdirectory, pkg.patches) == ("pkg", "v1", "python", ["fix.patch"])
     dest = tmp_path / "out"
-    prepare_source(pkg, loaded, dest)
+    # The tag moved on upstream after locking; the locked commit is what gets built.
+    prepare_source(pkg, loaded, _locked(tmp_path, tmp_path / "upstream", "v1"), dest)
     assert (dest / "python" / "pkg" / "__init__.py").read_text() == "VALUE = 'patched'\n"
     assert not (dest / ".git").exists()
 
 
 def test_a_patch_that_does_not_apply_fails(patched_stack: Path, tmp_path: Path) -> None:
-    text = patched_stack.read_text().replace('ref = "v1"', 'ref = "main"')
-    patched_stack.write_text(text)
     loaded = load_stack(patched_stack)
-    with pytest.raises(CommandFailed, match="git"):
-        prepare_source(source_packages(loaded)[0], loaded, tmp_path / "out")
+    state = _locked(tmp_path, tmp_path / "upstream", "main")  # where the patch no longer applies
+    with pytest.raises(BadInput, match="does not apply"):
+        prepare_source(source_packages(loaded)[0], loaded, state, tmp_path / "out")
