@@ -29,6 +29,7 @@ PER_STACK: list[tuple[str, str, str, list[str]]] = [
     ("image", "builder", "image", []),
     ("gate", "validators", "gate", []),
     ("reproduce", "validators", "reproduce", []),
+    ("validate", "validators", "run", []),  # --env defaults to envs/<stack>/current
 ]
 
 

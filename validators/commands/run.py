@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from stackgate.errors import BadInput, EnvironmentProblem
 from stackgate.loading import load_stack
+from stackgate.paths import project_root
 from validators.commands._common import env_path, finish_report
 from validators.context import RunContext
 from validators.pipeline import ORDER, run_pipeline
@@ -73,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     if args.image:
         report = _run_in_image(args, loaded.manifest.name, groups)
         return finish_report(report, args)
-    path = env_path(args.env)
+    path = env_path(args.env) if args.env else default_env(loaded.manifest.name, groups)
     ctx = RunContext(
         stack=loaded,
         env_path=path,
@@ -84,6 +86,20 @@ def run(args: argparse.Namespace) -> int:
         options=_options(args.option),
     )
     return finish_report(run_pipeline(ctx, groups), args)
+
+
+def default_env(stack: str, groups: list[str]) -> Path | None:
+    """The builder's layout: $STACKGATE_VENV_ROOT (default <checkout>/envs)/<stack>/current."""
+    root = os.environ.get("STACKGATE_VENV_ROOT")
+    current = (Path(root) if root else project_root() / "envs") / stack / "current"
+    if current.exists():
+        return current
+    if set(groups) & {"static", "runtime", "serve-bench"}:
+        raise BadInput(
+            f"no --env given and no built environment at {current}",
+            details=[f"build it first: nox -s build-{stack}   (or pass --env PATH)"],
+        )
+    return None
 
 
 def _run_in_image(args: argparse.Namespace, stack: str, groups: list[str]) -> Report:

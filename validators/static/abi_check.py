@@ -58,6 +58,7 @@ class AbiFindings:
     missing_sonames: list[MissingSoname] = field(default_factory=list)
     missing_versions: list[MissingVersion] = field(default_factory=list)
     host_provided_symbols: int = 0
+    host_provided_names: set[str] = field(default_factory=set)
     unreadable: list[tuple[Path, str]] = field(default_factory=list)
 
 
@@ -226,6 +227,7 @@ class AbiChecker:
                         continue
                     if host_missing and imp.version is None and _DRIVER_NAME.match(imp.name):
                         findings.host_provided_symbols += 1
+                        findings.host_provided_names.add(imp.name)
                         continue
                     key3 = (obj.path, imp.name, imp.version)
                     if key3 in seen_symbols:
