@@ -35,8 +35,16 @@ def test_torch_symm_mem_keyerror_12() -> None:
 
 @pytest.mark.parametrize(
     ("world", "nvlink", "enabled"),
-    [(1, False, False), (2, False, True), (4, False, False), (4, True, True), (6, True, True),
-     (8, False, False), (3, True, False), (16, True, False)],
+    [
+        (1, False, False),
+        (2, False, True),
+        (4, False, False),
+        (4, True, True),
+        (6, True, True),
+        (8, False, False),
+        (3, True, False),
+        (16, True, False),
+    ],
 )
 def test_custom_all_reduce_as_sglang_decides(world: int, nvlink: bool, enabled: bool) -> None:
     assert sr.custom_all_reduce(world, nvlink).enabled is enabled
@@ -126,8 +134,15 @@ def test_probe_missing_interpreter_hang_and_crash(tmp_path: Path) -> None:
 
 def test_distributed_probe_failure_is_reported(tmp_path: Path) -> None:
     """Without torch the ranks exit at once: a FAIL with their logs, no hang, no traceback."""
-    o = run_distributed(Path(sys.executable), ["nccl", "14336", "5"], world_size=2,
-                        env=probe_env(), timeout=60, log_dir=tmp_path, tag="t")
+    o = run_distributed(
+        Path(sys.executable),
+        ["nccl", "14336", "5"],
+        world_size=2,
+        env=probe_env(),
+        timeout=60,
+        log_dir=tmp_path,
+        tag="t",
+    )
     assert o.status == "FAIL"
     assert "without a result" in o.reason
     assert sorted(p.name for p in tmp_path.iterdir()) == ["nccl-t-rank0.log", "nccl-t-rank1.log"]
@@ -139,3 +154,46 @@ def test_runtime_group_without_env_or_interpreter(tmp_path: Path) -> None:
     (tmp_path / "env").mkdir()
     out = run_group(RunContext(stack=stack, env_path=tmp_path / "env"))
     assert out[0].status == "ERROR" and "no interpreter" in out[0].reason
+
+
+def _with_flags(*flags: str):  # type: ignore[no-untyped-def]
+    manifest = load_stack("cu130").manifest
+    profile = manifest.serving["kimi-k25-tp8"].model_copy(update={"extra_args": list(flags)})
+    return manifest.model_copy(update={"serving": {"kimi-k25-tp8": profile}})
+
+
+def test_symm_mem_keyerror_is_a_named_fail_when_the_profile_enables_it() -> None:
+    from validators.runtime.group import _sglang_decisions
+
+    by = {
+        r.check: r
+        for r in _sglang_decisions(_with_flags("--enable-torch-symm-mem"), (12, 0), None, "pcie")
+    }
+    symm = by["runtime.sglang.torch_symm_mem"]
+    assert symm.status == "FAIL"
+    assert "KeyError: 12" in symm.reason and "remove --enable-torch-symm-mem" in symm.reason
+    # without the flag: a SKIP that still says what would happen
+    quiet = {r.check: r for r in _sglang_decisions(_with_flags(), (12, 0), None, "pcie")}
+    assert quiet["runtime.sglang.torch_symm_mem"].status == "SKIP"
+    # an installed SGLang whose table gained 12 is believed over the recorded one
+    fixed = {
+        r.check: r
+        for r in _sglang_decisions(
+            _with_flags("--enable-torch-symm-mem"), (12, 0), None, "pcie", [9, 10, 12]
+        )
+    }
+    assert fixed["runtime.sglang.torch_symm_mem"].status == "PASS"
+
+
+def test_fusion_flag_on_sm120_is_a_fail_and_pcie_tp8_has_no_custom_allreduce() -> None:
+    from validators.runtime.group import _sglang_decisions
+
+    by = {
+        r.check: r
+        for r in _sglang_decisions(
+            _with_flags("--enable-flashinfer-allreduce-fusion"), (12, 0), None, "pcie"
+        )
+    }
+    assert by["runtime.sglang.allreduce_fusion"].status == "FAIL"
+    assert "0.6.17" in by["runtime.sglang.allreduce_fusion"].reason
+    assert "custom all-reduce off" in by["runtime.sglang.custom_allreduce"].reason

@@ -67,13 +67,17 @@ def run_group(ctx: RunContext) -> list[Result]:
     torch_o = run_probe(python, "torch", env=env, timeout=timeout)
     out.append(_from("runtime.torch", torch_o))
     out.append(_torch_cuda(manifest, torch_o))
+    sglang_o = ProbeOutcome("SKIP", "not run")
     for name in ("sgl_kernel", "flashinfer", "sglang"):
-        out.append(_from(f"runtime.{name}", run_probe(python, name, env=env, timeout=timeout)))
+        o = run_probe(python, name, env=env, timeout=timeout)
+        sglang_o = o if name == "sglang" else sglang_o
+        out.append(_from(f"runtime.{name}", o))
     devices = torch_o.evidence.get("devices") or []
     cc = tuple(devices[0]["cc"]) if devices else None
     out.extend(_jit(ctx, python, env, cc, nvcc))
 
-    out.extend(_sglang_decisions(manifest, cc, inv, topology))
+    real_keys = sglang_o.evidence.get("symm_mem_max_sizes_keys")
+    out.extend(_sglang_decisions(manifest, cc, inv, topology, real_keys))
 
     world = len(devices)
     if torch_o.status != "PASS":
@@ -193,9 +197,25 @@ def _profile_flags(manifest: Manifest) -> tuple[int, set[str]]:
 
 
 def _sglang_decisions(
-    manifest: Manifest, cc: tuple[int, ...] | None, inv: Any, topology: Topology | None
+    manifest: Manifest,
+    cc: tuple[int, ...] | None,
+    inv: Any,
+    topology: Topology | None,
+    real_keys: list[int] | None = None,
 ) -> list[Result]:
+    """SGLang's choices for this stack, from the installed SGLang's own table where it could be
+    read (runtime.sglang probe), else from the table recorded from the 0.5.9 wheel."""
     tp, flags = _profile_flags(manifest)
+    known = set(real_keys) if real_keys else set(sr.TORCH_SYMM_MEM_MAX_SIZES)
+    source_note = (
+        "SGLang's table read from the installed sglang"
+        if real_keys
+        else f"table recorded from SGLang {sr.SGLANG_TABLE_VERSION}"
+    )
+    pin = manifest.package("sglang")
+    pinned = pin.version or (pin.ref or "").lstrip("v") if pin else None
+    if pinned and not real_keys and pinned != str(sr.SGLANG_TABLE_VERSION):
+        source_note += f" (the stack pins sglang {pinned}: re-check on upgrade)"
     majors = sorted({arch_cc(a)[0] for a in manifest.host.target_archs})
     sources = {f"target {a}": arch_cc(a)[0] for a in manifest.host.target_archs}
     if cc is not None:
@@ -210,18 +230,14 @@ def _sglang_decisions(
         for where, major in sources.items()
     }
     wants_symm = "--enable-torch-symm-mem" in flags
-    bad = [
-        where
-        for where, major in sources.items()
-        if major not in sr.TORCH_SYMM_MEM_MAX_SIZES and major >= 9
-    ]
+    bad = [where for where, major in sources.items() if major not in known and major >= 9]
     if bad and wants_symm:
         out.append(
             _r(
                 "runtime.sglang.torch_symm_mem",
                 "FAIL",
-                f"{', '.join(bad)}: {sr.torch_symm_mem(sources[bad[0]], tp).reason}",
-                {"table": table},
+                f"{', '.join(bad)}: {sr.torch_symm_mem(sources[bad[0]], tp).reason} ({source_note})",
+                {"table": table, "keys": sorted(known)},
             )
         )
     elif bad:
@@ -231,8 +247,8 @@ def _sglang_decisions(
                 "SKIP",
                 "the serving profile does not pass --enable-torch-symm-mem; on "
                 f"{', '.join(bad)} it would raise KeyError: {sources[bad[0]]} "
-                "(SGLang's table has CC 9 and 10 only)",
-                {"table": table},
+                f"(keys {sorted(known)}; {source_note})",
+                {"table": table, "keys": sorted(known)},
             )
         )
     else:
@@ -240,8 +256,8 @@ def _sglang_decisions(
             _r(
                 "runtime.sglang.torch_symm_mem",
                 "PASS",
-                "SGLang's torch-symm-mem tables cover " + ", ".join(sources),
-                {"table": table},
+                "SGLang's torch-symm-mem tables cover " + ", ".join(sources) + f" ({source_note})",
+                {"table": table, "keys": sorted(known)},
             )
         )
 
