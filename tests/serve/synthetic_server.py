@@ -95,6 +95,9 @@ class Server:
                 if path == "/health":
                     code = "200 OK" if self.ready else "503 Service Unavailable"
                     writer.write(response(code, b""))
+                elif path == "/stats/reset":
+                    self.books = Books()
+                    writer.write(response("200 OK", b"{}"))
                 elif path == "/stats":
                     b = self.books
                     stats = {"tokens": b.tokens, "requests": b.requests,

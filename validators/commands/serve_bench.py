@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import signal
 from pathlib import Path
+from types import FrameType
 
 from stackgate.cli import emit_json
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
@@ -62,7 +64,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=None, help="fixed port (fail if taken)")
 
 
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    # SIGTERM (CI timeouts, `timeout`) unwinds like Ctrl-C, so the group's `finally` tears the
+    # server down instead of leaving it running with the GPUs held.
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def run(args: argparse.Namespace) -> int:
+    signal.signal(signal.SIGTERM, _interrupt)
     loaded = load_stack(args.stack)
     if not (args.env / "bin" / "python").exists():
         raise BadInput(f"{args.env}: not an environment (no bin/python)")

@@ -330,28 +330,38 @@ def _peak_in_flight(ok: Sequence[RequestOutcome]) -> int:
     return peak
 
 
-async def _run_requests(
-    target: Target, prompts: Sequence[list[int] | str], settings: BenchSettings, concurrency: int
-) -> tuple[list[RequestOutcome], float]:
+def open_client(settings: BenchSettings, concurrency: int) -> httpx.AsyncClient:
+    """One pool for warm-up and measurement: the measured requests reuse warm connections,
+    so 256 TCP connects do not land inside the measured window."""
     limits = httpx.Limits(
         max_connections=concurrency + 4, max_keepalive_connections=concurrency + 4
     )
     timeout = httpx.Timeout(settings.request_timeout_s, connect=30.0)
+    return httpx.AsyncClient(limits=limits, timeout=timeout)
+
+
+async def run_requests(
+    client: httpx.AsyncClient,
+    target: Target,
+    prompts: Sequence[list[int] | str],
+    settings: BenchSettings,
+    concurrency: int,
+) -> tuple[list[RequestOutcome], float]:
+    """All prompts, at most `concurrency` in flight; (outcomes, wall seconds)."""
     gate = asyncio.Semaphore(concurrency)
-    async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
 
-        async def limited(prompt: list[int] | str) -> RequestOutcome:
-            async with gate:
-                try:
-                    return await asyncio.wait_for(
-                        one_request(client, target, prompt, settings), settings.request_timeout_s
-                    )
-                except TimeoutError:
-                    return RequestOutcome(False, f"timed out after {settings.request_timeout_s} s")
+    async def limited(prompt: list[int] | str) -> RequestOutcome:
+        async with gate:
+            try:
+                return await asyncio.wait_for(
+                    one_request(client, target, prompt, settings), settings.request_timeout_s
+                )
+            except TimeoutError:
+                return RequestOutcome(False, f"timed out after {settings.request_timeout_s} s")
 
-        start = time.perf_counter()
-        outcomes = await asyncio.gather(*(limited(p) for p in prompts))
-        return list(outcomes), time.perf_counter() - start
+    start = time.perf_counter()
+    outcomes = await asyncio.gather(*(limited(p) for p in prompts))
+    return list(outcomes), time.perf_counter() - start
 
 
 def level_requests(settings: BenchSettings, concurrency: int) -> int:
@@ -367,8 +377,9 @@ def run_level(
     measured = make_prompts(settings, count, stream=concurrency)
 
     async def both() -> tuple[list[RequestOutcome], float, list[RequestOutcome]]:
-        warm_out, _ = await _run_requests(target, warm, settings, concurrency)
-        outcomes, duration = await _run_requests(target, measured, settings, concurrency)
+        async with open_client(settings, concurrency) as client:
+            warm_out, _ = await run_requests(client, target, warm, settings, concurrency)
+            outcomes, duration = await run_requests(client, target, measured, settings, concurrency)
         return outcomes, duration, warm_out
 
     outcomes, duration, warm_out = asyncio.run(both())
