@@ -52,18 +52,22 @@ def test_nvcc_meminfo_swaps() -> None:
     assert mem["MemTotal"] > 200 * (1 << 30)
     assert mem["SwapTotal"] == 0
     assert parse_swaps(read(H200 / "swaps.txt")) == []
-    assert parse_swaps("Filename Type Size Used Priority\n/swapfile file 8388604 0 -2\n") == ["/swapfile"]
+    assert parse_swaps("Filename Type Size Used Priority\n/swapfile file 8388604 0 -2\n") == [
+        "/swapfile"
+    ]
 
 
-def _h200_snapshot(p2p_error: str | None = None) -> HostSnapshot:
-    recorded = json.loads(read(H200 / "nvml.json"))["value"]
-    inv = GpuInventory.model_validate(recorded)
-    if p2p_error is None:
-        inv = inv.model_copy(update={"p2p_error": None})
+def _h200_snapshot(p2p_error: bool = False) -> HostSnapshot:
+    """nvml.json: the fixed probe's NVML view; nvml-p2p-error.json: the earlier run, where
+    nvidia-ml-py's tuple constant broke nvmlDeviceGetP2PStatus (links from nvidia-smi)."""
+    name = "nvml-p2p-error.json" if p2p_error else "nvml.json"
+    inv = GpuInventory.model_validate(json.loads(read(H200 / name))["value"])
     mem = parse_meminfo(read(H200 / "meminfo.txt"))
     return HostSnapshot(
         gpus=Probed(inv),
-        nvcc=Probed((parse_nvcc_version(read(H200 / "nvcc-version.txt")), "/usr/local/cuda/bin/nvcc")),
+        nvcc=Probed(
+            (parse_nvcc_version(read(H200 / "nvcc-version.txt")), "/usr/local/cuda/bin/nvcc")
+        ),
         memory=Probed({**mem, "swap_devices": [], "cgroup_memory_max": None}),
         disk=Probed({"path": "/tmp", "free": 100 << 30, "total": 128 << 30}),
     )
@@ -71,6 +75,15 @@ def _h200_snapshot(p2p_error: str | None = None) -> HostSnapshot:
 
 def _status(results: list) -> dict[str, str]:  # type: ignore[type-arg]
     return {r.check: r.status for r in results}
+
+
+def test_recorded_nvml_inventory() -> None:
+    inv = _h200_snapshot().inventory()
+    assert inv is not None and inv.source == "nvml"
+    assert inv.links == {"0-1": "NVLINK"} and inv.fully_nvlinked()
+    assert inv.ccs == ((9, 0),) and inv.driver == "580.159.04"
+    old = _h200_snapshot(True).inventory()
+    assert old is not None and old.links == {"0-1": "NV18"} and old.fully_nvlinked()
 
 
 def test_h200_host_against_the_sm120_stack() -> None:
@@ -88,7 +101,7 @@ def test_h200_host_against_the_sm120_stack() -> None:
 
 def test_h200_recorded_p2p_error_is_a_skip_with_the_reason() -> None:
     """The lent host's nvidia-ml-py could not query P2P: recorded as such, not guessed."""
-    by = {r.check: r for r in evaluate_host(load_stack("cu130").manifest, _h200_snapshot("x"))}
+    by = {r.check: r for r in evaluate_host(load_stack("cu130").manifest, _h200_snapshot(True))}
     assert by["host.p2p"].status == "SKIP"
     assert "tuple" in by["host.p2p"].reason
 
@@ -122,9 +135,11 @@ def test_old_driver_and_old_nvcc_fail_with_host_rules() -> None:
 def test_p2p_failure_gives_the_iommu_acs_hint() -> None:
     """Constructed (no such host was recorded): 2 PCIe GPUs whose P2P read is not OK."""
     inv = GpuInventory(
-        source="nvml", driver="590.48.01",
+        source="nvml",
+        driver="590.48.01",
         gpus=[Gpu(index=i, name="NVIDIA RTX PRO 6000 Blackwell", cc=(12, 0)) for i in range(2)],
-        links={"0-1": "PCIE"}, p2p_failures=["GPU0-GPU1: P2P read status 4"],
+        links={"0-1": "PCIE"},
+        p2p_failures=["GPU0-GPU1: P2P read status 4"],
     )
     snap = _h200_snapshot()
     host = HostSnapshot(gpus=Probed(inv), nvcc=snap.nvcc, memory=snap.memory, disk=snap.disk)
