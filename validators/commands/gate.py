@@ -15,7 +15,7 @@ from stackgate.cli import emit_json
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.output import console_err
 from stackgate.paths import project_root, stack_names
-from validators.gate.candidate import candidate_record, run_validations
+from validators.gate.candidate import candidate_record, run_interleaved, run_validations
 from validators.gate.compare import gate
 from validators.gate.policy import (
     DEFAULT_CONFIDENCE,
@@ -25,6 +25,7 @@ from validators.gate.policy import (
     GatePolicy,
 )
 from validators.gate.render import render_gate
+from validators.records.build_facts import read_build_facts
 from validators.records.cli_args import add_run_argument, add_store_argument
 from validators.records.model import Record
 from validators.records.resolve import is_record_file, read_report, resolve_record
@@ -96,6 +97,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_REPEATS,
         help="validation runs to make when the gate runs them",
     )
+    parser.add_argument(
+        "--interleave-with",
+        type=Path,
+        default=None,
+        metavar="BASELINE_ENV",
+        help="re-measure the baseline's env (the record's, checked by tree hash) in ABBA order "
+        "with the candidate's runs, so host drift cancels; needs CANDIDATE as a stack + --env",
+    )
     parser.add_argument("--html", type=Path, default=None, help="also write an HTML report")
     parser.add_argument("--all", action="store_true", help="list checks that are OK too")
     add_policy_arguments(parser)
@@ -130,16 +139,42 @@ def resolve_candidate(args: argparse.Namespace, store: RecordStore) -> Record:
     return resolve_record(ref, store)
 
 
+def interleaved(args: argparse.Namespace, store: RecordStore) -> tuple[Record, Record, Record]:
+    """(baseline record, re-measured baseline, candidate) from ABBA runs of the two envs."""
+    stack: str = args.candidate
+    if stack not in stack_names() or args.runs:
+        raise BadInput("--interleave-with needs CANDIDATE as a stack name and no --run files")
+    cand_env: Path = args.env or default_env(stack)
+    base_env: Path = args.interleave_with
+    baseline = resolve_record(args.baseline or stack, store)
+    facts = read_build_facts(base_env)
+    if facts.env_tree_sha256 != baseline.build.env_tree_sha256:
+        raise BadInput(
+            f"{base_env} is not the environment of {baseline.label}: env tree "
+            f"{str(facts.env_tree_sha256)[:12]} vs recorded "
+            f"{str(baseline.build.env_tree_sha256)[:12]} (rebuild it: validators reproduce)"
+        )
+    base_reports, cand_reports = run_interleaved(
+        (baseline.stack, base_env), (stack, cand_env), args.repeats
+    )
+    fresh = candidate_record(baseline.stack, base_reports, env=base_env)
+    return baseline, fresh, candidate_record(stack, cand_reports, env=cand_env)
+
+
 def run(args: argparse.Namespace) -> int:
     policy = policy_from(args)
+    remeasured: Record | None = None
     with RecordStore.open(args.store) as store:
-        candidate = resolve_candidate(args, store)
-        baseline = resolve_record(args.baseline or candidate.stack, store)
-    result = gate(baseline, candidate, policy)
+        if args.interleave_with is not None:
+            baseline, remeasured, candidate = interleaved(args, store)
+        else:
+            candidate = resolve_candidate(args, store)
+            baseline = resolve_record(args.baseline or candidate.stack, store)
+    result = gate(baseline, candidate, policy, remeasured=remeasured)
     console = console_err()
     render_gate(console, result, show_ok_checks=args.all)
     if args.html:
-        write_report(args.html, candidate, baseline=baseline, gate_result=result)
+        write_report(args.html, candidate, baseline=remeasured or baseline, gate_result=result)
         console.print(f"HTML report: {args.html}")
     if args.json:
         emit_json({"ok": result.passed, **result.model_dump(mode="json")})

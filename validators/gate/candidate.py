@@ -56,29 +56,43 @@ def candidate_record(
     return compose_record(loaded, reports, build=build, host=host_of(reports), kind="candidate")
 
 
+def validate_once(stack: str, env: Path, extra: Sequence[str] = ()) -> Report:
+    """`python -m validators run STACK --env ENV --keep-going --json`; the report, PASS or not."""
+    argv = [sys.executable, "-m", "validators", "run", stack, "--env", str(env), "--keep-going",
+            "--json", *extra]  # fmt: skip
+    done = proc.run(argv, check=False)
+    return parse_run_output(done.stdout, done.stderr, done.returncode)
+
+
 def run_validations(stack: str, env: Path, repeats: int, extra: Sequence[str] = ()) -> list[Report]:
-    """`python -m validators run STACK --env ENV --json`, `repeats` times, reports kept."""
-    reports: list[Report] = []
+    """`repeats` validation runs of one env, one after the other."""
     console = console_err()
+    reports = []
     for i in range(1, repeats + 1):
         console.print(f"validation run {i}/{repeats} of {stack} on {env}")
-        done = proc.run(
-            [
-                sys.executable,
-                "-m",
-                "validators",
-                "run",
-                stack,
-                "--env",
-                str(env),
-                "--keep-going",
-                "--json",
-                *extra,
-            ],
-            check=False,
-        )
-        reports.append(parse_run_output(done.stdout, done.stderr, done.returncode))
+        reports.append(validate_once(stack, env, extra))
     return reports
+
+
+def run_interleaved(
+    baseline: tuple[str, Path], candidate: tuple[str, Path], repeats: int
+) -> tuple[list[Report], list[Report]]:
+    """Runs of both envs in ABBA order, so slow drift of the host (thermals, neighbours, a
+    cache warming up) lands on both sides equally instead of looking like a regression.
+
+    Measured on a shared machine (benchmarks/results/gate_synthetic_server.md): equal
+    candidates run after the baseline were refused on drift; interleaved, they pass.
+    """
+    console = console_err()
+    base_reports: list[Report] = []
+    cand_reports: list[Report] = []
+    for i in range(repeats):
+        order = (("baseline", baseline), ("candidate", candidate))
+        for side, (stack, env) in order if i % 2 == 0 else order[::-1]:
+            console.print(f"pair {i + 1}/{repeats}: {side} {stack} on {env}")
+            report = validate_once(stack, env)
+            (base_reports if side == "baseline" else cand_reports).append(report)
+    return base_reports, cand_reports
 
 
 def parse_run_output(stdout: str, stderr: str, returncode: int) -> Report:

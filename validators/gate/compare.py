@@ -87,6 +87,9 @@ class GateResult(_Model):
     host: list[HostChange]
     policy: dict[str, float | int]
     seed: int
+    baseline_numbers: str = Field(
+        default="record", description="Where the baseline's metric samples came from."
+    )
     underpowered: list[str] = Field(
         default_factory=list,
         description="Metrics judged SAME whose noise hides a TARGET_REGRESSION at these repeats.",
@@ -235,12 +238,22 @@ def compare_metrics(
     ]
 
 
-def gate(baseline: Record, candidate: Record, policy: GatePolicy | None = None) -> GateResult:
+def gate(
+    baseline: Record,
+    candidate: Record,
+    policy: GatePolicy | None = None,
+    *,
+    remeasured: Record | None = None,
+) -> GateResult:
+    """Judge candidate against baseline. `remeasured`: the baseline's env run again, interleaved
+    with the candidate's runs; its numbers replace the record's (checks, versions and host
+    still come from the record)."""
     policy = policy or GatePolicy()
-    seed = _seed(baseline, candidate)
+    numbers = remeasured or baseline
+    seed = _seed(numbers, candidate)
     rng = np.random.default_rng(seed)
     checks = compare_checks(baseline, candidate)
-    metrics = compare_metrics(baseline, candidate, policy, rng)
+    metrics = compare_metrics(numbers, candidate, policy, rng)
     reasons: list[str] = []
     for c in checks:
         if c.failing:
@@ -271,6 +284,11 @@ def gate(baseline: Record, candidate: Record, policy: GatePolicy | None = None) 
             "resamples": policy.resamples,
         },
         seed=seed,
+        baseline_numbers=(
+            "record"
+            if remeasured is None
+            else f"re-measured interleaved with the candidate ({remeasured.runs} runs)"
+        ),
         underpowered=[
             m.key
             for m in metrics

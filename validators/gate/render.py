@@ -140,6 +140,8 @@ def host_table(result: GateResult) -> Table:
 
 def render_gate(console: Console, result: GateResult, *, show_ok_checks: bool = True) -> None:
     console.print(f"[bold]gate[/] candidate {result.candidate} vs baseline {result.baseline}")
+    if result.baseline_numbers != "record":
+        console.print(f"baseline numbers: {result.baseline_numbers}")
     if result.versions:
         console.print(changes_table("package versions", result.versions))
     if result.env:

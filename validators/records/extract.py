@@ -5,8 +5,8 @@ serve-bench results carry bench_serving field names in their evidence. Shapes ac
 
 - `evidence["metrics"]`: {name: number | [numbers]} for one measurement (a `concurrency` or
   `max_concurrency` key beside it says at which level);
-- in the serve-bench group, numeric top-level evidence too (validators/serve puts the
-  single-stream numbers there: single_stream_decode_tok_s, output_throughput, ...);
+- in the serve-bench group, a result whose evidence has `output_throughput` at the top level
+  (validators/serve's single-stream: single_stream_decode_tok_s, median_tpot_ms, ...);
 - `evidence["levels"]` (validators/serve's sweep) / `["points"]` / `["runs"]`: a list of bench_serving-like dicts, each with
   its `max_concurrency` (or `concurrency`) and numeric fields;
 - raw per-request samples (`ttfts_ms`, `itls_ms`, `e2e_latencies_ms`, or bench_serving's
@@ -99,7 +99,10 @@ class RunMetrics:
 
     def add_evidence(self, check: str, group: str, evidence: Mapping[str, Any]) -> None:
         conc = _concurrency(evidence)
-        if group == BENCH_GROUP:
+        if group == BENCH_GROUP and "output_throughput" in evidence:
+            # A benchmark result (single-stream): its numbers sit at the top of the evidence.
+            # Other serve-bench results carry pids, HTTP codes and correctness scores there,
+            # which the correctness check judges itself.
             top = {k: v for k, v in evidence.items() if _number(v) is not None}
             self._point(check, top, conc)
         metrics = evidence.get("metrics")
