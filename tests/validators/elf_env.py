@@ -73,8 +73,12 @@ def _cc(compiler: str, out: Path, source: str, suffix: str, *args: str) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     src = out.with_name(out.name + suffix)
     src.write_text(source, encoding="utf-8")
-    subprocess.run([compiler, "-shared", "-fPIC", "-O0", "-o", str(out), str(src), *args],
-                   check=True, capture_output=True, text=True)
+    subprocess.run(
+        [compiler, "-shared", "-fPIC", "-O0", "-o", str(out), str(src), *args],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     src.unlink()
     return out
 
@@ -103,7 +107,9 @@ def new_env(root: Path) -> Path:
     return root / SITE
 
 
-def add_dist(site: Path, name: str, version: str, files: list[Path], requires: tuple[str, ...] = ()) -> None:
+def add_dist(
+    site: Path, name: str, version: str, files: list[Path], requires: tuple[str, ...] = ()
+) -> None:
     """dist-info with METADATA and a RECORD naming `files` (paths inside site)."""
     dist_info = site / f"{name.replace('-', '_')}-{version}.dist-info"
     dist_info.mkdir(parents=True, exist_ok=True)
@@ -122,8 +128,12 @@ def torch_like(site: Path, build: Path, version: str, cpp: str) -> Path:
 
 def kernel_against(site: Path, build: Path, link_lib: Path) -> Path:
     """An sgl-kernel-like extension linked against `link_lib` with no RPATH (like the real one)."""
-    ext = gxx(site / "sgl_kernel" / "sm100" / "common_ops.abi3.so", KERNEL_CPP,
-              f"-L{link_lib.parent}", "-l:libc10_cuda.so")
+    ext = gxx(
+        site / "sgl_kernel" / "sm100" / "common_ops.abi3.so",
+        KERNEL_CPP,
+        f"-L{link_lib.parent}",
+        "-l:libc10_cuda.so",
+    )
     add_dist(site, "sgl-kernel", "0.3.21", [ext])
     return ext
 
@@ -132,21 +142,34 @@ def versioned_pair(site: Path, build: Path, *, old_provider: bool) -> tuple[Path
     """provider/lib/libvers.so.1 (VERS_1 + VERS_2, or VERS_1 only) and an extension that was
     linked against the VERS_2 one (imports foo@VERS_2, bar@VERS_1, weak maybe_there)."""
     build.mkdir(parents=True, exist_ok=True)
-    new_lib = gcc(build / "libvers.so.1", VERS_C, "-Wl,-soname,libvers.so.1",
-                  version_script(build, "vers.map", VERS_MAP))
+    new_lib = gcc(
+        build / "libvers.so.1",
+        VERS_C,
+        "-Wl,-soname,libvers.so.1",
+        version_script(build, "vers.map", VERS_MAP),
+    )
     lib_dir = site / "provider" / "lib"
     lib_dir.mkdir(parents=True, exist_ok=True)
     if old_provider:
-        lib = gcc(lib_dir / "libvers.so.1", VERS_OLD_C, "-Wl,-soname,libvers.so.1",
-                  version_script(build, "vers_old.map", VERS_OLD_MAP))
+        lib = gcc(
+            lib_dir / "libvers.so.1",
+            VERS_OLD_C,
+            "-Wl,-soname,libvers.so.1",
+            version_script(build, "vers_old.map", VERS_OLD_MAP),
+        )
         add_dist(site, "provider", "0.9", [lib])
     else:
         lib = lib_dir / "libvers.so.1"
         shutil.copy2(new_lib, lib)
         add_dist(site, "provider", "1.0", [lib])
-    ext = gcc(site / "consumer" / "_ext.cpython-312-x86_64-linux-gnu.so", EXT_C,
-              f"-L{build}", "-l:libvers.so.1", "-Wl,-rpath,$ORIGIN/../provider/lib",
-              "-Wl,--disable-new-dtags")
+    ext = gcc(
+        site / "consumer" / "_ext.cpython-312-x86_64-linux-gnu.so",
+        EXT_C,
+        f"-L{build}",
+        "-l:libvers.so.1",
+        "-Wl,-rpath,$ORIGIN/../provider/lib",
+        "-Wl,--disable-new-dtags",
+    )
     add_dist(site, "consumer", "1.0", [ext])
     return lib, ext
 
@@ -155,14 +178,26 @@ def cuda12_beside_cuda13(site: Path, build: Path) -> Path:
     """An extension needing libcudart.so.12 (versioned) and libcuda.so.1, in an env that ships
     only libcudart.so.13 and, like every env, no driver."""
     build.mkdir(parents=True, exist_ok=True)
-    cudart12 = gcc(build / "libcudart.so.12", CUDART_C, "-Wl,-soname,libcudart.so.12",
-                   version_script(build, "cudart.map", CUDART_MAP))
+    cudart12 = gcc(
+        build / "libcudart.so.12",
+        CUDART_C,
+        "-Wl,-soname,libcudart.so.12",
+        version_script(build, "cudart.map", CUDART_MAP),
+    )
     libcuda = gcc(build / "libcuda.so.1", LIBCUDA_C, "-Wl,-soname,libcuda.so.1")
-    ext = gcc(site / "kern12" / "cuda_ext.abi3.so", CUDA_EXT_C, f"-L{build}",
-              "-l:libcudart.so.12", "-l:libcuda.so.1")
+    ext = gcc(
+        site / "kern12" / "cuda_ext.abi3.so",
+        CUDA_EXT_C,
+        f"-L{build}",
+        "-l:libcudart.so.12",
+        "-l:libcuda.so.1",
+    )
     add_dist(site, "kern12", "1.0", [ext])
-    cudart13 = gcc(site / "nvidia" / "cuda_runtime" / "lib" / "libcudart.so.13", CUDART_C,
-                   "-Wl,-soname,libcudart.so.13")
+    cudart13 = gcc(
+        site / "nvidia" / "cuda_runtime" / "lib" / "libcudart.so.13",
+        CUDART_C,
+        "-Wl,-soname,libcudart.so.13",
+    )
     add_dist(site, "nvidia-cuda-runtime", "13.0.96", [cudart13])
     assert cudart12.exists() and libcuda.exists()
     return ext

@@ -70,7 +70,10 @@ def test_older_provider_misses_version_node_and_symbol(tmp_path: Path) -> None:
     assert [m["symbol"] for m in missing] == ["foo"]
     assert missing[0]["version"] == "VERS_2"
     assert missing[0]["provider_package"] == "provider 0.9"
-    assert "consumer 1.0 was built against another provider than the installed provider 0.9" in consumer.reason
+    assert (
+        "consumer 1.0 was built against another provider than the installed provider 0.9"
+        in consumer.reason
+    )
 
 
 @pytest.mark.skipif(shutil.which("c++filt") is None, reason="needs binutils c++filt")
@@ -148,25 +151,41 @@ def test_runpath_stops_ancestor_rpath(tmp_path: Path) -> None:
     """glibc: an object with DT_RUNPATH does not search its loaders' DT_RPATH."""
     build = tmp_path / "build"
     build.mkdir()
-    leaf = elf_env.gcc(build / "deep" / "libleaf.so", "int leaf(void){return 1;}", "-Wl,-soname,libleaf.so")
+    leaf = elf_env.gcc(
+        build / "deep" / "libleaf.so", "int leaf(void){return 1;}", "-Wl,-soname,libleaf.so"
+    )
     mid_src = "extern int leaf(void); int mid(void){return leaf();}"
     elf_env.gcc(build / "libmid_link.so", mid_src, f"-L{leaf.parent}", "-l:libleaf.so")
     site = elf_env.new_env(tmp_path / "env")
     lib_dir = site / "pkg" / "lib"
     lib_dir.mkdir(parents=True)
-    mid = elf_env.gcc(lib_dir / "libmid.so", mid_src, "-Wl,-soname,libmid.so", f"-L{leaf.parent}",
-                      "-l:libleaf.so", "-Wl,--enable-new-dtags", "-Wl,-rpath,$ORIGIN/none")
+    mid = elf_env.gcc(
+        lib_dir / "libmid.so",
+        mid_src,
+        "-Wl,-soname,libmid.so",
+        f"-L{leaf.parent}",
+        "-l:libleaf.so",
+        "-Wl,--enable-new-dtags",
+        "-Wl,-rpath,$ORIGIN/none",
+    )
     (site / "pkg" / "deep").mkdir()
     shutil.copy2(leaf, site / "pkg" / "deep" / "libleaf.so")
-    ext = elf_env.gcc(site / "pkg" / "_m.abi3.so", "extern int mid(void); int PyInit__m(void){return mid();}",
-                      f"-L{lib_dir}", "-l:libmid.so", "-Wl,--disable-new-dtags",
-                      "-Wl,-rpath,$ORIGIN/lib:$ORIGIN/deep")
+    ext = elf_env.gcc(
+        site / "pkg" / "_m.abi3.so",
+        "extern int mid(void); int PyInit__m(void){return mid();}",
+        f"-L{lib_dir}",
+        "-l:libmid.so",
+        "-Wl,--disable-new-dtags",
+        "-Wl,-rpath,$ORIGIN/lib:$ORIGIN/deep",
+    )
     elf_env.add_dist(site, "pkg", "1.0", [ext, mid, site / "pkg" / "deep" / "libleaf.so"])
     assert read_elf(mid).runpath == ("$ORIGIN/none",)
     env = load_environment(tmp_path / "env")
     findings = AbiChecker(env, system_dirs=()).check([ext])
     # libleaf.so sits in the extension's RPATH ($ORIGIN/deep), but libmid has RUNPATH
-    assert [(m.requester.name, m.soname) for m in findings.missing_sonames] == [("libmid.so", "libleaf.so")]
+    assert [(m.requester.name, m.soname) for m in findings.missing_sonames] == [
+        ("libmid.so", "libleaf.so")
+    ]
 
 
 def test_mangled_stem() -> None:

@@ -23,7 +23,12 @@ def labels(path: Path) -> list[str]:
 
 def test_lists_sass_and_ptx_with_suffixes() -> None:
     assert labels(FIXTURES / "libmulti.so") == [
-        "compute_90", "compute_120", "sm_80", "sm_90a", "sm_100f", "sm_120a",
+        "compute_90",
+        "compute_120",
+        "sm_80",
+        "sm_90a",
+        "sm_100f",
+        "sm_120a",
     ]
     assert labels(FIXTURES / "libold.so") == ["sm_80", "sm_86"]
     # compressed entries keep their headers readable
@@ -107,7 +112,9 @@ def test_arch_group_per_distribution(tmp_path: Path) -> None:
 def test_cubin_package_fails_when_a_trtllm_backend_is_selected(tmp_path: Path) -> None:
     env = _arch_env(tmp_path)
     manifest = load_stack("cu130").manifest
-    profile = manifest.serving["kimi-k25-tp8"].model_copy(update={"attention_backend": "trtllm_mla"})
+    profile = manifest.serving["kimi-k25-tp8"].model_copy(
+        update={"attention_backend": "trtllm_mla"}
+    )
     manifest = manifest.model_copy(update={"serving": {"kimi-k25-tp8": profile}})
     results = {
         r.check: r
@@ -116,7 +123,9 @@ def test_cubin_package_fails_when_a_trtllm_backend_is_selected(tmp_path: Path) -
     assert results["static.arch.cubinpkg"].status == "FAIL"
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed (the fixtures are committed)")
+@pytest.mark.skipif(
+    shutil.which("nvcc") is None, reason="nvcc not installed (the fixtures are committed)"
+)
 def test_fixtures_match_a_fresh_nvcc_build(tmp_path: Path) -> None:
     work = tmp_path / "fatbin"
     shutil.copytree(FIXTURES, work)

@@ -30,8 +30,11 @@ def test_cheapest_first_and_stop_at_first_failing_group() -> None:
     calls: list[str] = []
     statuses = {"host": "PASS", "static": "FAIL", "runtime": "PASS", "serve-bench": "PASS"}
     ctx = RunContext(stack=load_stack("cu130"))
-    report = run_pipeline(ctx, ["serve-bench", "runtime", "static", "host"],
-                          loader=lambda g: _group(g, statuses[g], calls))
+    report = run_pipeline(
+        ctx,
+        ["serve-bench", "runtime", "static", "host"],
+        loader=lambda g: _group(g, statuses[g], calls),
+    )
     assert calls == ["host", "static"]
     assert report.groups_run == ["host", "static"]
     assert set(report.groups_skipped) == {"runtime", "serve-bench"}
@@ -42,7 +45,9 @@ def test_cheapest_first_and_stop_at_first_failing_group() -> None:
 def test_keep_going_runs_everything() -> None:
     calls: list[str] = []
     ctx = RunContext(stack=load_stack("cu130"), keep_going=True)
-    report = run_pipeline(ctx, ["host", "static", "runtime"], loader=lambda g: _group(g, "FAIL", calls))
+    report = run_pipeline(
+        ctx, ["host", "static", "runtime"], loader=lambda g: _group(g, "FAIL", calls)
+    )
     assert calls == ["host", "static", "runtime"]
     assert report.groups_skipped == {}
 
@@ -68,8 +73,13 @@ def test_load_group_real_modules() -> None:
 
 
 def _cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "validators", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=240)
+    return subprocess.run(
+        [sys.executable, "-m", "validators", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
 
 
 def test_static_cli_on_a_failing_env_json_and_exit_1(tmp_path: Path) -> None:
@@ -87,8 +97,19 @@ def test_run_cli_report_and_junit(tmp_path: Path) -> None:
     site = elf_env.new_env(tmp_path / "env")
     elf_env.versioned_pair(site, tmp_path / "build", old_provider=False)
     junit = tmp_path / "junit.xml"
-    done = _cli("run", "cu130", "--env", str(tmp_path / "env"), "--only", "host", "static",
-                "--keep-going", "--json", "--junit", str(junit))
+    done = _cli(
+        "run",
+        "cu130",
+        "--env",
+        str(tmp_path / "env"),
+        "--only",
+        "host",
+        "static",
+        "--keep-going",
+        "--json",
+        "--junit",
+        str(junit),
+    )
     report = Report.model_validate(json.loads(done.stdout))
     assert report.schema_version == 1
     assert report.groups_run == ["host", "static"]

@@ -25,7 +25,9 @@ from validators.static.environment import load_environment
 pytestmark = [pytest.mark.network, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 ROOT = Path(__file__).resolve().parents[2]
-CACHE = Path(os.environ.get("STACKGATE_ABI_ENVS", Path.home() / ".cache" / "stackgate" / "abi-envs"))
+CACHE = Path(
+    os.environ.get("STACKGATE_ABI_ENVS", Path.home() / ".cache" / "stackgate" / "abi-envs")
+)
 SGL_KERNEL = "0.3.21"
 MANIFEST = """schema_version = 1
 name = "{name}"
@@ -67,13 +69,26 @@ def real_env(torch: str) -> Path:
     shutil.rmtree(env, ignore_errors=True)
     env.parent.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("UV_PYTHON_DOWNLOADS", "never")
-    made = subprocess.run([uv, "venv", "-q", "--python", "3.12", str(env)], capture_output=True, text=True)
+    made = subprocess.run(
+        [uv, "venv", "-q", "--python", "3.12", str(env)], capture_output=True, text=True
+    )
     if made.returncode != 0:
         pytest.skip(f"no Python 3.12 for uv: {made.stderr.strip()[-200:]}")
     subprocess.run(
-        [uv, "pip", "install", "-q", "--python", str(env / "bin" / "python"),
-         f"torch=={torch}", f"sgl-kernel=={SGL_KERNEL}"],
-        check=True, capture_output=True, text=True, timeout=1500,
+        [
+            uv,
+            "pip",
+            "install",
+            "-q",
+            "--python",
+            str(env / "bin" / "python"),
+            f"torch=={torch}",
+            f"sgl-kernel=={SGL_KERNEL}",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=1500,
     )
     assert _complete(env, torch)
     return env
@@ -85,7 +100,10 @@ def static(env: Path, torch: str, tmp_path: Path) -> dict[str, dict]:  # type: i
     manifest.write_text(MANIFEST.format(name=name, torch=torch, sgl=SGL_KERNEL), encoding="utf-8")
     done = subprocess.run(
         [sys.executable, "-m", "validators", "static", str(manifest), "--env", str(env), "--json"],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert "Traceback" not in done.stderr
     results = {r["check"]: r for r in json.loads(done.stdout)["results"]}
@@ -108,7 +126,9 @@ def test_sgl_kernel_with_torch_2_10_fails_naming_both(tmp_path: Path) -> None:
         "c10::cuda::c10_cuda_check_implementation(int, char const*, char const*, int, bool)",
         "c10::MessageLogger::MessageLogger(char const*, int, int)",
     }
-    assert {m["provider_package"] for m in kernel["evidence"]["missing_symbols"]} == {"torch 2.10.0"}
+    assert {m["provider_package"] for m in kernel["evidence"]["missing_symbols"]} == {
+        "torch 2.10.0"
+    }
     assert results["static.dists.pins"]["status"] == "PASS"
     assert results["static.abi.torch"]["status"] == "PASS"
 
@@ -116,8 +136,11 @@ def test_sgl_kernel_with_torch_2_10_fails_naming_both(tmp_path: Path) -> None:
 def test_sgl_kernel_with_torch_2_9_1_passes(tmp_path: Path) -> None:
     env = real_env("2.9.1")
     results = static(env, "2.9.1", tmp_path)
-    bad = {k: r["reason"][:200] for k, r in results.items()
-           if k != "_exit" and r["status"] in ("FAIL", "ERROR")}
+    bad = {
+        k: r["reason"][:200]
+        for k, r in results.items()
+        if k != "_exit" and r["status"] in ("FAIL", "ERROR")
+    }
     assert bad == {}
     assert results["_exit"]["code"] == 0
     assert results["static.abi.sgl_kernel"]["status"] == "PASS"
@@ -147,19 +170,54 @@ def test_static_verdict_matches_the_real_loader(torch: str, tmp_path: Path) -> N
     checker = AbiChecker(environment)
     modules = sorted((environment.site_packages / "sgl_kernel").rglob("*.so"))
     findings = checker.check(modules)
-    stub_src = "".join(f"int {n}(void) {{ return 0; }}\n" for n in sorted(findings.host_provided_names))
-    elf_env.gcc(tmp_path / "stub" / "libcuda.so.1", stub_src or "int cuInit(void){return 0;}\n",
-                "-Wl,-soname,libcuda.so.1")
+    stub_src = "".join(
+        f"int {n}(void) {{ return 0; }}\n" for n in sorted(findings.host_provided_names)
+    )
+    elf_env.gcc(
+        tmp_path / "stub" / "libcuda.so.1",
+        stub_src or "int cuInit(void){return 0;}\n",
+        "-Wl,-soname,libcuda.so.1",
+    )
     predicted = {m.importer for m in findings.missing_symbols}
     predicted_names = {m.symbol for m in findings.missing_symbols}
     env_vars = {**elf_env.env_vars_without_ld_path(), "LD_LIBRARY_PATH": str(tmp_path / "stub")}
     for module in modules:
-        done = subprocess.run([str(env / "bin" / "python"), "-c", LOAD, str(module)],
-                              capture_output=True, text=True, env=env_vars, timeout=300)
-        line = next((ln for ln in done.stdout.splitlines() if ln.startswith(("LOADED", "ERROR"))), "")
+        done = subprocess.run(
+            [str(env / "bin" / "python"), "-c", LOAD, str(module)],
+            capture_output=True,
+            text=True,
+            env=env_vars,
+            timeout=300,
+        )
+        line = next(
+            (ln for ln in done.stdout.splitlines() if ln.startswith(("LOADED", "ERROR"))), ""
+        )
         if module.resolve() in predicted:
             assert "undefined symbol" in line, (module, line, done.stderr[-500:])
             assert line.rsplit("undefined symbol: ", 1)[1].strip() in predicted_names
         else:
             assert line == "LOADED", (module, line, done.stderr[-500:])
     assert bool(predicted) is (torch == "2.10.0")
+
+
+def test_distributed_probe_runs_for_real_on_cpus(tmp_path: Path) -> None:
+    """The NCCL-latency probe's process orchestration, on gloo (no GPU here): two real ranks,
+    rank 0's JSON, pooled statistics. The H200 run used the same code with NCCL."""
+    from validators.runtime import nccl_latency as nl
+    from validators.runtime.runner import probe_env, run_distributed
+
+    env = real_env("2.9.1")
+    sizes = [7168 * 2, 7168 * 2 * 8]
+    o = run_distributed(
+        env / "bin" / "python",
+        ["nccl", ",".join(map(str, sizes)), "20"],
+        world_size=2,
+        env=probe_env({"STACKGATE_DIST_BACKEND": "gloo"}),
+        timeout=300,
+        log_dir=tmp_path,
+    )
+    assert o.status == "PASS", o.reason
+    assert o.evidence["backend"] == "gloo" and o.evidence["world_size"] == 2
+    stats = nl.summarize(nl.merge([o.evidence, o.evidence]))
+    assert [s.bytes for s in stats] == sizes
+    assert all(s.correct and s.samples == 40 and s.p90_us >= s.p50_us > 0 for s in stats)
