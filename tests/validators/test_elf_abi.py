@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -196,3 +197,20 @@ def test_mangled_stem() -> None:
     assert mangled_stem("_ZN3c1013MessageLoggerC1EPKcii") == "_ZN3c1013MessageLoggerC1E"
     assert mangled_stem("_Z3fooi") == "_Z3foo"
     assert mangled_stem("cudaMalloc") is None
+
+
+@pytest.mark.skipif(
+    os.geteuid() == 0, reason="root reads mode-000 files; run as a user to check this"
+)
+def test_unreadable_shared_object_is_an_error(tmp_path: Path) -> None:
+    site = elf_env.new_env(tmp_path / "env")
+    _, ext = elf_env.versioned_pair(site, tmp_path / "build", old_provider=False)
+    locked = site / "consumer" / "_locked.cpython-312-x86_64-linux-gnu.so"
+    shutil.copy2(ext, locked)
+    locked.chmod(0)
+    try:
+        results = _by_check(run_static(StaticInputs(env_path=tmp_path / "env", targets=())))
+    finally:
+        locked.chmod(0o644)
+    assert results["static.abi.unreadable"].status == "ERROR"
+    assert "_locked" in results["static.abi.unreadable"].reason

@@ -313,11 +313,9 @@ def _read(path: Path, stream: BinaryIO) -> ElfObject:
 
 
 def is_elf(path: Path) -> bool:
-    try:
-        with path.open("rb") as f:
-            return f.read(4) == b"\x7fELF"
-    except OSError:
-        return False
+    """True for an ELF file; OSError (unreadable) propagates so the caller can report it."""
+    with path.open("rb") as f:
+        return f.read(4) == b"\x7fELF"
 
 
 def satisfies(obj: ElfObject, want: Import) -> bool:

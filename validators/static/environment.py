@@ -41,6 +41,7 @@ class Environment:
     interpreter: Path | None
     distributions: dict[str, Distribution]
     owners: dict[Path, Distribution] = field(default_factory=dict)
+    unreadable: list[tuple[Path, str]] = field(default_factory=list)
 
     def owner(self, path: Path) -> Distribution | None:
         return self.owners.get(path.resolve())
@@ -66,7 +67,14 @@ class Environment:
                 if not (name.endswith(".so") or ".so." in name):
                     continue
                 path = Path(dirpath) / name
-                if path.is_symlink() or not is_elf(path):
+                # symlinks point at files listed anyway; FIFOs and devices would block a read
+                if path.is_symlink() or not path.is_file():
+                    continue
+                try:
+                    if not is_elf(path):
+                        continue
+                except OSError as exc:
+                    self.unreadable.append((path, f"cannot read: {exc.strerror or exc}"))
                     continue
                 found.append(path)
         return found

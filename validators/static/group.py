@@ -287,7 +287,10 @@ def _abi_results(env: Environment, shared: list[Path], relevant: set[str] | None
         for m in plugin_findings.missing_sonames
         if not m.host_provided
     ]
-    unreadable = [f"{p}: {why}" for p, why in findings.unreadable + plugin_findings.unreadable]
+    unreadable = [
+        f"{p}: {why}"
+        for p, why in env.unreadable + findings.unreadable + plugin_findings.unreadable
+    ]
     if unreadable:
         out.append(
             _result(
@@ -356,8 +359,17 @@ def _symbols_reason(
     return f"{head}: {'; '.join(shown)}"
 
 
+def _env_sonames(env: Environment) -> set[str]:
+    """Library file names the env ships where preloading finds them (torch/lib, nvidia/*)."""
+    site = env.site_packages
+    names: set[str] = set()
+    for pattern in ("nvidia/*/lib/*.so*", "nvidia/*/*/lib/*.so*", "torch/lib/*.so*"):
+        names.update(p.name for p in site.glob(pattern))
+    return names
+
+
 def _sonames_reason(env: Environment, label: str, sonames: list[str]) -> str:
-    have = set(AbiCheckerHints.env_sonames(env))
+    have = _env_sonames(env)
     hints: list[str] = []
     for entry in sonames:
         soname = entry.rsplit(" ", 1)[-1]
@@ -370,16 +382,6 @@ def _sonames_reason(env: Environment, label: str, sonames: list[str]) -> str:
             )
     text = f"{label}: DT_NEEDED libraries nothing provides: {'; '.join(sonames[:MAX_LISTED])}"
     return text + (f" -- {'; '.join(hints[:4])}" if hints else "")
-
-
-class AbiCheckerHints:
-    @staticmethod
-    def env_sonames(env: Environment) -> list[str]:
-        site = env.site_packages
-        names: list[str] = []
-        for pattern in ("nvidia/*/lib/*.so*", "nvidia/*/*/lib/*.so*", "torch/lib/*.so*"):
-            names.extend(p.name for p in site.glob(pattern))
-        return names
 
 
 # --- GPU archs -----------------------------------------------------------------------------
