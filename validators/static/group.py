@@ -407,6 +407,7 @@ def _arch_results(env: Environment, shared: list[Path], inputs: StaticInputs) ->
         cubins = {c.label(): n for c, n in sorted(code.cubins.items())}
         fails: list[str] = []
         notes: list[str] = []
+        unneeded: list[str] = []
         for target in inputs.targets:
             cov = coverage(code, target, env.site_packages)
             if cov.covered_by:
@@ -419,9 +420,10 @@ def _arch_results(env: Environment, shared: list[Path], inputs: StaticInputs) ->
                 f"for it (has {', '.join(sorted({c.label() for c in code.all_codes()}))})"
             )
             if only_cubins and not needs_cubins:
+                unneeded.append(target)
                 notes.append(
-                    msg + "; prebuilt-cubin backends (trtllm) unavailable, "
-                    "no serving profile selects one"
+                    msg + "; prebuilt-cubin backends (trtllm) are unavailable there, and no "
+                    "serving profile selects one"
                 )
             else:
                 fails.append(msg)
@@ -430,18 +432,23 @@ def _arch_results(env: Environment, shared: list[Path], inputs: StaticInputs) ->
             evidence["unreadable"] = [f"{p}: {why}" for p, why in code.unreadable]
         if fails:
             out.append(_result(check, "FAIL", "; ".join(fails + notes), evidence, seconds))
-        else:
-            archs = sorted({c.label() for c in code.all_codes()})
-            reason = f"covers {', '.join(inputs.targets)} (has {', '.join(archs)})"
-            out.append(
-                _result(
-                    check,
-                    "PASS",
-                    reason + (f"; {' | '.join(notes)}" if notes else ""),
-                    evidence,
-                    seconds,
-                )
+            continue
+        archs = sorted({c.label() for c in code.all_codes()})
+        covered = [t for t in inputs.targets if t not in unneeded]
+        reason = (
+            f"covers {', '.join(covered)} (has {', '.join(archs)})"
+            if covered
+            else f"not needed by the stack on {', '.join(unneeded)}"
+        )
+        out.append(
+            _result(
+                check,
+                "PASS",
+                reason + (f"; {' | '.join(notes)}" if notes else ""),
+                evidence,
+                seconds,
             )
+        )
     if not per_dist:
         out.append(_result("static.arch", "PASS", "no GPU code in this environment", {}, seconds))
     return out
