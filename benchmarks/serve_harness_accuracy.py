@@ -80,10 +80,13 @@ def run_case(name: str, conc: int, rate: float, k: int, out_len: int, rounds: in
         measured = bench_client.make_prompts(settings, max(conc * rounds, 1), stream=2)
 
         async def go() -> tuple[list[bench_client.RequestOutcome], float]:
-            async with bench_client.open_client(settings, conc) as client:
+            client = bench_client.open_client(target)
+            try:
                 await bench_client.run_requests(client, target, warm, settings, conc)
                 httpx.get(f"{url}/stats/reset")
                 return await bench_client.run_requests(client, target, measured, settings, conc)
+            finally:
+                client.abandon()
 
         outcomes, duration = asyncio.run(go())
         books = httpx.get(f"{url}/stats").json()

@@ -1,4 +1,4 @@
-"""Our own streaming benchmark client (httpx, asyncio) for OpenAI-compatible /v1/completions.
+"""Our own streaming benchmark client (asyncio) for OpenAI-compatible /v1/completions.
 
 Results use `sglang.bench_serving`'s field names (shared/research/sglang-facts.md section 3):
 `output_throughput`, `mean_ttft_ms`, `median_itl_ms`, `mean_tpot_ms`, `p99_e2e_latency_ms`...
@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import numpy as np
 
 from stackgate.manifest import BenchSettings
+from validators.serve.sse_transport import HttpError, StreamingClient
 
 # Words for `prompt_format = "text"` servers (those that take no token ids): common English
 # words, mostly one token each in BPE vocabularies.
@@ -177,84 +177,111 @@ def _body(target: Target, prompt: list[int] | str, settings: BenchSettings) -> d
     return body
 
 
-def _events(buffer: bytearray) -> list[bytes]:
-    """Pop complete SSE events (separated by a blank line) off the front of buffer."""
-    out: list[bytes] = []
-    while True:
-        cut = buffer.find(b"\n\n")
-        if cut < 0:
-            return out
-        out.append(bytes(buffer[:cut]))
-        del buffer[: cut + 2]
+class SseParser:
+    """Incremental parser of an OpenAI completions SSE stream (pure: bytes in, counts out).
+
+    Streams that end without `data: [DONE]` (transformers serve) simply end; a mid-stream
+    `{"error": ...}` event (SGLang) is recorded as the error.
+    """
+
+    def __init__(self) -> None:
+        self.buffer = bytearray()
+        self.usage_tokens = 0
+        self.counted = 0
+        self.saw_usage = False
+        self.text_events = 0
+        self.prompt_tokens: int | None = None
+        self.done = False
+        self.error = ""
+
+    @property
+    def output_tokens(self) -> int:
+        return self.usage_tokens if self.saw_usage else self.text_events
+
+    def feed(self, raw: bytes) -> int:
+        """Take bytes as they arrived; return how many new tokens they completed."""
+        self.buffer += raw.replace(b"\r\n", b"\n")
+        new_total = 0
+        while not self.done and not self.error:
+            cut = self.buffer.find(b"\n\n")
+            if cut < 0:
+                break
+            event = bytes(self.buffer[:cut])
+            del self.buffer[: cut + 2]
+            for line in event.split(b"\n"):
+                if line.startswith(b"data:"):
+                    new_total += self._data(line[5:].strip())
+        return new_total
+
+    def _data(self, payload: bytes) -> int:
+        if payload == b"[DONE]":
+            self.done = True
+            return 0
+        data = json.loads(payload)
+        if "error" in data:
+            self.error = f"stream error: {str(data['error'])[:300]}"
+            return 0
+        choices = data.get("choices") or []
+        text = (choices[0].get("text") or "") if choices else ""
+        usage = data.get("usage") or {}
+        before = self.counted
+        if text:
+            self.text_events += 1
+        if usage.get("completion_tokens") is not None:
+            # Cumulative count (SGLang/vLLM continuous_usage_stats, or only the final chunk
+            # as transformers serve sends it): tokens not yet counted arrive now.
+            self.saw_usage = True
+            self.usage_tokens = int(usage["completion_tokens"])
+            self.counted = max(self.counted, self.usage_tokens)
+            if usage.get("prompt_tokens") is not None:
+                self.prompt_tokens = int(usage["prompt_tokens"])
+        elif text:
+            self.counted += 1  # no per-chunk count: one text event, one token
+        return self.counted - before
 
 
 async def one_request(
-    client: httpx.AsyncClient, target: Target, prompt: list[int] | str, settings: BenchSettings
+    client: StreamingClient, target: Target, prompt: list[int] | str, settings: BenchSettings
 ) -> RequestOutcome:
+    """One streamed request. Tokens that arrive in the same network read share one arrival
+    time: a read carrying k tokens after a gap g adds k ITLs of g/k (bench_serving's rule for
+    multi-token chunks), so a server that flushes several events at once is not credited
+    with zero-latency tokens."""
     out = RequestOutcome(success=False)
     out.input_len = len(prompt) if isinstance(prompt, list) else 0
+    parser = SseParser()
     start = time.perf_counter()
     out.start = start
-    last = start
-    usage_tokens = 0
-    chunks = 0
-    saw_usage = False
-    url = f"{target.base_url}/v1/completions"
+    last = [start]
+
+    def on_body(data: bytes) -> None:
+        new = parser.feed(data)
+        if new:
+            now = time.perf_counter()
+            if not out.token_times:
+                out.ttft = now - start
+            else:
+                out.itl.extend([(now - last[0]) / new] * new)
+            out.token_times.append((now, new))
+            last[0] = now
+
     try:
-        async with client.stream("POST", url, json=_body(target, prompt, settings)) as resp:
-            if resp.status_code != 200:
-                text = (await resp.aread()).decode(errors="replace")
-                out.error = f"HTTP {resp.status_code}: {text[:300]}"
-                return out
-            buffer = bytearray()
-            done = False
-            async for raw in resp.aiter_bytes():
-                buffer += raw.replace(b"\r\n", b"\n")
-                for event in _events(buffer):
-                    for line in event.split(b"\n"):
-                        if not line.startswith(b"data:"):
-                            continue
-                        payload = line[5:].strip()
-                        if payload == b"[DONE]":
-                            done = True
-                            break
-                        data = json.loads(payload)
-                        if "error" in data:
-                            out.error = f"stream error: {str(data['error'])[:300]}"
-                            return out
-                        now = time.perf_counter()
-                        choices = data.get("choices") or []
-                        text = (choices[0].get("text") or "") if choices else ""
-                        usage = data.get("usage") or {}
-                        new = 0
-                        if usage.get("completion_tokens") is not None:
-                            saw_usage = True
-                            total = int(usage["completion_tokens"])
-                            new = max(0, total - usage_tokens)
-                            usage_tokens = total
-                            if usage.get("prompt_tokens") is not None:
-                                out.input_len = int(usage["prompt_tokens"])
-                        if text and not new:
-                            new = 1  # no per-chunk count: one chunk, one step
-                        if not text and not new:
-                            continue
-                        chunks += 1
-                        if out.ttft == 0.0:
-                            out.ttft = now - start
-                        else:
-                            step = (now - last) / max(new, 1)
-                            out.itl.extend([step] * max(new, 1))
-                        out.token_times.append((now, new))
-                        last = now
-                    if done:
-                        break
-                if done:
-                    break
-    except (httpx.HTTPError, json.JSONDecodeError, OSError) as exc:
+        status, error_body = await client.post_stream(
+            "/v1/completions", _body(target, prompt, settings), on_body
+        )
+    except (HttpError, json.JSONDecodeError, OSError) as exc:
         out.error = f"{type(exc).__name__}: {exc}"[:300]
         return out
     out.latency = time.perf_counter() - start
-    out.output_len = usage_tokens if saw_usage else chunks
+    if status != 200:
+        out.error = f"HTTP {status}: {error_body.decode(errors='replace')[:300]}"
+        return out
+    if parser.error:
+        out.error = parser.error
+        return out
+    if parser.prompt_tokens is not None:
+        out.input_len = parser.prompt_tokens
+    out.output_len = parser.output_tokens
     if out.output_len == 0:
         out.error = "no tokens streamed"
         return out
@@ -330,18 +357,14 @@ def _peak_in_flight(ok: Sequence[RequestOutcome]) -> int:
     return peak
 
 
-def open_client(settings: BenchSettings, concurrency: int) -> httpx.AsyncClient:
-    """One pool for warm-up and measurement: the measured requests reuse warm connections,
-    so 256 TCP connects do not land inside the measured window."""
-    limits = httpx.Limits(
-        max_connections=concurrency + 4, max_keepalive_connections=concurrency + 4
-    )
-    timeout = httpx.Timeout(settings.request_timeout_s, connect=30.0)
-    return httpx.AsyncClient(limits=limits, timeout=timeout)
+def open_client(target: Target) -> StreamingClient:
+    """One keep-alive pool for warm-up and measurement: measured requests reuse warm
+    connections, so 256 TCP connects do not land inside the measured window."""
+    return StreamingClient(target.base_url)
 
 
 async def run_requests(
-    client: httpx.AsyncClient,
+    client: StreamingClient,
     target: Target,
     prompts: Sequence[list[int] | str],
     settings: BenchSettings,
@@ -377,9 +400,12 @@ def run_level(
     measured = make_prompts(settings, count, stream=concurrency)
 
     async def both() -> tuple[list[RequestOutcome], float, list[RequestOutcome]]:
-        async with open_client(settings, concurrency) as client:
+        client = open_client(target)
+        try:
             warm_out, _ = await run_requests(client, target, warm, settings, concurrency)
             outcomes, duration = await run_requests(client, target, measured, settings, concurrency)
+        finally:
+            client.abandon()
         return outcomes, duration, warm_out
 
     outcomes, duration, warm_out = asyncio.run(both())
