@@ -6,8 +6,9 @@ validators both read it from here):
     /opt/stackgate/env      the stack's environment (venv; its bin/ is first on PATH)
     /opt/stackgate/tool     the stackgate tool's own venv: /opt/stackgate/tool/bin/python -m validators ...
     /opt/stackgate/python   the CPython both venvs use (when uv installed it)
-    /opt/stackgate/stack    the manifest (<stack>.toml) and its patches
-    /opt/stackgate/project  the generated uv project and uv.lock the env was synced from
+    /opt/stackgate/stack    a stacks folder (STACKGATE_STACKS_DIR points at it, so stack names
+                            resolve as on the host): <stack>.toml, its patches, rules.toml,
+                            schema/, locks/<stack>/{pyproject.toml,uv.lock} the env was synced from
 
 GPU access differs per engine:
 - docker (Engine API through the docker SDK): `device_requests=[DeviceRequest(count=-1,
@@ -40,7 +41,13 @@ IMAGE_ENV = f"{IMAGE_ROOT}/env"
 IMAGE_TOOL = f"{IMAGE_ROOT}/tool"
 IMAGE_PYTHON_DIR = f"{IMAGE_ROOT}/python"
 IMAGE_STACK_DIR = f"{IMAGE_ROOT}/stack"
-IMAGE_PROJECT = f"{IMAGE_ROOT}/project"
+
+
+def image_lock_dir(stack: str) -> str:
+    """The generated uv project and uv.lock inside an image of `stack`."""
+    return f"{IMAGE_STACK_DIR}/locks/{stack}"
+
+
 # argv prefixes for the two interpreters inside an image
 ENV_PYTHON = f"{IMAGE_ENV}/bin/python"
 TOOL_PYTHON = f"{IMAGE_TOOL}/bin/python"

@@ -47,6 +47,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-tool", action="store_true", help="leave the stackgate tool out")
     parser.add_argument(
+        "--ca-bundle",
+        help="CA bundle for a TLS-intercepting proxy, mounted for RUN steps only (buildah/podman);"
+        " env STACKGATE_CA_BUNDLE",
+    )
+    parser.add_argument(
         "--source",
         action="append",
         default=[],
@@ -79,6 +84,15 @@ def _output(value: str | None) -> Path | None:
     return Path(value.removeprefix("oci-archive:")).resolve()
 
 
+def _ca_bundle(value: str | None) -> Path | None:
+    if not value:
+        return None
+    path = Path(value).resolve()
+    if not path.is_file():
+        raise BadInput(f"--ca-bundle {value}: no such file")
+    return path
+
+
 def _sources(items: list[str]) -> dict[str, Path]:
     out = {}
     for item in items:
@@ -108,6 +122,7 @@ def request_from(args: argparse.Namespace) -> ImageRequest:
         uv_image=args.uv_image,
         base_python=args.base_python,
         include_tool=not args.no_tool,
+        ca_bundle=_ca_bundle(args.ca_bundle or os.environ.get("STACKGATE_CA_BUNDLE")),
         sources=_sources(args.source),
         storage=storage,
         docker=DockerConfig(base_url=args.docker_host, build_network=args.build_network),

@@ -53,10 +53,18 @@ class ImageRequest(BaseModel):
     uv_image: str | None = None
     base_python: str | None = None
     include_tool: bool = True
+    ca_bundle: Path | None = Field(
+        default=None,
+        description="CA bundle for a TLS-intercepting proxy: mounted for RUN steps only.",
+    )
     sources: dict[str, Path] = Field(default_factory=dict)
     storage: StorageConfig = Field(default_factory=StorageConfig)
     docker: DockerConfig = Field(default_factory=DockerConfig)
     resources: HostResources | None = None
+
+
+# Where --ca-bundle is seen by RUN steps (a mount: it never becomes part of the image).
+CA_BUNDLE_INSIDE = "/run/stackgate/ca-bundle.pem"
 
 
 class ReproCheck(BaseModel):
@@ -210,8 +218,20 @@ def _build_with(
     created_from: str,
     workdir: Path,
 ) -> ImageResult:
+    mounts: dict[str, str] = {}
+    if request.ca_bundle is not None:
+        mounts[str(request.ca_bundle)] = CA_BUNDLE_INSIDE
+        build_args = {**build_args, "SSL_CERT_FILE": CA_BUNDLE_INSIDE}
+
     def spec() -> BuildSpec:
-        return BuildSpec(context, containerfile, unique_tag(inputs.stack), build_args, created)
+        return BuildSpec(
+            context,
+            containerfile,
+            unique_tag(inputs.stack),
+            build_args,
+            created,
+            build_mounts=mounts,
+        )
 
     first = engine.build(spec())
     archive_digest = None

@@ -1,8 +1,8 @@
 """The build context: a folder holding exactly what the recipe copies, and nothing else.
 
     Containerfile
-    stackgate/project/   the generated uv project and uv.lock (stacks/locks/<stack>/)
-    stackgate/stack/     the manifest and its patches, at their relative paths
+    stackgate/stack/     a stacks folder: the manifest, its patches at their relative paths,
+                         rules.toml, schema/, locks/<stack>/ (the generated uv project + uv.lock)
     stackgate/sources/   patched source trees for packages built in the image
     stackgate/tool/      the stackgate tool's sources, pyproject.toml and uv.lock
 
@@ -25,6 +25,7 @@ from builder.image.recipe import RecipeInputs, SourcePackage, render
 from builder.lock import LockState
 from stackgate.errors import BadInput
 from stackgate.loading import LoadedStack
+from stackgate.paths import stacks_dir
 
 CONTAINERFILE = "Containerfile"
 _TOOL_PACKAGES = ("stackgate", "builder", "validators")
@@ -67,10 +68,14 @@ def assemble(
     dest.mkdir(parents=True, exist_ok=False)
     (dest / CONTAINERFILE).write_text(render(inputs), encoding="utf-8")
     top = dest / "stackgate"
-    _copy_tree(state.files.folder, top / "project")
     stack_dir = top / "stack"
-    stack_dir.mkdir(parents=True)
+    _copy_tree(state.files.folder, stack_dir / "locks" / inputs.stack)
     shutil.copy2(loaded.path, stack_dir / f"{inputs.stack}.toml")
+    # The rules and schema the tool inside the image checks manifests with (the host's).
+    if (stacks_dir() / "rules.toml").is_file():
+        shutil.copy2(stacks_dir() / "rules.toml", stack_dir / "rules.toml")
+    if (stacks_dir() / "schema").is_dir():
+        _copy_tree(stacks_dir() / "schema", stack_dir / "schema")
     for pin in loaded.manifest.packages.values():
         for patch in pin.patches:
             target = stack_dir / patch.path

@@ -26,7 +26,6 @@ from builder.jobs import JobPlan
 from stackgate import __version__
 from stackgate.container_run import (
     IMAGE_ENV,
-    IMAGE_PROJECT,
     IMAGE_PYTHON_DIR,
     IMAGE_ROOT,
     IMAGE_STACK_DIR,
@@ -54,7 +53,6 @@ PATHS = {
     "tool": IMAGE_TOOL,
     "tool_src": f"{IMAGE_ROOT}/tool-src",
     "python": IMAGE_PYTHON_DIR,
-    "project": IMAGE_PROJECT,
     "stack": IMAGE_STACK_DIR,
     "sources": f"{IMAGE_ROOT}/src",
 }

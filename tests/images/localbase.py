@@ -63,6 +63,21 @@ def _ldd(paths: list[Path]) -> set[Path]:
     return found
 
 
+# Libraries manylinux wheels may link without bundling (PEP 600's short list): numpy's
+# extension needs libstdc++, for one, and every real base image has them.
+_MANYLINUX_SONAMES = ("libstdc++.so.6", "libgcc_s.so.1", "libz.so.1", "libexpat.so.1")
+
+
+def _manylinux_libs() -> set[Path]:
+    cache = proc.run(["ldconfig", "-p"]).stdout
+    found = set()
+    for soname in _MANYLINUX_SONAMES:
+        match = re.search(rf"^\s*{re.escape(soname)} \(libc6,x86-64\) => (\S+)$", cache, flags=re.M)
+        if match:
+            found.add(Path(match.group(1)))
+    return found | _ldd(sorted(found))
+
+
 def _copy_stdlib(src: Path, dst: Path) -> None:
     for dirpath, dirnames, filenames in os.walk(src):
         dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_STDLIB)
@@ -101,7 +116,7 @@ def make_rootfs(root: Path) -> str:
 
     dynload = sorted((stdlib / "lib-dynload").glob("*.so"))
     elf = [exe, real_uv(), *(so for so in dynload if not so.name.startswith("_tkinter"))]
-    for lib in sorted(_ldd(elf)):
+    for lib in sorted(_ldd(elf) | _manylinux_libs()):
         # libpython from the host prefix goes to /usr/lib; system libs keep their path.
         dest = root / "usr/lib" / lib.name if lib.is_relative_to(prefix) else root / lib.relative_to("/")
         dest.parent.mkdir(parents=True, exist_ok=True)

@@ -168,3 +168,37 @@ def test_build_names_are_cleaned_up(built: dict[str, object], buildah_store: Sto
     assert not [n for n in names if ":build-" in n], names
     containers = json.loads(proc.run(["buildah", *buildah_store.global_args(), "containers", "--json"]).stdout or "[]")
     assert containers in ([], None)
+
+
+@pytest.mark.network
+@pytest.mark.slow
+def test_tool_inside_the_image_runs_the_validators_cli(tiny_stack: TinyStack, buildah_store: Store) -> None:
+    """With the stackgate tool included (its own venv from its own uv.lock, deps from PyPI),
+    the validators CLI runs inside the image against the manifest baked into it."""
+    argv = [
+        sys.executable, "-m", "builder", "image", str(tiny_stack.loaded.path),
+        "--engine", "buildah", "--lock-dir", str(tiny_stack.lock.folder),
+        "--base", buildah_store.base.pinned, "--uv-image", buildah_store.uv.pinned,
+        "--base-python", buildah_store.base.python,
+        *buildah_store.cli_args(), "--tag", "localhost/stackgate-tiny:with-tool", "--json",
+    ]
+    # This CI host reaches PyPI through a TLS-intercepting proxy whose CA is only in the host's
+    # bundle: mount it for the build (it does not end up in the image).
+    bundle = os.environ.get("SSL_CERT_FILE") or os.environ.get("PIP_CERT") or "/etc/ssl/certs/ca-certificates.crt"
+    if Path(bundle).is_file():
+        argv += ["--ca-bundle", bundle]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    from stackgate.container_run import IMAGE_STACK_DIR, TOOL_PYTHON
+
+    # Stack names resolve inside the image as on the host (STACKGATE_STACKS_DIR).
+    for command in (["validators", "--help"], ["builder", "check", "tiny"], ["builder", "check", f"{IMAGE_STACK_DIR}/tiny.toml"]):
+        result = run_in_image(
+            "localhost/stackgate-tiny:with-tool",
+            [TOOL_PYTHON, "-m", *command],
+            engine="buildah",
+            gpus=False,
+            engine_args=buildah_store.global_args(),
+            timeout=300,
+        )
+        assert result.returncode == 0, (command, result.stderr[-2000:])

@@ -84,7 +84,8 @@ def test_runtime_keeps_nvcc_because_the_stack_jits(recipe: tuple[RecipeInputs, s
 def test_lock_is_copied_before_the_frozen_sync(recipe: tuple[RecipeInputs, str]) -> None:
     _, text = recipe
     build = _stages(text)[0]
-    copy_lock = build.index("COPY stackgate/project/ /opt/stackgate/project/")
+    copy_lock = build.index("COPY stackgate/stack/ /opt/stackgate/stack/")
+    assert "WORKDIR /opt/stackgate/stack/locks/cu130" in build
     sync = build.index("uv sync --frozen --no-dev --no-install-project")
     assert copy_lock < sync
     assert "uv lock" not in text and "pip install -r" not in text
@@ -178,8 +179,10 @@ def test_context_holds_only_named_files(tmp_path: Path, cu130_lock: Path, recipe
     assert containerfile.read_text() == text
     files = {str(p.relative_to(context)) for p in context.rglob("*") if p.is_file()}
     tops = {f.split("/")[1] for f in files if f.startswith("stackgate/")}
-    assert tops == {"project", "stack", "sources", "tool"}
+    assert tops == {"stack", "sources", "tool"}
     assert "stackgate/stack/cu130.toml" in files
+    assert "stackgate/stack/rules.toml" in files
+    assert {"stackgate/stack/locks/cu130/uv.lock", "stackgate/stack/locks/cu130/pyproject.toml"} <= files
     assert "stackgate/stack/patches/cu130/0000-placeholder-local-patches.patch" in files
     assert "stackgate/sources/sglang/python/pyproject.toml" in files
     assert not [f for f in files if "/.git/" in f or "/.venv" in f or "__pycache__" in f]

@@ -86,6 +86,8 @@ class BuildSpec:
     build_args: Mapping[str, str]
     timestamp: int
     target: str | None = None
+    # Read-only files/folders visible to RUN steps only, never committed (host -> container).
+    build_mounts: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -78,6 +78,8 @@ class _ContainersEngine(ImageEngine):
         ]
         for key, value in sorted(spec.build_args.items()):
             argv += ["--build-arg", f"{key}={value}"]
+        for host, inside in sorted(spec.build_mounts.items()):
+            argv += ["--volume", f"{host}:{inside}:ro"]
         if spec.target:
             argv += ["--target", spec.target]
         return self._cli(*argv, spec.context)

@@ -27,7 +27,7 @@ from builder.image.engines.base import (
 )
 from stackgate import proc
 from stackgate.container_run import docker_socket_problem
-from stackgate.errors import CommandFailed, EnvironmentProblem
+from stackgate.errors import BadInput, CommandFailed, EnvironmentProblem
 
 API_VERSION = "1.41"
 
@@ -92,6 +92,10 @@ class DockerEngine(ImageEngine):
         return parse_version("docker", json.dumps(self.client.version()))
 
     def build(self, spec: BuildSpec) -> BuiltImage:
+        if spec.build_mounts:
+            raise BadInput(
+                "the docker engine's classic builder cannot mount files into RUN steps (--ca-bundle); use buildah or podman"
+            )
         started = time.monotonic()
         tar = context_tar(spec.context, spec.timestamp)
         self.track(spec.tag)
