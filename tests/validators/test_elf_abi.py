@@ -214,3 +214,26 @@ def test_unreadable_shared_object_is_an_error(tmp_path: Path) -> None:
         locked.chmod(0o644)
     assert results["static.abi.unreadable"].status == "ERROR"
     assert "_locked" in results["static.abi.unreadable"].reason
+
+
+PY_EXT_C = """
+extern void* PyLong_FromLong(long v);
+void* PyInit__py(void) { return PyLong_FromLong(1); }
+"""
+
+
+def test_python_c_api_resolves_against_the_env_interpreter(tmp_path: Path) -> None:
+    """Extensions take Py* from the interpreter (no DT_NEEDED libpython in manylinux wheels)."""
+    site = elf_env.new_env(tmp_path / "env")
+    ext = elf_env.gcc(site / "pyext" / "_py.cpython-312-x86_64-linux-gnu.so", PY_EXT_C)
+    elf_env.add_dist(site, "pyext", "1.0", [ext])
+    results = _by_check(run_static(StaticInputs(env_path=tmp_path / "env", targets=())))
+    assert results["static.env"].status == "PASS"
+    assert results["static.abi.pyext"].status == "PASS", results["static.abi.pyext"].reason
+    # without an interpreter: an ERROR for the env, not a false "missing PyLong_FromLong"
+    (tmp_path / "env" / "bin" / "python").unlink()
+    results = _by_check(run_static(StaticInputs(env_path=tmp_path / "env", targets=())))
+    assert results["static.env"].status == "ERROR"
+    assert "no interpreter" in results["static.env"].reason
+    assert results["static.abi.pyext"].status == "PASS"
+    assert results["static.abi.summary"].evidence["python_api_unchecked"] == 1

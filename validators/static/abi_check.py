@@ -22,6 +22,8 @@ from validators.static.loader import HOST_PROVIDED, Resolver, closure, system_li
 
 # Names libcuda.so.1 / libnvidia-ml.so.1 export (driver API), used only when the driver is absent.
 _DRIVER_NAME = re.compile(r"^(cu[A-Z]\w*|nvml\w+)$")
+# The Python C API, provided by the interpreter that imports the extension.
+_PYTHON_API = re.compile(r"^_?_?Py[A-Z_]\w*$")
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,7 @@ class AbiFindings:
     missing_versions: list[MissingVersion] = field(default_factory=list)
     host_provided_symbols: int = 0
     host_provided_names: set[str] = field(default_factory=set)
+    python_api_unchecked: int = 0  # no interpreter to check the C API against
     unreadable: list[tuple[Path, str]] = field(default_factory=list)
 
 
@@ -224,6 +227,9 @@ class AbiChecker:
                     continue
                 for imp in misses:
                     if any(satisfies(p, imp) for p in scope if imp.name in p.exports):
+                        continue
+                    if self.env.interpreter is None and _PYTHON_API.match(imp.name):
+                        findings.python_api_unchecked += 1
                         continue
                     if host_missing and imp.version is None and _DRIVER_NAME.match(imp.name):
                         findings.host_provided_symbols += 1

@@ -84,16 +84,26 @@ def run_static(inputs: StaticInputs) -> list[Result]:
         return [_result("static.env", "ERROR", str(exc))]
     except OSError as exc:
         return [_result("static.env", "ERROR", f"cannot read the environment: {exc}")]
-    results = [
-        _result(
+    seconds = time.perf_counter() - started
+    if env.interpreter is None:
+        env_result = _result(
+            "static.env",
+            "ERROR",
+            f"no interpreter at {inputs.env_path / 'bin' / 'python'}: the extensions' Python "
+            f"C-API imports cannot be checked (the other checks ran on "
+            f"{len(env.distributions)} distributions)",
+            {},
+            seconds,
+        )
+    else:
+        env_result = _result(
             "static.env",
             "PASS",
             f"{len(env.distributions)} distributions in {env.site_packages}",
-            {"interpreter": str(env.interpreter) if env.interpreter else None},
-            time.perf_counter() - started,
+            {"interpreter": str(env.interpreter)},
+            seconds,
         )
-    ]
-    results.extend(_dist_results(env, inputs))
+    results = [env_result, *_dist_results(env, inputs)]
     shared = env.shared_objects()
     relevant = None
     if inputs.manifest is not None:
@@ -279,6 +289,7 @@ def _abi_results(env: Environment, shared: list[Path], relevant: set[str] | None
         "imports_checked": findings.imports_checked,
         "host_provided_sonames_absent": sorted(host_sonames),
         "driver_symbols_not_checkable": findings.host_provided_symbols,
+        "python_api_unchecked": findings.python_api_unchecked,
         "demangler": "c++filt" if demangle.available() else "none (binutils not installed)",
         "seconds": round(seconds, 3),
     }
