@@ -221,3 +221,30 @@ def test_distributed_probe_runs_for_real_on_cpus(tmp_path: Path) -> None:
     stats = nl.summarize(nl.merge([o.evidence, o.evidence]))
     assert [s.bytes for s in stats] == sizes
     assert all(s.correct and s.samples == 40 and s.p90_us >= s.p50_us > 0 for s in stats)
+
+
+def test_nccl_latency_check_fails_above_the_manifest_threshold(tmp_path: Path) -> None:
+    """The whole latency check (profile vs defaults, pooling, threshold) with real ranks on
+    gloo: a 1 us p50 limit cannot be met, so it is a FAIL that says by how much."""
+    from stackgate.loading import load_stack
+    from validators.context import RunContext
+    from validators.runtime import nccl_latency as nl
+    from validators.runtime.group import _nccl
+
+    env = real_env("2.9.1")
+    loaded = load_stack("cu130")
+    thresholds = loaded.manifest.validation.thresholds.model_copy(
+        update={"allreduce_p50_us_max": 1.0}
+    )
+    validation = loaded.manifest.validation.model_copy(update={"thresholds": thresholds})
+    manifest = loaded.manifest.model_copy(update={"validation": validation})
+    ctx = RunContext(
+        stack=type(loaded)(loaded.path, manifest, loaded.raw),
+        options={"nccl_iters": "20", "nccl_repeats": "1"},
+    )
+    stack_env = {**manifest.env_for("pcie"), "STACKGATE_DIST_BACKEND": "gloo"}
+    result = _nccl(ctx, env / "bin" / "python", stack_env, "pcie", 2, 300.0, tmp_path)
+    assert result.status == "FAIL", result.reason
+    assert "exceeds the manifest's allreduce_p50_us_max 1.0 us" in result.reason
+    assert result.evidence["profile_env"]["NCCL_PROTO"] == "LL"
+    assert [row["bytes"] for row in result.evidence["rows"]] == nl.message_sizes()
