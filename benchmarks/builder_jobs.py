@@ -49,7 +49,7 @@ def run_in_cgroup(argv: list[str], limit: int, src: Path) -> tuple[float, int, i
 def manifest(folder: Path, per_job_gb: float) -> Path:
     text = (ROOT / "tests/builder/data/smoke.toml").read_text().replace(
         'name = "smoke"', 'name = "jobsbench"')
-    text += f"\n[build]\nmemory_per_job_gb = {per_job_gb}\nmemory_margin_gb = 0.05\n"
+    text += f"\n[build]\nmemory_per_job_gb = {per_job_gb}\nmemory_margin_gb = 0.1\n"
     path = folder / "jobsbench.toml"
     path.write_text(text)
     return path

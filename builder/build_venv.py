@@ -189,6 +189,7 @@ class _Build:
             env=self._step_env(plan, venv),
             cwd=cwd,
             limit_bytes=max(plan.usable_memory_bytes, 1),
+            pause_at_bytes=plan.memory_budget_bytes or None,
             log_path=self.log,
             on_line=self.reporter.line,
             keep_fds=(self.lock_fd,) if self.lock_fd is not None else (),

@@ -32,7 +32,7 @@ __all__ = ["MEASURED_HEADROOM", "HostResources", "JobPlan", "plan_jobs"]
 
 # A measured peak is one sample of a noisy quantity (the biggest translation unit may not have
 # overlapped the others last time); plan with this much on top.
-MEASURED_HEADROOM = 1.25
+MEASURED_HEADROOM = 1.1
 
 LimitedBy = Literal["cpu", "memory", "max_jobs"]
 

@@ -5,12 +5,12 @@ A *job* is a process whose parent is a build driver (make, ninja, ...) together 
 descendants (nvcc -> cicc, ptxas; gcc -> cc1plus, as); its RSS is the sum over that subtree.
 Where no driver is in the tree, each compiler process (gcc, nvcc, cicc, ...) is a job.
 
-Near the limit (pause_fraction) the newest running job is stopped with SIGSTOP: it has done
-the least work, and the older jobs can finish and free memory. A stopped job keeps what it
-holds, so the threshold leaves room for the running jobs to reach their peaks (75% of the
-budget by default): the watchdog is the second line of defence behind the plan, not a
-replacement for it. Once the total falls below
-resume_fraction, paused jobs get SIGCONT, oldest first. One job is always left running, so
+When the tree passes the plan's memory budget (usable memory minus the manifest's margin;
+never above 90% of the limit) the newest running job is stopped with SIGSTOP: it has done the
+least work, and the older jobs can finish and free memory. A stopped job keeps what it holds,
+so the margin is what lets the running jobs reach their peaks: the watchdog is the second line
+of defence behind the plan, not a replacement for it. A plan that was right never pauses. Once the total falls below
+resume_fraction of that threshold, paused jobs get SIGCONT, oldest first. One job is always left running, so
 the build can make progress; a build whose single job is over the limit still fails, but the
 record then says so with a measured number.
 
@@ -131,15 +131,17 @@ class Watchdog:
         root_pid: int,
         *,
         limit_bytes: int,
-        pause_fraction: float = 0.75,
-        resume_fraction: float = 0.5,
+        pause_at_bytes: int | None = None,
+        pause_fraction: float = 0.9,
+        resume_fraction: float = 0.8,
         interval_s: float = 0.05,
         pause: bool = True,
     ) -> None:
         self.root_pid = root_pid
         self.limit = limit_bytes
-        self.pause_at = int(limit_bytes * pause_fraction)
-        self.resume_at = int(limit_bytes * resume_fraction)
+        ceiling = int(limit_bytes * pause_fraction)
+        self.pause_at = min(pause_at_bytes, ceiling) if pause_at_bytes else ceiling
+        self.resume_at = int(self.pause_at * resume_fraction)
         self.interval = interval_s
         self.pause = pause
         self.report = WatchReport()

@@ -28,6 +28,7 @@ def run_watched(
     env: Mapping[str, str],
     cwd: Path | None,
     limit_bytes: int,
+    pause_at_bytes: int | None = None,
     log_path: Path,
     on_line: Callable[[str], None] | None = None,
     keep_fds: tuple[int, ...] = (),
@@ -62,7 +63,9 @@ def run_watched(
                     on_line(line.rstrip("\n"))
 
         reader = threading.Thread(target=pump, daemon=True)
-        with Watchdog(popen.pid, limit_bytes=limit_bytes, pause=pause) as dog:
+        with Watchdog(
+            popen.pid, limit_bytes=limit_bytes, pause_at_bytes=pause_at_bytes, pause=pause
+        ) as dog:
             reader.start()
             returncode = popen.wait()
         reader.join(timeout=10)

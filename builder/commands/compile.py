@@ -58,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
         env=uv_env(plan.env()),
         cwd=args.cwd,
         limit_bytes=max(plan.usable_memory_bytes, 1),
+        pause_at_bytes=plan.memory_budget_bytes or None,
         log_path=stack_dir / "compile.log",
         on_line=lambda line: console.print(line, markup=False, highlight=False),
         pause=not args.no_watchdog,

@@ -23,8 +23,8 @@ HOG_C = r"""
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-/* hog PEAK_MB STEPS WORK_MS: grow to PEAK_MB in STEPS steps, touching every page, with about
-   WORK_MS of CPU work per step; exit 0. */
+/* hog PEAK_MB STEPS WORK_MS [HOLD_MS]: grow to PEAK_MB in STEPS steps, touching every page,
+   with about WORK_MS of CPU work per step, then keep working HOLD_MS at the peak; exit 0. */
 static void work(long ms, volatile char *p, size_t n) {
     struct timespec a, b; clock_gettime(CLOCK_MONOTONIC, &a);
     size_t i = 0;
@@ -45,6 +45,7 @@ int main(int argc, char **argv) {
         memset(blocks[s], (int)s, chunk);
         work(ms, blocks[s], chunk);
     }
+    if (argc > 4) work(atol(argv[4]), blocks[steps - 1], chunk);
     for (long s = 0; s < steps; s++) free(blocks[s]);
     return 0;
 }
@@ -61,12 +62,12 @@ def build_hog(folder: Path) -> Path:
 
 
 def write_makefile(folder: Path, hog: Path, *, targets: int, peak_mb: int, steps: int = 20,
-                   work_ms: int = 40) -> Path:
+                   work_ms: int = 40, hold_ms: int = 0) -> Path:
     """A Makefile whose `all` builds `targets` objects, each one hog run."""
     names = [f"obj{i}.o" for i in range(targets)]
     lines = [".PHONY: all clean", f"all: {' '.join(names)}", ""]
     for name in names:
-        lines += [f"{name}:", f"\t{hog} {peak_mb} {steps} {work_ms}", f"\ttouch {name}", ""]
+        lines += [f"{name}:", f"\t{hog} {peak_mb} {steps} {work_ms} {hold_ms}", f"\ttouch {name}", ""]
     lines += ["clean:", "\trm -f *.o", ""]
     makefile = folder / "Makefile"
     makefile.write_text("\n".join(lines))

@@ -142,7 +142,7 @@ def test_measured_peak_replaces_the_guess() -> None:
                      measured_peak_per_job_bytes=8 * GIB)
     assert plan.memory_per_job_source == "measured"
     assert plan.memory_per_job_bytes == int(8 * GIB * MEASURED_HEADROOM)
-    assert plan.jobs == 10
+    assert plan.jobs == int(100 // (8 * MEASURED_HEADROOM))
 
 
 @pytest.mark.parametrize("key", ["MAX_JOBS", "CMAKE_BUILD_PARALLEL_LEVEL", "MAKEFLAGS",
