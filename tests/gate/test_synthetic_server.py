@@ -1,0 +1,61 @@
+"""The gate on real processes: a server configured 5% slower is refused, an equal one is not.
+
+Real builder envs, real `validators run` with the serve-bench group, real HTTP streaming from
+the synthetic token server (the engine stand-in: a GPU engine cannot run here). Asserts only on
+the rate-bound numbers (decode tok/s, TPOT): the scheduling-bound ones (TTFT) swing tens of
+percent on a shared CI machine (benchmarks/results/gate_synthetic_server.md).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.gate.conftest import Project
+from tests.gate.synthetic_stack import write_synthetic_stack
+
+RATE_BOUND = (
+    "serve-bench.single_stream/single_stream_decode_tok_s",
+    "serve-bench.sweep/median_tpot_ms@c1",
+)
+REPEATS = "3"
+
+
+@pytest.mark.slow
+def test_five_percent_slower_server_is_refused_and_an_equal_one_is_not(
+    project: Project,
+) -> None:
+    stacks = project.stacks
+    for name, rate in (("known", 400.0), ("same", 400.0), ("slower", 380.0)):
+        write_synthetic_stack(stacks, project.root, name, rate, concurrencies=(1,))
+    envs = {}
+    for name in ("known", "same", "slower"):
+        project.run("builder", "lock", name, check=True)
+        built = project.run("builder", "build", name, "--json", check=True)
+        envs[name] = json.loads(built.stdout)["env"]
+    project.run("validators", "run", "known", "--env", envs["known"], "--option",
+                f"record_reference={stacks / 'refs' / 'main.json'}", check=True)  # fmt: skip
+    runs = []
+    for i in range(int(REPEATS)):
+        done = project.run("validators", "run", "known", "--env", envs["known"], "--json")
+        assert done.returncode == 0, done.stderr
+        (project.root / f"k{i}.json").write_text(done.stdout)
+        runs += ["--run", str(project.root / f"k{i}.json")]
+    project.run("validators", "mark-good", "known", *runs, "--allow-host-mismatch", check=True)
+
+    verdicts = {}
+    for name in ("same", "slower"):
+        done = project.run(
+            "validators", "gate", name, "--env", envs[name], "--baseline", "known",
+            "--interleave-with", envs["known"], "--repeats", REPEATS, "--min-repeats", REPEATS,
+            "--json",
+        )  # fmt: skip
+        payload = json.loads(done.stdout)
+        verdicts[name] = (done.returncode, {m["key"]: m["status"] for m in payload["metrics"]})
+        assert "re-measured interleaved" in payload["baseline_numbers"]
+    code, slower = verdicts["slower"]
+    assert code == 1
+    assert all(slower[k] == "REGRESSION" for k in RATE_BOUND), slower
+    _, same = verdicts["same"]
+    assert all(same[k] == "SAME" for k in RATE_BOUND), same
