@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 
 from validators.records.metrics import parse_metric_key
 
+# The design noise, 1% run-to-run CV: the harness itself measured 0.73-0.78% on rate-bound
+# numbers (decode tok/s, TPOT) against a fixed-rate synthetic server on a shared 2-vCPU box
+# (benchmarks/results/gate_synthetic_server.md); an engine on a dedicated GPU host adds its own.
 # From benchmarks/results/gate_power.md at 1% run-to-run noise (CV), 25 gated metrics: 8 runs
 # per side, 1.25% tolerance, 95% one-sided bounds catch a 3% regression 97.6% of the time and
 # refuse an equal candidate 0.25% of the time (40,000 simulated gates). 1.00% was rejected: its
