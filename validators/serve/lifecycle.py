@@ -32,6 +32,8 @@ from validators.serve.teardown import ProcessTracker, port_free
 
 Verdict = Literal["ready", "crashed", "hung", "timeout"]
 
+GENERIC_GRACE_S = 3.0
+
 
 class PortInUse(CheckFailed):
     def __init__(self, host: str, port: int, holders: list[str]) -> None:
@@ -168,6 +170,7 @@ def wait_ready(
     last_refresh = 0.0
     last_health = 0.0
     health_status: int | None = None
+    first_fatal: float | None = None
     with httpx.Client(timeout=httpx.Timeout(10.0, connect=2.0)) as client:
         while True:
             now = time.monotonic()
@@ -179,7 +182,12 @@ def wait_ready(
             if on_update is not None:
                 on_update(watch)
             elapsed = now - server.started
-            if watch.fatal is not None:
+            if watch.fatal is not None and first_fatal is None:
+                first_fatal = now
+            # A generic signature ("a child died") waits briefly for the specific cause.
+            if watch.fatal is not None and (
+                not watch.fatal.generic or now - (first_fatal or now) >= GENERIC_GRACE_S
+            ):
                 return _outcome(
                     server,
                     "crashed",

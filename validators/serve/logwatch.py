@@ -60,11 +60,14 @@ FATAL: list[tuple[str, re.Pattern[str]]] = [
         "CUDA error",
         re.compile(r"CUDA error: [^\r\n]*|cudaErrorIllegalAddress|an illegal memory access"),
     ),
-    ("child process died", re.compile(r"Received sigquit from a child process")),
-    ("scheduler exception", re.compile(r"Scheduler hit an exception")),
     ("port in use", re.compile(r"[Aa]ddress already in use")),
     ("fatal Python error", re.compile(r"Fatal Python error[^\r\n]*|Segmentation fault")),
+    # Generic: a rank died, the cause is in the lines that follow. Lifecycle waits a moment
+    # for a specific signature before reporting one of these.
+    ("scheduler exception", re.compile(r"Scheduler hit an exception")),
+    ("child process died", re.compile(r"Received sigquit from a child process")),
 ]
+GENERIC = frozenset({"scheduler exception", "child process died"})
 
 _SPLIT = re.compile(r"\r\n|\r|\n")
 
@@ -84,6 +87,10 @@ class Progress:
 class Fatal:
     label: str
     line: str
+
+    @property
+    def generic(self) -> bool:
+        return self.label in GENERIC
 
 
 @dataclass
@@ -128,11 +135,11 @@ class LogWatch:
                 self._enter(name)
         if self.ready_pattern is not None and self.ready_pattern.search(line):
             self.ready_line_seen = True
-        if self.fatal is None:
+        if self.fatal is None or self.fatal.generic:
             for label, pattern in FATAL:
-                found = pattern.search(line)
-                if found:
-                    self.fatal = Fatal(label, line.strip()[:500])
+                if pattern.search(line):
+                    if self.fatal is None or label not in GENERIC:
+                        self.fatal = Fatal(label, line.strip()[:500])
                     break
 
     def _enter(self, name: str) -> None:

@@ -114,22 +114,23 @@ class ProcessTracker:
         return [entry for pid, entry in sorted(self.known.items()) if self.verified(pid)]
 
     def signal_all(self, sig: signal.Signals) -> list[int]:
-        """Send sig to the group (while its leader is ours) and to each live recorded process."""
-        sent: list[int] = []
+        """Send sig to the group (while one of ours is in it) and to each live recorded
+        process outside it; returns the pids that were alive and signalled."""
+        targets = self.alive()
+        in_group = [t for t in targets if _pgid(t.pid) == self.leader_pid]
         # The group id cannot be reused while one of our processes is still in the group.
-        if any(_pgid(t.pid) == self.leader_pid for t in self.alive()):
+        if in_group:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.leader_pid, sig)
-        for entry in self.alive():
+        for entry in targets:
+            if entry in in_group:
+                continue
             proc = self.verified(entry.pid)
             if proc is None:
                 continue
-            try:
+            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
                 proc.send_signal(sig)  # psutil re-checks the identity before signalling
-                sent.append(entry.pid)
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                pass
-        return sent
+        return [t.pid for t in targets]
 
 
 def _pgid(pid: int) -> int | None:
