@@ -181,6 +181,7 @@ def test_tool_inside_the_image_runs_the_validators_cli(tiny_stack: TinyStack, bu
         "--base", buildah_store.base.pinned, "--uv-image", buildah_store.uv.pinned,
         "--base-python", buildah_store.base.python,
         *buildah_store.cli_args(), "--tag", "localhost/stackgate-tiny:with-tool", "--json",
+        "--check-reproducible",
     ]
     # This CI host reaches PyPI through a TLS-intercepting proxy whose CA is only in the host's
     # bundle: mount it for the build (it does not end up in the image).
@@ -189,6 +190,7 @@ def test_tool_inside_the_image_runs_the_validators_cli(tiny_stack: TinyStack, bu
         argv += ["--ca-bundle", bundle]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout)["reproducible"]["identical"] is True
     from stackgate.container_run import IMAGE_STACK_DIR, TOOL_PYTHON
 
     # Stack names resolve inside the image as on the host (STACKGATE_STACKS_DIR).
