@@ -30,6 +30,7 @@ PER_STACK: list[tuple[str, str, str, list[str]]] = [
     ("gate", "validators", "gate", []),
     ("reproduce", "validators", "reproduce", []),
     ("validate", "validators", "run", []),  # --env defaults to envs/<stack>/current
+    ("serve-bench", "validators", "serve-bench", []),  # posargs: --profile, --reference ...
 ]
 
 
