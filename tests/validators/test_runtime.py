@@ -167,19 +167,19 @@ def test_symm_mem_keyerror_is_a_named_fail_when_the_profile_enables_it() -> None
 
     by = {
         r.check: r
-        for r in _sglang_decisions(_with_flags("--enable-torch-symm-mem"), (12, 0), None, "pcie")
+        for r in _sglang_decisions(_with_flags("--enable-torch-symm-mem"), (12, 0), "pcie")
     }
     symm = by["runtime.sglang.torch_symm_mem"]
     assert symm.status == "FAIL"
     assert "KeyError: 12" in symm.reason and "remove --enable-torch-symm-mem" in symm.reason
     # without the flag: a SKIP that still says what would happen
-    quiet = {r.check: r for r in _sglang_decisions(_with_flags(), (12, 0), None, "pcie")}
+    quiet = {r.check: r for r in _sglang_decisions(_with_flags(), (12, 0), "pcie")}
     assert quiet["runtime.sglang.torch_symm_mem"].status == "SKIP"
     # an installed SGLang whose table gained 12 is believed over the recorded one
     fixed = {
         r.check: r
         for r in _sglang_decisions(
-            _with_flags("--enable-torch-symm-mem"), (12, 0), None, "pcie", [9, 10, 12]
+            _with_flags("--enable-torch-symm-mem"), (12, 0), "pcie", [9, 10, 12]
         )
     }
     assert fixed["runtime.sglang.torch_symm_mem"].status == "PASS"
@@ -191,7 +191,7 @@ def test_fusion_flag_on_sm120_is_a_fail_and_pcie_tp8_has_no_custom_allreduce() -
     by = {
         r.check: r
         for r in _sglang_decisions(
-            _with_flags("--enable-flashinfer-allreduce-fusion"), (12, 0), None, "pcie"
+            _with_flags("--enable-flashinfer-allreduce-fusion"), (12, 0), "pcie"
         )
     }
     assert by["runtime.sglang.allreduce_fusion"].status == "FAIL"

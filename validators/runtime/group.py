@@ -77,7 +77,7 @@ def run_group(ctx: RunContext) -> list[Result]:
     out.extend(_jit(ctx, python, env, cc, nvcc))
 
     real_keys = sglang_o.evidence.get("symm_mem_max_sizes_keys")
-    out.extend(_sglang_decisions(manifest, cc, inv, topology, real_keys))
+    out.extend(_sglang_decisions(manifest, cc, topology, real_keys))
 
     world = len(devices)
     if torch_o.status != "PASS":
@@ -199,7 +199,6 @@ def _profile_flags(manifest: Manifest) -> tuple[int, set[str]]:
 def _sglang_decisions(
     manifest: Manifest,
     cc: tuple[int, ...] | None,
-    inv: Any,
     topology: Topology | None,
     real_keys: list[int] | None = None,
 ) -> list[Result]:
