@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -62,6 +64,7 @@ def main() -> int:
     ap.add_argument("--targets", type=int, default=8)
     ap.add_argument("--work-ms", type=int, default=100)
     ap.add_argument("--sweep", default="1,2,3,4,6,8")
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     reason = cgroup_unavailable_reason()
@@ -82,7 +85,7 @@ def main() -> int:
         print(f"fixed -j{jobs}: {'ok' if rc == 0 else 'FAILED'} {elapsed:.2f} s, "
               f"{ooms} OOM kill(s)", file=sys.stderr)
     safe = [s for s in sweep if s["ok"]]
-    best = min(safe, key=lambda s: s["seconds"]) if safe else None
+    best: dict[str, Any] | None = min(safe, key=lambda s: s["seconds"]) if safe else None
 
     def planned(per_job_gb: float, *flags: str) -> dict[str, object]:
         stack = manifest(work, per_job_gb)
@@ -98,9 +101,25 @@ def main() -> int:
                 // MiB}
 
     estimate_gb = round(args.peak_mb * 1.1 / 1024, 3)
-    from_manifest = planned(estimate_gb, "--no-history")
     bad_first = planned(args.peak_mb / 8 / 1024, "--no-history")  # watchdog run, writes history
-    from_measurement = planned(args.peak_mb / 8 / 1024)
+    # The machine is shared: time best-safe and planned builds alternately, take medians.
+    best_t: list[float] = []
+    manifest_runs: list[dict[str, object]] = []
+    measured_runs: list[dict[str, object]] = []
+    for _ in range(args.rounds if best else 0):
+        best_t.append(run_in_cgroup(["make", "-C", str(src), f"-j{best['jobs']}"], limit, src)[0])
+        manifest_runs.append(planned(estimate_gb, "--no-history"))
+        measured_runs.append(planned(args.peak_mb / 8 / 1024))
+
+    def median_run(runs: list[dict[str, object]]) -> dict[str, object]:
+        ordered = sorted(runs, key=lambda r: float(str(r["seconds"])))
+        return {**ordered[len(ordered) // 2], "all_seconds": [r["seconds"] for r in runs]}
+
+    from_manifest = median_run(manifest_runs) if manifest_runs else {}
+    from_measurement = median_run(measured_runs) if measured_runs else {}
+    if best:
+        best = {**best, "median_seconds": round(statistics.median(best_t), 2),
+                "all_seconds": [round(t, 2) for t in best_t]}
 
     result = {
         "benchmark": "builder_jobs",
@@ -110,16 +129,16 @@ def main() -> int:
         "planned_manifest_estimate": {"estimate_gb": estimate_gb, **from_manifest},
         "planned_bad_estimate_with_watchdog": bad_first,
         "planned_from_measured_peak": from_measurement,
-        "ratio_planned_vs_best_safe": round(from_manifest["seconds"] / best["seconds"], 3)
-        if best else None,
-        "ratio_measured_plan_vs_best_safe": round(from_measurement["seconds"] / best["seconds"], 3)
-        if best else None,
+        "ratio_planned_vs_best_safe": round(
+            float(str(from_manifest["seconds"])) / best["median_seconds"], 3) if best else None,
+        "ratio_measured_plan_vs_best_safe": round(
+            float(str(from_measurement["seconds"])) / best["median_seconds"], 3) if best else None,
         "goal": "ratio <= 1.15",
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     print(json.dumps(result, indent=2))
     if best:
-        print(f"planned / best safe fixed -j{best['jobs']}: "
+        print(f"planned / best safe fixed -j{best['jobs']} (medians of {args.rounds}): "
               f"{result['ratio_planned_vs_best_safe']:.3f}x (manifest estimate), "
               f"{result['ratio_measured_plan_vs_best_safe']:.3f}x (measured peak); goal <= 1.15x")
     if args.out:
