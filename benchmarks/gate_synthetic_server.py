@@ -30,6 +30,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tests.gate.conftest import base_python  # noqa: E402
 from tests.gate.synthetic_stack import write_synthetic_stack  # noqa: E402
 from validators.records.metrics import direction, parse_metric_key  # noqa: E402
 
@@ -102,8 +103,9 @@ def main() -> int:
     }
     envs = {}
     for name in ("known", "same", "slower"):
-        cli(env, "builder", "lock", name)
-        envs[name] = json.loads(cli(env, "builder", "build", name, "--json").stdout)["env"]
+        cli(env, "builder", "lock", name, "--python", base_python())
+        built = cli(env, "builder", "build", name, "--python", base_python(), "--json")
+        envs[name] = json.loads(built.stdout)["env"]
     cli(
         env,
         "validators",

@@ -16,11 +16,23 @@ import pytest
 from tests.helpers.wheels import make_index, make_wheel
 
 ROOT = Path(__file__).resolve().parents[2]
+# The stacks made here ask for the interpreter running the tests, so no other Python is needed.
+PY_MINOR = f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def base_python() -> str:
+    """The real interpreter under the test venv (uv builds envs from it)."""
+    for name in (f"python{PY_MINOR}", "python3", "python"):
+        candidate = Path(sys.base_prefix) / "bin" / name
+        if candidate.is_file():
+            return str(candidate)
+    raise RuntimeError("no base interpreter found")
+
 
 TINY_MANIFEST = """schema_version = 1
 name = "{name}"
 description = "a tiny real stack: two wheels from a local index"
-python = "3.12"
+python = "{python}"
 
 [host]
 min_driver = "570"
@@ -97,7 +109,11 @@ def write_tiny_stack(
     ]
     url = make_index(project.root / "index", wheels)
     path = project.stacks / f"{name}.toml"
-    path.write_text(TINY_MANIFEST.format(name=name, url=url, required=json.dumps(list(required))))
+    path.write_text(
+        TINY_MANIFEST.format(
+            name=name, url=url, required=json.dumps(list(required)), python=PY_MINOR
+        )
+    )
     return path
 
 

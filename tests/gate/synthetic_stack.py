@@ -16,7 +16,7 @@ SYNTHETIC = ROOT / "tests" / "serve" / "synthetic_server.py"
 _MANIFEST = """schema_version = 1
 name = "{name}"
 description = "synthetic server at {rate} tok/s per stream"
-python = "3.12"
+python = "{python}"
 
 [host]
 min_driver = "570"
@@ -80,6 +80,7 @@ def write_synthetic_stack(
     path.write_text(
         _MANIFEST.format(
             name=name,
+            python=f"{sys.version_info.major}.{sys.version_info.minor}",
             rate=rate,
             url=url,
             command=json.dumps(command),

@@ -1,18 +1,19 @@
 """reproduce, for real: a tiny stack locked and built by the builder CLI into one venv root,
 validated and marked good, then rebuilt from the record into a second root (the stand-in for
-a second machine) -> REPRODUCED with equal env tree hashes. Needs a Python 3.12 (pyenv)."""
+a second machine) -> REPRODUCED with equal env tree hashes. The stack asks for the Python
+running the tests, so nothing else is needed."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from tests.gate.conftest import Project, write_tiny_stack
+from tests.gate.conftest import Project, base_python, write_tiny_stack
 
 
 def _mark_tiny_good(project: Project) -> tuple[str, dict[str, object]]:
     write_tiny_stack(project, required=("static",))
-    project.run("builder", "lock", "tiny", check=True)
+    project.run("builder", "lock", "tiny", "--python", base_python(), check=True)
     built = json.loads(
         project.run(
             "builder",
@@ -20,6 +21,8 @@ def _mark_tiny_good(project: Project) -> tuple[str, dict[str, object]]:
             "tiny",
             "--venv-root",
             str(project.root / "machine-a"),
+            "--python",
+            base_python(),
             "--json",
             check=True,
         ).stdout
@@ -39,7 +42,14 @@ def test_a_record_rebuilt_in_a_clean_root_is_reproduced(project: Project) -> Non
     record_id, built = _mark_tiny_good(project)
     second = project.root / "machine-b"
     done = project.run(
-        "validators", "reproduce", record_id[:10], "--venv-root", str(second), "--json"
+        "validators",
+        "reproduce",
+        record_id[:10],
+        "--venv-root",
+        str(second),
+        "--python",
+        base_python(),
+        "--json",
     )
     assert done.returncode == 0, done.stderr + done.stdout
     outcome = json.loads(done.stdout)

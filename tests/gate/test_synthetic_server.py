@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from tests.gate.conftest import Project
+from tests.gate.conftest import Project, base_python
 from tests.gate.synthetic_stack import write_synthetic_stack
 
 RATE_BOUND = (
@@ -31,8 +31,9 @@ def test_five_percent_slower_server_is_refused_and_an_equal_one_is_not(
         write_synthetic_stack(stacks, project.root, name, rate, concurrencies=(1,))
     envs = {}
     for name in ("known", "same", "slower"):
-        project.run("builder", "lock", name, check=True)
-        built = project.run("builder", "build", name, "--json", check=True)
+        project.run("builder", "lock", name, "--python", base_python(), check=True)
+        built = project.run("builder", "build", name, "--python", base_python(), "--json",
+                            check=True)  # fmt: skip
         envs[name] = json.loads(built.stdout)["env"]
     project.run("validators", "run", "known", "--env", envs["known"], "--option",
                 f"record_reference={stacks / 'refs' / 'main.json'}", check=True)  # fmt: skip
