@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -147,3 +148,48 @@ def test_concurrent_builds_of_one_lock_make_one_env(local_stack: LocalStack) -> 
     assert sum(1 for o in outs if not o["reused"]) == 1
     envs = [p for p in local_stack.stack_dir.iterdir() if p.name.startswith("localstack-")]
     assert len(envs) == 1
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real 3 MiB filesystem (tmpfs) to fill up; skips where mounting is not allowed."""
+    mount_point = tmp_path / "small-disk"
+    mount_point.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount_point)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], check=False)
+
+
+@pytest.mark.slow
+def test_disk_full_exits_3_and_keeps_the_previous_env(local_stack: LocalStack,
+                                                       small_disk: Path) -> None:
+    import random
+
+    from tests.helpers.wheels import make_index, make_wheel
+
+    venvs = small_disk / "envs"
+    assert local_stack.lock().returncode == 0
+    first = local_stack.cli(*local_stack.build_args("--json", venvs=venvs))
+    assert first.returncode == 0, first.stderr
+    first_env = Path(json.loads(first.stdout)["env"])
+    # The next lock adds a package bigger than the space left.
+    blob = random.Random(0).randbytes(4 * 1024 * 1024)  # incompressible
+    big = make_wheel(local_stack.root / "big", "bigdata", "1.0", files={"bigdata/blob.bin": blob})
+    make_index(local_stack.root / "idx-pypi", [big])
+    text = local_stack.manifest.read_text()
+    local_stack.manifest.write_text(
+        text.replace("[build]", '[packages.bigdata]\nversion = "1.0"\nindex = "pypi"\n\n[build]'))
+    assert local_stack.lock().returncode == 0
+    done = local_stack.cli(*local_stack.build_args(venvs=venvs))
+    assert done.returncode == 3, done.stderr
+    assert "disk full" in done.stderr
+    record = read_record(first_env)
+    assert record is not None
+    assert tree_hash(first_env, own_paths=(first_env,)).sha256 == record.tree.sha256
+    assert (venvs / "localstack" / "current").resolve() == first_env.resolve()
+    assert not list((venvs / "localstack").glob("*.partial"))

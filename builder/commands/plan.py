@@ -1,0 +1,50 @@
+"""`plan STACK`: print the compile-job plan for this host (inputs, reasons, exported vars)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from builder.commands.build import default_venv_root
+from builder.history import read_history
+from builder.jobs import plan_jobs
+from stackgate.cli import emit_json
+from stackgate.errors import EXIT_OK
+from stackgate.loading import load_stack
+from stackgate.output import console_err
+
+NAME = "plan"
+HELP = "show how many compile jobs a source build of the stack may run here, and why"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("stack", help="a stack name in stacks/ or a path to a manifest")
+    parser.add_argument("--venv-root", type=Path, default=None, help="where history is kept")
+
+
+def run(args: argparse.Namespace) -> int:
+    loaded = load_stack(args.stack)
+    history = read_history((args.venv_root or default_venv_root()) / loaded.manifest.name)
+    plan = plan_jobs(
+        loaded.manifest.build,
+        measured_peak_per_job_bytes=history.peak_rss_per_job_bytes if history else None,
+    )
+    if args.json:
+        emit_json(
+            {
+                "ok": True,
+                "stack": loaded.manifest.name,
+                "plan": plan.model_dump(mode="json"),
+                "env": plan.env(),
+            }
+        )
+    console = console_err()
+    console.print(f"[bold]{loaded.manifest.name}[/]: {plan.summary()}", highlight=False)
+    for reason in plan.reasons:
+        console.print(f"  {reason}", highlight=False)
+    console.print(
+        "  exports: " + " ".join(f"{k}={v}" for k, v in plan.env().items()),
+        highlight=False,
+        markup=False,
+    )
+    return EXIT_OK
