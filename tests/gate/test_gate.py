@@ -95,13 +95,24 @@ def test_too_few_runs_fail_instead_of_passing_quietly() -> None:
     assert "candidate has 1 run" in gated[0].reason
 
 
-def test_a_metric_the_candidate_did_not_measure_is_missing() -> None:
+def test_a_level_the_candidate_did_not_measure_is_missing() -> None:
+    rng = np.random.default_rng(2)
+    candidate = _runs(rng, levels=(1, 4, 16))  # the sweep ran, but not at 64
+    result = gate(_record(_runs(rng)), _record(candidate, "candidate"))
+    missing = {m.key for m in result.metrics if m.status == "MISSING"}
+    assert "serve-bench.sweep/output_throughput@c64" in missing
+    assert all(k.endswith("@c64") for k in missing)
+    assert not result.passed
+
+
+def test_a_benchmark_that_did_not_run_is_judged_by_its_check() -> None:
     rng = np.random.default_rng(2)
     candidate = _runs(rng, required=("host", "static", "runtime"))
     result = gate(_record(_runs(rng)), _record(candidate, "candidate"))
     statuses = {c.check: c.status for c in result.checks}
     assert statuses["serve-bench.sweep"] == "NOT_RUN"
-    assert "MISSING" in {m.status for m in result.metrics}
+    assert {m.status for m in result.metrics} == {"UNGATED"}
+    assert any("serve-bench.sweep: NOT_RUN" in r for r in result.reasons)
     assert not result.passed
 
 

@@ -18,7 +18,7 @@ from validators.gate.diffs import Change, diff_flat, diff_manifests
 from validators.gate.policy import TARGET_REGRESSION, GatePolicy, detectable_regression
 from validators.gate.stats import bootstrap_ratio, coefficient_of_variation
 from validators.records.fingerprint import diff_hosts
-from validators.records.metrics import Direction, direction
+from validators.records.metrics import Direction, direction, parse_metric_key
 from validators.records.model import Record
 
 MetricStatus = Literal["REGRESSION", "IMPROVEMENT", "SAME", "MISSING", "NEW", "TOO_FEW", "UNGATED"]
@@ -232,10 +232,23 @@ def compare_metrics(
     baseline: Record, candidate: Record, policy: GatePolicy, rng: np.random.Generator
 ) -> list[MetricVerdict]:
     keys = sorted(set(baseline.metrics) | set(candidate.metrics))
-    return [
-        compare_metric(k, baseline.metrics.get(k), candidate.metrics.get(k), policy, rng)
-        for k in keys
-    ]
+    # A metric absent from a check that did report others (a concurrency level that did not
+    # run) is MISSING and refuses. A check that reported nothing at all is judged by its own
+    # status above (NOT_RUN/FAILED), and an older record may hold fields a newer stackgate
+    # no longer extracts: those are shown, not gated.
+    measured_scopes = {parse_metric_key(k).scope for k in candidate.metrics}
+    out = []
+    for k in keys:
+        verdict = compare_metric(k, baseline.metrics.get(k), candidate.metrics.get(k), policy, rng)
+        if verdict.status == "MISSING" and parse_metric_key(k).scope not in measured_scopes:
+            verdict = verdict.model_copy(
+                update={
+                    "status": "UNGATED",
+                    "reason": "its check reported no metrics in the candidate (see the check)",
+                }
+            )
+        out.append(verdict)
+    return out
 
 
 def gate(
