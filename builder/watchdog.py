@@ -135,6 +135,7 @@ class Watchdog:
         pause_fraction: float = 0.9,
         resume_fraction: float = 0.8,
         interval_s: float = 0.05,
+        idle_interval_s: float = 0.25,
         pause: bool = True,
     ) -> None:
         self.root_pid = root_pid
@@ -143,6 +144,11 @@ class Watchdog:
         self.pause_at = min(pause_at_bytes, ceiling) if pause_at_bytes else ceiling
         self.resume_at = int(self.pause_at * resume_fraction)
         self.interval = interval_s
+        # Listing a process tree reads /proc for every process (~7 ms here): while no compile
+        # job runs (downloads, linking files into the env) sample slowly, so the watchdog
+        # does not take CPU from the install it watches.
+        self.idle_interval = idle_interval_s
+        self._busy = False
         self.pause = pause
         self.report = WatchReport()
         self._paused: list[tuple[float, int, list[int]]] = []  # (created, job pid, member pids)
@@ -177,7 +183,7 @@ class Watchdog:
             return
         while not self._stop.is_set():
             self.sample(root)
-            self._stop.wait(self.interval)
+            self._stop.wait(self.interval if self._busy else self.idle_interval)
 
     def sample(self, root: psutil.Process) -> None:
         procs = _snapshot(root)
@@ -188,6 +194,7 @@ class Watchdog:
         total = sum(p.rss for p in procs)
         rep.peak_total_rss = max(rep.peak_total_rss, total)
         jobs = _jobs(procs, self.root_pid)
+        self._busy = bool(jobs)
         created = {p.pid: p.created for p in procs}
         for job_pid, job_procs in jobs.items():
             rss = sum(m.rss for m in job_procs)
