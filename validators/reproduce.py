@@ -143,6 +143,12 @@ def _find_version(path: Path, wanted: str | None) -> tuple[bytes | None, str]:
     return None, "not found in the working tree or git history"
 
 
+_HISTORY_HINT = (
+    "check out the commit that has it, or fetch full history (`git fetch --unshallow`) so it "
+    "can be found there"
+)
+
+
 @dataclass(frozen=True)
 class Sources:
     stacks: Path
@@ -164,13 +170,15 @@ def materialize_sources(record: Record, workdir: Path) -> Sources:
     if manifest is None:
         raise StackgateError(
             f"the manifest the record was made from (sha256 {str(record.manifest_sha256)[:12]}) "
-            f"is {m_from}"
+            f"is {m_from}",
+            details=[_HISTORY_HINT],
         )
     lock, l_from = _find_version(lock_dir / "uv.lock", record.build.lock_sha256)
     if lock is None:
         raise StackgateError(
             f"the lock the record was built from (sha256 {str(record.build.lock_sha256)[:12]}) "
-            f"is {l_from}"
+            f"is {l_from}",
+            details=[_HISTORY_HINT],
         )
     if m_from == "working tree" and l_from == "working tree":
         return Sources(stacks, stacks / "locks", [])
