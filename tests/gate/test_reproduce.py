@@ -6,9 +6,11 @@ running the tests, so nothing else is needed."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 from tests.gate.conftest import Project, base_python, write_tiny_stack
+from tests.helpers.wheels import make_index, make_wheel
 
 
 def _mark_tiny_good(project: Project) -> tuple[str, dict[str, object]]:
@@ -101,3 +103,40 @@ def test_gate_runs_the_validators_itself_when_given_an_env(project: Project) -> 
     assert payload["passed"] is True
     assert "validation run 2/2 of tiny" in done.stderr
     assert {c["status"] for c in payload["checks"]} <= {"OK", "SKIPPED"}
+
+
+def _git(project: Project, *args: str) -> None:
+    subprocess.run(
+        ["git", "-C", str(project.root), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        check=True, capture_output=True,
+    )  # fmt: skip
+
+
+def test_an_older_record_is_rebuilt_from_its_manifest_and_lock_in_git_history(
+    project: Project,
+) -> None:
+    _git(project, "init", "-q")
+    record_id, built = _mark_tiny_good(project)
+    _git(project, "add", "stacks")
+    _git(project, "commit", "-q", "-m", "known-good tiny")
+    # The stack moves on: another pin, a new lock, committed. The record still names the old.
+    make_wheel(project.root / "wheels", "tinyextra", "0.1.0")
+    make_index(project.root / "index", list((project.root / "wheels").glob("*.whl")))
+    manifest = project.stacks / "tiny.toml"
+    manifest.write_text(
+        manifest.read_text().replace(
+            "[validation]",
+            '[packages.tinyextra]\nversion = "0.1.0"\nindex = "local"\n\n[validation]',
+        )
+    )
+    project.run("builder", "lock", "tiny", "--python", base_python(), check=True)
+    _git(project, "commit", "-q", "-am", "tiny: add tinyextra")
+    done = project.run(
+        "validators", "reproduce", record_id[:10], "--venv-root", str(project.root / "b"),
+        "--python", base_python(), "--json",
+    )  # fmt: skip
+    outcome = json.loads(done.stdout)
+    assert outcome["verdict"] == "REPRODUCED", outcome["reasons"]
+    assert outcome["env_tree"]["built"] == built["record"]["tree"]["sha256"]  # type: ignore[index]
+    assert any(n.startswith("lock from git ") for n in outcome["notes"])
+    assert any(n.startswith("manifest from git ") for n in outcome["notes"])
