@@ -140,3 +140,18 @@ def test_an_older_record_is_rebuilt_from_its_manifest_and_lock_in_git_history(
     assert outcome["env_tree"]["built"] == built["record"]["tree"]["sha256"]  # type: ignore[index]
     assert any(n.startswith("lock from git ") for n in outcome["notes"])
     assert any(n.startswith("manifest from git ") for n in outcome["notes"])
+
+
+def test_mark_good_runs_the_validators_itself_given_an_env(project: Project) -> None:
+    write_tiny_stack(project, required=("static",))
+    project.run("builder", "lock", "tiny", "--python", base_python(), check=True)
+    built = project.run("builder", "build", "tiny", "--python", base_python(), "--json",
+                        check=True)  # fmt: skip
+    env = json.loads(built.stdout)["env"]
+    done = project.run("validators", "mark-good", "tiny", "--env", env, "--repeats", "2",
+                       "--allow-host-mismatch", "--json")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["runs"] == 2
+    assert "validation run 2/2 of tiny" in done.stderr
+    bare = project.run("validators", "mark-good", "tiny")
+    assert bare.returncode == 2 and "give the runs" in bare.stderr

@@ -1,4 +1,7 @@
-"""`mark-good STACK --run RESULT.json [--run ...]`: record a proven stack, or refuse and say why."""
+"""`mark-good STACK --run RESULT.json [--run ...]`: record a proven stack, or refuse and say why.
+
+Without --run, `--env PATH --repeats N` runs the validators N times itself.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +12,8 @@ from stackgate.cli import emit_json
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.loading import load_stack
 from stackgate.output import console_err
-from validators.gate.candidate import env_of, host_of
+from validators.gate.candidate import env_of, host_of, run_validations
+from validators.gate.policy import DEFAULT_REPEATS
 from validators.records.build_facts import read_build_facts
 from validators.records.cli_args import add_run_argument, add_store_argument
 from validators.records.compose import compose_record, qualify
@@ -23,12 +27,20 @@ HELP = "record a stack as known-good when every required validator passed on a m
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("stack", help="a stack name in stacks/ or a path to a manifest")
-    add_run_argument(parser, required=True)
+    add_run_argument(parser, required=False)
     parser.add_argument(
         "--env",
         type=Path,
         default=None,
-        help="the environment the runs judged (default: the reports' env_path)",
+        help="the environment the runs judged (default: the reports' env_path); without "
+        "--run, the environment to validate --repeats times",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=DEFAULT_REPEATS,
+        help=f"validation runs to make when no --run is given (default {DEFAULT_REPEATS}: "
+        "what the gate needs per side)",
     )
     parser.add_argument("--image-digest", default=None, help="digest of the image, if one")
     parser.add_argument("--note", default=None, help="free text kept in the record")
@@ -50,7 +62,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     loaded = load_stack(args.stack)
-    reports = [read_report(p) for p in args.runs]
+    if args.runs:
+        reports = [read_report(p) for p in args.runs]
+    elif args.env is not None:
+        reports = run_validations(str(args.stack), args.env, args.repeats)
+    else:
+        raise BadInput("give the runs (--run RESULT.json, once per run) or --env PATH to run them")
     console = console_err()
     problems = qualify(loaded, reports)
     host = host_of(reports)
