@@ -138,3 +138,39 @@ def test_unknown_profile_is_an_error(make_ctx) -> None:
 
 def test_synthetic_command_placeholders(make_ctx) -> None:
     assert "{port}" in synthetic_command()
+
+
+def test_sigterm_to_serve_bench_still_tears_the_server_down(tmp_path: Path) -> None:
+    """A CI timeout sends SIGTERM: the run must unwind through teardown, not orphan the server."""
+    import signal
+    import subprocess
+
+    from .conftest import write_stack
+
+    stack = write_stack(tmp_path, "slow", {"main": {
+        "engine": "openai-command", "model_path": "synthetic",
+        "command": synthetic_command("--rate", "5"), "stop_grace_s": 5,
+        "bench": {"input_len": 8, "output_len": 1000, "concurrencies": [1],
+                  "single_stream_requests": 1},
+    }})
+    env = tmp_path / "env" / "bin"
+    env.mkdir(parents=True)
+    (env / "python").symlink_to(sys.executable)
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "validators", "serve-bench", str(stack), "--env", str(env.parent),
+         "--out-dir", str(tmp_path / "out")],
+        cwd=Path(__file__).resolve().parents[2], stderr=subprocess.PIPE, text=True,
+    )
+    assert cli.stderr is not None
+    servers: list[psutil.Process] = []
+    for line in cli.stderr:
+        if "single-stream decode" in line:  # ready, benchmark running: the server is up
+            servers = psutil.Process(cli.pid).children(recursive=True)
+            break
+    assert servers, "serve-bench never got to the benchmark"
+    cli.send_signal(signal.SIGTERM)
+    rest = cli.stderr.read()
+    cli.stderr.close()
+    assert cli.wait(60) == 130, rest
+    gone, alive = psutil.wait_procs(servers, timeout=10)
+    assert not alive, f"left running after SIGTERM: {alive}"

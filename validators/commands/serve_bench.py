@@ -11,6 +11,7 @@ from stackgate.cli import emit_json
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.loading import load_stack
 from stackgate.output import console_err
+from validators.commands.run import default_env
 from validators.context import RunContext
 from validators.serve.group import run_group
 
@@ -73,8 +74,9 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     loaded = load_stack(args.stack)
-    if not (args.env / "bin" / "python").exists():
-        raise BadInput(f"{args.env}: not an environment (no bin/python)")
+    env = args.env or default_env(loaded.manifest.name, ["serve-bench"])
+    if env is None or not (env / "bin" / "python").exists():
+        raise BadInput(f"{env}: not an environment (no bin/python)")
     options = {
         key: str(value)
         for key, value in {
@@ -88,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     }
     ctx = RunContext(
         stack=loaded,
-        env_path=args.env.resolve(),
+        env_path=env.absolute(),
         topology=args.topology,
         serve_profile=args.profile,
         out_dir=args.out_dir.resolve(),

@@ -14,11 +14,15 @@ reference, record_reference, jsonl, concurrencies ("1,4,16"), port, log_dir, hos
 
 from __future__ import annotations
 
+import contextlib
 import json
 import platform
+import signal
 import socket
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +89,20 @@ class _PhasePrinter:
                     highlight=False,
                     markup=False,
                 )
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """A second Ctrl-C / SIGTERM must not cut the teardown short and orphan the server."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
 
 
 def _python(ctx: RunContext) -> str | None:
@@ -164,34 +182,30 @@ def run_group(ctx: RunContext) -> list[Result]:
     log_dir = Path(ctx.options.get("log_dir") or (ctx.out_dir or Path.cwd()) / "serve-logs")
     log_path = log_dir / f"{manifest.name}-{name}-{time.strftime('%Y%m%d-%H%M%S')}.log"
     bin_dir = Path(python).parent if ctx.python is not None else None
+    results: list[Result] = []
     server = start(spec, log_path, path_prepend=bin_dir)
-    results = [
-        _result(
-            "launch",
-            "PASS",
-            f"{spec.engine} started on {host}:{port} ({why})",
-            {
-                "argv": spec.argv,
-                "env": spec.env,
-                "log": str(log_path),
-                "notes": spec.notes,
-                "pid": server.popen.pid,
-            },
-            t0,
-        )
-    ]
-    try:
+    try:  # nothing between the start and this try: teardown must always run
+        launch_evidence = {
+            "argv": spec.argv,
+            "env": spec.env,
+            "log": str(log_path),
+            "notes": spec.notes,
+            "pid": server.popen.pid,
+        }
+        why_port = f"{spec.engine} started on {host}:{port} ({why})"
+        results.append(_result("launch", "PASS", why_port, launch_evidence, t0))
         results += _while_up(ctx, name, profile, spec, server, python)
     finally:
         t1 = time.monotonic()
-        report = teardown(
-            server.tracker,
-            host=host,
-            port=port,
-            baseline=server.gpu_baseline,
-            grace_s=profile.stop_grace_s,
-            wait_leader=server.reap,
-        )
+        with _signals_deferred():
+            report = teardown(
+                server.tracker,
+                host=host,
+                port=port,
+                baseline=server.gpu_baseline,
+                grace_s=profile.stop_grace_s,
+                wait_leader=server.reap,
+            )
         report.evidence["log"] = str(log_path)
         results.append(
             _result("teardown", "PASS" if report.ok else "FAIL", report.reason, report.evidence, t1)

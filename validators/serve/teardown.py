@@ -184,6 +184,15 @@ def teardown(
             for t in tracker.known.values()
         ]
     }
+    if baseline is not None:
+        # What NVML lists for our processes just before they are stopped: the record that the
+        # check below saw them leave, not merely never saw them.
+        before = gpu_probe()
+        if before is not None:
+            evidence["nvml_before"] = {
+                str(pid): round(mib) for pid, mib in before.pids_among(set(pids)).items()
+            }
+            evidence["gpu_mib_before"] = [round(m) for m in before.used_mib]
     term_sent = tracker.signal_all(signal.SIGTERM)
     evidence["sigterm"] = term_sent
     _wait(lambda: not tracker.alive(), grace_s, wait_leader)
@@ -224,6 +233,8 @@ def teardown(
     problems: list[str] = []
     if alive:
         problems.append("still running: " + ", ".join(f"{t.pid} ({t.name})" for t in alive))
+    if gpu_after is not None:
+        evidence["nvml_after"] = {str(pid): round(mib) for pid, mib in on_gpu.items()}
     if on_gpu:
         problems.append(
             "NVML still lists: "
