@@ -172,5 +172,5 @@ def test_sigterm_to_serve_bench_still_tears_the_server_down(tmp_path: Path) -> N
     rest = cli.stderr.read()
     cli.stderr.close()
     assert cli.wait(60) == 130, rest
-    gone, alive = psutil.wait_procs(servers, timeout=10)
+    _gone, alive = psutil.wait_procs(servers, timeout=10)
     assert not alive, f"left running after SIGTERM: {alive}"

@@ -288,9 +288,12 @@ def _correctness(
         ]
     ref_path = _reference_path(ctx, profile)
     if ref_path is None or not ref_path.is_file():
+        where = f" at {ref_path}" if ref_path else ""
         why = (
-            f"no known-good reference at {ref_path}" if ref_path else "no known-good reference"
-        ) + "; record one on the known-good stack with --record-reference"
+            f"no known-good reference{where}; record one on the known-good stack "
+            "(serve-bench --record-reference PATH, or validators run --option "
+            "record_reference=PATH)"
+        )
         return [
             _result(
                 "correctness.greedy",
