@@ -158,6 +158,7 @@ def prepare(loaded: LoadedStack, request: ImageRequest) -> Prepared:
         base_python=request.base_python,
         include_tool=request.include_tool,
         locked_commits=commits,
+        proxy_ca=request.ca_bundle is not None,
     )
     return Prepared(inputs, state, created, created_from)
 

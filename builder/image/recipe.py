@@ -99,6 +99,7 @@ class RecipeInputs(BaseModel):
     labels: dict[str, str]
     source_packages: list[SourcePackage] = Field(default_factory=list)
     include_tool: bool = True
+    proxy_ca: bool = Field(default=False, description="RUN steps get SSL_CERT_FILE (--ca-bundle).")
 
     def build_args(self, source_date_epoch: int) -> dict[str, str]:
         """--build-arg values: the job plan and the fixed timestamp."""
@@ -239,6 +240,7 @@ def recipe_inputs(
     base_python: str | None = None,
     include_tool: bool = True,
     locked_commits: Mapping[str, str] | None = None,
+    proxy_ca: bool = False,
 ) -> RecipeInputs:
     m = loaded.manifest
     build_base, runtime_base, note = choose_bases(loaded, pins, base)
@@ -274,4 +276,5 @@ def recipe_inputs(
         ),
         source_packages=source_packages(loaded, locked_commits),
         include_tool=include_tool,
+        proxy_ca=proxy_ca,
     )

@@ -135,3 +135,24 @@ def test_compare_needs_some_digest() -> None:
     object.__setattr__(unknown, "image_id", None)
     object.__setattr__(unknown, "manifest_digest", None)
     assert _compare(unknown, unknown, None).identical is False
+
+
+def test_unpullable_base_is_explained() -> None:
+    from builder.image.engines.buildah import _explain
+    from stackgate.errors import CommandFailed
+
+    # Recorded from `python -m builder image cu128 --engine buildah` on this host (no registry).
+    stderr = (
+        "Trying to pull docker.io/nvidia/cuda@sha256:520292dbb4f755fd360766059e62956e9379485d9e073bbd2f6e3c20c270ed66...\n"
+        "Error: creating build container: initializing source docker://nvidia/cuda@sha256:520292dbb4f755fd"
+        "360766059e62956e9379485d9e073bbd2f6e3c20c270ed66: pinging container registry registry-1.docker.io: "
+        'Get "https://registry-1.docker.io/v2/": dial tcp: lookup registry-1.docker.io on 10.255.255.53:53: no such host\n'
+    )
+    err = _explain(CommandFailed(["buildah", "build"], 125, "", stderr))
+    assert isinstance(err, EnvironmentProblem)
+    assert err.message == (
+        "cannot pull nvidia/cuda@sha256:520292dbb4f755fd360766059e62956e9379485d9e073bbd2f6e3c20c270ed66"
+        " (no registry reachable?)"
+    )
+    other = CommandFailed(["buildah", "build"], 1, "", "RUN failed")
+    assert _explain(other) is other

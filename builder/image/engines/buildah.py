@@ -10,6 +10,7 @@ gives equal digests, SOURCE_DATE_EPOCH alone is ignored by buildah 1.28. We also
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ from builder.image.engines.base import (
     parse_version,
 )
 from stackgate import proc
+from stackgate.errors import CommandFailed, EnvironmentProblem
 
 Isolation = Literal["chroot", "oci", "rootless"]
 BUILD_TIMEOUT_S = 6 * 3600  # a CUDA source build can take hours; a stuck one must still end
@@ -47,6 +49,24 @@ class StorageConfig:
         if self.storage_driver:
             args += ["--storage-driver", self.storage_driver]
         return args
+
+
+_PULL_FAILED = re.compile(r"initializing source docker://(\S+): pinging container registry")
+
+
+def _explain(exc: CommandFailed) -> Exception:
+    """A base that cannot be pulled is an environment problem with a way out, not a build error."""
+    match = _PULL_FAILED.search(exc.stderr)
+    if match:
+        return EnvironmentProblem(
+            f"cannot pull {match.group(1)} (no registry reachable?)",
+            details=[
+                "load it into the store first (skopeo copy / podman load from an archive), or",
+                "build FROM a local image pinned by digest: --base REPO@sha256:... --uv-image ...",
+                *exc.details[-3:],
+            ],
+        )
+    return exc
 
 
 class _ContainersEngine(ImageEngine):
@@ -87,7 +107,10 @@ class _ContainersEngine(ImageEngine):
     def build(self, spec: BuildSpec) -> BuiltImage:
         started = time.monotonic()
         self.track(spec.tag)
-        proc.run(self._build_argv(spec), timeout=BUILD_TIMEOUT_S)
+        try:
+            proc.run(self._build_argv(spec), timeout=BUILD_TIMEOUT_S)
+        except CommandFailed as exc:
+            raise _explain(exc) from exc
         image = self.inspect(spec.tag)
         return BuiltImage(
             engine=self.name,
