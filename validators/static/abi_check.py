@@ -114,6 +114,7 @@ class AbiChecker:
         self.resolver = Resolver(
             preloaded=preloaded_libraries(env),
             system_dirs=system_dirs if system_dirs is not None else system_library_dirs(),
+            site_packages=env.site_packages.resolve(),
         )
         self._own_misses: dict[Path, list[Import]] = {}
         self._env_root = env.root.resolve()

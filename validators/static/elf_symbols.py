@@ -17,7 +17,6 @@ from typing import BinaryIO
 
 import numpy as np
 from elftools.common.exceptions import ELFError
-from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerDefSection, GNUVerNeedSection
 
@@ -150,6 +149,11 @@ class SectionHeader:
 
 
 SHT_PROGBITS = 1
+DT_NULL = 0
+DT_NEEDED = 1
+DT_SONAME = 14
+DT_RPATH = 15
+DT_RUNPATH = 29
 SHT_DYNSYM = 11
 SHT_DYNAMIC = 6
 SHT_GNU_VERDEF = 0x6FFFFFFD
@@ -209,19 +213,24 @@ def _read(path: Path, stream: BinaryIO) -> ElfObject:
     runpath: tuple[str, ...] = ()
     soname: str | None = None
     dyn_header = by_type.get(SHT_DYNAMIC)
-    dynamic = elf.get_section(dyn_header.index) if dyn_header else None
-    if isinstance(dynamic, DynamicSection):
-        for tag in dynamic.iter_tags():
-            kind = tag.entry.d_tag
-            # pyelftools sets these attributes per tag kind (dynamic.py DynamicTag.__init__)
-            if kind == "DT_NEEDED":
-                needed.append(str(getattr(tag, "needed", "")))
-            elif kind == "DT_RPATH":
-                rpath = _split_path_list(str(getattr(tag, "rpath", "")))
-            elif kind == "DT_RUNPATH":
-                runpath = _split_path_list(str(getattr(tag, "runpath", "")))
-            elif kind == "DT_SONAME":
-                soname = str(getattr(tag, "soname", "")) or None
+    if dyn_header is not None and dyn_header.link < len(headers):
+        # Elf_Dyn is (d_tag, d_val) in the file's word size; strings live in the linked .dynstr.
+        fmt = "<qQ" if elf.elfclass == 64 else "<iI"
+        size = struct.calcsize(fmt)
+        raw = _read_table(stream, dyn_header.offset, dyn_header.size)
+        strs_h = headers[dyn_header.link]
+        strs = _read_table(stream, strs_h.offset, strs_h.size)
+        for tag, value in struct.iter_unpack(fmt, raw[: len(raw) - len(raw) % size]):
+            if tag == DT_NULL:
+                break
+            if tag == DT_NEEDED:
+                needed.append(_cstr(strs, value))
+            elif tag == DT_RPATH:
+                rpath = _split_path_list(_cstr(strs, value))
+            elif tag == DT_RUNPATH:
+                runpath = _split_path_list(_cstr(strs, value))
+            elif tag == DT_SONAME:
+                soname = _cstr(strs, value) or None
 
     version_defs: dict[int, str] = {}
     version_needs: dict[int, tuple[str, str]] = {}

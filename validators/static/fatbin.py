@@ -26,7 +26,7 @@ from typing import BinaryIO, Literal
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
-from validators.static.elf_symbols import ElfReadError
+from validators.static.elf_symbols import SHT_PROGBITS, ElfReadError, section_headers
 
 FATBIN_MAGIC = 0xBA55ED50
 KIND_PTX = 1
@@ -138,13 +138,13 @@ def fatbin_codes(path: Path) -> list[GpuCode]:
             if elf["e_machine"] == "EM_CUDA":
                 return [cubin_code(path, elf)]
             codes: list[GpuCode] = []
-            for section in elf.iter_sections():
-                if section["sh_type"] != "SHT_PROGBITS" or not section["sh_size"]:
+            for section in section_headers(elf, stream):
+                if section.type != SHT_PROGBITS or not section.size:
                     continue
                 if section.name in (".nv_fatbin", "__nv_relfatbin"):
-                    codes.extend(_entries(stream, section["sh_offset"], section["sh_size"]))
+                    codes.extend(_entries(stream, section.offset, section.size))
                 elif section.name in _EMBEDDED_SECTIONS:
-                    codes.extend(_embedded(stream, section["sh_offset"], section["sh_size"]))
+                    codes.extend(_embedded(stream, section.offset, section.size))
             return sorted(set(codes))
     except ElfReadError:
         raise

@@ -290,6 +290,10 @@ def _abi_results(env: Environment, shared: list[Path], relevant: set[str] | None
         "host_provided_sonames_absent": sorted(host_sonames),
         "driver_symbols_not_checkable": findings.host_provided_symbols,
         "python_api_unchecked": findings.python_api_unchecked,
+        "package_preloaded_sonames": sorted(
+            f"{env.owner_label(p)}: {p.name} -> {soname}"
+            for p, soname in checker.resolver.package_preloads
+        ),
         "demangler": "c++filt" if demangle.available() else "none (binutils not installed)",
         "seconds": round(seconds, 3),
     }

@@ -7,7 +7,10 @@ Search order per soname (glibc's, with one addition):
 2. DT_RPATH of the requesting object and of the objects that loaded it (ignored when the
    requester has DT_RUNPATH), then DT_RUNPATH of the requester; $ORIGIN expanded;
 3. LD_LIBRARY_PATH is deliberately not used: a check must not depend on the caller's shell;
-4. the system directories from /etc/ld.so.conf(.d) and the defaults.
+4. the system directories from /etc/ld.so.conf(.d) and the defaults;
+5. last, a library of the requester's own package (its folder or a lib/ beside it, up to the
+   package's top): packages such as torchaudio load it themselves before the extension, and
+   ld.so then matches the soname. Such finds are counted and reported.
 
 A candidate must be ELF of the same class and machine, as ld.so skips the others.
 """
@@ -73,6 +76,9 @@ class Resolver:
 
     preloaded: dict[str, Path]
     system_dirs: tuple[str, ...]
+    site_packages: Path | None = None
+    package_preloads: set[tuple[Path, str]] = field(default_factory=set)
+    closures: dict[Path, Closure] = field(default_factory=dict)
     _cache: dict[Path, ElfObject | ElfReadError] = field(default_factory=dict)
     _real: dict[str, Path] = field(default_factory=dict)
     _listings: dict[str, frozenset[str]] = field(default_factory=dict)
@@ -135,9 +141,32 @@ class Resolver:
             if found is not None:
                 return found
         for directory in self._search_dirs(requester, loaders):
+            if not self._listed(directory, soname):  # no Path objects for the misses
+                continue
             found = self._candidate(Path(directory) / soname, requester)
             if found is not None:
                 return found
+        return self._package_preload(soname, requester)
+
+    def _package_preload(self, soname: str, requester: ElfObject) -> ElfObject | None:
+        """A library of the requester's own package, found only because the package loads it
+        first (torchaudio's _torchaudio.so needs libtorchaudio.so, no RPATH; torchaudio's
+        Python code loads lib/libtorchaudio.so before importing the extension). Looked up in
+        the requester's folder and the folders above it, up to the package's top folder."""
+        if self.site_packages is None:
+            return None
+        folder = requester.path.parent
+        try:
+            depth = len(folder.relative_to(self.site_packages).parts)
+        except ValueError:
+            return None
+        for _ in range(depth):
+            for candidate in (folder / soname, folder / "lib" / soname):
+                found = self._candidate(candidate, requester)
+                if found is not None:
+                    self.package_preloads.add((requester.path, soname))
+                    return found
+            folder = folder.parent
         return None
 
     def _search_dirs(self, requester: ElfObject, loaders: Iterable[ElfObject]) -> Iterator[str]:
@@ -162,6 +191,14 @@ class Closure:
 
 
 def closure(resolver: Resolver, root: ElfObject) -> Closure:
+    """Memoized per root: the same library is the root of many lookups in one env."""
+    hit = resolver.closures.get(root.path)
+    if hit is None:
+        hit = resolver.closures[root.path] = _closure(resolver, root)
+    return hit
+
+
+def _closure(resolver: Resolver, root: ElfObject) -> Closure:
     order: list[ElfObject] = [root]
     seen = {root.path}  # ElfObject paths are already resolved
     parents: dict[Path, tuple[ElfObject, ...]] = {root.path: ()}
