@@ -81,6 +81,7 @@ class Server:
         self.args = args
         self.ready = False
         self.books = Books()
+        self.served = 0
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -124,6 +125,9 @@ class Server:
         now = time.monotonic()
         books = self.books
         books.requests += 1
+        self.served += 1
+        if self.args.oom_after and self.served == self.args.oom_after:
+            log("[TP1] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB.")
         if books.first_accept is None:
             books.first_accept = now
         prompt = req.get("prompt", "")
@@ -219,6 +223,8 @@ async def main() -> None:
     parser.add_argument("--no-done", action="store_true", help="end streams without [DONE]")
     parser.add_argument("--garble", action="store_true", help="answer differently (broken stack)")
     parser.add_argument("--orphan", action="store_true")
+    parser.add_argument("--oom-after", type=int, default=0,
+                        help="log a CUDA OOM after this many requests, and keep serving")
     args = parser.parse_args()
     if args.orphan:
         spawn_orphan()

@@ -31,7 +31,7 @@ def test_healthy_server_passes_every_check_and_leaves_nothing(make_ctx, tmp_path
     assert {c: r.status for c, r in checks.items()} == {
         "launch": "PASS", "ready": "PASS", "correctness.greedy": "PASS",
         "correctness.arithmetic": "PASS", "single_stream": "PASS", "sweep": "PASS",
-        "teardown": "PASS",
+        "serving": "PASS", "teardown": "PASS",
     }
     assert checks["ready"].evidence["weights_progress"] == "4/4"
     assert "load weights" in checks["ready"].evidence["phases"]
@@ -125,6 +125,15 @@ def test_worker_escaping_the_group_is_killed_at_teardown(make_ctx) -> None:
     assert teardown.status == "PASS", teardown.reason
     assert len(teardown.evidence["tracked"]) == 2
     assert teardown.evidence["killed_after_grace"], "the SIGTERM-ignoring helper needed SIGKILL"
+    assert_no_leftovers(results)
+
+
+def test_fatal_line_while_serving_fails_the_serving_check(make_ctx) -> None:
+    results = run_group(make_ctx("--oom-after", "30"))
+    checks = by_check(results)
+    assert checks["ready"].status == "PASS" and checks["sweep"].status == "PASS"
+    assert checks["serving"].status == "FAIL"
+    assert "CUDA out of memory" in checks["serving"].reason
     assert_no_leftovers(results)
 
 

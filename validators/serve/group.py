@@ -7,6 +7,7 @@ Checks, in order (each a Result in group 'serve-bench'):
   correctness.greedy / correctness.arithmetic   against the known-good recording
   single_stream   decode tok/s at C=1 against the manifest threshold
   sweep        the concurrency sweep; every request must succeed
+  serving      after the load: still running, no fatal signature logged meanwhile
   teardown     no process of ours left, NVML clean, GPU memory released, port free
 Teardown runs whatever happened before it. Context options (RunContext.options, all strings):
 reference, record_reference, jsonl, concurrencies ("1,4,16"), port, log_dir, host.
@@ -231,13 +232,34 @@ def _while_up(
     status: Status = "PASS" if outcome.verdict == "ready" else "FAIL"
     evidence = {"verdict": outcome.verdict, **outcome.evidence}
     results = [_result("ready", status, outcome.reason, evidence, t0)]
-    later = ("correctness.greedy", "correctness.arithmetic", "single_stream", "sweep")
+    later = ("correctness.greedy", "correctness.arithmetic", "single_stream", "sweep", "serving")
     if outcome.verdict != "ready":
         why = f"server not ready ({outcome.verdict})"
         return results + [_result(c, "SKIP", why, {}, time.monotonic()) for c in later]
+    t1 = time.monotonic()
     results += _correctness(ctx, name, profile, spec)
     results += _benchmark(ctx, name, profile, spec, python)
+    results.append(_serving_health(server, t1))
     return results
+
+
+def _serving_health(server: Server, t0: float) -> Result:
+    """After the load: a rank that died mid-benchmark may leave a server that still answers
+    some requests; its log and its exit status say so."""
+    server.read_log()
+    watch = server.watch
+    code = server.popen.poll()
+    evidence: dict[str, Any] = {"log": str(server.log_path)}
+    if watch.fatal is not None:
+        evidence["last_log_lines"] = watch.last_lines(20)
+        reason = f"fatal signature '{watch.fatal.label}' while serving: {watch.fatal.line}"
+        return _result("serving", "FAIL", reason, evidence, t0)
+    if code is not None:
+        evidence["last_log_lines"] = watch.last_lines(20)
+        return _result(
+            "serving", "FAIL", f"server exited with code {code} while serving", evidence, t0
+        )
+    return _result("serving", "PASS", "still running, no fatal signature in the log", evidence, t0)
 
 
 def _reference_path(ctx: RunContext, profile: ServingProfile) -> Path | None:
