@@ -18,6 +18,8 @@ killed (it prints `stackgate: holding before <step>`), so tests can SIGKILL it a
 from __future__ import annotations
 
 import errno
+import hashlib
+import json
 import os
 import platform
 import shutil
@@ -285,17 +287,44 @@ class _Build:
             timer.timings["wait-lock"] = round(waited, 3)
             self.reporter.done("wait-lock", waited)
             removed = atomic.remove_partials(layout)
-            final = layout.final(state.lock_hash)
-            existing = read_record(final) if final.is_dir() else None
-            if existing is not None and existing.lock_hash == state.lock_hash:
+            final, existing = self._pick_env(state, choice, profile)
+            if existing is not None:
                 with timer.step("switch", "selecting the existing env"):
                     atomic.switch_current(layout, final)
                 return BuildOutcome(existing, final, True, removed, self.log, waited)
-            return self._build(state, python, plan, choice, profile, removed, waited)
+            return self._build(state, final, python, plan, choice, profile, removed, waited)
+
+    def _pick_env(
+        self, state: LockState, choice: TopologyChoice, profile: dict[str, str]
+    ) -> tuple[Path, BuildRecord | None]:
+        """Where this build goes: `<stack>-<lock12>`, or, when that env exists with another
+        environment profile (the profile is inside the env), `<stack>-<lock12>-<profile8>`.
+        An env that matches lock and profile is reused (its contents are a function of them)."""
+        base = self.layout.env_name(state.lock_hash)
+        tag = hashlib.sha256(
+            json.dumps([choice.topology, profile], sort_keys=True).encode()
+        ).hexdigest()[:8]
+        for name in (base, f"{base}-{tag}"):
+            path = self.layout.stack_dir / name
+            if not path.exists():
+                return path, None
+            record = read_record(path)
+            if (
+                record is not None
+                and record.lock_hash == state.lock_hash
+                and record.topology == choice.topology
+                and record.env_profile == profile
+            ):
+                return path, record
+        raise EnvironmentProblem(
+            f"{self.layout.stack_dir / base} and its profile variant exist but neither is a "
+            "build of this lock with this profile; move them away and build again"
+        )
 
     def _build(
         self,
         state: LockState,
+        final: Path,
         python: Interpreter,
         plan: JobPlan,
         choice: TopologyChoice,
@@ -304,9 +333,8 @@ class _Build:
         waited: float,
     ) -> BuildOutcome:
         loaded, opts, layout, timer = self.loaded, self.options, self.layout, self.timer
-        final = layout.final(state.lock_hash)
-        partial = layout.partial(state.lock_hash)
-        src_root = layout.stack_dir / (layout.env_name(state.lock_hash) + ".src.partial")
+        partial = final.with_name(final.name + atomic.PARTIAL_SUFFIX)
+        src_root = final.with_name(final.name + ".src" + atomic.PARTIAL_SUFFIX)
         self.log.parent.mkdir(parents=True, exist_ok=True)
         self.log.write_text("", encoding="utf-8")
         try:

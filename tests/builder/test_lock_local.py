@@ -178,3 +178,16 @@ def test_missing_interpreter_exits_3(local_stack: LocalStack) -> None:
     assert local_stack.lock().returncode == 0
     done = local_stack.cli(*local_stack.build_args(python="/nonexistent/python3"))
     assert done.returncode == 3 and "not a working Python" in done.stderr
+
+
+def test_another_topology_gets_its_own_env_and_neither_is_touched(local_stack: LocalStack) -> None:
+    assert local_stack.lock().returncode == 0
+    pcie = json.loads(local_stack.build("--topology", "pcie", "--json").stdout)
+    nvlink = local_stack.build("--topology", "nvlink", "--json")
+    assert nvlink.returncode == 0, nvlink.stderr
+    other = json.loads(nvlink.stdout)
+    assert other["reused"] is False and other["env"] != pcie["env"]
+    assert other["record"]["topology"] == "nvlink" and "NCCL_PROTO" not in other["record"]["env_profile"]
+    again = json.loads(local_stack.build("--topology", "pcie", "--json").stdout)
+    assert again["reused"] is True and again["env"] == pcie["env"]
+    assert (local_stack.stack_dir / "current").resolve() == Path(pcie["env"]).resolve()
