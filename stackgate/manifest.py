@@ -307,6 +307,13 @@ class Validation(Strict):
     serve_profile: str | None = None
     thresholds: Thresholds = Field(default_factory=Thresholds)
     timeouts: Timeouts = Field(default_factory=Timeouts)
+    accepted_findings: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "Check id (e.g. 'static.abi.torchao') -> why its FAIL is accepted for this stack. "
+            "The check still runs; its FAIL is reported as SKIP with this reason and the finding."
+        ),
+    )
 
 
 class Manifest(Strict):

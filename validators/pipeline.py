@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 
 from validators.context import GroupRunner, RunContext
@@ -38,6 +38,28 @@ def load_group(name: str) -> GroupRunner | str:
     if runner is None:
         return f"{name} not available ({module_name} has no run_group)"
     return runner  # type: ignore[no-any-return]
+
+
+def apply_accepted(results: Sequence[Result], accepted: Mapping[str, str]) -> list[Result]:
+    """FAILs the manifest accepts (validation.accepted_findings) become SKIPs that keep both
+    the stack's reason and the finding; nothing else changes, and nothing is hidden."""
+    out: list[Result] = []
+    for r in results:
+        why = accepted.get(r.check)
+        if why is None or r.status != "FAIL":
+            out.append(r)
+            continue
+        out.append(
+            r.model_copy(
+                update={
+                    "status": "SKIP",
+                    "reason": f"accepted by the stack (validation.accepted_findings): {why} "
+                    f"-- finding: {r.reason}",
+                    "evidence": {**r.evidence, "accepted": why},
+                }
+            )
+        )
+    return out
 
 
 def run_pipeline(
@@ -77,6 +99,7 @@ def run_pipeline(
                         duration_s=round(time.perf_counter() - t, 3),
                     )
                 ]
+        results = apply_accepted(results, ctx.stack.manifest.validation.accepted_findings)
         report.results.extend(results)
         report.groups_run.append(name)
         if name == "host":

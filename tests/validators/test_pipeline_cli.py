@@ -139,3 +139,20 @@ def test_preflight_cli_on_this_host() -> None:
     by = {r["check"]: r for r in json.loads(done.stdout)["results"]}
     assert {"host.driver", "host.gpus", "host.memory", "host.disk", "host.nvcc"} <= set(by)
     assert done.returncode in (0, 1)
+
+
+def test_accepted_findings_become_skips_with_both_reasons() -> None:
+    loaded = load_stack("cu130")
+    validation = loaded.manifest.validation.model_copy(
+        update={"accepted_findings": {"static.x": "torchao's C++ ops are unused here"}}
+    )
+    manifest = loaded.manifest.model_copy(update={"validation": validation})
+    ctx = RunContext(stack=type(loaded)(loaded.path, manifest, loaded.raw))
+    calls: list[str] = []
+    report = run_pipeline(ctx, ["static", "runtime"], loader=lambda g: _group(g, "FAIL", calls))
+    by = {r.check: r for r in report.results}
+    assert by["static.x"].status == "SKIP"
+    assert "torchao's C++ ops are unused here -- finding: because" in by["static.x"].reason
+    # an accepted FAIL does not stop the run; an unaccepted one still does
+    assert calls == ["static", "runtime"]
+    assert by["runtime.x"].status == "FAIL"

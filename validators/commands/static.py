@@ -6,6 +6,7 @@ import argparse
 
 from stackgate.loading import load_stack
 from validators.commands._common import env_path, finish_results
+from validators.pipeline import apply_accepted
 from validators.static.group import StaticInputs, run_static, targets_from
 
 NAME = "static"
@@ -32,4 +33,6 @@ def run(args: argparse.Namespace) -> int:
             targets=targets_from(args.targets, manifest),
         )
     )
+    if manifest is not None:
+        results = apply_accepted(results, manifest.validation.accepted_findings)
     return finish_results(results, f"static checks: {path}", args)
