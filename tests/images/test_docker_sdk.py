@@ -59,7 +59,6 @@ def _exercise(config: DockerConfig, tmp_path: Path) -> None:
         client.images.get(spec.tag)
 
 
-@pytest.mark.buildah
 def test_docker_daemon(tmp_path: Path) -> None:
     problem = docker_socket_problem()
     if problem is not None:
