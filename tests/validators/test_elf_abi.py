@@ -114,7 +114,8 @@ def test_cuda12_soname_beside_cuda13_and_host_provided_driver(tmp_path: Path) ->
     results = _by_check(run_static(StaticInputs(env_path=tmp_path / "env", targets=())))
     kern = results["static.abi.kern12"]
     assert kern.status == "FAIL"
-    assert "cuda_ext.abi3.so needs libcudart.so.12" in kern.reason
+    assert "library path: libcudart.so.12; needed by cuda_ext.abi3.so" in kern.reason
+    assert "1 symbols from those missing libraries" in kern.reason  # cudaMalloc@libcudart.so.12
     assert "libcudart.so.12 missing but the env has libcudart.so.13" in kern.reason
     # libcuda.so.1 is the driver's: absent here, not an ABI failure, said in the summary
     assert "libcuda.so.1" not in kern.reason

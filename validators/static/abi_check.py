@@ -35,6 +35,7 @@ class MissingSymbol:
     expected_from: str | None  # soname expected to provide it (verneed file or nearest name)
     expected_path: Path | None = None
     near_misses: tuple[str, ...] = ()  # what that library exports under the same name
+    version_file: str | None = None  # the soname its version requirement names
 
 
 @dataclass(frozen=True)
@@ -250,6 +251,7 @@ class AbiChecker:
                             expected_from=expected,
                             expected_path=where,
                             near_misses=near,
+                            version_file=imp.version_file,
                         )
                     )
         return findings

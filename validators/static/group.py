@@ -247,8 +247,18 @@ def _abi_results(env: Environment, shared: list[Path], relevant: set[str] | None
             continue
         reasons: list[str] = []
         evidence: dict[str, Any] = {}
+        absent = {entry.rsplit(" ", 1)[-1] for entry in sonames}
+        if sonames:
+            reasons.append(_sonames_reason(env, label, sonames))
+            evidence["missing_sonames"] = sonames
+        # Symbols versioned against a library that is absent altogether follow from that.
+        consequential = [m for m in misses if m.version_file in absent]
+        own = [m for m in misses if m.version_file not in absent]
+        if consequential:
+            reasons.append(f"{len(consequential)} symbols from those missing libraries")
+        if own:
+            reasons.append(_symbols_reason(env, label, own, readable))
         if misses:
-            reasons.append(_symbols_reason(env, label, misses, readable))
             evidence["missing_symbols"] = [
                 {
                     "symbol": readable.get(m.symbol, m.symbol),
@@ -263,9 +273,6 @@ def _abi_results(env: Environment, shared: list[Path], relevant: set[str] | None
                 }
                 for m in misses
             ]
-        if sonames:
-            reasons.append(_sonames_reason(env, label, sonames))
-            evidence["missing_sonames"] = sonames
         if versions:
             reasons.append("; ".join(versions[:MAX_LISTED]))
             evidence["missing_versions"] = versions
@@ -395,7 +402,13 @@ def _sonames_reason(env: Environment, label: str, sonames: list[str]) -> str:
                 f"{soname} missing but the env has {', '.join(others)} "
                 f"(a CUDA-{major} build beside other CUDA libraries?)"
             )
-    text = f"{label}: DT_NEEDED libraries nothing provides: {'; '.join(sonames[:MAX_LISTED])}"
+    distinct = sorted({entry.rsplit(" ", 1)[-1] for entry in sonames})
+    text = (
+        f"{label}: DT_NEEDED libraries found neither in the env nor on this host's library "
+        f"path: {', '.join(distinct[:MAX_LISTED])}"
+        + (f" (+{len(distinct) - MAX_LISTED} more)" if len(distinct) > MAX_LISTED else "")
+        + f"; needed by {', '.join(sorted({e.split(' needs ')[0] for e in sonames})[:6])}"
+    )
     return text + (f" -- {'; '.join(hints[:4])}" if hints else "")
 
 
