@@ -204,3 +204,30 @@ def test_tool_inside_the_image_runs_the_validators_cli(tiny_stack: TinyStack, bu
             timeout=300,
         )
         assert result.returncode == 0, (command, result.stderr[-2000:])
+
+
+def test_podman_engine_builds_the_same_recipe_reproducibly(
+    tiny_stack: TinyStack, buildah_store: Store, tmp_path: Path
+) -> None:
+    """`--engine podman`: podman build (buildah inside) with the same flags, in the same store."""
+    import shutil
+
+    if shutil.which("podman") is None or shutil.which("runc") is None:
+        pytest.skip("podman or runc not installed (apt-get install podman runc)")
+    conf = tmp_path / "containers.conf"
+    conf.write_text(PODMAN_CONF)
+    argv = [
+        sys.executable, "-m", "builder", "image", str(tiny_stack.loaded.path),
+        "--engine", "podman", "--lock-dir", str(tiny_stack.lock.folder),
+        "--base", buildah_store.base.pinned, "--uv-image", buildah_store.uv.pinned,
+        "--base-python", buildah_store.base.python, "--no-tool", *buildah_store.cli_args(),
+        "--tag", "localhost/stackgate-tiny:podman", "--check-reproducible", "--json",
+    ]
+    env = {k: v for k, v in os.environ.items() if k != "SOURCE_DATE_EPOCH"}
+    env["CONTAINERS_CONF"] = str(conf)
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout)
+    assert out["engine"] == "podman"
+    assert out["reproducible"]["identical"] is True
+    assert out["labels"]["io.stackgate.stack"] == "tiny"
