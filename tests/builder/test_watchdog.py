@@ -23,7 +23,7 @@ def src(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_watchdog_pauses_and_resumes_jobs_and_measures_them(src: tuple[Path, Path]) -> None:
     folder, hog = src
-    write_makefile(folder, hog, targets=3, peak_mb=150)
+    write_makefile(folder, hog, targets=3, peak_mb=150, hold_ms=1000)  # peaks overlap
     result = run_watched(
         ["make", "-C", folder, "-j3"], env={"PATH": "/usr/bin:/bin"}, cwd=folder,
         limit_bytes=300 * MiB, log_path=folder / "log",
@@ -31,14 +31,14 @@ def test_watchdog_pauses_and_resumes_jobs_and_measures_them(src: tuple[Path, Pat
     assert result.returncode == 0
     watch = result.watch
     assert watch.pauses >= 1 and watch.resumes >= watch.pauses
-    assert watch.jobs_seen == 3
+    assert watch.jobs_seen >= 3  # the hogs, plus any `touch` a sample caught
     assert 140 * MiB <= watch.peak_job_rss <= 200 * MiB
     assert len(list(folder.glob("obj*.o"))) == 3
 
 
 def test_measure_only_mode_never_pauses(src: tuple[Path, Path]) -> None:
     folder, hog = src
-    write_makefile(folder, hog, targets=2, peak_mb=100, steps=5)
+    write_makefile(folder, hog, targets=2, peak_mb=100, steps=5, hold_ms=1000)
     result = run_watched(
         ["make", "-C", folder, "-j2"], env={"PATH": "/usr/bin:/bin"}, cwd=folder,
         limit_bytes=50 * MiB, log_path=folder / "log", pause=False,
