@@ -103,15 +103,6 @@ def explain_uv_failure(
     exc: CommandFailed, specs: list[IndexSpec], git_sources: Mapping[str, str]
 ) -> Exception:
     text = f"{exc.stderr}\n{exc.stdout}"
-    for package, url in git_sources.items():
-        if url in text and ("Git operation failed" in text or _NETWORK_WORDS.search(text)):
-            return EnvironmentProblem(
-                f"git source of package '{package}' at {url} cannot be fetched",
-                details=[
-                    f"map it to a reachable mirror with --index-map {package}=URL",
-                    *exc.details[-6:],
-                ],
-            )
     for spec in specs:
         host_part = spec.url.rstrip("/")
         if host_part in text and _NETWORK_WORDS.search(text):
@@ -121,6 +112,15 @@ def explain_uv_failure(
                     "remap it to a reachable mirror or a local folder with "
                     f"--index-map {spec.name}=URL",
                     *exc.details[-8:],
+                ],
+            )
+    for package, url in git_sources.items():
+        if url in text and ("Git operation failed" in text or "failed to clone" in text):
+            return EnvironmentProblem(
+                f"git source of package '{package}' at {url} cannot be fetched",
+                details=[
+                    f"map it to a reachable mirror with --index-map {package}=URL",
+                    *exc.details[-6:],
                 ],
             )
     if "network was disabled" in text:

@@ -168,3 +168,11 @@ def test_patch_with_a_wrong_sha256_is_refused_before_anything(tmp_path: Path) ->
                         tmp_path / "envs"])
     assert done.returncode == 2 and "sha256" in done.stderr
     assert not (tmp_path / "envs").exists()
+
+
+def test_unreachable_git_source_exits_3_naming_the_package(tmp_path: Path) -> None:
+    manifest = _stack(tmp_path, tmp_path / "no-such-repo", GOOD)
+    done = run_builder(["lock", manifest, "--locks-dir", tmp_path / "locks", "--python",
+                        str(base_python())])
+    assert done.returncode == 3, done.stderr
+    assert "git source of package 'demo'" in done.stderr and "--index-map demo=" in done.stderr
