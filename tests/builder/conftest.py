@@ -43,9 +43,10 @@ class LocalStack:
             timeout: float = 300) -> subprocess.CompletedProcess[str]:
         return run_builder(list(args), env=env, timeout=timeout)
 
-    def lock(self, *extra: str) -> subprocess.CompletedProcess[str]:
+    def lock(self, *extra: str, env: dict[str, str] | None = None
+             ) -> subprocess.CompletedProcess[str]:
         return self.cli("lock", self.manifest, "--locks-dir", self.locks,
-                        "--python", str(base_python()), *extra)
+                        "--python", str(base_python()), *extra, env=env)
 
     def build_args(self, *extra: str | Path, python: str | None = None,
                    venvs: Path | None = None) -> list[str | Path]:
