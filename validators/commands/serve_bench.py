@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import signal
 from pathlib import Path
 from types import FrameType
 
 from stackgate.cli import emit_json
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
-from stackgate.loading import load_stack
+from stackgate.loading import LoadedStack, load_stack
 from stackgate.output import console_err
 from validators.commands.run import default_env
 from validators.context import RunContext
+from validators.serve.adapters import DEFAULT_PORTS, build_launch
 from validators.serve.group import run_group
 
 NAME = "serve-bench"
@@ -22,7 +24,10 @@ HELP = "start a serving profile, check its output and speed, and tear it down (e
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("stack", help="a stack name in stacks/ or a path to a manifest")
     parser.add_argument(
-        "--env", required=True, type=Path, help="the environment (venv) to serve from"
+        "--env",
+        type=Path,
+        default=None,
+        help="the environment (venv) to serve from (default: envs/STACK/current)",
     )
     parser.add_argument(
         "--profile", default=None, help="serving profile (default: [validation] serve_profile)"
@@ -63,6 +68,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="comma-separated concurrency levels, overriding the profile's",
     )
     parser.add_argument("--port", type=int, default=None, help="fixed port (fail if taken)")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the launch command and environment, start nothing",
+    )
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -74,6 +84,8 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     loaded = load_stack(args.stack)
+    if args.dry_run:
+        return _dry_run(args, loaded)
     env = args.env or default_env(loaded.manifest.name, ["serve-bench"])
     if env is None or not (env / "bin" / "python").exists():
         raise BadInput(f"{env}: not an environment (no bin/python)")
@@ -112,3 +124,43 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"[{colour[r.status]}]{r.status:5}[/] {r.check}: ", end="", highlight=False)
         console.print(r.reason, highlight=False, markup=False)
     return EXIT_CHECK_FAILED if failed else EXIT_OK
+
+
+def _dry_run(args: argparse.Namespace, loaded: LoadedStack) -> int:
+    """The exact argv and environment serve-bench would launch (port as the profile says, or
+    the engine default)."""
+    manifest = loaded.manifest
+    name = args.profile or manifest.validation.serve_profile
+    if name is None or name not in manifest.serving:
+        known = ", ".join(sorted(manifest.serving)) or "none"
+        raise BadInput(f"unknown serving profile '{name}' (known: {known})")
+    profile = manifest.serving[name]
+    env = args.env or Path("envs") / manifest.name / "current"
+    port = args.port or profile.port or DEFAULT_PORTS.get(profile.engine, 8000)
+    spec = build_launch(
+        manifest,
+        profile,
+        python=str(env / "bin" / "python"),
+        host="127.0.0.1",
+        port=port,
+        topology=args.topology,
+    )
+    if args.json:
+        emit_json(
+            {
+                "ok": True,
+                "profile": name,
+                "argv": spec.argv,
+                "env": spec.env,
+                "ready_pattern": spec.ready_pattern,
+                "health": spec.base_url + spec.health_path,
+                "notes": spec.notes,
+            }
+        )
+        return EXIT_OK
+    out = console_err()
+    out.print(f"# serve-bench {manifest.name} --profile {name}", highlight=False, markup=False)
+    for key, value in sorted(spec.env.items()):
+        out.print(f"export {key}={shlex.quote(value)}", highlight=False, markup=False)
+    out.print(shlex.join(spec.argv), highlight=False, markup=False)
+    return EXIT_OK
