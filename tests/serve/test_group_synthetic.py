@@ -46,6 +46,14 @@ def test_healthy_server_passes_every_check_and_leaves_nothing(make_ctx, tmp_path
         assert r["metadata"]["stack"] == "synthetic" and r["metadata"]["profile"] == "main"
     assert_no_leftovers(results)
 
+    # The records side reads the sweep's levels and the single-stream numbers.
+    from validators.records.extract import run_metrics
+    from validators.results import Report
+
+    metrics = run_metrics(Report(stack="synthetic", started_at="now", results=results)).metrics
+    assert "serve-bench.sweep/output_throughput@c4" in metrics
+    assert "serve-bench.single_stream/single_stream_decode_tok_s" in metrics
+
 
 def test_garbled_output_fails_correctness_against_known_good(make_ctx, tmp_path: Path) -> None:
     ref = tmp_path / "ref.json"

@@ -410,8 +410,18 @@ def run_level(
 
     outcomes, duration, warm_out = asyncio.run(both())
     metrics = compute_metrics(outcomes, duration)
+    ok = [o for o in outcomes if o.success]
     metrics.update(
         {
+            # Per-request samples (bench_serving --output-details keeps them too), for
+            # distributions in reports; ITLs are left out (one per token: too many).
+            "ttfts_ms": [round(o.ttft * 1000, 3) for o in ok],
+            "e2e_latencies_ms": [round(o.latency * 1000, 3) for o in ok],
+            "tpots_ms": [
+                round((o.latency - o.ttft) / (o.output_len - 1) * 1000, 3)
+                for o in ok
+                if o.output_len > 1
+            ],
             "max_concurrency": concurrency,
             "num_prompts": count,
             "warmup_requests": len(warm_out),
