@@ -161,20 +161,66 @@ SHT_GNU_VERNEED = 0x6FFFFFFE
 SHT_GNU_VERSYM = 0x6FFFFFFF
 
 
-def section_headers(elf: ELFFile, stream: BinaryIO) -> list[SectionHeader]:
+@dataclass(frozen=True)
+class ElfHeader:
+    """The ELF header fields the checks use (little-endian files; the only kind on x86_64)."""
+
+    elf_class: int  # 32 or 64
+    elf_type: int
+    machine: int
+    flags: int
+    abi_version: int
+    shoff: int
+    shentsize: int
+    shnum: int
+    shstrndx: int
+
+
+EM_CUDA = 190
+
+
+def read_header(stream: BinaryIO) -> ElfHeader:
+    """Parse the ELF header with struct: building pyelftools' `construct` structs for each of
+    ~500 files of an SGLang env cost about a second on its own."""
+    stream.seek(0)
+    ident = stream.read(16)
+    if len(ident) < 16 or ident[:4] != b"\x7fELF":
+        raise ELFError("not an ELF file (bad magic or truncated)")
+    if ident[5] != 1:
+        raise ELFError("big-endian ELF is not supported")
+    is64 = ident[4] == 2
+    fmt = "<HHIQQQIHHHHHH" if is64 else "<HHIIIIIHHHHHH"
+    rest = stream.read(struct.calcsize(fmt))
+    if len(rest) < struct.calcsize(fmt):
+        raise ELFError("ELF header truncated")
+    (
+        etype,
+        machine,
+        _ver,
+        _entry,
+        _phoff,
+        shoff,
+        flags,
+        _ehsize,
+        _phentsize,
+        _phnum,
+        shentsize,
+        shnum,
+        shstrndx,
+    ) = struct.unpack(fmt, rest)
+    return ElfHeader(
+        64 if is64 else 32, etype, machine, flags, ident[8], shoff, shentsize, shnum, shstrndx
+    )
+
+
+def section_headers(header: ElfHeader, stream: BinaryIO) -> list[SectionHeader]:
     """All section headers from one read of the table (pyelftools builds an object per
     section through `construct`, which dominated the run time on large envs)."""
-    hdr = elf.header
-    shoff, entsize, count, strndx = (
-        hdr["e_shoff"],
-        hdr["e_shentsize"],
-        hdr["e_shnum"],
-        hdr["e_shstrndx"],
-    )
+    shoff, entsize, count, strndx = header.shoff, header.shentsize, header.shnum, header.shstrndx
     if not shoff or not count:
         return []
     table = _read_table(stream, shoff, entsize * count)
-    fmt = "<IIQQQQIIQQ" if elf.elfclass == 64 else "<IIIIIIIIII"
+    fmt = "<IIQQQQIIQQ" if header.elf_class == 64 else "<IIIIIIIIII"
     rows = [struct.unpack_from(fmt, table, i * entsize) for i in range(count)]
     # (name, type, flags, addr, offset, size, link, info, align, entsize); 32-bit order is the same
     if strndx >= count:
@@ -185,13 +231,17 @@ def section_headers(elf: ELFFile, stream: BinaryIO) -> list[SectionHeader]:
     ]
 
 
-def _names(strtab: bytes, offsets: list[int]) -> list[str]:
-    """Decode many string-table offsets at once: most point at the start of a string."""
+def _string_starts(strtab: bytes) -> dict[int, bytes]:
     starts: dict[int, bytes] = {}
     pos = 0
     for part in strtab.split(b"\0"):
         starts[pos] = part
         pos += len(part) + 1
+    return starts
+
+
+def _names(strtab: bytes, offsets: list[int], starts: dict[int, bytes]) -> list[str]:
+    """Decode many string-table offsets at once: most point at the start of a string."""
     out: list[str] = []
     for off in offsets:
         raw = starts.get(off)
@@ -203,8 +253,8 @@ def _names(strtab: bytes, offsets: list[int]) -> list[str]:
 
 
 def _read(path: Path, stream: BinaryIO) -> ElfObject:
-    elf = ELFFile(stream)
-    headers = section_headers(elf, stream)
+    header = read_header(stream)
+    headers = section_headers(header, stream)
     by_type: dict[int, SectionHeader] = {}
     for h in headers:
         by_type.setdefault(h.type, h)
@@ -215,7 +265,7 @@ def _read(path: Path, stream: BinaryIO) -> ElfObject:
     dyn_header = by_type.get(SHT_DYNAMIC)
     if dyn_header is not None and dyn_header.link < len(headers):
         # Elf_Dyn is (d_tag, d_val) in the file's word size; strings live in the linked .dynstr.
-        fmt = "<qQ" if elf.elfclass == 64 else "<iI"
+        fmt = "<qQ" if header.elf_class == 64 else "<iI"
         size = struct.calcsize(fmt)
         raw = _read_table(stream, dyn_header.offset, dyn_header.size)
         strs_h = headers[dyn_header.link]
@@ -237,15 +287,18 @@ def _read(path: Path, stream: BinaryIO) -> ElfObject:
     needs_by_file: dict[str, set[str]] = {}
     versym: np.ndarray | None = None
     verdef_h = by_type.get(SHT_GNU_VERDEF)
-    if verdef_h is not None:
+    verneed_h = by_type.get(SHT_GNU_VERNEED)
+    # pyelftools reads the GNU version sections (their linked-list layout is the subtle part);
+    # only objects that have them pay for its set-up.
+    elf = ELFFile(stream) if verdef_h is not None or verneed_h is not None else None
+    if verdef_h is not None and elf is not None:
         section = elf.get_section(verdef_h.index)
         if isinstance(section, GNUVerDefSection):
             for verdef, aux_iter in section.iter_versions():
                 names = [aux.name for aux in aux_iter]
                 if names and not (verdef["vd_flags"] & 0x1):  # VER_FLG_BASE names the file
                     version_defs[verdef["vd_ndx"]] = str(names[0])
-    verneed_h = by_type.get(SHT_GNU_VERNEED)
-    if verneed_h is not None:
+    if verneed_h is not None and elf is not None:
         section = elf.get_section(verneed_h.index)
         if isinstance(section, GNUVerNeedSection):
             for verneed, aux_iter in section.iter_versions():
@@ -266,7 +319,7 @@ def _read(path: Path, stream: BinaryIO) -> ElfObject:
         strtab_h = headers[dynsym.link]
         strtab = _read_table(stream, strtab_h.offset, strtab_h.size)
         raw = _read_table(stream, dynsym.offset, dynsym.size)
-        dtype = _SYM64 if elf.elfclass == 64 else _SYM32
+        dtype = _SYM64 if header.elf_class == 64 else _SYM32
         count = len(raw) // dtype.itemsize
         syms = np.frombuffer(raw, dtype=dtype, count=count)
         if versym is not None and len(versym) >= count:
@@ -280,7 +333,8 @@ def _read(path: Path, stream: BinaryIO) -> ElfObject:
         # Hidden/internal definitions are not visible to other objects.
         exported = wanted & ~undefined & ((visibility == 0) | (visibility == 3))
         imp_idx = np.flatnonzero(wanted & undefined)
-        imp_names = _names(strtab, syms["name"][imp_idx].tolist())
+        starts = _string_starts(strtab)
+        imp_names = _names(strtab, syms["name"][imp_idx].tolist(), starts)
         imp_vers = (vers[imp_idx] & 0x7FFF).tolist()
         imp_weak = (bind[imp_idx] == STB_WEAK).tolist()
         for name, ver, weak in zip(imp_names, imp_vers, imp_weak, strict=True):
@@ -294,7 +348,7 @@ def _read(path: Path, stream: BinaryIO) -> ElfObject:
                 )
             )
         exp_idx = np.flatnonzero(exported)
-        exp_names = _names(strtab, syms["name"][exp_idx].tolist())
+        exp_names = _names(strtab, syms["name"][exp_idx].tolist(), starts)
         exp_vers = vers[exp_idx].tolist()
         exports = dict(zip(exp_names, exp_vers, strict=True))
         if len(exports) != len(exp_names):  # several versions of one name (libc, libstdc++)
@@ -305,9 +359,9 @@ def _read(path: Path, stream: BinaryIO) -> ElfObject:
 
     return ElfObject(
         path=path,
-        machine=str(elf["e_machine"]),
-        elf_class=elf.elfclass,
-        elf_type=str(elf["e_type"]),
+        machine=str(header.machine),
+        elf_class=header.elf_class,
+        elf_type=str(header.elf_type),
         soname=soname,
         needed=tuple(needed),
         rpath=rpath,

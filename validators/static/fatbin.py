@@ -26,7 +26,13 @@ from typing import BinaryIO, Literal
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
-from validators.static.elf_symbols import SHT_PROGBITS, ElfReadError, section_headers
+from validators.static.elf_symbols import (
+    EM_CUDA,
+    SHT_PROGBITS,
+    ElfReadError,
+    read_header,
+    section_headers,
+)
 
 FATBIN_MAGIC = 0xBA55ED50
 KIND_PTX = 1
@@ -134,11 +140,11 @@ def fatbin_codes(path: Path) -> list[GpuCode]:
     """Code objects of every `.nv_fatbin` section in an ELF file; [] when it has none."""
     try:
         with path.open("rb") as stream:
-            elf = ELFFile(stream)
-            if elf["e_machine"] == "EM_CUDA":
-                return [cubin_code(path, elf)]
+            header = read_header(stream)
+            if header.machine == EM_CUDA:
+                return [cubin_code(path)]
             codes: list[GpuCode] = []
-            for section in section_headers(elf, stream):
+            for section in section_headers(header, stream):
                 if section.type != SHT_PROGBITS or not section.size:
                     continue
                 if section.name in (".nv_fatbin", "__nv_relfatbin"):
