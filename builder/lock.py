@@ -9,13 +9,15 @@ bad input (exit 2: the pins contradict each other).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import re
 import shutil
 import tempfile
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -164,6 +166,37 @@ def run_lock(
     between reads as stale, never as current). An existing lock is kept as a preference
     (uv only moves what the manifest change forces) unless `upgrade`."""
     files.folder.parent.mkdir(parents=True, exist_ok=True)
+    with _locking(files):
+        return _run_lock(
+            loaded, files, python, index_map=index_map, upgrade=upgrade, timeout=timeout
+        )
+
+
+@contextlib.contextmanager
+def _locking(files: LockFiles) -> Iterator[None]:
+    """One `lock` of a stack at a time; scratch folders of killed runs are removed under it."""
+    # The lock file lives outside the checkout, so it never shows up as an untracked file.
+    tag = hashlib.sha256(str(files.folder.resolve()).encode()).hexdigest()[:16]
+    path = Path(tempfile.gettempdir()) / f"stackgate-lock-{tag}.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        for stale in files.folder.parent.glob(f".{files.folder.name}-lock-*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _run_lock(
+    loaded: LoadedStack,
+    files: LockFiles,
+    python: Interpreter,
+    *,
+    index_map: Mapping[str, str],
+    upgrade: bool,
+    timeout: float,
+) -> LockState:
     scratch = Path(tempfile.mkdtemp(prefix=f".{files.folder.name}-lock-", dir=files.folder.parent))
     try:
         work = LockFiles(scratch)
