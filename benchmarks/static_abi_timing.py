@@ -66,10 +66,12 @@ def main() -> None:
         "affinity": len(os.sched_getaffinity(0)), "loadavg_at_start": os.getloadavg(),
         "python": platform.python_version(), "envs": {},
     }
-    for torch in ("2.9.1", "2.10.0"):
-        env = CACHE / f"torch-{torch}"
+    builder_env = Path(__file__).resolve().parent.parent / "envs" / "cu128" / "current"
+    targets = [(f"torch-{t}", CACHE / f"torch-{t}") for t in ("2.9.1", "2.10.0")]
+    targets.append(("sglang-0.5.9-cu128 (nox -s build-cu128)", builder_env))
+    for torch, env in targets:
         if not env.is_dir():
-            print(f"skip torch {torch}: {env} missing (run the network tests first)")
+            print(f"skip {torch}: {env} missing (run the network tests / nox -s build-cu128 first)")
             continue
         time_static(env, "cu128")  # warm the page cache
         runs = []
@@ -90,8 +92,8 @@ def main() -> None:
             "nm_D_baseline_s": round(nm_s, 3), "nm_D_files": nm_files,
             "static_vs_nm_ratio": round(median / nm_s, 3) if nm_s else None,
         }
-        report["envs"][f"torch-{torch}"] = entry  # type: ignore[index]
-        print(f"torch {torch}: static group median {median:.2f} s over {args.repeats} runs "
+        report["envs"][torch] = entry  # type: ignore[index]
+        print(f"{torch}: static group median {median:.2f} s over {args.repeats} runs "
               f"(goal {GOAL_S:.0f} s, ratio {median / GOAL_S:.2f}); "
               f"{summary['extension_modules']} extensions, {summary['objects_checked']} objects, "
               f"{summary['imports_checked']} imports; `nm -D` alone on {nm_files} files: {nm_s:.2f} s "
