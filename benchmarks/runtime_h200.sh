@@ -2,8 +2,12 @@
 # Runtime probes on a lent GPU machine (2x H200, NVLink), in one call. Writes under $OUT:
 #   preflight.json  static.json  runtime.json  recorded.tgz (nvidia-smi/nvcc/meminfo + rank logs)
 # Carry: .carry/tool (pydantic, pyelftools for the validators), .carry/env (flashinfer-python
-# 0.6.4 + apache-tvm-ffi for the env under test). Run from the repo root:
-#   device run: bash benchmarks/runtime_h200.sh   (carry: [".carry"])
+# 0.6.4 + apache-tvm-ffi for the env under test), made here with (.carry/ is git-ignored):
+#   P="python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+#      --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64"
+#   $P -d .carry/tool pydantic==2.14.4 pydantic-core==2.50.5 annotated-types typing-inspection pyelftools==0.33
+#   $P --platform manylinux_2_24_x86_64 -d .carry/env flashinfer-python==0.6.4 apache-tvm-ffi==0.1.15.post2
+# Run from the repo root:  device run: bash benchmarks/runtime_h200.sh   (carry: [".carry"])
 # NVLink multicast stays off on shared hosts (NCCL_NVLS_ENABLE=0 etc.); the probes force it too.
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
