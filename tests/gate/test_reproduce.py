@@ -98,7 +98,7 @@ def test_gate_runs_the_validators_itself_when_given_an_env(project: Project) -> 
         record_id,
         "--json",
     )
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 0, done.stderr + done.stdout
     payload = json.loads(done.stdout)
     assert payload["passed"] is True
     assert "validation run 2/2 of tiny" in done.stderr
