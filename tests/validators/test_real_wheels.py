@@ -240,7 +240,7 @@ def test_nccl_latency_check_fails_above_the_manifest_threshold(tmp_path: Path) -
     manifest = loaded.manifest.model_copy(update={"validation": validation})
     ctx = RunContext(
         stack=type(loaded)(loaded.path, manifest, loaded.raw),
-        options={"nccl_iters": "20", "nccl_repeats": "1"},
+        options={"nccl_iters": "5", "nccl_repeats": "1"},
     )
     stack_env = {**manifest.env_for("pcie"), "STACKGATE_DIST_BACKEND": "gloo"}
     result = _nccl(ctx, env / "bin" / "python", stack_env, "pcie", 2, 300.0, tmp_path)

@@ -79,7 +79,7 @@ def run_nccl(out: str, sizes: list[int], iters: int) -> None:
             dist.all_reduce(x)
         if device == "cuda":
             torch.cuda.synchronize()
-        n = iters if size <= (1 << 22) else max(20, iters // 5)
+        n = iters if size <= (1 << 22) else max(min(20, iters), iters // 5)
         samples = _time_ops(torch, dist, x, n)
         # Correctness: ones summed over the world.
         x.fill_(1.0)
