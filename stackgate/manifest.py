@@ -233,8 +233,9 @@ class BenchSettings(Strict):
         max_length=2,
         description="Random prompt ids are drawn from [low, high).",
     )
-    ignore_eos: bool = Field(default=True, description="Send ignore_eos so every request "
-                             "generates output_len tokens.")
+    ignore_eos: bool = Field(
+        default=True, description="Send ignore_eos so every request generates output_len tokens."
+    )
     request_timeout_s: float = Field(default=600, gt=0)
 
     @model_validator(mode="after")
