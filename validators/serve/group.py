@@ -16,6 +16,7 @@ reference, record_reference, jsonl, concurrencies ("1,4,16"), port, log_dir, hos
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import signal
 import sys
 import threading
@@ -28,6 +29,8 @@ from stackgate.errors import StackgateError
 from stackgate.manifest import BenchSettings, ServingProfile
 from stackgate.output import console_err
 from validators.context import RunContext
+from validators.preflight.group import detected_topology
+from validators.preflight.probes import probe_gpus
 from validators.results import Result, Status
 from validators.serve import bench_client, correctness
 from validators.serve.adapters import LaunchSpec, build_launch
@@ -126,10 +129,14 @@ def run_group(ctx: RunContext) -> list[Result]:
     python = python or sys.executable
     host = ctx.options.get("host", "127.0.0.1")
     fixed = int(ctx.options["port"]) if ctx.options.get("port") else profile.port
+    # The stack's NCCL tuning belongs to the interconnect: take the one asked for, else the
+    # one NVML sees (PCIe-only 8x RTX PRO 6000 -> pcie profile), else none.
+    topology = ctx.topology or detected_topology(probe_gpus().value)
+    ctx = dataclasses.replace(ctx, topology=topology)
     try:
         port, why = choose_port(host, fixed, profile.engine)
         spec = build_launch(
-            manifest, profile, python=python, host=host, port=port, topology=ctx.topology
+            manifest, profile, python=python, host=host, port=port, topology=topology
         )
     except StackgateError as exc:
         return [_result("launch", "FAIL", exc.message, {"details": exc.details}, t0)]
@@ -145,6 +152,7 @@ def run_group(ctx: RunContext) -> list[Result]:
             "log": str(log_path),
             "notes": spec.notes,
             "pid": server.popen.pid,
+            "topology": topology or "none",
         }
         why_port = f"{spec.engine} started on {host}:{port} ({why})"
         results.append(_result("launch", "PASS", why_port, launch_evidence, t0))
