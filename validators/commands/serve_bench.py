@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--topology",
         choices=["pcie", "nvlink"],
         default=None,
-        help="add the stack's environment profile for this GPU interconnect",
+        help="the stack's environment profile for this interconnect (default: detected via NVML)",
     )
     parser.add_argument(
         "--reference",
