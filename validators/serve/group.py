@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 import signal
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -140,7 +141,11 @@ def run_group(ctx: RunContext) -> list[Result]:
         )
     except StackgateError as exc:
         return [_result("launch", "FAIL", exc.message, {"details": exc.details}, t0)]
-    log_dir = Path(ctx.options.get("log_dir") or (ctx.out_dir or Path.cwd()) / "serve-logs")
+    if ctx.out_dir is None:
+        # Never litter the working directory: logs and records go to a fresh folder, named in
+        # the results' evidence.
+        ctx = dataclasses.replace(ctx, out_dir=Path(tempfile.mkdtemp(prefix="stackgate-serve-")))
+    log_dir = Path(ctx.options.get("log_dir") or (ctx.out_dir or Path()) / "serve-logs")
     log_path = log_dir / f"{manifest.name}-{name}-{time.strftime('%Y%m%d-%H%M%S')}.log"
     bin_dir = Path(python).parent if ctx.python is not None else None
     results: list[Result] = []
@@ -335,7 +340,8 @@ def _benchmark(
     settings = _bench_settings(profile, ctx)
     target = bench_client.Target(spec.base_url, spec.model)
     metadata = run_metadata(ctx, name, spec, python)
-    jsonl = Path(ctx.options.get("jsonl") or (ctx.out_dir or Path.cwd()) / "serve-bench.jsonl")
+    out_dir = ctx.out_dir or Path(tempfile.gettempdir())  # run_group always sets it
+    jsonl = Path(ctx.options.get("jsonl") or out_dir / "serve-bench.jsonl")
     threshold = ctx.stack.manifest.validation.thresholds.single_stream_decode_tok_s
     err = console_err()
 
