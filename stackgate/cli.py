@@ -20,7 +20,12 @@ from types import ModuleType
 from typing import Any, Protocol, cast
 
 from stackgate import __version__
-from stackgate.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, StackgateError
+from stackgate.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_ENVIRONMENT,
+    EnvironmentProblem,
+    StackgateError,
+)
 from stackgate.output import console_err
 
 
@@ -40,10 +45,34 @@ def discover(package: str) -> list[Command]:
     for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
         if info.name.startswith("_"):
             continue
-        module: ModuleType = importlib.import_module(f"{package}.commands.{info.name}")
+        try:
+            module: ModuleType = importlib.import_module(f"{package}.commands.{info.name}")
+        except ImportError as exc:
+            # One command's missing library (e.g. pyelftools in a minimal image) must not take
+            # every other command down with it: the command stays listed and says why.
+            found.append(_Unavailable(info.name.replace("_", "-"), exc))
+            continue
         if hasattr(module, "NAME") and hasattr(module, "run"):
             found.append(cast(Command, module))
     return found
+
+
+class _Unavailable:
+    """Stands in for a command whose module could not be imported; running it exits 3."""
+
+    def __init__(self, name: str, error: ImportError) -> None:
+        self.NAME = name
+        self.HELP = f"(unavailable: {error})"
+        self._error = error
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("rest", nargs=argparse.REMAINDER)
+
+    def run(self, args: argparse.Namespace) -> int:
+        raise EnvironmentProblem(
+            f"command '{self.NAME}' is unavailable here: {self._error}; "
+            "install stackgate with its dependencies (uv sync)"
+        )
 
 
 def _common() -> argparse.ArgumentParser:

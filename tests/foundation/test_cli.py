@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -71,3 +72,39 @@ def test_show_resolves_topology_env_and_extends() -> None:
     assert done.returncode == 0
     assert "NCCL_PROTO" not in payload["resolved_environment"]["vars"]
     assert payload["serving"]["kimi-k25-tp8-eagle3"]["attention_backend"] == "flashinfer"
+
+
+def test_a_command_with_a_missing_library_does_not_break_the_others(tmp_path: Path) -> None:
+    # A real package whose commands/ holds one importable and one broken command module.
+    pkg = tmp_path / "fakepkg"
+    (pkg / "commands").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "commands" / "__init__.py").write_text("")
+    (pkg / "commands" / "good.py").write_text(
+        "NAME = 'good'\nHELP = 'works'\n"
+        "def add_arguments(parser):\n    pass\n"
+        "def run(args):\n    print('good ran')\n    return 0\n"
+    )
+    (pkg / "commands" / "broken.py").write_text("import no_such_library_anywhere\n")
+    code = (
+        "import sys; from stackgate.cli import main_for; "
+        "sys.exit(main_for(['fakepkg'], 'fake', 'd', sys.argv[1:]))"
+    )
+    env_path = f"{tmp_path}"
+    good = subprocess.run(
+        [sys.executable, "-c", code, "good"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": env_path},
+    )
+    assert good.returncode == 0 and "good ran" in good.stdout, good.stderr
+    broken = subprocess.run(
+        [sys.executable, "-c", code, "broken"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": env_path},
+    )
+    assert broken.returncode == 3
+    assert "no_such_library_anywhere" in broken.stderr
