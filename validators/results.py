@@ -84,6 +84,26 @@ def timed() -> Iterator[Timer]:
         t.seconds = time.perf_counter() - t.start
 
 
+def make_result(
+    check: str,
+    status: Status,
+    reason: str,
+    evidence: dict[str, Any] | None = None,
+    seconds: float = 0.0,
+    *,
+    group: str,
+) -> Result:
+    """The one Result factory the groups share (each binds its group with functools.partial)."""
+    return Result(
+        check=check,
+        group=group,
+        status=status,
+        reason=reason,
+        evidence=evidence or {},
+        duration_s=round(seconds, 4),
+    )
+
+
 def run_check(
     check: str, group: str, body: Callable[[], tuple[Status, str, dict[str, Any]]]
 ) -> Result:

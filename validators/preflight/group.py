@@ -3,6 +3,7 @@ memory/swap/disk, nvcc vs the target archs, and the host rules of stacks/rules.t
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from validators.preflight.probes import (
     probe_memory,
     probe_nvcc,
 )
-from validators.results import Result, Status
+from validators.results import Result, Status, make_result
 
 GROUP = "host"
 GIB = 1 << 30
@@ -81,8 +82,7 @@ def run_group(ctx: RunContext) -> list[Result]:
     return evaluate_host(ctx.stack.manifest, snap, env_path=ctx.env_path, topology=ctx.topology)
 
 
-def _r(check: str, status: Status, reason: str, evidence: dict[str, Any] | None = None) -> Result:
-    return Result(check=check, group=GROUP, status=status, reason=reason, evidence=evidence or {})
+_r = functools.partial(make_result, group=GROUP)
 
 
 def detected_topology(inv: GpuInventory | None) -> Topology | None:

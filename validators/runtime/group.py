@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ from stackgate.manifest import Manifest, Topology, arch_cc
 from validators.context import RunContext
 from validators.preflight.group import detected_topology
 from validators.preflight.probes import nvcc_version, probe_gpus, probe_nvcc
-from validators.results import Result, Status
+from validators.results import Result, Status, make_result
 from validators.runtime import nccl_latency as nl
 from validators.runtime import sglang_rules as sr
 from validators.runtime.runner import ProbeOutcome, probe_env, run_distributed, run_probe
@@ -20,21 +21,7 @@ GROUP = "runtime"
 NCCL_PREFIX = "NCCL_"
 
 
-def _r(
-    check: str,
-    status: Any,
-    reason: str,
-    evidence: dict[str, Any] | None = None,
-    seconds: float = 0.0,
-) -> Result:
-    return Result(
-        check=check,
-        group=GROUP,
-        status=status,
-        reason=reason,
-        evidence=evidence or {},
-        duration_s=round(seconds, 3),
-    )
+_r = functools.partial(make_result, group=GROUP)
 
 
 def _from(check: str, o: ProbeOutcome) -> Result:

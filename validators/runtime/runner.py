@@ -11,7 +11,9 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast, get_args
+
+from validators.results import Status
 
 PROBES_DIR = Path(__file__).resolve().parent / "probes"
 MARKER = "STACKGATE_PROBE "
@@ -23,9 +25,12 @@ SAFETY_ENV = {
 }
 
 
+STATUSES = frozenset(get_args(Status))
+
+
 @dataclass(frozen=True)
 class ProbeOutcome:
-    status: str
+    status: Status
     reason: str
     evidence: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
@@ -76,8 +81,14 @@ def run_probe(python: Path, probe: str, *, env: Mapping[str, str], timeout: floa
                 data = json.loads(line[len(MARKER) :])
             except ValueError:
                 break
+            status = str(data["status"])
+            if status not in STATUSES:
+                return ProbeOutcome("ERROR", f"probe reported an unknown status {status!r}")
             return ProbeOutcome(
-                str(data["status"]), str(data["reason"]), dict(data.get("evidence", {})), seconds
+                cast(Status, status),
+                str(data["reason"]),
+                dict(data.get("evidence", {})),
+                seconds,
             )
     tail = (done.stderr or done.stdout).strip().splitlines()[-15:]
     signal = f" (killed by signal {-done.returncode})" if done.returncode < 0 else ""

@@ -32,7 +32,7 @@ from stackgate.output import console_err
 from validators.context import RunContext
 from validators.preflight.group import detected_topology
 from validators.preflight.probes import probe_gpus
-from validators.results import Result, Status
+from validators.results import Result, Status, make_result
 from validators.serve import bench_client, correctness
 from validators.serve.adapters import LaunchSpec, build_launch
 from validators.serve.lifecycle import ReadyOutcome, Server, choose_port, start, wait_ready
@@ -44,13 +44,8 @@ GROUP = "serve-bench"
 
 
 def _result(check: str, status: Status, reason: str, evidence: dict[str, Any], t0: float) -> Result:
-    return Result(
-        check=f"{GROUP}.{check}",
-        group=GROUP,
-        status=status,
-        reason=reason,
-        evidence=evidence,
-        duration_s=round(time.monotonic() - t0, 3),
+    return make_result(
+        f"{GROUP}.{check}", status, reason, evidence, time.monotonic() - t0, group=GROUP
     )
 
 

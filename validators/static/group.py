@@ -5,6 +5,7 @@ No GPU needed. Every check is a Result; an env that cannot be read is one ERROR 
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -16,7 +17,7 @@ from packaging.utils import canonicalize_name
 
 from stackgate.manifest import Manifest
 from validators.context import RunContext
-from validators.results import Result
+from validators.results import Result, make_result
 from validators.static import demangle
 from validators.static.abi_check import AbiChecker, AbiFindings, MissingSymbol
 from validators.static.arch_check import coverage, scan
@@ -59,21 +60,7 @@ def run_group(ctx: RunContext) -> list[Result]:
     )
 
 
-def _result(
-    check: str,
-    status: Any,
-    reason: str,
-    evidence: dict[str, Any] | None = None,
-    seconds: float = 0.0,
-) -> Result:
-    return Result(
-        check=check,
-        group=GROUP,
-        status=status,
-        reason=reason,
-        evidence=evidence or {},
-        duration_s=round(seconds, 4),
-    )
+_result = functools.partial(make_result, group=GROUP)
 
 
 def run_static(inputs: StaticInputs) -> list[Result]:
