@@ -61,7 +61,7 @@ for _prefix, _package, _command, _extra in PER_STACK:
 def tests(session: nox.Session) -> None:
     """The test suite; under CI=true every marker this machine supports must run."""
     _install(session, dev=True)
-    session.run("pytest", *session.posargs)
+    session.run("pytest", "--durations=15", *session.posargs)
 
 
 @nox.session
