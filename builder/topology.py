@@ -9,9 +9,10 @@ gets no profile rather than a guess.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from stackgate.manifest import Topology
+from stackgate.topology import classify, nvlink_links
 
 TopologySource = Literal["flag", "nvml", "none"]
 
@@ -23,18 +24,8 @@ class TopologyChoice:
     detail: str
 
 
-def _active_nvlink(nvml: Any, handle: Any) -> bool:
-    for link in range(int(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18))):
-        try:
-            if nvml.nvmlDeviceGetNvLinkState(handle, link):
-                return True
-        except Exception:  # NVML raises per unsupported link; absent links are not errors
-            continue
-    return False
-
-
 def detect_topology() -> TopologyChoice:
-    """NVML: any GPU with an active NVLink -> 'nvlink'; GPUs without -> 'pcie'; else none."""
+    """NVML pairwise NVLink status, classified by stackgate.topology (the validators' rule)."""
     try:
         import pynvml
     except ImportError:
@@ -45,16 +36,18 @@ def detect_topology() -> TopologyChoice:
         return TopologyChoice(None, "none", f"NVML unavailable: {exc}")
     try:
         count = int(pynvml.nvmlDeviceGetCount())
-        if count == 0:
-            return TopologyChoice(None, "none", "NVML sees no GPU")
-        linked = sum(
-            1 for i in range(count) if _active_nvlink(pynvml, pynvml.nvmlDeviceGetHandleByIndex(i))
-        )
+        handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+        links = nvlink_links(pynvml, handles)
+    except Exception as exc:  # a driver that cannot answer P2P status: no guess
+        return TopologyChoice(None, "none", f"NVML P2P status failed: {exc}")
     finally:
         pynvml.nvmlShutdown()
-    if linked:
-        return TopologyChoice("nvlink", "nvml", f"{linked} of {count} GPU(s) have active NVLink")
-    return TopologyChoice("pcie", "nvml", f"{count} GPU(s), no active NVLink")
+    topology = classify(count, links)
+    nvlinked = sum(1 for v in links.values() if v == "NVLINK")
+    detail = f"{count} GPU(s), {nvlinked} of {len(links)} pair(s) joined by NVLink"
+    if topology is None:
+        return TopologyChoice(None, "none", f"{detail}: no interconnect profile")
+    return TopologyChoice(topology, "nvml", detail)
 
 
 def choose_topology(flag: Topology | None) -> TopologyChoice:

@@ -14,6 +14,7 @@ from packaging.version import InvalidVersion, Version
 
 from stackgate.manifest import Manifest, Topology, arch_cc
 from stackgate.rules import HostFacts, StackFacts, evaluate, load_rules
+from stackgate.topology import classify
 from validators.context import BUILD_RECORD_RELPATH, RunContext
 from validators.preflight.parsers import GpuInventory
 from validators.preflight.probes import (
@@ -86,9 +87,7 @@ _r = functools.partial(make_result, group=GROUP)
 
 
 def detected_topology(inv: GpuInventory | None) -> Topology | None:
-    if inv is None or len(inv.gpus) < 2:
-        return None
-    return "nvlink" if inv.fully_nvlinked() else "pcie"
+    return None if inv is None else classify(len(inv.gpus), inv.links)
 
 
 def evaluate_host(

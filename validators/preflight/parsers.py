@@ -8,6 +8,8 @@ import re
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field
 
+from stackgate.topology import classify
+
 NVIDIA_SMI_QUERY = "index,name,driver_version,compute_cap,memory.total,pci.bus_id"
 
 
@@ -41,8 +43,7 @@ class GpuInventory(BaseModel):
         return sorted(k for k, v in self.links.items() if v.upper().startswith("NV"))
 
     def fully_nvlinked(self) -> bool:
-        n = len(self.gpus)
-        return n > 1 and len(self.nvlink_pairs()) == n * (n - 1) // 2
+        return classify(len(self.gpus), self.links) == "nvlink"
 
 
 def _int(text: str) -> int | None:

@@ -4,7 +4,6 @@ text to the pure parsers. A probe that cannot tell returns None with the reason,
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import shutil
 from dataclasses import dataclass
@@ -15,6 +14,12 @@ from packaging.version import Version
 
 from stackgate import proc
 from stackgate.errors import StackgateError
+from stackgate.topology import (
+    P2P_CAPS_INDEX_NVLINK,
+    P2P_CAPS_INDEX_READ,
+    P2P_STATUS_OK,
+    p2p_status,
+)
 from validators.preflight.parsers import (
     NVIDIA_SMI_QUERY,
     Gpu,
@@ -69,12 +74,12 @@ def probe_nvml() -> Probed:
         links: dict[str, str] = {}
         failures: list[str] = []
         p2p_error: str | None = None
-        ok = 0  # NVML_P2P_STATUS_OK
+        ok = P2P_STATUS_OK
         for i in range(len(handles)):
             for j in range(i + 1, len(handles)):
                 try:
-                    nv = _p2p_status(pynvml, handles[i], handles[j], P2P_CAPS_INDEX_NVLINK)
-                    rd = _p2p_status(pynvml, handles[i], handles[j], P2P_CAPS_INDEX_READ)
+                    nv = p2p_status(pynvml, handles[i], handles[j], P2P_CAPS_INDEX_NVLINK)
+                    rd = p2p_status(pynvml, handles[i], handles[j], P2P_CAPS_INDEX_READ)
                 except Exception as exc:
                     p2p_error = f"nvmlDeviceGetP2PStatus failed: {exc}"
                     continue
@@ -101,17 +106,6 @@ def probe_nvml() -> Probed:
     finally:
         with contextlib.suppress(Exception):
             pynvml.nvmlShutdown()
-
-
-# nvmlGpuP2PCapsIndex_t values from nvml.h. nvidia-ml-py 13.610.43 and 13.615.71 define
-# `NVML_P2P_CAPS_INDEX_READ = 0,` (a tuple), which ctypes cannot convert ("Don't know how to
-# convert parameter 3", seen on the lent H200 host): the binding's constants are not used.
-P2P_CAPS_INDEX_READ = 0
-P2P_CAPS_INDEX_NVLINK = 2
-
-
-def _p2p_status(pynvml: Any, a: Any, b: Any, index: int) -> int:
-    return int(pynvml.nvmlDeviceGetP2PStatus(a, b, ctypes.c_uint(index)))
 
 
 def probe_nvidia_smi() -> Probed:
