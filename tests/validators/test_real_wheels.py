@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from builder.python_finder import find_python
+from stackgate.errors import EnvironmentProblem
 from tests.validators import elf_env
 from validators.static.abi_check import AbiChecker
 from validators.static.environment import load_environment
@@ -69,11 +71,21 @@ def real_env(torch: str) -> Path:
     shutil.rmtree(env, ignore_errors=True)
     env.parent.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("UV_PYTHON_DOWNLOADS", "never")
+    # The builder's finder: PATH, then `pyenv prefix` (a pyenv shim for an inactive version
+    # is not an interpreter; uv alone would not find it on a fresh machine).
+    try:
+        python = find_python("3.12")
+    except EnvironmentProblem as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI must provide Python 3.12 for the real-wheel envs: {exc.message}")
+        pytest.skip(f"no Python 3.12: {exc.message}")
     made = subprocess.run(
-        [uv, "venv", "-q", "--python", "3.12", str(env)], capture_output=True, text=True
+        [uv, "venv", "-q", "--python", str(python.path), str(env)],
+        capture_output=True,
+        text=True,
     )
     if made.returncode != 0:
-        pytest.skip(f"no Python 3.12 for uv: {made.stderr.strip()[-200:]}")
+        pytest.fail(f"uv venv with {python.path} failed: {made.stderr.strip()[-300:]}")
     subprocess.run(
         [
             uv,
