@@ -9,6 +9,7 @@ This file must not import stackgate: the environment under test does not have it
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
@@ -28,6 +29,17 @@ def emit(status: str, reason: str, **evidence: Any) -> None:
 
 def _tail(exc: BaseException) -> str:
     return "".join(traceback.format_exception_only(type(exc), exc)).strip()[-2000:]
+
+
+def _import_or_emit(module: str, what: str | None = None) -> Any:
+    """The module, or None after emitting SKIP (not installed) or FAIL (the import breaks)."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        emit("SKIP", f"{what or module} is not installed in this environment ({exc})")
+    except Exception as exc:
+        emit("FAIL", f"import {module} failed: {_tail(exc)}")
+    return None
 
 
 def _torch_cuda() -> Any:
@@ -67,13 +79,8 @@ def probe_torch() -> None:
 
 
 def probe_sgl_kernel() -> None:
-    try:
-        import sgl_kernel
-    except ModuleNotFoundError as exc:
-        emit("SKIP", f"sgl_kernel is not installed in this environment ({exc})")
-        return
-    except Exception as exc:
-        emit("FAIL", f"import sgl_kernel failed: {_tail(exc)}")
+    sgl_kernel = _import_or_emit("sgl_kernel")
+    if sgl_kernel is None:
         return
     torch = _torch_cuda()
     ver = getattr(sgl_kernel, "__version__", "?")
@@ -90,26 +97,16 @@ def probe_sgl_kernel() -> None:
 
 
 def probe_flashinfer() -> None:
-    try:
-        import flashinfer
-    except ModuleNotFoundError as exc:
-        emit("SKIP", f"flashinfer is not installed in this environment ({exc})")
-        return
-    except Exception as exc:
-        emit("FAIL", f"import flashinfer failed: {_tail(exc)}")
+    flashinfer = _import_or_emit("flashinfer")
+    if flashinfer is None:
         return
     emit("PASS", f"flashinfer {getattr(flashinfer, '__version__', '?')} imports")
 
 
 def probe_flashinfer_jit() -> None:
     """Compile (JIT) and run one small kernel for the device arch: RMSNorm vs torch."""
-    try:
-        import flashinfer
-    except ModuleNotFoundError as exc:
-        emit("SKIP", f"flashinfer is not installed in this environment ({exc})")
-        return
-    except Exception as exc:
-        emit("FAIL", f"import flashinfer failed: {_tail(exc)}")
+    flashinfer = _import_or_emit("flashinfer")
+    if flashinfer is None:
         return
     torch = _torch_cuda()
     if torch is None:
@@ -144,13 +141,8 @@ def probe_flashinfer_comm_arch() -> None:
     FLASHINFER_CUDA_ARCH_LIST names (or the device's): its arch gate raises "No supported CUDA
     architectures found for major versions [...]" when none is allowed. Needs no GPU when the
     list is set."""
-    try:
-        from flashinfer.jit import comm
-    except ModuleNotFoundError as exc:
-        emit("SKIP", f"flashinfer is not installed in this environment ({exc})")
-        return
-    except Exception as exc:
-        emit("FAIL", f"import flashinfer.jit.comm failed: {_tail(exc)}")
+    comm = _import_or_emit("flashinfer.jit.comm", "flashinfer")
+    if comm is None:
         return
     arch_list = os.environ.get("FLASHINFER_CUDA_ARCH_LIST")
     ev = {"FLASHINFER_CUDA_ARCH_LIST": arch_list}
@@ -181,13 +173,8 @@ def probe_flashinfer_comm_arch() -> None:
 
 
 def probe_sglang() -> None:
-    try:
-        import sglang
-    except ModuleNotFoundError as exc:
-        emit("SKIP", f"sglang is not installed in this environment ({exc})")
-        return
-    except Exception as exc:
-        emit("FAIL", f"import sglang failed: {_tail(exc)}")
+    sglang = _import_or_emit("sglang")
+    if sglang is None:
         return
     info: dict[str, Any] = {"sglang": getattr(sglang, "__version__", "?")}
     try:
