@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from stackgate.errors import BadInput
 from stackgate.paths import project_root, stack_names
 from validators.records.model import Record
-from validators.records.store import RecordStore, read_record_file
+from validators.records.store import RecordStore, read_json_file, read_record_file
 from validators.results import Report
 
 _HEX = re.compile(r"^[0-9a-f]{6,64}$")
@@ -71,12 +71,7 @@ def latest_known_good(stack: str, store: RecordStore) -> Record:
 
 def read_report(path: Path) -> Report:
     """A `python -m validators run --json` report from a file."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"{path}: cannot read: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise BadInput(f"{path}: not JSON: {exc}") from None
+    data = read_json_file(path)
     if isinstance(data, dict) and isinstance(data.get("report"), dict):
         data = data["report"]  # a --json envelope {"ok": ..., "report": {...}}
     try:

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from stackgate.errors import BadInput, EnvironmentProblem
 from stackgate.paths import project_root
@@ -196,10 +197,14 @@ def export_filename(record: Record) -> str:
 
 
 def read_record_file(path: Path) -> Record:
+    return load_record(read_json_file(path), where=str(path))
+
+
+def read_json_file(path: Path) -> Any:
+    """A JSON file the user named; unreadable or malformed is bad input (exit 2)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         raise BadInput(f"{path}: cannot read: {exc}") from None
     except json.JSONDecodeError as exc:
         raise BadInput(f"{path}: not JSON: {exc}") from None
-    return load_record(data, where=str(path))
