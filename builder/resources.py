@@ -150,41 +150,45 @@ def _ancestors(root: Path, rel: str) -> list[Path]:
     return [root.joinpath(*parts[:i]) for i in range(len(parts), -1, -1)]
 
 
+def _memory_at(
+    base: Path, relpath: str, limit_file: str, usage_file: str, inactive_key: str
+) -> tuple[int | None, int | None]:
+    """(lowest limit on the path to the root, usage less inactive file cache) of one hierarchy."""
+    limit: int | None = None
+    for folder in _ancestors(base, relpath):
+        found = _read(folder / limit_file)
+        value = parse_memory_limit(found) if found else None
+        if value is not None:
+            limit = value if limit is None else min(limit, value)
+    own = base.joinpath(*[p for p in relpath.split("/") if p])
+    usage_text = _read(own / usage_file)
+    stat = parse_memory_stat(_read(own / "memory.stat") or "")
+    used = None
+    if usage_text is not None:
+        used = max(0, int(usage_text.strip()) - stat.get(inactive_key, 0))
+    return limit, used
+
+
 def _cgroup_memory(cgroup_root: Path, paths: dict[str, str]) -> tuple[int | None, int | None, str]:
     """(limit, unreclaimable usage, version) for the memory controller."""
     v1_root = cgroup_root / "memory"
     if "memory" in paths and v1_root.is_dir():
-        limit: int | None = None
-        for folder in _ancestors(v1_root, paths["memory"]):
-            found = _read(folder / "memory.limit_in_bytes")
-            value = parse_memory_limit(found) if found else None
-            if value is not None:
-                limit = value if limit is None else min(limit, value)
-        own = v1_root.joinpath(*[p for p in paths["memory"].split("/") if p])
-        usage_text = _read(own / "memory.usage_in_bytes")
-        stat = parse_memory_stat(_read(own / "memory.stat") or "")
-        used = None
-        if usage_text is not None:
-            used = max(0, int(usage_text.strip()) - stat.get("total_inactive_file", 0))
+        limit, used = _memory_at(
+            v1_root,
+            paths["memory"],
+            "memory.limit_in_bytes",
+            "memory.usage_in_bytes",
+            "total_inactive_file",
+        )
         return limit, used, "v1"
     if "" in paths:
         # Pure v2 mounts at the root; hybrid v1 hosts mount it at unified/.
         for base in (cgroup_root, cgroup_root / "unified"):
-            if not (base / "cgroup.controllers").is_file():
-                continue
-            limit = None
-            for folder in _ancestors(base, paths[""]):
-                found = _read(folder / "memory.max")
-                value = parse_memory_limit(found) if found else None
-                if value is not None:
-                    limit = value if limit is None else min(limit, value)
-            own = base.joinpath(*[p for p in paths[""].split("/") if p])
-            current = _read(own / "memory.current")
-            stat = parse_memory_stat(_read(own / "memory.stat") or "")
-            used = None
-            if current is not None:
-                used = max(0, int(current.strip()) - stat.get("inactive_file", 0))
-            return limit, used, "v2"
+            if (base / "cgroup.controllers").is_file():
+                limit, used = _memory_at(
+                    base, paths[""], "memory.max", "memory.current", "inactive_file"
+                )
+                return limit, used, "v2"
     return None, None, "none"
 
 
