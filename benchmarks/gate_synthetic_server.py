@@ -136,49 +136,30 @@ def main() -> int:
             noise[key] = statistics.stdev(samples) / statistics.fmean(samples)
     results: dict[str, Any] = {}
     repeats = str(args.repeats)
+    orders = {"sequential": [], "interleaved": ["--interleave-with", envs["known"]]}
     for name in ("same", "slower"):
-        t0 = time.monotonic()
-        done = cli(
-            env,
-            "validators",
-            "gate",
-            name,
-            "--env",
-            envs[name],
-            "--repeats",
-            repeats,
-            "--baseline",
-            record_id,
-            "--json",
-            check=False,
-        )
-        results[f"{name}/sequential"] = {
-            **summarize(json.loads(done.stdout)),
-            "exit": done.returncode,
-            "seconds": round(time.monotonic() - t0, 1),
-        }
-        t0 = time.monotonic()
-        done = cli(
-            env,
-            "validators",
-            "gate",
-            name,
-            "--env",
-            envs[name],
-            "--repeats",
-            repeats,
-            "--baseline",
-            record_id,
-            "--interleave-with",
-            envs["known"],
-            "--json",
-            check=False,
-        )
-        results[f"{name}/interleaved"] = {
-            **summarize(json.loads(done.stdout)),
-            "exit": done.returncode,
-            "seconds": round(time.monotonic() - t0, 1),
-        }
+        for order, extra in orders.items():
+            t0 = time.monotonic()
+            done = cli(
+                env,
+                "validators",
+                "gate",
+                name,
+                "--env",
+                envs[name],
+                "--repeats",
+                repeats,
+                "--baseline",
+                record_id,
+                *extra,
+                "--json",
+                check=False,
+            )
+            results[f"{name}/{order}"] = {
+                **summarize(json.loads(done.stdout)),
+                "exit": done.returncode,
+                "seconds": round(time.monotonic() - t0, 1),
+            }
         print(f"{name}: done ({time.monotonic() - started:.0f} s)", flush=True)
     out = {
         "repeats": args.repeats,
