@@ -18,38 +18,14 @@ from pathlib import Path
 
 from validators.static.elf_symbols import ElfObject, ElfReadError, Import, satisfies
 from validators.static.environment import Environment
+from validators.static.findings import MissingSoname, MissingSymbol, MissingVersion
 from validators.static.loader import HOST_PROVIDED, Resolver, closure, system_library_dirs
+from validators.static.source import DiskSource, ObjectSource
 
 # Names libcuda.so.1 / libnvidia-ml.so.1 export (driver API), used only when the driver is absent.
 _DRIVER_NAME = re.compile(r"^(cu[A-Z]\w*|nvml\w+)$")
 # The Python C API, provided by the interpreter that imports the extension.
 _PYTHON_API = re.compile(r"^_?_?Py[A-Z_]\w*$")
-
-
-@dataclass(frozen=True)
-class MissingSymbol:
-    importer: Path
-    root: Path
-    symbol: str
-    version: str | None
-    expected_from: str | None  # soname expected to provide it (verneed file or nearest name)
-    expected_path: Path | None = None
-    near_misses: tuple[str, ...] = ()  # what that library exports under the same name
-    version_file: str | None = None  # the soname its version requirement names
-
-
-@dataclass(frozen=True)
-class MissingSoname:
-    requester: Path
-    soname: str
-    host_provided: bool
-
-
-@dataclass(frozen=True)
-class MissingVersion:
-    requester: Path
-    provider: Path
-    version: str
 
 
 @dataclass
@@ -66,13 +42,21 @@ class AbiFindings:
     unreadable: list[tuple[Path, str]] = field(default_factory=list)
 
 
-def preloaded_libraries(env: Environment) -> dict[str, Path]:
-    """Sonames `import torch` (and nvidia-* wheels) put into the process before extensions load."""
+def preloaded_libraries(site: Path, source: ObjectSource) -> dict[str, Path]:
+    """Sonames `import torch` (and nvidia-* wheels) put into the process before extensions load:
+    nvidia/*/lib/*.so*, nvidia/*/*/lib/*.so*, then torch/lib/*.so* (first one wins)."""
+    nvidia = site / "nvidia"
+    one = [nvidia / sub / "lib" for sub in sorted(source.listdir(str(nvidia)))]
+    two = [
+        nvidia / sub / inner / "lib"
+        for sub in sorted(source.listdir(str(nvidia)))
+        for inner in sorted(source.listdir(str(nvidia / sub)))
+    ]
     out: dict[str, Path] = {}
-    site = env.site_packages
-    for pattern in ("nvidia/*/lib/*.so*", "nvidia/*/*/lib/*.so*", "torch/lib/*.so*"):
-        for path in sorted(site.glob(pattern)):
-            out.setdefault(path.name, path)
+    for folder in [*one, *two, site / "torch" / "lib"]:
+        for name in sorted(source.listdir(str(folder))):
+            if ".so" in name:
+                out.setdefault(name, folder / name)
     return out
 
 
@@ -110,15 +94,23 @@ def mangled_stem(name: str) -> str | None:
 
 
 class AbiChecker:
-    def __init__(self, env: Environment, *, system_dirs: tuple[str, ...] | None = None) -> None:
+    def __init__(
+        self,
+        env: Environment,
+        *,
+        system_dirs: tuple[str, ...] | None = None,
+        source: ObjectSource | None = None,
+    ) -> None:
         self.env = env
+        self.source: ObjectSource = source if source is not None else DiskSource()
         self.resolver = Resolver(
-            preloaded=preloaded_libraries(env),
+            preloaded=preloaded_libraries(env.site_packages, self.source),
             system_dirs=system_dirs if system_dirs is not None else system_library_dirs(),
-            site_packages=env.site_packages.resolve(),
+            site_packages=self.source.real_path(env.site_packages),
+            source=self.source,
         )
         self._own_misses: dict[Path, list[Import]] = {}
-        self._env_root = env.root.resolve()
+        self._env_root = self.source.real_path(env.root)
         self._global: list[ElfObject] | None = None
 
     def _in_env(self, obj: ElfObject) -> bool:
@@ -133,7 +125,7 @@ class AbiChecker:
         if self.env.interpreter is not None:
             seeds.append(self.env.interpreter)
         deps = self.env.site_packages / "torch" / "lib" / "libtorch_global_deps.so"
-        if deps.is_file():
+        if deps.name in self.source.listdir(str(deps.parent)):
             seeds.append(deps)
         for seed in seeds:
             try:

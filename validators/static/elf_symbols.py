@@ -9,6 +9,7 @@ the dynamic symbol table itself is decoded in bulk with numpy, because libtorch_
 from __future__ import annotations
 
 import bisect
+import io
 import struct
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -373,6 +374,17 @@ def _read(path: Path, stream: BinaryIO) -> ElfObject:
         version_defs=frozenset(version_defs.values()),
         version_needs={k: frozenset(v) for k, v in needs_by_file.items()},
     )
+
+
+def read_elf_bytes(data: bytes, path: Path) -> ElfObject:
+    """The same facts from bytes already in memory (a wheel member fetched over HTTP); `path`
+    is where the object would be installed, and becomes ElfObject.path."""
+    try:
+        return _read(path, io.BytesIO(data))
+    except ElfReadError:
+        raise
+    except Exception as exc:  # the same set read_elf maps, construct errors included
+        raise ElfReadError(path, f"{type(exc).__name__}: {exc}") from None
 
 
 def is_elf(path: Path) -> bool:

@@ -42,6 +42,8 @@ class Environment:
     distributions: dict[str, Distribution]
     owners: dict[Path, Distribution] = field(default_factory=dict)
     unreadable: list[tuple[Path, str]] = field(default_factory=list)
+    # Set when the ELF files are known without walking a tree (facts from wheels).
+    objects: tuple[Path, ...] | None = None
 
     def owner(self, path: Path) -> Distribution | None:
         return self.owners.get(path.resolve())
@@ -58,6 +60,8 @@ class Environment:
 
     def shared_objects(self) -> list[Path]:
         """Every ELF shared object under site-packages (extensions and bundled libraries)."""
+        if self.objects is not None:
+            return list(self.objects)
         found: list[Path] = []
         for dirpath, dirnames, filenames in os.walk(self.site_packages):
             dirnames.sort()

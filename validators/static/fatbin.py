@@ -117,22 +117,28 @@ _MAGIC_BYTES = struct.pack("<I", FATBIN_MAGIC)
 
 
 def _embedded(stream: BinaryIO, start: int, size: int) -> list[GpuCode]:
-    found: list[GpuCode] = []
+    if isinstance(stream, io.BytesIO):  # bytes already in memory (a wheel member)
+        return _embedded_in(stream, stream.getvalue(), start, size)
     try:
         mapped = mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ)
     except (ValueError, OSError, io.UnsupportedOperation):
-        return found
+        return []
     with mapped:
-        end = min(start + size, len(mapped))
-        pos = mapped.find(_MAGIC_BYTES, start, end)
-        while pos >= 0:
-            if pos % 8 == 0 and pos + 16 <= end:
-                _magic, version, header_size, body_size = struct.unpack_from("<IHHQ", mapped, pos)
-                if version == 1 and header_size == 16 and pos + 16 + body_size <= end:
-                    found.extend(_entries(stream, pos, 16 + body_size))
-                    pos = mapped.find(_MAGIC_BYTES, pos + 16 + body_size, end)
-                    continue
-            pos = mapped.find(_MAGIC_BYTES, pos + 4, end)
+        return _embedded_in(stream, mapped, start, size)
+
+
+def _embedded_in(stream: BinaryIO, data: mmap.mmap | bytes, start: int, size: int) -> list[GpuCode]:
+    found: list[GpuCode] = []
+    end = min(start + size, len(data))
+    pos = data.find(_MAGIC_BYTES, start, end)
+    while pos >= 0:
+        if pos % 8 == 0 and pos + 16 <= end:
+            _magic, version, header_size, body_size = struct.unpack_from("<IHHQ", data, pos)
+            if version == 1 and header_size == 16 and pos + 16 + body_size <= end:
+                found.extend(_entries(stream, pos, 16 + body_size))
+                pos = data.find(_MAGIC_BYTES, pos + 16 + body_size, end)
+                continue
+        pos = data.find(_MAGIC_BYTES, pos + 4, end)
     return found
 
 
@@ -140,18 +146,33 @@ def fatbin_codes(path: Path) -> list[GpuCode]:
     """Code objects of every `.nv_fatbin` section in an ELF file; [] when it has none."""
     try:
         with path.open("rb") as stream:
-            header = read_header(stream)
-            if header.machine == EM_CUDA:
-                return [cubin_code(path)]
-            codes: list[GpuCode] = []
-            for section in section_headers(header, stream):
-                if section.type != SHT_PROGBITS or not section.size:
-                    continue
-                if section.name in (".nv_fatbin", "__nv_relfatbin"):
-                    codes.extend(_entries(stream, section.offset, section.size))
-                elif section.name in _EMBEDDED_SECTIONS:
-                    codes.extend(_embedded(stream, section.offset, section.size))
-            return sorted(set(codes))
+            return fatbin_codes_stream(stream, path)
+    except ElfReadError:
+        raise
+    except OSError as exc:
+        raise ElfReadError(path, f"{type(exc).__name__}: {exc}") from None
+
+
+def fatbin_codes_bytes(data: bytes, path: Path) -> list[GpuCode]:
+    """The same from bytes in memory (a wheel member); `path` names it in errors."""
+    return fatbin_codes_stream(io.BytesIO(data), path)
+
+
+def fatbin_codes_stream(stream: BinaryIO, path: Path) -> list[GpuCode]:
+    try:
+        header = read_header(stream)
+        if header.machine == EM_CUDA:
+            stream.seek(0)
+            return [cubin_code(path, ELFFile(stream))]
+        codes: list[GpuCode] = []
+        for section in section_headers(header, stream):
+            if section.type != SHT_PROGBITS or not section.size:
+                continue
+            if section.name in (".nv_fatbin", "__nv_relfatbin"):
+                codes.extend(_entries(stream, section.offset, section.size))
+            elif section.name in _EMBEDDED_SECTIONS:
+                codes.extend(_embedded(stream, section.offset, section.size))
+        return sorted(set(codes))
     except ElfReadError:
         raise
     except (ELFError, OSError, ValueError, struct.error) as exc:

@@ -18,12 +18,12 @@ A candidate must be ELF of the same class and machine, as ld.so skips the others
 from __future__ import annotations
 
 import glob
-import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from validators.static.elf_symbols import ElfObject, ElfReadError, read_elf
+from validators.static.elf_symbols import ElfObject, ElfReadError
+from validators.static.source import DiskSource, ObjectSource
 
 DEFAULT_SYSTEM_DIRS = (
     "/lib/x86_64-linux-gnu",
@@ -72,27 +72,26 @@ def expand_origin(entry: str, origin: Path) -> str:
 
 @dataclass
 class Resolver:
-    """Resolves sonames to parsed ELF objects; caches parses (each file read once)."""
+    """Resolves sonames to parsed ELF objects; caches parses (each file read once).
+
+    All file-system questions go to `source` (the installed tree by default; facts extracted
+    from wheels for a pre-install check)."""
 
     preloaded: dict[str, Path]
     system_dirs: tuple[str, ...]
     site_packages: Path | None = None
+    source: ObjectSource = field(default_factory=DiskSource)
     package_preloads: set[tuple[Path, str]] = field(default_factory=set)
     closures: dict[Path, Closure] = field(default_factory=dict)
     _cache: dict[Path, ElfObject | ElfReadError] = field(default_factory=dict)
-    _real: dict[str, Path] = field(default_factory=dict)
-    _listings: dict[str, frozenset[str]] = field(default_factory=dict)
 
     def load(self, path: Path) -> ElfObject:
         """Parse once per file; ElfObject.path is the resolved path."""
-        key = str(path)
-        real = self._real.get(key)
-        if real is None:
-            real = self._real[key] = path.resolve()
+        real = self.source.real_path(path)
         hit = self._cache.get(real)
         if hit is None:
             try:
-                hit = read_elf(real)
+                hit = self.source.read(real)
             except ElfReadError as exc:
                 hit = exc
             self._cache[real] = hit
@@ -102,25 +101,17 @@ class Resolver:
 
     def load_path(self, path: Path) -> Path:
         """The resolved path `load` would use (cached)."""
-        key = str(path)
-        real = self._real.get(key)
-        if real is None:
-            real = self._real[key] = path.resolve()
-        return real
+        return self.source.real_path(path)
+
+    def parsed(self) -> list[ElfObject]:
+        """Every object parsed so far (the env's and the host's)."""
+        return [o for o in self._cache.values() if isinstance(o, ElfObject)]
 
     def _listed(self, directory: str, name: str) -> bool:
-        """One listdir per directory instead of a stat per (directory, soname) pair."""
-        names = self._listings.get(directory)
-        if names is None:
-            try:
-                names = frozenset(os.listdir(directory))  # noqa: PTH208 (names only, fast)
-            except OSError:
-                names = frozenset()
-            self._listings[directory] = names
-        return name in names
+        return name in self.source.listdir(directory)
 
     def _candidate(self, path: Path, like: ElfObject) -> ElfObject | None:
-        if not self._listed(str(path.parent), path.name) or not path.is_file():
+        if not self._listed(str(path.parent), path.name):
             return None
         try:
             obj = self.load(path)

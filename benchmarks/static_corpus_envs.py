@@ -1,0 +1,157 @@
+"""The corpus of real PyPI environments the static-ABI precision/recall benchmark runs on.
+
+Each entry is one `uv pip install` into a fresh Python 3.12 venv under $STACKGATE_CORPUS
+(default /work/corpus, outside the repo). Pairs that pip would refuse (a torchvision built for
+another torch) are installed with a second `--no-deps` step, as a user forcing them would.
+
+    python benchmarks/static_corpus_envs.py build NAME...   # one env at a time
+    python benchmarks/static_corpus_envs.py list
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+CORPUS = Path(os.environ.get("STACKGATE_CORPUS", "/work/corpus"))
+
+
+@dataclass(frozen=True)
+class CorpusEnv:
+    name: str
+    install: tuple[str, ...]  # resolved together
+    forced: tuple[str, ...] = ()  # installed afterwards with --no-deps
+    expect: str = "healthy"  # what the issue says; the ground truth comes from real loads
+    note: str = ""
+
+
+ENVS: tuple[CorpusEnv, ...] = (
+    CorpusEnv(
+        "tv021-t291",
+        ("torch==2.9.1",),
+        ("torchvision==0.21.0",),
+        "broken",
+        "torchvision built for torch 2.6: plugin _C.so misses torch symbols",
+    ),
+    CorpusEnv(
+        "tv023-t291",
+        ("torch==2.9.1",),
+        ("torchvision==0.23.0",),
+        "broken",
+        "torchvision built for torch 2.8: crashes at load",
+    ),
+    CorpusEnv(
+        "ta28-t291",
+        ("torch==2.9.1",),
+        ("torchaudio==2.8.0",),
+        "broken",
+        "torchaudio built for torch 2.8: c10::SymInt::sym_ne missing",
+    ),
+    CorpusEnv(
+        "sgk0321-t210",
+        ("torch==2.10.0", "sgl-kernel==0.3.21"),
+        (),
+        "broken",
+        "sgl-kernel built for torch 2.9.1: two c10 symbols changed signature",
+    ),
+    CorpusEnv("t28-ta28-tv023", ("torch==2.8.0", "torchaudio==2.8.0", "torchvision==0.23.0")),
+    CorpusEnv(
+        "t291-tv0241-ta291-sgk",
+        ("torch==2.9.1", "torchvision==0.24.1", "torchaudio==2.9.1", "sgl-kernel==0.3.21"),
+    ),
+    CorpusEnv(
+        "nvjitlink-old-t291",
+        ("torch==2.9.1",),
+        ("nvidia-nvjitlink-cu12==12.4.127",),
+        "broken",
+        "libcusparse.so.12 needs a newer libnvJitLink.so.12: import torch fails",
+    ),
+    CorpusEnv("numba-cudacore-t291", ("torch==2.9.1", "numba", "cuda-core[cu12]")),
+    CorpusEnv("vllm0330", ("vllm==0.33.0",)),
+    CorpusEnv(
+        "vllm0330-t213",
+        ("vllm==0.33.0",),
+        ("torch==2.13.0",),
+        "healthy",
+        "vLLM 0.33 uses torch's stable ABI",
+    ),
+    CorpusEnv("sglang0523", ("sglang==0.5.23",)),
+)
+
+
+def by_name(name: str) -> CorpusEnv:
+    for env in ENVS:
+        if env.name == name:
+            return env
+    raise SystemExit(f"unknown corpus env {name!r}; known: {', '.join(e.name for e in ENVS)}")
+
+
+def python312() -> str:
+    prefix = subprocess.run(
+        ["pyenv", "prefix", "3.12.1"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    return f"{prefix}/bin/python"
+
+
+def build(env: CorpusEnv) -> int:
+    target = CORPUS / env.name
+    done = target / ".corpus-ok"
+    if done.exists():
+        print(f"{env.name}: already built")
+        return 0
+    if target.exists():
+        shutil.rmtree(target)
+    started = time.time()
+    base = {**os.environ, "UV_PYTHON_DOWNLOADS": "never", "VIRTUAL_ENV": str(target)}
+    steps = [
+        ["uv", "venv", "--python", python312(), str(target)],
+        ["uv", "pip", "install", "--python", str(target / "bin" / "python"), *env.install],
+    ]
+    if env.forced:
+        steps.append(
+            [
+                "uv",
+                "pip",
+                "install",
+                "--python",
+                str(target / "bin" / "python"),
+                "--no-deps",
+                *env.forced,
+            ]
+        )
+    for argv in steps:
+        print("+", " ".join(argv), flush=True)
+        rc = subprocess.run(argv, env=base, check=False).returncode
+        if rc:
+            print(f"{env.name}: step failed rc={rc}", file=sys.stderr)
+            return rc
+    done.write_text(f"{time.time() - started:.0f}s\n", encoding="utf-8")
+    print(f"{env.name}: built in {time.time() - started:.0f} s")
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build")
+    b.add_argument("names", nargs="*")
+    sub.add_parser("list")
+    args = parser.parse_args()
+    if args.cmd == "list":
+        for e in ENVS:
+            print(e.name, e.expect, " ".join(e.install), "| --no-deps", " ".join(e.forced))
+        return 0
+    rc = 0
+    for name in args.names or [e.name for e in ENVS]:
+        rc = build(by_name(name)) or rc
+    return rc
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
