@@ -1,9 +1,6 @@
 """All-or-nothing environments: a `.partial` folder, one rename, one `current` symlink swap.
 
-Layout under the venv root:  <root>/<stack>/<stack>-<lockhash12>/   finished envs
-                             <root>/<stack>/<name>.partial/           a build in progress
-                             <root>/<stack>/current -> <name>          the selected env
-                             <root>/<stack>/.build.lock               flock: one build at a time
+The layout under the venv root is stackgate.layout (EnvLayout); this module changes it.
 
 Every step that a reader can observe is a single rename(2): the finished folder appears whole
 or not at all, and `current` is replaced by renaming a fresh symlink over it. A build killed at
@@ -24,43 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stackgate.errors import EnvironmentProblem
-
-PARTIAL_SUFFIX = ".partial"
-CURRENT = "current"
-LOCK_NAME = ".build.lock"
-
-
-@dataclass(frozen=True)
-class EnvLayout:
-    root: Path  # the venv root
-    stack: str
-
-    @property
-    def stack_dir(self) -> Path:
-        return self.root / self.stack
-
-    @property
-    def current(self) -> Path:
-        return self.stack_dir / CURRENT
-
-    @property
-    def lock_path(self) -> Path:
-        return self.stack_dir / LOCK_NAME
-
-    def env_name(self, lock_hash: str) -> str:
-        return f"{self.stack}-{lock_hash[:12]}"
-
-    def final(self, lock_hash: str) -> Path:
-        return self.stack_dir / self.env_name(lock_hash)
-
-    def partial(self, lock_hash: str) -> Path:
-        return self.stack_dir / (self.env_name(lock_hash) + PARTIAL_SUFFIX)
-
-    def current_target(self) -> Path | None:
-        """The env `current` points at, or None."""
-        if not self.current.is_symlink():
-            return None
-        return self.stack_dir / self.current.readlink()
+from stackgate.layout import PARTIAL_SUFFIX, EnvLayout
 
 
 @dataclass(frozen=True)
@@ -140,16 +101,3 @@ def switch_current(layout: EnvLayout, target: Path) -> None:
     tmp.symlink_to(target.name)
     tmp.replace(layout.current)
     _fsync_dir(layout.stack_dir)
-
-
-def finished_envs(layout: EnvLayout) -> list[Path]:
-    if not layout.stack_dir.is_dir():
-        return []
-    return sorted(
-        p
-        for p in layout.stack_dir.iterdir()
-        if p.is_dir()
-        and not p.is_symlink()
-        and p.name.startswith(f"{layout.stack}-")
-        and not p.name.endswith(PARTIAL_SUFFIX)
-    )

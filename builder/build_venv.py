@@ -21,9 +21,7 @@ import errno
 import hashlib
 import json
 import os
-import platform
 import shutil
-import socket
 import sys
 import time
 from collections.abc import Iterator
@@ -37,27 +35,36 @@ from packaging.utils import canonicalize_name
 from builder import atomic, envprofile, patches
 from builder.digests import DigestCache
 from builder.history import read_history, write_history
-from builder.jobs import JobPlan, plan_jobs
+from builder.jobs import plan_jobs
 from builder.lock import (
     LockState,
     explain_uv_failure,
-    lock_files,
     locked_packages,
     read_lock,
     uv_env,
     uv_version,
 )
 from builder.python_finder import Interpreter, find_python
-from builder.record import BuildRecord, HostFacts, PatchRecord, ToolVersions, read_record, tree_hash
 from builder.topology import TopologyChoice, choose_topology
+from builder.tree_hash import tree_hash
 from builder.uvproject import index_specs
 from builder.watchdog import WatchReport
 from builder.watched import StepResult, run_watched
 from stackgate import __version__, proc
-from stackgate.errors import CommandFailed, EnvironmentProblem
+from stackgate.build_record import (
+    BuildHost,
+    BuildRecord,
+    JobPlan,
+    PatchRecord,
+    ToolVersions,
+    read_build_record,
+)
+from stackgate.errors import BadInput, CommandFailed, EnvironmentProblem
+from stackgate.host.snapshot import host_snapshot
+from stackgate.layout import PARTIAL_SUFFIX, EnvLayout, lock_files
 from stackgate.loading import LoadedStack
-from stackgate.manifest import Topology
 from stackgate.paths import display_path
+from stackgate.topology import Topology
 
 HOLD_ENV = "STACKGATE_TEST_HOLD_AT"
 
@@ -116,19 +123,14 @@ class _Timer:
         self.reporter.done(name, self.timings[name])
 
 
-def host_facts(plan: JobPlan) -> HostFacts:
-    pretty = "unknown"
-    try:
-        for line in Path("/etc/os-release").read_text(encoding="utf-8").splitlines():
-            if line.startswith("PRETTY_NAME="):
-                pretty = line.split("=", 1)[1].strip().strip('"')
-    except OSError:
-        pass
-    return HostFacts(
-        hostname=socket.gethostname(),
-        kernel=platform.release(),
-        machine=platform.machine(),
-        os_release=pretty,
+def build_host(plan: JobPlan) -> BuildHost:
+    ident = host_snapshot().identity
+    assert ident is not None  # host_snapshot() always probes the identity
+    return BuildHost(
+        hostname=ident.hostname,
+        kernel=ident.kernel,
+        machine=ident.machine,
+        os_release=ident.os_release,
         usable_cpus=plan.usable_cpus,
         mem_total_bytes=plan.resources.mem_total,
         swap_bytes=plan.swap_bytes,
@@ -165,7 +167,7 @@ class _Build:
         self.options = options
         self.reporter = reporter
         self.timer = _Timer(reporter)
-        self.layout = atomic.EnvLayout(options.venv_root.resolve(), loaded.manifest.name)
+        self.layout = EnvLayout(options.venv_root.resolve(), loaded.manifest.name)
         self.log = self.layout.stack_dir / "build.log"
         self.watch = WatchReport()
         self.lock_fd: int | None = None
@@ -308,7 +310,10 @@ class _Build:
             path = self.layout.stack_dir / name
             if not path.exists():
                 return path, None
-            record = read_record(path)
+            try:
+                record: BuildRecord | None = read_build_record(path)
+            except BadInput:
+                record = None
             if (
                 record is not None
                 and record.lock_hash == state.lock_hash
@@ -333,8 +338,8 @@ class _Build:
         waited: float,
     ) -> BuildOutcome:
         loaded, opts, layout, timer = self.loaded, self.options, self.layout, self.timer
-        partial = final.with_name(final.name + atomic.PARTIAL_SUFFIX)
-        src_root = final.with_name(final.name + ".src" + atomic.PARTIAL_SUFFIX)
+        partial = final.with_name(final.name + PARTIAL_SUFFIX)
+        src_root = final.with_name(final.name + ".src" + PARTIAL_SUFFIX)
         self.log.parent.mkdir(parents=True, exist_ok=True)
         self.log.write_text("", encoding="utf-8")
         try:
@@ -408,7 +413,7 @@ class _Build:
                     created_at=datetime.now(UTC).isoformat(timespec="seconds"),
                     offline=opts.offline,
                     wheelhouse=str(opts.wheelhouse.resolve()) if opts.wheelhouse else None,
-                    host=host_facts(plan),
+                    host=build_host(plan),
                     tools=ToolVersions(
                         stackgate=__version__,
                         uv=uv_version(),

@@ -7,14 +7,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from stackgate.model import StrictModel
 
 FILENAME = "build-history.json"
 
 
-class BuildHistory(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class BuildHistory(StrictModel):
     peak_rss_per_job_bytes: int
     jobs_seen: int
     measured_at: str

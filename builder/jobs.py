@@ -23,68 +23,13 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from builder.resources import GIB, HostResources, probe_host_resources
+from stackgate.build_record import JobPlan, LimitedBy
+from stackgate.host.resources import GIB, HostResources, probe_host_resources
 from stackgate.manifest import BuildSettings
-
-__all__ = ["MEASURED_HEADROOM", "HostResources", "JobPlan", "plan_jobs"]
 
 # A measured peak is one sample of a noisy quantity (the biggest translation unit may not have
 # overlapped the others last time); plan with this much on top.
 MEASURED_HEADROOM = 1.1
-
-LimitedBy = Literal["cpu", "memory", "max_jobs"]
-
-
-class JobPlan(BaseModel):
-    """The planned parallelism with every input that produced it and why."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    jobs: int = Field(ge=1, description="Parallel compile processes (ninja/make -j, MAX_JOBS).")
-    nvcc_threads: int = Field(ge=1, description="nvcc --threads inside each compile job.")
-    limited_by: LimitedBy
-    usable_cpus: int
-    usable_memory_bytes: int
-    memory_margin_bytes: int
-    memory_budget_bytes: int = Field(description="Usable memory minus the margin.")
-    memory_per_job_bytes: int = Field(description="Planned peak RSS of one compile job.")
-    memory_per_job_source: Literal["manifest", "measured"]
-    swap_bytes: int
-    resources: HostResources
-    reasons: list[str]
-
-    def env(self) -> dict[str, str]:
-        """The variables every build system we drive reads its parallelism from."""
-        jobs = str(self.jobs)
-        threads = str(self.nvcc_threads)
-        return {
-            "MAX_JOBS": jobs,
-            "CMAKE_BUILD_PARALLEL_LEVEL": jobs,
-            "MAKEFLAGS": f"-j{jobs}",
-            # Read by build scripts that pass it to ninja (sgl-kernel's CI); ninja itself
-            # takes only -j, see ninja_args().
-            "NINJAFLAGS": f"-j{jobs}",
-            "NVCC_THREADS": threads,
-            "SGL_KERNEL_COMPILE_THREADS": threads,
-            "FLASHINFER_NVCC_THREADS": threads,
-            "UV_CONCURRENT_BUILDS": "1",
-        }
-
-    def ninja_args(self) -> list[str]:
-        return ["-j", str(self.jobs)]
-
-    def make_args(self) -> list[str]:
-        return [f"-j{self.jobs}"]
-
-    def summary(self) -> str:
-        return (
-            f"{self.jobs} job(s) x {self.nvcc_threads} nvcc thread(s), limited by "
-            f"{self.limited_by} ({self.usable_cpus} CPUs, "
-            f"{self.memory_budget_bytes / GIB:.1f} GiB budget / "
-            f"{self.memory_per_job_bytes / GIB:.2f} GiB per job, {self.memory_per_job_source})"
-        )
 
 
 def plan_jobs(

@@ -20,7 +20,6 @@ import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from builder.python_finder import Interpreter
 from builder.uvproject import (
@@ -32,8 +31,10 @@ from builder.uvproject import (
 )
 from stackgate import proc
 from stackgate.errors import BadInput, CommandFailed, EnvironmentProblem
+from stackgate.layout import LockFiles
 from stackgate.loading import LoadedStack
 from stackgate.paths import display_path, stacks_dir
+from stackgate.uvlock import UvLock, read_uv_lock
 
 # Words uv (reqwest/hyper) uses when a host cannot be reached, as opposed to "no solution".
 _NETWORK_WORDS = re.compile(
@@ -42,27 +43,6 @@ _NETWORK_WORDS = re.compile(
     r"failed to fetch|HTTP status server error|404 Not Found|No such file or directory",
     re.IGNORECASE,
 )
-
-
-def locks_dir() -> Path:
-    return stacks_dir() / "locks"
-
-
-@dataclass(frozen=True)
-class LockFiles:
-    folder: Path
-
-    @property
-    def pyproject(self) -> Path:
-        return self.folder / "pyproject.toml"
-
-    @property
-    def lockfile(self) -> Path:
-        return self.folder / "uv.lock"
-
-
-def lock_files(stack: str, root: Path | None = None) -> LockFiles:
-    return LockFiles((root or locks_dir()) / stack)
 
 
 def file_sha256(path: Path) -> str:
@@ -79,7 +59,7 @@ class LockState:
     manifest_hash: str
     lock_hash: str
     index_map: dict[str, str]
-    data: dict[str, Any]  # the parsed uv.lock
+    lock: UvLock
 
     @property
     def short(self) -> str:
@@ -236,8 +216,8 @@ def read_lock(loaded: LoadedStack, files: LockFiles) -> LockState:
         )
     try:
         project = tomllib.loads(files.pyproject.read_text(encoding="utf-8"))
-        data = tomllib.loads(files.lockfile.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, OSError) as exc:
+        lock = read_uv_lock(files.lockfile)
+    except (tomllib.TOMLDecodeError, OSError, BadInput) as exc:
         raise BadInput(
             f"unreadable lock in {display_path(files.folder)}: {exc}",
             details=[f"regenerate it with: {regenerate_command(stack)}"],
@@ -260,16 +240,10 @@ def read_lock(loaded: LoadedStack, files: LockFiles) -> LockState:
         manifest_hash=current,
         lock_hash=file_sha256(files.lockfile),
         index_map=dict(index_map) if isinstance(index_map, dict) else {},
-        data=data,
+        lock=lock,
     )
 
 
 def locked_packages(state: LockState) -> dict[str, str]:
     """name -> version of every package in the lock (the virtual project left out)."""
-    out: dict[str, str] = {}
-    for pkg in state.data.get("package", []):
-        source = pkg.get("source", {})
-        if source.get("virtual") or source.get("editable"):
-            continue
-        out[str(pkg["name"])] = str(pkg.get("version", ""))
-    return out
+    return state.lock.versions()

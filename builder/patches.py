@@ -12,11 +12,10 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
 
 from builder.lock import LockState
-from builder.record import PatchRecord
 from stackgate import proc
+from stackgate.build_record import PatchRecord
 from stackgate.errors import BadInput, CommandFailed, EnvironmentProblem
 from stackgate.loading import LoadedStack
 from stackgate.paths import display_path
@@ -33,19 +32,8 @@ class SourcePackage:
 
 def _locked_git(state: LockState, name: str) -> tuple[str, str] | None:
     """(repository URL, commit) of a git package in uv.lock."""
-    for pkg in state.data.get("package", []):
-        if pkg.get("name") != name:
-            continue
-        git = pkg.get("source", {}).get("git")
-        if not isinstance(git, str):
-            return None
-        base, _, commit = git.partition("#")
-        parts = urlsplit(base)
-        query = parse_qs(parts.query)
-        url = parts._replace(query="", fragment="").geturl()
-        commit = commit or query.get("rev", [""])[0]
-        return url, commit
-    return None
+    pkg = state.lock.find(name)
+    return None if pkg is None else pkg.source.git_commit()
 
 
 def source_packages(loaded: LoadedStack, state: LockState) -> list[SourcePackage]:

@@ -26,6 +26,7 @@ from packaging.utils import parse_wheel_filename
 from builder.lock import LockState
 from stackgate.errors import EnvironmentProblem
 from stackgate.manifest import Manifest
+from stackgate.uvlock import LockedFile
 
 MANIFEST_NAME = "wheelhouse.json"
 _MAX_GLIBC_MINOR = 40
@@ -57,17 +58,10 @@ def target_tags(manifest: Manifest) -> set[Tag]:
     return tags
 
 
-def _url(entry: dict[str, Any]) -> str:
-    """uv.lock names remote files by `url` and files of a local (file://) index by `path`."""
-    if "url" in entry:
-        return str(entry["url"])
-    return Path(str(entry["path"])).resolve().as_uri()
-
-
-def _hash(entry: dict[str, Any]) -> str:
-    value = str(entry.get("hash", ""))
+def _hash(entry: LockedFile) -> str:
+    value = entry.hash or ""
     if not value.startswith("sha256:"):
-        raise EnvironmentProblem(f"{entry.get('url')}: the lock has no sha256 for it")
+        raise EnvironmentProblem(f"{entry.location}: the lock has no sha256 for it")
     return value.removeprefix("sha256:")
 
 
@@ -76,27 +70,21 @@ def artifacts(state: LockState, manifest: Manifest) -> tuple[list[Artifact], lis
     tags = target_tags(manifest)
     out: list[Artifact] = []
     skipped: list[str] = []
-    for pkg in state.data.get("package", []):
-        source = pkg.get("source", {})
-        name, version = str(pkg["name"]), str(pkg.get("version", ""))
-        if source.get("virtual") or source.get("editable"):
+    for pkg in state.lock.dependencies():
+        name, version = pkg.name, pkg.version or ""
+        registry = pkg.source.registry
+        if registry is None:
+            skipped.append(f"{name} ({pkg.source.kind} source)")
             continue
-        registry = source.get("registry")
-        if not isinstance(registry, str):
-            skipped.append(f"{name} ({', '.join(sorted(source)) or 'unknown'} source)")
-            continue
-        chosen = []
-        for wheel in pkg.get("wheels", []):
-            url = _url(wheel)
-            _, _, _, wheel_tags = parse_wheel_filename(unquote(url.rsplit("/", 1)[-1]))
+        chosen: list[LockedFile] = []
+        for wheel in pkg.wheels:
+            _, _, _, wheel_tags = parse_wheel_filename(unquote(wheel.filename))
             if wheel_tags & tags:
                 chosen.append(wheel)
-        if not chosen and isinstance(pkg.get("sdist"), dict):
-            chosen = [pkg["sdist"]]
+        if not chosen and pkg.sdist is not None:
+            chosen = [pkg.sdist]
         for entry in chosen:
-            out.append(
-                Artifact(name, version, _url(entry), _hash(entry), entry.get("size"), registry)
-            )
+            out.append(Artifact(name, version, entry.location, _hash(entry), entry.size, registry))
     return out, skipped
 
 

@@ -14,11 +14,13 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, model_validator
+
+from stackgate.model import StrictModel
+from stackgate.topology import Topology
 
 SCHEMA_VERSION = 1
 
-Topology = Literal["pcie", "nvlink"]
 Platform = Literal["linux-x86_64", "linux-aarch64"]
 ValidatorGroup = Literal["host", "static", "runtime", "serve-bench"]
 Engine = Literal["sglang", "vllm", "openai-command"]
@@ -100,10 +102,11 @@ def _env_names(values: dict[str, str]) -> dict[str, str]:
 EnvVars = Annotated[dict[str, str], AfterValidator(_env_names)]
 
 
-class Strict(BaseModel):
-    """Base of every manifest model: unknown keys are errors, values never coerced."""
+class Strict(StrictModel):
+    """Base of every manifest model: unknown keys are errors (StrictModel), values never
+    coerced."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(strict=True)
 
 
 class Host(Strict):

@@ -72,7 +72,7 @@ class RuleFile(Strict):
 
 
 @dataclass(frozen=True)
-class HostFacts:
+class HostRuleFacts:
     """What a probe learned about the machine; None where it could not tell."""
 
     driver: Version | None = None
@@ -90,7 +90,7 @@ class StackFacts:
     min_nvcc_for_jit: Version | None
     serving_flags: frozenset[str]
     attention_backends: frozenset[str]
-    host: HostFacts | None = None
+    host: HostRuleFacts | None = None
     extra: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -99,7 +99,7 @@ class StackFacts:
         manifest: Manifest,
         *,
         locked: Mapping[str, str] | None = None,
-        host: HostFacts | None = None,
+        host: HostRuleFacts | None = None,
     ) -> StackFacts:
         """Pins from the manifest; versions a lock resolved fill in what the manifest leaves open."""
         packages: dict[str, Version] = {}
@@ -215,7 +215,7 @@ def _holds(when: When, facts: StackFacts) -> bool:
     return bool(checks) and all(checks)
 
 
-def _host_holds(when: When, host: HostFacts | None) -> Iterator[bool]:
+def _host_holds(when: When, host: HostRuleFacts | None) -> Iterator[bool]:
     if when.host_driver is not None:
         yield (
             host is not None

@@ -7,11 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stackgate.loading import LoadedStack
-from stackgate.manifest import Topology
+from stackgate.topology import Topology
 from validators.results import Result
-
-# Where the builder writes its build record inside an environment (JSON; see builder/record.py).
-BUILD_RECORD_RELPATH = Path("stackgate") / "build-record.json"
 
 
 @dataclass(frozen=True)

@@ -25,14 +25,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from pydantic import ValidationError
+
 from stackgate import proc
+from stackgate.build_record import BuildRecord
 from stackgate.errors import CommandFailed, StackgateError
 from stackgate.loading import load_stack
 from stackgate.paths import project_root, stacks_dir
 from validators.gate.candidate import parse_run_output
 from validators.gate.compare import GateResult, gate
 from validators.gate.policy import GatePolicy
-from validators.records.build_facts import parse_build_record
+from validators.records.build_facts import build_facts
 from validators.records.compose import compose_record
 from validators.records.fingerprint import HostDifference, diff_hosts, probe_host
 from validators.records.model import HostFingerprint, Record
@@ -297,8 +300,11 @@ def reproduce(
             return outcome
         env = Path(str(built.get("env")))
         outcome.env = str(env)
-        raw = built.get("record")
-        facts = parse_build_record(raw if isinstance(raw, dict) else {})
+        try:
+            facts = build_facts(BuildRecord.model_validate(built.get("record")))
+        except ValidationError as exc:
+            outcome.fail(f"build: the builder's JSON carries no valid build record: {exc}")
+            return outcome
         outcome.built_tree = facts.env_tree_sha256
         if outcome.built_tree != outcome.recorded_tree:
             outcome.differ(

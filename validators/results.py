@@ -16,15 +16,15 @@ from xml.etree import ElementTree as ET
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from stackgate.model import StrictModel
+
 REPORT_SCHEMA_VERSION = 1
 
 Status = Literal["PASS", "FAIL", "SKIP", "ERROR"]
 
 
-class Result(BaseModel):
+class Result(StrictModel):
     """One check's outcome. `evidence` holds what a person needs to believe the verdict."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     check: str = Field(description="dotted id, e.g. 'static.abi.sgl_kernel.common_ops'")
     group: str = Field(description="host / static / runtime / serve-bench")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import re
 from pathlib import Path
 
@@ -12,13 +11,15 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.table import Table
 
 from builder.build_venv import BuildOptions, BuildOutcome, Reporter, build_env
-from builder.resources import GIB
 from builder.uvproject import parse_index_map
 from stackgate.cli import emit_json
 from stackgate.errors import EXIT_OK, BadInput
+from stackgate.host.resources import GIB
+from stackgate.layout import venv_root
 from stackgate.loading import load_stack
 from stackgate.output import console_err
-from stackgate.paths import display_path, project_root
+from stackgate.paths import display_path
+from stackgate.topology import TOPOLOGIES
 
 NAME = "build"
 HELP = "build the stack's locked venv into <venv-root>/<stack>/<stack>-<lockhash> and select it"
@@ -38,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--python", default=None, help="interpreter path or version to use")
     parser.add_argument(
         "--topology",
-        choices=["pcie", "nvlink"],
+        choices=TOPOLOGIES,
         default=None,
         help="environment profile to apply (default: detect with NVML)",
     )
@@ -53,11 +54,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--wheelhouse", type=Path, default=None, help="folder from `builder wheelhouse`"
     )
-
-
-def default_venv_root() -> Path:
-    override = os.environ.get("STACKGATE_VENV_ROOT")
-    return Path(override) if override else project_root() / "envs"
 
 
 class RichReporter(Reporter):
@@ -110,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     if args.wheelhouse is not None and not args.wheelhouse.is_dir():
         raise BadInput(f"--wheelhouse {args.wheelhouse}: no such folder")
     options = BuildOptions(
-        venv_root=args.venv_root or default_venv_root(),
+        venv_root=venv_root(args.venv_root),
         locks_root=args.locks_dir,
         python=args.python,
         topology=args.topology,

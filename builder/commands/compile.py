@@ -6,14 +6,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from builder.commands.build import default_venv_root
 from builder.history import read_history, write_history
 from builder.jobs import plan_jobs
 from builder.lock import uv_env
-from builder.resources import GIB
 from builder.watched import run_watched
 from stackgate.cli import emit_json
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
+from stackgate.host.resources import GIB
+from stackgate.layout import venv_root
 from stackgate.loading import load_stack
 from stackgate.output import console_err
 
@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     if not argv:
         raise BadInput("give the build command after --, e.g. `compile cu130 -- make -C src`")
     loaded = load_stack(args.stack)
-    stack_dir = (args.venv_root or default_venv_root()) / loaded.manifest.name
+    stack_dir = venv_root(args.venv_root) / loaded.manifest.name
     history = None if args.no_history else read_history(stack_dir)
     plan = plan_jobs(
         loaded.manifest.build,

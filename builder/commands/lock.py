@@ -6,11 +6,12 @@ import argparse
 import time
 from pathlib import Path
 
-from builder.lock import lock_files, locked_packages, run_lock
+from builder.lock import locked_packages, run_lock
 from builder.python_finder import find_python
 from builder.uvproject import parse_index_map
 from stackgate.cli import emit_json
 from stackgate.errors import EXIT_OK
+from stackgate.layout import lock_files
 from stackgate.loading import load_stack
 from stackgate.output import console_err
 from stackgate.paths import display_path

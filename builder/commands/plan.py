@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from builder.commands.build import default_venv_root
 from builder.history import read_history
 from builder.jobs import plan_jobs
 from stackgate.cli import emit_json
 from stackgate.errors import EXIT_OK
+from stackgate.layout import venv_root
 from stackgate.loading import load_stack
 from stackgate.output import console_err
 
@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     loaded = load_stack(args.stack)
-    history = read_history((args.venv_root or default_venv_root()) / loaded.manifest.name)
+    history = read_history(venv_root(args.venv_root) / loaded.manifest.name)
     plan = plan_jobs(
         loaded.manifest.build,
         measured_peak_per_job_bytes=history.peak_rss_per_job_bytes if history else None,

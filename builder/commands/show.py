@@ -9,6 +9,7 @@ from stackgate.cli import emit_json
 from stackgate.errors import EXIT_OK
 from stackgate.loading import load_stack
 from stackgate.output import console_err
+from stackgate.topology import TOPOLOGIES
 
 NAME = "show"
 HELP = "print the resolved manifest: defaults filled in, serving profiles' extends applied"
@@ -18,7 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("stack", help="a stack name in stacks/ or a path to a manifest")
     parser.add_argument(
         "--topology",
-        choices=["pcie", "nvlink"],
+        choices=TOPOLOGIES,
         default=None,
         help="also print the environment a process gets on this topology",
     )

@@ -16,11 +16,12 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from builder.lock import lock_files, read_lock
-from builder.resources import GIB
+from builder.lock import read_lock
 from builder.wheelhouse import Artifact, artifacts, download
 from stackgate.cli import emit_json
 from stackgate.errors import EXIT_OK
+from stackgate.host.resources import GIB
+from stackgate.layout import lock_files
 from stackgate.loading import load_stack
 from stackgate.output import console_err
 from stackgate.paths import display_path

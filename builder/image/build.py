@@ -33,16 +33,19 @@ from builder.image.engines.buildah import StorageConfig
 from builder.image.engines.docker_sdk import DockerConfig
 from builder.image.pins import load_pins
 from builder.image.recipe import RecipeInputs, recipe_inputs
-from builder.jobs import HostResources, plan_jobs
-from builder.lock import LockFiles, LockState, lock_files, read_lock
+from builder.jobs import plan_jobs
+from builder.lock import LockState, read_lock
 from stackgate import proc
 from stackgate.errors import BadInput, CommandFailed, EnvironmentProblem
+from stackgate.host.resources import HostResources
+from stackgate.layout import LockFiles, lock_files
 from stackgate.loading import LoadedStack
+from stackgate.model import StrictModel
 from stackgate.paths import project_root
 
 
-class ImageRequest(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+class ImageRequest(StrictModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
 
     engine: EngineChoice = "auto"
     tag: str | None = None

@@ -17,10 +17,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from packaging.version import Version
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from stackgate import proc
 from stackgate.errors import BadInput
+from stackgate.model import StrictModel
 from stackgate.paths import display_path, project_root
 
 _DIGEST_RE = re.compile(r"^(?P<repo>[a-z0-9][a-z0-9._/:-]*)@(?P<digest>sha256:[0-9a-f]{64})$")
@@ -37,10 +38,8 @@ def pins_file() -> Path:
     return project_root() / "images" / "base-images.toml"
 
 
-class PinnedImage(BaseModel):
+class PinnedImage(StrictModel):
     """An image reference pinned by digest, with the tag it was resolved from."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     ref: str = Field(description="repository@sha256:<digest>")
     tag: str = Field(description="repository:tag the digest was resolved from (readable)")
@@ -54,17 +53,13 @@ class PinnedImage(BaseModel):
         return self.ref.split("@", 1)[1]
 
 
-class CudaBases(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class CudaBases(StrictModel):
     version: str
     devel: PinnedImage
     runtime: PinnedImage
 
 
-class ImagePins(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class ImagePins(StrictModel):
     path: Path
     uv: PinnedImage
     python: dict[str, str] = Field(description="Python minor -> full version uv installs.")

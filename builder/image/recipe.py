@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Literal
 
 import jinja2
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from builder.image.pins import CudaBases, ImagePins, PinnedImage
-from builder.jobs import JobPlan
 from stackgate import __version__
+from stackgate.build_record import JobPlan
 from stackgate.container_run import (
     IMAGE_ENV,
     IMAGE_PYTHON_DIR,
@@ -33,6 +33,7 @@ from stackgate.container_run import (
 )
 from stackgate.errors import BadInput
 from stackgate.loading import LoadedStack
+from stackgate.model import StrictModel
 from stackgate.paths import project_root
 
 TEMPLATE = "stack.Containerfile.j2"
@@ -58,20 +59,16 @@ PATHS = {
 }
 
 
-class PythonSource(BaseModel):
+class PythonSource(StrictModel):
     """Where the image's CPython comes from: the pinned uv (a version) or the base (a path)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     mode: Literal["uv", "base"]
     version: str | None = None
     path: str | None = None
 
 
-class SourcePackage(BaseModel):
+class SourcePackage(StrictModel):
     """A package built from source inside the image (git ref + patches applied on the host)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
     git: str
@@ -81,9 +78,7 @@ class SourcePackage(BaseModel):
     patches: list[str] = Field(default_factory=list)
 
 
-class RecipeInputs(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class RecipeInputs(StrictModel):
     stack: str
     description: str
     manifest_sha256: str

@@ -14,7 +14,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from builder.record import read_record, tree_hash
+from builder.tree_hash import tree_hash
+from stackgate.build_record import read_build_record as read_record
 from tests.builder.conftest import LocalStack, popen_builder
 
 STEPS = ["sources", "venv", "install", "profile", "verify", "hash", "record", "publish", "switch"]

@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from builder.jobs import MEASURED_HEADROOM, HostResources, plan_jobs
-from builder.resources import (
+from builder.jobs import MEASURED_HEADROOM, plan_jobs
+from stackgate.host.parsers import SwapDevice, parse_meminfo, parse_swaps
+from stackgate.host.resources import (
     GIB,
+    HostResources,
     parse_cfs_quota,
     parse_cpu_max,
-    parse_meminfo,
     parse_memory_limit,
     parse_proc_cgroup,
-    parse_swaps,
     probe_host_resources,
 )
 from stackgate.manifest import BuildSettings
@@ -33,8 +33,10 @@ def res(**kw: object) -> HostResources:
 def test_parsers_read_real_formats() -> None:
     meminfo = parse_meminfo("MemTotal:       24683652 kB\nMemAvailable:   23000000 kB\n")
     assert meminfo["MemAvailable"] == 23000000 * 1024
-    assert parse_swaps("Filename\tType\tSize\tUsed\tPriority\n") == 0
-    assert parse_swaps("Filename Type Size Used Priority\n/swap file 1048572 0 -2\n") == 1048572 * 1024
+    assert parse_swaps("Filename\tType\tSize\tUsed\tPriority\n") == []
+    assert parse_swaps("Filename Type Size Used Priority\n/swap file 1048572 0 -2\n") == [
+        SwapDevice("/swap", 1048572 * 1024)
+    ]
     assert parse_cpu_max("max 100000\n") is None
     assert parse_cpu_max("250000 100000\n") == 2.5
     assert parse_cfs_quota("-1\n", "100000\n") is None

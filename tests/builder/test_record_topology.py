@@ -8,13 +8,12 @@ import sys
 from pathlib import Path
 
 from builder.envprofile import apply_profile
-from builder.record import RECORD_RELPATH, BuildRecord
 from builder.topology import TopologyChoice, choose_topology
-from validators.context import BUILD_RECORD_RELPATH
+from stackgate.build_record import BuildRecord
 
 
-def test_record_location_and_fields_are_the_shared_contract() -> None:
-    assert RECORD_RELPATH == BUILD_RECORD_RELPATH
+def test_record_fields_on_disk_are_kept() -> None:
+    """Records already written carry these names: renaming one would orphan them."""
     for name in ("stack", "manifest_hash", "lock_hash", "env_name", "env_path", "host", "tools",
                  "timings_s", "topology", "topology_source", "env_profile", "job_plan",
                  "peak_rss_per_job_bytes", "packages", "tree", "patches", "offline"):

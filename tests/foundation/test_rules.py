@@ -9,10 +9,10 @@ from packaging.version import Version
 
 from stackgate.errors import ManifestError
 from stackgate.loading import load_stack
-from stackgate.rules import HostFacts, StackFacts, evaluate, load_rules
+from stackgate.rules import HostRuleFacts, StackFacts, evaluate, load_rules
 
 
-def _fired(stack: str, *, host: HostFacts | None = None, scope: str = "stack") -> dict[str, str]:
+def _fired(stack: str, *, host: HostRuleFacts | None = None, scope: str = "stack") -> dict[str, str]:
     facts = StackFacts.from_manifest(load_stack(stack).manifest, host=host)
     return {f.rule: f.message for f in evaluate(load_rules(), facts, scope=scope)}  # type: ignore[arg-type]
 
@@ -46,7 +46,7 @@ def _variant(stack_dir: Path, name: str, *edits: tuple[str, str]) -> str:
     return str(path)
 
 
-def _fired_path(path: str, host: HostFacts | None = None, scope: str = "stack") -> set[str]:
+def _fired_path(path: str, host: HostRuleFacts | None = None, scope: str = "stack") -> set[str]:
     facts = StackFacts.from_manifest(load_stack(path).manifest, host=host)
     rules = load_rules(Path(path).parent / "rules.toml")
     return {f.rule for f in evaluate(rules, facts, scope=scope)}  # type: ignore[arg-type]
@@ -101,11 +101,11 @@ def test_triton_sm121a_uses_locked_versions() -> None:
 
 def test_host_rules_need_host_facts() -> None:
     assert "host-driver-too-old-for-cuda-13" not in _fired("cu130", scope="all")
-    old = HostFacts(driver=Version("575.57.08"), nvcc=Version("12.8"), gpu_ccs=((12, 0),))
+    old = HostRuleFacts(driver=Version("575.57.08"), nvcc=Version("12.8"), gpu_ccs=((12, 0),))
     fired = _fired("cu130", host=old, scope="host")
     assert {"host-driver-too-old-for-cuda-13", "host-nvcc-too-old-for-sm12x"} <= set(fired)
     assert "575.57.8" in fired["host-driver-too-old-for-cuda-13"]
-    good = HostFacts(driver=Version("590.48.01"), nvcc=Version("13.0"), gpu_ccs=((12, 0),))
+    good = HostRuleFacts(driver=Version("590.48.01"), nvcc=Version("13.0"), gpu_ccs=((12, 0),))
     assert _fired("cu130", host=good, scope="host") == {}
 
 

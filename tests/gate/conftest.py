@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.build_records import write_sample_env
 from tests.helpers.wheels import make_index, make_wheel
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -118,26 +119,5 @@ def write_tiny_stack(
 
 
 def fake_env_with_build_record(folder: Path, stack: str, tree: str = "ab" * 32) -> Path:
-    """An env folder holding only a build record in the builder's JSON field names.
-
-    Stands for `python -m builder build` output where the gate tests need an env but not its
-    contents (the reproduce test builds real ones).
-    """
-    env = folder / f"{stack}-env"
-    (env / "stackgate").mkdir(parents=True)
-    (env / "stackgate" / "build-record.json").write_text(
-        json.dumps(
-            {
-                "schema_version": 1,
-                "stack": stack,
-                "manifest_hash": "11" * 32,
-                "lock_hash": "22" * 32,
-                "tree": {"sha256": tree, "files": 3, "bytes": 100},
-                "packages": {"torch": "2.9.1", "sgl-kernel": "0.3.21"},
-                "tools": {"stackgate": "0.1.0", "uv": "0.9", "python": "3.12.1"},
-                "topology": "pcie",
-                "env_profile": {"NCCL_PROTO": "LL"},
-            }
-        )
-    )
-    return env
+    """An env folder holding only a build record, made through stackgate.build_record."""
+    return write_sample_env(folder, stack, tree=tree)

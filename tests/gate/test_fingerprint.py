@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from stackgate.host.gpus import Gpu, GpuInventory, Probed
+from stackgate.host.parsers import parse_cpuinfo, parse_meminfo, parse_nvcc_version
+from stackgate.host.snapshot import HostIdentity, HostSnapshot, MemoryFacts, NvccInfo
 from stackgate.loading import load_stack
 from validators.records.fingerprint import (
     diff_hosts,
     fingerprint_for_run,
-    parse_cpuinfo,
+    fingerprint_of,
     parse_host_evidence,
-    parse_meminfo,
-    parse_nvcc_version,
     target_mismatch,
 )
 from validators.records.model import GpuInfo, HostFingerprint
@@ -31,7 +32,7 @@ HOST_EVIDENCE = {
     "host.gpus": {"count": 8, "models": ["NVIDIA RTX PRO 6000 Blackwell Server Edition"],
                   "ccs": [[12, 0]], "targets": ["12.0a"]},
     "host.interconnect": {"links": {}, "nvlink_pairs": 0, "detected": "pcie"},
-    "host.nvcc": {"nvcc": "13.0", "path": "/usr/local/cuda/bin/nvcc", "needed": "12.9"},
+    "host.nvcc": {"nvcc": "13.0.88", "path": "/usr/local/cuda/bin/nvcc", "needed": "12.9"},
     "host.memory": {"MemTotal": 1099511627776, "MemAvailable": 1000000000000, "SwapTotal": 0},
 }  # fmt: skip
 
@@ -43,12 +44,47 @@ RTX = HostFingerprint(
 )  # fmt: skip
 
 
-def test_parsers_on_recorded_outputs() -> None:
-    assert parse_meminfo(MEMINFO) == (23.5, 0.0)
-    assert parse_cpuinfo(CPUINFO) == "AMD EPYC"
-    assert parse_nvcc_version(NVCC) == "13.0"
-    assert parse_meminfo("") == (None, None)
+def _snapshot(links: dict[str, str], count: int) -> HostSnapshot:
+    """A snapshot made of recorded outputs through the shared parsers (stackgate.host)."""
+    nvcc = parse_nvcc_version(NVCC)
+    assert nvcc is not None
+    inv = GpuInventory(
+        source="nvml",
+        driver="590.48.01",
+        cuda_driver_version="13.1",
+        gpus=[Gpu(index=i, name="NVIDIA B200", cc=(10, 0), memory_mib=183359) for i in range(count)],
+        links=links,
+    )
+    return HostSnapshot(
+        gpus=Probed(inv),
+        nvcc=Probed(NvccInfo(nvcc, "/usr/local/cuda/bin/nvcc")),
+        memory=Probed(MemoryFacts(meminfo=parse_meminfo(MEMINFO))),
+        identity=HostIdentity(hostname="h", kernel="6.1", machine="x86_64", os_release="Debian",
+                              cpu_model=parse_cpuinfo(CPUINFO), affinity_cpus=2),
+    )  # fmt: skip
+
+
+def test_fingerprint_of_a_snapshot_from_recorded_outputs() -> None:
+    fp = fingerprint_of(_snapshot({"0-1": "NVLINK"}, 2))
+    assert (fp.ram_gib, fp.swap_gib, fp.nvcc, fp.cpu_model) == (23.5, 0.0, "13.0", "AMD EPYC")
+    assert fp.gpu.compute_capabilities == ["10.0"] and fp.gpu.memory_gib == 179.1
+    assert fp.interconnect == "nvlink"
     assert parse_cpuinfo("") is None
+
+
+def test_nvlink_bridged_pairs_are_pcie_for_record_build_and_preflight() -> None:
+    """4 GPUs with 0-1 and 2-3 bridged: some links are NVLink, the TP ring still crosses PCIe.
+    The fingerprint used to say 'nvlink' (any active link) while the build said 'pcie'."""
+    from builder.topology import detect_topology
+    from validators.preflight.group import PreflightFacts, evaluate_host
+
+    pairs = {f"{i}-{j}": "PCIE" for i in range(4) for j in range(i + 1, 4)}
+    snap = _snapshot({**pairs, "0-1": "NVLINK", "2-3": "NVLINK"}, 4)
+    assert fingerprint_of(snap).interconnect == "pcie"
+    assert detect_topology(snap).topology == "pcie"
+    facts = PreflightFacts(host=snap, disk=Probed({"path": "/", "free": 1 << 40, "total": 1 << 41}))
+    by = {r.check: r for r in evaluate_host(load_stack("cu130").manifest, facts)}
+    assert by["host.interconnect"].evidence["detected"] == "pcie"
 
 
 def test_target_mismatch_names_the_reason() -> None:

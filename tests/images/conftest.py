@@ -19,8 +19,9 @@ import pytest
 
 from builder.image.engines.base import KEEP_ENV
 from builder.image.engines.buildah import StorageConfig
-from builder.lock import LockFiles, run_lock
+from builder.lock import run_lock
 from builder.python_finder import Interpreter
+from stackgate.layout import LockFiles
 from stackgate.loading import LoadedStack, load_stack
 from tests.helpers.wheels import make_index, make_wheel
 from tests.images.localbase import LocalImage, make_base_image, make_uv_image

@@ -12,9 +12,11 @@ from builder.image.build import ImageRequest, prepare
 from builder.image.context import assemble, context_tar
 from builder.image.pins import load_pins
 from builder.image.recipe import RecipeInputs, render
-from builder.jobs import HostResources, plan_jobs
-from builder.lock import LockFiles, read_lock, write_project
+from builder.jobs import plan_jobs
+from builder.lock import read_lock, write_project
 from stackgate.errors import BadInput
+from stackgate.host.resources import HostResources
+from stackgate.layout import LockFiles
 from stackgate.loading import load_stack
 from stackgate.paths import project_root
 

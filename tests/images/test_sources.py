@@ -10,9 +10,11 @@ import pytest
 
 from builder.image.context import prepare_source
 from builder.image.recipe import source_packages
-from builder.lock import LockFiles, LockState
+from builder.lock import LockState
 from stackgate.errors import BadInput
+from stackgate.layout import LockFiles
 from stackgate.loading import load_stack
+from stackgate.uvlock import UvLock
 
 
 def _git(*args: str, cwd: Path) -> str:
@@ -24,8 +26,10 @@ def _locked(tmp_path: Path, repo: Path, rev: str) -> LockState:
     (locking a git source for real needs a build backend from an index, none offline)."""
     commit = _git("rev-parse", rev, cwd=repo)
     source = {"git": f"{repo.as_uri()}?subdirectory=python&rev={rev}#{commit}"}
-    data = {"package": [{"name": "pkg", "version": "1", "source": source}]}
-    return LockState(files=LockFiles(tmp_path), manifest_hash="", lock_hash="", index_map={}, data=data)
+    lock = UvLock.model_validate(
+        {"version": 1, "package": [{"name": "pkg", "version": "1", "source": source}]}
+    )
+    return LockState(files=LockFiles(tmp_path), manifest_hash="", lock_hash="", index_map={}, lock=lock)
 
 
 @pytest.fixture

@@ -8,18 +8,18 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from stackgate.loading import load_stack
-from validators.preflight.group import HostSnapshot, evaluate_host, snapshot
-from validators.preflight.parsers import (
-    Gpu,
-    GpuInventory,
+from stackgate.host.gpus import Gpu, GpuInventory, Probed, inventory_from_smi
+from stackgate.host.parsers import (
+    SwapDevice,
     parse_meminfo,
     parse_nvcc_version,
     parse_nvidia_smi_query,
     parse_swaps,
     parse_topo_matrix,
 )
-from validators.preflight.probes import Probed
+from stackgate.host.snapshot import HostSnapshot, MemoryFacts, NvccInfo
+from stackgate.loading import load_stack
+from validators.preflight.group import PreflightFacts, evaluate_host, gather
 
 HOST = Path(__file__).parent / "fixtures" / "host"
 H200 = HOST / "h200x2"
@@ -30,7 +30,8 @@ def read(path: Path) -> str:
 
 
 def test_nvidia_smi_query_h200() -> None:
-    driver, gpus = parse_nvidia_smi_query(read(H200 / "nvidia-smi-query.csv"))
+    inv = inventory_from_smi(parse_nvidia_smi_query(read(H200 / "nvidia-smi-query.csv")), {})
+    driver, gpus = inv.driver, inv.gpus
     assert driver == "580.159.04"
     assert [(g.index, g.name, g.cc, g.memory_mib) for g in gpus] == [
         (0, "NVIDIA H200", (9, 0), 143771),
@@ -53,8 +54,15 @@ def test_nvcc_meminfo_swaps() -> None:
     assert mem["SwapTotal"] == 0
     assert parse_swaps(read(H200 / "swaps.txt")) == []
     assert parse_swaps("Filename Type Size Used Priority\n/swapfile file 8388604 0 -2\n") == [
-        "/swapfile"
+        SwapDevice("/swapfile", 8388604 * 1024)
     ]
+
+
+DISK: Probed[dict[str, object]] = Probed({"path": "/tmp", "free": 100 << 30, "total": 128 << 30})
+
+
+def _facts(host: HostSnapshot) -> PreflightFacts:
+    return PreflightFacts(host=host, disk=DISK)  # type: ignore[arg-type]
 
 
 def _h200_snapshot(p2p_error: bool = False) -> HostSnapshot:
@@ -63,13 +71,12 @@ def _h200_snapshot(p2p_error: bool = False) -> HostSnapshot:
     name = "nvml-p2p-error.json" if p2p_error else "nvml.json"
     inv = GpuInventory.model_validate(json.loads(read(H200 / name))["value"])
     mem = parse_meminfo(read(H200 / "meminfo.txt"))
+    nvcc = parse_nvcc_version(read(H200 / "nvcc-version.txt"))
+    assert nvcc is not None
     return HostSnapshot(
         gpus=Probed(inv),
-        nvcc=Probed(
-            (parse_nvcc_version(read(H200 / "nvcc-version.txt")), "/usr/local/cuda/bin/nvcc")
-        ),
-        memory=Probed({**mem, "swap_devices": [], "cgroup_memory_max": None}),
-        disk=Probed({"path": "/tmp", "free": 100 << 30, "total": 128 << 30}),
+        nvcc=Probed(NvccInfo(nvcc, "/usr/local/cuda/bin/nvcc")),
+        memory=Probed(MemoryFacts(meminfo=mem)),
     )
 
 
@@ -78,17 +85,19 @@ def _status(results: list) -> dict[str, str]:  # type: ignore[type-arg]
 
 
 def test_recorded_nvml_inventory() -> None:
-    inv = _h200_snapshot().inventory()
+    snap = _h200_snapshot()
+    inv = snap.inventory
     assert inv is not None and inv.source == "nvml"
-    assert inv.links == {"0-1": "NVLINK"} and inv.fully_nvlinked()
+    assert inv.links == {"0-1": "NVLINK"} and snap.topology == "nvlink"
     assert inv.ccs == ((9, 0),) and inv.driver == "580.159.04"
-    old = _h200_snapshot(True).inventory()
-    assert old is not None and old.links == {"0-1": "NV18"} and old.fully_nvlinked()
+    old = _h200_snapshot(True)
+    assert old.inventory is not None and old.inventory.links == {"0-1": "NV18"}
+    assert old.topology == "nvlink"
 
 
 def test_h200_host_against_the_sm120_stack() -> None:
     manifest = load_stack("cu130").manifest
-    results = evaluate_host(manifest, _h200_snapshot())
+    results = evaluate_host(manifest, _facts(_h200_snapshot()))
     by = {r.check: r for r in results}
     assert by["host.driver"].status == "PASS"
     assert by["host.gpus"].status == "SKIP"
@@ -101,7 +110,7 @@ def test_h200_host_against_the_sm120_stack() -> None:
 
 def test_h200_recorded_p2p_error_is_a_skip_with_the_reason() -> None:
     """The lent host's nvidia-ml-py could not query P2P: recorded as such, not guessed."""
-    by = {r.check: r for r in evaluate_host(load_stack("cu130").manifest, _h200_snapshot(True))}
+    by = {r.check: r for r in evaluate_host(load_stack("cu130").manifest, _facts(_h200_snapshot(True)))}
     assert by["host.p2p"].status == "SKIP"
     assert "tuple" in by["host.p2p"].reason
 
@@ -109,7 +118,7 @@ def test_h200_recorded_p2p_error_is_a_skip_with_the_reason() -> None:
 def test_pcie_profile_on_an_nvlink_host_fails(tmp_path: Path) -> None:
     by = {
         r.check: r
-        for r in evaluate_host(load_stack("cu130").manifest, _h200_snapshot(), topology="pcie")
+        for r in evaluate_host(load_stack("cu130").manifest, _facts(_h200_snapshot()), topology="pcie")
     }
     assert by["host.interconnect"].status == "FAIL"
     assert "--topology nvlink" in by["host.interconnect"].reason
@@ -117,15 +126,14 @@ def test_pcie_profile_on_an_nvlink_host_fails(tmp_path: Path) -> None:
 
 def test_old_driver_and_old_nvcc_fail_with_host_rules() -> None:
     snap = _h200_snapshot()
-    inv = snap.inventory()
+    inv = snap.inventory
     assert inv is not None
     old = HostSnapshot(
         gpus=Probed(inv.model_copy(update={"driver": "570.86.15"})),
-        nvcc=Probed((Version("12.8.93"), "/usr/local/cuda-12.8/bin/nvcc")),
+        nvcc=Probed(NvccInfo(Version("12.8.93"), "/usr/local/cuda-12.8/bin/nvcc")),
         memory=snap.memory,
-        disk=snap.disk,
     )
-    by = {r.check: r for r in evaluate_host(load_stack("cu130").manifest, old)}
+    by = {r.check: r for r in evaluate_host(load_stack("cu130").manifest, _facts(old))}
     assert by["host.driver"].status == "FAIL"
     assert by["host.nvcc"].status == "FAIL"
     assert by["host.rule.host-driver-too-old-for-cuda-13"].status == "FAIL"
@@ -142,8 +150,8 @@ def test_p2p_failure_gives_the_iommu_acs_hint() -> None:
         p2p_failures=["GPU0-GPU1: P2P read status 4"],
     )
     snap = _h200_snapshot()
-    host = HostSnapshot(gpus=Probed(inv), nvcc=snap.nvcc, memory=snap.memory, disk=snap.disk)
-    by = {r.check: r for r in evaluate_host(load_stack("cu130").manifest, host)}
+    host = HostSnapshot(gpus=Probed(inv), nvcc=snap.nvcc, memory=snap.memory)
+    by = {r.check: r for r in evaluate_host(load_stack("cu130").manifest, _facts(host))}
     assert by["host.gpus"].status == "PASS"
     assert by["host.p2p"].status == "FAIL"
     assert "IOMMU" in by["host.p2p"].reason and "ACS" in by["host.p2p"].reason
@@ -152,9 +160,9 @@ def test_p2p_failure_gives_the_iommu_acs_hint() -> None:
 
 def test_this_cpu_only_host_is_reported_honestly(tmp_path: Path) -> None:
     """The real probes on this machine (no driver): GPU checks SKIP with why, no traceback."""
-    snap = snapshot(tmp_path)
-    by = {r.check: r for r in evaluate_host(load_stack("cu130").manifest, snap)}
-    if snap.inventory() is None:
+    facts = gather(tmp_path)
+    by = {r.check: r for r in evaluate_host(load_stack("cu130").manifest, facts)}
+    if facts.host.inventory is None:
         assert by["host.driver"].status == "SKIP"
         assert "no NVIDIA driver" in by["host.driver"].reason
         assert by["host.gpus"].status == "SKIP"

@@ -8,13 +8,13 @@ the builder's `current` env of the stack).
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from stackgate.cli import emit_json
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
+from stackgate.layout import current_env
 from stackgate.output import console_err
-from stackgate.paths import project_root, stack_names
+from stackgate.paths import stack_names
 from validators.gate.candidate import candidate_record, run_interleaved, run_validations
 from validators.gate.compare import gate
 from validators.gate.policy import (
@@ -112,9 +112,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def default_env(stack: str) -> Path:
-    """The builder's selected env of the stack (its default venv root, or $STACKGATE_VENV_ROOT)."""
-    root = os.environ.get("STACKGATE_VENV_ROOT")
-    return (Path(root) if root else project_root() / "envs") / stack / "current"
+    """The builder's selected env of the stack (stackgate.layout)."""
+    return current_env(stack)
 
 
 def resolve_candidate(args: argparse.Namespace, store: RecordStore) -> Record:

@@ -6,8 +6,9 @@ import argparse
 from pathlib import Path
 
 from stackgate.loading import load_stack
+from stackgate.topology import TOPOLOGIES
 from validators.commands._common import env_path, finish_results
-from validators.preflight.group import evaluate_host, snapshot
+from validators.preflight.group import evaluate_host, gather
 
 NAME = "preflight"
 HELP = (
@@ -20,14 +21,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--env", help="the environment (to read the topology profile it was built with)"
     )
-    parser.add_argument(
-        "--topology", choices=["pcie", "nvlink"], help="the profile the env carries"
-    )
+    parser.add_argument("--topology", choices=TOPOLOGIES, help="the profile the env carries")
 
 
 def run(args: argparse.Namespace) -> int:
     loaded = load_stack(args.stack)
     path = env_path(args.env)
-    snap = snapshot(path or Path.cwd())
-    results = evaluate_host(loaded.manifest, snap, env_path=path, topology=args.topology)
+    facts = gather(path or Path.cwd())
+    results = evaluate_host(loaded.manifest, facts, env_path=path, topology=args.topology)
     return finish_results(results, f"preflight {loaded.manifest.name}", args)

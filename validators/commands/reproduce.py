@@ -10,6 +10,7 @@ from rich.table import Table
 from stackgate.cli import emit_json
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.output import console_err
+from stackgate.topology import TOPOLOGIES
 from validators.commands.gate import add_policy_arguments, policy_from
 from validators.gate.policy import DEFAULT_REPEATS
 from validators.gate.render import metrics_table, print_checks
@@ -40,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--topology",
-        choices=["pcie", "nvlink"],
+        choices=TOPOLOGIES,
         default=None,
         help="env profile (default: the record's, so the env tree can match)",
     )

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from stackgate.errors import BadInput, EnvironmentProblem
+from stackgate.layout import current_env
 from stackgate.loading import load_stack
-from stackgate.paths import project_root
+from stackgate.topology import TOPOLOGIES
 from validators.commands._common import env_path, finish_report
 from validators.context import RunContext
 from validators.pipeline import ORDER, run_pipeline
@@ -45,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--image", metavar="REF", help="run the validators inside this built image")
     parser.add_argument(
         "--topology",
-        choices=["pcie", "nvlink"],
+        choices=TOPOLOGIES,
         help="interconnect profile to test (default: detected via NVML)",
     )
     parser.add_argument("--serve-profile", help="serving profile for serve-bench")
@@ -89,9 +89,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def default_env(stack: str, groups: list[str]) -> Path | None:
-    """The builder's layout: $STACKGATE_VENV_ROOT (default <checkout>/envs)/<stack>/current."""
-    root = os.environ.get("STACKGATE_VENV_ROOT")
-    current = (Path(root) if root else project_root() / "envs") / stack / "current"
+    """The builder's selected env (stackgate.layout: <venv root>/<stack>/current)."""
+    current = current_env(stack)
     if current.exists():
         return current
     if set(groups) & {"static", "runtime", "serve-bench"}:

@@ -10,8 +10,10 @@ from types import FrameType
 
 from stackgate.cli import emit_json
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
+from stackgate.layout import current_env
 from stackgate.loading import LoadedStack, load_stack
 from stackgate.output import console_err
+from stackgate.topology import TOPOLOGIES
 from validators.commands.run import default_env
 from validators.context import RunContext
 from validators.serve.adapters import DEFAULT_PORTS, build_launch
@@ -34,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--topology",
-        choices=["pcie", "nvlink"],
+        choices=TOPOLOGIES,
         default=None,
         help="the stack's environment profile for this interconnect (default: detected via NVML)",
     )
@@ -135,7 +137,7 @@ def _dry_run(args: argparse.Namespace, loaded: LoadedStack) -> int:
         known = ", ".join(sorted(manifest.serving)) or "none"
         raise BadInput(f"unknown serving profile '{name}' (known: {known})")
     profile = manifest.serving[name]
-    env = args.env or Path("envs") / manifest.name / "current"
+    env = args.env or current_env(manifest.name)
     port = args.port or profile.port or DEFAULT_PORTS.get(profile.engine, 8000)
     spec = build_launch(
         manifest,

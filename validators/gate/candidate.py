@@ -10,10 +10,11 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from stackgate import proc
+from stackgate.build_record import build_record_path
 from stackgate.errors import BadInput, EnvironmentProblem
 from stackgate.loading import load_stack
 from stackgate.output import console_err
-from validators.records.build_facts import build_record_path, read_build_facts
+from validators.records.build_facts import read_build_facts
 from validators.records.compose import compose_record
 from validators.records.fingerprint import fingerprint_for_run, probe_host
 from validators.records.model import BuildFacts, HostFingerprint, Record

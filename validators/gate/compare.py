@@ -12,8 +12,9 @@ import hashlib
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from stackgate.model import StrictModel
 from validators.gate.diffs import Change, diff_flat, diff_manifests
 from validators.gate.policy import TARGET_REGRESSION, GatePolicy, detectable_regression
 from validators.gate.stats import bootstrap_ratio, coefficient_of_variation
@@ -26,11 +27,7 @@ CheckStatus = Literal["OK", "FAILED", "NOT_RUN", "NEW", "SKIPPED"]
 _FAILING_METRIC: frozenset[str] = frozenset({"REGRESSION", "MISSING", "TOO_FEW"})
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class MetricVerdict(_Model):
+class MetricVerdict(StrictModel):
     key: str
     direction: Direction
     status: MetricStatus
@@ -54,7 +51,7 @@ class MetricVerdict(_Model):
         return self.status in _FAILING_METRIC
 
 
-class CheckVerdict(_Model):
+class CheckVerdict(StrictModel):
     check: str
     baseline: str | None
     candidate: str | None
@@ -66,7 +63,7 @@ class CheckVerdict(_Model):
         return self.status in ("FAILED", "NOT_RUN")
 
 
-class HostChange(_Model):
+class HostChange(StrictModel):
     field: str
     baseline: str
     candidate: str
@@ -74,7 +71,7 @@ class HostChange(_Model):
     why: str
 
 
-class GateResult(_Model):
+class GateResult(StrictModel):
     baseline: str
     candidate: str
     passed: bool

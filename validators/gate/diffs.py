@@ -6,14 +6,12 @@ import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from stackgate.model import StrictModel
 
 ChangeKind = Literal["changed", "added", "removed"]
 
 
-class Change(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+class Change(StrictModel):
     key: str
     kind: ChangeKind
     a: str | None

@@ -4,27 +4,22 @@ memory/swap/disk, nvcc vs the target archs, and the host rules of stacks/rules.t
 from __future__ import annotations
 
 import functools
-import json
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
-from stackgate.manifest import Manifest, Topology, arch_cc
-from stackgate.rules import HostFacts, StackFacts, evaluate, load_rules
-from stackgate.topology import classify
-from validators.context import BUILD_RECORD_RELPATH, RunContext
-from validators.preflight.parsers import GpuInventory
-from validators.preflight.probes import (
-    Probed,
-    nvcc_version,
-    probe_disk,
-    probe_gpus,
-    probe_memory,
-    probe_nvcc,
-)
+from stackgate.build_record import read_build_record
+from stackgate.errors import BadInput
+from stackgate.host.gpus import GpuInventory, Probed
+from stackgate.host.snapshot import HostSnapshot, host_snapshot
+from stackgate.manifest import Manifest, arch_cc
+from stackgate.rules import StackFacts, evaluate, load_rules
+from stackgate.topology import Topology
+from validators.context import RunContext
 from validators.results import Result, Status, make_result
 
 GROUP = "host"
@@ -34,77 +29,57 @@ MIN_FREE_DISK = 10 * GIB
 DRIVER_FOR_CUDA = {(13, 0): Version("580"), (12, 9): Version("575.51"), (12, 8): Version("570.26")}
 
 
+def probe_disk(path: Path) -> Probed[dict[str, Any]]:
+    probe_at = path
+    while not probe_at.exists() and probe_at != probe_at.parent:
+        probe_at = probe_at.parent
+    try:
+        usage = shutil.disk_usage(probe_at)
+    except OSError as exc:
+        return Probed(None, f"cannot stat {probe_at}: {exc}")
+    return Probed({"path": str(probe_at), "free": usage.free, "total": usage.total})
+
+
 @dataclass(frozen=True)
-class HostSnapshot:
-    """Everything preflight learned; `as_dict()` goes into the Report's `host`."""
+class PreflightFacts:
+    """The host snapshot plus the free disk where the env lives; `as_dict()` goes into the
+    Report's `host`."""
 
-    gpus: Probed
-    nvcc: Probed
-    memory: Probed
-    disk: Probed
-
-    def inventory(self) -> GpuInventory | None:
-        value = self.gpus.value
-        return value if isinstance(value, GpuInventory) else None
-
-    def facts(self) -> HostFacts:
-        inv = self.inventory()
-        driver: Version | None = None
-        if inv is not None and inv.driver:
-            try:
-                driver = Version(inv.driver)
-            except InvalidVersion:
-                driver = None
-        return HostFacts(
-            driver=driver, nvcc=nvcc_version(self.nvcc), gpu_ccs=inv.ccs if inv else ()
-        )
+    host: HostSnapshot
+    disk: Probed[dict[str, Any]]
 
     def as_dict(self) -> dict[str, Any]:
-        inv = self.inventory()
-        nvcc = self.nvcc.value
-        return {
-            "gpus": inv.model_dump(mode="json") if inv else None,
-            "gpus_reason": self.gpus.reason or None,
-            "nvcc": str(nvcc[0]) if nvcc else None,
-            "nvcc_reason": self.nvcc.reason or None,
-            "memory": self.memory.value,
-            "disk": self.disk.value,
-        }
+        return {**self.host.as_dict(), "disk": self.disk.value}
 
 
-def snapshot(disk_path: Path) -> HostSnapshot:
-    return HostSnapshot(
-        gpus=probe_gpus(), nvcc=probe_nvcc(), memory=probe_memory(), disk=probe_disk(disk_path)
-    )
+def gather(disk_path: Path) -> PreflightFacts:
+    return PreflightFacts(host=host_snapshot(), disk=probe_disk(disk_path))
 
 
 def run_group(ctx: RunContext) -> list[Result]:
-    snap = snapshot(ctx.env_path or Path.cwd())
-    return evaluate_host(ctx.stack.manifest, snap, env_path=ctx.env_path, topology=ctx.topology)
+    facts = gather(ctx.env_path or Path.cwd())
+    return evaluate_host(ctx.stack.manifest, facts, env_path=ctx.env_path, topology=ctx.topology)
 
 
 _r = functools.partial(make_result, group=GROUP)
 
 
-def detected_topology(inv: GpuInventory | None) -> Topology | None:
-    return None if inv is None else classify(len(inv.gpus), inv.links)
-
-
 def evaluate_host(
     manifest: Manifest,
-    snap: HostSnapshot,
+    facts: PreflightFacts,
     *,
     env_path: Path | None = None,
     topology: Topology | None = None,
 ) -> list[Result]:
     """Pure given the snapshot: the tests feed it snapshots parsed from recorded outputs."""
     t = time.perf_counter()
-    inv = snap.inventory()
+    snap = facts.host
+    inv = snap.inventory
     out: list[Result] = [_driver(manifest, inv, snap.gpus.reason)]
     out.append(_gpus(manifest, inv, snap.gpus.reason))
-    out.append(_interconnect(manifest, inv, env_path, topology))
+    out.append(_interconnect(manifest, snap, env_path, topology))
     out.append(_p2p(inv))
-    out.extend(_memory_disk(snap))
+    out.extend(_memory_disk(facts))
     out.append(_nvcc(manifest, snap))
     out.extend(_rules(manifest, snap))
     seconds = round(time.perf_counter() - t, 4)
@@ -171,23 +146,22 @@ def _gpus(manifest: Manifest, inv: GpuInventory | None, why: str) -> Result:
     return _r("host.gpus", "PASS", f"{summary} matches target {', '.join(matching)}", ev)
 
 
-def _recorded_topology(env_path: Path | None) -> str | None:
+def _recorded_topology(env_path: Path | None) -> Topology | None:
     if env_path is None:
         return None
     try:
-        record = json.loads((env_path / BUILD_RECORD_RELPATH).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return read_build_record(env_path).topology
+    except BadInput:
         return None
-    value = record.get("topology") if isinstance(record, dict) else None
-    return value if isinstance(value, str) else None
 
 
 def _interconnect(
-    manifest: Manifest, inv: GpuInventory | None, env_path: Path | None, topology: Topology | None
+    manifest: Manifest, snap: HostSnapshot, env_path: Path | None, topology: Topology | None
 ) -> Result:
+    inv = snap.inventory
     if inv is None or len(inv.gpus) < 2:
         return _r("host.interconnect", "SKIP", "fewer than 2 GPUs: no interconnect to judge")
-    detected = detected_topology(inv)
+    detected = snap.topology
     applied = topology or _recorded_topology(env_path)
     ev = {
         "links": inv.links,
@@ -229,15 +203,16 @@ def _p2p(inv: GpuInventory | None) -> Result:
     return _r("host.p2p", "PASS", "P2P read works between every GPU pair (NVML)")
 
 
-def _memory_disk(snap: HostSnapshot) -> list[Result]:
+def _memory_disk(facts: PreflightFacts) -> list[Result]:
     out: list[Result] = []
-    mem = snap.memory.value
-    if mem is None:
-        out.append(_r("host.memory", "ERROR", snap.memory.reason))
+    memory = facts.host.memory
+    if memory.value is None:
+        out.append(_r("host.memory", "ERROR", memory.reason))
     else:
-        total, avail = mem.get("MemTotal", 0), mem.get("MemAvailable", 0)
-        swap = mem.get("SwapTotal", 0)
-        limit = mem.get("cgroup_memory_max")
+        info = memory.value.meminfo
+        total, avail = info.get("MemTotal", 0), info.get("MemAvailable", 0)
+        swap = info.get("SwapTotal", 0)
+        limit = memory.value.cgroup_memory_max
         note = (
             "no swap: compile jobs must be planned to memory (the builder does)"
             if not swap
@@ -249,12 +224,12 @@ def _memory_disk(snap: HostSnapshot) -> list[Result]:
                 "host.memory",
                 "PASS",
                 f"{total / GIB:.1f} GiB RAM, {avail / GIB:.1f} GiB available{lim}; {note}",
-                mem,
+                memory.value.evidence(),
             )
         )
-    disk = snap.disk.value
+    disk = facts.disk.value
     if disk is None:
-        out.append(_r("host.disk", "ERROR", snap.disk.reason))
+        out.append(_r("host.disk", "ERROR", facts.disk.reason))
     else:
         free = disk["free"]
         status: Status = "FAIL" if free < MIN_FREE_DISK else "PASS"
@@ -271,12 +246,13 @@ def _memory_disk(snap: HostSnapshot) -> list[Result]:
 
 
 def _nvcc(manifest: Manifest, snap: HostSnapshot) -> Result:
-    version = nvcc_version(snap.nvcc)
+    nvcc = snap.nvcc.value
+    version = nvcc.version if nvcc else None
     need = Version(manifest.host.min_nvcc_for_jit) if manifest.host.min_nvcc_for_jit else None
     sm12 = [t for t in manifest.host.target_archs if arch_cc(t)[0] == 12]
     if sm12:
         need = max(need or Version("12.9"), Version("12.9"))
-    if version is None:
+    if nvcc is None or version is None:
         if need is None:
             return _r("host.nvcc", "SKIP", f"{snap.nvcc.reason}; the stack needs no JIT compiler")
         return _r(
@@ -285,7 +261,7 @@ def _nvcc(manifest: Manifest, snap: HostSnapshot) -> Result:
             f"{snap.nvcc.reason}: FlashInfer JIT needs nvcc >= {need} for "
             f"{', '.join(manifest.host.target_archs)}",
         )
-    ev = {"nvcc": str(version), "path": snap.nvcc.value[1], "needed": str(need) if need else None}
+    ev = {"nvcc": str(version), "path": nvcc.path, "needed": str(need) if need else None}
     if need is not None and version < need:
         return _r(
             "host.nvcc",
@@ -298,7 +274,7 @@ def _nvcc(manifest: Manifest, snap: HostSnapshot) -> Result:
 
 
 def _rules(manifest: Manifest, snap: HostSnapshot) -> list[Result]:
-    facts = StackFacts.from_manifest(manifest, host=snap.facts())
+    facts = StackFacts.from_manifest(manifest, host=snap.rule_facts())
     findings = evaluate(load_rules(), facts, scope="host")
     out: list[Result] = []
     for f in findings:

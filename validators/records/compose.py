@@ -15,7 +15,6 @@ from typing import Any, Literal
 
 from stackgate import __version__
 from stackgate.loading import LoadedStack
-from validators.records.build_facts import env_profile
 from validators.records.extract import merge_runs, run_metrics
 from validators.records.model import BuildFacts, HostFingerprint, Record
 from validators.results import Report, Result
@@ -104,7 +103,7 @@ def compose_record(
 ) -> Record:
     metrics, distributions, golden = merge_runs(run_metrics(r) for r in reports)
     golden = {**golden_references(loaded), **golden}
-    env = env_profile(build.raw) or loaded.manifest.env_for(None)
+    env = build.env_profile or loaded.manifest.env_for(None)
     try:
         who: str | None = f"{getpass.getuser()}@{socket.gethostname()}"
     except (KeyError, OSError):

@@ -1,148 +1,73 @@
-"""Host fingerprint: probe it, and say how two fingerprints differ and whether that matters.
+"""Host fingerprint: taken from the host snapshot, and how two fingerprints differ and whether
+that matters.
 
-Parsers are pure (`parse_meminfo`, `parse_cpuinfo`); `probe_host()` reads /proc and NVML and
-calls them. What NVML cannot tell (no driver, no GPU) stays None / "unknown".
+`probe_host()` reads stackgate.host.snapshot (probed once per process; the parsers live there).
+What the snapshot cannot tell (no driver, no GPU) stays None / "unknown".
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import platform
 import re
-import shutil
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from stackgate.host.snapshot import HostSnapshot, host_snapshot
 from stackgate.manifest import Manifest, arch_cc
-from validators.records.model import GpuInfo, HostFingerprint
+from validators.records.model import GpuInfo, HostFingerprint, Interconnect
 
 Impact = Literal["blocks", "performance", "info"]
 
 _GIB = 1024**3
 
 
-def parse_meminfo(text: str) -> tuple[float | None, float | None]:
-    """(RAM GiB, swap GiB) from /proc/meminfo."""
-    values: dict[str, int] = {}
-    for line in text.splitlines():
-        match = re.match(r"^(\w+):\s+(\d+)\s*kB", line)
-        if match:
-            values[match[1]] = int(match[2]) * 1024
-    ram = values.get("MemTotal")
-    swap = values.get("SwapTotal")
-    return (
-        round(ram / _GIB, 1) if ram is not None else None,
-        round(swap / _GIB, 1) if swap is not None else None,
-    )
+def _gib(value: int | None) -> float | None:
+    return round(value / _GIB, 1) if value is not None else None
 
 
-def parse_cpuinfo(text: str) -> str | None:
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "model name" and value.strip():
-            return value.strip()
-    return None
+def fingerprint_of(snap: HostSnapshot) -> HostFingerprint:
+    """The fingerprint of a host snapshot (stackgate.host.snapshot): nothing probed here.
 
-
-def parse_nvcc_version(text: str) -> str | None:
-    match = re.search(r"release (\d+\.\d+)", text)
-    return match[1] if match else None
-
-
-def _read(path: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
-
-
-def _usable_cpus() -> int | None:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count()
-
-
-def _probe_gpus() -> tuple[GpuInfo, str | None, str | None, str]:
-    """GPUs, driver, CUDA driver version and interconnect from NVML; empty when there is none."""
-    try:
-        import pynvml  # optional at runtime: no libnvidia-ml without a driver
-
-        pynvml.nvmlInit()
-    except Exception:
-        return GpuInfo(), None, None, "unknown"
-    try:
-        count = int(pynvml.nvmlDeviceGetCount())
-        driver = str(pynvml.nvmlSystemGetDriverVersion())
-        cuda_raw = int(pynvml.nvmlSystemGetCudaDriverVersion())
-        cuda = f"{cuda_raw // 1000}.{(cuda_raw % 1000) // 10}"
-        models: list[str] = []
-        ccs: set[str] = set()
-        memory: float | None = None
-        nvlink = False
-        for i in range(count):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
-            models.append(str(pynvml.nvmlDeviceGetName(handle)))
-            major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
-            ccs.add(f"{major}.{minor}")
-            memory = round(int(pynvml.nvmlDeviceGetMemoryInfo(handle).total) / _GIB, 1)
-            nvlink = nvlink or _has_active_nvlink(pynvml, handle)
+    interconnect is the snapshot's topology (stackgate.topology.classify: 'nvlink' only when
+    every GPU pair is on NVLink), so a record, a build and preflight name one host alike.
+    """
+    inv = snap.inventory
+    gpu = GpuInfo()
+    interconnect: Interconnect = "unknown"
+    if inv is not None:
+        models = [g.name for g in inv.gpus]
+        memory = [g.memory_mib for g in inv.gpus if g.memory_mib is not None]
         gpu = GpuInfo(
             model=models[0] if models else None,
-            count=count,
-            compute_capabilities=sorted(ccs),
-            memory_gib=memory,
+            count=len(inv.gpus),
+            compute_capabilities=sorted(f"{a}.{b}" for a, b in inv.ccs),
+            memory_gib=round(memory[-1] / 1024, 1) if memory else None,
         )
-        interconnect = "none" if count == 0 else ("nvlink" if nvlink else "pcie")
-        return gpu, driver, cuda, interconnect
-    except Exception:
-        return GpuInfo(), None, None, "unknown"
-    finally:
-        with contextlib.suppress(Exception):
-            pynvml.nvmlShutdown()
-
-
-def _has_active_nvlink(pynvml: Any, handle: Any) -> bool:
-    for link in range(18):  # NVML_NVLINK_MAX_LINKS on current GPUs
-        try:
-            if pynvml.nvmlDeviceGetNvLinkState(handle, link):
-                return True
-        except Exception:
-            return False
-    return False
+        interconnect = snap.topology or "none"
+    elif not Path("/dev/nvidia0").exists():
+        interconnect = "none"
+    mem = snap.memory.value
+    info = mem.meminfo if mem is not None else {}
+    nvcc = snap.nvcc.value
+    ident = snap.identity
+    return HostFingerprint(
+        hostname=ident.hostname if ident else None,
+        gpu=gpu,
+        driver=inv.driver if inv else None,
+        cuda_driver=inv.cuda_driver_version if inv else None,
+        nvcc=f"{nvcc.version.major}.{nvcc.version.minor}" if nvcc else None,
+        interconnect=interconnect,
+        cpu_model=ident.cpu_model if ident else None,
+        cpu_count=ident.affinity_cpus if ident else None,
+        ram_gib=_gib(info.get("MemTotal")),
+        swap_gib=_gib(info.get("SwapTotal")),
+        kernel=ident.kernel if ident else None,
+        source="probe",
+    )
 
 
 def probe_host() -> HostFingerprint:
-    from stackgate.proc import run
-
-    ram, swap = parse_meminfo(_read("/proc/meminfo"))
-    gpu, driver, cuda, interconnect = _probe_gpus()
-    if gpu.count == 0 and interconnect == "unknown" and not Path("/dev/nvidia0").exists():
-        interconnect = "none"
-    nvcc: str | None = None
-    if shutil.which("nvcc"):
-        try:
-            nvcc = parse_nvcc_version(run(["nvcc", "--version"], timeout=30).stdout)
-        except Exception:
-            nvcc = None
-    return HostFingerprint(
-        # In a pod the hostname is the pod's; the fleet jobs pass the node name (docs/fleet.md).
-        hostname=os.environ.get("STACKGATE_HOSTNAME") or socket.gethostname(),
-        gpu=gpu,
-        driver=driver,
-        cuda_driver=cuda,
-        nvcc=nvcc,
-        interconnect=interconnect,  # type: ignore[arg-type]
-        cpu_model=parse_cpuinfo(_read("/proc/cpuinfo")),
-        cpu_count=_usable_cpus(),
-        ram_gib=ram,
-        swap_gib=swap,
-        kernel=platform.release(),
-        source="probe",
-    )
+    return fingerprint_of(host_snapshot())
 
 
 def target_mismatch(host: HostFingerprint, manifest: Manifest) -> list[str]:
@@ -319,7 +244,8 @@ def parse_host_evidence(host: dict[str, Any]) -> dict[str, Any]:
         out["interconnect"] = link["detected"]
     nvcc = host.get("host.nvcc")
     if isinstance(nvcc, dict) and isinstance(nvcc.get("nvcc"), str):
-        out["nvcc"] = nvcc["nvcc"]
+        # preflight writes the full version (13.0.88); a fingerprint keeps major.minor
+        out["nvcc"] = ".".join(nvcc["nvcc"].split(".")[:2])
     memory = host.get("host.memory")
     if isinstance(memory, dict):
         for key, field in (("MemTotal", "ram_gib"), ("SwapTotal", "swap_gib")):

@@ -11,19 +11,19 @@ import hashlib
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AliasChoices, ConfigDict, Field, ValidationError
 
+from stackgate.build_record import BuildRecord
 from stackgate.errors import BadInput
+from stackgate.model import StrictModel
 from validators.results import Result
 
 RECORD_SCHEMA_VERSION: Literal[1] = 1
+# A Topology (stackgate.topology) when the host has 2+ GPUs; "none" with 0-1 GPU.
+Interconnect = Literal["nvlink", "pcie", "none", "unknown"]
 
 
-class Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class GpuInfo(Frozen):
+class GpuInfo(StrictModel):
     model: str | None = None
     count: int = 0
     compute_capabilities: list[str] = Field(
@@ -32,7 +32,7 @@ class GpuInfo(Frozen):
     memory_gib: float | None = None
 
 
-class HostFingerprint(Frozen):
+class HostFingerprint(StrictModel):
     """The facts about a host that can change how a stack behaves or performs.
 
     A field the probe could not tell is None ("unknown"), never a guess.
@@ -43,7 +43,7 @@ class HostFingerprint(Frozen):
     driver: str | None = None
     cuda_driver: str | None = Field(default=None, description="CUDA version the driver supports.")
     nvcc: str | None = None
-    interconnect: Literal["nvlink", "pcie", "none", "unknown"] = "unknown"
+    interconnect: Interconnect = "unknown"
     cpu_model: str | None = None
     cpu_count: int | None = None
     ram_gib: float | None = None
@@ -52,10 +52,22 @@ class HostFingerprint(Frozen):
     source: str = Field(default="probe", description="Where the facts came from.")
 
 
-class BuildFacts(Frozen):
+class BuildFacts(StrictModel):
     """What the builder wrote into the environment (`<env>/stackgate/build-record.json`)."""
 
-    manifest_sha256: str | None = None
+    # Stored under the key "manifest_sha256" (records are content-addressed: renaming the key
+    # would change every record id), but it is NOT the manifest file's hash (that is
+    # Record.manifest_sha256): it is the build record's manifest_hash, the sha256 of the
+    # manifest fields the lock depends on.
+    model_config = ConfigDict(
+        serialize_by_alias=True, validate_by_name=True, validate_by_alias=True
+    )
+
+    lock_inputs_sha256: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("manifest_sha256", "lock_inputs_sha256"),
+        serialization_alias="manifest_sha256",
+    )
     lock_sha256: str | None = None
     env_tree_sha256: str | None = None
     image_digest: str | None = None
@@ -65,8 +77,18 @@ class BuildFacts(Frozen):
     tools: dict[str, str] = Field(default_factory=dict, description="uv, python, ... versions")
     raw: dict[str, Any] = Field(default_factory=dict, description="The build record as written.")
 
+    @property
+    def env_profile(self) -> dict[str, str]:
+        """The variables the build applied (the build record's env_profile), {} when unknown."""
+        if not self.raw:
+            return {}
+        try:
+            return BuildRecord.model_validate(self.raw).env_profile
+        except ValidationError:
+            return {}
 
-class Record(Frozen):
+
+class Record(StrictModel):
     schema_version: Literal[1] = RECORD_SCHEMA_VERSION
     record_id: str = Field(default="", description="sha256 of the canonical content.")
     kind: Literal["known-good", "candidate"] = "known-good"

@@ -8,10 +8,10 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from stackgate.manifest import Manifest, Topology, arch_cc
+from stackgate.host.snapshot import host_snapshot
+from stackgate.manifest import Manifest, arch_cc
+from stackgate.topology import Topology
 from validators.context import RunContext
-from validators.preflight.group import detected_topology
-from validators.preflight.probes import nvcc_version, probe_gpus, probe_nvcc
 from validators.results import Result, Status, make_result
 from validators.runtime import nccl_latency as nl
 from validators.runtime import sglang_rules as sr
@@ -36,12 +36,13 @@ def run_group(ctx: RunContext) -> list[Result]:
     if not python.exists():
         return [_r("runtime.env", "ERROR", f"{ctx.env_path} has no interpreter at {python}")]
     timeout = float(ctx.options.get("probe_timeout", manifest.validation.timeouts.check_s))
-    gpus = probe_gpus()
+    host = host_snapshot()
+    gpus = host.gpus
     inv = gpus.value
-    topology: Topology | None = ctx.topology or detected_topology(inv)
+    topology: Topology | None = ctx.topology or host.topology
     stack_env = manifest.env_for(topology)
     env = probe_env(stack_env)
-    nvcc = nvcc_version(probe_nvcc())
+    nvcc = host.nvcc.value.version if host.nvcc.value else None
     out: list[Result] = []
     # The fusion module's arch gate needs no GPU when the stack names its archs.
     if env.get("FLASHINFER_CUDA_ARCH_LIST") or inv is not None:

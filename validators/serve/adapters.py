@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stackgate.errors import BadInput
-from stackgate.manifest import Manifest, ServingProfile, Topology
+from stackgate.manifest import Manifest, ServingProfile
+from stackgate.topology import Topology
 
 # SGLang 0.5.9 http_server.py:1836, printed after the warm-up request succeeded.
 SGLANG_READY = r"The server is fired up and ready to roll!"

@@ -1,15 +1,16 @@
 """What NVML says about the GPUs: memory in use per device and the PIDs holding contexts.
 
-`snapshot()` returns None where NVML cannot be used (no driver: CPU CI, or a container without
+NVML is the process's one session (stackgate.host.nvml). `snapshot()` returns None where
+NVML cannot be used (no driver: CPU CI, or a container without
 the library); callers then say "unknown" rather than guess.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from dataclasses import dataclass
-from typing import Any
+
+from stackgate.host.nvml import nvml as nvml_session
 
 log = logging.getLogger("stackgate.serve.gpu")
 
@@ -23,22 +24,11 @@ class GpuSnapshot:
         return {pid: mib for pid, mib in self.pids.items() if pid in wanted}
 
 
-def _load() -> Any | None:
-    try:
-        import pynvml
-    except ImportError:
-        return None
-    try:
-        pynvml.nvmlInit()
-    except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
-        log.debug("NVML unavailable: %s", exc)
-        return None
-    return pynvml
-
-
 def snapshot() -> GpuSnapshot | None:
-    nvml = _load()
+    session = nvml_session()
+    nvml = session.module
     if nvml is None:
+        log.debug("%s", session.reason)
         return None
     try:
         used: list[float] = []
@@ -55,6 +45,3 @@ def snapshot() -> GpuSnapshot | None:
     except Exception as exc:
         log.debug("NVML query failed: %s", exc)
         return None
-    finally:
-        with contextlib.suppress(Exception):
-            nvml.nvmlShutdown()

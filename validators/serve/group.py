@@ -27,11 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from stackgate.errors import StackgateError
+from stackgate.host.snapshot import host_snapshot
 from stackgate.manifest import BenchSettings, ServingProfile
 from stackgate.output import console_err
 from validators.context import RunContext
-from validators.preflight.group import detected_topology
-from validators.preflight.probes import probe_gpus
 from validators.results import Result, Status, make_result
 from validators.serve import bench_client, correctness
 from validators.serve.adapters import LaunchSpec, build_launch
@@ -127,7 +126,7 @@ def run_group(ctx: RunContext) -> list[Result]:
     fixed = int(ctx.options["port"]) if ctx.options.get("port") else profile.port
     # The stack's NCCL tuning belongs to the interconnect: take the one asked for, else the
     # one NVML sees (PCIe-only 8x RTX PRO 6000 -> pcie profile), else none.
-    topology = ctx.topology or detected_topology(probe_gpus().value)
+    topology = ctx.topology or host_snapshot().topology
     ctx = dataclasses.replace(ctx, topology=topology)
     try:
         port, why = choose_port(host, fixed, profile.engine)

@@ -11,7 +11,6 @@ ABI check does.
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,13 +20,14 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from stackgate import uvlock
+from stackgate.layout import lock_files
 from stackgate.manifest import Manifest
-from stackgate.paths import stacks_dir
 from validators.static.environment import Environment
 
 
 def lock_path(stack: str) -> Path:
-    return stacks_dir() / "locks" / stack / "uv.lock"
+    return lock_files(stack).lockfile
 
 
 @dataclass(frozen=True)
@@ -39,19 +39,13 @@ class LockedPackage:
 
 def read_uv_lock(path: Path) -> dict[str, list[LockedPackage]]:
     """Packages of a uv.lock by canonical name (a universal lock may hold several versions)."""
-    data = tomllib.loads(path.read_text(encoding="utf-8"))
-    out: dict[str, list[LockedPackage]] = {}
-    for pkg in data.get("package", []):
-        source = pkg.get("source", {})
-        if not isinstance(source, dict) or "version" not in pkg:
-            continue
-        if "virtual" in source or "editable" in source:
-            continue  # the lock's own project
-        kind = next(iter(source), "unknown")
-        out.setdefault(canonicalize_name(pkg["name"]), []).append(
-            LockedPackage(pkg["name"], str(pkg["version"]), f"{kind}={source.get(kind)}")
-        )
-    return out
+    return {
+        key: [
+            LockedPackage(p.name, p.version or "", f"{p.source.kind}={p.source.location}")
+            for p in pkgs
+        ]
+        for key, pkgs in uvlock.read_uv_lock(path).by_name().items()
+    }
 
 
 @dataclass

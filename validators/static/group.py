@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from stackgate.errors import BadInput
 from stackgate.manifest import Manifest
 from validators.context import RunContext
 from validators.results import Result, make_result
@@ -133,8 +134,8 @@ def _dist_results(env: Environment, inputs: StaticInputs) -> list[Result]:
     else:
         try:
             locked = read_uv_lock(lock)
-        except (OSError, ValueError) as exc:
-            out.append(_result("static.dists.lock", "ERROR", f"cannot read {lock}: {exc}"))
+        except BadInput as exc:
+            out.append(_result("static.dists.lock", "ERROR", exc.message))
         else:
             check_lock(locked, env, findings)
             bad = findings.lock_mismatches + [f"{x}: not in the lock" for x in findings.not_in_lock]

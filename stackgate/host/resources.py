@@ -4,7 +4,8 @@
 16 GiB memory.max still OOMs at -j128), so every number here comes from the limits that
 apply to *this* process: sched_getaffinity, cgroup v2 cpu.max / v1 cfs quota, MemAvailable,
 cgroup v2 memory.max / v1 memory.limit_in_bytes (the lowest along the path to the root),
-and /proc/swaps. Parsers are pure functions over file text; `probe_host_resources` reads the
+and /proc/swaps. Parsers are pure functions over file text (the /proc ones in
+stackgate.host.parsers); `probe_host_resources` reads the
 files (roots are parameters so tests can point them at recorded copies).
 """
 
@@ -14,17 +15,18 @@ import math
 import os
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from stackgate.host.parsers import parse_meminfo, parse_swaps
+from stackgate.model import StrictModel
 
 GIB = 1024**3
 # cgroup v1 writes "no limit" as a page-rounded LONG_MAX; anything this large means none.
 _UNLIMITED_FLOOR = 1 << 60
 
 
-class HostResources(BaseModel):
+class HostResources(StrictModel):
     """CPU and memory limits that apply to the probing process. Byte counts, not GiB."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     affinity_cpus: int = Field(ge=1, description="len(os.sched_getaffinity(0)).")
     cpu_quota: float | None = Field(
@@ -57,32 +59,6 @@ class HostResources(BaseModel):
             headroom = self.cgroup_memory_limit - (self.cgroup_memory_used or 0)
             usable = min(usable, max(0, headroom))
         return usable
-
-
-def parse_meminfo(text: str) -> dict[str, int]:
-    """/proc/meminfo -> {key: bytes}."""
-    out: dict[str, int] = {}
-    for line in text.splitlines():
-        key, _, rest = line.partition(":")
-        parts = rest.split()
-        if not parts:
-            continue
-        try:
-            value = int(parts[0])
-        except ValueError:
-            continue
-        out[key.strip()] = value * 1024 if len(parts) > 1 and parts[1] == "kB" else value
-    return out
-
-
-def parse_swaps(text: str) -> int:
-    """/proc/swaps -> total swap bytes (sizes are in KiB; the first line is a header)."""
-    total = 0
-    for line in text.splitlines()[1:]:
-        parts = line.split()
-        if len(parts) >= 3 and parts[2].isdigit():
-            total += int(parts[2]) * 1024
-    return total
 
 
 def parse_cpu_max(text: str) -> float | None:
@@ -233,6 +209,6 @@ def probe_host_resources(
         mem_total=meminfo.get("MemTotal", 0),
         cgroup_memory_limit=limit,
         cgroup_memory_used=used,
-        swap_total=parse_swaps(_read(proc_root / "swaps") or ""),
+        swap_total=sum(d.size_bytes for d in parse_swaps(_read(proc_root / "swaps") or "")),
         cgroup_version=version,
     )

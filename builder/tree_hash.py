@@ -1,8 +1,6 @@
-"""The build record written into every environment, and the content hash of its files.
+"""The content hash of an environment's files (the build record's `tree`).
 
-`<env>/stackgate/build-record.json` (validators.context.BUILD_RECORD_RELPATH) is read by the
-gate as plain JSON: field names here are a contract, add fields, never rename them.
-
+The record model itself is stackgate.build_record (builder writes it, validators read it).
 The tree hash is over relative path, file type and content of every installed file, not
 timestamps, so two builds of one lock (in different folders, on different days) compare equal.
 Absolute mentions of the env's own folder (uv writes some into RECORD-free files such as
@@ -19,18 +17,9 @@ import os
 import stat
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from builder.digests import DigestCache, Key, key_of, rememberable
-from builder.jobs import JobPlan
-from stackgate.manifest import Topology
-
-RECORD_DIRNAME = "stackgate"
-RECORD_FILENAME = "build-record.json"
-RECORD_RELPATH = Path(RECORD_DIRNAME) / RECORD_FILENAME
-RECORD_SCHEMA_VERSION: Literal[1] = 1
+from stackgate.build_record import RECORD_DIRNAME, TreeHash
 
 # Text files this small are read whole so their own absolute path can be normalized.
 _SMALL_FILE = 1 << 20
@@ -41,90 +30,6 @@ _SKIP_DIRS = frozenset({"__pycache__", RECORD_DIRNAME})
 _INSTALLER_FILES = frozenset(
     {"RECORD", "INSTALLER", "REQUESTED", "direct_url.json", "uv_cache.json"}
 )
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class HostFacts(_Model):
-    hostname: str
-    kernel: str
-    machine: str
-    os_release: str = Field(description="PRETTY_NAME from /etc/os-release, or 'unknown'.")
-    usable_cpus: int
-    mem_total_bytes: int
-    swap_bytes: int
-    cgroup_version: str
-
-
-class ToolVersions(_Model):
-    stackgate: str
-    uv: str
-    python: str = Field(description="Full version of the env's interpreter.")
-    python_path: str = Field(description="The base interpreter the env was made from.")
-    git: str | None = None
-
-
-class PatchRecord(_Model):
-    package: str
-    path: str
-    sha256: str
-
-
-class TreeHash(_Model):
-    sha256: str
-    files: int
-    bytes: int
-
-
-class BuildRecord(_Model):
-    """What was built, from what, where, with which tools, how long it took, and what is in it."""
-
-    schema_version: Literal[1] = RECORD_SCHEMA_VERSION
-    stack: str
-    manifest_path: str
-    manifest_hash: str = Field(description="sha256 of the manifest fields the lock depends on.")
-    lock_hash: str = Field(description="sha256 of uv.lock's bytes.")
-    env_name: str = Field(description="<stack>-<lockhash[:12]>")
-    env_path: str = Field(description="Final path of the environment (after the rename).")
-    created_at: str = Field(description="UTC ISO-8601 time the build finished.")
-    offline: bool = False
-    wheelhouse: str | None = None
-    host: HostFacts
-    tools: ToolVersions
-    timings_s: dict[str, float] = Field(description="Seconds per build step, in order.")
-    topology: Topology | None = Field(description="Topology whose env profile was applied.")
-    topology_source: Literal["flag", "nvml", "none"]
-    env_profile: dict[str, str] = Field(description="Variables every process of the env gets.")
-    job_plan: JobPlan
-    peak_rss_bytes: int | None = Field(
-        default=None, description="Peak RSS of the whole build process tree (watchdog)."
-    )
-    peak_rss_per_job_bytes: int | None = Field(
-        default=None, description="Largest RSS of a single compile process (watchdog)."
-    )
-    watchdog_pauses: int = 0
-    patches: list[PatchRecord] = Field(default_factory=list)
-    packages: dict[str, str] = Field(description="Installed distribution -> version.")
-    tree: TreeHash
-
-    def write(self, env: Path) -> Path:
-        target = env / RECORD_RELPATH
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(".json.tmp")
-        tmp.write_text(self.model_dump_json(indent=2) + "\n", encoding="utf-8")
-        tmp.replace(target)
-        return target
-
-
-def read_record(env: Path) -> BuildRecord | None:
-    """The record of an env, or None when it has none (or an unreadable one)."""
-    path = env / RECORD_RELPATH
-    try:
-        return BuildRecord.model_validate_json(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
 
 
 def _walk(root: str, rel: str, out: list[tuple[str, str, os.stat_result]]) -> None:

@@ -1,0 +1,173 @@
+"""The build record: what the builder writes into every environment and the validators read.
+
+`<env>/stackgate/build-record.json` (RECORD_RELPATH). The builder writes it through
+`BuildRecord.write`; validators (records, preflight, gate) read it through
+`read_build_record`; tests build it through the same model. Field names are a contract with
+records already on disk: add fields, never rename them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError
+
+from stackgate.errors import BadInput
+from stackgate.host.resources import GIB, HostResources
+from stackgate.model import StrictModel
+from stackgate.topology import Topology
+
+RECORD_DIRNAME = "stackgate"
+RECORD_FILENAME = "build-record.json"
+RECORD_RELPATH = Path(RECORD_DIRNAME) / RECORD_FILENAME
+RECORD_SCHEMA_VERSION: Literal[1] = 1
+
+# Where the topology that picked the env profile came from: --topology, or the host snapshot's
+# GPU inventory (NVML, or nvidia-smi when NVML cannot load), or nowhere (no profile).
+TopologySource = Literal["flag", "nvml", "nvidia-smi", "none"]
+LimitedBy = Literal["cpu", "memory", "max_jobs"]
+
+
+class JobPlan(StrictModel):
+    """The planned parallelism with every input that produced it and why."""
+
+    jobs: int = Field(ge=1, description="Parallel compile processes (ninja/make -j, MAX_JOBS).")
+    nvcc_threads: int = Field(ge=1, description="nvcc --threads inside each compile job.")
+    limited_by: LimitedBy
+    usable_cpus: int
+    usable_memory_bytes: int
+    memory_margin_bytes: int
+    memory_budget_bytes: int = Field(description="Usable memory minus the margin.")
+    memory_per_job_bytes: int = Field(description="Planned peak RSS of one compile job.")
+    memory_per_job_source: Literal["manifest", "measured"]
+    swap_bytes: int
+    resources: HostResources
+    reasons: list[str]
+
+    def env(self) -> dict[str, str]:
+        """The variables every build system we drive reads its parallelism from."""
+        jobs = str(self.jobs)
+        threads = str(self.nvcc_threads)
+        return {
+            "MAX_JOBS": jobs,
+            "CMAKE_BUILD_PARALLEL_LEVEL": jobs,
+            "MAKEFLAGS": f"-j{jobs}",
+            # Read by build scripts that pass it to ninja (sgl-kernel's CI); ninja itself
+            # takes only -j, see ninja_args().
+            "NINJAFLAGS": f"-j{jobs}",
+            "NVCC_THREADS": threads,
+            "SGL_KERNEL_COMPILE_THREADS": threads,
+            "FLASHINFER_NVCC_THREADS": threads,
+            "UV_CONCURRENT_BUILDS": "1",
+        }
+
+    def ninja_args(self) -> list[str]:
+        return ["-j", str(self.jobs)]
+
+    def summary(self) -> str:
+        return (
+            f"{self.jobs} job(s) x {self.nvcc_threads} nvcc thread(s), limited by "
+            f"{self.limited_by} ({self.usable_cpus} CPUs, "
+            f"{self.memory_budget_bytes / GIB:.1f} GiB budget / "
+            f"{self.memory_per_job_bytes / GIB:.2f} GiB per job, {self.memory_per_job_source})"
+        )
+
+
+class BuildHost(StrictModel):
+    """The machine a build ran on (the build record's `host` block)."""
+
+    hostname: str
+    kernel: str
+    machine: str
+    os_release: str = Field(description="PRETTY_NAME from /etc/os-release, or 'unknown'.")
+    usable_cpus: int
+    mem_total_bytes: int
+    swap_bytes: int
+    cgroup_version: str
+
+
+class ToolVersions(StrictModel):
+    stackgate: str
+    uv: str
+    python: str = Field(description="Full version of the env's interpreter.")
+    python_path: str = Field(description="The base interpreter the env was made from.")
+    git: str | None = None
+
+
+class PatchRecord(StrictModel):
+    package: str
+    path: str
+    sha256: str
+
+
+class TreeHash(StrictModel):
+    sha256: str
+    files: int
+    bytes: int
+
+
+class BuildRecord(StrictModel):
+    """What was built, from what, where, with which tools, how long it took, and what is in it."""
+
+    schema_version: Literal[1] = RECORD_SCHEMA_VERSION
+    stack: str
+    manifest_path: str
+    manifest_hash: str = Field(
+        description="sha256 of the manifest fields the lock depends on (not of the file's "
+        "bytes: that is a validation record's manifest_sha256)."
+    )
+    lock_hash: str = Field(description="sha256 of uv.lock's bytes.")
+    env_name: str = Field(description="<stack>-<lockhash[:12]>")
+    env_path: str = Field(description="Final path of the environment (after the rename).")
+    created_at: str = Field(description="UTC ISO-8601 time the build finished.")
+    offline: bool = False
+    wheelhouse: str | None = None
+    host: BuildHost
+    tools: ToolVersions
+    timings_s: dict[str, float] = Field(description="Seconds per build step, in order.")
+    topology: Topology | None = Field(description="Topology whose env profile was applied.")
+    topology_source: TopologySource
+    env_profile: dict[str, str] = Field(description="Variables every process of the env gets.")
+    job_plan: JobPlan
+    peak_rss_bytes: int | None = Field(
+        default=None, description="Peak RSS of the whole build process tree (watchdog)."
+    )
+    peak_rss_per_job_bytes: int | None = Field(
+        default=None, description="Largest RSS of a single compile process (watchdog)."
+    )
+    watchdog_pauses: int = 0
+    patches: list[PatchRecord] = Field(default_factory=list)
+    packages: dict[str, str] = Field(description="Installed distribution -> version.")
+    tree: TreeHash
+
+    def write(self, env: Path) -> Path:
+        target = env / RECORD_RELPATH
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(".json.tmp")
+        tmp.write_text(self.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        tmp.replace(target)
+        return target
+
+
+def build_record_path(env: Path) -> Path:
+    return env / RECORD_RELPATH
+
+
+def read_build_record(env: Path) -> BuildRecord:
+    """The env's build record; BadInput naming the file when it is missing or invalid."""
+    path = build_record_path(env)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BadInput(
+            f"{env}: no build record at {path}; was this environment built by "
+            "`python -m builder build`?"
+        ) from None
+    except OSError as exc:
+        raise BadInput(f"{path}: unreadable build record: {exc}") from None
+    try:
+        return BuildRecord.model_validate_json(text)
+    except ValidationError as exc:
+        problems = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
+        raise BadInput(f"{path}: invalid build record", details=problems) from None

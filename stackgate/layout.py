@@ -1,0 +1,102 @@
+"""Where environments and locks live: the one place these paths are computed.
+
+Venv root:   --venv-root, else $STACKGATE_VENV_ROOT, else <checkout>/envs
+             <root>/<stack>/<stack>-<lockhash12>/   finished envs
+             <root>/<stack>/<name>.partial/           a build in progress
+             <root>/<stack>/current -> <name>          the selected env
+             <root>/<stack>/.build.lock               flock: one build at a time
+Locks:       <stacks>/locks/<stack>/{pyproject.toml,uv.lock}  (--locks-dir replaces <stacks>/locks)
+
+The builder creates and switches these (builder.atomic); validators, serve-bench --dry-run
+and the gate only read them, through the same functions, so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from stackgate.errors import BadInput
+from stackgate.paths import project_root, stacks_dir
+
+VENV_ROOT_ENV = "STACKGATE_VENV_ROOT"
+PARTIAL_SUFFIX = ".partial"
+CURRENT = "current"
+LOCK_NAME = ".build.lock"
+LOCKS_DIRNAME = "locks"
+
+
+def default_venv_root() -> Path:
+    """$STACKGATE_VENV_ROOT, else <checkout>/envs."""
+    override = os.environ.get(VENV_ROOT_ENV)
+    return Path(override) if override else project_root() / "envs"
+
+
+def venv_root(given: Path | None = None) -> Path:
+    """The venv root to use: `given` (a --venv-root flag) or the default.
+
+    A path that exists and is not a folder is bad input (exit 2), named with where it came
+    from, before anything is created under it.
+    """
+    root = given if given is not None else default_venv_root()
+    source = "--venv-root" if given is not None else f"${VENV_ROOT_ENV} / default venv root"
+    if root.exists() and not root.is_dir():
+        raise BadInput(f"{root}: not a folder ({source} must name a folder for environments)")
+    return root
+
+
+@dataclass(frozen=True)
+class EnvLayout:
+    root: Path  # the venv root
+    stack: str
+
+    @property
+    def stack_dir(self) -> Path:
+        return self.root / self.stack
+
+    @property
+    def current(self) -> Path:
+        return self.stack_dir / CURRENT
+
+    @property
+    def lock_path(self) -> Path:
+        return self.stack_dir / LOCK_NAME
+
+    def env_name(self, lock_hash: str) -> str:
+        return f"{self.stack}-{lock_hash[:12]}"
+
+    def final(self, lock_hash: str) -> Path:
+        return self.stack_dir / self.env_name(lock_hash)
+
+    def partial(self, lock_hash: str) -> Path:
+        return self.stack_dir / (self.env_name(lock_hash) + PARTIAL_SUFFIX)
+
+
+def current_env(stack: str, root: Path | None = None) -> Path:
+    """<venv root>/<stack>/current: the env the builder selected last."""
+    return EnvLayout(venv_root(root), stack).current
+
+
+def locks_dir(stacks: Path | None = None) -> Path:
+    return (stacks or stacks_dir()) / LOCKS_DIRNAME
+
+
+@dataclass(frozen=True)
+class LockFiles:
+    """A stack's generated uv project and its lock."""
+
+    folder: Path
+
+    @property
+    def pyproject(self) -> Path:
+        return self.folder / "pyproject.toml"
+
+    @property
+    def lockfile(self) -> Path:
+        return self.folder / "uv.lock"
+
+
+def lock_files(stack: str, root: Path | None = None) -> LockFiles:
+    """The lock folder of a stack: <root or stacks/locks>/<stack>."""
+    return LockFiles((root or locks_dir()) / stack)

@@ -1,0 +1,137 @@
+"""A typed reader for uv.lock: the one place its TOML is parsed.
+
+Only the fields stackgate reads are modelled; uv adds fields between releases
+(resolution-markers, dependencies, metadata, upload-time, ...), so these models ignore keys
+they do not know instead of failing on a newer uv (the one place `extra="ignore"` is used:
+we do not own this format). A missing or wrongly-typed field we do read is BadInput naming
+the file.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+from packaging.utils import canonicalize_name
+from pydantic import ConfigDict, Field, ValidationError
+
+from stackgate.errors import BadInput
+from stackgate.model import StrictModel
+
+
+class _LockModel(StrictModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class LockedFile(_LockModel):
+    """An sdist or wheel: remote files by `url`, files of a local (file://) index by `path`."""
+
+    url: str | None = None
+    path: str | None = None
+    hash: str | None = None
+    size: int | None = None
+
+    @property
+    def location(self) -> str:
+        if self.url is not None:
+            return self.url
+        return Path(self.path or "").resolve().as_uri()
+
+    @property
+    def filename(self) -> str:
+        return self.location.rsplit("/", 1)[-1]
+
+
+class LockSource(_LockModel):
+    registry: str | None = None
+    git: str | None = None
+    url: str | None = None
+    path: str | None = None
+    directory: str | None = None
+    editable: str | None = None
+    virtual: str | None = None
+
+    @property
+    def is_project(self) -> bool:
+        """The lock's own (virtual or editable) project, not a dependency."""
+        return self.virtual is not None or self.editable is not None
+
+    @property
+    def kind(self) -> str:
+        for name in ("registry", "git", "url", "path", "directory", "editable", "virtual"):
+            if getattr(self, name) is not None:
+                return name
+        return "unknown"
+
+    @property
+    def location(self) -> str:
+        return str(getattr(self, self.kind, None) or "")
+
+    def git_commit(self) -> tuple[str, str] | None:
+        """(repository URL, commit) of a git source: uv writes `<url>?rev=..#<commit>`."""
+        if self.git is None:
+            return None
+        base, _, commit = self.git.partition("#")
+        parts = urlsplit(base)
+        query = parse_qs(parts.query)
+        url = parts._replace(query="", fragment="").geturl()
+        return url, commit or query.get("rev", [""])[0]
+
+
+class LockedPackage(_LockModel):
+    name: str
+    version: str | None = None
+    source: LockSource = Field(default_factory=LockSource)
+    sdist: LockedFile | None = None
+    wheels: list[LockedFile] = Field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        return canonicalize_name(self.name)
+
+
+class UvLock(_LockModel):
+    version: int
+    requires_python: str | None = Field(default=None, alias="requires-python")
+    package: list[LockedPackage] = Field(default_factory=list)
+
+    def dependencies(self) -> list[LockedPackage]:
+        """Every locked package but the lock's own project."""
+        return [p for p in self.package if not p.source.is_project]
+
+    def versions(self) -> dict[str, str]:
+        """name -> version of every dependency (as uv spells the name)."""
+        return {p.name: p.version or "" for p in self.dependencies()}
+
+    def by_name(self) -> dict[str, list[LockedPackage]]:
+        """Dependencies by canonical name (a universal lock may hold several versions)."""
+        out: dict[str, list[LockedPackage]] = {}
+        for pkg in self.dependencies():
+            if pkg.version is not None:
+                out.setdefault(pkg.key, []).append(pkg)
+        return out
+
+    def find(self, name: str) -> LockedPackage | None:
+        key = canonicalize_name(name)
+        return next((p for p in self.package if p.key == key), None)
+
+
+def parse_uv_lock(text: str, *, where: str) -> UvLock:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise BadInput(f"{where}: not valid TOML: {exc}") from None
+    try:
+        return UvLock.model_validate(data)
+    except ValidationError as exc:
+        problems = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
+        raise BadInput(f"{where}: not a uv.lock stackgate can read", details=problems) from None
+
+
+def read_uv_lock(path: Path) -> UvLock:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read the lock: {exc}") from None
+    return parse_uv_lock(text, where=str(path))
