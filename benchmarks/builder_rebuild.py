@@ -107,7 +107,7 @@ def main() -> int:
         "benchmark": "builder_rebuild",
         "stack": loaded.manifest.name,
         "lock_hash": state.lock_hash[:12],
-        "packages": len(state.data.get("package", [])) - 1,
+        "packages": len(state.lock.dependencies()),
         "rounds": args.rounds,
         "raw_uv_sync_s": [round(t, 2) for t in raw_t],
         "stackgate_build_s": [round(t, 2) for t in ours_t],

@@ -44,7 +44,7 @@ nvcc --version >"$REC/nvcc-version.txt" 2>&1
 cat /proc/meminfo >"$REC/meminfo.txt"; cat /proc/swaps >"$REC/swaps.txt"
 python3 - >"$REC/nvml.json" 2>&1 <<'EOF'
 import json
-from validators.preflight.probes import probe_nvml
+from stackgate.host.gpus import probe_nvml
 p = probe_nvml()
 print(json.dumps({"value": p.value.model_dump(mode="json") if p.value else None, "reason": p.reason}, indent=1))
 EOF

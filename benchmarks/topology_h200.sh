@@ -13,16 +13,18 @@ nvidia-smi topo -m | tee "$OUT/nvidia-smi-topo.txt"
 python3 - <<'PY' | tee "$OUT/topology.json"
 import json
 from builder.topology import detect_topology
-from validators.preflight.group import detected_topology
-from validators.preflight.probes import probe_gpus
+from stackgate.host.snapshot import host_snapshot
+from validators.records.fingerprint import probe_host
 
 b = detect_topology()
-probed = probe_gpus()
-v = detected_topology(probed.value)
+snap = host_snapshot()
+probed = snap.gpus
+v = snap.topology
 print(json.dumps({
     "builder": {"topology": b.topology, "source": b.source, "detail": b.detail},
     "validators": {"topology": v, "links": probed.value.links if probed.value else None,
                    "why_unknown": probed.reason if probed.value is None else None},
+    "record": probe_host().interconnect,
     "agree": b.topology == v,
 }, indent=2))
 PY

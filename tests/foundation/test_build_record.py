@@ -37,3 +37,27 @@ def test_missing_or_invalid_record_is_bad_input_naming_the_file(tmp_path: Path) 
         read_build_record(env)
     assert str(path) in caught.value.message
     assert any(d.startswith("topology:") for d in caught.value.details)
+
+
+def test_venv_root_that_is_a_file_is_bad_input_before_anything_runs(tmp_path: Path) -> None:
+    """`builder build --venv-root FILE` and $STACKGATE_VENV_ROOT=FILE: exit 2 naming it."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    a_file = tmp_path / "not-a-folder"
+    a_file.write_text("x")
+    flag = subprocess.run(
+        [sys.executable, "-m", "builder", "plan", "cu128", "--venv-root", str(a_file)],
+        cwd=root, capture_output=True, text=True,
+    )  # fmt: skip
+    assert flag.returncode == 2, flag.stderr
+    assert str(a_file) in flag.stderr and "--venv-root" in flag.stderr
+    env = {**os.environ, "STACKGATE_VENV_ROOT": str(a_file)}
+    gate_env = subprocess.run(
+        [sys.executable, "-m", "validators", "run", "cu128", "--only", "static"],
+        cwd=root, capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert gate_env.returncode == 2, gate_env.stderr
+    assert "STACKGATE_VENV_ROOT" in gate_env.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -26,6 +27,19 @@ def test_dry_run_prints_the_kimi_launch() -> None:
     assert data["argv"][:3] == ["/opt/envs/cu130/bin/python", "-m", "sglang.launch_server"]
     assert data["env"]["NCCL_PROTO"] == "LL"
     assert data["health"] == "http://127.0.0.1:30000/health"
+
+
+def test_dry_run_uses_the_venv_root_a_real_run_uses(tmp_path: Path) -> None:
+    """No --env: the interpreter printed is the one a real run takes (stackgate.layout), under
+    $STACKGATE_VENV_ROOT, not ./envs."""
+    env = {**os.environ, "STACKGATE_VENV_ROOT": str(tmp_path / "venvs")}
+    out = subprocess.run(
+        [sys.executable, "-m", "validators", "serve-bench", "cu130", "--profile", "kimi-k25-tp8",
+         "--topology", "pcie", "--dry-run", "--json"],
+        cwd=ROOT, capture_output=True, text=True, check=True, env=env,
+    )
+    python = json.loads(out.stdout)["argv"][0]
+    assert python == str(tmp_path / "venvs" / "cu130" / "current" / "bin" / "python")
 
 
 def test_dry_run_with_unknown_profile_is_bad_input() -> None:
