@@ -8,6 +8,7 @@ and `lint`. Sessions install the tool from its own lock (uv.lock) with uv.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import nox
@@ -78,3 +79,9 @@ def refresh_image_pins(session: nox.Session) -> None:
     """Resolve the tags in images/base-images.toml again (needs skopeo and a registry)."""
     _install(session)
     session.run("python", "-m", "builder", "image-pins", "--refresh", *session.posargs)
+
+
+@nox.session(name="fresh-machine", python=False, default=False)
+def fresh_machine(session: nox.Session) -> None:
+    """Run the README's set-up commands verbatim on a pristine Debian 12 root (debootstrap, root)."""
+    session.run(sys.executable, "benchmarks/fresh_machine.py", *session.posargs, external=True)

@@ -1,0 +1,185 @@
+"""Prove the README's set-up on a machine that has never seen the project (`nox -s fresh-machine`).
+
+Builds a pristine Debian 12 root with debootstrap (variant minbase: no Python, no git), copies
+the checkout in (git's tracked and untracked-not-ignored files, nothing built), enters it with
+chroot and runs the README's `setup-commands` block verbatim, one command at a time: the tools
+command, then the fast test subset (`--full`: the full test command instead). Every step is
+timed; the Debian package count and disk use are taken before and after. Results go to
+benchmarks/results/fresh_machine.{json,md}. Needs root, debootstrap and Debian's mirror.
+
+    python benchmarks/fresh_machine.py [--full] [--keep] [--mirror URL] [--workdir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+SUITE = "bookworm"  # Debian 12
+CHROOT_ENV = {
+    "HOME": "/root",
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "LANG": "C.UTF-8",
+    "TERM": "dumb",
+}
+
+
+def readme_commands() -> list[str]:
+    """The commands of the README's setup-commands block, comments dropped, in order."""
+    text = (ROOT / "README.md").read_text()
+    block = text.split("<!-- setup-commands")[1].split("<!-- /setup-commands -->")[0]
+    body = block.split("```bash", 1)[1].split("```", 1)[0]
+    return [line.strip() for line in body.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
+def checkout_files() -> list[str]:
+    out = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT, capture_output=True, check=True,
+    ).stdout.decode()
+    return [f for f in out.split("\0") if f and (ROOT / f).is_file()]
+
+
+def run_logged(argv: list[str], log: Path, timeout: float | None = None) -> tuple[int, float]:
+    start = time.monotonic()
+    with log.open("ab") as fh:
+        fh.write(f"\n$ {' '.join(argv)}\n".encode())
+        fh.flush()
+        try:
+            rc = subprocess.run(argv, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout).returncode
+        except subprocess.TimeoutExpired:
+            rc = 124
+    return rc, time.monotonic() - start
+
+
+def chroot_argv(rootfs: Path, command: str) -> list[str]:
+    env = [f"{k}={v}" for k, v in CHROOT_ENV.items()]
+    return ["chroot", str(rootfs), "/usr/bin/env", "-i", *env,
+            "/bin/bash", "-c", f"cd /root/stackgate && {command}"]
+
+
+def chroot_out(rootfs: Path, command: str) -> str:
+    done = subprocess.run(chroot_argv(rootfs, command), capture_output=True, text=True, check=False)
+    return done.stdout.strip()
+
+
+def du_mb(path: Path) -> float:
+    done = subprocess.run(["du", "-sxm", str(path)], capture_output=True, text=True, check=False)
+    return float(done.stdout.split()[0]) if done.stdout else 0.0
+
+
+def tail(log: Path, lines: int = 15) -> list[str]:
+    return log.read_text(errors="replace").splitlines()[-lines:]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--full", action="store_true", help="run the full test command, not the fast subset")
+    ap.add_argument("--keep", action="store_true", help="keep the root afterwards")
+    ap.add_argument("--mirror", default="http://deb.debian.org/debian")
+    ap.add_argument("--workdir", type=Path, default=Path("/var/tmp/stackgate-fresh-machine"))
+    ap.add_argument("--timeout", type=float, default=5400, help="per command, seconds")
+    args = ap.parse_args()
+    if os.geteuid() != 0 or shutil.which("debootstrap") is None or shutil.which("chroot") is None:
+        print("fresh-machine: needs root, debootstrap (apt-get install debootstrap) and chroot", file=sys.stderr)
+        return 3
+    commands = readme_commands()
+    if len(commands) != 3:
+        print(f"fresh-machine: README setup-commands block has {len(commands)} commands, expected 3", file=sys.stderr)
+        return 2
+    to_run = [commands[0], commands[1] if args.full else commands[2]]
+
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    work = args.workdir / stamp
+    rootfs = work / "rootfs"
+    log = work / "fresh_machine.log"
+    work.mkdir(parents=True)
+    cache = Path.home() / ".cache" / "stackgate" / "debootstrap"  # .debs only: the root stays pristine
+    cache.mkdir(parents=True, exist_ok=True)
+    steps: list[dict[str, object]] = []
+    mounted: list[Path] = []
+    pristine: dict[str, object] = {}
+    after: dict[str, object] = {}
+    ok = True
+    try:
+        print(f"fresh-machine: debootstrap {SUITE} into {rootfs} (log {log})", flush=True)
+        rc, secs = run_logged(["debootstrap", "--variant=minbase", f"--cache-dir={cache}",
+                               SUITE, str(rootfs), args.mirror], log)
+        steps.append({"step": f"debootstrap --variant=minbase {SUITE}", "rc": rc, "seconds": round(secs, 1)})
+        print(f"fresh-machine: debootstrap rc={rc} {secs:.0f} s", flush=True)
+        if rc != 0:
+            return 1
+        for sub in ("proc", "sys", "dev", "dev/pts"):
+            target = rootfs / sub
+            target.mkdir(exist_ok=True)
+            kind = {"proc": ["-t", "proc", "proc"], "sys": ["-t", "sysfs", "sysfs"]}.get(
+                sub, ["--bind", f"/{sub}"])
+            subprocess.run(["mount", *kind, str(target)], check=True)
+            mounted.append(target)
+        shutil.copy2("/etc/resolv.conf", rootfs / "etc" / "resolv.conf")
+        pristine = {
+            "debian_packages": int(chroot_out(rootfs, "dpkg-query -W | wc -l") or 0),
+            "python3": chroot_out(rootfs, "command -v python3 || echo none"),
+            "git": chroot_out(rootfs, "command -v git || echo none"),
+            "rootfs_mb": du_mb(rootfs),
+        }
+        start = time.monotonic()
+        dest = rootfs / "root" / "stackgate"
+        for rel in checkout_files():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / rel, dest / rel)
+        steps.append({"step": "copy the checkout (git ls-files)", "rc": 0,
+                      "seconds": round(time.monotonic() - start, 1), "files": len(checkout_files())})
+        for command in to_run:
+            print(f"fresh-machine: $ {command}", flush=True)
+            rc, secs = run_logged(chroot_argv(rootfs, command), log, timeout=args.timeout)
+            steps.append({"step": command, "rc": rc, "seconds": round(secs, 1), "tail": tail(log)})
+            print(f"fresh-machine: rc={rc} {secs:.0f} s", flush=True)
+            if rc != 0:
+                ok = False
+                break
+        after = {
+            "debian_packages": int(chroot_out(rootfs, "dpkg-query -W | wc -l") or 0),
+            "rootfs_mb": du_mb(rootfs),
+            "tools_mb": du_mb(dest / ".tools"),
+            "nox_mb": du_mb(dest / ".nox"),
+            "home_cache_mb": du_mb(rootfs / "root" / ".cache"),
+        }
+    finally:
+        for target in reversed(mounted):
+            subprocess.run(["umount", "-l", str(target)], check=False)
+        if not args.keep and not mounted_busy(mounted):
+            shutil.rmtree(work / "rootfs", ignore_errors=True)
+    result = {
+        "when": stamp,
+        "host": {"kernel": platform.release(), "cpus": os.cpu_count(),
+                 "loadavg_at_end": os.getloadavg()},
+        "suite": SUITE, "variant": "minbase", "readme_commands": to_run,
+        "pristine": pristine, "after": after, "steps": steps,
+        "passed": ok, "total_seconds": round(sum(float(s["seconds"]) for s in steps), 1),  # type: ignore[arg-type]
+        "log": str(log),
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "fresh_machine.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps({k: result[k] for k in ("passed", "total_seconds", "pristine", "after")}, indent=2))
+    return 0 if ok else 1
+
+
+def mounted_busy(mounted: list[Path]) -> bool:
+    """True while any of our mounts is still listed (never rm -rf through a live /dev bind)."""
+    table = Path("/proc/mounts").read_text()
+    return any(f" {m} " in table for m in mounted)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
