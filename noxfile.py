@@ -19,8 +19,7 @@ nox.options.sessions = ["tests", "lint"]
 
 ROOT = Path(__file__).parent
 STACKS = sorted(p.stem for p in (ROOT / "stacks").glob("*.toml") if p.name != "rules.toml")
-# uv cannot download interpreters on these hosts; never let it try.
-os.environ.setdefault("UV_PYTHON_DOWNLOADS", "never")
+# uv may download the stacks' interpreter for users; CI (.ci/run) sets UV_PYTHON_DOWNLOADS=never.
 
 # (session prefix, package, command, extra args, default) -- one line per capability.
 PER_STACK: list[tuple[str, str, str, list[str]]] = [

@@ -34,6 +34,18 @@ CHROOT_ENV = {
 }
 
 
+# The network's own settings (a TLS-intercepting egress here): its CA files and the variables
+# that point clients at the system bundle or a proxy are the only things taken from the host.
+NETWORK_VARS = ("SSL_CERT_FILE", "SSL_CERT_DIR", "PIP_CERT", "REQUESTS_CA_BUNDLE",
+                "CURL_CA_BUNDLE", "GIT_SSL_CAINFO", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
+                "http_proxy", "https_proxy", "no_proxy")
+HOST_CA_DIR = Path("/usr/local/share/ca-certificates")
+
+
+def network_env() -> dict[str, str]:
+    return {k: os.environ[k] for k in NETWORK_VARS if k in os.environ}
+
+
 def readme_commands() -> list[str]:
     """The commands of the README's setup-commands block, comments dropped, in order."""
     text = (ROOT / "README.md").read_text()
@@ -63,7 +75,7 @@ def run_logged(argv: list[str], log: Path, timeout: float | None = None) -> tupl
 
 
 def chroot_argv(rootfs: Path, command: str) -> list[str]:
-    env = [f"{k}={v}" for k, v in CHROOT_ENV.items()]
+    env = [f"{k}={v}" for k, v in {**CHROOT_ENV, **network_env()}.items()]
     return ["chroot", str(rootfs), "/usr/bin/env", "-i", *env,
             "/bin/bash", "-c", f"cd /root/stackgate && {command}"]
 
@@ -127,6 +139,8 @@ def main() -> int:
             subprocess.run(["mount", *kind, str(target)], check=True)
             mounted.append(target)
         shutil.copy2("/etc/resolv.conf", rootfs / "etc" / "resolv.conf")
+        if HOST_CA_DIR.is_dir():  # ca-certificates (installed by the set-up) picks them up
+            shutil.copytree(HOST_CA_DIR, rootfs / HOST_CA_DIR.relative_to("/"), dirs_exist_ok=True)
         pristine = {
             "debian_packages": int(chroot_out(rootfs, "dpkg-query -W | wc -l") or 0),
             "python3": chroot_out(rootfs, "command -v python3 || echo none"),
@@ -165,6 +179,8 @@ def main() -> int:
         "host": {"kernel": platform.release(), "cpus": os.cpu_count(),
                  "loadavg_at_end": os.getloadavg()},
         "suite": SUITE, "variant": "minbase", "readme_commands": to_run,
+        "from_the_host": {"network_env": sorted(network_env()),
+                          "ca_files": sorted(p.name for p in HOST_CA_DIR.glob("*.crt"))},
         "pristine": pristine, "after": after, "steps": steps,
         "passed": ok, "total_seconds": round(sum(float(s["seconds"]) for s in steps), 1),  # type: ignore[arg-type]
         "log": str(log),

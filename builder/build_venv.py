@@ -65,6 +65,7 @@ from stackgate.layout import PARTIAL_SUFFIX, EnvLayout, lock_files
 from stackgate.loading import LoadedStack
 from stackgate.paths import display_path
 from stackgate.topology import Topology
+from stackgate.uvbin import uv_bin
 
 HOLD_ENV = "STACKGATE_TEST_HOLD_AT"
 
@@ -212,7 +213,7 @@ class _Build:
         opts = self.options
         if not opts.offline and not opts.index_map:
             argv: list[str | Path] = [
-                "uv",
+                uv_bin(),
                 "sync",
                 "--frozen",
                 "--no-install-project",
@@ -225,7 +226,7 @@ class _Build:
         # Mirrors and wheelhouses: export the lock with its hashes and install exactly that.
         req = self.layout.stack_dir / f".requirements-{os.getpid()}.txt"
         export: list[str | Path] = [
-            "uv",
+            uv_bin(),
             "export",
             "--frozen",
             "--no-config",
@@ -239,7 +240,7 @@ class _Build:
         for name in exclude:
             export += ["--no-emit-package", name]
         install: list[str | Path] = [
-            "uv",
+            uv_bin(),
             "pip",
             "install",
             "--no-config",
@@ -356,7 +357,7 @@ class _Build:
             with timer.step("venv", f"creating {display_path(partial)}"):
                 proc.run(
                     [
-                        "uv",
+                        uv_bin(),
                         "venv",
                         "--no-config",
                         "--relocatable",
@@ -384,7 +385,7 @@ class _Build:
                 ):
                     for _pkg, src_tree in trees:
                         argv: list[str | Path] = [
-                            "uv",
+                            uv_bin(),
                             "pip",
                             "install",
                             "--no-config",

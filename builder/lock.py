@@ -35,6 +35,7 @@ from stackgate.layout import LockFiles
 from stackgate.loading import LoadedStack
 from stackgate.paths import display_path, stacks_dir
 from stackgate.uvlock import UvLock, read_uv_lock
+from stackgate.uvbin import uv_bin
 
 # Words uv (reqwest/hyper) uses when a host cannot be reached, as opposed to "no solution".
 _NETWORK_WORDS = re.compile(
@@ -77,7 +78,7 @@ def uv_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def uv_version() -> str:
-    done = proc.run(["uv", "--version"], env=uv_env())
+    done = proc.run([uv_bin(), "--version"], env=uv_env())
     return done.stdout.strip().removeprefix("uv ").split()[0]
 
 
@@ -185,7 +186,7 @@ def _run_lock(
         write_project(loaded, work, index_map)
         # No --no-config: with it uv 0.13 also drops the project's own [[tool.uv.index]]
         # default and resolves unpinned packages from PyPI. Project settings beat user ones.
-        argv: list[str | Path] = ["uv", "lock", "--python", python.path]
+        argv: list[str | Path] = [uv_bin(), "lock", "--python", python.path]
         if upgrade:
             argv.append("--upgrade")
         try:

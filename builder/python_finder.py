@@ -1,19 +1,23 @@
-"""Find the interpreter a stack needs; uv may not download one (UV_PYTHON_DOWNLOADS=never).
+"""Find the interpreter a stack needs.
 
 Order: `--python` (a path, or a version that the next steps look for), the system PATH
-(`python3.12`), pyenv (`pyenv prefix 3.12`). Each candidate is asked for its version, so a
-pyenv shim that points nowhere or a wrong minor is never taken. None found: exit 3.
+(`python3.12`), pyenv (`pyenv prefix 3.12`), then uv: an interpreter uv already manages, or,
+where uv may download (`UV_PYTHON_DOWNLOADS` is not `never`/`manual`: the usual case for
+users; CI sets `never`), `uv python install` fetches one. Each candidate is asked for its
+version, so a pyenv shim that points nowhere or a wrong minor is never taken. None: exit 3.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from stackgate import proc
 from stackgate.errors import CommandFailed, EnvironmentProblem
+from stackgate.uvbin import uv_bin
 
 _PROBE = "import json,sys,platform;print(json.dumps([sys.version_info[:3], sys.executable]))"
 
@@ -92,9 +96,57 @@ def find_python(minor: str, explicit: str | None = None) -> Interpreter:
         if found is not None and found.version.startswith(wanted):
             return found
     tried.append(f"pyenv prefix {wanted}: not installed" if shutil.which("pyenv") else "no pyenv")
+    found, why = _from_uv(wanted, downloads_allowed())
+    if found is not None:
+        return found
+    tried.append(why)
+    may = "" if downloads_allowed() else " (uv may not download one: UV_PYTHON_DOWNLOADS=" + (
+        os.environ.get("UV_PYTHON_DOWNLOADS", "") + ")"
+    )
     raise EnvironmentProblem(
-        f"no Python {wanted} interpreter found (uv may not download one here); "
-        "install it (e.g. `pyenv install "
-        f"{minor}`) or pass --python /path/to/python{minor}",
+        f"no Python {wanted} interpreter found{may}; install it (e.g. `uv python install "
+        f"{minor}` or `pyenv install {minor}`) or pass --python /path/to/python{minor}",
         details=tried,
     )
+
+
+def downloads_allowed() -> bool:
+    """Whether uv may fetch an interpreter on its own (its default is `automatic`)."""
+    return os.environ.get("UV_PYTHON_DOWNLOADS", "automatic").strip().lower() not in {
+        "never",
+        "manual",
+    }
+
+
+def _from_uv(wanted: str, may_download: bool) -> tuple[Interpreter | None, str]:
+    """An interpreter uv manages already, or (where allowed) one `uv python install` fetches."""
+    try:
+        uv = uv_bin()
+    except EnvironmentProblem as exc:
+        return None, f"uv: {exc.message}"
+    find = [uv, "python", "find", "--managed-python", wanted]
+    found = _uv_find(find)
+    if found is not None:
+        return found, ""
+    why = f"uv python find --managed-python {wanted}: none"
+    if not may_download:
+        return None, why
+    try:
+        proc.run([uv, "python", "install", wanted], timeout=900)
+    except (CommandFailed, EnvironmentProblem) as exc:
+        last = (exc.details[-1:] if exc.details else [exc.message])[0]
+        return None, f"{why}; uv python install {wanted}: {last}"
+    found = _uv_find(find)
+    if found is not None and found.version.startswith(wanted):
+        return found, ""
+    return None, why
+
+
+def _uv_find(argv: list[str]) -> Interpreter | None:
+    try:
+        done = proc.run(argv, timeout=60)
+    except (CommandFailed, EnvironmentProblem):
+        return None
+    lines = done.stdout.strip().splitlines()
+    found = _probe(Path(lines[-1]), "uv") if lines else None
+    return found if found is not None and found.version.startswith(argv[-1]) else None

@@ -2,20 +2,27 @@
 
 Each package keeps its subcommands as modules in `<package>/commands/`; a command module
 defines NAME, HELP, add_arguments(parser) and run(args) -> int. Discovery is by module, so a
-new command is a new file. Exit codes: 0 ok, 1 check failed, 2 bad input, 3 environment.
+new command is a new file. Discovery is lazy: the command names come from the file names and
+the help lines from the sources, and only the module of the command being run is imported
+(`--help` imports none), so start-up does not pay for every command's libraries
+(benchmarks/startup.py). Exit codes: 0 ok, 1 check failed, 2 bad input, 3 environment.
 Every command takes --json (machine-readable result on stdout) and --debug (tracebacks).
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
+import importlib.util
 import json
 import logging
 import pkgutil
 import sys
 import traceback
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol, cast
 
@@ -26,7 +33,6 @@ from stackgate.errors import (
     EnvironmentProblem,
     StackgateError,
 )
-from stackgate.output import console_err
 
 
 class Command(Protocol):
@@ -38,22 +44,61 @@ class Command(Protocol):
     def run(self, args: argparse.Namespace) -> int: ...
 
 
-def discover(package: str) -> list[Command]:
-    """Command modules in `<package>.commands`, in name order."""
-    pkg = importlib.import_module(f"{package}.commands")
-    found: list[Command] = []
-    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
-        if info.name.startswith("_"):
-            continue
+
+
+@dataclass(frozen=True)
+class CommandEntry:
+    """A command known by its module, imported only when it is the one being run."""
+
+    name: str  # the module name with "_" -> "-" (a test holds each module's NAME to it)
+    module: str  # dotted module path
+    help: str
+
+    def load(self) -> Command:
         try:
-            module: ModuleType = importlib.import_module(f"{package}.commands.{info.name}")
+            module: ModuleType = importlib.import_module(self.module)
         except ImportError as exc:
             # One command's missing library (e.g. pyelftools in a minimal image) must not take
             # every other command down with it: the command stays listed and says why.
-            found.append(_Unavailable(info.name.replace("_", "-"), exc))
+            return _Unavailable(self.name, exc)
+        return cast(Command, module)
+
+
+def _help_of(path: Path | None) -> str:
+    """The HELP string of a command module, read from its source without importing it."""
+    if path is None or not path.is_file():
+        return ""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("HELP =") or line.startswith("HELP: str ="):
+            # The assignment and its continuation lines (indented, or the closing bracket).
+            end = i + 1
+            while end < len(lines) and lines[end][:1] in (" ", ")"):
+                end += 1
+            text = "\n".join([line.split("=", 1)[1], *lines[i + 1 : end]])
+            try:
+                value = ast.literal_eval(text.strip())
+            except (ValueError, SyntaxError):
+                return ""
+            return value if isinstance(value, str) else ""
+    return ""
+
+
+def discover(package: str) -> list[CommandEntry]:
+    """Command modules in `<package>.commands`, in name order, none of them imported."""
+    spec = importlib.util.find_spec(f"{package}.commands")
+    if spec is None or spec.submodule_search_locations is None:
+        return []
+    found: list[CommandEntry] = []
+    for info in sorted(
+        pkgutil.iter_modules(spec.submodule_search_locations), key=lambda i: i.name
+    ):
+        if info.name.startswith("_"):
             continue
-        if hasattr(module, "NAME") and hasattr(module, "run"):
-            found.append(cast(Command, module))
+        module = f"{package}.commands.{info.name}"
+        origin = getattr(info.module_finder, "path", None)
+        path = Path(origin) / f"{info.name}.py" if origin else None
+        found.append(CommandEntry(info.name.replace("_", "-"), module, _help_of(path)))
     return found
 
 
@@ -69,6 +114,8 @@ class _Unavailable:
         parser.add_argument("rest", nargs=argparse.REMAINDER)
 
     def run(self, args: argparse.Namespace) -> int:
+        if (self._error.name or "").split(".")[0] in DEPENDENCY_MODULES:
+            raise self._error  # stackgate itself is not installed: main_for says how to run it
         raise EnvironmentProblem(
             f"command '{self.NAME}' is unavailable here: {self._error}; "
             "install stackgate with its dependencies (uv sync)"
@@ -83,17 +130,30 @@ def _common() -> argparse.ArgumentParser:
 
 
 def build_parser(
-    prog: str, commands: Sequence[Command], description: str
+    prog: str, commands: Sequence[CommandEntry], description: str, chosen: str | None = None
 ) -> argparse.ArgumentParser:
+    """The parser; only the `chosen` command's module is imported for its arguments."""
     parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--version", action="version", version=f"stackgate {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     common = _common()
-    for command in commands:
-        child = sub.add_parser(command.NAME, help=command.HELP, parents=[common])
+    for entry in commands:
+        if entry.name != chosen:
+            sub.add_parser(entry.name, help=entry.help, parents=[common])
+            continue
+        command = entry.load()
+        child = sub.add_parser(entry.name, help=command.HELP, parents=[common])
         command.add_arguments(child)
         child.set_defaults(_run=command.run)
     return parser
+
+
+def _chosen(argv: Sequence[str], names: set[str]) -> str | None:
+    """The command named on the command line: the first word that is not an option."""
+    for word in argv:
+        if not word.startswith("-"):
+            return word if word in names else None
+    return None
 
 
 def emit_json(payload: Any) -> None:
@@ -102,13 +162,45 @@ def emit_json(payload: Any) -> None:
     sys.stdout.flush()
 
 
+# Import names of stackgate's own dependencies (pyproject.toml; a test keeps them in step).
+DEPENDENCY_MODULES = frozenset(
+    {"pydantic", "packaging", "rich", "elftools", "pynvml", "docker", "httpx", "psutil", "numpy"}
+    | {"jinja2", "uv"}
+)
+
+
+def missing_dependency_hint(prog: str, words: Sequence[str]) -> str:
+    """How to run `prog` with its dependencies: the two ways the README gives."""
+    shown = " ".join([prog, *words])
+    return (
+        f"run it with its locked dependencies from the checkout: uv run {shown}\n"
+        "  or install it as a tool (uv tool install . from the checkout), then: stackgate "
+        + " ".join(words)
+    ).rstrip()
+
+
 def main_for(
     packages: Sequence[str], prog: str, description: str, argv: Sequence[str] | None = None
 ) -> int:
-    commands = [c for p in packages for c in discover(p)]
-    parser = build_parser(prog, commands, description)
+    words = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = parser.parse_args(argv)
+        return _main_for(packages, prog, description, words)
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in DEPENDENCY_MODULES:
+            raise
+        # Before rich can be imported there is no console: plain text, no traceback.
+        sys.stderr.write(
+            f"error: {exc} -- stackgate's dependencies are not installed in this Python "
+            f"({sys.executable})\n  {missing_dependency_hint(prog, words)}\n"
+        )
+        return EXIT_ENVIRONMENT
+
+
+def _main_for(packages: Sequence[str], prog: str, description: str, words: list[str]) -> int:
+    commands = [c for p in packages for c in discover(p)]
+    parser = build_parser(prog, commands, description, _chosen(words, {c.name for c in commands}))
+    try:
+        args = parser.parse_args(words)
     except SystemExit as exc:  # argparse: 2 on bad arguments, 0 on --help
         return int(exc.code or 0) if exc.code in (0, None) else EXIT_BAD_INPUT
     logging.basicConfig(
@@ -116,6 +208,10 @@ def main_for(
         format="%(levelname)s %(name)s: %(message)s",
     )
     run = cast(Callable[[argparse.Namespace], int], args._run)
+    from rich.markup import escape
+
+    from stackgate.output import console_err  # rich: only once a command runs
+
     try:
         return run(args)
     except StackgateError as exc:
@@ -131,7 +227,7 @@ def main_for(
                 }
             )
         err = console_err()
-        err.print(f"[bold red]error:[/] {exc.message}", highlight=False)
+        err.print(f"[bold red]error:[/] {escape(exc.message)}", highlight=False)
         for line in exc.details:
             err.print(f"  {line}", highlight=False, markup=False)
         return exc.exit_code
@@ -141,7 +237,7 @@ def main_for(
     except OSError as exc:
         if args.debug:
             traceback.print_exc()
-        console_err().print(f"[bold red]error:[/] {exc}", highlight=False)
+        console_err().print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         return EXIT_ENVIRONMENT
 
 

@@ -1,0 +1,125 @@
+"""How a newcomer starts the CLI: lazy discovery, missing dependencies, uv from its package."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from stackgate.cli import DEPENDENCY_MODULES, discover
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=False, env=env)
+
+
+def _imported_after(*words: str) -> set[str]:
+    """Modules a real `python -m builder WORDS` process has imported when main returns."""
+    code = (
+        "import sys, json; from stackgate.cli import main_for\n"
+        "code = main_for(['builder', 'validators'], 'stackgate', 'd', sys.argv[1:])\n"
+        "sys.stdout = sys.__stderr__\n"
+        "print('MODULES=' + json.dumps(sorted(sys.modules)), file=sys.__stdout__)\n"
+    )
+    done = _run([sys.executable, "-c", code, *words])
+    line = next(x for x in done.stdout.splitlines() if x.startswith("MODULES="))
+    return set(json.loads(line.removeprefix("MODULES=")))
+
+
+def test_help_imports_no_command_module_and_lists_every_command() -> None:
+    modules = _imported_after("--help")
+    assert not [m for m in modules if ".commands." in m]
+    assert "rich" not in modules and "pydantic" not in modules
+    done = _run([sys.executable, "-m", "validators", "--help"])
+    assert done.returncode == 0
+    assert "serve-bench" in done.stdout and "start a serving profile" in done.stdout
+
+
+def test_a_command_imports_only_its_own_module() -> None:
+    modules = _imported_after("check", "cu130")
+    assert [m for m in modules if ".commands." in m] == ["builder.commands.check"]
+
+
+def test_every_command_module_name_and_help_match_what_discovery_reads() -> None:
+    for package in ("builder", "validators"):
+        for entry in discover(package):
+            module = importlib.import_module(entry.module)
+            assert module.NAME == entry.name, entry.module
+            assert module.HELP == entry.help, entry.module
+
+
+@pytest.mark.parametrize("package", ["builder", "validators"])
+def test_without_dependencies_exit_3_with_the_fix_and_no_traceback(package: str) -> None:
+    # A real interpreter without stackgate's dependencies, as `python -m builder` in a fresh
+    # checkout: -s -E drop the user site and PYTHON* variables; -m puts the checkout on the path.
+    bare = str(Path(sys.base_prefix) / "bin" / "python3")  # the interpreter under our venv
+    probe = _run([bare, "-s", "-E", "-c", "import rich"])
+    if probe.returncode == 0:
+        pytest.skip(f"{bare} has rich installed; no bare interpreter here")
+    done = _run([bare, "-s", "-E", "-m", package, "check" if package == "builder" else "static",
+                 "cu130"])
+    assert done.returncode == 3, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "No module named" in done.stderr
+    assert f"uv run python -m {package}" in done.stderr
+    assert "uv tool install ." in done.stderr
+
+
+def test_dependency_modules_cover_pyproject() -> None:
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    names = {d.split(">")[0].split("=")[0].split("<")[0].strip().lower() for d in deps}
+    import_name = {"pyelftools": "elftools", "nvidia-ml-py": "pynvml"}
+    assert {import_name.get(n, n) for n in names} == set(DEPENDENCY_MODULES)
+
+
+def test_uv_comes_from_the_uv_package_not_path(tmp_path: Path) -> None:
+    # PATH holds no uv at all: the builder still finds the one the uv package installed.
+    code = "from stackgate.uvbin import uv_bin; print(uv_bin())"
+    env = {**os.environ, "PATH": str(tmp_path)}
+    env.pop("STACKGATE_UV", None)
+    done = _run([sys.executable, "-c", code], env=env)
+    assert done.returncode == 0, done.stderr
+    found = Path(done.stdout.strip())
+    assert found.parent == Path(sys.executable).parent and found.name == "uv"
+
+
+@pytest.mark.parametrize("downloads", ["never", "automatic"])
+def test_the_interpreter_finder_asks_uv_and_lets_it_download_where_allowed(
+    tmp_path: Path, downloads: str
+) -> None:
+    # No python3.12 and no pyenv on PATH (not even uv: it comes from its package).
+    env = {**os.environ, "PATH": str(tmp_path), "UV_PYTHON_DOWNLOADS": downloads,
+           "UV_PYTHON_INSTALL_DIR": str(tmp_path / "pythons"), "UV_OFFLINE": "1"}
+    done = _run([sys.executable, "-m", "builder", "lock", "cu128", "--locks-dir",
+                 str(tmp_path / "locks"), "--json"], env=env)
+    assert done.returncode == 3, done.stderr
+    payload = json.loads(done.stdout)
+    tried = " | ".join(payload["details"])
+    assert "python find --managed-python 3.12" in tried or "python install 3.12" in tried
+    if downloads == "never":
+        assert "UV_PYTHON_DOWNLOADS=never" in payload["error"]
+        assert "python install" not in tried
+    else:  # it tried to fetch one (offline here, so that failed) instead of refusing
+        assert "python install 3.12" in tried
+        assert "UV_PYTHON_DOWNLOADS" not in payload["error"]
+    assert not (tmp_path / "locks").exists()
+
+
+def test_stackgate_uv_overrides(tmp_path: Path) -> None:
+    fake = tmp_path / "uv"
+    fake.write_text("#!/bin/sh\necho 'uv 9.9.9'\n")
+    fake.chmod(0o755)
+    code = "from stackgate.uvbin import uv_bin; print(uv_bin())"
+    done = _run([sys.executable, "-c", code], env={**os.environ, "STACKGATE_UV": str(fake)})
+    assert done.stdout.strip() == str(fake)
+    done = _run([sys.executable, "-m", "builder", "lock", "cu128"],
+                env={**os.environ, "STACKGATE_UV": str(tmp_path / "nope")})
+    assert done.returncode == 3 and "STACKGATE_UV" in done.stderr
