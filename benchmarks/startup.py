@@ -64,7 +64,7 @@ def main() -> int:
     samples: dict[str, dict[str, list[tuple[float, float]]]] = {
         name: {"lazy": [], "eager": []} for name in CASES
     }
-    for name, words in CASES.items():  # warm the page cache and .pyc files once
+    for words in CASES.values():  # warm the page cache and .pyc files once
         timed([py, "-m", *words])
         timed([py, "-c", EAGER, *words])
     for _ in range(args.repeats):

@@ -100,8 +100,11 @@ def find_python(minor: str, explicit: str | None = None) -> Interpreter:
     if found is not None:
         return found
     tried.append(why)
-    may = "" if downloads_allowed() else " (uv may not download one: UV_PYTHON_DOWNLOADS=" + (
-        os.environ.get("UV_PYTHON_DOWNLOADS", "") + ")"
+    may = (
+        ""
+        if downloads_allowed()
+        else " (uv may not download one: UV_PYTHON_DOWNLOADS="
+        + (os.environ.get("UV_PYTHON_DOWNLOADS", "") + ")")
     )
     raise EnvironmentProblem(
         f"no Python {wanted} interpreter found{may}; install it (e.g. `uv python install "

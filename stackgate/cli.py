@@ -44,8 +44,6 @@ class Command(Protocol):
     def run(self, args: argparse.Namespace) -> int: ...
 
 
-
-
 @dataclass(frozen=True)
 class CommandEntry:
     """A command known by its module, imported only when it is the one being run."""
@@ -90,9 +88,7 @@ def discover(package: str) -> list[CommandEntry]:
     if spec is None or spec.submodule_search_locations is None:
         return []
     found: list[CommandEntry] = []
-    for info in sorted(
-        pkgutil.iter_modules(spec.submodule_search_locations), key=lambda i: i.name
-    ):
+    for info in sorted(pkgutil.iter_modules(spec.submodule_search_locations), key=lambda i: i.name):
         if info.name.startswith("_"):
             continue
         module = f"{package}.commands.{info.name}"

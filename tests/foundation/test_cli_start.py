@@ -52,8 +52,8 @@ def test_every_command_module_name_and_help_match_what_discovery_reads() -> None
     for package in ("builder", "validators"):
         for entry in discover(package):
             module = importlib.import_module(entry.module)
-            assert module.NAME == entry.name, entry.module
-            assert module.HELP == entry.help, entry.module
+            assert entry.name == module.NAME, entry.module
+            assert entry.help == module.HELP, entry.module
 
 
 @pytest.mark.parametrize("package", ["builder", "validators"])
