@@ -19,6 +19,6 @@ def test_rule_table_matches_rules_file() -> None:
 
 
 def test_ci_runs_the_readme_test_command() -> None:
-    command = ".ci/bootstrap && nox -s tests lint"
+    command = ".ci/bootstrap && .tools/bin/nox -s tests lint"
     assert command in README
     assert command in (ROOT / ".ci" / "run").read_text()
