@@ -34,8 +34,8 @@ from stackgate.errors import BadInput, CommandFailed, EnvironmentProblem
 from stackgate.layout import LockFiles
 from stackgate.loading import LoadedStack
 from stackgate.paths import display_path, stacks_dir
-from stackgate.uvlock import UvLock, read_uv_lock
 from stackgate.uvbin import uv_bin
+from stackgate.uvlock import UvLock, read_uv_lock
 
 # Words uv (reqwest/hyper) uses when a host cannot be reached, as opposed to "no solution".
 _NETWORK_WORDS = re.compile(
