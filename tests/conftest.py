@@ -34,6 +34,20 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
                 "buildah is not installed, but CI must run buildah tests (.ci/run installs it)"
             )
         pytest.skip("buildah not installed (apt-get install buildah)")
+    if item.get_closest_marker("slurm"):
+        from tests.fleet.slurm_cluster import missing_tools
+
+        missing = missing_tools()
+        why = (
+            f"Slurm tools missing: {', '.join(missing)} (apt-get install slurmctld slurmd "
+            "slurm-client munge)"
+            if missing
+            else ("the one-host Slurm cluster runs its daemons as root" if os.getuid() else "")
+        )
+        if why:
+            if IN_CI:
+                pytest.fail(f"{why}; CI must run the Slurm tests (.ci/bootstrap installs them)")
+            pytest.skip(why)
     if item.get_closest_marker("network") and os.environ.get("STACKGATE_OFFLINE") == "1":
         pytest.skip("STACKGATE_OFFLINE=1")
 

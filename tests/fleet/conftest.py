@@ -1,0 +1,121 @@
+"""A tiny real stack with a wheelhouse, for fleet runs: wheels made here, served over HTTP on
+127.0.0.1 while the lock and the wheelhouse are made, then the server is gone (the nodes build
+offline from the wheelhouse, as on a real fleet)."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.wheels import make_index, make_wheel
+
+ROOT = Path(__file__).resolve().parents[2]
+PY_MINOR = f"{sys.version_info.major}.{sys.version_info.minor}"
+
+MANIFEST = """schema_version = 1
+name = "fleetsmoke"
+description = "two wheels made by the test, validated by the static group on every node"
+python = "{python}"
+
+[host]
+min_driver = "570"
+cuda = "12.8"
+target_archs = ["8.7"]
+
+[indexes.local]
+url = "{url}"
+explicit = false
+
+[packages.tinypkg]
+version = "1.0.0"
+index = "local"
+
+[packages.tinydep]
+version = "0.2.0"
+index = "local"
+
+[validation]
+required = ["static"]
+"""
+
+
+def base_python() -> str:
+    for name in (f"python{PY_MINOR}", "python3", "python"):
+        candidate = Path(sys.base_prefix) / "bin" / name
+        if candidate.is_file():
+            return str(candidate)
+    raise RuntimeError("no base interpreter found")
+
+
+@dataclass(frozen=True)
+class FleetStack:
+    root: Path
+    stacks: Path
+    wheelhouse: Path
+    env: dict[str, str]
+
+    def cli(
+        self, *argv: str, env: dict[str, str] | None = None, timeout: float = 300
+    ) -> subprocess.CompletedProcess[str]:
+        merged = {k: v for k, v in {**self.env, **(env or {})}.items() if v != ""}
+        return subprocess.run(
+            [sys.executable, "-m", *argv],
+            cwd=ROOT,
+            env=merged,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    def ok(self, *argv: str, env: dict[str, str] | None = None) -> str:
+        done = self.cli(*argv, env=env)
+        assert done.returncode == 0, f"{argv}: exit {done.returncode}\n{done.stdout}\n{done.stderr}"
+        return done.stdout
+
+
+@pytest.fixture
+def fleet_stack(tmp_path: Path) -> FleetStack:
+    stacks = tmp_path / "stacks"
+    stacks.mkdir()
+    wheels = [
+        make_wheel(tmp_path / "wheels", "tinypkg", "1.0.0", requires=["tinydep>=0.1"]),
+        make_wheel(tmp_path / "wheels", "tinydep", "0.2.0"),
+    ]
+    make_index(tmp_path / "index", wheels)
+    handler = functools.partial(
+        http.server.SimpleHTTPRequestHandler, directory=str(tmp_path / "index")
+    )
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/simple"
+    (stacks / "fleetsmoke.toml").write_text(MANIFEST.format(python=PY_MINOR, url=url))
+    env = {
+        **os.environ,
+        "STACKGATE_STACKS_DIR": str(stacks),
+        "STACKGATE_STATE_DIR": str(tmp_path / "state"),
+        "UV_PYTHON_DOWNLOADS": "never",
+        "NO_COLOR": "1",
+        "PYTHONPATH": str(ROOT),
+    }
+    env.pop("VIRTUAL_ENV", None)
+    stack = FleetStack(tmp_path, stacks, tmp_path / "wheelhouse", env)
+    try:
+        online = {"UV_OFFLINE": ""}
+        stack.ok("builder", "lock", "fleetsmoke", "--python", base_python(), env=online)
+        out = stack.ok("builder", "wheelhouse", "fleetsmoke", "--to", str(stack.wheelhouse), "--json")
+        assert json.loads(out)["files"] == 2
+    finally:
+        server.shutdown()
+        server.server_close()
+    return stack

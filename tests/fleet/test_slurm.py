@@ -1,0 +1,140 @@
+"""`fleet submit` against a real Slurm (munged + slurmctld + four slurmd on this machine).
+
+Four nodes, four fates:
+- n1 is healthy: builds offline from the wheelhouse, passes twice, is marked good -> PASS;
+- n2's local disk is broken (its node-local folder is a file) -> FAIL in the build step;
+- n3 has a drifted env on its local disk (a distribution the lock does not have): the build
+  reuses it, static.dists.lock fails on both runs -> FAIL naming the check;
+- n4 is drained for repair: submit leaves it out (an element pinned to it would hold back the
+  others, see validators/fleet/slurm.py) -> MISSING, with Slurm's reason.
+The collector (afterany) imports n1's record into the team's store and writes the verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.fleet.conftest import FleetStack, base_python
+from tests.fleet.slurm_cluster import SlurmCluster, slurm_cluster
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+NODES = ["n1", "n2", "n3", "n4"]
+
+
+def _drift_env_of_n3(stack: FleetStack, local: Path) -> None:
+    built = stack.ok(
+        "builder",
+        "build",
+        "fleetsmoke",
+        "--wheelhouse",
+        str(stack.wheelhouse),
+        "--venv-root",
+        str(local / "n3" / "envs"),
+        "--python",
+        base_python(),
+        "--json",
+    )
+    env = Path(json.loads(built)["env"])
+    site = next(env.glob("lib/python*/site-packages"))
+    stray = site / "strayed-1.0.dist-info"
+    stray.mkdir()
+    (stray / "METADATA").write_text("Metadata-Version: 2.1\nName: strayed\nVersion: 1.0\n")
+
+
+def _wait(predicate: object, timeout: float, what: str, cluster: SlurmCluster) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out: {what}\nqueue: {cluster.queue()}\n{cluster.logs()}")
+
+
+def test_fleet_array_and_collector_on_real_slurm(fleet_stack: FleetStack) -> None:
+    stack = fleet_stack
+    local = stack.root / "local"
+    local.mkdir()
+    (local / "n2").write_text("not a folder: this node's local disk is broken\n")
+    _drift_env_of_n3(stack, local)
+    jobs = stack.root / "jobs"
+    store = stack.root / "team.sqlite"
+    submit = [
+        "validators", "fleet", "submit", "fleetsmoke",
+        "--wheelhouse", str(stack.wheelhouse),
+        "--nodes", "n[1-4]",
+        "--jobs-root", str(jobs),
+        "--local-root", str(local / "{node}"),
+        "--runs", "2",
+        "--build-python", base_python(),
+        "--allow-host-mismatch",
+        "--store", str(store),
+        "--throttle", "3",
+        "--fleet-id", "ci-run",
+    ]  # fmt: skip
+    with slurm_cluster(NODES) as cluster:
+        env = {"SLURM_CONF": str(cluster.conf)}
+        cluster.cmd(
+            "scontrol", "update", "NodeName=n4", "State=DRAIN", "Reason=out_for_repair"
+        )  # fmt: skip
+
+        dry = json.loads(stack.ok(*submit, "--dry-run", "--json", env=env))
+        assert not jobs.exists() and not cluster.queue()  # a dry run touches nothing
+        script = dry["files"]["slurm/validate.sbatch"]
+        assert dry["files"]["fleet.json"].count("out_for_repair") == 1
+        assert "#SBATCH --array=0-2%3" in script and "#SBATCH --exclusive" in script
+        assert dry["commands"][0][:3] == ["sbatch", "--parsable", "--hold"]
+        assert dry["commands"][1] == ["scontrol", "update", "JobId=<ARRAY_JOB_ID>_0", "NodeList=n1"]
+        assert dry["commands"][-2][2] == "--dependency=afterany:<ARRAY_JOB_ID>"
+
+        out = json.loads(stack.ok(*submit, "--json", env=env))
+        job_dir = jobs / "ci-run"
+        array = out["submitted"]["array_job"]
+        # The very scripts the dry run printed were submitted.
+        assert (job_dir / "slurm" / "validate.sbatch").read_text() == script
+
+        def reported() -> int:
+            return len(list((job_dir / "nodes").glob("*/status.json")))
+
+        _wait(lambda: reported() == 3, 240, "n1-n3 report", cluster)
+        states = cluster.cmd("scontrol", "show", "job", "-o", array).stdout
+        assert "NodeList=n3" in states and "NodeList=n4" not in states
+        _wait(lambda: (job_dir / "verdict.json").exists(), 120, "the collector", cluster)
+        assert cluster.wait_idle(60), cluster.queue()
+        collect_log = next((job_dir / "logs").glob("collect-*.out")).read_text()
+
+    verdict = json.loads((job_dir / "verdict.json").read_text())
+    by_node = {n["node"]: n for n in verdict["nodes"]}
+    assert [n["node"] for n in verdict["nodes"]] == NODES
+    assert verdict["counts"] == {"PASS": 1, "FAIL": 2, "MISSING": 1, "LEMON": 0}
+
+    n1 = by_node["n1"]
+    assert n1["verdict"] == "PASS" and n1["record_id"]
+    n2 = by_node["n2"]
+    assert n2["verdict"] == "FAIL" and n2["phase"] == "build"
+    assert any("Not a directory" in r or "exists" in r for r in n2["reasons"]), n2
+    n3 = by_node["n3"]
+    assert n3["verdict"] == "FAIL" and n3["phase"] == "mark-good"
+    [lock_check] = [c for c in n3["failed_checks"] if c["check"] == "static.dists.lock"]
+    assert lock_check["status"] == "FAIL" and lock_check["runs"] == 2
+    assert "strayed" in lock_check["reason"]
+    n4 = by_node["n4"]
+    assert n4["verdict"] == "MISSING"
+    assert any("drained" in r and "out_for_repair" in r for r in n4["reasons"]), n4
+    assert "n4" in collect_log and "MISSING" in collect_log
+
+    # The collector imported exactly n1's record into the team's store, fingerprinted as n1.
+    listed = json.loads(stack.ok("validators", "records", "list", "--store", str(store), "--json"))
+    assert [r["record_id"] for r in listed] == [n1["record_id"]]
+    shown = json.loads(stack.ok("validators", "records", "show", n1["record_id"], "--store", str(store), "--json"))
+    assert shown["host"]["hostname"] == "n1"
+
+    # `fleet verdict` reads the same folder to the same verdict, and exits 1 (not all PASS).
+    again = stack.cli("validators", "fleet", "verdict", "--job-dir", str(job_dir), "--json")
+    assert again.returncode == 1, again.stderr
+    assert json.loads(again.stdout)["counts"] == verdict["counts"]
+    Path(stack.root / "verdict.txt").write_text(collect_log)

@@ -1,0 +1,286 @@
+"""`fleet submit|node|status|collect|verdict`: validate a stack on many nodes through Slurm or
+Kubernetes and read one verdict per node (docs/fleet.md).
+
+submit   write the job folder and submit (Slurm: array + afterany collector; Kubernetes:
+         Indexed Job + collector Job); --dry-run prints exactly that and touches nothing
+node     the per-node step the scheduler runs (build, N runs, mark-good, status.json)
+status   what each node reported so far, and what the scheduler says about each element
+collect  import every node's record into the team's store, write verdict.json, print it
+verdict  print the verdict from the job folder (no import)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from stackgate.cli import emit_json
+from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
+from stackgate.output import console_err
+from validators.fleet import slurm
+from validators.fleet.node import exit_code_for, run_node
+from validators.fleet.outliers import LEMON_METRICS, MIN_PEERS
+from validators.fleet.render import render_verdict
+from validators.fleet.spec import SPEC_FILENAME, FleetSpec, read_spec
+from validators.fleet.status import RECORDS_DIR, read_statuses
+from validators.fleet.submit import (
+    execute,
+    plan,
+    read_submission,
+    spec_from_args,
+    with_available_nodes,
+)
+from validators.fleet.verdict import FleetVerdict, compute_verdict, write_verdict
+from validators.gate.policy import DEFAULT_REPEATS
+from validators.records.store import RecordStore
+
+NAME = "fleet"
+HELP = "validate a stack on many nodes via Slurm or Kubernetes; one verdict per node"
+
+
+def _sub(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, help_: str
+) -> argparse.ArgumentParser:
+    parser = sub.add_parser(name, help=help_, description=help_)
+    # Accept --json/--debug after the action too; SUPPRESS keeps the parent's value otherwise.
+    parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
+    parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
+    return parser
+
+
+def _job_dir_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--job-dir", type=Path, required=True, help="the fleet run's folder")
+    parser.add_argument(
+        "--spec", type=Path, default=None, help=f"the spec (default JOB_DIR/{SPEC_FILENAME})"
+    )
+
+
+def _submit_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("stack", help="a stack name in stacks/ or a path to a manifest")
+    p.add_argument("--wheelhouse", required=True, help="`builder wheelhouse` folder (shared)")
+    p.add_argument("--nodes", action="append", required=True, help="node names: a,b or gpu[01-16]")
+    p.add_argument("--jobs-root", required=True, help="shared folder; the job folder goes below")
+    p.add_argument(
+        "--local-root",
+        default="/var/tmp/stackgate",
+        help="node-local folder for envs ({node} is replaced by the node name)",
+    )
+    p.add_argument("--runs", type=int, default=DEFAULT_REPEATS, help="validation runs per node")
+    p.add_argument("--only", nargs="+", metavar="GROUP", help="validator groups to run")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--allow-host-mismatch", action="store_true", help="test stands only")
+    p.add_argument("--store", default=None, help="the team's store the collector imports into")
+    p.add_argument("--checkout", default=None, help="stackgate checkout on the nodes")
+    p.add_argument("--python", default=None, help="interpreter on the nodes (default: this one)")
+    p.add_argument("--build-python", default=None, help="`builder build --python` on the nodes")
+    p.add_argument("--fleet-id", default=None, help="default <stack>-<UTC time>-<random>")
+    p.add_argument("--scheduler", choices=["slurm", "kubernetes"], default="slurm")
+    p.add_argument("--throttle", type=int, default=None, help="nodes at once (Slurm %%K)")
+    p.add_argument("--dry-run", action="store_true", help="print what would be submitted")
+    s = p.add_argument_group("slurm")
+    s.add_argument("--partition")
+    s.add_argument("--collect-partition")
+    s.add_argument("--time", help="time limit of one element")
+    s.add_argument("--gres", help="e.g. gpu:8")
+    s.add_argument("--account")
+    s.add_argument("--no-pin", action="store_true", help="let Slurm place the elements")
+    k = p.add_argument_group("kubernetes")
+    k.add_argument("--image", help="the stackgate image, by digest")
+    k.add_argument("--namespace", default="default")
+    k.add_argument("--gpus", type=int, default=8, help="nvidia.com/gpu per pod")
+    k.add_argument("--claim", default="stackgate-fleet", help="ReadWriteMany claim")
+    k.add_argument("--claim-mount", default="/fleet")
+    k.add_argument("--host-path", default="/var/lib/stackgate", help="node-local hostPath")
+
+
+def _lemon_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--lemon-metric",
+        action="append",
+        default=None,
+        metavar="PATTERN",
+        help=f"metrics judged for lemons (fnmatch; default {' '.join(LEMON_METRICS)})",
+    )
+    parser.add_argument(
+        "--min-peers", type=int, default=MIN_PEERS, help="class size needed to call a lemon"
+    )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    _submit_args(_sub(sub, "submit", "submit the per-node jobs and the collector"))
+    node = _sub(sub, "node", "the per-node step (run by the scheduler)")
+    _job_dir_args(node)
+    node.add_argument("--index", type=int, default=None, help="default $JOB_COMPLETION_INDEX")
+    node.add_argument("--node", default=None, help="default $STACKGATE_HOSTNAME / Slurm's")
+    node.add_argument(
+        "--exit-zero", action="store_true", help="exit 0 once status.json is written (k8s)"
+    )
+    _job_dir_args(_sub(sub, "status", "what the nodes and the scheduler say so far"))
+    collect = _sub(sub, "collect", "import the nodes' records; write and print the verdict")
+    _job_dir_args(collect)
+    collect.add_argument("--store", type=Path, default=None, help="default: the spec's store")
+    _lemon_args(collect)
+    verdict = _sub(sub, "verdict", "print the verdict from the job folder")
+    _job_dir_args(verdict)
+    _lemon_args(verdict)
+
+
+def _spec(args: argparse.Namespace) -> FleetSpec:
+    path: Path = args.spec or args.job_dir / SPEC_FILENAME
+    spec = read_spec(path)
+    if Path(spec.job_dir).resolve() != args.job_dir.resolve():
+        spec = spec.model_copy(update={"job_dir": str(args.job_dir)})
+    return spec
+
+
+def _submit(args: argparse.Namespace) -> int:
+    planned = plan(with_available_nodes(spec_from_args(args), dry_run=args.dry_run))
+    console = console_err()
+    if args.dry_run:
+        if args.json:
+            emit_json({"ok": True, "dry_run": True, **planned.as_json()})
+        else:
+            for rel, text in planned.files.items():
+                print(f"# ===== {planned.spec.job_dir}/{rel}")
+                print(text, end="" if text.endswith("\n") else "\n")
+            print("# ===== commands")
+            for argv in planned.commands:
+                print(" ".join(argv))
+        return EXIT_OK
+    submitted = execute(planned)
+    if args.json:
+        emit_json({"ok": True, **planned.as_json(), "submitted": submitted})
+    console.print(
+        f"[bold]fleet {planned.spec.fleet_id}[/]: {len(planned.spec.targets)} node(s) submitted "
+        f"to {planned.spec.scheduler}; job folder {planned.spec.job_dir}",
+        highlight=False,
+    )
+    for node, why in planned.spec.skipped.items():
+        console.print(f"  [yellow]{node}[/]: {why}", highlight=False)
+    for key in ("array_job", "collector_job"):
+        if key in submitted:
+            console.print(f"  {key.replace('_', ' ')}: {submitted[key]}", highlight=False)
+    return EXIT_OK
+
+
+def _node(args: argparse.Namespace) -> int:
+    spec = _spec(args)
+    index = args.index
+    if index is None and os.environ.get("JOB_COMPLETION_INDEX", "").isdigit():
+        index = int(os.environ["JOB_COMPLETION_INDEX"])
+    if index is not None and not 0 <= index < len(spec.targets):
+        raise BadInput(f"--index {index}: the spec submitted {len(spec.targets)} node(s)")
+    copy = spec.folder / SPEC_FILENAME  # Kubernetes passes the spec in a ConfigMap
+    if not copy.exists():
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_text(spec.to_json(), encoding="utf-8")
+    status = run_node(spec, index, args.node)
+    if args.json:
+        emit_json(status.model_dump(mode="json"))
+    console_err().print(
+        f"node {status.node}: {status.outcome} ({status.phase}) " + "; ".join(status.reasons[:3]),
+        highlight=False,
+        markup=False,
+    )
+    return EXIT_OK if args.exit_zero else exit_code_for(status)
+
+
+def _scheduler_notes(spec: FleetSpec) -> dict[str, str]:
+    """Slurm's word on the elements, by node: why a MISSING node never reported."""
+    submitted = read_submission(spec.folder)
+    array = submitted.get("array_job")
+    if spec.scheduler != "slurm" or not array:
+        return {}
+    try:
+        states = slurm.element_states(str(array))
+    except BadInput:
+        return {}
+    except Exception:  # no scontrol here (collecting on another machine): no notes
+        return {}
+    notes: dict[str, str] = {}
+    for e in states:
+        if e.task < len(spec.targets):
+            notes[spec.targets[e.task]] = (
+                f"slurm {array}_{e.task}: {e.state}, exit {e.exit_code}"
+                + (f", {e.reason}" if e.reason else "")
+            )
+    return notes
+
+
+def _status(args: argparse.Namespace) -> int:
+    spec = _spec(args)
+    statuses = read_statuses(spec.folder)
+    notes = _scheduler_notes(spec)
+    rows = [
+        {
+            "node": node,
+            "reported": statuses[node].outcome if node in statuses else None,
+            "phase": statuses[node].phase if node in statuses else None,
+            "scheduler": notes.get(node),
+        }
+        for node in spec.nodes
+    ]
+    if args.json:
+        emit_json({"fleet_id": spec.fleet_id, "nodes": rows})
+    console = console_err()
+    for row in rows:
+        console.print(
+            f"{row['node']}: {row['reported'] or 'not reported'}"
+            + (f" ({row['phase']})" if row["phase"] else "")
+            + (f"  [{row['scheduler']}]" if row["scheduler"] else ""),
+            highlight=False,
+            markup=False,
+        )
+    return EXIT_OK
+
+
+def _finish(verdict: FleetVerdict, args: argparse.Namespace, extra: dict[str, object]) -> int:
+    if args.json:
+        emit_json({**verdict.model_dump(mode="json"), **extra, "ok": verdict.ok})
+    render_verdict(verdict, console_err())
+    return EXIT_OK if verdict.ok else EXIT_CHECK_FAILED
+
+
+def _verdict(args: argparse.Namespace, spec: FleetSpec) -> FleetVerdict:
+    return compute_verdict(
+        spec,
+        scheduler_notes=_scheduler_notes(spec),
+        patterns=args.lemon_metric or LEMON_METRICS,
+        min_peers=args.min_peers,
+    )
+
+
+def _collect(args: argparse.Namespace) -> int:
+    spec = _spec(args)
+    records = spec.folder / RECORDS_DIR
+    store_path = args.store or (Path(spec.store) if spec.store else None)
+    added: list[str] = []
+    present: list[str] = []
+    with RecordStore.open(store_path) as store:
+        if records.is_dir():
+            result = store.import_dir(records)
+            added, present = result.added, result.present
+        where = store.path
+    verdict = _verdict(args, spec)
+    path = write_verdict(spec.folder, verdict)
+    console_err().print(
+        f"imported {len(added)} record(s) into {where} ({len(present)} already there); "
+        f"verdict in {path}",
+        highlight=False,
+    )
+    extra: dict[str, object] = {"store": str(where), "added": added, "present": present}
+    return _finish(verdict, args, extra)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.action == "submit":
+        return _submit(args)
+    if args.action == "node":
+        return _node(args)
+    if args.action == "status":
+        return _status(args)
+    if args.action == "collect":
+        return _collect(args)
+    return _finish(_verdict(args, _spec(args)), args, {})

@@ -1,0 +1,1 @@
+"""Fleet validation: many nodes through Slurm or Kubernetes, one verdict per node."""

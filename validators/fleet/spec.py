@@ -1,0 +1,182 @@
+"""What a fleet run is: the stack, where its wheels are, which nodes, how often, where to write.
+
+`fleet submit` writes the spec as `<job-dir>/fleet.json` before anything is submitted; every
+node step and the collector read that file, so the nodes run exactly what was submitted and
+the verdict knows which nodes were expected (a node that never wrote its status is MISSING).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from stackgate.errors import BadInput
+
+FLEET_SCHEMA_VERSION: Literal[1] = 1
+SPEC_FILENAME = "fleet.json"
+NODE_PLACEHOLDER = "{node}"
+
+# Values that end up on `#SBATCH` lines or in Kubernetes names are not shell-quoted there.
+_SAFE = re.compile(r"^[A-Za-z0-9_.:,=+/@%-]*$")
+_NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_RANGE = re.compile(r"^(?P<prefix>[^\[\]]*)\[(?P<body>[0-9,-]+)\](?P<suffix>[^\[\]]*)$")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SlurmOptions(_Frozen):
+    partition: str | None = None
+    collect_partition: str | None = Field(
+        default=None, description="partition for the collector (a CPU one); default: partition"
+    )
+    time: str | None = Field(default=None, description="--time of one element, e.g. 03:00:00")
+    gres: str | None = Field(default=None, description="e.g. gpu:8")
+    account: str | None = None
+    throttle: int | None = Field(default=None, ge=1, description="%K: elements at once")
+    pin: bool = Field(
+        default=True,
+        description="pin element i to node i (submit held, set each element's NodeList, "
+        "release); without it Slurm places elements and two may share a node",
+    )
+
+    @field_validator("partition", "collect_partition", "time", "gres", "account")
+    @classmethod
+    def _safe(cls, value: str | None) -> str | None:
+        if value is not None and not _SAFE.match(value):
+            raise ValueError(f"{value!r}: only letters, digits and _.:,=+/@%- are allowed")
+        return value
+
+
+class KubeOptions(_Frozen):
+    image: str = Field(description="the stackgate image (checkout + uv), pinned by digest")
+    namespace: str = "default"
+    gpus: int = Field(default=8, ge=0, description="nvidia.com/gpu per pod")
+    claim: str = Field(
+        default="stackgate-fleet",
+        description="ReadWriteMany PersistentVolumeClaim holding wheelhouse and job folders",
+    )
+    claim_mount: str = "/fleet"
+    host_path: str = Field(
+        default="/var/lib/stackgate",
+        description="node-local folder (hostPath) the env is built in and reused from",
+    )
+    kubectl_image: str = Field(
+        default="registry.k8s.io/kubectl:v1.31.0",
+        description="image of the collector's wait step (needs `kubectl`)",
+    )
+    parallelism: int | None = Field(default=None, ge=1, description="pods at once")
+
+
+class FleetSpec(_Frozen):
+    schema_version: Literal[1] = FLEET_SCHEMA_VERSION
+    fleet_id: str = Field(description="names the job folder and the scheduler jobs")
+    stack: str = Field(description="stack name in the checkout's stacks/, or a manifest path")
+    stack_name: str
+    wheelhouse: str = Field(description="folder from `builder wheelhouse`, visible on nodes")
+    nodes: list[str] = Field(min_length=1, description="the node set: every one gets a verdict")
+    skipped: dict[str, str] = Field(
+        default_factory=dict,
+        description="nodes not submitted, and why (Slurm said drained/down at submit time)",
+    )
+    job_dir: str = Field(description="the per-job folder every node writes into (shared)")
+    checkout: str = Field(description="the stackgate checkout on the nodes")
+    python: str = Field(description="interpreter that runs stackgate on the nodes")
+    build_python: str | None = Field(default=None, description="`builder build --python`")
+    local_root: str = Field(
+        description="node-local folder for envs and the node's own store; "
+        "'{node}' in it is replaced by the node's name"
+    )
+    runs: int = Field(default=8, ge=1, description="validation runs per node")
+    only: list[str] = Field(default_factory=list, description="`validators run --only`")
+    options: list[str] = Field(default_factory=list, description="`validators run --option`")
+    allow_host_mismatch: bool = Field(
+        default=False, description="test stands only: record nodes that miss the targets"
+    )
+    store: str | None = Field(default=None, description="the team's store the collector fills")
+    scheduler: Literal["slurm", "kubernetes"] = "slurm"
+    slurm: SlurmOptions = Field(default_factory=SlurmOptions)
+    kubernetes: KubeOptions | None = None
+
+    @field_validator("nodes")
+    @classmethod
+    def _nodes(cls, value: list[str]) -> list[str]:
+        bad = [n for n in value if not _NODE.match(n)]
+        if bad:
+            raise ValueError(f"not node names: {', '.join(bad[:5])}")
+        dupes = sorted({n for n in value if value.count(n) > 1})
+        if dupes:
+            raise ValueError(f"listed twice: {', '.join(dupes[:5])}")
+        return value
+
+    @property
+    def targets(self) -> list[str]:
+        """The nodes that get a job, in element/index order."""
+        return [n for n in self.nodes if n not in self.skipped]
+
+    def local_dir(self, node: str) -> Path:
+        return Path(self.local_root.replace(NODE_PLACEHOLDER, node))
+
+    @property
+    def folder(self) -> Path:
+        return Path(self.job_dir)
+
+    def to_json(self) -> str:
+        return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+
+
+def expand_nodes(items: list[str]) -> list[str]:
+    """Node names from `a,b`, `gpu[01-03,07]` and repeats of either (Slurm's hostlist form)."""
+    out: list[str] = []
+    for item in items:
+        for part in _split_top(item):
+            match = _RANGE.match(part)
+            if match is None:
+                if "[" in part or "]" in part:
+                    raise BadInput(f"--nodes {part!r}: one [a-b,c] range per name is supported")
+                out.append(part)
+                continue
+            for span in match["body"].split(","):
+                lo, _, hi = span.partition("-")
+                width = len(lo)
+                if not lo or (hi and int(hi) < int(lo)):
+                    raise BadInput(f"--nodes {part!r}: bad range {span!r}")
+                for number in range(int(lo), int(hi or lo) + 1):
+                    out.append(f"{match['prefix']}{number:0{width}d}{match['suffix']}")
+    return out
+
+
+def _split_top(text: str) -> list[str]:
+    """Split on commas outside brackets."""
+    parts: list[str] = []
+    depth = 0
+    current = ""
+    for char in text:
+        depth += char == "["
+        depth -= char == "]"
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    parts.append(current)
+    return [p.strip() for p in parts if p.strip()]
+
+
+def read_spec(path: Path) -> FleetSpec:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read the fleet spec: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise BadInput(f"{path}: not JSON: {exc}") from None
+    try:
+        return FleetSpec.model_validate(data)
+    except ValidationError as exc:
+        problems = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
+        raise BadInput(f"{path}: invalid fleet spec", details=problems) from None
