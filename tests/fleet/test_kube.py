@@ -1,0 +1,119 @@
+"""Kubernetes manifests from `fleet submit --scheduler kubernetes --dry-run`, loaded into the
+`kubernetes` client's models field by field (no cluster is reachable here: nothing is applied)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fleet.kube_strict import load
+
+ROOT = Path(__file__).resolve().parents[2]
+IMAGE = "registry.example.com/stackgate/cu130@sha256:" + "ab" * 32
+
+
+def _dry_run(*extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable, "-m", "validators", "fleet", "submit", "cu130",
+            "--scheduler", "kubernetes", "--image", IMAGE,
+            "--nodes", "gpu[01-04]",
+            "--wheelhouse", "/fleet/wheelhouse/cu130",
+            "--jobs-root", "/fleet/jobs",
+            "--local-root", "/local/stackgate",
+            "--checkout", "/opt/stackgate/checkout",
+            "--store", "/fleet/team.sqlite",
+            "--fleet-id", "Nightly_cu130",
+            "--dry-run", "--json", *extra,
+        ],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def items() -> list[dict[str, Any]]:
+    done = _dry_run()
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["commands"] == [["kubectl", "apply", "-f", "/fleet/jobs/Nightly_cu130/kubernetes.json"]]
+    doc = json.loads(out["files"]["kubernetes.json"])
+    assert doc["kind"] == "List"
+    return list(doc["items"])
+
+
+def test_every_manifest_loads_into_the_client_models(items: list[dict[str, Any]]) -> None:
+    kinds = [type(load(item)).__name__ for item in items]
+    assert kinds == ["V1ConfigMap", "V1Job", "V1ServiceAccount", "V1Role", "V1RoleBinding", "V1Job"]
+
+
+def test_indexed_job_one_pod_per_node_with_gpus_and_local_disk(items: list[dict[str, Any]]) -> None:
+    job = load(items[1])
+    spec = job.spec
+    assert job.metadata.name == "stackgate-nightly-cu130"
+    assert (spec.completion_mode, spec.completions, spec.parallelism) == ("Indexed", 4, 4)
+    assert spec.backoff_limit_per_index == 0
+    pod = spec.template.spec
+    term = pod.affinity.node_affinity.required_during_scheduling_ignored_during_execution
+    assert term.node_selector_terms[0].match_expressions[0].values == ["gpu01", "gpu02", "gpu03", "gpu04"]
+    anti = pod.affinity.pod_anti_affinity.required_during_scheduling_ignored_during_execution[0]
+    assert anti.topology_key == "kubernetes.io/hostname"
+    [container] = pod.containers
+    assert container.resources.limits == {"nvidia.com/gpu": "8"}
+    assert container.env[0].value_from.field_ref.field_path == "spec.nodeName"
+    assert container.command[-5:] == ["--spec", "/etc/stackgate-fleet/fleet.json", "--job-dir", "/fleet/jobs/Nightly_cu130", "--exit-zero"]
+    volumes = {v.name: v for v in pod.volumes}
+    assert volumes["local"].host_path.path == "/var/lib/stackgate"
+    assert volumes["fleet"].persistent_volume_claim.claim_name == "stackgate-fleet"
+    mounts = {m.name: m.mount_path for m in container.volume_mounts}
+    assert mounts["local"] == "/local/stackgate" and mounts["fleet"] == "/fleet"
+
+
+def test_collector_waits_for_the_job_and_imports(items: list[dict[str, Any]]) -> None:
+    config = load(items[0])
+    spec = json.loads(config.data["fleet.json"])
+    assert spec["nodes"] == ["gpu01", "gpu02", "gpu03", "gpu04"] and spec["scheduler"] == "kubernetes"
+    collector = load(items[5]).spec.template.spec
+    assert "kubectl get job stackgate-nightly-cu130" in collector.init_containers[0].command[-1]
+    assert collector.containers[0].command[3:5] == ["fleet", "collect"]
+    role = load(items[3])
+    assert role.rules[0].resources == ["jobs"] and set(role.rules[0].verbs) == {"get", "watch"}
+
+
+@pytest.mark.parametrize(
+    ("path", "typo"),
+    [
+        (("spec",), "completionmode"),
+        (("spec", "template", "spec"), "restartpolicy"),
+        (("spec", "template", "spec", "containers", 0), "volumeMount"),
+    ],
+)
+def test_a_typo_in_any_field_fails(items: list[dict[str, Any]], path: tuple[Any, ...], typo: str) -> None:
+    broken = copy.deepcopy(items[1])
+    node = broken
+    for key in path:
+        node = node[key]
+    node[typo] = "x"
+    with pytest.raises(ValueError, match=typo):
+        load(broken)
+
+
+def test_a_gpu_count_must_be_a_quantity_string(items: list[dict[str, Any]]) -> None:
+    broken = copy.deepcopy(items[1])
+    broken["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = 8
+    with pytest.raises(ValueError, match="expected str"):
+        load(broken)
+
+
+def test_kubernetes_without_an_image_is_bad_input() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "validators", "fleet", "submit", "cu130", "--scheduler", "kubernetes",
+         "--nodes", "a", "--wheelhouse", "/w", "--jobs-root", "/j", "--dry-run"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2 and "--image" in done.stderr

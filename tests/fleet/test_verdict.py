@@ -1,0 +1,170 @@
+"""The fleet verdict from a job folder (real records, real status files), the lemon rule, and
+the node list parser."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stackgate.errors import BadInput
+from validators.fleet.outliers import find_lemons, lemon_metric
+from validators.fleet.spec import FleetSpec, expand_nodes
+from validators.fleet.status import FailedCheck, NodeStatus, write_status
+from validators.fleet.verdict import compute_verdict, host_class
+from validators.records.extract import run_metrics
+from validators.records.model import GpuInfo, HostFingerprint, Record
+from validators.results import Report, Result
+
+ROOT = Path(__file__).resolve().parents[2]
+DECODE = "serve-bench.single_stream/single_stream_decode_tok_s"
+NCCL = "runtime.nccl_latency/allreduce_1tok_p50_us"
+THROUGHPUT = "serve-bench.sweep/output_throughput@c16"
+
+
+def _runs(rng: random.Random, mean: float, cv: float, n: int = 8) -> list[float]:
+    return [mean * (1 + rng.gauss(0, cv)) for _ in range(n)]
+
+
+def _fleet(rng: random.Random, nodes: int, slow: dict[int, float]) -> dict[str, dict[str, list[float]]]:
+    """Per node: decode tok/s (0.74% run noise), NCCL latency (3.2%), throughput (3.5%)."""
+    out = {}
+    for i in range(nodes):
+        factor = slow.get(i, 1.0)
+        out[f"gpu{i:02d}"] = {
+            DECODE: _runs(rng, 60.0 * factor, 0.0074),
+            NCCL: _runs(rng, 68.0 / factor, 0.032),
+            THROUGHPUT: _runs(rng, 2500.0 * factor, 0.035),
+        }
+    return out
+
+
+def test_a_node_6_percent_slower_is_named_with_its_metrics() -> None:
+    fleet = _fleet(random.Random(7), 24, {5: 0.94})
+    noise, lemons = find_lemons(fleet)
+    assert {o.node for o in lemons} == {"gpu05"}
+    flagged = {o.metric for o in lemons}
+    assert DECODE in flagged  # 0.74% noise: 6% is far outside
+    assert all(o.worse_by > o.threshold for o in lemons)
+    assert {n.metric for n in noise} == {DECODE, NCCL, THROUGHPUT}
+
+
+def test_a_healthy_fleet_has_no_lemons_and_too_few_peers_judges_nothing() -> None:
+    assert find_lemons(_fleet(random.Random(11), 40, {}))[1] == []
+    tiny = _fleet(random.Random(3), 4, {0: 0.5})
+    assert find_lemons(tiny) == ([], [])  # 4 < MIN_PEERS: no distribution to stand out from
+
+
+def test_only_named_metrics_with_a_direction_are_judged() -> None:
+    assert lemon_metric(DECODE) and lemon_metric(NCCL) and lemon_metric(THROUGHPUT)
+    assert not lemon_metric("serve-bench.sweep/p99_ttft_ms@c16")
+    assert not lemon_metric("runtime.nccl_latency/total_output_tokens")
+
+
+def test_nccl_latency_evidence_becomes_record_metrics() -> None:
+    evidence = {"rows": [], "metrics": {"allreduce_1tok_p50_us": 68.9, "decode_step_allreduce_us": 8405.8}}
+    report = Report(
+        stack="cu130",
+        started_at="2026-11-30T00:00:00Z",
+        results=[Result(check="runtime.nccl_latency", group="runtime", status="PASS", reason="ok", evidence=evidence)],
+    )
+    metrics = run_metrics(report).metrics
+    assert metrics[NCCL] == [68.9]
+    assert lemon_metric(NCCL) and lemon_metric("runtime.nccl_latency/decode_step_allreduce_us")
+
+
+def test_expand_nodes() -> None:
+    assert expand_nodes(["gpu[01-03,07]", "a,b"]) == ["gpu01", "gpu02", "gpu03", "gpu07", "a", "b"]
+    with pytest.raises(BadInput):
+        expand_nodes(["gpu[3-1]"])
+
+
+H200 = HostFingerprint(
+    gpu=GpuInfo(model="NVIDIA H200", count=8, compute_capabilities=["9.0"]),
+    driver="580.159.04",
+    interconnect="nvlink",
+)
+RTX = HostFingerprint(
+    gpu=GpuInfo(model="NVIDIA RTX PRO 6000 Blackwell Server Edition", count=8, compute_capabilities=["12.0"]),
+    driver="580.82.07",
+    interconnect="pcie",
+)
+
+
+def _record(node: str, host: HostFingerprint, metrics: dict[str, list[float]]) -> Record:
+    return Record(
+        stack="cu130",
+        created_at="2026-11-30T22:00:00+00:00",
+        stackgate_version="0.1.0",
+        host=host.model_copy(update={"hostname": node}),
+        runs=8,
+        metrics=metrics,
+    ).sealed()
+
+
+def _job(tmp_path: Path) -> FleetSpec:
+    """12 H200 nodes (one a lemon on NCCL), 6 RTX nodes 30% slower by nature, 1 FAIL, 1 MISSING."""
+    rng = random.Random(5)
+    h200 = _fleet(rng, 12, {})
+    h200["gpu03"][NCCL] = _runs(rng, 68.0 * 1.25, 0.032)  # a bad link: +25% all-reduce latency
+    rtx = _fleet(rng, 6, {i: 0.7 for i in range(6)})
+    spec = FleetSpec(
+        fleet_id="t",
+        stack="cu130",
+        stack_name="cu130",
+        wheelhouse="/w",
+        nodes=[*h200, *(f"rtx{i}" for i in range(6)), "bad1", "gone1"],
+        job_dir=str(tmp_path),
+        checkout=str(ROOT),
+        python=sys.executable,
+        local_root="/l",
+    )
+    for i, (node, metrics) in enumerate([*h200.items(), *((f"rtx{i}", m) for i, m in enumerate(rtx.values()))]):
+        record = _record(node, RTX if node.startswith("rtx") else H200, metrics)
+        rel = f"records/cu130/{node}-{record.short_id}.json"
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(record.to_json())
+        write_status(tmp_path, NodeStatus(fleet_id="t", node=node, index=i, outcome="PASS", phase="done", exit_code=0, record_id=record.record_id, record_file=rel))
+    failed = FailedCheck(check="runtime.nccl_latency", status="FAIL", reason="all-reduce returned wrong sums", runs=8)
+    write_status(tmp_path, NodeStatus(fleet_id="t", node="bad1", outcome="FAIL", phase="mark-good", exit_code=1, failed_checks=[failed], reasons=["run 1: runtime.nccl_latency FAIL"]))
+    (tmp_path / "fleet.json").write_text(spec.to_json())
+    return spec
+
+
+def test_verdict_per_node_classes_and_lemons(tmp_path: Path) -> None:
+    verdict = compute_verdict(_job(tmp_path))
+    by = {n.node: n for n in verdict.nodes}
+    assert verdict.counts == {"PASS": 18, "FAIL": 1, "MISSING": 1, "LEMON": 1}
+    assert [m.metric for m in by["gpu03"].lemon] == [NCCL]
+    assert by["gpu03"].lemon[0].worse_by_pct > 15
+    assert by["bad1"].verdict == "FAIL" and by["bad1"].failed_checks[0].check == "runtime.nccl_latency"
+    assert by["gone1"].verdict == "MISSING"
+    # RTX nodes are 30% slower than the H200s by nature: other class, no lemons there.
+    assert {c.name for c in verdict.classes} == {host_class(H200), host_class(RTX)}
+    assert not any(by[f"rtx{i}"].lemon for i in range(6))
+    assert not verdict.ok
+
+
+def test_a_record_changed_after_the_node_wrote_it_fails_that_node(tmp_path: Path) -> None:
+    spec = _job(tmp_path)
+    path = next((tmp_path / "records" / "cu130").glob("gpu07-*.json"))
+    data = json.loads(path.read_text())
+    data["metrics"][DECODE][0] *= 1.5
+    path.write_text(json.dumps(data))
+    by = {n.node: n for n in compute_verdict(spec).nodes}
+    assert by["gpu07"].verdict == "FAIL" and "does not match its hash" in by["gpu07"].reasons[0]
+
+
+def test_fleet_verdict_cli(tmp_path: Path) -> None:
+    _job(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "validators", "fleet", "verdict", "--job-dir", str(tmp_path), "--json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False, env={"NO_COLOR": "1", "COLUMNS": "200", "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert json.loads(done.stdout)["counts"]["LEMON"] == 1
+    assert "PASS (lemon)" in done.stderr and "allreduce_1tok_p50_us" in done.stderr
