@@ -33,7 +33,6 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from builder import atomic, envprofile, patches
-from builder.digests import DigestCache
 from builder.history import read_history, write_history
 from builder.jobs import plan_jobs
 from builder.lock import (
@@ -46,7 +45,6 @@ from builder.lock import (
 )
 from builder.python_finder import Interpreter, find_python
 from builder.topology import TopologyChoice, choose_topology
-from builder.tree_hash import tree_hash
 from builder.uvproject import index_specs
 from builder.watchdog import WatchReport
 from builder.watched import StepResult, run_watched
@@ -57,9 +55,12 @@ from stackgate.build_record import (
     JobPlan,
     PatchRecord,
     ToolVersions,
+    TreeHash,
     read_build_record,
 )
-from stackgate.errors import BadInput, CommandFailed, EnvironmentProblem
+from stackgate.digests import DigestCache
+from stackgate.envtree import check_tree, compute_tree, write_listing
+from stackgate.errors import BadInput, CheckFailed, CommandFailed, EnvironmentProblem
 from stackgate.host.snapshot import host_snapshot
 from stackgate.layout import PARTIAL_SUFFIX, EnvLayout, lock_files
 from stackgate.loading import LoadedStack
@@ -79,6 +80,7 @@ class BuildOptions:
     index_map: dict[str, str] = field(default_factory=dict)
     offline: bool = False
     wheelhouse: Path | None = None
+    repair: bool = False
 
 
 @dataclass(frozen=True)
@@ -292,9 +294,20 @@ class _Build:
             removed = atomic.remove_partials(layout)
             final, existing = self._pick_env(state, choice, profile)
             if existing is not None:
-                with timer.step("switch", "selecting the existing env"):
-                    atomic.switch_current(layout, final)
-                return BuildOutcome(existing, final, True, removed, self.log, waited)
+                with timer.step("check", f"hashing {display_path(final)} again"):
+                    damage = _damage(final, existing)
+                if not damage:
+                    with timer.step("switch", "selecting the existing env"):
+                        atomic.switch_current(layout, final)
+                    return BuildOutcome(existing, final, True, removed, self.log, waited)
+                if not opts.repair:
+                    raise CheckFailed(
+                        f"{final} was built for this lock but its files changed since; "
+                        f"repair it with: python -m builder build {manifest.name} --repair "
+                        "(builds a fresh copy beside it; the damaged one is left as it is)",
+                        details=damage,
+                    )
+                final = _repair_name(final)
             return self._build(state, final, python, plan, choice, profile, removed, waited)
 
     def _pick_env(
@@ -302,7 +315,8 @@ class _Build:
     ) -> tuple[Path, BuildRecord | None]:
         """Where this build goes: `<stack>-<lock12>`, or, when that env exists with another
         environment profile (the profile is inside the env), `<stack>-<lock12>-<profile8>`.
-        An env that matches lock and profile is reused (its contents are a function of them)."""
+        An env that matches lock and profile is reused (its contents are a function of them);
+        of a damaged env, its newest `-repairN` copy is taken instead."""
         base = self.layout.env_name(state.lock_hash)
         tag = hashlib.sha256(
             json.dumps([choice.topology, profile], sort_keys=True).encode()
@@ -321,6 +335,17 @@ class _Build:
                 and record.topology == choice.topology
                 and record.env_profile == profile
             ):
+                repairs = sorted(
+                    path.parent.glob(f"{path.name}-repair*[0-9]"),
+                    key=lambda p: int(p.name.rsplit("-repair", 1)[1] or 0),
+                )
+                for repaired in reversed(repairs):
+                    try:
+                        newer = read_build_record(repaired)
+                    except BadInput:
+                        continue
+                    if newer.lock_hash == record.lock_hash:
+                        return repaired, newer
                 return path, record
         raise EnvironmentProblem(
             f"{self.layout.stack_dir / base} and its profile variant exist but neither is a "
@@ -402,7 +427,14 @@ class _Build:
             with timer.step("verify", "comparing installed packages with the lock"):
                 installed = self._verify(env_python, state)
             with timer.step("hash", "hashing the installed files"):
-                tree = tree_hash(partial, own_paths=(partial, final), cache=DigestCache())
+                listed = compute_tree(partial, own_paths=(partial, final), cache=DigestCache())
+                write_listing(partial, listed)
+                tree = TreeHash(
+                    sha256=listed.sha256,
+                    files=listed.files,
+                    bytes=listed.bytes,
+                    scheme=listed.scheme,
+                )
             with timer.step("record", "writing the build record"):
                 record = BuildRecord(
                     stack=loaded.manifest.name,
@@ -479,6 +511,25 @@ class _Build:
                 details=[*wrong, *(f"{name}: installed but not locked" for name in extra)],
             )
         return dict(sorted(installed.items()))
+
+
+def _damage(env: Path, record: BuildRecord) -> list[str]:
+    """[] when the env still hashes to its record's tree hash, else the first differences."""
+    cache = DigestCache()
+    try:
+        check = check_tree(env, record.tree.sha256, scheme=record.tree.scheme, cache=cache)
+    finally:
+        cache.close()
+    return check.explain()
+
+
+def _repair_name(damaged: Path) -> Path:
+    """`<env>-repair<N>` for the first N not taken (the damaged folder stays as it is)."""
+    stem = damaged.name.split("-repair", 1)[0]
+    n = 1
+    while (damaged.parent / f"{stem}-repair{n}").exists():
+        n += 1
+    return damaged.parent / f"{stem}-repair{n}"
 
 
 def installed_distributions(env: Path) -> dict[str, str]:

@@ -105,6 +105,9 @@ class TreeHash(StrictModel):
     sha256: str
     files: int
     bytes: int
+    scheme: int = Field(
+        default=1, description="stackgate.envtree hash scheme (records without it: 1)."
+    )
 
 
 class BuildRecord(StrictModel):

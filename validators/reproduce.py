@@ -32,6 +32,7 @@ from stackgate.build_record import BuildRecord
 from stackgate.errors import CommandFailed, StackgateError
 from stackgate.loading import load_stack
 from stackgate.paths import project_root, stacks_dir
+from validators.env_verify import recheck_env
 from validators.gate.candidate import parse_run_output
 from validators.gate.compare import GateResult, gate
 from validators.gate.policy import GatePolicy
@@ -306,6 +307,13 @@ def reproduce(
             outcome.fail(f"build: the builder's JSON carries no valid build record: {exc}")
             return outcome
         outcome.built_tree = facts.env_tree_sha256
+        check = recheck_env(env, facts)
+        if not check.ok:
+            # `builder build` reused an env whose files changed after it was built.
+            outcome.fail(
+                f"{env}: files differ from its build record: " + "; ".join(check.explain())
+            )
+            return outcome
         if outcome.built_tree != outcome.recorded_tree:
             outcome.differ(
                 f"env tree hash differs: recorded {str(outcome.recorded_tree)[:16]}, built "

@@ -54,6 +54,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--wheelhouse", type=Path, default=None, help="folder from `builder wheelhouse`"
     )
+    parser.add_argument(
+        "--repair",
+        action="store_true",
+        help="when the env built for this lock was changed since, build a fresh copy beside it "
+        "(default: refuse)",
+    )
 
 
 class RichReporter(Reporter):
@@ -113,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
         index_map=parse_index_map(args.index_map, loaded.manifest),
         offline=args.offline or args.wheelhouse is not None,
         wheelhouse=args.wheelhouse,
+        repair=args.repair,
     )
     console = console_err()
     progress = Progress(

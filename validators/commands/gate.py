@@ -10,11 +10,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from stackgate.build_record import build_record_path
 from stackgate.cli import emit_json
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.layout import current_env
 from stackgate.output import console_err
 from stackgate.paths import stack_names
+from validators.env_verify import require_env_matches
 from validators.gate.candidate import candidate_record, run_interleaved, run_validations
 from validators.gate.compare import gate
 from validators.gate.policy import (
@@ -153,6 +155,9 @@ def interleaved(args: argparse.Namespace, store: RecordStore) -> tuple[Record, R
             f"{str(facts.env_tree_sha256)[:12]} vs recorded "
             f"{str(baseline.build.env_tree_sha256)[:12]} (rebuild it: validators reproduce)"
         )
+    require_env_matches(base_env, facts)
+    if build_record_path(cand_env).is_file():
+        require_env_matches(cand_env, read_build_facts(cand_env))
     base_reports, cand_reports = run_interleaved(
         (baseline.stack, base_env), (stack, cand_env), args.repeats
     )

@@ -12,6 +12,7 @@ from stackgate.cli import emit_json
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.loading import load_stack
 from stackgate.output import console_err
+from validators.env_verify import require_env_matches
 from validators.gate.candidate import env_of, host_of, run_validations
 from validators.gate.policy import DEFAULT_REPEATS
 from validators.records.build_facts import read_build_facts
@@ -88,6 +89,8 @@ def run(args: argparse.Namespace) -> int:
     build = read_build_facts(env, image_digest=args.image_digest)
     if build.env_tree_sha256 is None:
         raise BadInput(f"{env}: the build record has no env tree hash")
+    if build.image_digest is None:
+        require_env_matches(env, build)
     record = compose_record(
         loaded,
         reports,

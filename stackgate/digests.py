@@ -59,7 +59,7 @@ class DigestCache:
             return {}
         try:
             rows = self._db.execute("SELECT dev, ino, size, mtime_ns, sha256 FROM digests")
-            return {(r[0], r[1], r[2], r[3]): bytes(r[4]) for r in rows}
+            return {(d, i, s, m): h for d, i, s, m, h in rows}
         except sqlite3.Error:
             return {}
 

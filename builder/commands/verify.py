@@ -1,0 +1,77 @@
+"""`verify STACK`: hash the stack's selected env again and compare it with its build record."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from stackgate.build_record import read_build_record
+from stackgate.cli import emit_json
+from stackgate.digests import DigestCache
+from stackgate.envtree import check_tree
+from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
+from stackgate.layout import EnvLayout, venv_root
+from stackgate.loading import load_stack
+from stackgate.output import console_err
+from stackgate.paths import display_path
+
+NAME = "verify"
+HELP = "check that the stack's env still holds what its build record says (tree hash)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("stack", help="a stack name in stacks/ or a path to a manifest")
+    parser.add_argument(
+        "--venv-root",
+        type=Path,
+        default=None,
+        help="where envs live (default <repo>/envs, or $STACKGATE_VENV_ROOT)",
+    )
+    parser.add_argument(
+        "--env", type=Path, default=None, help="an env folder (default: the stack's `current`)"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    name = load_stack(args.stack).manifest.name
+    layout = EnvLayout(venv_root(args.venv_root).resolve(), name)
+    env: Path = args.env or layout.current
+    if not env.is_dir():
+        raise BadInput(f"{display_path(env)}: no env selected for {name}; build it first")
+    record = read_build_record(env)
+    started = time.monotonic()
+    cache = DigestCache()
+    try:
+        check = check_tree(env, record.tree.sha256, scheme=record.tree.scheme, cache=cache)
+    finally:
+        cache.close()
+    seconds = time.monotonic() - started
+    if args.json:
+        emit_json(
+            {
+                "ok": check.ok,
+                "stack": name,
+                "env": str(check.env),
+                "recorded": check.recorded_sha256,
+                "actual": check.tree.sha256,
+                "files": check.tree.files,
+                "differing": check.explain(),
+                "seconds": round(seconds, 3),
+            }
+        )
+    console = console_err()
+    if check.ok:
+        console.print(
+            f"[bold green]OK[/] {display_path(check.env)}: tree {check.tree.sha256[:16]} "
+            f"({check.tree.files} files) matches its build record ({seconds:.2f} s)"
+        )
+        return EXIT_OK
+    console.print(
+        f"[bold red]CHANGED[/] {display_path(check.env)}: tree {check.tree.sha256[:16]} now, "
+        f"{check.recorded_sha256[:16]} recorded"
+    )
+    for line in check.explain():
+        console.print(f"  - {line}", markup=False, highlight=False)
+    console.print(f"repair: python -m builder build {name} --repair (a fresh copy beside it)")
+    return EXIT_CHECK_FAILED

@@ -1,0 +1,261 @@
+"""The content hash of an environment's files, a per-file listing beside it, and the re-check
+that says whether an env still holds what its build record says.
+
+What the hash covers: relative path, kind (file, executable file, symlink, other) and content
+of every file and symlink of the env, not timestamps, owners or other mode bits, so two builds
+of one lock and profile (in different folders, cold or warm uv cache) compare equal.
+
+Left out, because they are written after the build or say how a package got there, not what
+it is (measured on the cu128 env in docs/guarantees.md):
+- byte-code caches: every `__pycache__` folder (imports write them on first use);
+- the build record and this listing (`stackgate/build-record.json`, `stackgate/tree.tsv.gz`);
+- installer bookkeeping in `*.dist-info` (RECORD, INSTALLER, REQUESTED, direct_url.json,
+  uv_cache.json), which differs between `uv sync` from an index and `uv pip` from a wheelhouse.
+
+Absolute mentions of the env's own folder (and of its `.partial` build folder) in files up to
+1 MiB are replaced by a placeholder before hashing. A FIFO, socket or device inside the env is
+hashed by its kind alone and never opened (opening a FIFO would block).
+
+Hash schemes: 1 (records before the re-check existed) skipped the whole `stackgate/` folder
+and every `*.pyc` anywhere; 2 also covers `stackgate/env.sh` (sourced by shells: an edit there
+changes what runs) and sourceless `*.pyc` outside `__pycache__` (importable modules).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import stat
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from stackgate.digests import DigestCache, Key, key_of, rememberable
+
+SCHEME = 2
+RECORD_DIRNAME = "stackgate"
+RECORD_FILENAME = "build-record.json"
+LISTING_FILENAME = "tree.tsv.gz"
+LISTING_RELPATH = Path(RECORD_DIRNAME) / LISTING_FILENAME
+PARTIAL_SUFFIX = ".partial"
+
+_SMALL_FILE = 1 << 20
+_CHUNK = 1 << 20
+_PLACEHOLDER = b"<STACKGATE_ENV>"
+_INSTALLER_FILES = frozenset(
+    {"RECORD", "INSTALLER", "REQUESTED", "direct_url.json", "uv_cache.json"}
+)
+_OWN_FILES = frozenset({RECORD_FILENAME, LISTING_FILENAME})
+
+# kinds: F file, X executable file (any x bit), L symlink (digest = its target), S anything else
+Entry = tuple[str, str, bytes]  # (relative path, kind, digest or symlink target)
+
+
+@dataclass(frozen=True)
+class Tree:
+    sha256: str
+    files: int
+    bytes: int
+    scheme: int
+    entries: tuple[Entry, ...]
+
+
+def _walk(root: str, rel: str, scheme: int, out: list[tuple[str, str, os.stat_result]]) -> None:
+    """(relative path, absolute path, lstat) of every file and symlink, str paths only (a cu128
+    env has 58k files; pathlib alone cost seconds). Symlinked folders are listed as links."""
+    with os.scandir(f"{root}/{rel}" if rel else root) as it:
+        entries = list(it)
+    in_dist_info = rel.endswith(".dist-info")
+    for entry in entries:
+        sub = f"{rel}/{entry.name}" if rel else entry.name
+        if entry.is_dir(follow_symlinks=False):
+            if entry.name == "__pycache__":
+                continue
+            if scheme < 2 and entry.name == RECORD_DIRNAME:
+                continue
+            _walk(root, sub, scheme, out)
+            continue
+        if in_dist_info and entry.name in _INSTALLER_FILES:
+            continue
+        if rel == RECORD_DIRNAME and entry.name in _OWN_FILES:
+            continue
+        if scheme < 2 and entry.name.endswith(".pyc"):
+            continue
+        out.append((sub, entry.path, entry.stat(follow_symlinks=False)))
+
+
+def _file_digest(path: str, size: int, patterns: list[bytes]) -> bytes:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:  # noqa: PTH123 -- str paths: speed
+        if size <= _SMALL_FILE:
+            data = handle.read(_SMALL_FILE + 1)
+            for pattern in patterns:
+                data = data.replace(pattern, _PLACEHOLDER)
+            digest.update(data)
+        else:
+            while chunk := handle.read(_CHUNK):
+                digest.update(chunk)
+    return digest.digest()
+
+
+def own_paths_of(env: Path) -> tuple[Path, ...]:
+    """The folders an env's files may mention: where it is and where it was built."""
+    real = env.resolve()
+    return (real, real.with_name(real.name + PARTIAL_SUFFIX))
+
+
+def compute_tree(
+    root: Path,
+    *,
+    own_paths: Iterable[Path] = (),
+    cache: DigestCache | None = None,
+    scheme: int = SCHEME,
+) -> Tree:
+    """Hash every file under root (see the module docstring for what is left out).
+
+    own_paths: absolute paths this tree was built at; their mentions in small files are
+    normalized. cache: remembered digests (stackgate.digests), consulted only for files that
+    cannot mention the env's own path: hard links shared with uv's cache (nlink > 1) and files
+    over 1 MiB (never normalized). Files uv wrote for this env alone are always read.
+    """
+    patterns = sorted({str(p).encode() for p in (root, *own_paths)}, key=len, reverse=True)
+    known = cache.load() if cache is not None else {}
+    found: list[tuple[str, str, os.stat_result]] = []
+    _walk(str(root), "", scheme, found)
+    found.sort(key=lambda item: item[0])  # one order for every walk: by relative path
+    kinds: list[str] = []
+    digests: list[bytes] = []
+    todo: list[tuple[int, str, int, Key | None]] = []
+    total = 0
+    for index, (_rel, full, st) in enumerate(found):
+        mode = st.st_mode
+        if stat.S_ISLNK(mode):
+            target = os.readlink(full).encode()  # noqa: PTH115 -- str paths: speed
+            for pattern in patterns:
+                target = target.replace(pattern, _PLACEHOLDER)
+            kinds.append("L")
+            digests.append(target)
+            continue
+        if not stat.S_ISREG(mode):
+            kinds.append("S")
+            digests.append(b"")
+            continue
+        total += st.st_size
+        kinds.append("X" if mode & 0o111 else "F")
+        shared = st.st_nlink > 1 or st.st_size > _SMALL_FILE
+        key = key_of(st) if shared else None
+        cached = known.get(key) if key is not None else None
+        digests.append(cached or b"")
+        if cached is None:
+            todo.append((index, full, st.st_size, key if key and rememberable(st) else None))
+    # sha256 releases the GIL: a few threads use the cores a cold hash needs.
+    workers = max(1, min(4, len(os.sched_getaffinity(0))))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        fresh = list(pool.map(lambda t: _file_digest(t[1], t[2], patterns), todo))
+    for (index, _full, _size, key), digest in zip(todo, fresh, strict=True):
+        digests[index] = digest
+        if key is not None and cache is not None:
+            cache.remember(key, digest)
+    if cache is not None:
+        cache.flush()
+    tree = hashlib.sha256()
+    entries: list[Entry] = []
+    for (rel, _full, _st), kind, digest in zip(found, kinds, digests, strict=True):
+        kind_b = kind.encode()
+        tree.update(
+            kind_b + b"\0" + rel.encode() + b"\0" + digest + (b"\0" if kind == "L" else b"")
+        )
+        entries.append((rel, kind, digest))
+    return Tree(tree.hexdigest(), len(entries), total, scheme, tuple(entries))
+
+
+def write_listing(env: Path, tree: Tree) -> Path:
+    """<env>/stackgate/tree.tsv.gz: one `kind<TAB>digest<TAB>path` line per file, so a later
+    mismatch can name the files that changed."""
+    target = env / LISTING_RELPATH
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + ".tmp")
+    lines = [f"# stackgate tree listing, scheme {tree.scheme}, sha256 {tree.sha256}\n"]
+    lines += [f"{kind}\t{digest.hex()}\t{rel}\n" for rel, kind, digest in tree.entries]
+    with gzip.open(tmp, "wt", encoding="utf-8", compresslevel=1) as handle:
+        handle.writelines(lines)
+    tmp.replace(target)
+    return target
+
+
+def read_listing(env: Path, *, max_bytes: int = 256 << 20) -> dict[str, tuple[str, str]] | None:
+    """rel -> (kind, digest) from the env's listing; None when it has none or it is unreadable."""
+    path = env / LISTING_RELPATH
+    try:
+        if not stat.S_ISREG(path.lstat().st_mode):
+            return None
+        out: dict[str, tuple[str, str]] = {}
+        read = 0
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            for line in handle:
+                read += len(line)
+                if read > max_bytes:
+                    return None
+                if line.startswith("#"):
+                    continue
+                kind, digest, rel = line.rstrip("\n").split("\t", 2)
+                out[rel] = (kind, digest)
+        return out
+    except (OSError, ValueError, EOFError):
+        return None
+
+
+def differing_files(recorded: dict[str, tuple[str, str]], tree: Tree, limit: int = 10) -> list[str]:
+    """The first `limit` differences, in path order: 'changed', 'added' or 'missing' + path."""
+    now = {rel: (kind, digest.hex()) for rel, kind, digest in tree.entries}
+    out: list[str] = []
+    for rel in sorted(set(recorded) | set(now)):
+        before, after = recorded.get(rel), now.get(rel)
+        if before == after:
+            continue
+        if before is None:
+            out.append(f"added: {rel}")
+        elif after is None:
+            out.append(f"missing: {rel}")
+        elif before[1] == after[1]:
+            out.append(f"mode changed ({before[0]} -> {after[0]}): {rel}")
+        else:
+            out.append(f"changed: {rel}")
+        if len(out) >= limit:
+            break
+    return out
+
+
+@dataclass(frozen=True)
+class TreeCheck:
+    env: Path
+    recorded_sha256: str
+    tree: Tree
+    differing: list[str]
+    has_listing: bool
+
+    @property
+    def ok(self) -> bool:
+        return self.tree.sha256 == self.recorded_sha256
+
+    def explain(self) -> list[str]:
+        if self.ok:
+            return []
+        if not self.has_listing:
+            return ["the env has no per-file listing (built before it existed): rebuild it"]
+        return self.differing or [
+            "the listing matches but the hash does not: the listing was edited"
+        ]
+
+
+def check_tree(
+    env: Path, recorded_sha256: str, *, scheme: int = SCHEME, cache: DigestCache | None = None
+) -> TreeCheck:
+    """Hash the env again (with the digest cache) and compare it with the recorded hash."""
+    real = env.resolve()
+    tree = compute_tree(real, own_paths=own_paths_of(real), cache=cache, scheme=scheme)
+    listing = None if tree.sha256 == recorded_sha256 else read_listing(real)
+    differing = differing_files(listing, tree) if listing is not None else []
+    return TreeCheck(real, recorded_sha256, tree, differing, listing is not None)
