@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.build_records import write_sample_env
+from tests.helpers.build_records import write_hashed_sample_env
 from tests.helpers.wheels import make_index, make_wheel
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -119,5 +119,6 @@ def write_tiny_stack(
 
 
 def fake_env_with_build_record(folder: Path, stack: str, tree: str = "ab" * 32) -> Path:
-    """An env folder holding only a build record, made through stackgate.build_record."""
-    return write_sample_env(folder, stack, tree=tree)
+    """An env built by stand-in: one installed file whose content comes from `tree` (two
+    values, two tree hashes), its listing, and a build record with its real tree hash."""
+    return write_hashed_sample_env(folder, stack, seed=tree)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from stackgate.build_record import BuildHost, BuildRecord, JobPlan, ToolVersions, TreeHash
+from stackgate.envtree import compute_tree, write_listing
 from stackgate.host.resources import HostResources
 from stackgate.topology import Topology
 
@@ -57,4 +58,20 @@ def write_sample_env(folder: Path, stack: str, *, tree: str = "ab" * 32) -> Path
     env = folder / f"{stack}-env"
     env.mkdir(parents=True)
     sample_build_record(stack, env, tree=tree).write(env)
+    return env
+
+
+def write_hashed_sample_env(folder: Path, stack: str, *, seed: str = "ab" * 32) -> Path:
+    """An env folder holding one stand-in installed file (its content from `seed`, so two
+    seeds give two tree hashes), the per-file listing and a build record whose tree hash is
+    the folder's real one: mark-good and the gate hash envs again before using them."""
+    env = folder / f"{stack}-env"
+    site = env / "lib" / "python3.12" / "site-packages"
+    site.mkdir(parents=True)
+    (site / "standin.py").write_text(f"SEED = {seed!r}\n")
+    real = compute_tree(env)
+    write_listing(env, real)
+    record = sample_build_record(stack, env, tree=real.sha256)
+    tree = TreeHash(sha256=real.sha256, files=real.files, bytes=real.bytes, scheme=real.scheme)
+    record.model_copy(update={"tree": tree}).write(env)
     return env
