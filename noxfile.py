@@ -7,6 +7,7 @@ and `lint`. Sessions install the tool from its own lock (uv.lock) with uv.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
