@@ -1,0 +1,124 @@
+"""Inflate the END of a deflate stream without its beginning.
+
+A deflate stream cannot be entered in the middle: blocks start at bit (not byte) positions,
+and a block may copy from the 32 KiB of output before it. This module finds a block start
+inside the last bytes of a stream and inflates from there to the stream's end, with the
+unknown window stood in for twice (once with 0x00 bytes, once with 0xFF): output bytes that
+differ between the two runs were copied from before the start and are marked unknown.
+Where the output begins is known because it ends where the member ends.
+
+This is what makes patchelf-rewritten libraries cheap (libtorch_cpu and libtorch_cuda keep
+.dynstr at their very end, behind hundreds of MB of code): their tail is read instead of
+the whole member. The same idea underlies rapidgzip (Knespel & Brunst, 2023); no code of
+theirs is used.
+
+Only dynamic-Huffman block starts are searched (what zlib emits for large members); a
+candidate must have a complete code-length code (zlib rejects anything else) and must then
+inflate without error exactly to the end of the stream.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+
+WINDOW = 32768
+_CHUNK = 1 << 18
+
+
+class NoBlockStart(Exception):
+    """No block start in the given bytes inflates to the end of the stream."""
+
+
+@dataclass(frozen=True)
+class TailDecode:
+    start: int  # offset in the uncompressed member of data[0]
+    data: bytes
+    unknown: (
+        np.ndarray | None
+    )  # bool per byte (True: copied from before the start), None: all known
+    compressed_skipped: int  # compressed bytes before the block start that were not used
+
+
+def shifted(data: bytes, bitpos: int) -> bytes:
+    """`data` from bit `bitpos` on, realigned to a byte boundary (LSB-first bit order)."""
+    byte, bit = divmod(bitpos, 8)
+    rest = data[byte:]
+    if bit == 0:
+        return rest
+    value = int.from_bytes(rest, "little") >> bit
+    return value.to_bytes(len(rest), "little")
+
+
+def _candidates(bits: np.ndarray, first: int, last: int) -> np.ndarray:
+    """Bit positions in [first, last) that could start a dynamic-Huffman block."""
+    n = len(bits)
+    last = min(last, n - 17 - 57)
+    if last <= first:
+        return np.zeros(0, dtype=np.int64)
+    pos = np.arange(first, last, dtype=np.int64)
+    pos = pos[(bits[pos + 1] == 0) & (bits[pos + 2] == 1)]
+
+    def field(p: np.ndarray, off: int, width: int) -> np.ndarray:
+        value = np.zeros(len(p), dtype=np.int32)
+        for i in range(width):
+            value |= bits[p + off + i].astype(np.int32) << i
+        return value
+
+    pos = pos[(field(pos, 3, 5) <= 29) & (field(pos, 8, 5) <= 29)]
+    ncl = field(pos, 13, 4) + 4
+    kraft = np.zeros(len(pos), dtype=np.int32)
+    for j in range(19):
+        length = field(pos, 17 + 3 * j, 3)
+        used = (j < ncl) & (length > 0)
+        kraft += np.where(used, 1 << (7 - np.clip(length, 1, 7)), 0)
+    return pos[kraft == 128]
+
+
+def _inflate(data: bytes, fill: int) -> tuple[bytes, bool, int]:
+    d = zlib.decompressobj(wbits=-15, zdict=bytes([fill]) * WINDOW)
+    out = d.decompress(data)
+    return out, d.eof, len(d.unused_data)
+
+
+def _quick_ok(data: bytes) -> bool:
+    d = zlib.decompressobj(wbits=-15, zdict=b"\0" * WINDOW)
+    try:
+        d.decompress(data[:16384], 1 << 20)
+    except zlib.error:
+        return False
+    return True
+
+
+def decode_tail(compressed: bytes, member_size: int, *, search_bytes: int = 4 << 20) -> TailDecode:
+    """Inflate from the first usable block start within the first `search_bytes` of
+    `compressed` (the last bytes of one member's deflate stream) to the stream's end."""
+    limit = min(len(compressed), search_bytes)
+    for chunk_start in range(0, limit, _CHUNK):
+        window = compressed[chunk_start : min(len(compressed), chunk_start + _CHUNK + 64)]
+        bits = np.unpackbits(np.frombuffer(window, dtype=np.uint8), bitorder="little")
+        for rel in _candidates(bits, 0, min(_CHUNK, limit - chunk_start) * 8).tolist():
+            bitpos = chunk_start * 8 + rel
+            head = shifted(compressed[bitpos // 8 : bitpos // 8 + 20000], bitpos % 8)
+            if not _quick_ok(head):
+                continue
+            stream = shifted(compressed, bitpos)
+            try:
+                out0, eof, unused = _inflate(stream, 0x00)
+            except zlib.error:
+                continue
+            if not eof or unused > 1 or len(out0) > member_size:
+                continue
+            out1, _, _ = _inflate(stream, 0xFF)
+            a = np.frombuffer(out0, dtype=np.uint8)
+            b = np.frombuffer(out1, dtype=np.uint8)
+            unknown = a != b
+            return TailDecode(
+                start=member_size - len(out0),
+                data=out0,
+                unknown=unknown if unknown.any() else None,
+                compressed_skipped=bitpos // 8,
+            )
+    raise NoBlockStart(f"no deflate block start found in the first {limit} bytes")
