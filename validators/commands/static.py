@@ -1,28 +1,61 @@
-"""`python -m validators static [STACK] --env PATH [--targets 12.0a]`: no GPU needed."""
+"""`python -m validators static [STACK] --env PATH [--targets 12.0a]`: no GPU needed.
+
+`python -m validators static [STACK] --lock [LOCK] [--offline]`: the same checks before
+install, from byte ranges of the locked wheels (the stack's lock unless LOCK is given).
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
 
+from stackgate.errors import BadInput
 from stackgate.loading import load_stack
+from stackgate.output import console_err
 from validators.commands._common import env_path, finish_results
 from validators.pipeline import apply_accepted
+from validators.static.dist_check import lock_path
 from validators.static.group import StaticInputs, run_static, targets_from
 
 NAME = "static"
-HELP = "ABI, GPU-arch and distribution checks on an installed environment (no GPU needed)"
+HELP = "ABI, GPU-arch and distribution checks on an installed environment or a lock (no GPU needed)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("stack", nargs="?", help="stack name or manifest (pins, lock, targets)")
-    parser.add_argument("--env", required=True, help="the environment to check (a venv folder)")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--env", help="the environment to check (a venv folder)")
+    where.add_argument(
+        "--lock",
+        nargs="?",
+        const="",
+        metavar="UV_LOCK",
+        help="check a uv.lock before install, reading byte ranges of its wheels "
+        "(default: the stack's lock)",
+    )
     parser.add_argument(
         "--targets", action="append", help="GPU archs, e.g. 12.0a (repeat or comma)"
+    )
+    parser.add_argument(
+        "--offline", action="store_true", help="with --lock: use the facts cache only, no network"
+    )
+    parser.add_argument(
+        "--cache",
+        help="with --lock: facts cache folder (default $STACKGATE_CACHE/lockcheck or "
+        "~/.cache/stackgate/lockcheck)",
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=6, help="with --lock: members fetched at once (default 6)"
     )
 
 
 def run(args: argparse.Namespace) -> int:
     manifest = load_stack(args.stack).manifest if args.stack else None
+    if args.lock is not None:
+        return _run_lock(args, manifest)
+    if args.offline:
+        raise BadInput("--offline: only with --lock")
     path = env_path(args.env)
     assert path is not None
     results = run_static(
@@ -36,3 +69,45 @@ def run(args: argparse.Namespace) -> int:
     if manifest is not None:
         results = apply_accepted(results, manifest.validation.accepted_findings)
     return finish_results(results, f"static checks: {path}", args)
+
+
+def _run_lock(args: argparse.Namespace, manifest: object) -> int:
+    from stackgate.manifest import Manifest
+    from validators.lockcheck.check import LockInputs, find_interpreter, run_lock_check
+    from validators.lockcheck.facts_cache import FactsCache, default_root
+    from validators.lockcheck.lock_wheels import LockError, read_lock
+
+    assert manifest is None or isinstance(manifest, Manifest)
+    if args.lock:
+        lock = Path(args.lock)
+    elif manifest is not None:
+        lock = lock_path(manifest.name)
+    else:
+        raise BadInput("--lock: give a uv.lock path or a stack")
+    if not lock.is_file():
+        raise BadInput(f"--lock {lock}: no such file (run `python -m builder lock` first)")
+    if args.jobs < 1:
+        raise BadInput(f"--jobs {args.jobs}: must be >= 1")
+    try:
+        wheels = read_lock(lock)
+    except LockError as exc:
+        raise BadInput(str(exc)) from None
+    cache = FactsCache(Path(args.cache) if args.cache else default_root())
+    err = console_err()
+    verbose = bool(os.environ.get("STACKGATE_VERBOSE"))
+    results, _report = run_lock_check(
+        LockInputs(
+            lock=lock,
+            wheels=wheels,
+            cache=cache,
+            offline=args.offline,
+            jobs=args.jobs,
+            manifest=manifest,
+            targets=targets_from(args.targets, manifest),
+            interpreter=find_interpreter(wheels.python),
+        ),
+        progress=(lambda m: err.print(m, highlight=False)) if verbose else None,
+    )
+    if manifest is not None:
+        results = apply_accepted(results, manifest.validation.accepted_findings)
+    return finish_results(results, f"static checks before install: {lock}", args)

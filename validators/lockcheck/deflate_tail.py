@@ -12,9 +12,9 @@ This is what makes patchelf-rewritten libraries cheap (libtorch_cpu and libtorch
 the whole member. The same idea underlies rapidgzip (Knespel & Brunst, 2023); no code of
 theirs is used.
 
-Only dynamic-Huffman block starts are searched (what zlib emits for large members); a
-candidate must have a complete code-length code (zlib rejects anything else) and must then
-inflate without error exactly to the end of the stream.
+Dynamic-Huffman block starts (a complete code-length code, which zlib insists on) and
+stored-block starts (LEN and NLEN complementary) are tried; a candidate must then inflate
+without error exactly to the end of the stream.
 """
 
 from __future__ import annotations
@@ -74,7 +74,29 @@ def _candidates(bits: np.ndarray, first: int, last: int) -> np.ndarray:
         length = field(pos, 17 + 3 * j, 3)
         used = (j < ncl) & (length > 0)
         kraft += np.where(used, 1 << (7 - np.clip(length, 1, 7)), 0)
-    return pos[kraft == 128]
+    found: np.ndarray = pos[kraft == 128]
+    return found
+
+
+def _stored_candidates(data: bytes, first: int, last: int) -> np.ndarray:
+    """Bit positions of possible stored-block headers (BTYPE 00): LEN and its complement
+    NLEN at a byte boundary, the 3 header bits in the byte before (zlib emits stored blocks
+    for incompressible runs, e.g. the embedded fatbins in cuFFT's .ldata)."""
+    arr = np.frombuffer(data, dtype=np.uint8).astype(np.uint16)
+    last = min(last, len(arr) - 4)
+    if last <= max(first, 1):
+        return np.zeros(0, dtype=np.int64)
+    q = np.arange(max(first, 1), last, dtype=np.int64)
+    length = arr[q] | (arr[q + 1] << 8)
+    nlength = arr[q + 2] | (arr[q + 3] << 8)
+    q = q[(length ^ nlength) == 0xFFFF]
+    out: list[int] = []
+    for byte in q.tolist():
+        prev = int(data[byte - 1])
+        for k in range(6):  # header bits k..k+2 in the previous byte, padding after
+            if (prev >> (k + 1)) & 0b11 == 0 and (prev >> (k + 3)) == 0:
+                out.append((byte - 1) * 8 + k)
+    return np.array(sorted(out), dtype=np.int64)
 
 
 def _inflate(data: bytes, fill: int) -> tuple[bytes, bool, int]:
@@ -99,7 +121,9 @@ def decode_tail(compressed: bytes, member_size: int, *, search_bytes: int = 4 <<
     for chunk_start in range(0, limit, _CHUNK):
         window = compressed[chunk_start : min(len(compressed), chunk_start + _CHUNK + 64)]
         bits = np.unpackbits(np.frombuffer(window, dtype=np.uint8), bitorder="little")
-        for rel in _candidates(bits, 0, min(_CHUNK, limit - chunk_start) * 8).tolist():
+        span = min(_CHUNK, limit - chunk_start)
+        found = np.union1d(_candidates(bits, 0, span * 8), _stored_candidates(window, 0, span))
+        for rel in found.tolist():
             bitpos = chunk_start * 8 + rel
             head = shifted(compressed[bitpos // 8 : bitpos // 8 + 20000], bitpos % 8)
             if not _quick_ok(head):

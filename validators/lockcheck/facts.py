@@ -8,10 +8,12 @@ are the ones the installed-env check would read from the same file.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import re
 import struct
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, cast
 
 from pydantic import BaseModel, ConfigDict
 
@@ -23,11 +25,12 @@ from validators.static.elf_symbols import (
     ElfObject,
     ElfReadError,
     Import,
+    read_elf_stream,
     read_header,
     section_headers,
 )
-from validators.static.elf_symbols import _read as read_dynamic_view
-from validators.static.fatbin import FATBIN_MAGIC, GpuCode, _entries
+from validators.static.facts import ObjectFacts
+from validators.static.fatbin import FATBIN_MAGIC, GpuCode, fatbin_codes_bytes, fatbin_entries
 
 FACTS_VERSION = 1
 _FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin")
@@ -46,9 +49,10 @@ class ReadEvidence(BaseModel):
     prefix_bytes: int
     tail_from: int | None = None
     gpu_code: str = "none"  # none / complete / partial (sections only partly read) / from-name
+    dynamic: str = "read"  # read / inferred (DT_NEEDED etc. from .dynstr) / none
 
 
-class ObjectFacts(BaseModel):
+class CachedFacts(BaseModel):
     """The ElfObject fields (minus its path) plus GPU code, as stored in the cache."""
 
     model_config = ConfigDict(extra="forbid")
@@ -89,6 +93,10 @@ class ObjectFacts(BaseModel):
             version_needs={k: frozenset(v) for k, v in self.version_needs.items()},
         )
 
+    def object_facts(self, path: Path) -> ObjectFacts:
+        """The static group's facts of this object, installed at `path`."""
+        return ObjectFacts(self.elf_object(path), tuple(self.codes()))
+
     def codes(self) -> list[GpuCode]:
         out: list[GpuCode] = []
         for label in self.gpu_codes:
@@ -99,7 +107,7 @@ class ObjectFacts(BaseModel):
         return out
 
 
-def _evidence(view: MemberView, gpu: str) -> ReadEvidence:
+def _evidence(view: MemberView, gpu: str, dynamic: str = "read") -> ReadEvidence:
     log = view.log
     return ReadEvidence(
         member=view.member.name,
@@ -111,37 +119,41 @@ def _evidence(view: MemberView, gpu: str) -> ReadEvidence:
         prefix_bytes=log.prefix_bytes,
         tail_from=log.tail_from,
         gpu_code=gpu,
+        dynamic=dynamic,
     )
 
 
-def extract(view: MemberView, virtual_path: Path) -> ObjectFacts:
+def extract(view: MemberView, virtual_path: Path) -> CachedFacts:
     """Facts of one member; a member that is not ELF gives is_elf=False."""
     stream = MemberStream(view)
     head = stream.read(64)
     if head[:4] != b"\x7fELF":
-        return ObjectFacts(is_elf=False, read=_evidence(view, "none"))
+        return CachedFacts(is_elf=False, read=_evidence(view, "none"))
     stream.seek(0)
-    header = read_header(stream)
+    header = read_header(_io(stream))
     if header.machine == EM_CUDA:
         code = _cubin_code(head, view.member.name)
-        return ObjectFacts(
+        return CachedFacts(
             machine=str(header.machine),
             elf_class=header.elf_class,
             elf_type=str(header.elf_type),
             gpu_codes=[code.label()],
             read=_evidence(view, "from-header"),
         )
-    _read_dynamic_first(stream, header)
+    dynamic = _dynamic_or_infer(stream, header)
     try:
-        obj = read_dynamic_view(virtual_path, stream)
+        obj = read_elf_stream(_io(stream), virtual_path)
     except NotKnown:
         raise
     except ElfReadError:
         raise
     except Exception as exc:
         raise ElfReadError(virtual_path, f"{type(exc).__name__}: {exc}") from None
+    if dynamic == "inferred":
+        stream.overrides.clear()
+        obj = _infer_dynamic(stream, header, obj)
     codes, gpu = _gpu_codes(view)
-    return ObjectFacts(
+    return CachedFacts(
         machine=obj.machine,
         elf_class=obj.elf_class,
         elf_type=obj.elf_type,
@@ -156,35 +168,100 @@ def extract(view: MemberView, virtual_path: Path) -> ObjectFacts:
         version_defs=sorted(obj.version_defs),
         version_needs={k: sorted(v) for k, v in obj.version_needs.items()},
         gpu_codes=[c.label() for c in codes],
-        read=_evidence(view, gpu),
+        read=_evidence(view, gpu, dynamic),
     )
 
 
 PT_DYNAMIC = 2
 
 
-def _read_dynamic_first(stream: MemberStream, header: ElfHeader) -> None:
-    """Fetch PT_DYNAMIC before the section headers: in a large library it sits well before the
-    end, and one tail decoded from there also covers the section headers and a .dynstr
-    moved to the end by patchelf, with no bytes copied from before its start left unknown."""
+DYNAMIC_BUDGET = 4 << 20  # compressed bytes worth fetching for PT_DYNAMIC alone
+SHT_DYNAMIC_TYPE = 6
+_SONAME_LIKE = re.compile(r"^[A-Za-z0-9_.+-]+\.so(\.[0-9]+)*$")
+
+
+def _program_headers(stream: MemberStream, header: ElfHeader) -> list[tuple[int, ...]]:
     stream.seek(0)
     raw = stream.read(64)
     is64 = header.elf_class == 64
-    phoff, phentsize, phnum = (
-        struct.unpack_from("<Q", raw, 32)[0] if is64 else struct.unpack_from("<I", raw, 28)[0],
-        struct.unpack_from("<H", raw, 54 if is64 else 42)[0],
-        struct.unpack_from("<H", raw, 56 if is64 else 44)[0],
-    )
+    phoff = struct.unpack_from("<Q" if is64 else "<I", raw, 32 if is64 else 28)[0]
+    phentsize = struct.unpack_from("<H", raw, 54 if is64 else 42)[0]
+    phnum = struct.unpack_from("<H", raw, 56 if is64 else 44)[0]
     stream.seek(phoff)
     table = stream.read(phentsize * phnum)
     fmt = "<IIQQQQQQ" if is64 else "<IIIIIIII"
-    for i in range(phnum):
-        row = struct.unpack_from(fmt, table, i * phentsize)
-        if row[0] == PT_DYNAMIC:
-            offset, size = (row[2], row[5]) if is64 else (row[1], row[4])
+    rows = [struct.unpack_from(fmt, table, i * phentsize) for i in range(phnum)]
+    # (type, offset, filesz) in either class
+    return [(r[0], r[2], r[5]) if is64 else (r[0], r[1], r[4]) for r in rows]
+
+
+def _dynamic_or_infer(stream: MemberStream, header: ElfHeader) -> str:
+    """Read PT_DYNAMIC first when it is cheap: in a large library it sits well before the end,
+    and one tail decoded from there also covers the section headers and a .dynstr moved to
+    the end by patchelf. When it would cost more than DYNAMIC_BUDGET (cuBLASLt keeps 100 MB
+    of .ldata after it), it is not read: the section is hidden from the reader and DT_NEEDED,
+    DT_SONAME and the run path are inferred from .dynstr (`_infer_dynamic`)."""
+    for ptype, offset, size in _program_headers(stream, header):
+        if ptype != PT_DYNAMIC:
+            continue
+        if stream.view.estimated_cost(offset, size) <= DYNAMIC_BUDGET:
             stream.seek(offset)
             stream.read(size)
-            return
+            return "read"
+        sections = section_headers(header, _io(stream))
+        for sec in sections:
+            if sec.type == SHT_DYNAMIC_TYPE:
+                at = header.shoff + sec.index * header.shentsize + 4  # sh_type
+                stream.overrides[at] = struct.pack("<I", 0)
+                return "inferred"
+        return "read"
+    return "none"
+
+
+def _infer_dynamic(stream: MemberStream, header: ElfHeader, obj: ElfObject) -> ElfObject:
+    """DT_NEEDED / DT_SONAME / run path from the strings of .dynstr: every soname-like string
+    but the object's own name is a needed library (version-need file names are among them
+    by construction); `$ORIGIN` or absolute paths are taken as the run path."""
+    sections = section_headers(header, _io(stream))
+    strtab = b""
+    for sec in sections:
+        if sec.type == 11 and sec.link < len(sections):  # SHT_DYNSYM -> its string table
+            link = sections[sec.link]
+            stream.seek(link.offset)
+            strtab = stream.read(link.size)
+            break
+    own = Path(stream.view.member.name).name
+    needed: list[str] = []
+    runpath: list[str] = []
+    soname: str | None = None
+    for raw in strtab.split(b"\0"):
+        text = raw.decode("utf-8", "replace")
+        if not text:
+            continue
+        if _SONAME_LIKE.match(text):
+            if text == own:
+                soname = text
+            elif text not in needed:
+                needed.append(text)
+        elif text.startswith(("$ORIGIN", "${ORIGIN}", "/")) and "/" in text:
+            runpath.extend(p for p in text.split(":") if p)
+    # DT_RPATH or DT_RUNPATH cannot be told apart from the string: taken as DT_RPATH (what
+    # torch's libraries carry), the more permissive of the two (it also serves dependents).
+    return dataclasses.replace(
+        obj, needed=tuple(needed), soname=soname, rpath=tuple(runpath), runpath=()
+    )
+
+
+def cubin_label(head: bytes, name: str) -> str:
+    """The label of a cubin's target from its first 64 bytes ("" when not a CUDA ELF)."""
+    if len(head) < 52 or head[:4] != b"\x7fELF" or struct.unpack_from("<H", head, 18)[0] != EM_CUDA:
+        return ""
+    return _cubin_code(head, name).label()
+
+
+def _io(stream: MemberStream) -> BinaryIO:
+    # MemberStream is a RawIOBase: the readers need only seek/read/tell of BinaryIO
+    return cast(BinaryIO, stream)
 
 
 def _cubin_code(head: bytes, name: str) -> GpuCode:
@@ -196,7 +273,7 @@ def _cubin_code(head: bytes, name: str) -> GpuCode:
     lower = name.lower().rsplit("/", 1)[-1]
     for suffix in ("a", "f"):
         if f"sm{sm}{suffix}" in lower or f"sm_{sm}{suffix}" in lower:
-            return GpuCode("sass", sm, suffix)  # type: ignore[arg-type]
+            return GpuCode("sass", sm, suffix)
     return GpuCode("sass", sm, "" if f"sm_{sm}" in lower or f"sm{sm}" in lower else "?")
 
 
@@ -204,9 +281,15 @@ def _gpu_codes(view: MemberView) -> tuple[list[GpuCode], str]:
     """Fatbin entries from the bytes already read; never fetches more for them. A fatbin
     section read only in part gives the entries of the fatbins inside the read part."""
     stream = MemberStream(view, fetch=False)
+    if view.log.whole:  # every byte known: exactly the installed group's reader
+        try:
+            whole = fatbin_codes_bytes(view.get(0, view.size), Path(view.member.name))
+        except ElfReadError:
+            return [], "none"
+        return whole, ("complete" if whole else "none")
     try:
-        header = read_header(stream)
-        sections = section_headers(header, stream)
+        header = read_header(_io(stream))
+        sections = section_headers(header, _io(stream))
     except (NotKnown, ElfReadError, struct.error, ValueError):
         return [], "none"
     except Exception:
@@ -219,7 +302,7 @@ def _gpu_codes(view: MemberView) -> tuple[list[GpuCode], str]:
             continue
         found = True
         if view.known(section.offset, section.size):
-            codes.update(_entries(stream, section.offset, section.size))
+            codes.update(fatbin_entries(_io(stream), section.offset, section.size))
             continue
         partial = True
         codes.update(_known_fatbins(view, stream, section.offset, section.size))
@@ -240,10 +323,8 @@ def _known_fatbins(view: MemberView, stream: Any, start: int, size: int) -> set[
             if at % 8 == 0 and pos + 16 <= len(data):
                 _m, version, hsize, body = struct.unpack_from("<IHHQ", data, pos)
                 if version == 1 and hsize == 16 and pos + 16 + body <= len(data):
-                    try:
-                        out.update(_entries(stream, at, 16 + body))
-                    except (NotKnown, ElfReadError):
-                        pass
+                    with contextlib.suppress(NotKnown, ElfReadError):
+                        out.update(fatbin_entries(_io(stream), at, 16 + body))
                     pos = data.find(magic, pos + 16 + body)
                     continue
             pos = data.find(magic, pos + 4)

@@ -1,4 +1,4 @@
-"""A content-addressed cache of ObjectFacts, keyed by the member's sha256 from RECORD, and of
+"""A content-addressed cache of CachedFacts, keyed by the member's sha256 from RECORD, and of
 wheel listings, keyed by the wheel's sha256 from the lock.
 
 Files are gzip'd JSON written to a temporary name and renamed into place, so concurrent runs
@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from validators.lockcheck.facts import FACTS_VERSION, ObjectFacts
+from validators.lockcheck.facts import FACTS_VERSION, CachedFacts
 
 
 class WheelListing(BaseModel):
@@ -33,6 +33,8 @@ class WheelListing(BaseModel):
     objects: dict[str, str | None]  # member name -> RECORD sha256 (hex) or None
     cubins: dict[str, str | None] = {}
     requires: list[str] = []
+    name: str = ""  # METADATA Name / Version (the installed group's labels)
+    version: str = ""
 
 
 def default_root() -> Path:
@@ -68,16 +70,16 @@ class FactsCache:
             Path(tmp).unlink(missing_ok=True)
             raise
 
-    def facts(self, sha256: str) -> ObjectFacts | None:
+    def facts(self, sha256: str) -> CachedFacts | None:
         data = self._load(self._path("objects", sha256))
         if data is None:
             return None
         try:
-            return ObjectFacts.model_validate(data)
+            return CachedFacts.model_validate(data)
         except ValidationError:
             return None
 
-    def put_facts(self, sha256: str, facts: ObjectFacts) -> None:
+    def put_facts(self, sha256: str, facts: CachedFacts) -> None:
         self._store(self._path("objects", sha256), facts.model_dump_json())
 
     def listing(self, wheel_sha256: str) -> WheelListing | None:

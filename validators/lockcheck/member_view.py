@@ -73,9 +73,12 @@ class MemberView:
     # --- what is known -------------------------------------------------------------------
     def _grow_prefix(self, upto: int) -> None:
         while len(self._prefix) < upto and self._cpos < self.end:
-            want = max(
-                FIRST_PREFIX, int((upto - len(self._prefix)) * self.ratio * PREFIX_GUESS) + 4096
-            )
+            # the ratio measured so far (symbol tables compress better than the member's
+            # average), capped at doubling what was read, so an estimate never runs far over
+            read = self._cpos - self.start
+            ratio = read / len(self._prefix) if self._prefix else self.ratio * PREFIX_GUESS
+            want = int((upto - len(self._prefix)) * ratio * 1.1) + 4096
+            want = max(FIRST_PREFIX, min(want, max(FIRST_PREFIX, 2 * read)))
             if self.end - self._cpos - want < want // 4:
                 want = self.end - self._cpos
             chunk = self.remote.read(self._cpos, min(self.end, self._cpos + want))
@@ -209,6 +212,17 @@ class MemberView:
             out.append((a, b))
         return out
 
+    def estimated_cost(self, offset: int, size: int) -> int:
+        """Compressed bytes a read of [offset, offset+size) would probably fetch now."""
+        end = min(self.size, offset + size)
+        if self.known(offset, end - offset):
+            return 0
+        if self.member.compressed_size <= WHOLE_BELOW:
+            return self.member.compressed_size - self.log.compressed_read
+        prefix = (end - len(self._prefix)) * self.ratio * PREFIX_GUESS
+        tail = (self.size - offset) * self.ratio * TAIL_GUESS - len(self._tail_comp)
+        return int(max(0, min(prefix, tail)))
+
     def known(self, offset: int, size: int) -> bool:
         try:
             self.get(offset, size)
@@ -226,6 +240,7 @@ class MemberStream(io.RawIOBase):
         self.fetch = fetch
         self.pos = 0
         self.name = view.member.name
+        self.overrides: dict[int, bytes] = {}  # offset -> bytes served instead of the member's
 
     def readable(self) -> bool:
         return True
@@ -252,6 +267,10 @@ class MemberStream(io.RawIOBase):
         if self.fetch:
             self.view.ensure(self.pos, size)
         data = self.view.get(self.pos, size)
+        for at, patch in self.overrides.items():
+            lo, hi = max(at, self.pos), min(at + len(patch), self.pos + len(data))
+            if lo < hi:
+                data = data[: lo - self.pos] + patch[lo - at : hi - at] + data[hi - self.pos :]
         self.pos += len(data)
         return data
 

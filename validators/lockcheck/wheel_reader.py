@@ -10,7 +10,7 @@ import io
 from email.parser import HeaderParser
 from pathlib import Path
 
-from validators.lockcheck.facts import ObjectFacts, extract
+from validators.lockcheck.facts import CachedFacts, extract
 from validators.lockcheck.facts_cache import WheelListing
 from validators.lockcheck.http_ranges import FetchError, RemoteFile
 from validators.lockcheck.member_view import IntegrityError, MemberView
@@ -60,7 +60,7 @@ class RemoteWheel:
 
     def view(self, member: Member, record_sha256: str | None) -> MemberView:
         head = self.remote.read(member.local_offset, member.local_offset + LOCAL_HEADER)
-        start = data_offset(member, head + b"\0" * 4)
+        start = data_offset(member, head)
         # the local header's name/extra lengths were read; the data follows
         return MemberView(self.remote, member, start, record_sha256)
 
@@ -86,6 +86,7 @@ class RemoteWheel:
                 if len(row) >= 2:
                     hashes[row[0]] = record_hash(row[1])
         requires: list[str] = []
+        name = version = ""
         meta_name = f"{dist_info[0]}/METADATA"
         if meta_name in self.members:
             meta = self.read_small(meta_name).decode("utf-8", "replace")
@@ -101,9 +102,11 @@ class RemoteWheel:
             objects=objects,
             cubins=cubins,
             requires=requires,
+            name=name,
+            version=version,
         )
 
-    def object_facts(self, name: str, record_sha256: str | None, virtual: Path) -> ObjectFacts:
+    def object_facts(self, name: str, record_sha256: str | None, virtual: Path) -> CachedFacts:
         member = self.members[name]
         view = self.view(member, record_sha256)
         return extract(view, virtual)

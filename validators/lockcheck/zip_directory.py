@@ -105,4 +105,4 @@ def data_offset(member: Member, local_header: bytes) -> int:
     if local_header[:4] != LOCAL_SIG:
         raise ZipFormatError(f"{member.name}: bad local header signature")
     nlen, elen = struct.unpack_from("<HH", local_header, 26)
-    return member.local_offset + LOCAL_HEADER + nlen + elen
+    return int(member.local_offset + LOCAL_HEADER + nlen + elen)

@@ -379,8 +379,14 @@ def _read(path: Path, stream: BinaryIO) -> ElfObject:
 def read_elf_bytes(data: bytes, path: Path) -> ElfObject:
     """The same facts from bytes already in memory (a wheel member fetched over HTTP); `path`
     is where the object would be installed, and becomes ElfObject.path."""
+    return read_elf_stream(io.BytesIO(data), path)
+
+
+def read_elf_stream(stream: BinaryIO, path: Path) -> ElfObject:
+    """The same facts from a seekable stream (one that fetches byte ranges on demand, say).
+    An error the stream raises stays the ElfReadError's `__context__`."""
     try:
-        return _read(path, io.BytesIO(data))
+        return _read(path, stream)
     except ElfReadError:
         raise
     except Exception as exc:  # the same set read_elf maps, construct errors included

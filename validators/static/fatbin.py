@@ -74,6 +74,11 @@ class GpuCode:
         return (major, minor) >= (cmaj, cmin)
 
 
+def fatbin_entries(stream: BinaryIO, start: int, size: int) -> list[GpuCode]:
+    """The code objects of the fatbins in stream[start:start+size] (a `.nv_fatbin` section)."""
+    return _entries(stream, start, size)
+
+
 def _entries(stream: BinaryIO, start: int, size: int) -> list[GpuCode]:
     found: list[GpuCode] = []
     pos, end = start, start + size

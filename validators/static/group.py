@@ -16,7 +16,7 @@ from stackgate.manifest import Manifest
 from validators.context import RunContext
 from validators.results import Result, make_result
 from validators.static.abi_results import abi_results, check_key, short
-from validators.static.arch_check import coverage, scan
+from validators.static.arch_check import DistCode, coverage, scan
 from validators.static.dist_check import (
     DistFindings,
     check_lock,
@@ -179,7 +179,16 @@ def _arch_results(env: Environment, shared: list[Path], inputs: StaticInputs) ->
         return [_result("static.arch", "SKIP", "no target archs (give --targets or a stack)")]
     t = time.perf_counter()
     per_dist = scan(env, shared)
-    seconds = time.perf_counter() - t
+    return arch_results(env, per_dist, inputs, time.perf_counter() - t)
+
+
+def arch_results(
+    env: Environment, per_dist: dict[str, DistCode], inputs: StaticInputs, seconds: float
+) -> list[Result]:
+    """`static.arch.*` results from GPU code per distribution (read from an installed tree, or
+    from wheels before install)."""
+    if not inputs.targets:
+        return [_result("static.arch", "SKIP", "no target archs (give --targets or a stack)")]
     backends = set()
     if inputs.manifest is not None:
         backends = {p.attention_backend or "" for p in inputs.manifest.serving.values()}

@@ -1,0 +1,309 @@
+"""The static verdict for a lock, before install: the wheels' ELF facts at the paths they
+would be installed to, resolved by the static group's own resolver and arch check, so the
+results carry the same check ids and texts as `validators static --env`."""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import canonicalize_name
+
+from stackgate.manifest import Manifest
+from validators.lockcheck.facts_cache import FactsCache
+from validators.lockcheck.lock_wheels import LockWheels
+from validators.lockcheck.scan import Scanner, ScanReport, WheelScan
+from validators.lockcheck.stable_abi import stable_abi_results
+from validators.results import Result, make_result
+from validators.static.abi_results import abi_results
+from validators.static.arch_check import DistCode
+from validators.static.dist_check import DistFindings, check_pins, requirement_closure
+from validators.static.environment import Distribution, Environment
+from validators.static.facts import ObjectFacts, source_from_facts
+from validators.static.fatbin import GpuCode
+from validators.static.group import StaticInputs, arch_results
+
+GROUP = "static"
+VIRTUAL_ROOT = Path("/stackgate-lock-virtual")
+_result = functools.partial(make_result, group=GROUP)
+
+
+@dataclass(frozen=True)
+class LockInputs:
+    lock: Path
+    wheels: LockWheels
+    cache: FactsCache
+    offline: bool = False
+    jobs: int = 6
+    manifest: Manifest | None = None
+    targets: tuple[str, ...] = ()
+    interpreter: Path | None = None
+
+
+def installed_path(site: Path, root: Path, member: str) -> Path | None:
+    """Where a wheel member lands (purelib/platlib data folders to site-packages)."""
+    parts = member.split("/")
+    if len(parts) > 2 and parts[0].endswith(".data"):
+        if parts[1] in ("purelib", "platlib"):
+            return site.joinpath(*parts[2:])
+        if parts[1] == "data":
+            return root.joinpath(*parts[2:])
+        return None
+    return site.joinpath(*parts)
+
+
+def find_interpreter(python: tuple[int, int]) -> Path | None:
+    """The host's CPython X.Y, standing in for the env's (its C-API exports are the same):
+    this interpreter when it is X.Y, else pythonX.Y on PATH (a pyenv shim is followed to
+    its prefix)."""
+    if sys.version_info[:2] == python:
+        return Path(sys.executable).resolve()
+    name = f"python{python[0]}.{python[1]}"
+    found = shutil.which(name)
+    if found is not None and _is_elf(Path(found).resolve()):
+        return Path(found).resolve()
+    if shutil.which("pyenv"):
+        try:
+            prefix = (
+                subprocess.run(
+                    ["pyenv", "prefix", f"{python[0]}.{python[1]}"],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                    timeout=20,
+                )
+                .stdout.strip()
+                .splitlines()
+            )
+        except (subprocess.SubprocessError, OSError):
+            prefix = []
+        for line in prefix:
+            candidate = (Path(line) / "bin" / name).resolve()
+            if _is_elf(candidate):
+                return candidate
+    return None
+
+
+def _is_elf(path: Path) -> bool:
+    try:
+        with path.open("rb") as f:
+            return f.read(4) == b"\x7fELF"
+    except OSError:
+        return False
+
+
+def run_lock_check(inputs: LockInputs, progress: Any = None) -> tuple[list[Result], ScanReport]:
+    python = inputs.wheels.python
+    root = VIRTUAL_ROOT / inputs.lock.resolve().parent.name / "env"
+    site = root / "lib" / f"python{python[0]}.{python[1]}" / "site-packages"
+    scanner = Scanner(
+        inputs.cache, offline=inputs.offline, virtual_site=site, jobs=inputs.jobs, progress=progress
+    )
+    try:
+        report = scanner.scan(inputs.wheels.wheels)
+    finally:
+        scanner.close()
+    results = [_fetch_result(inputs, report)]
+    integrity = [m for w in report.wheels for m in w.integrity]
+    if integrity:
+        results.append(
+            _result(
+                "static.lock.integrity",
+                "FAIL",
+                f"{len(integrity)} objects do not match their wheel's RECORD or the lock: "
+                + "; ".join(integrity[:6]),
+                {"mismatches": integrity},
+            )
+        )
+        return results, report
+    lacking = [f"{w.wheel.filename}: {m}" for w in report.wheels for m in w.lacking]
+    if report.errors or lacking:
+        return results, report
+    env, facts, codes = _virtual_env(inputs, report, root, site)
+    source = source_from_facts(facts, roots=(root,))
+    relevant = None
+    if inputs.manifest is not None:
+        relevant = requirement_closure(
+            env, {name: list(pin.extras) for name, pin in inputs.manifest.packages.items()}
+        )
+    shared = env.shared_objects()
+    results.extend(_pins(env, inputs))
+    results.extend(abi_results(env, shared, relevant, source=source))
+    t = time.perf_counter()
+    results.extend(
+        arch_results(
+            env,
+            codes,
+            StaticInputs(env_path=root, manifest=inputs.manifest, targets=inputs.targets),
+            time.perf_counter() - t,
+        )
+    )
+    results.extend(stable_abi_results(env, facts, inputs.cache))
+    return results, report
+
+
+def _pins(env: Environment, inputs: LockInputs) -> list[Result]:
+    if inputs.manifest is None:
+        return [_result("static.dists.pins", "SKIP", "no stack given: no pins to compare")]
+    findings = DistFindings()
+    check_pins(inputs.manifest, env, findings)
+    bad = findings.pin_mismatches + findings.pins_missing
+    return [
+        _result(
+            "static.dists.pins",
+            "FAIL" if bad else "PASS",
+            "; ".join(bad[:12])
+            if bad
+            else f"{findings.pins_checked} manifest pins match the locked versions",
+            {"mismatches": findings.pin_mismatches, "missing": findings.pins_missing},
+        )
+    ]
+
+
+def _virtual_env(
+    inputs: LockInputs, report: ScanReport, root: Path, site: Path
+) -> tuple[Environment, list[ObjectFacts], dict[str, DistCode]]:
+    distributions: dict[str, Distribution] = {}
+    owners: dict[Path, Distribution] = {}
+    facts: list[ObjectFacts] = []
+    codes: dict[str, DistCode] = {}
+    for scan in report.wheels:
+        listing = scan.listing
+        assert listing is not None
+        name = listing.name or scan.wheel.name
+        version = listing.version or scan.wheel.version
+        dist = Distribution(
+            name=name,
+            version=version,
+            dist_info=site / f"{name.replace('-', '_')}-{version}.dist-info",
+            requires=tuple(listing.requires),
+        )
+        distributions[canonicalize_name(name)] = dist
+        label = dist.label()
+        for member, cached in sorted(scan.facts.items()):
+            path = installed_path(site, root, member)
+            if path is None or not cached.is_elf or cached.machine == "190":
+                continue
+            owners[path] = dist
+            obj = cached.object_facts(path)
+            facts.append(obj)
+            if obj.gpu_codes:
+                codes.setdefault(label, DistCode()).libraries[path] = list(obj.gpu_codes)
+        cubins = _cubin_counter(scan)
+        if cubins:
+            codes.setdefault(label, DistCode()).cubins.update(cubins)
+        for member, why in scan.unreadable:
+            path = installed_path(site, root, member)
+            if path is not None:
+                codes.setdefault(label, DistCode()).unreadable.append((path, why))
+    env = Environment(
+        root=root,
+        site_packages=site,
+        interpreter=inputs.interpreter,
+        distributions=distributions,
+        owners=owners,
+        objects=tuple(f.path for f in facts),
+    )
+    env.unreadable.extend(
+        (site / member, why) for scan in report.wheels for member, why in scan.unreadable
+    )
+    return env, facts, codes
+
+
+def _cubin_counter(scan: WheelScan) -> Counter[GpuCode]:
+    from validators.lockcheck.facts import CachedFacts
+
+    out: Counter[GpuCode] = Counter()
+    for label in scan.cubin_codes.values():
+        if label:
+            out.update(CachedFacts(gpu_codes=[label]).codes())
+    return out
+
+
+def _fetch_result(inputs: LockInputs, report: ScanReport) -> Result:
+    objects: list[dict[str, Any]] = []
+    partial = 0
+    for scan in report.wheels:
+        for member, cached in sorted(scan.facts.items()):
+            read = cached.read
+            if read is None:
+                continue
+            if not read.whole:
+                partial += 1
+            objects.append(
+                {
+                    "wheel": scan.wheel.filename,
+                    "wheel_url": scan.wheel.url,
+                    "wheel_sha256": scan.wheel.sha256,
+                    "member": member,
+                    "member_bytes": read.member_size,
+                    "compressed_bytes": read.compressed_size,
+                    "compressed_read": read.compressed_read,
+                    "whole_member_read": read.whole,
+                    "record_sha256_checked": read.sha256_checked,
+                    "read": "whole"
+                    if read.whole
+                    else (
+                        f"prefix {read.prefix_bytes} B"
+                        + (f" + tail from {read.tail_from}" if read.tail_from is not None else "")
+                    ),
+                    "gpu_code": read.gpu_code,
+                }
+            )
+    lacking = [f"{w.wheel.filename}: {m}" for w in report.wheels for m in w.lacking]
+    modes = sorted({w.fetch_mode for w in report.wheels if w.fetch_mode != "cache"})
+    evidence: dict[str, Any] = {
+        "lock": str(inputs.lock),
+        "wheels": len(report.wheels),
+        "wheels_without_a_compatible_wheel": inputs.wheels.no_wheel,
+        "wheel_bytes_total": report.wheel_bytes,
+        "bytes_fetched": report.bytes_fetched,
+        "fetched_fraction": round(report.bytes_fetched / max(1, report.wheel_bytes), 5),
+        "requests": sum(w.requests for w in report.wheels),
+        "fetch_modes": modes or ["cache only"],
+        "streamed_wheels": [
+            w.wheel.filename for w in report.wheels if w.fetch_mode.startswith("streamed")
+        ],
+        "objects_from_partial_members": partial,
+        "offline": inputs.offline,
+        "lacking": lacking,
+        "errors": report.errors,
+        "cubins_from_names": sum(w.cubins_from_names for w in report.wheels),
+        "objects": objects,
+        "seconds": round(report.seconds, 3),
+    }
+    mb = report.bytes_fetched / 1e6
+    head = (
+        f"{len(report.wheels)} wheels, {sum(len(w.facts) for w in report.wheels)} ELF objects; "
+        f"fetched {mb:.1f} MB of {report.wheel_bytes / 1e6:.1f} MB "
+        f"({100 * report.bytes_fetched / max(1, report.wheel_bytes):.2f}%)"
+    )
+    if any(w.fetch_mode.startswith("streamed") for w in report.wheels):
+        head += "; a server ignored Range: those wheels were streamed whole (and checked against the lock's sha256)"
+    if partial:
+        head += f"; {partial} objects read from part of their member (not checkable against RECORD)"
+    if report.errors:
+        return _result(
+            "static.lock.fetch",
+            "ERROR",
+            f"{len(report.errors)} wheels could not be read: {report.errors[0]}",
+            evidence,
+            report.seconds,
+        )
+    if lacking:
+        return _result(
+            "static.lock.fetch",
+            "ERROR",
+            f"offline and the cache lacks {len(lacking)} objects: {', '.join(lacking[:6])}"
+            + (" ..." if len(lacking) > 6 else ""),
+            evidence,
+            report.seconds,
+        )
+    return _result("static.lock.fetch", "PASS", head, evidence, report.seconds)

@@ -1,0 +1,111 @@
+"""The wheels a uv.lock would install on the target (CPython X.Y, Linux x86_64): one per
+package, the most specific compatible tag first, with its URL, sha256 and size."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from packaging.tags import Tag, compatible_tags, cpython_tags
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+
+MAX_GLIBC_MINOR = 40
+
+
+class LockError(Exception):
+    """The lock cannot be read (file and field named)."""
+
+
+@dataclass(frozen=True)
+class LockedWheel:
+    name: str
+    version: str
+    url: str
+    sha256: str
+    size: int
+
+    @property
+    def filename(self) -> str:
+        return unquote(urlsplit(self.url).path.rsplit("/", 1)[-1])
+
+
+@dataclass
+class LockWheels:
+    wheels: list[LockedWheel]
+    no_wheel: list[str]  # packages with no compatible wheel (sdist, git, path): not checkable
+    python: tuple[int, int]
+
+
+def target_tags(python: tuple[int, int], arch: str = "x86_64") -> list[Tag]:
+    """Compatible tags, most preferred first (the order installers use)."""
+    platforms = [f"manylinux_2_{m}_{arch}" for m in range(MAX_GLIBC_MINOR, 4, -1)]
+    platforms += [f"manylinux2014_{arch}", f"manylinux2010_{arch}", f"manylinux1_{arch}"]
+    platforms += [f"linux_{arch}"]
+    tags = list(cpython_tags(python, platforms=platforms))
+    tags += [
+        t for t in compatible_tags(python, f"cp{python[0]}{python[1]}", platforms) if t not in tags
+    ]
+    return tags
+
+
+def _python_of(data: dict[str, Any], path: Path) -> tuple[int, int]:
+    spec = str(data.get("requires-python", ""))
+    for part in spec.replace(" ", "").split(","):
+        if part.startswith("=="):
+            bits = part[2:].split(".")
+            if len(bits) >= 2 and bits[0].isdigit() and bits[1].isdigit():
+                return int(bits[0]), int(bits[1])
+    raise LockError(f"{path}: requires-python {spec!r} does not name one Python (want ==3.X.*)")
+
+
+def read_lock(path: Path, python: tuple[int, int] | None = None) -> LockWheels:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise LockError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise LockError(f"{path}: not TOML: {exc}") from None
+    if python is None:
+        python = _python_of(data, path)
+    rank = {tag: i for i, tag in enumerate(target_tags(python))}
+    wheels: list[LockedWheel] = []
+    no_wheel: list[str] = []
+    for i, pkg in enumerate(data.get("package", [])):
+        source = pkg.get("source", {})
+        if not isinstance(source, dict) or "virtual" in source or "editable" in source:
+            continue
+        name, version = str(pkg.get("name")), str(pkg.get("version"))
+        best: tuple[int, dict[str, Any]] | None = None
+        for j, entry in enumerate(pkg.get("wheels", [])):
+            url = entry.get("url")
+            if not isinstance(url, str):
+                continue
+            try:
+                _n, _v, _b, tags = parse_wheel_filename(
+                    unquote(urlsplit(url).path.rsplit("/", 1)[-1])
+                )
+            except InvalidWheelFilename:
+                raise LockError(
+                    f"{path}: package[{i}].wheels[{j}].url: not a wheel name: {url}"
+                ) from None
+            score = min((rank[t] for t in tags if t in rank), default=None)
+            if score is not None and (best is None or score < best[0]):
+                best = (score, entry)
+        if best is None:
+            no_wheel.append(f"{name} {version}")
+            continue
+        entry = best[1]
+        digest = str(entry.get("hash", ""))
+        if not digest.startswith("sha256:"):
+            raise LockError(f"{path}: package[{i}] ({name}).wheels: no sha256 hash")
+        if not isinstance(entry.get("size"), int):
+            raise LockError(f"{path}: package[{i}] ({name}).wheels: no size")
+        wheels.append(
+            LockedWheel(
+                canonicalize_name(name), version, str(entry["url"]), digest[7:], int(entry["size"])
+            )
+        )
+    return LockWheels(wheels=wheels, no_wheel=no_wheel, python=python)

@@ -1,0 +1,280 @@
+"""Collect the facts of every ELF object in a lock's wheels: from the cache, else from byte
+ranges of the wheels (in parallel), else (offline) listed as lacking."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tempfile
+import threading
+import time
+import zlib
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from validators.lockcheck.facts import CachedFacts, ReadEvidence
+from validators.lockcheck.facts_cache import FactsCache, WheelListing
+from validators.lockcheck.http_ranges import FetchError, RemoteFile, make_client
+from validators.lockcheck.lock_wheels import LockedWheel
+from validators.lockcheck.member_view import IntegrityError, NotKnown
+from validators.lockcheck.wheel_reader import RemoteWheel, verify_spooled
+from validators.lockcheck.zip_directory import LOCAL_HEADER, ZipFormatError
+from validators.static.elf_symbols import ElfReadError
+
+_CUBIN_NAME = re.compile(r"sm_?(\d{2,3})([af]?)", re.IGNORECASE)
+
+
+@dataclass
+class WheelScan:
+    wheel: LockedWheel
+    listing: WheelListing | None = None
+    facts: dict[str, CachedFacts] = field(default_factory=dict)  # member name -> facts
+    cubin_codes: dict[str, str] = field(default_factory=dict)  # member -> label ("" unknown)
+    cubins_from_names: int = 0
+    lacking: list[str] = field(default_factory=list)  # members (or "(listing)") not in cache
+    unreadable: list[tuple[str, str]] = field(default_factory=list)
+    integrity: list[str] = field(default_factory=list)  # members that failed RECORD/CRC
+    fetch_mode: str = "cache"
+    bytes_fetched: int = 0
+    requests: int = 0
+    wheel_sha256_checked: bool | None = None
+
+
+@dataclass
+class ScanReport:
+    wheels: list[WheelScan]
+    seconds: float
+    offline: bool
+    errors: list[str] = field(default_factory=list)  # network / server problems
+
+    @property
+    def bytes_fetched(self) -> int:
+        return sum(w.bytes_fetched for w in self.wheels)
+
+    @property
+    def wheel_bytes(self) -> int:
+        return sum(w.wheel.size for w in self.wheels)
+
+
+def _cache_key(record_sha: str | None, wheel_sha: str, name: str) -> str:
+    if record_sha:
+        return record_sha
+    return hashlib.sha256(f"{wheel_sha}:{name}".encode()).hexdigest()
+
+
+class Scanner:
+    def __init__(
+        self,
+        cache: FactsCache,
+        *,
+        offline: bool,
+        virtual_site: Path,
+        jobs: int = 6,
+        client: httpx.Client | None = None,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
+        self.cache = cache
+        self.offline = offline
+        self.site = virtual_site
+        self.jobs = jobs
+        self._client = client
+        self._progress = progress or (lambda _m: None)
+        self._spool = tempfile.TemporaryDirectory(prefix="stackgate-lockcheck-")
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self._spool.cleanup()
+
+    def scan(self, wheels: list[LockedWheel]) -> ScanReport:
+        started = time.perf_counter()
+        scans = [WheelScan(w) for w in wheels]
+        errors: list[str] = []
+        client = (
+            self._client if self._client is not None else (None if self.offline else make_client())
+        )
+        remotes: dict[str, RemoteWheel] = {}
+        try:
+            with ThreadPoolExecutor(max_workers=self.jobs) as pool:
+                for error in pool.map(lambda s: self._listing(s, client, remotes), scans):
+                    if error:
+                        errors.append(error)
+                tasks = [
+                    (s, name, sha)
+                    for s in scans
+                    if s.listing is not None
+                    for name, sha in s.listing.objects.items()
+                ]
+
+                # the biggest members first, so the long fetches overlap the small ones
+                def size_of(task: tuple[WheelScan, str, str | None]) -> int:
+                    remote = remotes.get(task[0].wheel.sha256)
+                    member = remote.members.get(task[1]) if remote else None
+                    return -(member.compressed_size if member else 0)
+
+                tasks.sort(key=size_of)
+                for error in pool.map(lambda t: self._object(t[0], t[1], t[2], remotes), tasks):
+                    if error:
+                        errors.append(error)
+                for error in pool.map(lambda s: self._cubins(s, remotes), scans):
+                    if error:
+                        errors.append(error)
+            for scan in scans:
+                remote = remotes.get(scan.wheel.sha256)
+                if remote is not None:
+                    scan.fetch_mode = remote.remote.mode
+                    if remote.remote.mode != "ranges":
+                        scan.wheel_sha256_checked = verify_spooled(remote.remote, scan.wheel.sha256)
+                        if scan.wheel_sha256_checked is False:
+                            scan.integrity.append(
+                                f"{scan.wheel.filename}: sha256 does not match the lock"
+                            )
+                    scan.bytes_fetched = remote.remote.stats.bytes_fetched
+                    scan.requests = remote.remote.stats.requests
+                    remote.remote.close()
+        finally:
+            if client is not None and self._client is None:
+                client.close()
+        return ScanReport(scans, time.perf_counter() - started, self.offline, errors)
+
+    def _remote(
+        self, scan: WheelScan, client: httpx.Client, remotes: dict[str, RemoteWheel]
+    ) -> RemoteWheel:
+        with self._lock:
+            remote = remotes.get(scan.wheel.sha256)
+            if remote is None:
+                file = RemoteFile(client, scan.wheel.url, scan.wheel.size, Path(self._spool.name))
+                remote = remotes[scan.wheel.sha256] = RemoteWheel(file, scan.wheel.sha256)
+            return remote
+
+    def _listing(
+        self, scan: WheelScan, client: httpx.Client | None, remotes: dict[str, RemoteWheel]
+    ) -> str | None:
+        cached = self.cache.listing(scan.wheel.sha256)
+        if cached is not None:
+            scan.listing = cached
+            return None
+        if client is None:
+            scan.lacking.append("(wheel listing)")
+            return None
+        remote = self._remote(scan, client, remotes)
+        try:
+            remote.read_directory()
+            scan.listing = remote.listing(scan.wheel.url)
+        except (FetchError, ZipFormatError, IntegrityError) as exc:
+            return f"{scan.wheel.filename}: {exc}"
+        self.cache.put_listing(scan.listing)
+        self._progress(f"listed {scan.wheel.filename}: {len(scan.listing.objects)} ELF candidates")
+        return None
+
+    def _object(
+        self, scan: WheelScan, name: str, record_sha: str | None, remotes: dict[str, RemoteWheel]
+    ) -> str | None:
+        key = _cache_key(record_sha, scan.wheel.sha256, name)
+        cached = self.cache.facts(key)
+        if cached is not None:
+            with self._lock:
+                scan.facts[name] = cached
+            return None
+        remote = remotes.get(scan.wheel.sha256)
+        if self.offline or self._client_missing(remote):
+            with self._lock:
+                scan.lacking.append(name)
+            return None
+        assert remote is not None
+        if not remote.members:
+            try:
+                remote.read_directory()
+            except (FetchError, ZipFormatError) as exc:
+                return f"{scan.wheel.filename}: {exc}"
+        try:
+            facts = remote.object_facts(name, record_sha, self.site / name)
+        except IntegrityError as exc:
+            with self._lock:
+                scan.integrity.append(str(exc))
+            return None
+        except ElfReadError as exc:
+            cause = exc.__context__
+            if isinstance(cause, FetchError):
+                return f"{scan.wheel.filename}: {cause}"
+            if isinstance(cause, IntegrityError):
+                with self._lock:
+                    scan.integrity.append(str(cause))
+                return None
+            with self._lock:
+                scan.unreadable.append((name, exc.reason))
+            return None
+        except FetchError as exc:
+            return f"{scan.wheel.filename}: {exc}"
+        except NotKnown as exc:  # pragma: no cover - the fetching stream always fetches
+            return f"{scan.wheel.filename}: {exc}"
+        self.cache.put_facts(key, facts)
+        with self._lock:
+            scan.facts[name] = facts
+        self._progress(f"read {name} ({facts.read.compressed_read if facts.read else 0} bytes)")
+        return None
+
+    @staticmethod
+    def _client_missing(remote: RemoteWheel | None) -> bool:
+        return remote is None
+
+    def _cubins(self, scan: WheelScan, remotes: dict[str, RemoteWheel]) -> str | None:
+        """A cubin's target from its file name where the name says it (as the installed group
+        reads the suffix), else from its ELF header (one small range each, cached)."""
+        if scan.listing is None:
+            return None
+        remote = remotes.get(scan.wheel.sha256)
+        for name, record_sha in scan.listing.cubins.items():
+            base = name.rsplit("/", 1)[-1]
+            match = _CUBIN_NAME.search(base)
+            if match:
+                scan.cubin_codes[name] = f"sm_{int(match.group(1))}{match.group(2).lower()}"
+                scan.cubins_from_names += 1
+                continue
+            key = _cache_key(record_sha, scan.wheel.sha256, name)
+            cached = self.cache.facts(key)
+            if cached is None and remote is not None and not self.offline:
+                try:
+                    if not remote.members:
+                        remote.read_directory()
+                    cached = _cubin_facts(remote, name)
+                except (FetchError, ZipFormatError, zlib.error) as exc:
+                    return f"{scan.wheel.filename}: {name}: {exc}"
+                self.cache.put_facts(key, cached)
+            if cached is None:
+                scan.lacking.append(name)
+                continue
+            scan.cubin_codes[name] = cached.gpu_codes[0] if cached.gpu_codes else ""
+        return None
+
+
+def _cubin_facts(remote: RemoteWheel, name: str) -> CachedFacts:
+    member = remote.members[name]
+    start = member.local_offset
+    raw = remote.remote.read(start, start + LOCAL_HEADER + len(name.encode()) + 1024)
+    nlen = int.from_bytes(raw[26:28], "little")
+    elen = int.from_bytes(raw[28:30], "little")
+    data = raw[LOCAL_HEADER + nlen + elen :]
+    if len(data) < min(member.compressed_size, 512):
+        more = remote.remote.read(start + len(raw), start + LOCAL_HEADER + nlen + elen + 1024)
+        data += more
+    head = data[:64] if member.method == 0 else zlib.decompressobj(wbits=-15).decompress(data, 64)
+    from validators.lockcheck.facts import cubin_label
+
+    label = cubin_label(head, name)
+    return CachedFacts(
+        gpu_codes=[label] if label else [],
+        read=ReadEvidence(
+            member=name,
+            member_size=member.size,
+            compressed_size=member.compressed_size,
+            compressed_read=len(raw),
+            whole=False,
+            sha256_checked=False,
+            prefix_bytes=len(head),
+            gpu_code="from-header",
+        ),
+    )
