@@ -29,8 +29,10 @@ def make_wheel(
     requires: Iterable[str] = (),
     files: Mapping[str, bytes | str] | None = None,
     tag: str = "py3-none-any",
+    deflate: bool = False,
 ) -> Path:
-    """Write `<name>-<version>-<tag>.whl` into out_dir and return its path."""
+    """Write `<name>-<version>-<tag>.whl` into out_dir and return its path (members stored,
+    or deflated as real wheels are with `deflate=True`)."""
     dist = name.replace("-", "_")
     dist_info = f"{dist}-{version}.dist-info"
     contents: dict[str, bytes] = {}
@@ -51,6 +53,8 @@ def make_wheel(
         for rel in sorted(contents):
             info = zipfile.ZipInfo(rel, date_time=(2020, 1, 1, 0, 0, 0))
             info.external_attr = 0o644 << 16
+            if deflate:  # as real wheels are (ZipInfo members default to stored)
+                info.compress_type = zipfile.ZIP_DEFLATED
             zf.writestr(info, contents[rel])
     return path
 

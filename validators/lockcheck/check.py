@@ -267,6 +267,8 @@ def _fetch_result(inputs: LockInputs, report: ScanReport) -> Result:
         "bytes_fetched": report.bytes_fetched,
         "fetched_fraction": round(report.bytes_fetched / max(1, report.wheel_bytes), 5),
         "requests": sum(w.requests for w in report.wheels),
+        "retries": sum(w.retries for w in report.wheels),
+        "wheel_sha256_checked": [w.wheel.filename for w in report.wheels if w.wheel_sha256_checked],
         "fetch_modes": modes or ["cache only"],
         "streamed_wheels": [
             w.wheel.filename for w in report.wheels if w.fetch_mode.startswith("streamed")

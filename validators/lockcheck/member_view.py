@@ -119,6 +119,15 @@ class MemberView:
     def _decode_tail(self, from_offset: int, min_compressed: int = 0) -> None:
         """Make the tail start at or before `from_offset` (and hold at least
         `min_compressed` compressed bytes)."""
+        if self.member.method == STORED:  # bytes at their own offsets: read them directly
+            begin = max(len(self._prefix), min(from_offset, self.size - min_compressed))
+            if begin < self._tail_start:
+                more = self.remote.read(self.start + begin, self.start + self._tail_start)
+                self.log.compressed_read += len(more)
+                self._tail = more + self._tail
+                self._tail_start = begin
+                self.log.tail_from = begin
+            return
         want = max(
             min_compressed, int((self.size - from_offset) * self.ratio * TAIL_GUESS) + TAIL_MARGIN
         )
@@ -155,7 +164,7 @@ class MemberView:
             offset >= self._tail_start and self._known_tail(offset, end)
         ):
             return
-        if self.member.compressed_size <= WHOLE_BELOW or self.member.method == STORED:
+        if self.member.compressed_size <= WHOLE_BELOW:
             self._grow_prefix(end)
             return
         prefix_cost = (end - len(self._prefix)) * self.ratio

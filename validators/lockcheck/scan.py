@@ -41,6 +41,7 @@ class WheelScan:
     fetch_mode: str = "cache"
     bytes_fetched: int = 0
     requests: int = 0
+    retries: int = 0
     wheel_sha256_checked: bool | None = None
 
 
@@ -134,6 +135,7 @@ class Scanner:
                             )
                     scan.bytes_fetched = remote.remote.stats.bytes_fetched
                     scan.requests = remote.remote.stats.requests
+                    scan.retries = remote.remote.stats.retries
                     remote.remote.close()
         finally:
             if client is not None and self._client is None:

@@ -1,0 +1,342 @@
+"""The static verdict before install, against real wheels served over real HTTP on 127.0.0.1.
+
+The wheels hold real ELF objects built here with gcc/g++: a "torch" whose libc10_cuda.so
+changed two signatures between 2.9.1 and 2.10.0 (as c10 did), an "sgl-kernel" extension
+linked against the 2.9.1 one, and a library with 6 MiB of incompressible data so that it is
+read in part (prefix + decoded tail) rather than whole.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.range_server import serve
+from tests.helpers.wheels import make_wheel
+from tests.validators import elf_env
+from validators.lockcheck.check import LockInputs, run_lock_check
+from validators.lockcheck.facts_cache import FactsCache
+from validators.lockcheck.lock_wheels import read_lock
+from validators.results import Result
+from validators.static.elf_symbols import read_elf
+
+pytestmark = pytest.mark.skipif(not elf_env.have_compilers(), reason="needs gcc and g++")
+
+TAG_TORCH = "cp312-cp312-manylinux_2_28_x86_64"
+TAG_KERNEL = "cp310-abi3-manylinux2014_x86_64"
+BIG_C = """
+__asm__(".section .rodata\\n.globl big_blob\\nbig_blob:\\n.incbin \\"BLOB\\"\\n.previous");
+extern const char big_blob[];
+const char *big_data(void) { return big_blob; }
+"""
+
+
+@dataclass(frozen=True)
+class Built:
+    root: Path  # served folder
+    wheels: dict[str, Path]
+    big_lib: Path  # the library that is read in part, as built
+
+
+def _so(path: Path) -> bytes:
+    return path.read_bytes()
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    tmp = tmp_path_factory.mktemp("lockcheck")
+    build = tmp / "build"
+    old = elf_env.gxx(
+        build / "old" / "libc10_cuda.so", elf_env.CORE_OLD_CPP, "-Wl,-soname,libc10_cuda.so"
+    )
+    new = elf_env.gxx(
+        build / "new" / "libc10_cuda.so", elf_env.CORE_NEW_CPP, "-Wl,-soname,libc10_cuda.so"
+    )
+    kernel = elf_env.gxx(
+        build / "kernel" / "common_ops.abi3.so",
+        elf_env.KERNEL_CPP,
+        f"-L{old.parent}",
+        "-l:libc10_cuda.so",
+    )
+    blob = build / "blob.bin"
+    blob.write_bytes(os.urandom(6 << 20))
+    big = elf_env.gcc(
+        build / "big" / "libbig.so", BIG_C.replace("BLOB", str(blob)), "-Wl,-soname,libbig.so"
+    )
+    root = tmp / "served"
+    wheels = {
+        "torch-2.9.1": make_wheel(
+            root,
+            "torch",
+            "2.9.1",
+            files={"torch/lib/libc10_cuda.so": _so(old), "torch/lib/libbig.so": _so(big)},
+            tag=TAG_TORCH,
+            deflate=True,
+        ),
+        "torch-2.10.0": make_wheel(
+            root,
+            "torch",
+            "2.10.0",
+            files={"torch/lib/libc10_cuda.so": _so(new), "torch/lib/libbig.so": _so(big)},
+            tag=TAG_TORCH,
+            deflate=True,
+        ),
+        "sgl-kernel": make_wheel(
+            root,
+            "sgl-kernel",
+            "0.3.21",
+            files={"sgl_kernel/sm100/common_ops.abi3.so": _so(kernel)},
+            tag=TAG_KERNEL,
+            deflate=True,
+        ),
+    }
+    return Built(root, wheels, big)
+
+
+def write_lock(path: Path, base_url: str, wheels: list[Path]) -> Path:
+    lines = ["version = 1", 'requires-python = "==3.12.*"', ""]
+    for wheel in wheels:
+        name, version = wheel.name.split("-")[:2]
+        data = wheel.read_bytes()
+        lines += [
+            "[[package]]",
+            f'name = "{name.replace("_", "-")}"',
+            f'version = "{version}"',
+            'source = { registry = "https://example.invalid/simple" }',
+            "wheels = [",
+            f'    {{ url = "{base_url}{wheel.name}", hash = "sha256:{hashlib.sha256(data).hexdigest()}", size = {len(data)} }},',
+            "]",
+            "",
+        ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
+def check(lock: Path, cache: Path, *, offline: bool = False) -> list[Result]:
+    results, _ = run_lock_check(
+        LockInputs(
+            lock=lock, wheels=read_lock(lock), cache=FactsCache(cache), offline=offline, jobs=3
+        )
+    )
+    return results
+
+
+def by_check(results: list[Result]) -> dict[str, Result]:
+    return {r.check: r for r in results}
+
+
+def test_torch_210_breaks_the_kernel_built_against_291(built: Built, tmp_path: Path) -> None:
+    with serve(built.root) as server:
+        base = f"http://127.0.0.1:{server.server_port}/"
+        lock = write_lock(
+            tmp_path / "l" / "uv.lock",
+            base,
+            [built.wheels["torch-2.10.0"], built.wheels["sgl-kernel"]],
+        )
+        results = by_check(check(lock, tmp_path / "cache"))
+    kernel = results["static.abi.sgl_kernel"]
+    assert kernel.status == "FAIL", kernel.reason
+    assert "sgl-kernel 0.3.21" in kernel.reason and "torch 2.10.0" in kernel.reason
+    assert (
+        "c10::cuda::c10_cuda_check_implementation(int, char const*, char const*, int, bool)"
+        in kernel.reason
+    )
+    assert "c10::MessageLogger::MessageLogger(char const*, int, int)" in kernel.reason
+    fetch = results["static.lock.fetch"]
+    assert fetch.status == "PASS"
+    assert 0 < fetch.evidence["bytes_fetched"] < fetch.evidence["wheel_bytes_total"]
+
+
+def test_torch_291_with_the_same_kernel_has_no_abi_failure(built: Built, tmp_path: Path) -> None:
+    with serve(built.root) as server:
+        base = f"http://127.0.0.1:{server.server_port}/"
+        lock = write_lock(
+            tmp_path / "l" / "uv.lock",
+            base,
+            [built.wheels["torch-2.9.1"], built.wheels["sgl-kernel"]],
+        )
+        results = check(lock, tmp_path / "cache")
+    assert not [r for r in results if r.status in ("FAIL", "ERROR")], results
+    assert by_check(results)["static.abi.sgl_kernel"].status == "PASS"
+
+
+def test_big_member_is_read_in_part_and_says_so(built: Built, tmp_path: Path) -> None:
+    with serve(built.root) as server:
+        base = f"http://127.0.0.1:{server.server_port}/"
+        lock = write_lock(tmp_path / "l" / "uv.lock", base, [built.wheels["torch-2.9.1"]])
+        results = by_check(check(lock, tmp_path / "cache"))
+    fetch = results["static.lock.fetch"]
+    big = next(o for o in fetch.evidence["objects"] if o["member"] == "torch/lib/libbig.so")
+    assert not big["whole_member_read"] and not big["record_sha256_checked"]
+    assert big["compressed_read"] < big["compressed_bytes"] // 2
+    assert big["wheel_sha256"] and big["wheel_url"].endswith(".whl")
+    small = next(o for o in fetch.evidence["objects"] if o["member"] == "torch/lib/libc10_cuda.so")
+    assert small["whole_member_read"] and small["record_sha256_checked"]
+    assert "read from part of their member" in fetch.reason
+    # what was read in part equals what the file itself says
+    cache = FactsCache(tmp_path / "cache")
+    wheel = zipfile.ZipFile(built.wheels["torch-2.9.1"])
+    record = wheel.read("torch-2.9.1.dist-info/RECORD").decode()
+    digest = next(
+        line.split(",")[1] for line in record.splitlines() if line.startswith("torch/lib/libbig.so")
+    )
+    import base64
+
+    key = base64.urlsafe_b64decode(digest.removeprefix("sha256=") + "==").hex()
+    facts = cache.facts(key)
+    assert facts is not None
+    on_disk = read_elf(built.big_lib)
+    assert facts.exports == on_disk.exports
+    assert tuple(facts.needed) == on_disk.needed
+
+
+def test_stored_members_are_read_by_direct_ranges(built: Built, tmp_path: Path) -> None:
+    """Wheels whose members are stored (not deflated) are read at the members' own offsets."""
+    stored = tmp_path / "served"
+    make_wheel(
+        stored,
+        "torch",
+        "2.9.1",
+        files={"torch/lib/libbig.so": built.big_lib.read_bytes()},
+        tag=TAG_TORCH,
+    )
+    with serve(stored) as server:
+        base = f"http://127.0.0.1:{server.server_port}/"
+        lock = write_lock(tmp_path / "l" / "uv.lock", base, sorted(stored.glob("*.whl")))
+        results = by_check(check(lock, tmp_path / "cache"))
+    fetch = results["static.lock.fetch"]
+    assert fetch.status == "PASS", fetch.reason
+    big = next(o for o in fetch.evidence["objects"] if o["member"] == "torch/lib/libbig.so")
+    assert not big["whole_member_read"]
+    assert big["compressed_read"] < big["compressed_bytes"] // 2
+
+
+def test_repeat_runs_offline_from_the_cache(built: Built, tmp_path: Path) -> None:
+    with serve(built.root) as server:
+        base = f"http://127.0.0.1:{server.server_port}/"
+        lock = write_lock(
+            tmp_path / "l" / "uv.lock",
+            base,
+            [built.wheels["torch-2.10.0"], built.wheels["sgl-kernel"]],
+        )
+        first = check(lock, tmp_path / "cache")
+    # the server is gone: only the cache can answer
+    second = check(lock, tmp_path / "cache", offline=True)
+    assert [(r.check, r.status) for r in first if r.check != "static.lock.fetch"] == [
+        (r.check, r.status) for r in second if r.check != "static.lock.fetch"
+    ]
+    assert by_check(second)["static.lock.fetch"].evidence["bytes_fetched"] == 0
+
+
+def test_offline_without_cache_names_what_it_lacks(built: Built, tmp_path: Path) -> None:
+    lock = write_lock(
+        tmp_path / "l" / "uv.lock", "http://127.0.0.1:9/", [built.wheels["sgl-kernel"]]
+    )
+    results = by_check(check(lock, tmp_path / "empty", offline=True))
+    fetch = results["static.lock.fetch"]
+    assert fetch.status == "ERROR"
+    assert "cache lacks" in fetch.reason and "sgl_kernel-0.3.21" in fetch.reason
+    assert "static.abi.sgl_kernel" not in results  # no verdict from half the facts
+
+
+def test_server_without_ranges_is_streamed_and_checked(built: Built, tmp_path: Path) -> None:
+    with serve(built.root, "ignore-range") as server:
+        base = f"http://127.0.0.1:{server.server_port}/"
+        lock = write_lock(
+            tmp_path / "l" / "uv.lock",
+            base,
+            [built.wheels["torch-2.10.0"], built.wheels["sgl-kernel"]],
+        )
+        results = by_check(check(lock, tmp_path / "cache"))
+    fetch = results["static.lock.fetch"]
+    assert "ignored Range" in fetch.reason
+    assert len(fetch.evidence["streamed_wheels"]) == 2
+    assert len(fetch.evidence["wheel_sha256_checked"]) == 2
+    assert results["static.abi.sgl_kernel"].status == "FAIL"
+
+
+def test_connection_dropped_mid_member_is_retried(built: Built, tmp_path: Path) -> None:
+    with serve(built.root, "drop-once") as server:
+        base = f"http://127.0.0.1:{server.server_port}/"
+        lock = write_lock(
+            tmp_path / "l" / "uv.lock",
+            base,
+            [built.wheels["torch-2.10.0"], built.wheels["sgl-kernel"]],
+        )
+        results = by_check(check(lock, tmp_path / "cache"))
+        assert server.dropped
+    assert results["static.lock.fetch"].evidence["retries"] >= 1
+    assert results["static.abi.sgl_kernel"].status == "FAIL"
+
+
+def _tampered(built: Built, out: Path) -> Path:
+    """sgl-kernel's wheel with its extension's bytes changed after RECORD was written."""
+    src = built.wheels["sgl-kernel"]
+    out.mkdir(parents=True, exist_ok=True)
+    dst = out / src.name
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_DEFLATED) as zout:
+        for info in zin.infolist():
+            data = zin.read(info)
+            if info.filename.endswith("common_ops.abi3.so"):
+                data = data[:-16] + b"\0" * 16
+            zout.writestr(info, data)
+    return dst
+
+
+def test_member_that_does_not_match_record_is_refused(built: Built, tmp_path: Path) -> None:
+    bad = _tampered(built, tmp_path / "served")
+    with serve(tmp_path / "served") as server:
+        base = f"http://127.0.0.1:{server.server_port}/"
+        lock = write_lock(tmp_path / "l" / "uv.lock", base, [bad])
+        results = by_check(check(lock, tmp_path / "cache"))
+    integrity = results["static.lock.integrity"]
+    assert integrity.status == "FAIL"
+    assert "sgl_kernel/sm100/common_ops.abi3.so" in integrity.reason
+    assert "does not match RECORD" in integrity.reason
+    assert "static.abi.sgl_kernel" not in results
+
+
+def test_cli_exit_code_and_json(built: Built, tmp_path: Path) -> None:
+    with serve(built.root) as server:
+        base = f"http://127.0.0.1:{server.server_port}/"
+        lock = write_lock(
+            tmp_path / "l" / "uv.lock",
+            base,
+            [built.wheels["torch-2.10.0"], built.wheels["sgl-kernel"]],
+        )
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "validators",
+                "static",
+                "--lock",
+                str(lock),
+                "--cache",
+                str(tmp_path / "c"),
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=Path(__file__).resolve().parents[2],
+        )
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert '"static.abi.sgl_kernel"' in proc.stdout
+    bad = subprocess.run(
+        [sys.executable, "-m", "validators", "static", "--lock", str(tmp_path / "nope.lock")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert bad.returncode == 2, bad.stderr[-2000:]
+    assert "nope.lock" in bad.stderr
