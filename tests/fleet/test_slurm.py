@@ -106,6 +106,14 @@ def test_fleet_array_and_collector_on_real_slurm(fleet_stack: FleetStack) -> Non
         _wait(lambda: (job_dir / "verdict.json").exists(), 120, "the collector", cluster)
         assert cluster.wait_idle(60), cluster.queue()
         collect_log = next((job_dir / "logs").glob("collect-*.out")).read_text()
+        status = json.loads(
+            stack.ok("validators", "fleet", "status", "--job-dir", str(job_dir), "--json", env=env)
+        )
+        rows = {r["node"]: r for r in status["nodes"]}
+        assert rows["n1"]["reported"] == "PASS" and "COMPLETED" in rows["n1"]["scheduler"]
+        # A node whose validation failed is a failed element too (exit 1), seen from Slurm.
+        assert rows["n3"]["reported"] == "FAIL" and "FAILED, exit 1:0" in rows["n3"]["scheduler"]
+        assert rows["n4"] == {"node": "n4", "reported": None, "phase": None, "scheduler": None}
 
     verdict = json.loads((job_dir / "verdict.json").read_text())
     by_node = {n["node"]: n for n in verdict["nodes"]}

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 
 from stackgate.cli import emit_json
-from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
+from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput, StackgateError
 from stackgate.output import console_err
 from validators.fleet import slurm
 from validators.fleet.node import exit_code_for, run_node
@@ -195,9 +195,7 @@ def _scheduler_notes(spec: FleetSpec) -> dict[str, str]:
         return {}
     try:
         states = slurm.element_states(str(array))
-    except BadInput:
-        return {}
-    except Exception:  # no scontrol here (collecting on another machine): no notes
+    except StackgateError:  # no scontrol here (collecting on another machine): no notes
         return {}
     notes: dict[str, str] = {}
     for e in states:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import jinja2
 
-from stackgate.errors import EnvironmentProblem, StackgateError
+from stackgate.errors import CommandFailed, EnvironmentProblem, StackgateError
 from stackgate.proc import run
 from validators.fleet.spec import FleetSpec
 
@@ -76,6 +76,15 @@ def plan_commands(spec: FleetSpec, scripts_dir: Path, array_id: str = ARRAY_ID) 
     return commands
 
 
+def _released(stderr: str) -> bool:
+    """`scontrol release` exits 1 when one element already ended (cancelled while held),
+    printing `1_0-1: No error` / `1_2: Job has already finished`; the others were released."""
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    return bool(lines) and all(
+        line.endswith(("No error", "Job has already finished")) for line in lines
+    )
+
+
 def _job_id(stdout: str) -> str:
     """`sbatch --parsable` prints `id` or `id;cluster`."""
     first = stdout.strip().split(";")[0]
@@ -99,10 +108,12 @@ def submit(spec: FleetSpec, scripts_dir: Path) -> Submitted:
     done = [first]
     try:
         for argv in plan_commands(spec, scripts_dir, array)[1:]:
-            result = run(argv)
+            result = run(argv, check=argv[1] != "release")
             done.append(argv)
             if argv[0] == "sbatch":
                 collector = _job_id(result.stdout)
+            elif result.returncode != 0 and not _released(result.stderr):
+                raise CommandFailed(argv, result.returncode, result.stdout, result.stderr)
     except (StackgateError, OSError):
         run(["scancel", array], check=False)
         raise
