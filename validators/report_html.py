@@ -36,7 +36,7 @@ th{background:#f9fafb} td.num{text-align:right;font-variant-numeric:tabular-nums
 .banner{padding:10px 14px;border-radius:6px;font-weight:600;margin:12px 0}
 .pass{background:#dcfce7;color:#166534} .fail{background:#fee2e2;color:#991b1b}
 .s-PASS,.s-OK,.s-SAME{color:#166534} .s-FAIL,.s-ERROR,.s-FAILED,.s-NOT_RUN,.s-REGRESSION,
-.s-MISSING,.s-TOO_FEW{color:#b91c1c;font-weight:600} .s-SKIP,.s-SKIPPED{color:#92400e}
+.s-MISSING,.s-TOO_FEW,.s-INCOMPARABLE{color:#b91c1c;font-weight:600} .s-SKIP,.s-SKIPPED{color:#92400e}
 .s-IMPROVEMENT{color:#15803d;font-weight:600} .s-NEW,.s-UNGATED{color:#6b7280}
 svg{background:#fff;border:1px solid #e5e7eb;margin:6px 12px 6px 0}
 svg .title{font-size:13px;font-weight:600} svg .tick{font-size:11px;fill:#374151}
@@ -118,7 +118,14 @@ def _metrics(gate_result: GateResult | None, record: Record) -> str:
         ]
         return _table(["metric", "mean", "runs"], rows)
     rows = []
-    order = {"REGRESSION": 0, "MISSING": 1, "TOO_FEW": 2, "IMPROVEMENT": 3, "SAME": 4}
+    order = {
+        "REGRESSION": 0,
+        "INCOMPARABLE": 0,
+        "MISSING": 1,
+        "TOO_FEW": 2,
+        "IMPROVEMENT": 3,
+        "SAME": 4,
+    }
     for m in sorted(gate_result.metrics, key=lambda m: (order.get(m.status, 5), m.key)):
         change = "-" if m.ratio is None else f"{(m.ratio - 1) * 100:+.1f}%"
         interval = "-" if m.low is None else f"[{m.low:.3f}, {m.high:.3f}]"

@@ -31,7 +31,7 @@ class Result(StrictModel):
     status: Status
     reason: str
     evidence: dict[str, Any] = Field(default_factory=dict)
-    duration_s: float = 0.0
+    duration_s: float = Field(default=0.0, ge=0, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _skip_says_why(self) -> Result:
@@ -50,7 +50,7 @@ class Report(BaseModel):
     manifest_sha256: str | None = None
     env_path: str | None = None
     started_at: str
-    duration_s: float = 0.0
+    duration_s: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     groups_run: list[str] = Field(default_factory=list)
     groups_skipped: dict[str, str] = Field(default_factory=dict)
     host: dict[str, Any] = Field(default_factory=dict)

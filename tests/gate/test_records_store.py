@@ -14,7 +14,9 @@ from stackgate.loading import load_stack
 from tests.gate.synth import make_report
 from validators.records.compose import compose_record
 from validators.records.model import BuildFacts, HostFingerprint, Record, load_record
-from validators.records.store import RecordStore, default_store_path, read_record_file
+from validators.records.chain import TamperedStore
+from validators.records.json_files import export_records, import_dir, read_record_file
+from validators.records.store import RecordStore, default_store_path
 
 
 def _record(seed: int = 0, note: str | None = None) -> Record:
@@ -106,10 +108,11 @@ def test_a_row_tampered_behind_the_stores_back_is_reported(tmp_path: Path) -> No
     conn.commit()
     conn.close()
     with RecordStore.open(path) as store:
-        problems = store.verify_all()
+        problems = store.verify().problems
         assert len(problems) == 1 and "does not match its hash" in problems[0]
-        with pytest.raises(BadInput, match="does not match its hash"):
+        with pytest.raises(TamperedStore, match="does not match its hash") as caught:
             store.get(record.record_id)
+        assert caught.value.exit_code == 1
 
 
 def test_export_then_import_into_a_fresh_store(tmp_path: Path) -> None:
@@ -117,14 +120,15 @@ def test_export_then_import_into_a_fresh_store(tmp_path: Path) -> None:
     with RecordStore.open(tmp_path / "one.sqlite") as store:
         store.add(a)
         store.add(b)
-        written = store.export(tmp_path / "records")
-        assert store.export(tmp_path / "records") == []  # existing files are kept
+        written = export_records(store, tmp_path / "records").written
+        again = export_records(store, tmp_path / "records")
+        assert again.written == [] and again.unchanged == 2  # identical files are kept
     assert sorted(p.parent.name for p in written) == ["cu128", "cu128"]
     assert read_record_file(written[0]).record_id in (a.record_id, b.record_id)
     with RecordStore.open(tmp_path / "two.sqlite") as fresh:
-        result = fresh.import_dir(tmp_path / "records")
+        result = import_dir(fresh, tmp_path / "records")
         assert sorted(result.added) == sorted([a.record_id, b.record_id])
-        assert fresh.import_dir(tmp_path / "records").present
+        assert import_dir(fresh, tmp_path / "records").present
 
 
 def test_import_refuses_a_tampered_file_and_adds_nothing(tmp_path: Path) -> None:
@@ -137,7 +141,7 @@ def test_import_refuses_a_tampered_file_and_adds_nothing(tmp_path: Path) -> None
     (folder / "b.json").write_text(json.dumps(data))
     with RecordStore.open(tmp_path / "s.sqlite") as store:
         with pytest.raises(BadInput, match=r"b\.json: record content does not match"):
-            store.import_dir(tmp_path / "records")
+            import_dir(store, tmp_path / "records")
         assert store.count() == 0
 
 

@@ -74,7 +74,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    with RecordStore.open(args.store) as store:
+    with RecordStore.open(args.store, read_only=True) as store:
         a, b = _side(args.a, store), _side(args.b, store)
     versions: list[Change] = diff_flat(a.packages, b.packages)
     env = diff_flat(a.env, b.env)

@@ -168,7 +168,7 @@ def interleaved(args: argparse.Namespace, store: RecordStore) -> tuple[Record, R
 def run(args: argparse.Namespace) -> int:
     policy = policy_from(args)
     remeasured: Record | None = None
-    with RecordStore.open(args.store) as store:
+    with RecordStore.open(args.store, read_only=True) as store:
         if args.interleave_with is not None:
             baseline, remeasured, candidate = interleaved(args, store)
         else:

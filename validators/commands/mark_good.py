@@ -19,6 +19,7 @@ from validators.records.build_facts import read_build_facts
 from validators.records.cli_args import add_run_argument, add_store_argument
 from validators.records.compose import compose_record, qualify
 from validators.records.fingerprint import target_mismatch
+from validators.records.json_files import export_records
 from validators.records.resolve import read_report
 from validators.records.store import RecordStore
 
@@ -102,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     )
     with RecordStore.open(args.store) as store:
         added = store.add(record)
-        exported = store.export(args.export, record.stack) if args.export else []
+        exported = export_records(store, args.export, record.stack).written if args.export else []
         where = store.path
     if args.json:
         emit_json(

@@ -1,4 +1,8 @@
-"""`records list|show|export|import|verify`: the known-good store and its JSON copies in git."""
+"""`records list|show|export|import|verify`: the known-good store and its JSON copies in git.
+
+Only `import` writes to the store; the others open it read-only (a shared store on a
+read-only mount works). `list` shows one page, newest first (`--limit`, `--offset`).
+"""
 
 from __future__ import annotations
 
@@ -8,14 +12,17 @@ from pathlib import Path
 from rich.table import Table
 
 from stackgate.cli import emit_json
-from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK
+from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.output import console_err
 from validators.records.cli_args import add_store_argument
+from validators.records.json_files import export_records, exported_heads, import_dir
+from validators.records.model import Record
 from validators.records.resolve import committed_records_dir, resolve_record
 from validators.records.store import RecordStore
 
 NAME = "records"
 HELP = "list, show, export (to records/), import and verify known-good records"
+DEFAULT_PAGE = 50
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,60 +37,105 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dir",
         type=Path,
         default=None,
-        help="export/import folder (default: the project's records/)",
+        help="export/import folder, and where verify looks for the exported store head "
+        "(default: the project's records/)",
     )
+    parser.add_argument(
+        "--limit",
+        type=int,
+        default=DEFAULT_PAGE,
+        help=f"list: records per page, newest first (default {DEFAULT_PAGE}; 0: all)",
+    )
+    parser.add_argument("--offset", type=int, default=0, help="list: records to skip")
+    parser.add_argument("--kind", choices=["known-good", "candidate"], default=None)
     add_store_argument(parser)
+
+
+def _summary(r: Record) -> dict[str, object]:
+    return {
+        "record_id": r.record_id,
+        "stack": r.stack,
+        "kind": r.kind,
+        "created_at": r.created_at,
+        "runs": r.runs,
+        "env_tree_sha256": r.build.env_tree_sha256,
+        "host_mismatch": r.host_mismatch,
+    }
+
+
+def _list(args: argparse.Namespace, store: RecordStore) -> int:
+    if args.limit < 0 or args.offset < 0:
+        raise BadInput("--limit and --offset must be >= 0")
+    total = store.count(args.ref, args.kind)
+    page = store.iter_records(
+        args.ref, args.kind, newest_first=True, limit=args.limit or None, offset=args.offset
+    )
+    if args.json:
+        emit_json([_summary(r) for r in page])  # the page; the total is in `records verify`
+        return EXIT_OK
+    table = Table(title=f"records in {store.path}")
+    for col in ("id", "stack", "kind", "created", "runs", "checks", "metrics", "GPUs", "env tree"):
+        table.add_column(col)
+    shown = 0
+    for r in page:
+        shown += 1
+        table.add_row(
+            r.short_id,
+            r.stack,
+            r.kind,
+            r.created_at,
+            str(r.runs),
+            str(len(r.checks)),
+            str(len(r.metrics)),
+            f"{r.host.gpu.count}x {r.host.gpu.model or '-'}",
+            (r.build.env_tree_sha256 or "-")[:12],
+        )
+    console = console_err()
+    console.print(table)
+    if shown < total:
+        first = args.offset + 1 if shown else args.offset
+        console.print(
+            f"records {first}-{args.offset + shown} of {total}, newest first "
+            f"(--offset {args.offset + shown} for more, --limit 0 for all)"
+        )
+    return EXIT_OK
+
+
+def _verify(args: argparse.Namespace, store: RecordStore, folder: Path) -> int:
+    result = store.verify(exported_heads(folder, store))
+    console = console_err()
+    if args.json:
+        emit_json(
+            {
+                "ok": not result.problems,
+                "records": result.count,
+                "problems": result.problems,
+                "notes": result.notes,
+            }
+        )
+    if result.problems:
+        console.print(
+            f"[bold red]tampered store[/] {store.path}: {len(result.problems)} problem(s)"
+        )
+        for problem in result.problems:
+            console.print(f"  - {problem}", markup=False)
+        return EXIT_CHECK_FAILED
+    console.print(
+        f"[green]ok[/]: {result.count} record(s) verified in {store.path} (hash chain intact)"
+    )
+    for note in result.notes:
+        console.print(f"  {note}", markup=False, highlight=False)
+    return EXIT_OK
 
 
 def run(args: argparse.Namespace) -> int:
     console = console_err()
     folder: Path = args.dir or committed_records_dir()
-    with RecordStore.open(args.store) as store:
+    with RecordStore.open(args.store, read_only=args.action != "import") as store:
         if args.action == "list":
-            records = store.records(args.ref)
-            if args.json:
-                emit_json(
-                    [
-                        {
-                            "record_id": r.record_id,
-                            "stack": r.stack,
-                            "kind": r.kind,
-                            "created_at": r.created_at,
-                            "runs": r.runs,
-                            "env_tree_sha256": r.build.env_tree_sha256,
-                            "host_mismatch": r.host_mismatch,
-                        }
-                        for r in records
-                    ]
-                )
-            table = Table(title=f"records in {store.path}")
-            for col in (
-                "id",
-                "stack",
-                "kind",
-                "created",
-                "runs",
-                "checks",
-                "metrics",
-                "GPUs",
-                "env tree",
-            ):
-                table.add_column(col)
-            for r in records:
-                gpus = f"{r.host.gpu.count}x {r.host.gpu.model or '-'}"
-                table.add_row(
-                    r.short_id,
-                    r.stack,
-                    r.kind,
-                    r.created_at,
-                    str(r.runs),
-                    str(len(r.checks)),
-                    str(len(r.metrics)),
-                    gpus,
-                    (r.build.env_tree_sha256 or "-")[:12],
-                )
-            console.print(table)
-            return EXIT_OK
+            return _list(args, store)
+        if args.action == "verify":
+            return _verify(args, store, folder)
         if args.action == "show":
             record = resolve_record(args.ref or "", store)
             if args.json:
@@ -92,30 +144,29 @@ def run(args: argparse.Namespace) -> int:
                 console.print(record.to_json(), markup=False, highlight=False)
             return EXIT_OK
         if args.action == "export":
-            written = store.export(folder, args.ref)
+            done = export_records(store, folder, args.ref)
             if args.json:
-                emit_json({"ok": True, "written": [str(p) for p in written]})
-            console.print(f"exported {len(written)} new record(s) to {folder}")
-            for p in written:
-                console.print(f"  {p}", highlight=False)
-            return EXIT_OK
-        if args.action == "import":
-            result = store.import_dir(folder)
-            if args.json:
-                emit_json({"ok": True, "added": result.added, "present": result.present})
+                emit_json(
+                    {
+                        "ok": True,
+                        "written": [str(p) for p in done.written],
+                        "repaired": [str(p) for p in done.repaired],
+                        "unchanged": done.unchanged,
+                        "head": str(done.head) if done.head else None,
+                    }
+                )
             console.print(
-                f"imported {len(result.added)} record(s) from {folder}; "
-                f"{len(result.present)} already present"
+                f"exported {len(done.written)} new record(s) to {folder}; repaired "
+                f"{len(done.repaired)}; {done.unchanged} already there"
             )
+            for p in [*done.written, *done.repaired]:
+                console.print(f"  {p}", markup=False, highlight=False)
             return EXIT_OK
-        problems = store.verify_all()
-        count = store.count()
+        result = import_dir(store, folder)
     if args.json:
-        emit_json({"ok": not problems, "records": count, "problems": problems})
-    if problems:
-        console.print(f"[bold red]{len(problems)} corrupt record(s)[/] in {store.path}")
-        for problem in problems:
-            console.print(f"  - {problem}", markup=False)
-        return EXIT_CHECK_FAILED
-    console.print(f"[green]ok[/]: {count} record(s) verified in {store.path}")
+        emit_json({"ok": True, "added": result.added, "present": result.present})
+    console.print(
+        f"imported {len(result.added)} record(s) from {folder}; "
+        f"{len(result.present)} already present"
+    )
     return EXIT_OK

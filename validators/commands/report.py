@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    with RecordStore.open(args.store) as store:
+    with RecordStore.open(args.store, read_only=True) as store:
         # A report never runs validators itself: runs come as files, else it shows a record.
         if args.runs or Path(args.candidate).is_file():
             record = resolve_candidate(args, store)

@@ -98,7 +98,7 @@ def _render(outcome: ReproduceOutcome) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.wheelhouse is not None and not args.wheelhouse.is_dir():
         raise BadInput(f"--wheelhouse {args.wheelhouse}: no such folder")
-    with RecordStore.open(args.store) as store:
+    with RecordStore.open(args.store, read_only=True) as store:
         record = resolve_record(args.record, store)
     runs = args.runs if args.runs is not None else (DEFAULT_REPEATS if record.metrics else 1)
     options = ReproduceOptions(

@@ -9,6 +9,7 @@ candidate lacks, or too few runs to judge noise.
 from __future__ import annotations
 
 import hashlib
+import math
 from typing import Any, Literal
 
 import numpy as np
@@ -22,9 +23,14 @@ from validators.records.fingerprint import diff_hosts
 from validators.records.metrics import Direction, direction, parse_metric_key
 from validators.records.model import Record
 
-MetricStatus = Literal["REGRESSION", "IMPROVEMENT", "SAME", "MISSING", "NEW", "TOO_FEW", "UNGATED"]
+MetricStatus = Literal[
+    "REGRESSION", "IMPROVEMENT", "SAME", "MISSING", "NEW", "TOO_FEW", "UNGATED", "INCOMPARABLE"
+]
 CheckStatus = Literal["OK", "FAILED", "NOT_RUN", "NEW", "SKIPPED"]
-_FAILING_METRIC: frozenset[str] = frozenset({"REGRESSION", "MISSING", "TOO_FEW"})
+# INCOMPARABLE: a gated metric whose samples give no ratio (NaN, inf, zero, negative). Records
+# refuse such samples on read; this is the gate's own guard, so no path can turn "cannot
+# compare" into a pass.
+_FAILING_METRIC: frozenset[str] = frozenset({"REGRESSION", "MISSING", "TOO_FEW", "INCOMPARABLE"})
 
 
 class MetricVerdict(StrictModel):
@@ -132,6 +138,14 @@ def compare_checks(baseline: Record, candidate: Record) -> list[CheckVerdict]:
     return out
 
 
+def _mean(samples: list[float] | None) -> float | None:
+    """The mean for display; None when there is nothing finite to average."""
+    if not samples:
+        return None
+    value = float(np.mean(samples))
+    return value if math.isfinite(value) else None
+
+
 def compare_metric(
     key: str,
     baseline: list[float] | None,
@@ -142,14 +156,13 @@ def compare_metric(
     way = direction(key)
     tol = policy.tolerance_for(key)
     if not baseline:
-        assert candidate is not None
         return MetricVerdict(
             key=key,
             direction=way,
             status="NEW",
             reason="not measured on the baseline",
-            candidate_mean=float(np.mean(candidate)),
-            n_candidate=len(candidate),
+            candidate_mean=_mean(candidate),
+            n_candidate=len(candidate or []),
             tolerance=tol,
         )
     cv_b = coefficient_of_variation(baseline)
@@ -158,7 +171,7 @@ def compare_metric(
         direction=way,
         status="UNGATED",
         reason="",
-        baseline_mean=float(np.mean(baseline)),
+        baseline_mean=_mean(baseline),
         n_baseline=len(baseline),
         tolerance=tol,
         cv_baseline=cv_b,
@@ -174,15 +187,19 @@ def compare_metric(
     cv_c = coefficient_of_variation(candidate)
     base = base.model_copy(
         update={
-            "candidate_mean": float(np.mean(candidate)),
+            "candidate_mean": _mean(candidate),
             "n_candidate": len(candidate),
             "cv_candidate": cv_c,
         }
     )
     if way == "none":
         return verdict("UNGATED", "describes the run; not gated")
-    if min(baseline + candidate) <= 0:
-        return verdict("UNGATED", "non-positive samples; no ratio")
+    unusable = [v for v in baseline + candidate if not (math.isfinite(v) and v > 0)]
+    if unusable:
+        return verdict(
+            "INCOMPARABLE",
+            f"samples {unusable[:3]} give no ratio (need finite numbers > 0); refusing to guess",
+        )
     interval = bootstrap_ratio(
         candidate,
         baseline,
@@ -233,7 +250,10 @@ def compare_metrics(
     # run) is MISSING and refuses. A check that reported nothing at all is judged by its own
     # status above (NOT_RUN/FAILED), and an older record may hold fields a newer stackgate
     # no longer extracts: those are shown, not gated.
+    # A check that PASSed yet reported none of the baseline's metrics is no excuse: its metrics
+    # stay MISSING (a report whose numbers were all null or stripped must not pass).
     measured_scopes = {parse_metric_key(k).scope for k in candidate.metrics}
+    measured_scopes |= {c.check for c in candidate.checks if c.status == "PASS"}
     out = []
     for k in keys:
         verdict = compare_metric(k, baseline.metrics.get(k), candidate.metrics.get(k), policy, rng)

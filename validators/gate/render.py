@@ -19,6 +19,7 @@ _METRIC_STYLE = {
     "REGRESSION": "bold red",
     "MISSING": "bold red",
     "TOO_FEW": "bold red",
+    "INCOMPARABLE": "bold red",
     "IMPROVEMENT": "bold green",
     "SAME": "green",
     "NEW": "cyan",
@@ -95,6 +96,7 @@ def metrics_table(result: GateResult) -> Table:
         table.add_column(col, justify="left" if col in ("metric", "verdict") else "right")
     order = {
         "REGRESSION": 0,
+        "INCOMPARABLE": 0,
         "MISSING": 1,
         "TOO_FEW": 2,
         "IMPROVEMENT": 3,

@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import getpass
 import hashlib
-import json
 import socket
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from stackgate import __version__
+from stackgate.errors import BadInput
+from stackgate.files import inside, read_json_file
 from stackgate.loading import LoadedStack
-from validators.records.extract import merge_runs, run_metrics
+from validators.records.extract import merge_runs, refuse_invalid, run_metrics
 from validators.records.model import BuildFacts, HostFingerprint, Record
 from validators.results import Report, Result
 
@@ -64,18 +65,25 @@ def golden_references(loaded: LoadedStack) -> dict[str, Any]:
 
     validators/serve keeps them in the file the profile's `correctness_reference` names (JSON,
     relative to the manifest); a record carries a copy so a new host can check its outputs
-    against what the known-good stack said, even without that file.
+    against what the known-good stack said, even without that file. Only a regular file inside
+    the manifest's folder is copied: records go to git, and a reference naming any other file
+    of the host (a credentials file, say) must not carry it there (exit 2).
     """
     out: dict[str, Any] = {}
     for name, profile in loaded.manifest.serving.items():
         if not profile.correctness_reference:
             continue
+        field = f"{loaded.path}: serving.{name}.correctness_reference"
         path = loaded.folder / profile.correctness_reference
         try:
-            if path.stat().st_size <= _MAX_GOLDEN_BYTES:
-                out[f"serving.{name}"] = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue  # absent or unreadable: the correctness check itself says so
+            inside(loaded.folder, path)
+        except BadInput as exc:
+            raise BadInput(
+                f"{field}: {exc.message}; it must name a file in the stack's folder"
+            ) from None
+        if not path.exists():
+            continue  # absent: the correctness check itself says so
+        out[f"serving.{name}"] = read_json_file(path, _MAX_GOLDEN_BYTES)
     return out
 
 
@@ -101,7 +109,9 @@ def compose_record(
     note: str | None = None,
     host_mismatch: Sequence[str] = (),
 ) -> Record:
-    metrics, distributions, golden = merge_runs(run_metrics(r) for r in reports)
+    runs = [run_metrics(r) for r in reports]
+    refuse_invalid(runs, where=(f"run {i} ({r.started_at})" for i, r in enumerate(reports, 1)))
+    metrics, distributions, golden = merge_runs(runs)
     golden = {**golden_references(loaded), **golden}
     env = build.env_profile or loaded.manifest.env_for(None)
     try:

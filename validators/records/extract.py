@@ -14,14 +14,24 @@ serve-bench results carry bench_serving field names in their evidence. Shapes ac
 - correctness checks' `golden_outputs` / `outputs` go to golden outputs.
 
 Several reports (repeated runs) append: each run adds one sample per metric.
+
+A sample must be a finite, non-negative number. What is not is collected in
+`RunMetrics.invalid` (check, metric, value) and refused by whoever reads the report: a NaN
+compares false with every threshold, so letting one through would pass any gate. A gated
+metric (validators/records/metrics.py: `direction`) given as a string, a boolean, an empty or
+mixed list is invalid too; `null` means "not measured" and is left out (the gate then calls a
+metric the baseline has MISSING). A neutral field that is not finite (bench_serving's
+`request_rate: inf`, "all at once") describes the run and is left out.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from validators.records.metrics import metric_key
+from stackgate.errors import BadInput
+from validators.records.metrics import direction, metric_key
 from validators.results import Report
 
 BENCH_GROUP = "serve-bench"
@@ -54,15 +64,25 @@ def _numbers(value: Any) -> list[float] | None:
     return None
 
 
-def _flatten_raw(value: Any) -> list[float]:
-    """Per-request samples; ITLs come as one list per request in bench_serving."""
-    out: list[float] = []
-    if isinstance(value, list):
-        for item in value:
-            if isinstance(item, list):
-                out.extend(_flatten_raw(item))
-            elif (n := _number(item)) is not None:
-                out.append(n)
+def _is_sample(value: float) -> bool:
+    return math.isfinite(value) and value >= 0
+
+
+def _flatten_raw(value: Any) -> list[Any]:
+    """Per-request samples; ITLs come as one list per request in bench_serving.
+
+    Numbers come back as floats; anything else comes back as it is, for the caller to refuse.
+    """
+    out: list[Any] = []
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, list):
+            pending.extend(reversed(item))
+        elif (n := _number(item)) is not None:
+            out.append(n)
+        elif item is not value:
+            out.append(item)
     return out
 
 
@@ -81,21 +101,45 @@ class RunMetrics:
         self.metrics: dict[str, list[float]] = {}
         self.distributions: dict[str, list[float]] = {}
         self.golden: dict[str, Any] = {}
+        self.invalid: list[str] = []
+
+    def _refuse(self, key: str, value: Any) -> None:
+        self.invalid.append(f"{key} = {value!r}")
+
+    def _raw(self, key: str, value: Any, scale: float) -> None:
+        samples = self.distributions.setdefault(key, [])
+        for item in _flatten_raw(value):
+            if isinstance(item, float) and _is_sample(item):
+                samples.append(item * scale)
+            else:
+                self._refuse(key, item)
+
+    def _metric(self, key: str, value: Any) -> None:
+        gated = direction(key) != "none"
+        if value is None:
+            return  # not measured
+        nums = _numbers(value)
+        if nums is None:
+            if gated and isinstance(value, str | bool | list):
+                self._refuse(key, value)
+            return
+        bad = [v for v in nums if not _is_sample(v)]
+        if not bad:
+            self.metrics.setdefault(key, []).extend(nums)
+        elif gated or any(v < 0 for v in bad):
+            self._refuse(key, bad[0])
+        # else: a neutral field that is not finite (request_rate: inf) is left out
 
     def _point(self, check: str, block: Mapping[str, Any], conc: int | None) -> None:
         for name, value in block.items():
             if name in _RAW_SECONDS:
-                key = metric_key(_RAW_SECONDS[name], conc, check)
-                self.distributions.setdefault(key, []).extend(
-                    v * 1000.0 for v in _flatten_raw(value)
-                )
+                self._raw(metric_key(_RAW_SECONDS[name], conc, check), value, 1000.0)
             elif name in _RAW_MS:
-                key = metric_key(_RAW_MS[name], conc, check)
-                self.distributions.setdefault(key, []).extend(_flatten_raw(value))
+                self._raw(metric_key(_RAW_MS[name], conc, check), value, 1.0)
             elif name in ("max_concurrency", "concurrency_level"):
                 continue
-            elif (nums := _numbers(value)) is not None:
-                self.metrics.setdefault(metric_key(name, conc, check), []).extend(nums)
+            else:
+                self._metric(metric_key(name, conc, check), value)
 
     def add_evidence(self, check: str, group: str, evidence: Mapping[str, Any]) -> None:
         conc = _concurrency(evidence)
@@ -103,7 +147,11 @@ class RunMetrics:
             # A benchmark result (single-stream): its numbers sit at the top of the evidence.
             # Other serve-bench results carry pids, HTTP codes and correctness scores there,
             # which the correctness check judges itself.
-            top = {k: v for k, v in evidence.items() if _number(v) is not None}
+            top = {
+                k: v
+                for k, v in evidence.items()
+                if _number(v) is not None or direction(k) != "none"
+            }
             self._point(check, top, conc)
         metrics = evidence.get("metrics")
         if isinstance(metrics, Mapping):
@@ -132,6 +180,17 @@ def run_metrics(report: Report) -> RunMetrics:
         if result.evidence:
             out.add_evidence(result.check, result.group, result.evidence)
     return out
+
+
+def refuse_invalid(runs: Iterable[RunMetrics], *, where: Iterable[str]) -> None:
+    """BadInput naming each run (`where`, e.g. the report file) and each invalid sample."""
+    problems = [f"{w}: {item}" for run, w in zip(runs, where, strict=False) for item in run.invalid]
+    if problems:
+        raise BadInput(
+            f"{len(problems)} metric sample(s) are not finite non-negative numbers "
+            "(a NaN or a string cannot be compared)",
+            details=problems[:20],
+        )
 
 
 def merge_runs(

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Literal
+import re
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, AliasChoices, ConfigDict, Field, ValidationError
 
 from stackgate.build_record import BuildRecord
 from stackgate.errors import BadInput
@@ -21,6 +23,45 @@ from validators.results import Result
 RECORD_SCHEMA_VERSION: Literal[1] = 1
 # A Topology (stackgate.topology) when the host has 2+ GPUs; "none" with 0-1 GPU.
 Interconnect = Literal["nvlink", "pcie", "none", "unknown"]
+
+# Fields that become file names on export (records/<stack>/<created>-<id12>.json) are held to
+# what a name may be, on every read: a record naming stack "../../x" is bad input, not a path.
+_STACK_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
+_RECORD_ID_RE = re.compile(r"^(?:[0-9a-f]{64})?$")
+
+
+def _stack_name(value: str) -> str:
+    if not _STACK_RE.match(value):
+        raise ValueError(
+            f"{value!r} is not a stack name (lower-case letters, digits, '.', '_', '-'; "
+            "starts with a letter or digit; at most 100)"
+        )
+    return value
+
+
+def _timestamp(value: str) -> str:
+    try:
+        stamp = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"{value!r} is not an ISO-8601 date and time") from None
+    if stamp.tzinfo is None:
+        raise ValueError(f"{value!r} has no time zone (records are written in UTC)")
+    return value
+
+
+def _record_id(value: str) -> str:
+    if not _RECORD_ID_RE.match(value):
+        raise ValueError("must be 64 lower-case hex digits (the sha256 of the content)")
+    return value
+
+
+StackName = Annotated[str, AfterValidator(_stack_name)]
+Timestamp = Annotated[str, AfterValidator(_timestamp)]
+RecordId = Annotated[str, AfterValidator(_record_id)]
+# One measurement: a real, finite, non-negative number. NaN compares false with everything, so
+# a NaN sample would pass any threshold; strings, null and booleans are not numbers.
+Sample = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=0)]
+Samples = Annotated[list[Sample], Field(min_length=1)]
 
 
 class GpuInfo(StrictModel):
@@ -90,10 +131,10 @@ class BuildFacts(StrictModel):
 
 class Record(StrictModel):
     schema_version: Literal[1] = RECORD_SCHEMA_VERSION
-    record_id: str = Field(default="", description="sha256 of the canonical content.")
+    record_id: RecordId = Field(default="", description="sha256 of the canonical content.")
     kind: Literal["known-good", "candidate"] = "known-good"
-    stack: str
-    created_at: str
+    stack: StackName
+    created_at: Timestamp
     created_by: str | None = None
     stackgate_version: str
     note: str | None = None
@@ -112,10 +153,10 @@ class Record(StrictModel):
     )
     runs: int = Field(default=1, ge=1, description="How many validation runs the record merges.")
     checks: list[Result] = Field(default_factory=list)
-    metrics: dict[str, list[float]] = Field(
+    metrics: dict[str, Samples] = Field(
         default_factory=dict, description="Benchmark metric -> one sample per repeated run."
     )
-    distributions: dict[str, list[float]] = Field(
+    distributions: dict[str, list[Sample]] = Field(
         default_factory=dict, description="Per-request raw samples (ttfts_ms, itls_ms, ...)."
     )
     golden_outputs: dict[str, Any] = Field(
@@ -136,6 +177,12 @@ class Record(StrictModel):
     @property
     def short_id(self) -> str:
         return self.record_id[:12]
+
+    @property
+    def created_stamp(self) -> str:
+        """created_at as a file-name-safe UTC stamp, e.g. 20260101T120000."""
+        stamp = datetime.fromisoformat(self.created_at).astimezone(UTC)
+        return stamp.strftime("%Y%m%dT%H%M%S")
 
     @property
     def label(self) -> str:

@@ -8,16 +8,19 @@ without importing first.
 
 from __future__ import annotations
 
-import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from stackgate.errors import BadInput
+from stackgate.errors import BadInput, CheckFailed
+from stackgate.files import read_json_file
 from stackgate.paths import project_root, stack_names
+from validators.records.extract import refuse_invalid, run_metrics
+from validators.records.json_files import MAX_RECORD_BYTES, read_record_file, record_files
 from validators.records.model import Record
-from validators.records.store import RecordStore, read_json_file, read_record_file
+from validators.records.store import RecordStore
 from validators.results import Report
 
 _HEX = re.compile(r"^[0-9a-f]{6,64}$")
@@ -27,13 +30,25 @@ def committed_records_dir() -> Path:
     return project_root() / "records"
 
 
-def committed_records(stack: str | None = None) -> list[Record]:
+def committed_records(stack: str | None = None, id_prefix: str = "") -> Iterator[Record]:
+    """Committed records (of a stack), read one at a time.
+
+    With id_prefix, only files whose exported name (`<created>-<id12>.json`) can hold such an
+    id are read, so looking up one id does not parse the whole folder.
+    """
     folder = committed_records_dir()
     if stack is not None:
         folder = folder / stack
     if not folder.is_dir():
-        return []
-    return [read_record_file(p) for p in sorted(folder.rglob("*.json"))]
+        return
+    short = id_prefix[:12]
+    for path in record_files(folder):
+        if short and not path.stem.rpartition("-")[2].startswith(short):
+            continue
+        record = read_record_file(path)
+        if stack is not None and record.stack != stack:
+            raise BadInput(f"{path}: in the folder of stack '{stack}' but names '{record.stack}'")
+        yield record
 
 
 def resolve_record(ref: str, store: RecordStore) -> Record:
@@ -43,7 +58,11 @@ def resolve_record(ref: str, store: RecordStore) -> Record:
             raise BadInput(f"{ref}: no such record file")
         return read_record_file(path)
     if _HEX.match(ref.lower()):
-        hits = [r for r in committed_records() if r.record_id.startswith(ref.lower())]
+        hits = [
+            r
+            for r in committed_records(id_prefix=ref.lower())
+            if r.record_id.startswith(ref.lower())
+        ]
         try:
             return store.get(ref)
         except BadInput:
@@ -55,8 +74,20 @@ def resolve_record(ref: str, store: RecordStore) -> Record:
 
 
 def latest_known_good(stack: str, store: RecordStore) -> Record:
-    candidates = [*store.records(stack, "known-good"), *committed_records(stack)]
-    candidates = [r for r in candidates if r.kind == "known-good"]
+    """The newest known-good record of stack, stored or committed.
+
+    A baseline is refused (exit 1) unless its sealed body names that stack and kind: the store
+    checks its columns against the body, this checks what is finally handed to the gate.
+    """
+    stored = store.latest(stack, "known-good")
+    committed = [r for r in committed_records(stack) if r.kind == "known-good"]
+    candidates = [*([stored] if stored else []), *committed]
+    for record in candidates:
+        if (record.stack, record.kind) != (stack, "known-good"):
+            raise CheckFailed(
+                f"baseline {record.short_id} is a {record.kind} record of '{record.stack}', "
+                f"not a known-good record of '{stack}'; refusing to compare"
+            )
     if not candidates:
         raise BadInput(
             f"no known-good record for stack '{stack}' in {store.path} or "
@@ -75,15 +106,18 @@ def read_report(path: Path) -> Report:
     if isinstance(data, dict) and isinstance(data.get("report"), dict):
         data = data["report"]  # a --json envelope {"ok": ..., "report": {...}}
     try:
-        return Report.model_validate(data)
+        report = Report.model_validate(data)
     except ValidationError as exc:
         problems = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
         raise BadInput(f"{path}: not a validation report", details=problems[:10]) from None
+    refuse_invalid([run_metrics(report)], where=[str(path)])
+    return report
 
 
 def is_record_file(path: Path) -> bool:
+    """A file that holds a record (vs a run report); unreadable files count as neither."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        data = read_json_file(path, MAX_RECORD_BYTES)
+    except BadInput:
         return False
     return isinstance(data, dict) and "record_id" in data and "checks" in data

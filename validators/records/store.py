@@ -1,46 +1,51 @@
 """The embedded record store: one SQLite file, append-only, every read verified.
 
 Default location `<project>/.state/stackgate.sqlite`; env STACKGATE_STATE_DIR moves the folder,
-`--store FILE` picks the file. Append-only is enforced by the database itself (triggers that
-abort UPDATE and DELETE), not only by this module, so another tool writing to the file cannot
-rewrite history either. Records go to git as JSON (`export`) and come back (`import_dir`).
+`--store FILE` picks the file. What a read checks, every time:
+
+- the body is a valid record whose content hash is its id (model.load_record);
+- the row's columns (id, stack, kind, created_at, schema_version) say what the body says, so a
+  row re-labelled behind the store's back (`INSERT OR REPLACE ... SELECT ..., 'smoke', ...`)
+  is a tampered store, not another stack's baseline;
+- the row's chain link follows from the row before it (chain.py);
+- on open, the head kept beside the store (`<store>.head`) is still a prefix of the store, so
+  an older copy of the file put back in place is caught.
+
+A contradiction is `TamperedStore` (exit 1) naming the record. `verify()` walks the whole chain
+and compares exported heads as well. Read-only commands open the file with `mode=ro`, so a
+store on a read-only share works; writes are batched, one transaction per import.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from stackgate.errors import BadInput, EnvironmentProblem
+from stackgate.files import parse_json_text
 from stackgate.paths import project_root
+from validators.records import store_schema
+from validators.records.chain import (
+    GENESIS,
+    ChainHead,
+    TamperedStore,
+    link,
+    now_utc,
+    read_head,
+    sidecar_path,
+    write_head,
+)
 from validators.records.model import Record, load_record
 
 STORE_FILENAME = "stackgate.sqlite"
-_STORE_VERSION = 1
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS records (
-    record_id      TEXT PRIMARY KEY,
-    stack          TEXT NOT NULL,
-    kind           TEXT NOT NULL,
-    created_at     TEXT NOT NULL,
-    schema_version INTEGER NOT NULL,
-    inserted_at    TEXT NOT NULL,
-    body           TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS records_by_stack ON records (stack, created_at);
-CREATE TRIGGER IF NOT EXISTS records_no_update BEFORE UPDATE ON records
-BEGIN SELECT RAISE(ABORT, 'stackgate records are append-only'); END;
-CREATE TRIGGER IF NOT EXISTS records_no_delete BEFORE DELETE ON records
-BEGIN SELECT RAISE(ABORT, 'stackgate records are append-only'); END;
-"""
+_COLUMNS = "r.seq, r.record_id, r.stack, r.kind, r.created_at, r.schema_version, r.body, r.chain"
+_SELECT = f"SELECT {_COLUMNS}, p.chain FROM records r LEFT JOIN records p ON p.seq = r.seq - 1"
 
 
 def default_store_path() -> Path:
@@ -55,156 +60,308 @@ class ImportResult:
     present: list[str]
 
 
+@dataclass
+class Verification:
+    count: int = 0
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
 class RecordStore:
     """Open with `RecordStore.open(path)`; all methods verify what they read."""
 
-    def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
+    def __init__(
+        self, path: Path, conn: sqlite3.Connection, store_id: str | None, *, read_only: bool
+    ) -> None:
         self.path = path
+        self.store_id = store_id
+        self.read_only = read_only
         self._conn = conn
 
+    # -- opening -------------------------------------------------------------------------------
     @classmethod
     @contextmanager
-    def open(cls, path: Path | None = None) -> Iterator[RecordStore]:
+    def open(cls, path: Path | None = None, *, read_only: bool = False) -> Iterator[RecordStore]:
         target = path or default_store_path()
+        conn = _connect(target, read_only=read_only)
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(target, timeout=30)
-        except (OSError, sqlite3.Error) as exc:
-            raise EnvironmentProblem(f"cannot open the record store {target}: {exc}") from None
-        try:
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version > _STORE_VERSION:
-                raise BadInput(
-                    f"{target}: store format {version} is newer than this stackgate "
-                    f"reads ({_STORE_VERSION})"
-                )
-            with conn:
-                conn.executescript(_SCHEMA)
-                conn.execute(f"PRAGMA user_version = {_STORE_VERSION}")
-            yield cls(target, conn)
+            store_id = _prepare(conn, target, read_only=read_only)
+            store = cls(target, conn, store_id, read_only=read_only)
+            store._check_sidecar()
+            yield store
         except sqlite3.DatabaseError as exc:
             raise BadInput(f"{target}: not a readable record store: {exc}") from None
         finally:
             conn.close()
 
+    def _tampered(self, what: str) -> TamperedStore:
+        return TamperedStore(
+            f"{self.path}: tampered store: {what}",
+            details=["run `python -m validators records verify` for every problem"],
+        )
+
+    def _check_sidecar(self) -> None:
+        """The head written beside the store must still be a prefix of it (rollback check)."""
+        if self.store_id is None:
+            return
+        head = read_head(sidecar_path(self.path))
+        if head is not None:
+            problem = self.head_problem(head, sidecar_path(self.path))
+            if problem:
+                raise self._tampered(problem)
+
     # -- writing -------------------------------------------------------------------------------
     def add(self, record: Record) -> bool:
         """Insert a sealed record; False when the same content is already stored."""
-        sealed = record if record.record_id else record.sealed()
-        if sealed.record_id != sealed.compute_id():
-            raise BadInput(f"record {sealed.short_id}: id does not match its content")
-        now = datetime.now(UTC).isoformat(timespec="seconds")
-        with self._conn:
-            cur = self._conn.execute(
-                "INSERT OR IGNORE INTO records VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (
-                    sealed.record_id,
-                    sealed.stack,
-                    sealed.kind,
-                    sealed.created_at,
-                    sealed.schema_version,
-                    now,
-                    sealed.to_json(),
-                ),
-            )
-        return cur.rowcount == 1
+        return bool(self.add_many([record]).added)
+
+    def add_many(self, records: Iterable[Record]) -> ImportResult:
+        """Append records in one transaction: all of them or, on any error, none.
+
+        `records` may be a generator that reads and verifies files as it goes: a bad one
+        raises inside the transaction and nothing is added. The chain is extended in order.
+        """
+        if self.read_only:
+            raise BadInput(f"{self.path}: opened read-only")
+        added: list[str] = []
+        present: list[str] = []
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            seq, previous = self._tail()
+            now = now_utc()
+            for record in records:
+                sealed = record if record.record_id else record.sealed()
+                if sealed.record_id != sealed.compute_id():
+                    raise BadInput(f"record {sealed.short_id}: id does not match its content")
+                hit = conn.execute(
+                    "SELECT 1 FROM records WHERE record_id = ?", (sealed.record_id,)
+                ).fetchone()
+                if hit:
+                    present.append(sealed.record_id)
+                    continue
+                seq += 1
+                previous = link(previous, seq, sealed.record_id)
+                conn.execute(
+                    "INSERT INTO records (seq, record_id, stack, kind, created_at, "
+                    "schema_version, inserted_at, body, chain) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (seq, sealed.record_id, sealed.stack, sealed.kind, sealed.created_at,
+                     sealed.schema_version, now, sealed.to_json(), previous),
+                )  # fmt: skip
+                added.append(sealed.record_id)
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback(conn)
+            raise
+        if added and self.store_id is not None:
+            write_head(sidecar_path(self.path), self.chain_head())
+        return ImportResult(added=added, present=present)
+
+    def _tail(self) -> tuple[int, str]:
+        row = self._conn.execute("SELECT seq, chain FROM records ORDER BY seq DESC LIMIT 1")
+        found = row.fetchone()
+        return (0, GENESIS) if found is None else (int(found[0]), str(found[1]))
 
     # -- reading -------------------------------------------------------------------------------
-    def _row_to_record(self, record_id: str, body: str) -> Record:
-        where = f"{self.path}: record {record_id[:12]}"
+    def _row_to_record(self, row: tuple[Any, ...]) -> Record:
+        """Check the row's link to the row before it, then its body against its columns."""
+        seq, record_id, chain, previous = row[0], row[1], row[7], row[8]
+        where = f"record {str(record_id)[:12]} (row {seq})"
+        expected_prev = GENESIS if seq == 1 else previous
+        if expected_prev is None:
+            raise self._tampered(f"{where}: the row before it is gone (deleted?)")
+        if chain != link(expected_prev, seq, record_id):
+            raise self._tampered(f"{where}: hash chain broken (rows changed or re-ordered)")
+        return self._check_body(row)
+
+    def _check_body(self, row: tuple[Any, ...]) -> Record:
+        seq, record_id, stack, kind, created_at, schema_version, body = row[:7]
+        where = f"record {str(record_id)[:12]} (row {seq})"
         try:
-            data = json.loads(body)
-        except json.JSONDecodeError as exc:
-            raise BadInput(f"{where}: not JSON: {exc}") from None
-        record = load_record(data, where=where)
+            data = parse_json_text(body, where=f"{self.path}: {where}")
+            record = load_record(data, where=f"{self.path}: {where}")
+        except BadInput as exc:
+            raise self._tampered(exc.message) from None
         if record.record_id != record_id:
-            raise BadInput(f"{where}: stored under another id than its content hash")
+            raise self._tampered(f"{where}: stored under another id than its content hash")
+        columns = {"stack": stack, "kind": kind, "created_at": created_at,
+                   "schema_version": schema_version}  # fmt: skip
+        for name, value in columns.items():
+            if getattr(record, name) != value:
+                raise self._tampered(
+                    f"{where}: column {name} says {value!r}, its sealed body says "
+                    f"{getattr(record, name)!r}"
+                )
         return record
 
     def get(self, ref: str) -> Record:
         """A record by full id or unique id prefix (>= 6 hex digits)."""
         if len(ref) < 6:
             raise BadInput(f"record id '{ref}' is too short; give at least 6 hex digits")
+        low = ref.lower()
         rows = self._conn.execute(
-            "SELECT record_id, body FROM records WHERE record_id LIKE ? ORDER BY record_id",
-            (ref.lower() + "%",),
+            f"{_SELECT} WHERE r.record_id >= ? AND r.record_id < ? ORDER BY r.record_id LIMIT 11",
+            (low, low + "g"),
         ).fetchall()
         if not rows:
             raise BadInput(f"no record '{ref}' in {self.path}")
         if len(rows) > 1:
             raise BadInput(
                 f"record id '{ref}' is ambiguous",
-                details=[r[0][:16] for r in rows[:10]],
+                details=[str(r[1])[:16] for r in rows[:10]],
             )
-        return self._row_to_record(rows[0][0], rows[0][1])
+        return self._row_to_record(rows[0])
+
+    def iter_records(
+        self,
+        stack: str | None = None,
+        kind: str | None = None,
+        *,
+        newest_first: bool = False,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> Iterator[Record]:
+        """Records in created_at order (then insertion order), streamed from the cursor."""
+        query, params = _filtered(stack, kind)
+        way = "DESC" if newest_first else "ASC"
+        query = f"{_SELECT}{query} ORDER BY r.created_at {way}, r.seq {way}"
+        if limit is not None or offset:
+            query += " LIMIT ? OFFSET ?"
+            params += [-1 if limit is None else limit, offset]
+        for row in self._conn.execute(query, params):
+            yield self._row_to_record(row)
 
     def records(self, stack: str | None = None, kind: str | None = None) -> list[Record]:
         """Records, oldest first."""
-        query = "SELECT record_id, body FROM records WHERE 1=1"
-        params: list[str] = []
-        if stack is not None:
-            query += " AND stack = ?"
-            params.append(stack)
-        if kind is not None:
-            query += " AND kind = ?"
-            params.append(kind)
-        query += " ORDER BY created_at, inserted_at"
-        return [self._row_to_record(i, b) for i, b in self._conn.execute(query, params)]
+        return list(self.iter_records(stack, kind))
 
     def latest(self, stack: str, kind: str = "known-good") -> Record | None:
-        found = self.records(stack, kind)
-        return found[-1] if found else None
+        """The newest record of a stack and kind; its body must say that stack and kind."""
+        found = next(self.iter_records(stack, kind, newest_first=True, limit=1), None)
+        if found is not None and (found.stack, found.kind) != (stack, kind):
+            raise self._tampered(f"record {found.short_id} is not a {kind} record of {stack}")
+        return found
 
-    def count(self) -> int:
-        return int(self._conn.execute("SELECT COUNT(*) FROM records").fetchone()[0])
+    def count(self, stack: str | None = None, kind: str | None = None) -> int:
+        query, params = _filtered(stack, kind)
+        row = self._conn.execute(f"SELECT COUNT(*) FROM records r{query}", params).fetchone()
+        return int(row[0])
 
-    def verify_all(self) -> list[str]:
-        """Problems with any stored record ([] when every record reads back intact)."""
-        problems: list[str] = []
-        for record_id, body in self._conn.execute("SELECT record_id, body FROM records"):
+    # -- tamper evidence -----------------------------------------------------------------------
+    def chain_head(self) -> ChainHead:
+        if self.store_id is None:
+            raise BadInput(f"{self.path}: no store here yet")
+        seq, head = self._tail()
+        return ChainHead(store_id=self.store_id, count=seq, head=head, written_at=now_utc())
+
+    def head_problem(self, head: ChainHead, source: Path) -> str | None:
+        """Why the store contradicts a head kept elsewhere (None when it extends it)."""
+        if head.store_id != self.store_id:
+            return f"{source} belongs to store {head.store_id}, this is {self.store_id}"
+        if head.count == 0:
+            return None
+        row = self._conn.execute("SELECT chain FROM records WHERE seq = ?", (head.count,))
+        found = row.fetchone()
+        total = self.count()
+        if found is None:
+            return (
+                f"{source} says {head.count} record(s) were written, the store has {total}: "
+                "rolled back (an older copy of the file?) or rows deleted"
+            )
+        if found[0] != head.head:
+            return f"{source}: the first {head.count} record(s) were rewritten since"
+        return None
+
+    def verify(self, exported: Iterable[Path] = ()) -> Verification:
+        """Walk the whole chain, read every record, compare every head: every problem."""
+        out = Verification(count=self.count())
+        previous, expected = GENESIS, 1
+        rows = self._conn.execute(f"{_SELECT} ORDER BY r.seq")
+        for row in rows:
+            seq, record_id = int(row[0]), str(row[1])
+            if seq != expected:
+                out.problems.append(f"rows {expected}..{seq - 1} are missing (deleted)")
+            if row[7] != link(previous, seq, record_id):
+                out.problems.append(f"record {record_id[:12]} (row {seq}): hash chain broken")
+            previous, expected = str(row[7]), seq + 1
             try:
-                self._row_to_record(record_id, body)
+                self._check_body(row)
+            except TamperedStore as exc:
+                out.problems.append(exc.message.removeprefix(f"{self.path}: tampered store: "))
+        for source in (sidecar_path(self.path), *exported):
+            try:
+                head = read_head(source)
             except BadInput as exc:
-                problems.append(exc.message)
-        return problems
-
-    # -- JSON in git -------------------------------------------------------------------------------
-    def export(self, folder: Path, stack: str | None = None) -> list[Path]:
-        """Write each record as `<folder>/<stack>/<created>-<id12>.json`; existing files kept."""
-        written: list[Path] = []
-        for record in self.records(stack):
-            target = folder / record.stack / export_filename(record)
-            if target.exists():
+                out.problems.append(exc.message)
                 continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(record.to_json(), encoding="utf-8")
-            written.append(target)
-        return written
-
-    def import_dir(self, folder: Path) -> ImportResult:
-        """Verify and add every *.json record below folder (all verified before any is added)."""
-        records = [read_record_file(p) for p in sorted(folder.rglob("*.json"))]
-        added: list[str] = []
-        present: list[str] = []
-        for record in records:
-            (added if self.add(record) else present).append(record.record_id)
-        return ImportResult(added=added, present=present)
+            if head is None:
+                out.notes.append(f"no head at {source} to compare with")
+            elif problem := self.head_problem(head, source):
+                out.problems.append(problem)
+            else:
+                out.notes.append(f"{source}: the store extends it ({head.count} record(s))")
+        return out
 
 
-def export_filename(record: Record) -> str:
-    stamp = record.created_at.replace(":", "").replace("-", "")[:15]
-    return f"{stamp}-{record.short_id}.json"
+def _filtered(stack: str | None, kind: str | None) -> tuple[str, list[Any]]:
+    clauses, params = [], []
+    for column, value in (("stack", stack), ("kind", kind)):
+        if value is not None:
+            clauses.append(f"r.{column} = ?")
+            params.append(value)
+    return ((" WHERE " + " AND ".join(clauses)) if clauses else ""), params
 
 
-def read_record_file(path: Path) -> Record:
-    return load_record(read_json_file(path), where=str(path))
+def _rollback(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
 
 
-def read_json_file(path: Path) -> Any:
-    """A JSON file the user named; unreadable or malformed is bad input (exit 2)."""
+def _connect(target: Path, *, read_only: bool) -> sqlite3.Connection:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"{path}: cannot read: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise BadInput(f"{path}: not JSON: {exc}") from None
+        if read_only:
+            if not target.exists():
+                return sqlite3.connect(":memory:", isolation_level=None)
+            uri = f"{target.resolve().as_uri()}?mode=ro"
+            return sqlite3.connect(uri, uri=True, timeout=30, isolation_level=None)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        return sqlite3.connect(target, timeout=30, isolation_level=None)
+    except (OSError, sqlite3.Error) as exc:
+        raise EnvironmentProblem(f"cannot open the record store {target}: {exc}") from None
+
+
+def _prepare(conn: sqlite3.Connection, target: Path, *, read_only: bool) -> str | None:
+    """Create or upgrade the schema (writers); the store id (None: no store yet)."""
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if version > store_schema.STORE_VERSION:
+        raise BadInput(
+            f"{target}: store format {version} is newer than this stackgate reads "
+            f"({store_schema.STORE_VERSION})"
+        )
+    if read_only:
+        if version == 0:
+            if conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0]:
+                raise BadInput(f"{target}: not a stackgate record store")
+            store_schema.create(conn)  # an empty stand-in: nothing stored yet
+            return None
+        if version < store_schema.STORE_VERSION:
+            raise BadInput(
+                f"{target}: store format {version} has no hash chain; run a writing command "
+                "once (`python -m validators records import`) to upgrade it"
+            )
+    else:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+            if version == 0:
+                store_schema.create(conn)
+            elif version == 1:
+                store_schema.upgrade_from_1(conn)
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback(conn)
+            raise
+    row = conn.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()
+    if row is None:
+        raise TamperedStore(f"{target}: tampered store: its id (meta.store_id) is gone")
+    return str(row[0])

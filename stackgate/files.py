@@ -1,0 +1,138 @@
+"""Reading and writing files the user (or another machine) handed us, without trusting them.
+
+Reads are bounded and typed: only regular files (a FIFO, a device, `/dev/zero` behind a
+symlink is refused before a byte is read), at most `max_bytes`, JSON no deeper than
+`MAX_JSON_DEPTH`. Every failure is `BadInput` naming the path (exit 2), never a traceback or
+a hang. Writes are atomic: a temporary file in the same folder, fsync, then rename, so a full
+disk or a kill leaves the old file or none, never half of one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from stackgate.errors import BadInput
+
+DEFAULT_MAX_BYTES = 64 << 20
+MAX_JSON_DEPTH = 64
+_CHUNK = 1 << 20
+
+
+def _open_regular(path: Path) -> int:
+    """An fd of a regular file; O_NONBLOCK so opening a FIFO cannot block."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read: {exc.strerror or exc}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+        raise BadInput(f"{path}: {kind} (only regular files are read)")
+    return fd
+
+
+def read_bytes_bounded(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
+    """The whole file, refusing a non-regular file or one larger than max_bytes."""
+    fd = _open_regular(path)
+    try:
+        with os.fdopen(fd, "rb", closefd=True) as handle:
+            data = handle.read(max_bytes + 1)
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if len(data) > max_bytes:
+        raise BadInput(f"{path}: larger than the {max_bytes >> 20} MiB this file may be")
+    return data
+
+
+def read_text_bounded(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
+    try:
+        return read_bytes_bounded(path, max_bytes).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{path}: not UTF-8 text (byte {exc.start})") from None
+
+
+def json_depth_exceeds(data: Any, limit: int = MAX_JSON_DEPTH) -> bool:
+    """True when lists/objects nest deeper than limit (checked without recursion)."""
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def parse_json_text(text: str, *, where: str) -> Any:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BadInput(f"{where}: not JSON: {exc}") from None
+    except RecursionError:
+        raise BadInput(f"{where}: JSON nested too deeply") from None
+    if json_depth_exceeds(data):
+        raise BadInput(f"{where}: JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    return data
+
+
+def read_json_file(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Any:
+    """A JSON file the user named; unreadable, oversized, not regular or malformed: exit 2."""
+    return parse_json_text(read_text_bounded(path, max_bytes), where=str(path))
+
+
+def sha256_file(path: Path) -> str:
+    """sha256 of a regular file, read in chunks (any size, constant memory)."""
+    fd = _open_regular(path)
+    digest = hashlib.sha256()
+    with os.fdopen(fd, "rb", closefd=True) as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o644, durable: bool = True) -> None:
+    """Write path as a whole or not at all (temp file in the same folder + rename).
+
+    durable: fsync before the rename, so a power cut cannot leave an empty file either. Bulk
+    writers that can repair a file on the next run (records export) pass False: thousands of
+    fsyncs cost seconds and the rename alone already rules out a half-written file.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
+        tmp.chmod(mode)
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: Path, text: str, *, mode: int = 0o644, durable: bool = True) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"), mode=mode, durable=durable)
+
+
+def inside(base: Path, target: Path) -> Path:
+    """target resolved (symlinks followed), refused unless it stays under base."""
+    root = base.resolve()
+    resolved = target.resolve()
+    if resolved != root and not resolved.is_relative_to(root):
+        raise BadInput(f"{target}: resolves to {resolved}, outside {root}")
+    return resolved

@@ -1,0 +1,85 @@
+"""Tamper evidence for the record store: a hash chain over insertion order, and its head.
+
+Row n of the store carries `chain_n = sha256("stackgate-chain-v1", chain_{n-1}, n, record_id_n)`
+with chain_0 = 64 zeros. A record's id is the sha256 of its content, so the chain covers every
+byte of every record and the order they came in. Editing, deleting or re-ordering a row in the
+middle breaks the links after it, whatever the triggers say.
+
+What the chain alone cannot see is a store cut short at the end or replaced as a whole by an
+older copy: the remaining chain is still consistent. That needs the head (count + last link)
+kept somewhere else and compared: the head file beside the store (`<store>.head`, written
+after every committed write) and the head exported with the JSON records
+(`records/_store-heads/<store_id>.head`), whose git history shows any rewrite. A head is a
+lower bound: the store may have grown since, never shrunk or changed below it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from stackgate.errors import BadInput, CheckFailed
+from stackgate.files import atomic_write_text, parse_json_text, read_text_bounded
+
+GENESIS = "0" * 64
+HEADS_FOLDER = "_store-heads"  # not a stack name: stack names start with a letter or digit
+_MAX_HEAD_BYTES = 64 << 10
+
+
+class TamperedStore(CheckFailed):
+    """The store's content contradicts itself or a head kept elsewhere (exit 1)."""
+
+
+def link(previous: str, seq: int, record_id: str) -> str:
+    text = f"stackgate-chain-v1\n{previous}\n{seq}\n{record_id}"
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+class ChainHead(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    store_id: str = Field(pattern=r"^[0-9a-f]{32}$")
+    count: int = Field(ge=0)
+    head: str = Field(pattern=r"^[0-9a-f]{64}$")
+    written_at: str = ""
+
+    def to_text(self) -> str:
+        return self.model_dump_json(indent=2) + "\n"
+
+
+def now_utc() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def sidecar_path(store_path: Path) -> Path:
+    return store_path.with_name(store_path.name + ".head")
+
+
+def exported_head_path(folder: Path, store_id: str) -> Path:
+    return folder / HEADS_FOLDER / f"{store_id}.head"
+
+
+def read_head(path: Path) -> ChainHead | None:
+    """The head in path; None when there is none; BadInput when it is not a head."""
+    if not path.exists() and not path.is_symlink():
+        return None
+    data = parse_json_text(read_text_bounded(path, _MAX_HEAD_BYTES), where=str(path))
+    try:
+        return ChainHead.model_validate(data)
+    except ValidationError as exc:
+        problems = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
+        raise BadInput(f"{path}: not a store head", details=problems) from None
+
+
+def write_head(path: Path, head: ChainHead, *, durable: bool = True) -> None:
+    """Write head unless the file already holds a later head of the same store."""
+    try:
+        have = read_head(path)
+    except BadInput:
+        have = None  # a damaged head file is replaced by a good one
+    if have is not None and have.store_id == head.store_id and have.count >= head.count:
+        return
+    atomic_write_text(path, head.to_text(), durable=durable)

@@ -1,0 +1,107 @@
+"""Records as JSON files for git: export from the store, import into it, read one.
+
+Layout: `<dir>/<stack>/<created>-<id12>.json`, plus `<dir>/_store-heads/<store_id>.head` (the
+exporting store's chain head, chain.py). File names come from record fields that the record
+model holds to a strict shape on every read (stack name, ISO time stamp, hex id), and every
+target is resolved and refused unless it stays inside `<dir>` (a symlinked stack folder
+pointing elsewhere included).
+
+Export writes each file atomically and compares an existing file byte for byte with what it
+would write: a truncated or edited copy is rewritten ("repaired"), never skipped as exported.
+Import (`import_record_files`, also the bulk API for fleet collection) reads each file bounded
+and typed, verifies it, and adds all of them in one transaction, or none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from stackgate.errors import BadInput
+from stackgate.files import atomic_write_text, inside, read_bytes_bounded, read_json_file
+from validators.records.chain import HEADS_FOLDER, exported_head_path, write_head
+from validators.records.model import Record, load_record
+from validators.records.store import ImportResult, RecordStore
+
+MAX_RECORD_BYTES = 64 << 20
+
+
+@dataclass
+class ExportResult:
+    written: list[Path] = field(default_factory=list)
+    repaired: list[Path] = field(default_factory=list)
+    unchanged: int = 0
+    head: Path | None = None
+
+
+def export_filename(record: Record) -> str:
+    return f"{record.created_stamp}-{record.short_id}.json"
+
+
+def read_record_file(path: Path) -> Record:
+    return load_record(read_json_file(path, MAX_RECORD_BYTES), where=str(path))
+
+
+def record_files(folder: Path) -> Iterator[Path]:
+    """Every *.json below folder, sorted; symlinked folders are not followed."""
+    if not folder.is_dir():
+        raise BadInput(f"{folder}: no such folder")
+    for path in sorted(folder.rglob("*.json")):
+        if HEADS_FOLDER not in path.relative_to(folder).parts:
+            yield path
+
+
+def export_records(store: RecordStore, folder: Path, stack: str | None = None) -> ExportResult:
+    """Write the store's records (of one stack, or all) under folder; repair damaged copies."""
+    out = ExportResult()
+    root = folder.resolve()
+    for record in store.iter_records(stack):
+        target = folder / record.stack / export_filename(record)
+        inside(root, target.parent)  # a symlinked stack folder may not lead elsewhere
+        text = record.to_json()
+        existed = target.exists() or target.is_symlink()
+        if existed:
+            if not target.is_symlink():
+                try:
+                    if read_bytes_bounded(target, MAX_RECORD_BYTES) == text.encode("utf-8"):
+                        out.unchanged += 1
+                        continue
+                except BadInput:
+                    pass  # a FIFO, too big, unreadable: replaced below by the real record
+            if target.is_symlink() or not target.is_file():
+                _remove(target)  # the entry itself (in folder), never what it points at
+        atomic_write_text(target, text, durable=False)
+        (out.repaired if existed else out.written).append(target)
+    if store.store_id is not None and store.count():
+        head_file = exported_head_path(folder, store.store_id)
+        inside(root, head_file.parent)
+        if head_file.is_symlink():
+            _remove(head_file)
+        write_head(head_file, store.chain_head())
+        out.head = head_file
+    return out
+
+
+def _remove(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError as exc:
+        raise BadInput(f"{path}: in the way of an export and cannot be removed: {exc}") from None
+
+
+def import_record_files(store: RecordStore, paths: Iterable[Path]) -> ImportResult:
+    """Verify and add records from files, in one transaction (all added, or none)."""
+    return store.add_many(read_record_file(p) for p in paths)
+
+
+def import_dir(store: RecordStore, folder: Path) -> ImportResult:
+    return import_record_files(store, record_files(folder))
+
+
+def exported_heads(folder: Path, store: RecordStore) -> list[Path]:
+    """The head this store exported under folder, if any (for `records verify`)."""
+    if store.store_id is None:
+        return []
+    path = exported_head_path(folder, store.store_id)
+    return [path] if path.exists() or path.is_symlink() else []
