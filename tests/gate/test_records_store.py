@@ -12,10 +12,10 @@ import pytest
 from stackgate.errors import BadInput
 from stackgate.loading import load_stack
 from tests.gate.synth import make_report
-from validators.records.compose import compose_record
-from validators.records.model import BuildFacts, HostFingerprint, Record, load_record
 from validators.records.chain import TamperedStore
+from validators.records.compose import compose_record
 from validators.records.json_files import export_records, import_dir, read_record_file
+from validators.records.model import BuildFacts, HostFingerprint, Record, load_record
 from validators.records.store import RecordStore, default_store_path
 
 

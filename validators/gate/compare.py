@@ -140,10 +140,10 @@ def compare_checks(baseline: Record, candidate: Record) -> list[CheckVerdict]:
 
 def _mean(samples: list[float] | None) -> float | None:
     """The mean for display; None when there is nothing finite to average."""
-    if not samples:
+    finite = [v for v in samples or [] if math.isfinite(v)]
+    if not finite or len(finite) != len(samples or []):
         return None
-    value = float(np.mean(samples))
-    return value if math.isfinite(value) else None
+    return float(np.mean(finite))
 
 
 def compare_metric(
@@ -162,6 +162,21 @@ def compare_metric(
             status="NEW",
             reason="not measured on the baseline",
             candidate_mean=_mean(candidate),
+            n_candidate=len(candidate or []),
+            tolerance=tol,
+        )
+    samples = baseline + (candidate or [])
+    unusable = [v for v in samples if not (math.isfinite(v) and v > 0)]
+    if way != "none" and unusable:
+        return MetricVerdict(
+            key=key,
+            direction=way,
+            status="INCOMPARABLE",
+            reason=f"samples {unusable[:3]} give no ratio (need finite numbers > 0); "
+            "refusing to guess",
+            baseline_mean=_mean(baseline),
+            candidate_mean=_mean(candidate),
+            n_baseline=len(baseline),
             n_candidate=len(candidate or []),
             tolerance=tol,
         )
@@ -194,12 +209,6 @@ def compare_metric(
     )
     if way == "none":
         return verdict("UNGATED", "describes the run; not gated")
-    unusable = [v for v in baseline + candidate if not (math.isfinite(v) and v > 0)]
-    if unusable:
-        return verdict(
-            "INCOMPARABLE",
-            f"samples {unusable[:3]} give no ratio (need finite numbers > 0); refusing to guess",
-        )
     interval = bootstrap_ratio(
         candidate,
         baseline,

@@ -67,7 +67,7 @@ def upgrade_from_1(conn: sqlite3.Connection) -> int:
         "SELECT record_id, stack, kind, created_at, schema_version, inserted_at, body "
         "FROM records ORDER BY inserted_at, rowid"
     ).fetchall()
-    _run(conn, "DROP TABLE records")  # its triggers and index go with it
+    conn.execute("DROP TABLE records")  # its triggers and index go with it
     create(conn)
     previous = GENESIS
     for seq, row in enumerate(rows, start=1):
@@ -94,4 +94,6 @@ def _statements(script: str) -> list[str]:
         if sqlite3.complete_statement(buffer):
             out.append(buffer.strip())
             buffer = ""
+    if buffer.strip():
+        raise ValueError(f"incomplete SQL statement: {buffer.strip()[:60]}")
     return out

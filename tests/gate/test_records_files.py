@@ -1,0 +1,222 @@
+"""Record files as an outsider hands them over: names that try to leave --dir, symlinks into
+/dev, FIFOs, huge and deeply nested files, truncated exports, a read-only store. Real files,
+real sqlite; each must end in exit 2 naming the path (or a repaired file), never a traceback,
+a hang or a write outside the folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stackgate.errors import BadInput
+from tests.gate.record_factory import make_record
+from validators.records.json_files import (
+    export_records,
+    import_dir,
+    import_record_files,
+    read_record_file,
+)
+from validators.records.model import content_sha256
+from validators.records.store import RecordStore
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _forged(tmp_path: Path, **fields: str) -> Path:
+    """A record file whose content hash is right but whose fields are hostile."""
+    record = make_record("smoke").model_dump(mode="json")
+    record.update(fields)
+    record.pop("record_id")
+    record["record_id"] = content_sha256(record)
+    path = tmp_path / "in" / "forged.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        ({"stack": "../../../../ESCAPED"}, "stack: .*not a stack name"),
+        ({"stack": "/etc"}, "stack: .*not a stack name"),
+        ({"created_at": "/abs/../../x"}, "created_at: .*not an ISO-8601"),
+        ({"created_at": "2026-01-01T10:00:00"}, "created_at: .*no time zone"),
+    ],
+)
+def test_fields_that_become_file_names_are_validated_on_import(
+    tmp_path: Path, fields: dict[str, str], problem: str
+) -> None:
+    path = _forged(tmp_path, **fields)
+    with RecordStore.open(tmp_path / "s.sqlite") as store:
+        with pytest.raises(BadInput) as caught:
+            import_dir(store, path.parent)
+        assert store.count() == 0
+    assert str(path) in caught.value.message
+    assert any(re.search(problem, d) for d in caught.value.details)
+
+
+def test_cli_import_of_an_escaping_record_exits_2_and_writes_nothing(tmp_path: Path) -> None:
+    path = _forged(tmp_path, stack="../../../../ESCAPED")
+    done = subprocess.run(
+        [sys.executable, "-m", "validators", "records", "import", "--dir", str(path.parent),
+         "--store", str(tmp_path / "s.sqlite")],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "forged.json" in done.stderr and "Traceback" not in done.stderr
+    assert not list(tmp_path.rglob("*ESCAPED*"))
+
+
+def test_export_never_leaves_dir_through_a_symlinked_stack_folder(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    records = tmp_path / "records"
+    records.mkdir()
+    (records / "smoke").symlink_to(outside)
+    with RecordStore.open(tmp_path / "s.sqlite") as store:
+        store.add(make_record("smoke"))
+        with pytest.raises(BadInput, match=r"outside .*records"):
+            export_records(store, records)
+    assert list(outside.iterdir()) == []
+
+
+def test_export_replaces_a_symlinked_entry_instead_of_writing_through_it(tmp_path: Path) -> None:
+    target = tmp_path / "victim.txt"
+    target.write_text("keep me")
+    record = make_record("smoke")
+    folder = tmp_path / "records" / "smoke"
+    folder.mkdir(parents=True)
+    entry = folder / f"20260101T100000-{record.short_id}.json"
+    entry.symlink_to(target)
+    with RecordStore.open(tmp_path / "s.sqlite") as store:
+        store.add(record)
+        done = export_records(store, tmp_path / "records")
+    assert done.repaired == [entry]
+    assert target.read_text() == "keep me"
+    assert not entry.is_symlink() and read_record_file(entry) == record
+
+
+def test_a_truncated_export_is_repaired_not_skipped(tmp_path: Path) -> None:
+    records = tmp_path / "records"
+    with RecordStore.open(tmp_path / "s.sqlite") as store:
+        store.add(make_record("smoke"))
+        (path,) = export_records(store, records).written
+        full = path.read_bytes()
+        path.write_bytes(full[: len(full) // 2])  # what a full disk left behind
+        again = export_records(store, records)
+    assert again.repaired == [path] and again.written == []
+    assert path.read_bytes() == full
+    assert not [p for p in path.parent.iterdir() if p.name.startswith(".")]  # no temp files
+
+
+def test_a_records_entry_linked_to_dev_zero_is_refused_without_reading_it(tmp_path: Path) -> None:
+    folder = tmp_path / "records" / "smoke"
+    folder.mkdir(parents=True)
+    (folder / "zero.json").symlink_to("/dev/zero")
+    with (
+        RecordStore.open(tmp_path / "s.sqlite") as store,
+        pytest.raises(BadInput, match=r"zero\.json: not a regular file"),
+    ):
+        import_dir(store, tmp_path / "records")
+
+
+def test_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    folder = tmp_path / "records"
+    folder.mkdir()
+    os.mkfifo(folder / "pipe.json")  # nobody writes to it: a blocking open would hang
+    assert stat.S_ISFIFO((folder / "pipe.json").stat().st_mode)
+    with (
+        RecordStore.open(tmp_path / "s.sqlite") as store,
+        pytest.raises(BadInput, match=r"pipe\.json: not a regular file"),
+    ):
+        import_dir(store, folder)
+
+
+def test_a_huge_sparse_file_is_refused_by_size(tmp_path: Path) -> None:
+    path = tmp_path / "huge.json"
+    with path.open("wb") as handle:
+        handle.truncate(8 << 30)  # 8 GiB, sparse: no disk used
+    with pytest.raises(BadInput, match=r"huge\.json: larger than the 64 MiB"):
+        read_record_file(path)
+
+
+def test_deeply_nested_json_is_bad_input_not_a_recursion_error(tmp_path: Path) -> None:
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(BadInput, match=r"deep\.json: JSON nested"):
+        read_record_file(deep)
+    shallow_but_deep = tmp_path / "deep2.json"
+    shallow_but_deep.write_text("[" * 200 + "]" * 200)
+    with pytest.raises(BadInput, match=r"deep2\.json: JSON nested deeper than 64"):
+        read_record_file(shallow_but_deep)
+
+
+def test_non_utf8_is_bad_input(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.json"
+    path.write_bytes(b'{"note": "caf\xe9"}')
+    with pytest.raises(BadInput, match=r"latin1\.json: not UTF-8"):
+        read_record_file(path)
+
+
+def test_one_bad_file_in_a_bulk_import_adds_nothing(tmp_path: Path) -> None:
+    folder = tmp_path / "in"
+    folder.mkdir()
+    paths = []
+    for i in range(5):
+        record = make_record("smoke", minute=i)
+        paths.append(folder / f"{i}.json")
+        paths[-1].write_text(record.to_json())
+    paths[3].write_text(paths[3].read_text().replace('"h1"', '"h2"'))
+    with RecordStore.open(tmp_path / "s.sqlite") as store:
+        with pytest.raises(BadInput, match=r"3\.json: record content does not match"):
+            import_record_files(store, paths)
+        assert store.count() == 0
+        paths[3].write_text(make_record("smoke", minute=3).to_json())
+        result = import_record_files(store, paths)
+        assert len(result.added) == 5 and store.verify().problems == []
+
+
+def test_read_only_commands_open_the_store_read_only(tmp_path: Path) -> None:
+    """mode=ro: nothing is written (no journal, same bytes), and a write is refused by SQLite
+    itself. Root ignores permission bits, so the chmod alone would prove nothing here."""
+    folder = tmp_path / "share"
+    path = folder / "stackgate.sqlite"
+    with RecordStore.open(path) as store:
+        store.add(make_record("smoke"))
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    path.chmod(0o444)
+    folder.chmod(0o555)
+    try:
+        with RecordStore.open(path, read_only=True) as store:
+            assert store.latest("smoke") is not None
+            assert store.verify().problems == []
+            with pytest.raises(BadInput, match="read-only"):
+                store.add(make_record("smoke", minute=3))
+            with pytest.raises(Exception, match="readonly database"):
+                store._conn.execute("CREATE TABLE x (y)")
+        for action in ("list", "verify", "show"):
+            done = subprocess.run(
+                [sys.executable, "-m", "validators", "records", action,
+                 *(["smoke"] if action == "show" else []), "--store", str(path)],
+                cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+                env={**os.environ, "STACKGATE_ROOT": str(tmp_path)},
+            )  # fmt: skip
+            assert done.returncode == 0, done.stderr
+        assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    finally:
+        folder.chmod(0o755)
+        path.chmod(0o644)
+
+
+def test_a_missing_store_reads_as_empty_without_creating_it(tmp_path: Path) -> None:
+    path = tmp_path / "nowhere" / "stackgate.sqlite"
+    with RecordStore.open(path, read_only=True) as store:
+        assert store.count() == 0 and store.latest("smoke") is None
+    assert not path.parent.exists()
