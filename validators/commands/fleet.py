@@ -33,6 +33,7 @@ from validators.fleet.submit import (
 )
 from validators.fleet.verdict import FleetVerdict, compute_verdict, write_verdict
 from validators.gate.policy import DEFAULT_REPEATS
+from validators.records.json_files import import_dir
 from validators.records.store import RecordStore
 
 NAME = "fleet"
@@ -258,7 +259,7 @@ def _collect(args: argparse.Namespace) -> int:
     present: list[str] = []
     with RecordStore.open(store_path) as store:
         if records.is_dir():
-            result = store.import_dir(records)
+            result = import_dir(store, records)
             added, present = result.added, result.present
         where = store.path
     verdict = _verdict(args, spec)

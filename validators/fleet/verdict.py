@@ -25,8 +25,8 @@ from stackgate.errors import BadInput
 from validators.fleet.outliers import LEMON_METRICS, MIN_PEERS, find_lemons
 from validators.fleet.spec import FleetSpec
 from validators.fleet.status import FailedCheck, NodeStatus, read_statuses
+from validators.records.json_files import read_record_file
 from validators.records.model import HostFingerprint, Record
-from validators.records.store import read_record_file
 
 VERDICT_FILENAME = "verdict.json"
 
