@@ -149,6 +149,13 @@ def test_verdict_per_node_classes_and_lemons(tmp_path: Path) -> None:
     assert not verdict.ok
 
 
+def test_a_missing_node_carries_the_schedulers_word(tmp_path: Path) -> None:
+    spec = _job(tmp_path)
+    notes = {"gone1": "slurm 7_19: TIMEOUT, exit 0:15"}
+    by = {n.node: n for n in compute_verdict(spec, scheduler_notes=notes).nodes}
+    assert by["gone1"].verdict == "MISSING" and by["gone1"].reasons[-1] == notes["gone1"]
+
+
 def test_a_record_changed_after_the_node_wrote_it_fails_that_node(tmp_path: Path) -> None:
     spec = _job(tmp_path)
     path = next((tmp_path / "records" / "cu130").glob("gpu07-*.json"))
@@ -168,3 +175,22 @@ def test_fleet_verdict_cli(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stderr
     assert json.loads(done.stdout)["counts"]["LEMON"] == 1
     assert "PASS (lemon)" in done.stderr and "allreduce_1tok_p50_us" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["submit", "cu130", "--wheelhouse", "/nonexistent/wh", "--nodes", "a", "--jobs-root", "/tmp/j", "--dry-run"], "--wheelhouse /nonexistent/wh: no such folder"),
+        (["submit", "cu130", "--wheelhouse", ".", "--nodes", "a,b c", "--jobs-root", "/tmp/j", "--dry-run"], "nodes: Value error, not node names: b c"),
+        (["submit", "cu130", "--wheelhouse", ".", "--nodes", "a,a", "--jobs-root", "/tmp/j", "--dry-run"], "listed twice: a"),
+        (["verdict", "--job-dir", "/nonexistent/job"], "cannot read the fleet spec"),
+    ],
+)
+def test_bad_input_exits_2_and_says_where(argv: list[str], says: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "validators", "fleet", *argv],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+        env={"NO_COLOR": "1", "COLUMNS": "200", "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert says in done.stderr
