@@ -21,6 +21,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from builder.lock_pins import contradictions
 from builder.python_finder import Interpreter
 from builder.uvproject import (
     IndexSpec,
@@ -234,6 +235,13 @@ def read_lock(loaded: LoadedStack, files: LockFiles) -> LockState:
                 f"recorded manifest hash {str(recorded)[:12]}, current {current[:12]}",
                 f"refresh it with: {regenerate_command(stack)}",
             ],
+        )
+    wrong = contradictions(loaded.manifest, lock)
+    if wrong:
+        raise BadInput(
+            f"{display_path(files.lockfile)} contradicts {display_path(loaded.path)}: the lock "
+            "was edited after it was generated, or generated for other pins",
+            details=[*wrong, f"regenerate it with: {regenerate_command(stack)}"],
         )
     index_map = meta.get("index_map", {})
     return LockState(
