@@ -219,7 +219,7 @@ def read_lock(loaded: LoadedStack, files: LockFiles) -> LockState:
     try:
         project = tomllib.loads(files.pyproject.read_text(encoding="utf-8"))
         lock = read_uv_lock(files.lockfile)
-    except (tomllib.TOMLDecodeError, OSError, BadInput) as exc:
+    except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError, RecursionError, BadInput) as exc:
         raise BadInput(
             f"unreadable lock in {display_path(files.folder)}: {exc}",
             details=[f"regenerate it with: {regenerate_command(stack)}"],

@@ -8,7 +8,6 @@ were resolved from the unpatched source when locking).
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ from stackgate import proc
 from stackgate.build_record import PatchRecord
 from stackgate.errors import BadInput, CommandFailed, EnvironmentProblem
 from stackgate.loading import LoadedStack
+from stackgate.manifest_files import sha256_regular
 from stackgate.paths import display_path
 
 
@@ -59,7 +59,9 @@ def verify_patch_hashes(pkg: SourcePackage) -> list[PatchRecord]:
     for path, pinned in pkg.patches:
         if not path.is_file():
             raise BadInput(f"patch {display_path(path)} for '{pkg.name}' is missing")
-        got = hashlib.sha256(path.read_bytes()).hexdigest()
+        got, why = sha256_regular(path)
+        if got is None:
+            raise BadInput(f"patch {display_path(path)} for '{pkg.name}': {why}")
         if got != pinned:
             raise BadInput(
                 f"patch {display_path(path)} for '{pkg.name}' has sha256 {got}, "

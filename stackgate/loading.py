@@ -9,7 +9,8 @@ profiles named elsewhere). Any finding raises ManifestError (exit 2); nothing is
 from __future__ import annotations
 
 import difflib
-import hashlib
+import os
+import stat
 import tomllib
 import types
 import typing
@@ -22,7 +23,10 @@ from pydantic import BaseModel, ValidationError
 
 from stackgate.errors import ManifestError
 from stackgate.manifest import Manifest
+from stackgate.manifest_files import inside_folder, sha256_regular
 from stackgate.paths import display_path, resolve_stack
+
+MAX_MANIFEST_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -45,12 +49,7 @@ def load_stack(stack: str | Path) -> LoadedStack:
     """Resolve STACK (name or path), parse and validate it, or raise ManifestError."""
     path = resolve_stack(str(stack))
     shown = display_path(path)
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ManifestError([f"{shown}: invalid TOML: {exc}"]) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ManifestError([f"{shown}: cannot read: {exc}"]) from None
+    raw = _read_toml(path, shown)
 
     data = _apply_extends(raw)
     problems: list[str] = []
@@ -60,11 +59,36 @@ def load_stack(stack: str | Path) -> LoadedStack:
     except ValidationError as exc:
         problems.extend(f"{shown}: {p}" for p in format_validation_errors(exc))
     problems.extend(f"{shown}: {p}" for p in _cross_references(raw, path))
+    problems.extend(f"{shown}: {p}" for p in control_characters(raw))
+    problems.extend(f"{shown}: {p}" for p in _file_references(raw, path))
     if manifest is not None and manifest.name != path.stem:
         problems.append(f"{shown}: name: '{manifest.name}' must match the file name '{path.stem}'")
     if problems or manifest is None:
         raise ManifestError(_unique(problems))
     return LoadedStack(path=path, manifest=manifest, raw=raw)
+
+
+def _read_toml(path: Path, shown: str) -> dict[str, Any]:
+    """The manifest's TOML: a regular file of at most MAX_MANIFEST_BYTES, UTF-8, not nested
+    so deep that the parser recurses out of stack."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise ManifestError([f"{shown}: not a regular file"])
+            data = handle.read(MAX_MANIFEST_BYTES + 1)
+    except OSError as exc:
+        raise ManifestError([f"{shown}: cannot read: {exc.strerror or exc}"]) from None
+    if len(data) > MAX_MANIFEST_BYTES:
+        raise ManifestError([f"{shown}: larger than {MAX_MANIFEST_BYTES >> 10} KiB"])
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ManifestError([f"{shown}: not UTF-8 (byte {exc.start})"]) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ManifestError([f"{shown}: invalid TOML: {exc}"]) from None
+    except RecursionError:
+        raise ManifestError([f"{shown}: invalid TOML: nested too deeply"]) from None
 
 
 def _unique(items: list[str]) -> list[str]:
@@ -196,15 +220,58 @@ def _cross_references(raw: dict[str, Any], path: Path) -> Iterator[str]:
 def _check_patch(where: str, patch: Any, manifest_path: Path) -> Iterator[str]:
     if not isinstance(patch, dict) or not isinstance(patch.get("path"), str):
         return
-    file = manifest_path.parent / patch["path"]
-    if not file.is_file():
+    file, why = inside_folder(manifest_path.parent, patch["path"])
+    if file is None:
+        yield f"{where}.path: '{patch['path']}' {why}"
+        return
+    if not file.exists():
         yield f"{where}.path: patch file '{patch['path']}' not found (looked in {display_path(file)})"
         return
+    got, why = sha256_regular(file)
+    if got is None:
+        yield f"{where}.path: '{patch['path']}': {why}"
+        return
     want = patch.get("sha256")
-    if isinstance(want, str) and len(want) == 64:
-        got = hashlib.sha256(file.read_bytes()).hexdigest()
-        if got != want:
-            yield f"{where}.sha256: '{patch['path']}' has sha256 {got}, the manifest pins {want}"
+    if isinstance(want, str) and len(want) == 64 and got != want:
+        yield f"{where}.sha256: '{patch['path']}' has sha256 {got}, the manifest pins {want}"
+
+
+def _file_references(raw: dict[str, Any], path: Path) -> Iterator[str]:
+    """Other files the manifest names must lie inside its folder too (read later)."""
+    serving = raw.get("serving", {})
+    if not isinstance(serving, dict):
+        return
+    for name, profile in serving.items():
+        ref = profile.get("correctness_reference") if isinstance(profile, dict) else None
+        if isinstance(ref, str):
+            _file, why = inside_folder(path.parent, ref)
+            if why is not None:
+                yield f"serving.{name}.correctness_reference: '{ref}' {why}"
+
+
+def _bad_char(text: str) -> str | None:
+    for c in text:
+        if (ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F or c in "\u2028\u2029") and c != "\t":
+            return f"U+{ord(c):04X}"
+    return None
+
+
+def control_characters(raw: dict[str, Any]) -> Iterator[str]:
+    """Every key and string value holding a control character (a newline in a description
+    would start a line of its own in a rendered Containerfile or shell script). Tabs pass."""
+    todo: list[tuple[str, Any]] = [("", raw)]
+    while todo:
+        where, value = todo.pop()
+        if isinstance(value, dict):
+            for key, item in value.items():
+                sub = f"{where}.{key}" if where else str(key)
+                if (bad := _bad_char(str(key))) is not None:
+                    yield f"{sub!r}: key contains a control character ({bad})"
+                todo.append((sub, item))
+        elif isinstance(value, list):
+            todo.extend((f"{where}.{i}", item) for i, item in enumerate(value))
+        elif isinstance(value, str) and (bad := _bad_char(value)) is not None:
+            yield f"{where}: contains a control character ({bad}); one line of printable text"
 
 
 def _did_you_mean(word: str, choices: list[str], what: str) -> str:

@@ -16,6 +16,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
+from stackgate.manifest_files import relative_problem
 from stackgate.model import StrictModel
 from stackgate.topology import Topology
 
@@ -92,6 +93,16 @@ Sha256Str = Annotated[str, AfterValidator(_sha256)]
 PythonStr = Annotated[str, AfterValidator(_python)]
 
 
+def _relative(value: str) -> str:
+    why = relative_problem(value)
+    if why is not None:
+        raise ValueError(why)
+    return value
+
+
+RelPathStr = Annotated[str, AfterValidator(_relative)]
+
+
 def _env_names(values: dict[str, str]) -> dict[str, str]:
     bad = [k for k in values if not _ENV_NAME_RE.match(k)]
     if bad:
@@ -106,7 +117,7 @@ class Strict(StrictModel):
     """Base of every manifest model: unknown keys are errors (StrictModel), values never
     coerced."""
 
-    model_config = ConfigDict(strict=True)
+    model_config = ConfigDict(strict=True, allow_inf_nan=False)
 
 
 class Host(Strict):
@@ -140,7 +151,7 @@ class Index(Strict):
 
 
 class Patch(Strict):
-    path: str = Field(description="Patch file, relative to the manifest's folder.")
+    path: RelPathStr = Field(description="Patch file, relative to the manifest's folder.")
     sha256: Sha256Str
 
 
@@ -153,7 +164,9 @@ class Package(Strict):
     index: NameStr | None = Field(default=None, description="Name of an index in [indexes].")
     git: str | None = Field(default=None, description="Git URL for a source build.")
     ref: str | None = Field(default=None, description="Tag or commit for `git`.")
-    subdirectory: str | None = None
+    subdirectory: RelPathStr | None = Field(
+        default=None, description="Folder of the package inside the git repository."
+    )
     patches: list[Patch] = Field(default_factory=list)
     extras: list[NameStr] = Field(default_factory=list)
     cuda: VersionStr | None = Field(

@@ -9,6 +9,8 @@ the file.
 
 from __future__ import annotations
 
+import os
+import stat
 import tomllib
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
@@ -117,11 +119,16 @@ class UvLock(_LockModel):
         return next((p for p in self.package if p.key == key), None)
 
 
+MAX_LOCK_BYTES = 64 << 20  # the cu128 lock is ~0.4 MB
+
+
 def parse_uv_lock(text: str, *, where: str) -> UvLock:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise BadInput(f"{where}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise BadInput(f"{where}: not valid TOML: nested too deeply") from None
     try:
         return UvLock.model_validate(data)
     except ValidationError as exc:
@@ -130,8 +137,19 @@ def parse_uv_lock(text: str, *, where: str) -> UvLock:
 
 
 def read_uv_lock(path: Path) -> UvLock:
+    """A regular file of at most MAX_LOCK_BYTES, UTF-8 TOML; anything else is BadInput."""
     try:
-        text = path.read_text(encoding="utf-8")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise BadInput(f"{path}: not a regular file")
+            data = handle.read(MAX_LOCK_BYTES + 1)
     except OSError as exc:
-        raise BadInput(f"{path}: cannot read the lock: {exc}") from None
+        raise BadInput(f"{path}: cannot read the lock: {exc.strerror or exc}") from None
+    if len(data) > MAX_LOCK_BYTES:
+        raise BadInput(f"{path}: larger than {MAX_LOCK_BYTES >> 20} MiB")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{path}: not UTF-8 (byte {exc.start})") from None
     return parse_uv_lock(text, where=str(path))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -117,6 +118,20 @@ def _dq(value: str) -> str:
     return json.dumps(value)
 
 
+def _sq(value: str) -> str:
+    """One shell word for a RUN line, whatever the value holds."""
+    return shlex.quote(value)
+
+
+def _comment(value: str) -> str:
+    """Text for a `#` comment: control characters (a newline would end the comment and start
+    an instruction) shown escaped. The manifest loader already refuses them; this is the
+    second wall."""
+    return "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in value
+    )
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(project_root() / "images"),
@@ -125,6 +140,8 @@ def _environment() -> jinja2.Environment:
         autoescape=False,
     )
     env.filters["dq"] = _dq
+    env.filters["sq"] = _sq
+    env.filters["comment"] = _comment
     return env
 
 

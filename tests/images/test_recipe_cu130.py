@@ -4,6 +4,7 @@ no registry for the CUDA base, no PyTorch index for the lock)."""
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from builder.lock import read_lock, write_project
 from stackgate.errors import BadInput
 from stackgate.host.resources import HostResources
 from stackgate.layout import LockFiles
-from stackgate.loading import load_stack
+from stackgate.loading import LoadedStack, load_stack
 from stackgate.paths import project_root
 
 GIB = 1024**3
@@ -45,8 +46,19 @@ def cu130_lock(tmp_path: Path) -> Path:
     loaded = load_stack("cu130")
     files = LockFiles(tmp_path / "cu130")
     write_project(loaded, files, {})
-    files.lockfile.write_text(STAND_IN_LOCK)
+    files.lockfile.write_text(STAND_IN_LOCK + _registry_pins(loaded))
     return files.folder
+
+
+def _registry_pins(loaded: LoadedStack) -> str:
+    """Lock entries for the manifest's index pins, at the pinned versions (the builder refuses a
+    lock that contradicts the manifest, issue 10.5)."""
+    out = ""
+    for name, pin in sorted(loaded.manifest.packages.items()):
+        if pin.version is not None:
+            out += f'\n[[package]]\nname = "{name}"\nversion = "{pin.version}"\n'
+            out += 'source = { registry = "https://example.invalid/simple" }\n'
+    return out
 
 
 @pytest.fixture
@@ -142,13 +154,14 @@ def test_labels(recipe: tuple[RecipeInputs, str]) -> None:
 def test_credentials_in_the_environment_are_refused(tmp_path: Path, cu130_lock: Path) -> None:
     text = (project_root() / "stacks" / "cu130.toml").read_text()
     text = text.replace('[environment.common]\n', '[environment.common]\nHF_TOKEN = "hf_abcdefghijklmnopqrstuvwxyz"\n')
-    (tmp_path / "patches").symlink_to(project_root() / "stacks" / "patches")
+    # a copy, not a symlink: patch files must resolve inside the manifest's folder
+    shutil.copytree(project_root() / "stacks" / "patches", tmp_path / "patches")
     path = tmp_path / "cu130.toml"
     path.write_text(text)
     loaded = load_stack(path)
     files = LockFiles(tmp_path / "lock")
     write_project(loaded, files, {})
-    files.lockfile.write_text(STAND_IN_LOCK)
+    files.lockfile.write_text(STAND_IN_LOCK + _registry_pins(loaded))
     with pytest.raises(BadInput, match="credentials") as err:
         prepare(loaded, ImageRequest(lock_dir=files.folder, resources=RESOURCES))
     assert "HF_TOKEN" in " ".join(err.value.details)
@@ -191,3 +204,23 @@ def test_context_holds_only_named_files(tmp_path: Path, cu130_lock: Path, recipe
     assert "stackgate/tool/uv.lock" in files and "stackgate/tool/stackgate/container_run.py" in files
     # The docker SDK gets it as a tar with a stable order and metadata.
     assert context_tar(context, 0) == context_tar(context, 0)
+
+
+def test_hostile_source_fields_cannot_add_instructions(recipe: tuple[RecipeInputs, str]) -> None:
+    """The loader refuses control characters (tests/foundation/test_manifest_hostile.py); if one
+    got past it, the renderer still keeps comments one line and RUN arguments one word."""
+    inputs, _ = recipe
+    evil = inputs.source_packages[0].model_copy(update={
+        "git": "https://x.invalid/r.git\nRUN touch /pwned-git",
+        "ref": "v1\rRUN touch /pwned-ref",
+        "subdirectory": "python $(touch /pwned-sub) ; touch /pwned-sub2",
+        "patches": ["a.patch\nRUN touch /pwned-patch"],
+    })  # fmt: skip
+    text = render(inputs.model_copy(update={
+        "description": "ok\nRUN touch /pwned-description", "source_packages": [evil],
+    }))  # fmt: skip
+    assert not re.search(r"^\s*RUN touch", text, flags=re.M)
+    for line in text.splitlines():
+        if "pwned" in line:
+            assert line.lstrip().startswith("#") or "'" in line, line
+    assert "'/opt/stackgate/src/sglang/python $(touch /pwned-sub) ; touch /pwned-sub2'" in text
