@@ -21,9 +21,12 @@ from tests.helpers.wheels import make_index, make_wheel
 ROOT = Path(__file__).resolve().parents[2]
 PY_MINOR = f"{sys.version_info.major}.{sys.version_info.minor}"
 
+ENGINE = Path(__file__).resolve().parent / "node_engine.py"
+# Serve-bench on the synthetic server: a real process over real HTTP per node, small enough to
+# run a few nodes at once on two cores. n5 answers wrongly (tests/fleet/node_engine.py).
 MANIFEST = """schema_version = 1
 name = "fleetsmoke"
-description = "two wheels made by the test, validated by the static group on every node"
+description = "two wheels made by the test; each node serves the synthetic engine"
 python = "{python}"
 
 [host]
@@ -43,9 +46,28 @@ index = "local"
 version = "0.2.0"
 index = "local"
 
+[serving.main]
+engine = "openai-command"
+model_path = "synthetic"
+command = {command}
+load_timeout_s = 120
+hang_timeout_s = 120
+stop_grace_s = 5
+correctness_reference = "refs/main.json"
+
+[serving.main.bench]
+input_len = 16
+output_len = 16
+concurrencies = [1]
+rounds = 1
+single_stream_requests = 2
+request_timeout_s = 60
+
 [validation]
-required = ["static"]
+required = ["static", "serve-bench"]
+serve_profile = "main"
 """
+FAULTY_NODE = "n5"
 
 
 def base_python() -> str:
@@ -99,7 +121,12 @@ def fleet_stack(tmp_path: Path) -> FleetStack:
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{server.server_address[1]}/simple"
-    (stacks / "fleetsmoke.toml").write_text(MANIFEST.format(python=PY_MINOR, url=url))
+    command = [sys.executable, str(ENGINE), "--port", "{port}", "--model", "{served_model_name}"]
+    command += ["--rate", "800", "--faulty-node", FAULTY_NODE]
+    (stacks / "fleetsmoke.toml").write_text(
+        MANIFEST.format(python=PY_MINOR, url=url, command=json.dumps(command))
+    )
+    (stacks / "refs").mkdir()
     env = {
         **os.environ,
         "STACKGATE_STACKS_DIR": str(stacks),
@@ -118,4 +145,11 @@ def fleet_stack(tmp_path: Path) -> FleetStack:
     finally:
         server.shutdown()
         server.server_close()
+    # The correctness reference: what the engine answers on a healthy node, recorded once.
+    built = stack.ok("builder", "build", "fleetsmoke", "--wheelhouse", str(stack.wheelhouse),
+                     "--venv-root", str(tmp_path / "ref-envs"), "--python", base_python(), "--json")  # fmt: skip
+    reference = f"record_reference={stacks / 'refs' / 'main.json'}"
+    stack.ok("validators", "run", "fleetsmoke", "--env", json.loads(built)["env"], "--only",
+             "serve-bench", "--option", reference)  # fmt: skip
+    assert (stacks / "refs" / "main.json").is_file()
     return stack

@@ -1,12 +1,15 @@
-"""`fleet submit` against a real Slurm (munged + slurmctld + four slurmd on this machine).
+"""`fleet submit` against a real Slurm (munged + slurmctld + five slurmd on this machine).
 
-Four nodes, four fates:
-- n1 is healthy: builds offline from the wheelhouse, passes twice, is marked good -> PASS;
+Five nodes, five fates:
+- n1 is healthy: builds offline from the wheelhouse, serves and passes twice, is marked good
+  -> PASS;
 - n2's local disk is broken (its node-local folder is a file) -> FAIL in the build step;
-- n3 has a drifted env on its local disk (a distribution the lock does not have): the build
-  reuses it, static.dists.lock fails on both runs -> FAIL naming the check;
+- n3 has a drifted env on its local disk (a distribution the lock does not have): the builder
+  refuses to reuse it -> FAIL in the build step, in the builder's words;
 - n4 is drained for repair: submit leaves it out (an element pinned to it would hold back the
-  others, see validators/fleet/slurm.py) -> MISSING, with Slurm's reason.
+  others, see validators/fleet/slurm.py) -> MISSING, with Slurm's reason;
+- n5's engine answers wrongly (tests/fleet/node_engine.py) -> FAIL, naming the serve-bench
+  correctness check that failed in both runs.
 The collector (afterany) imports n1's record into the team's store and writes the verdict.
 """
 
@@ -23,7 +26,7 @@ from tests.fleet.slurm_cluster import SlurmCluster, slurm_cluster
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
-NODES = ["n1", "n2", "n3", "n4"]
+NODES = ["n1", "n2", "n3", "n4", "n5"]
 
 
 def _drift_env_of_n3(stack: FleetStack, local: Path) -> None:
@@ -66,7 +69,7 @@ def test_fleet_array_and_collector_on_real_slurm(fleet_stack: FleetStack) -> Non
     submit = [
         "validators", "fleet", "submit", "fleetsmoke",
         "--wheelhouse", str(stack.wheelhouse),
-        "--nodes", "n[1-4]",
+        "--nodes", "n[1-5]",
         "--jobs-root", str(jobs),
         "--local-root", str(local / "{node}"),
         "--runs", "2",
@@ -86,7 +89,7 @@ def test_fleet_array_and_collector_on_real_slurm(fleet_stack: FleetStack) -> Non
         assert not jobs.exists() and not cluster.queue()  # a dry run touches nothing
         script = dry["files"]["slurm/validate.sbatch"]
         assert dry["files"]["fleet.json"].count("out_for_repair") == 1
-        assert "#SBATCH --array=0-2%3" in script and "#SBATCH --exclusive" in script
+        assert "#SBATCH --array=0-3%3" in script and "#SBATCH --exclusive" in script
         assert dry["commands"][0][:3] == ["sbatch", "--parsable", "--hold"]
         assert dry["commands"][1] == ["scontrol", "update", "JobId=<ARRAY_JOB_ID>_0", "NodeList=n1"]
         assert dry["commands"][-2][2] == "--dependency=afterany:<ARRAY_JOB_ID>"
@@ -100,9 +103,9 @@ def test_fleet_array_and_collector_on_real_slurm(fleet_stack: FleetStack) -> Non
         def reported() -> int:
             return len(list((job_dir / "nodes").glob("*/status.json")))
 
-        _wait(lambda: reported() == 3, 240, "n1-n3 report", cluster)
+        _wait(lambda: reported() == 4, 400, "n1, n2, n3, n5 report", cluster)
         states = cluster.cmd("scontrol", "show", "job", "-o", array).stdout
-        assert "NodeList=n3" in states and "NodeList=n4" not in states
+        assert "NodeList=n5" in states and "NodeList=n4" not in states
         _wait(lambda: (job_dir / "verdict.json").exists(), 120, "the collector", cluster)
         assert cluster.wait_idle(60), cluster.queue()
         collect_log = next((job_dir / "logs").glob("collect-*.out")).read_text()
@@ -112,13 +115,13 @@ def test_fleet_array_and_collector_on_real_slurm(fleet_stack: FleetStack) -> Non
         rows = {r["node"]: r for r in status["nodes"]}
         assert rows["n1"]["reported"] == "PASS" and "COMPLETED" in rows["n1"]["scheduler"]
         # A node whose validation failed is a failed element too (exit 1), seen from Slurm.
-        assert rows["n3"]["reported"] == "FAIL" and "FAILED, exit 1:0" in rows["n3"]["scheduler"]
+        assert rows["n5"]["reported"] == "FAIL" and "FAILED, exit 1:0" in rows["n5"]["scheduler"]
         assert rows["n4"] == {"node": "n4", "reported": None, "phase": None, "scheduler": None}
 
     verdict = json.loads((job_dir / "verdict.json").read_text())
     by_node = {n["node"]: n for n in verdict["nodes"]}
     assert [n["node"] for n in verdict["nodes"]] == NODES
-    assert verdict["counts"] == {"PASS": 1, "FAIL": 2, "MISSING": 1, "LEMON": 0}
+    assert verdict["counts"] == {"PASS": 1, "FAIL": 3, "MISSING": 1, "LEMON": 0}
 
     n1 = by_node["n1"]
     assert n1["verdict"] == "PASS" and n1["record_id"]
@@ -126,10 +129,14 @@ def test_fleet_array_and_collector_on_real_slurm(fleet_stack: FleetStack) -> Non
     assert n2["verdict"] == "FAIL" and n2["phase"] == "build"
     assert any("Not a directory" in r or "exists" in r for r in n2["reasons"]), n2
     n3 = by_node["n3"]
-    assert n3["verdict"] == "FAIL" and n3["phase"] == "mark-good"
-    [lock_check] = [c for c in n3["failed_checks"] if c["check"] == "static.dists.lock"]
-    assert lock_check["status"] == "FAIL" and lock_check["runs"] == 2
-    assert "strayed" in lock_check["reason"]
+    assert n3["verdict"] == "FAIL" and n3["phase"] == "build"
+    assert any("files changed since" in r for r in n3["reasons"]), n3
+    assert any("strayed-1.0.dist-info" in r for r in n3["reasons"]), n3
+    n5 = by_node["n5"]
+    assert n5["verdict"] == "FAIL" and n5["phase"] == "mark-good", n5
+    failed = {c["check"]: c for c in n5["failed_checks"]}
+    assert any("correct" in c for c in failed), failed
+    assert all(c["runs"] == 2 for c in failed.values())
     n4 = by_node["n4"]
     assert n4["verdict"] == "MISSING"
     assert any("drained" in r and "out_for_repair" in r for r in n4["reasons"]), n4
