@@ -261,10 +261,11 @@ class _Build:
             specs = index_specs(self.loaded.manifest, {**state.index_map, **opts.index_map})
             defaults = [s for s in specs if s.default]
             others = [s for s in specs if not s.default]
+            # Named (NAME=URL), so uv finds UV_INDEX_<NAME>_USERNAME/PASSWORD for them.
             if defaults:
-                install += ["--default-index", defaults[0].url]
+                install += ["--default-index", f"{defaults[0].name}={defaults[0].url}"]
             for spec in others:
-                install += ["--index", spec.url]
+                install += ["--index", f"{spec.name}={spec.url}"]
             # Every file is pinned by hash, so taking it from whichever index has it is safe.
             install += ["--index-strategy", "unsafe-best-match"]
         return [export, install]

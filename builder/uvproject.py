@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stackgate.credentials import credential_env, has_credentials, redact, strip_credentials
 from stackgate.errors import BadInput
 from stackgate.manifest import Manifest, Package
 
@@ -45,26 +46,45 @@ def regenerate_command(stack: str) -> str:
 
 
 def parse_index_map(items: list[str], manifest: Manifest) -> dict[str, str]:
-    """['NAME=URL', ...] -> {name: url}. NAME is an index of the manifest, or a package with a
-    git source (then URL is a mirror of that repository, e.g. a local bare clone)."""
+    """['NAME=URL', ...] -> {name: url without credentials}. NAME is an index of the manifest,
+    or a package with a git source (then URL is a mirror of that repository, e.g. a local bare
+    clone). Credentials in an index URL are for `index_map_credentials`, never for files."""
     mapping: dict[str, str] = {}
     for item in items:
         name, sep, url = item.partition("=")
+        shown = redact(item)
         if not sep or not name or not url:
-            raise BadInput(f"--index-map '{item}': write NAME=URL")
+            raise BadInput(f"--index-map '{shown}': write NAME=URL")
         git_packages = sorted(n for n, p in manifest.packages.items() if p.git is not None)
         if name not in manifest.indexes and name not in git_packages:
             known = ", ".join([*sorted(manifest.indexes), *git_packages]) or "none"
             raise BadInput(
-                f"--index-map '{item}': the manifest has no index or git package '{name}' ({known})"
+                f"--index-map '{shown}': the manifest has no index or git package '{name}' "
+                f"({known})"
             )
         if not url.startswith(("http://", "https://", "file://")):
             if Path(url).is_dir():  # a plain folder is a file:// index
                 url = Path(url).resolve().as_uri()
             else:
-                raise BadInput(f"--index-map '{item}': URL must be http(s):// or file://")
-        mapping[name] = url
+                raise BadInput(f"--index-map '{shown}': URL must be http(s):// or file://")
+        if has_credentials(url) and name not in manifest.indexes:
+            raise BadInput(
+                f"--index-map '{shown}': credentials in a git URL would be written into the "
+                "lock; give them to git (a credential helper or ~/.netrc)"
+            )
+        mapping[name] = strip_credentials(url)[0]
     return mapping
+
+
+def index_map_credentials(items: list[str]) -> dict[str, str]:
+    """UV_INDEX_<NAME>_USERNAME/PASSWORD for every `--index-map NAME=URL` with user info: the
+    commands put them into the environment of the uv processes, where uv looks for them."""
+    out: dict[str, str] = {}
+    for item in items:
+        name, _sep, url = item.partition("=")
+        if url.startswith(("http://", "https://")):
+            out.update(credential_env(name, url))
+    return out
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from builder.watchdog import Watchdog, WatchReport
 from stackgate import proc
+from stackgate.credentials import redact
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ def run_watched(
     log_path.parent.mkdir(parents=True, exist_ok=True)
     tail: list[str] = []
     with log_path.open("a", encoding="utf-8") as log:
-        log.write(f"+ {shlex.join(args)}\n")
+        log.write(redact(f"+ {shlex.join(args)}\n"))
         log.flush()
         popen = subprocess.Popen(
             args,
@@ -56,6 +57,7 @@ def run_watched(
         def pump() -> None:
             assert popen.stdout is not None
             for line in popen.stdout:
+                line = redact(line)
                 log.write(line)
                 tail.append(line.rstrip("\n"))
                 del tail[:-40]

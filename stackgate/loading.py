@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from stackgate.credentials import has_credentials, index_env_names, redact
 from stackgate.errors import ManifestError
 from stackgate.manifest import Manifest
 from stackgate.manifest_files import inside_folder, sha256_regular
@@ -61,6 +62,7 @@ def load_stack(stack: str | Path) -> LoadedStack:
     problems.extend(f"{shown}: {p}" for p in _cross_references(raw, path))
     problems.extend(f"{shown}: {p}" for p in control_characters(raw))
     problems.extend(f"{shown}: {p}" for p in _file_references(raw, path))
+    problems.extend(f"{shown}: {p}" for p in _credentials(raw))
     if manifest is not None and manifest.name != path.stem:
         problems.append(f"{shown}: name: '{manifest.name}' must match the file name '{path.stem}'")
     if problems or manifest is None:
@@ -247,6 +249,27 @@ def _file_references(raw: dict[str, Any], path: Path) -> Iterator[str]:
             _file, why = inside_folder(path.parent, ref)
             if why is not None:
                 yield f"serving.{name}.correctness_reference: '{ref}' {why}"
+
+
+def _credentials(raw: dict[str, Any]) -> Iterator[str]:
+    """A manifest is committed and copied into locks, images and records: no credentials."""
+    for section, key in (("indexes", "url"), ("packages", "git")):
+        table = raw.get(section, {})
+        if not isinstance(table, dict):
+            continue
+        for name, entry in table.items():
+            url = entry.get(key) if isinstance(entry, dict) else None
+            if isinstance(url, str) and has_credentials(url):
+                user_var, pass_var = index_env_names(name)
+                how = (
+                    f"set {user_var} and {pass_var} (or use netrc / a keyring)"
+                    if section == "indexes"
+                    else "give them to git (a credential helper or ~/.netrc)"
+                )
+                yield (
+                    f"{section}.{name}.{key}: '{redact(url)}' holds credentials, which would be "
+                    f"copied into locks, images and records; remove them and {how}"
+                )
 
 
 def _bad_char(text: str) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.table import Table
 
 from builder.build_venv import BuildOptions, BuildOutcome, Reporter, build_env
-from builder.uvproject import parse_index_map
+from builder.uvproject import index_map_credentials, parse_index_map
 from stackgate.cli import emit_json
 from stackgate.errors import EXIT_OK, BadInput
 from stackgate.host.resources import GIB
@@ -111,6 +112,8 @@ def run(args: argparse.Namespace) -> int:
     loaded = load_stack(args.stack)
     if args.wheelhouse is not None and not args.wheelhouse.is_dir():
         raise BadInput(f"--wheelhouse {args.wheelhouse}: no such folder")
+    # uv reads index credentials from its environment; they never reach a file
+    os.environ.update(index_map_credentials(args.index_map))
     options = BuildOptions(
         venv_root=venv_root(args.venv_root),
         locks_root=args.locks_dir,

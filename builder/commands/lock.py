@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 
 from builder.lock import locked_packages, run_lock
 from builder.python_finder import find_python
-from builder.uvproject import parse_index_map
+from builder.uvproject import index_map_credentials, parse_index_map
 from stackgate.cli import emit_json
 from stackgate.errors import EXIT_OK
 from stackgate.layout import lock_files
@@ -40,6 +41,8 @@ def run(args: argparse.Namespace) -> int:
     loaded = load_stack(args.stack)
     manifest = loaded.manifest
     index_map = parse_index_map(args.index_map, manifest)
+    # uv reads index credentials from its environment; they never reach the lock
+    os.environ.update(index_map_credentials(args.index_map))
     python = find_python(manifest.python, args.python)
     files = lock_files(manifest.name, args.locks_dir)
     console = console_err()

@@ -1,0 +1,63 @@
+"""Index credentials never go into a file or log stackgate writes.
+
+uv takes credentials for a named index from the environment (UV_INDEX_<NAME>_USERNAME and
+UV_INDEX_<NAME>_PASSWORD, NAME upper-cased with every non-alphanumeric as `_`), from netrc and
+from a keyring (UV_KEYRING_PROVIDER=subprocess); see docs/guarantees.md. stackgate works the
+same way: a manifest (a committed file, copied into records and images) may not carry
+credentials at all, and `--index-map NAME=https://user:pass@host/simple` is split into a clean
+URL, which goes into the generated project, and the two variables above, which only the uv
+processes see. Text that reaches logs or errors passes through `redact`.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<info>[^/@\s]+)@")
+
+
+def has_credentials(url: str) -> bool:
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return bool(_USERINFO.search(url))
+    return parts.username is not None or parts.password is not None
+
+
+def strip_credentials(url: str) -> tuple[str, str | None, str | None]:
+    """(url without user info, username, password)."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url, None, None
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host + (f":{parts.port}" if parts.port is not None else "")
+    clean = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    user = unquote(parts.username) if parts.username is not None else None
+    password = unquote(parts.password) if parts.password is not None else None
+    return clean, user, password
+
+
+def redact(text: str) -> str:
+    """Every `scheme://user:pass@` (or `scheme://token@`) in text as `scheme://***@`."""
+    return _USERINFO.sub(lambda m: f"{m.group('scheme')}***@", text)
+
+
+def index_env_names(name: str) -> tuple[str, str]:
+    """The variables uv reads the credentials of index `name` from."""
+    key = re.sub(r"[^A-Z0-9]", "_", name.upper())
+    return f"UV_INDEX_{key}_USERNAME", f"UV_INDEX_{key}_PASSWORD"
+
+
+def credential_env(name: str, url: str) -> dict[str, str]:
+    """UV_INDEX_<NAME>_USERNAME/PASSWORD for the user info in url ({} when it has none)."""
+    _clean, user, password = strip_credentials(url)
+    user_var, pass_var = index_env_names(name)
+    out: dict[str, str] = {}
+    if user is not None:
+        out[user_var] = user
+    if password is not None:
+        out[pass_var] = password
+    return out
