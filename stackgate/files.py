@@ -60,18 +60,17 @@ def read_text_bounded(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
 
 def json_depth_exceeds(data: Any, limit: int = MAX_JSON_DEPTH) -> bool:
     """True when lists/objects nest deeper than limit (checked without recursion)."""
-    stack: list[tuple[Any, int]] = [(data, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
+    level: list[Any] = [data] if isinstance(data, dict | list) else []
+    depth = 0
+    while level:
+        depth += 1
         if depth > limit:
             return True
-        stack.extend((child, depth + 1) for child in children)
+        below: list[Any] = []
+        for item in level:
+            values = item.values() if isinstance(item, dict) else item
+            below.extend(v for v in values if isinstance(v, dict | list))
+        level = below
     return False
 
 

@@ -19,7 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stackgate.errors import BadInput
-from stackgate.files import atomic_write_text, inside, read_bytes_bounded, read_json_file
+from stackgate.files import (
+    atomic_write_text,
+    inside,
+    parse_json_text,
+    read_bytes_bounded,
+    read_json_file,
+)
 from validators.records.chain import HEADS_FOLDER, exported_head_path, write_head
 from validators.records.model import Record, load_record
 from validators.records.store import ImportResult, RecordStore
@@ -59,19 +65,14 @@ def export_records(store: RecordStore, folder: Path, stack: str | None = None) -
     for record in store.iter_records(stack):
         target = folder / record.stack / export_filename(record)
         inside(root, target.parent)  # a symlinked stack folder may not lead elsewhere
-        text = record.to_json()
         existed = target.exists() or target.is_symlink()
         if existed:
-            if not target.is_symlink():
-                try:
-                    if read_bytes_bounded(target, MAX_RECORD_BYTES) == text.encode("utf-8"):
-                        out.unchanged += 1
-                        continue
-                except BadInput:
-                    pass  # a FIFO, too big, unreadable: replaced below by the real record
+            if not target.is_symlink() and _holds(target, record):
+                out.unchanged += 1
+                continue
             if target.is_symlink() or not target.is_file():
                 _remove(target)  # the entry itself (in folder), never what it points at
-        atomic_write_text(target, text, durable=False)
+        atomic_write_text(target, record.to_json(), durable=False)
         (out.repaired if existed else out.written).append(target)
     if store.store_id is not None and store.count():
         head_file = exported_head_path(folder, store.store_id)
@@ -81,6 +82,21 @@ def export_records(store: RecordStore, folder: Path, stack: str | None = None) -
         write_head(head_file, store.chain_head())
         out.head = head_file
     return out
+
+
+def _holds(path: Path, record: Record) -> bool:
+    """Whether the file already holds exactly this record (any JSON layout of it).
+
+    Parsing with json's C decoder and comparing data is several times cheaper than rendering
+    the indented export text of every record on every export.
+    """
+    try:
+        data = parse_json_text(
+            read_bytes_bounded(path, MAX_RECORD_BYTES).decode("utf-8"), where=str(path)
+        )
+    except (BadInput, UnicodeDecodeError):
+        return False  # truncated, a FIFO, too big, not UTF-8: rewritten by the caller
+    return bool(data == record.model_dump(mode="json"))
 
 
 def _remove(path: Path) -> None:

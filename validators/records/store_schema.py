@@ -33,7 +33,8 @@ CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 _INDEXES_AND_TRIGGERS = """
-CREATE INDEX records_by_stack ON records (stack, kind, created_at, seq);
+CREATE INDEX records_by_stack_kind ON records (stack, kind, created_at, seq);
+CREATE INDEX records_by_stack ON records (stack, created_at, seq);
 CREATE INDEX records_by_kind ON records (kind, created_at, seq);
 CREATE INDEX records_by_created ON records (created_at, seq);
 CREATE TRIGGER records_no_update BEFORE UPDATE ON records
