@@ -52,7 +52,9 @@ def _snapshot(links: dict[str, str], count: int) -> HostSnapshot:
         source="nvml",
         driver="590.48.01",
         cuda_driver_version="13.1",
-        gpus=[Gpu(index=i, name="NVIDIA B200", cc=(10, 0), memory_mib=183359) for i in range(count)],
+        gpus=[
+            Gpu(index=i, name="NVIDIA B200", cc=(10, 0), memory_mib=183359) for i in range(count)
+        ],
         links=links,
     )
     return HostSnapshot(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,12 +13,15 @@ import pytest
 
 from stackgate.errors import BadInput
 from stackgate.loading import load_stack
+from tests.gate.record_factory import make_record
 from tests.gate.synth import make_report
 from validators.records.chain import TamperedStore
 from validators.records.compose import compose_record
 from validators.records.json_files import export_records, import_dir, read_record_file
 from validators.records.model import BuildFacts, HostFingerprint, Record, load_record
 from validators.records.store import RecordStore, default_store_path
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _record(seed: int = 0, note: str | None = None) -> Record:
@@ -170,3 +175,58 @@ def test_a_record_carries_the_golden_outputs_of_its_profiles(
         host=HostFingerprint(), kind="known-good",
     )  # fmt: skip
     assert record.golden_outputs["serving.small"] == golden
+
+
+def test_batch_imports_keep_one_valid_chain_and_pages_read_newest_first(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    batch = [make_record("smoke" if i % 2 else "weak", minute=i) for i in range(40)]
+    with RecordStore.open(path) as store:
+        assert len(store.add_many(batch).added) == 40
+        assert store.add(make_record("smoke", minute=50)) is True
+        again = store.add_many([*batch[:5], make_record("smoke", minute=51)])
+        assert (len(again.added), len(again.present)) == (1, 5)
+        assert store.verify().problems == [] and store.chain_head().count == 42
+        assert store.count("smoke") == 22 and store.count(kind="candidate") == 0
+        page = list(store.iter_records("smoke", newest_first=True, limit=5, offset=2))
+        assert [r.created_at[11:16] for r in page] == ["10:39", "10:37", "10:35", "10:33", "10:31"]
+        assert store.latest("smoke") is not None and store.latest("smoke").created_at.startswith(
+            "2026-01-01T10:51"
+        )
+
+
+def test_two_processes_importing_at_once_both_land_in_one_chain(tmp_path: Path) -> None:
+    """Real concurrent writers: BEGIN IMMEDIATE serialises them, the chain stays whole."""
+    path = tmp_path / "s.sqlite"
+    folders = []
+    for side in range(2):
+        folder = tmp_path / f"in{side}"
+        folder.mkdir()
+        for i in range(30):
+            record = make_record("smoke", minute=i, note=f"writer {side}")
+            (folder / f"{i}.json").write_text(record.to_json())
+        folders.append(folder)
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "validators",
+                "records",
+                "import",
+                "--dir",
+                str(folder),
+                "--store",
+                str(path),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for folder in folders
+    ]
+    for proc in procs:
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+    with RecordStore.open(path, read_only=True) as store:
+        assert store.count() == 60 and store.verify().problems == []
