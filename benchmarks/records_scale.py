@@ -4,8 +4,8 @@
 
 Makes N synthetic known-good records (5 stacks, ~16 KB of JSON each, like a serve-bench
 record with 8 runs), writes them as files the way `records export` lays them out, then times
-the user-facing commands as subprocesses (interpreter start included), each with its own peak
-memory (ru_maxrss from wait4):
+the user-facing commands as subprocesses (interpreter start included), each with its wall and
+CPU seconds and its own peak memory (GNU time's %M):
 
 - `records import --dir FOLDER --store NEW` into an empty store;
 - `records list --store S` (what the command shows by default);
@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -94,25 +95,40 @@ def write_records(folder: Path, n: int) -> int:
     return total
 
 
+GNU_TIME = shutil.which("time", path="/usr/bin:/bin")
+_RSS_TAG = "records-scale-maxrss-kib="
+
+
 def timed_rusage(argv: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """Wall and CPU seconds from wait4; peak RSS from GNU time when present.
+
+    wait4's ru_maxrss of a child starts from the parent's own peak (the forked copy), so a
+    command smaller than this script would be reported at the script's size; GNU time is a
+    small parent and reports the command's own peak.
+    """
+    measured = [GNU_TIME, "-f", f"{_RSS_TAG}%M", *argv] if GNU_TIME else argv
     start = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=err)
+        proc = subprocess.Popen(measured, cwd=ROOT, env=env, stdout=out, stderr=err)
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
         wall = time.perf_counter() - start
         out.seek(0)
         err.seek(0)
         stdout_bytes = len(out.read())
-        tail = err.read().decode(errors="replace").strip().splitlines()[-2:]
+        lines = err.read().decode(errors="replace").strip().splitlines()
+    peak_kib = usage.ru_maxrss
+    if lines and lines[-1].startswith(_RSS_TAG):
+        peak_kib = int(lines.pop()[len(_RSS_TAG) :])
     return {
         "command": " ".join(argv[3:]),
         "rc": proc.returncode,
         "wall_s": round(wall, 3),
         "cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
-        "max_rss_mib": round(usage.ru_maxrss / 1024, 1),
+        "max_rss_mib": round(peak_kib / 1024, 1),
+        "rss_from": "GNU time" if GNU_TIME else "wait4 (floor: this script's own peak)",
         "stdout_bytes": stdout_bytes,
-        "stderr_tail": tail,
+        "stderr_tail": lines[-2:],
     }
 
 
