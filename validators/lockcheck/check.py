@@ -22,7 +22,7 @@ from validators.lockcheck.lock_wheels import LockWheels
 from validators.lockcheck.scan import Scanner, ScanReport, WheelScan
 from validators.lockcheck.stable_abi import stable_abi_results
 from validators.results import Result, make_result
-from validators.static.abi_results import abi_results
+from validators.static.abi_results import abi_results, check_key
 from validators.static.arch_check import DistCode
 from validators.static.dist_check import DistFindings, check_pins, requirement_closure
 from validators.static.environment import Distribution, Environment
@@ -137,16 +137,46 @@ def run_lock_check(inputs: LockInputs, progress: Any = None) -> tuple[list[Resul
     results.extend(_pins(env, inputs))
     results.extend(abi_results(env, shared, relevant, source=source))
     t = time.perf_counter()
-    results.extend(
-        arch_results(
-            env,
-            codes,
-            StaticInputs(env_path=root, manifest=inputs.manifest, targets=inputs.targets),
-            time.perf_counter() - t,
-        )
+    arch = arch_results(
+        env,
+        codes,
+        StaticInputs(env_path=root, manifest=inputs.manifest, targets=inputs.targets),
+        time.perf_counter() - t,
     )
+    results.extend(_undecided_arch(arch, env, report, site, root))
     results.extend(stable_abi_results(env, facts, inputs.cache))
     return results, report
+
+
+def _undecided_arch(
+    results: list[Result], env: Environment, report: ScanReport, site: Path, root: Path
+) -> list[Result]:
+    """An arch FAIL of a distribution with GPU code read only in part (a fatbin section past
+    the bytes fetched) is not a verdict: it becomes a SKIP that says which files."""
+    partial: dict[str, list[str]] = {}
+    for scan in report.wheels:
+        for member, cached in scan.facts.items():
+            path = installed_path(site, root, member)
+            if path is not None and cached.read is not None and cached.read.gpu_code == "partial":
+                partial.setdefault(f"static.arch.{check_key(env.owner_label(path))}", []).append(
+                    member
+                )
+    out: list[Result] = []
+    for r in results:
+        files = partial.get(r.check)
+        if r.status == "FAIL" and files:
+            r = r.model_copy(
+                update={
+                    "status": "SKIP",
+                    "reason": "undecided before install: GPU code of "
+                    + ", ".join(files[:4])
+                    + " was read only in part; from the part read: "
+                    + r.reason,
+                    "evidence": {**r.evidence, "gpu_code_read_in_part": files},
+                }
+            )
+        out.append(r)
+    return out
 
 
 def _pins(env: Environment, inputs: LockInputs) -> list[Result]:

@@ -15,6 +15,7 @@ import struct
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from validators.lockcheck.member_view import MemberStream, MemberView, NotKnown
@@ -34,6 +35,7 @@ from validators.static.fatbin import FATBIN_MAGIC, GpuCode, fatbin_codes_bytes, 
 
 FACTS_VERSION = 1
 _FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin")
+_EMBEDDED = (".ldata", ".lrodata")  # as validators.static.fatbin scans them
 _LABEL = re.compile(r"^(sm|compute)_(\d+)([af?]?)$")
 
 
@@ -141,6 +143,7 @@ def extract(view: MemberView, virtual_path: Path) -> CachedFacts:
             read=_evidence(view, "from-header"),
         )
     dynamic = _dynamic_or_infer(stream, header)
+    _section_table_lenient(stream, header)
     try:
         obj = read_elf_stream(_io(stream), virtual_path)
     except NotKnown:
@@ -150,9 +153,8 @@ def extract(view: MemberView, virtual_path: Path) -> CachedFacts:
     except Exception as exc:
         raise ElfReadError(virtual_path, f"{type(exc).__name__}: {exc}") from None
     if dynamic == "inferred":
-        stream.overrides.clear()
         obj = _infer_dynamic(stream, header, obj)
-    codes, gpu = _gpu_codes(view)
+    codes, gpu = _gpu_codes(view, stream.overrides)
     return CachedFacts(
         machine=obj.machine,
         elf_class=obj.elf_class,
@@ -208,14 +210,50 @@ def _dynamic_or_infer(stream: MemberStream, header: ElfHeader) -> str:
             stream.seek(offset)
             stream.read(size)
             return "read"
+        _section_table_lenient(stream, header)
         sections = section_headers(header, _io(stream))
         for sec in sections:
             if sec.type == SHT_DYNAMIC_TYPE:
                 at = header.shoff + sec.index * header.shentsize + 4  # sh_type
-                stream.overrides[at] = struct.pack("<I", 0)
+                _patch(stream, at, struct.pack("<I", 0))
                 return "inferred"
         return "read"
     return "none"
+
+
+# Bytes of an Elf64_Shdr the reader uses: sh_name, sh_type (0-7); sh_offset, sh_size, sh_link
+# (24-43). sh_flags, sh_addr, sh_info, sh_addralign and sh_entsize it ignores.
+_SHDR64_USED = np.zeros(64, dtype=bool)
+_SHDR64_USED[0:8] = True
+_SHDR64_USED[24:44] = True
+
+
+def _patch(stream: MemberStream, at: int, data: bytes) -> None:
+    """Serve `data` at `at`, inside an existing patch when one covers it."""
+    for start, patch in stream.overrides.items():
+        if start <= at and at + len(data) <= start + len(patch):
+            rel = at - start
+            stream.overrides[start] = patch[:rel] + data + patch[rel + len(data) :]
+            return
+    stream.overrides[at] = data
+
+
+def _section_table_lenient(stream: MemberStream, header: ElfHeader) -> None:
+    """The section header table from a decoded tail may hold bytes copied from before the
+    tail's start (zero runs chain far back through cuFFT's 270 MB of .ldata). When every such
+    byte sits in a field the reader ignores, the table is used as decoded (those bytes read 0)
+    instead of decoding a far longer tail."""
+    if header.elf_class != 64 or header.shentsize != 64 or not header.shnum:
+        return
+    if header.shoff in stream.overrides:
+        return
+    size = header.shnum * header.shentsize
+    data, unknown = stream.view.read_lenient(header.shoff, size)
+    if unknown is None or len(data) != size:
+        return
+    used = np.tile(_SHDR64_USED, header.shnum)
+    if not bool((unknown & used).any()):
+        stream.overrides[header.shoff] = data
 
 
 def _infer_dynamic(stream: MemberStream, header: ElfHeader, obj: ElfObject) -> ElfObject:
@@ -277,10 +315,11 @@ def _cubin_code(head: bytes, name: str) -> GpuCode:
     return GpuCode("sass", sm, "" if f"sm_{sm}" in lower or f"sm{sm}" in lower else "?")
 
 
-def _gpu_codes(view: MemberView) -> tuple[list[GpuCode], str]:
+def _gpu_codes(view: MemberView, overrides: dict[int, bytes]) -> tuple[list[GpuCode], str]:
     """Fatbin entries from the bytes already read; never fetches more for them. A fatbin
     section read only in part gives the entries of the fatbins inside the read part."""
     stream = MemberStream(view, fetch=False)
+    stream.overrides = dict(overrides)
     if view.log.whole:  # every byte known: exactly the installed group's reader
         try:
             whole = fatbin_codes_bytes(view.get(0, view.size), Path(view.member.name))
@@ -298,11 +337,19 @@ def _gpu_codes(view: MemberView) -> tuple[list[GpuCode], str]:
     partial = False
     found = False
     for section in sections:
-        if section.type != SHT_PROGBITS or not section.size or section.name not in _FATBIN_SECTIONS:
+        if section.type != SHT_PROGBITS or not section.size:
             continue
-        found = True
-        if view.known(section.offset, section.size):
-            codes.update(fatbin_entries(_io(stream), section.offset, section.size))
+        if section.name in _FATBIN_SECTIONS:
+            found = True
+            if view.known(section.offset, section.size):
+                codes.update(fatbin_entries(_io(stream), section.offset, section.size))
+                continue
+        elif section.name in _EMBEDDED:  # fatbins a library loads itself (cuFFT)
+            found = True
+            if view.known(section.offset, section.size):
+                codes.update(_known_fatbins(view, stream, section.offset, section.size))
+                continue
+        else:
             continue
         partial = True
         codes.update(_known_fatbins(view, stream, section.offset, section.size))

@@ -158,10 +158,22 @@ class MemberView:
             want = int(want * 1.5)
         self._grow_prefix(self.size)  # give up on the tail: read the member whole
 
-    def ensure(self, offset: int, size: int) -> None:
+    def read_lenient(self, offset: int, size: int) -> tuple[bytes, np.ndarray | None]:
+        """Bytes of [offset, offset+size) with the mask of those copied from before the tail's
+        start (None: all known), without moving the tail back for them."""
+        end = min(self.size, offset + size)
+        self.ensure(offset, size, allow_unknown=True)
+        if offset >= self._tail_start:
+            rel = offset - self._tail_start
+            data = self._tail[rel : rel + (end - offset)]
+            mask = None if self._tail_unknown is None else self._tail_unknown[rel : rel + len(data)]
+            return data, (mask if mask is not None and mask.any() else None)
+        return self.get(offset, size), None
+
+    def ensure(self, offset: int, size: int, *, allow_unknown: bool = False) -> None:
         end = min(self.size, offset + size)
         if end <= len(self._prefix) or (
-            offset >= self._tail_start and self._known_tail(offset, end)
+            offset >= self._tail_start and (allow_unknown or self._known_tail(offset, end))
         ):
             return
         if self.member.compressed_size <= WHOLE_BELOW:
@@ -173,11 +185,13 @@ class MemberView:
             self._grow_prefix(end)
             return
         self._decode_tail(offset)
+        if allow_unknown and offset >= self._tail_start:
+            return
         # Bytes copied from before the tail's start stay unknown (a long self-similar run
         # such as .strtab carries them far): start earlier, doubling, while cheaper than
         # the prefix.
         while not self._known_tail(offset, end):
-            more = 2 * len(self._tail_comp)
+            more = len(self._tail_comp) * 3 // 2
             if more >= (self.end - self._cpos) * 0.9:
                 self._grow_prefix(end)
                 return
@@ -273,6 +287,11 @@ class MemberStream(io.RawIOBase):
         if size is None or size < 0:
             size = self.view.size - self.pos
         size = max(0, min(size, self.view.size - self.pos))
+        for at, patch in self.overrides.items():  # wholly inside a patch: no fetch
+            if at <= self.pos and self.pos + size <= at + len(patch):
+                data = patch[self.pos - at : self.pos - at + size]
+                self.pos += len(data)
+                return data
         if self.fetch:
             self.view.ensure(self.pos, size)
         data = self.view.get(self.pos, size)
