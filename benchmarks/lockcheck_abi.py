@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -41,9 +43,12 @@ def run(lock: Path, cache: Path, offline: bool) -> dict[str, object]:
     cmd = [sys.executable, "-m", "validators", "static", "--lock", str(lock), "--cache", str(cache), "--json"]
     if offline:
         cmd.append("--offline")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=False)
     seconds = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     results = json.loads(proc.stdout)["results"] if proc.stdout.strip() else []
     fetch = next((r for r in results if r["check"] == "static.lock.fetch"), None)
     abi_fail = [r for r in results if r["check"].startswith("static.abi.") and r["status"] == "FAIL"]
@@ -53,6 +58,8 @@ def run(lock: Path, cache: Path, offline: bool) -> dict[str, object]:
         "mode": "warm --offline" if offline else "cold",
         "exit": proc.returncode,
         "seconds": round(seconds, 1),
+        "cpu_seconds": round(cpu, 1),
+        "load_average_1m": round(os.getloadavg()[0], 1),
         "bytes_fetched": fetch["evidence"]["bytes_fetched"] if fetch else None,
         "lock_wheel_bytes": fetch["evidence"]["wheel_bytes_total"] if fetch else None,
         "torch_sgl_kernel_wheel_bytes": wheel_bytes(lock, {"torch", "sgl-kernel"}),
@@ -84,7 +91,8 @@ def main() -> int:
                 lock_bytes = row["lock_wheel_bytes"] or 1
                 pair = row["torch_sgl_kernel_wheel_bytes"] or 1
                 print(
-                    f"{row['lock']} {row['mode']}: exit {row['exit']}, {row['seconds']} s, "
+                    f"{row['lock']} {row['mode']}: exit {row['exit']}, {row['seconds']} s wall, "
+                    f"{row['cpu_seconds']} s CPU (load {row['load_average_1m']}), "
                     f"fetched {fetched / 1e6:.1f} MB = {100 * fetched / lock_bytes:.2f}% of the "
                     f"lock's {lock_bytes / 1e6:.0f} MB of wheels, {100 * fetched / pair:.2f}% of "
                     f"torch + sgl-kernel ({pair / 1e6:.0f} MB); ABI FAIL: {row['abi_failures']}; "

@@ -78,8 +78,11 @@ class FactsSource:
     links: Mapping[Path, Path] = field(default_factory=dict)
     fallback: ObjectSource | None = field(default_factory=DiskSource)
     _dirs: dict[str, set[str]] = field(default_factory=dict, init=False)
+    _listings: dict[str, frozenset[str]] = field(default_factory=dict, init=False)
+    _root_strs: tuple[str, ...] = field(default=(), init=False)
 
     def __post_init__(self) -> None:
+        self._root_strs = tuple(str(r) for r in self.roots)
         for path in [*self.objects, *self.links]:
             # every folder on the way down lists its child, so folders can be walked too
             child = path
@@ -87,8 +90,10 @@ class FactsSource:
                 self._dirs.setdefault(str(child.parent), set()).add(child.name)
                 child = child.parent
 
-    def _ours(self, path: Path) -> bool:
-        return any(path.is_relative_to(root) for root in self.roots)
+    def _ours(self, path: Path | str) -> bool:
+        # string prefixes: Path.is_relative_to cost ~25 s per SGLang-sized lock check
+        text = str(path)
+        return any(text == r or text.startswith(r + "/") for r in self._root_strs)
 
     def real_path(self, path: Path) -> Path:
         path = Path(os.path.normpath(path))  # lexical: RPATH entries hold "$ORIGIN/../lib"
@@ -97,10 +102,16 @@ class FactsSource:
         return self.fallback.real_path(path) if self.fallback is not None else path
 
     def listdir(self, directory: str) -> frozenset[str]:
-        directory = os.path.normpath(directory)
-        if self._ours(Path(directory)):
-            return frozenset(self._dirs.get(directory, ()))
-        return self.fallback.listdir(directory) if self.fallback is not None else frozenset()
+        hit = self._listings.get(directory)
+        if hit is not None:
+            return hit
+        norm = os.path.normpath(directory)
+        if self._ours(norm):
+            names = frozenset(self._dirs.get(norm, ()))
+        else:
+            names = self.fallback.listdir(norm) if self.fallback is not None else frozenset()
+        self._listings[directory] = names
+        return names
 
     def read(self, path: Path) -> ElfObject:
         path = Path(os.path.normpath(path))
