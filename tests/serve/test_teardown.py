@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
+import pytest
 
 from validators.serve.teardown import ProcessTracker, Tracked, port_free, teardown
 
@@ -64,3 +68,88 @@ def test_port_free_sees_a_listener() -> None:
         s.bind(("127.0.0.1", 0))
         s.listen()
         assert not port_free("127.0.0.1", s.getsockname()[1])
+
+
+# A stranger that makes itself a session leader and has a child in its session: what a process
+# that got our dead leader's pid looks like to a scan by session/group id.
+STRANGER = [sys.executable, "-c",
+            "import subprocess, sys, time\n"
+            "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+            "print('ready', flush=True)\ntime.sleep(600)\n"]  # fmt: skip
+
+
+def _start_stranger() -> subprocess.Popen[str]:
+    proc = subprocess.Popen(STRANGER, start_new_session=True, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+    return proc
+
+
+def _stranger_family(stranger: subprocess.Popen[str]) -> list[int]:
+    return [stranger.pid, *(c.pid for c in psutil.Process(stranger.pid).children())]
+
+
+def _assert_untouched(tracker: ProcessTracker, stranger: subprocess.Popen[str]) -> None:
+    family = _stranger_family(stranger)
+    assert len(family) == 2 and os.getsid(family[1]) == tracker.leader_pid  # same session id
+    tracker.refresh()
+    assert not set(family) & {pid for pid in tracker.known if tracker.verified(pid)}
+    report = teardown(tracker, host="127.0.0.1", port=1, baseline=None, grace_s=1,
+                      release_timeout_s=1)  # fmt: skip
+    assert report.evidence["sigterm"] == []
+    time.sleep(0.2)
+    assert stranger.poll() is None and all(psutil.pid_exists(p) for p in family)
+    assert psutil.Process(family[1]).status() != psutil.STATUS_ZOMBIE
+
+
+def _stop(stranger: subprocess.Popen[str]) -> None:
+    for pid in reversed(_stranger_family(stranger)) if stranger.poll() is None else []:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            psutil.Process(pid).kill()
+    stranger.wait()
+    if stranger.stdout is not None:
+        stranger.stdout.close()
+
+
+def test_leader_pid_reused_by_a_session_leader_is_never_adopted_or_signalled() -> None:
+    """The state after a PID race, built from real processes: the tracker recorded pid P at
+    one create time; P is now a stranger (another create time) leading a session with a
+    child. Neither is adopted by session id nor signalled."""
+    stranger = _start_stranger()
+    try:
+        leader = subprocess.Popen(SLEEPER, start_new_session=True)
+        tracker = ProcessTracker(leader.pid)
+        recorded = tracker.known.pop(leader.pid)
+        leader.kill()
+        leader.wait()
+        tracker.leader_pid = stranger.pid  # the kernel gave the leader's number to the stranger
+        tracker.known[stranger.pid] = Tracked(stranger.pid, recorded.create_time, "old", "old")
+        _assert_untouched(tracker, stranger)
+    finally:
+        _stop(stranger)
+
+
+NS_LAST_PID = Path("/proc/sys/kernel/ns_last_pid")
+
+
+def test_forced_pid_race_stranger_gets_the_leaders_pid() -> None:
+    """The real race: the leader dies, the kernel is told to hand its pid to the next process
+    (ns_last_pid, root only) and a stranger session leader gets it."""
+    if not os.access(NS_LAST_PID, os.W_OK):
+        pytest.skip("cannot write /proc/sys/kernel/ns_last_pid (needs root): the test above "
+                    "covers the same state")  # fmt: skip
+    for _attempt in range(20):
+        leader = subprocess.Popen(SLEEPER, start_new_session=True)
+        tracker = ProcessTracker(leader.pid)
+        leader.kill()
+        leader.wait()
+        NS_LAST_PID.write_text(str(leader.pid - 1))
+        stranger = _start_stranger()
+        if stranger.pid != leader.pid:  # another process on the machine took it first
+            _stop(stranger)
+            continue
+        try:
+            _assert_untouched(tracker, stranger)
+        finally:
+            _stop(stranger)
+        return
+    pytest.fail("the leader's pid was never handed to the stranger in 20 attempts")

@@ -6,16 +6,17 @@ descendant of one already recorded, each by (pid, create time). SGLang's workers
 reparented to PID 1 and escape a walk of the tree from the leader (sglang issues about
 `kill_process_tree` leaving TP workers behind); recording them while alive keeps them ours.
 
-Teardown: SIGTERM the group and every recorded process, wait, SIGKILL what is left, then wait
+Teardown: SIGTERM every recorded process, wait, SIGKILL what is left, then wait
 until no recorded PID is alive, NVML lists none of them and the GPU memory is back near where
 it was before the launch (it can stay held after SIGKILL returns), and the port takes a bind.
-A signal only goes to a process whose (pid, create time) we recorded: never to one we did not
-start, even if the kernel reused the number.
+A signal only goes to a process whose (pid, create time) we recorded, through a pidfd opened
+before that check: never to one we did not start, even if the kernel reused the number. Once
+the leader is gone, nothing new is adopted by session or group id (a stranger may have its pid
+and have made itself a session leader).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import socket
@@ -87,7 +88,11 @@ class ProcessTracker:
                 continue
             for child in children:
                 self._record(child)
-        # Members reparented away from the tree still carry our session id.
+        # Members reparented away from the tree still carry our session id. Only while the
+        # leader itself is alive and ours: once it is gone its pid (= the session and group
+        # id) can be reused by a stranger that makes itself a session leader.
+        if self.verified(self.leader_pid) is None:
+            return
         for proc in psutil.process_iter():
             if proc.pid in self.known:
                 continue
@@ -114,28 +119,37 @@ class ProcessTracker:
         return [entry for pid, entry in sorted(self.known.items()) if self.verified(pid)]
 
     def signal_all(self, sig: signal.Signals) -> list[int]:
-        """Send sig to the group (while one of ours is in it) and to each live recorded
-        process outside it; returns the pids that were alive and signalled."""
-        targets = self.alive()
-        in_group = [t for t in targets if _pgid(t.pid) == self.leader_pid]
-        # The group id cannot be reused while one of our processes is still in the group.
-        if in_group:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.leader_pid, sig)
-        for entry in targets:
-            if entry in in_group:
-                continue
-            proc = self.verified(entry.pid)
-            if proc is None:
-                continue
-            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-                proc.send_signal(sig)  # psutil re-checks the identity before signalling
-        return [t.pid for t in targets]
+        """Send sig to each live recorded process, through a pidfd opened before its identity
+        is checked (so a pid reused in between is never hit); returns the pids signalled.
+        No killpg: the group id is the leader's pid, which a stranger may hold once the group
+        has emptied."""
+        sent: list[int] = []
+        for entry in self.alive():
+            if _signal_exact(entry, sig):
+                sent.append(entry.pid)
+        return sent
 
 
-def _pgid(pid: int) -> int | None:
-    ids = _proc_ids(pid)
-    return None if ids is None else ids[0]
+def _signal_exact(entry: Tracked, sig: signal.Signals) -> bool:
+    """Signal the process entry recorded, never another one that got its pid since."""
+    try:
+        fd = os.pidfd_open(entry.pid)
+    except (ProcessLookupError, PermissionError, OSError):
+        return False
+    try:
+        proc = _process(entry.pid)
+        try:
+            if proc is None or proc.create_time() != entry.create_time:
+                return False  # the pid (and so the pidfd) belongs to someone else now
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            return False
+        try:
+            signal.pidfd_send_signal(fd, sig)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+    finally:
+        os.close(fd)
 
 
 def _process(pid: int) -> psutil.Process | None:
