@@ -84,7 +84,7 @@ def checkout(pkg: SourcePackage, dest: Path) -> Path:
     try:
         proc.run(["git", "init", "-q", dest], env=env)
         proc.run(
-            ["git", "-C", dest, "fetch", "-q", "--depth", "1", pkg.url, pkg.commit],
+            ["git", "-C", dest, "fetch", "-q", "--depth", "1", "--", pkg.url, pkg.commit],
             env=env,
             timeout=1800,
         )

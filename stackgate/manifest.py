@@ -16,21 +16,20 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
+from stackgate.errors import BadInput
 from stackgate.manifest_files import relative_problem
 from stackgate.model import StrictModel
 from stackgate.topology import Topology
-
-SCHEMA_VERSION = 1
+from stackgate.validator_groups import ORDER, ValidatorGroup
 
 Platform = Literal["linux-x86_64", "linux-aarch64"]
-ValidatorGroup = Literal["host", "static", "runtime", "serve-bench"]
 Engine = Literal["sglang", "vllm", "openai-command"]
 
-_ARCH_RE = re.compile(r"^(?P<major>\d{1,2})\.(?P<minor>\d)(?P<suffix>[af]?)$")
-_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
-_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
-_PY_RE = re.compile(r"^3\.\d{1,2}$")
+_ARCH_RE = re.compile(r"^(?P<major>\d{1,2})\.(?P<minor>\d)(?P<suffix>[af]?)\Z")
+_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*\Z")
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}\Z")
+_PY_RE = re.compile(r"^3\.\d{1,2}\Z")
 
 
 def _version(value: str) -> str:
@@ -57,13 +56,29 @@ def _requirement(value: str) -> str:
     return value
 
 
+_SM_RE = re.compile(r"(?:sm|compute)_(?P<major>\d{1,2})(?P<minor>\d)(?P<suffix>[af]?)\Z")
+
+
 def _arch(value: str) -> str:
     if not _ARCH_RE.match(value):
+        sm = _SM_RE.match(value)
+        hint = (
+            f"; did you mean '{sm['major']}.{sm['minor']}{sm['suffix']}'?"
+            if sm
+            else ", e.g. '12.0a', '9.0a', '10.0f', '8.9'"
+        )
         raise ValueError(
-            f"'{value}' is not a GPU arch; write major.minor with an optional a/f suffix, "
-            "e.g. '12.0a', '9.0a', '10.0f', '8.9'"
+            f"'{value}' is not a GPU arch; write major.minor with an optional a/f suffix{hint}"
         )
     return value
+
+
+def parse_arch(value: str, *, where: str = "--targets") -> str:
+    """A GPU arch given on a command line: '12.0a'; anything else is BadInput (exit 2)."""
+    try:
+        return _arch(value)
+    except ValueError as exc:
+        raise BadInput(f"{where}: {exc}") from None
 
 
 def _name(value: str) -> str:
@@ -104,10 +119,28 @@ RelPathStr = Annotated[str, AfterValidator(_relative)]
 
 
 def _env_names(values: dict[str, str]) -> dict[str, str]:
-    bad = [k for k in values if not _ENV_NAME_RE.match(k)]
+    problems: list[str] = []
+    bad = [repr(k) for k in values if not _ENV_NAME_RE.match(k)]
     if bad:
-        raise ValueError(f"not valid environment variable names: {', '.join(bad)}")
+        problems.append(f"not valid environment variable names: {', '.join(bad)}")
+    # execve takes C strings: a NUL cannot be passed, and Python refuses to start a process
+    # whose environment holds one ("embedded null byte").
+    nul = [repr(k) for k, v in values.items() if "\0" in v]
+    if nul:
+        problems.append(f"values hold a NUL byte: {', '.join(nul)}")
+    if problems:
+        raise ValueError("; ".join(problems))
     return values
+
+
+def _git_url(value: str) -> str:
+    # `git clone <url>`: a URL starting with '-' is read as an option (--upload-pack=... runs
+    # a program), the git CVE-2017-1000117 class. Only URLs git treats as URLs are taken.
+    if value.startswith("-") or not re.match(r"(https?|ssh|git|file)://|[\w.-]+@[\w.-]+:|/", value):
+        raise ValueError(
+            f"'{value}' is not a git URL (https://, ssh://, git://, file:// or user@host:path)"
+        )
+    return value
 
 
 EnvVars = Annotated[dict[str, str], AfterValidator(_env_names)]
@@ -162,7 +195,9 @@ class Package(Strict):
         default=None, description="Exact version, with local tag where the index has one."
     )
     index: NameStr | None = Field(default=None, description="Name of an index in [indexes].")
-    git: str | None = Field(default=None, description="Git URL for a source build.")
+    git: Annotated[str, AfterValidator(_git_url)] | None = Field(
+        default=None, description="Git URL for a source build."
+    )
     ref: str | None = Field(default=None, description="Tag or commit for `git`.")
     subdirectory: RelPathStr | None = Field(
         default=None, description="Folder of the package inside the git repository."
@@ -316,7 +351,7 @@ class Timeouts(Strict):
 
 
 def _all_groups() -> list[ValidatorGroup]:
-    return ["host", "static", "runtime", "serve-bench"]
+    return list(ORDER)
 
 
 class Validation(Strict):

@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from stackgate.loading import LoadedStack
 from stackgate.topology import Topology
+from validators.options import GroupOptions
 from validators.results import Result
 
 
@@ -19,7 +21,7 @@ class RunContext:
     keep_going: bool = False
     serve_profile: str | None = None
     out_dir: Path | None = None
-    options: dict[str, str] = field(default_factory=dict)
+    options: GroupOptions = field(default_factory=GroupOptions)
 
     @property
     def python(self) -> Path | None:
@@ -29,3 +31,9 @@ class RunContext:
 
 # A validator group: takes the context, returns its results (never raises for a check failing).
 GroupRunner = Callable[[RunContext], list[Result]]
+
+
+class GroupModule(Protocol):
+    """What a module named in stackgate.validator_groups provides."""
+
+    def run_group(self, ctx: RunContext) -> list[Result]: ...

@@ -1,8 +1,8 @@
 """Run validator groups cheapest first and build the Report.
 
-Order: host, static, runtime, serve-bench. A group with a FAIL or ERROR stops the run unless
-keep_going; the groups not run are listed with why. Groups are imported lazily: the
-serve-bench group lives in `validators.serve.group` (its own issue) and may be absent.
+Order and modules: stackgate.validator_groups (host, static, runtime, serve-bench). A group
+with a FAIL or ERROR stops the run unless keep_going; the groups not run are listed with why.
+Groups are imported lazily, when they run.
 """
 
 from __future__ import annotations
@@ -13,19 +13,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 
+from stackgate.validator_groups import MODULES, ORDER, ValidatorGroup
 from validators.context import GroupRunner, RunContext
-from validators.results import Report, Result
-
-ORDER = ("host", "static", "runtime", "serve-bench")
-MODULES = {
-    "host": "validators.preflight.group",
-    "static": "validators.static.group",
-    "runtime": "validators.runtime.group",
-    "serve-bench": "validators.serve.group",
-}
+from validators.results import Report, Result, make_result
 
 
-def load_group(name: str) -> GroupRunner | str:
+def load_group(name: ValidatorGroup) -> GroupRunner | str:
     """The group's run_group, or why it cannot be loaded."""
     module_name = MODULES[name]
     try:
@@ -64,9 +57,9 @@ def apply_accepted(results: Sequence[Result], accepted: Mapping[str, str]) -> li
 
 def run_pipeline(
     ctx: RunContext,
-    groups: Sequence[str],
+    groups: Sequence[ValidatorGroup],
     *,
-    loader: Callable[[str], GroupRunner | str] = load_group,
+    loader: Callable[[ValidatorGroup], GroupRunner | str] = load_group,
 ) -> Report:
     wanted = [g for g in ORDER if g in groups]
     started = datetime.now(UTC).isoformat(timespec="seconds")
@@ -85,19 +78,15 @@ def run_pipeline(
         runner = loader(name)
         t = time.perf_counter()
         if isinstance(runner, str):
-            results = [Result(check=f"{name}.available", group=name, status="ERROR", reason=runner)]
+            results = [make_result(f"{name}.available", "ERROR", runner, group=name)]
         else:
             try:
                 results = runner(ctx)
             except Exception as exc:  # a group must not take the run down; say what broke
+                reason = f"{type(exc).__name__}: {exc}"
+                seconds = time.perf_counter() - t
                 results = [
-                    Result(
-                        check=f"{name}.crashed",
-                        group=name,
-                        status="ERROR",
-                        reason=f"{type(exc).__name__}: {exc}",
-                        duration_s=round(time.perf_counter() - t, 3),
-                    )
+                    make_result(f"{name}.crashed", "ERROR", reason, None, seconds, group=name)
                 ]
         results = apply_accepted(results, ctx.stack.manifest.validation.accepted_findings)
         report.results.extend(results)

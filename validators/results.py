@@ -7,18 +7,13 @@ missing interpreter), which is not the same as the stack failing it.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any, Literal
 from xml.etree import ElementTree as ET
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from stackgate.model import StrictModel
-
-REPORT_SCHEMA_VERSION = 1
+from validators.checks import is_known
 
 Status = Literal["PASS", "FAIL", "SKIP", "ERROR"]
 
@@ -67,23 +62,6 @@ class Report(BaseModel):
         return out
 
 
-@dataclass
-class Timer:
-    """Measure a check's duration: `with timed() as t: ...; t.seconds`."""
-
-    start: float = field(default_factory=time.perf_counter)
-    seconds: float = 0.0
-
-
-@contextmanager
-def timed() -> Iterator[Timer]:
-    t = Timer()
-    try:
-        yield t
-    finally:
-        t.seconds = time.perf_counter() - t.start
-
-
 def make_result(
     check: str,
     status: Status,
@@ -93,7 +71,12 @@ def make_result(
     *,
     group: str,
 ) -> Result:
-    """The one Result factory the groups share (each binds its group with functools.partial)."""
+    """The one Result factory the groups share (each binds its group with functools.partial).
+
+    The id must be one validators.checks registers: a validator cannot emit an id the gate,
+    reports and tests do not know."""
+    if not is_known(check):
+        raise ValueError(f"check id {check!r} is not in validators.checks; register it there")
     return Result(
         check=check,
         group=group,
@@ -101,25 +84,6 @@ def make_result(
         reason=reason,
         evidence=evidence or {},
         duration_s=round(seconds, 4),
-    )
-
-
-def run_check(
-    check: str, group: str, body: Callable[[], tuple[Status, str, dict[str, Any]]]
-) -> Result:
-    """Run one check body; an unexpected exception becomes ERROR with its message."""
-    with timed() as t:
-        try:
-            status, reason, evidence = body()
-        except Exception as exc:
-            status, reason, evidence = "ERROR", f"{type(exc).__name__}: {exc}", {}
-    return Result(
-        check=check,
-        group=group,
-        status=status,
-        reason=reason,
-        evidence=evidence,
-        duration_s=round(t.seconds, 4),
     )
 
 

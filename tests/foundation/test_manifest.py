@@ -160,3 +160,25 @@ def test_name_must_match_file(stack_dir: Path) -> None:
 def test_unknown_stack_name_suggests() -> None:
     with pytest.raises(BadInput, match="unknown stack 'cu13'; did you mean 'cu130'"):
         load_stack("cu13")
+
+
+def test_env_names_with_a_newline_and_nul_values_are_rejected(write_variant: Variant) -> None:
+    """Both used to pass: `$` matched before a trailing newline, and a NUL in a value breaks
+    every Python started from the env ("embedded null byte")."""
+    path = write_variant("envbad", 'NCCL_PROTO = "LL"', '"NCCL_X\\n" = "1"\nNCCL_PROTO = "L\\u0000L"')
+    problems = _problems(path)
+    assert any("not valid environment variable names: 'NCCL_X\\n'" in p for p in problems), problems
+    assert any("values hold a NUL byte: 'NCCL_PROTO'" in p for p in problems), problems
+
+
+def test_git_url_that_is_an_option_is_rejected(write_variant: Variant) -> None:
+    path = write_variant(
+        "gitopt", 'git = "https://github.com/sgl-project/sglang"', 'git = "--upload-pack=touch /tmp/x"'
+    )
+    problems = _problems(path)
+    assert any("'--upload-pack=touch /tmp/x' is not a git URL" in p for p in problems), problems
+
+
+def test_sm_style_arch_gets_a_did_you_mean(write_variant: Variant) -> None:
+    path = write_variant("smarch", 'target_archs = ["12.0a"]', 'target_archs = ["sm_120a"]')
+    assert any("did you mean '12.0a'?" in p for p in _problems(path))

@@ -17,12 +17,12 @@ BASE_THROUGHPUT = {1: 90.0, 4: 320.0, 16: 1100.0, 64: 2900.0}
 BASE_TTFT_MS = {1: 120.0, 4: 160.0, 16: 260.0, 64: 700.0}
 BASE_ITL_MS = {1: 11.0, 4: 12.5, 16: 14.5, 64: 22.0}
 CHECKS = (
-    ("host.gpu.present", "host"),
+    ("host.gpus", "host"),
     ("host.driver", "host"),
-    ("static.dists.match_lock", "static"),
+    ("static.dists.lock", "static"),
     ("static.abi.sgl_kernel", "static"),
-    ("runtime.import.torch", "runtime"),
-    ("runtime.flashinfer.jit", "runtime"),
+    ("runtime.torch", "runtime"),
+    ("runtime.flashinfer_jit", "runtime"),
 )
 
 

@@ -53,13 +53,13 @@ def test_slower_candidate_with_a_failing_check_is_refused_with_a_table(project: 
     record_id = _mark_baseline(project)
     env = fake_env_with_build_record(project.root / "cand", "cu128", tree="cd" * 32)
     runs = _write_runs(
-        project, "cand", "cu128", env, seed=12, slowdown=0.05, failing=("runtime.flashinfer.jit",)
+        project, "cand", "cu128", env, seed=12, slowdown=0.05, failing=("runtime.flashinfer_jit",)
     )
     done = project.run("validators", "gate", "cu128", *runs, "--baseline", record_id[:12])
     assert done.returncode == 1, done.stderr
     err = done.stderr
     assert "REFUSED" in err
-    assert "check runtime.flashinfer.jit: FAILED" in err
+    assert "check runtime.flashinfer_jit: FAILED" in err
     assert "metric serve-bench.sweep/output_throughput@c16: REGRESSION" in err
     assert "whole 95% interval" in err
 

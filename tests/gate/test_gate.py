@@ -42,18 +42,18 @@ def test_five_percent_slower_and_a_failing_check_is_refused_with_reasons() -> No
     rng = np.random.default_rng(7)
     baseline = _record(_runs(rng))
     candidate = _record(
-        _runs(rng, slowdown=0.05, failing=("runtime.flashinfer.jit",)),
+        _runs(rng, slowdown=0.05, failing=("runtime.flashinfer_jit",)),
         "candidate",
         {"torch": "2.9.2"},
     )
     result = gate(baseline, candidate)
     assert not result.passed
     failed = {c.check: c.status for c in result.checks if c.failing}
-    assert failed == {"runtime.flashinfer.jit": "FAILED"}
+    assert failed == {"runtime.flashinfer_jit": "FAILED"}
     throughput = {m.key: m for m in result.metrics if "output_throughput@" in m.key}
     assert throughput and all(m.status == "REGRESSION" for m in throughput.values())
     assert all(m.high is not None and m.high < 1 - m.tolerance for m in throughput.values())
-    assert any("runtime.flashinfer.jit" in r for r in result.reasons)
+    assert any("runtime.flashinfer_jit" in r for r in result.reasons)
     assert [(c.key, c.a, c.b) for c in result.versions] == [("torch", "2.9.1", "2.9.2")]
 
 

@@ -33,7 +33,7 @@ def _pair(slowdown: float = 0.05) -> tuple[Record, Record]:
     cv = measured_cv()
     base = [make_report(rng, cv=cv, raw=True) for _ in range(8)]
     cand = [
-        make_report(rng, cv=cv, raw=True, slowdown=slowdown, failing=("runtime.flashinfer.jit",))
+        make_report(rng, cv=cv, raw=True, slowdown=slowdown, failing=("runtime.flashinfer_jit",))
         for _ in range(8)
     ]
     b = compose_record(loaded, base, build=BuildFacts(), host=HOST, kind="known-good")
@@ -49,7 +49,7 @@ def test_report_is_self_contained_and_has_every_section() -> None:
     # The only URL is the SVG namespace, an identifier that is never fetched.
     assert set(re.findall(r"https?://[^\s\"'<>]+", html)) == {"http://www.w3.org/2000/svg"}
     assert 'class="banner fail">REFUSED' in html
-    assert "runtime.flashinfer.jit" in html
+    assert "runtime.flashinfer_jit" in html
     assert html.count("<svg") == 4  # throughput, ratio, TTFT and ITL distributions
     assert "output_throughput: mean and 95% interval over runs" in html
     assert "TTFT (ms) per request" in html and "ITL (ms) per request" in html
@@ -58,7 +58,7 @@ def test_report_is_self_contained_and_has_every_section() -> None:
 def test_text_from_records_is_escaped() -> None:
     baseline, candidate = _pair()
     evil = Result(
-        check="static.x", group="static", status="FAIL", reason="<script>alert(1)</script>"
+        check="static.abi.torchao", group="static", status="FAIL", reason="<script>alert(1)</script>"
     )
     candidate = candidate.model_copy(update={"checks": [*candidate.checks, evil]}).sealed()
     html = render_report(candidate, baseline=baseline, gate_result=gate(baseline, candidate))

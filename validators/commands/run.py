@@ -17,9 +17,11 @@ from stackgate.errors import BadInput, EnvironmentProblem
 from stackgate.layout import current_env
 from stackgate.loading import load_stack
 from stackgate.topology import TOPOLOGIES
+from stackgate.validator_groups import ORDER
 from validators.commands._common import env_path, finish_report
 from validators.context import RunContext
-from validators.pipeline import ORDER, run_pipeline
+from validators.options import SECTIONS, parse_options
+from validators.pipeline import run_pipeline
 from validators.results import Report
 
 NAME = "run"
@@ -55,22 +57,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="group options, e.g. targets=12.0a, nccl_iters=200, probe_timeout=120",
+        help=f"group options ({', '.join(SECTIONS)}), e.g. targets=12.0a, nccl_iters=200",
     )
-
-
-def _options(items: list[str]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise BadInput(f"--option {item!r}: expected KEY=VALUE")
-        out[key] = value
-    return out
 
 
 def run(args: argparse.Namespace) -> int:
     loaded = load_stack(args.stack)
+    options = parse_options(args.option)  # a bad --option is exit 2 before anything runs
     groups = args.only or list(loaded.manifest.validation.required)
     if args.image:
         report = _run_in_image(args, loaded.manifest.name, groups)
@@ -83,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         keep_going=args.keep_going,
         serve_profile=args.serve_profile,
         out_dir=Path(args.out_dir) if args.out_dir else None,
-        options=_options(args.option),
+        options=options,
     )
     return finish_report(run_pipeline(ctx, groups), args)
 

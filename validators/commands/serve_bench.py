@@ -8,6 +8,8 @@ import signal
 from pathlib import Path
 from types import FrameType
 
+from pydantic import ValidationError
+
 from stackgate.cli import emit_json
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.layout import current_env
@@ -16,6 +18,7 @@ from stackgate.output import console_err
 from stackgate.topology import TOPOLOGIES
 from validators.commands.run import default_env
 from validators.context import RunContext
+from validators.options import GroupOptions, ServeOptions
 from validators.serve.adapters import DEFAULT_PORTS, build_launch
 from validators.serve.group import run_group
 
@@ -77,6 +80,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _levels(text: str | None) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    try:
+        return tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise BadInput(f"--concurrency {text!r}: expected comma-separated integers") from None
+
+
 def _interrupt(signum: int, frame: FrameType | None) -> None:
     # SIGTERM (CI timeouts, `timeout`) unwinds like Ctrl-C, so the group's `finally` tears the
     # server down instead of leaving it running with the GPUs held.
@@ -91,24 +103,24 @@ def run(args: argparse.Namespace) -> int:
     env = args.env or default_env(loaded.manifest.name, ["serve-bench"])
     if env is None or not (env / "bin" / "python").exists():
         raise BadInput(f"{env}: not an environment (no bin/python)")
-    options = {
-        key: str(value)
-        for key, value in {
-            "reference": args.reference,
-            "record_reference": args.record_reference,
-            "jsonl": args.jsonl,
-            "concurrencies": args.concurrency,
-            "port": args.port,
-        }.items()
-        if value is not None
-    }
+    try:
+        serve = ServeOptions(
+            reference=args.reference,
+            record_reference=args.record_reference,
+            jsonl=args.jsonl,
+            concurrencies=_levels(args.concurrency),
+            port=args.port,
+        )
+    except ValidationError as exc:
+        problems = [f"--{e['loc'][0]}: {e['msg']}".replace("_", "-") for e in exc.errors()]
+        raise BadInput("invalid serve-bench arguments", details=problems) from None
     ctx = RunContext(
         stack=loaded,
         env_path=env.absolute(),
         topology=args.topology,
         serve_profile=args.profile,
         out_dir=args.out_dir.resolve(),
-        options=options,
+        options=GroupOptions(serve=serve),
     )
     results = run_group(ctx)
     failed = any(r.status in ("FAIL", "ERROR") for r in results)

@@ -35,7 +35,7 @@ def run_group(ctx: RunContext) -> list[Result]:
     python = ctx.python
     if not python.exists():
         return [_r("runtime.env", "ERROR", f"{ctx.env_path} has no interpreter at {python}")]
-    timeout = float(ctx.options.get("probe_timeout", manifest.validation.timeouts.check_s))
+    timeout = ctx.options.runtime.probe_timeout or manifest.validation.timeouts.check_s
     host = host_snapshot()
     gpus = host.gpus
     inv = gpus.value
@@ -92,7 +92,7 @@ def _jit(
 ) -> list[Result]:
     """JIT one kernel with the stack's arch list; again for the device's own arch if the list
     leaves it out (a host that is not the stack's target still proves JIT works)."""
-    timeout = float(ctx.options.get("jit_timeout", "600"))
+    timeout = ctx.options.runtime.jit_timeout
     arch_list = env.get("FLASHINFER_CUDA_ARCH_LIST")
     out = [
         _explained(
@@ -339,10 +339,9 @@ def _nccl(
 ) -> Result:
     manifest = ctx.stack.manifest
     sizes = nl.message_sizes()
-    iters = ctx.options.get("nccl_iters", "200")
-    args = ["nccl", ",".join(map(str, sizes)), iters]
+    args = ["nccl", ",".join(map(str, sizes)), str(ctx.options.runtime.nccl_iters)]
     profile_vars = {k: v for k, v in stack_env.items() if k.startswith(NCCL_PREFIX)}
-    repeats = max(1, int(ctx.options.get("nccl_repeats", "3")))
+    repeats = ctx.options.runtime.nccl_repeats
     configs = (
         ("profile", stack_env),
         ("defaults", {k: v for k, v in stack_env.items() if not k.startswith(NCCL_PREFIX)}),

@@ -94,11 +94,10 @@ def _python(ctx: RunContext) -> str | None:
 
 
 def _bench_settings(profile: ServingProfile, ctx: RunContext) -> BenchSettings:
-    raw = ctx.options.get("concurrencies")
-    if not raw:
+    levels = ctx.options.serve.concurrencies
+    if not levels:
         return profile.bench
-    levels = [int(x) for x in raw.split(",") if x.strip()]
-    return profile.bench.model_copy(update={"concurrencies": levels})
+    return profile.bench.model_copy(update={"concurrencies": list(levels)})
 
 
 def run_group(ctx: RunContext) -> list[Result]:
@@ -122,8 +121,8 @@ def run_group(ctx: RunContext) -> list[Result]:
             _result("launch", "SKIP", "no environment given (--env): nothing to serve from", {}, t0)
         ]
     python = python or sys.executable
-    host = ctx.options.get("host", "127.0.0.1")
-    fixed = int(ctx.options["port"]) if ctx.options.get("port") else profile.port
+    host = ctx.options.serve.host
+    fixed = ctx.options.serve.port or profile.port
     # The stack's NCCL tuning belongs to the interconnect: take the one asked for, else the
     # one NVML sees (PCIe-only 8x RTX PRO 6000 -> pcie profile), else none.
     topology = ctx.topology or host_snapshot().topology
@@ -139,7 +138,7 @@ def run_group(ctx: RunContext) -> list[Result]:
         # Never litter the working directory: logs and records go to a fresh folder, named in
         # the results' evidence.
         ctx = dataclasses.replace(ctx, out_dir=Path(tempfile.mkdtemp(prefix="stackgate-serve-")))
-    log_dir = Path(ctx.options.get("log_dir") or (ctx.out_dir or Path()) / "serve-logs")
+    log_dir = ctx.options.serve.log_dir or (ctx.out_dir or Path()) / "serve-logs"
     log_path = log_dir / f"{manifest.name}-{name}-{time.strftime('%Y%m%d-%H%M%S')}.log"
     bin_dir = Path(python).parent if ctx.python is not None else None
     results: list[Result] = []
@@ -223,9 +222,9 @@ def _serving_health(server: Server, t0: float) -> Result:
 
 
 def _reference_path(ctx: RunContext, profile: ServingProfile) -> Path | None:
-    given = ctx.options.get("reference")
+    given = ctx.options.serve.reference
     if given:
-        return Path(given)
+        return given
     if profile.correctness_reference:
         return ctx.stack.folder / profile.correctness_reference
     return None
@@ -247,10 +246,10 @@ def _correctness(
             for c in ("correctness.greedy", "correctness.arithmetic")
         ]
     correct, wrong = correctness.arithmetic_score(arithmetic)
-    record_to = ctx.options.get("record_reference")
+    record_to = ctx.options.serve.record_reference
     if record_to:
         correctness.record(
-            Path(record_to),
+            record_to,
             stack=ctx.stack.manifest.name,
             profile=name,
             model=spec.model,
@@ -335,7 +334,7 @@ def _benchmark(
     target = bench_client.Target(spec.base_url, spec.model)
     metadata = run_metadata(ctx, name, spec, python)
     out_dir = ctx.out_dir or Path(tempfile.gettempdir())  # run_group always sets it
-    jsonl = Path(ctx.options.get("jsonl") or out_dir / "serve-bench.jsonl")
+    jsonl = ctx.options.serve.jsonl or out_dir / "serve-bench.jsonl"
     threshold = ctx.stack.manifest.validation.thresholds.single_stream_decode_tok_s
     err = console_err()
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stackgate.errors import BadInput
-from stackgate.manifest import Manifest
+from stackgate.manifest import Manifest, parse_arch
 from validators.context import RunContext
 from validators.results import Result, make_result
 from validators.static.abi_results import abi_results, check_key, short
@@ -44,14 +44,14 @@ class StaticInputs:
 def run_group(ctx: RunContext) -> list[Result]:
     if ctx.env_path is None:
         return [_result("static.env", "SKIP", "no --env given: nothing to check statically")]
-    targets = ctx.options.get("targets")
+    targets = ctx.options.static.targets
     manifest = ctx.stack.manifest
     return run_static(
         StaticInputs(
             env_path=ctx.env_path,
             stack=manifest.name,
             manifest=manifest,
-            targets=tuple(targets.split(",")) if targets else tuple(manifest.host.target_archs),
+            targets=targets or tuple(manifest.host.target_archs),
         )
     )
 
@@ -251,5 +251,5 @@ def arch_results(
 
 def targets_from(values: Sequence[str] | None, manifest: Manifest | None) -> tuple[str, ...]:
     if values:
-        return tuple(v for item in values for v in item.split(",") if v)
+        return tuple(parse_arch(v) for item in values for v in item.split(",") if v)
     return tuple(manifest.host.target_archs) if manifest is not None else ()

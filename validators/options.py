@@ -1,0 +1,95 @@
+"""Typed options of the validator groups, from `--option KEY=VALUE` or a command's own flags.
+
+Each group reads its own model (`ctx.options.runtime.nccl_iters`, an int), never a string it
+parses itself. Keys are flat (`--option nccl_iters=300`) and unique across groups; an
+unknown key or a value that does not parse is BadInput (exit 2) before any group runs.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field, ValidationError
+
+from stackgate.errors import BadInput
+from stackgate.manifest import ArchStr
+from stackgate.model import StrictModel
+
+Port = Annotated[int, Field(ge=1, le=65535)]
+
+
+class StaticOptions(StrictModel):
+    targets: tuple[ArchStr, ...] | None = Field(
+        default=None, description="GPU archs to check instead of the stack's (12.0a,10.0f)."
+    )
+
+
+class RuntimeOptions(StrictModel):
+    probe_timeout: float | None = Field(
+        default=None, gt=0, description="Seconds per probe (default: the stack's check_s)."
+    )
+    jit_timeout: float = Field(default=600.0, gt=0, description="Seconds for a FlashInfer JIT.")
+    nccl_iters: int = Field(default=200, ge=1, description="All-reduce iterations per size.")
+    nccl_repeats: int = Field(default=3, ge=1, description="Timed repeats per configuration.")
+
+
+class ServeOptions(StrictModel):
+    host: str = Field(default="127.0.0.1", description="Address the server binds to.")
+    port: Port | None = Field(default=None, description="Fixed port (fail if taken).")
+    log_dir: Path | None = None
+    reference: Path | None = Field(default=None, description="Known-good greedy outputs.")
+    record_reference: Path | None = Field(default=None, description="Record outputs here.")
+    jsonl: Path | None = Field(default=None, description="Append benchmark records here.")
+    concurrencies: tuple[Annotated[int, Field(ge=1)], ...] | None = Field(
+        default=None, description="Concurrency levels instead of the profile's."
+    )
+
+
+class GroupOptions(StrictModel):
+    static: StaticOptions = Field(default_factory=StaticOptions)
+    runtime: RuntimeOptions = Field(default_factory=RuntimeOptions)
+    serve: ServeOptions = Field(default_factory=ServeOptions)
+
+
+# Flat key -> the section of GroupOptions that owns it.
+SECTIONS: dict[str, str] = {
+    key: section
+    for section, info in GroupOptions.model_fields.items()
+    for key in info.annotation.model_fields  # type: ignore[union-attr]
+}
+_LISTS = frozenset({"targets", "concurrencies"})
+
+
+def _value(key: str, raw: str) -> Any:
+    if key in _LISTS:
+        return tuple(v.strip() for v in raw.split(",") if v.strip())
+    return raw
+
+
+def parse_options(items: Sequence[str]) -> GroupOptions:
+    """`--option KEY=VALUE` items -> GroupOptions; BadInput naming every bad item at once."""
+    problems: list[str] = []
+    sections: dict[str, dict[str, Any]] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            problems.append(f"--option {item!r}: expected KEY=VALUE")
+            continue
+        section = SECTIONS.get(key)
+        if section is None:
+            close = difflib.get_close_matches(key, SECTIONS, n=1)
+            hint = f"did you mean '{close[0]}'?" if close else f"known: {', '.join(SECTIONS)}"
+            problems.append(f"--option {key}: unknown option; {hint}")
+            continue
+        sections.setdefault(section, {})[key] = _value(key, raw)
+    if not problems:
+        try:
+            return GroupOptions.model_validate(sections)
+        except ValidationError as exc:
+            for e in exc.errors():
+                key = str(e["loc"][1]) if len(e["loc"]) > 1 else str(e["loc"][0])
+                problems.append(f"--option {key}: {e['msg']}")
+    raise BadInput("invalid --option", details=problems)
