@@ -22,15 +22,15 @@ STACKS = sorted(p.stem for p in (ROOT / "stacks").glob("*.toml") if p.name != "r
 # uv may download the stacks' interpreter for users; CI (.ci/run) sets UV_PYTHON_DOWNLOADS=never.
 
 # (session prefix, package, command, extra args, default) -- one line per capability.
-PER_STACK: list[tuple[str, str, str, list[str]]] = [
-    ("check", "builder", "check", []),
-    ("lock", "builder", "lock", []),
-    ("build", "builder", "build", []),
-    ("image", "builder", "image", []),
-    ("gate", "validators", "gate", []),
-    ("reproduce", "validators", "reproduce", []),
-    ("validate", "validators", "run", []),  # --env defaults to envs/<stack>/current
-    ("serve-bench", "validators", "serve-bench", []),  # posargs: --profile, --reference ...
+PER_STACK: list[tuple[str, str, str]] = [
+    ("check", "builder", "check"),
+    ("lock", "builder", "lock"),
+    ("build", "builder", "build"),
+    ("image", "builder", "image"),
+    ("gate", "validators", "gate"),
+    ("reproduce", "validators", "reproduce"),
+    ("validate", "validators", "run"),  # --env defaults to envs/<stack>/current
+    ("serve-bench", "validators", "serve-bench"),  # posargs: --profile, --reference ...
 ]
 
 
@@ -45,16 +45,16 @@ def _install(session: nox.Session, *, dev: bool = False) -> None:
     )
 
 
-def _per_stack(prefix: str, package: str, command: str, extra: list[str], stack: str) -> None:
+def _per_stack(prefix: str, package: str, command: str, stack: str) -> None:
     @nox.session(name=f"{prefix}-{stack}", default=False)
     def _session(session: nox.Session) -> None:
         _install(session)
-        session.run("python", "-m", package, command, stack, *extra, *session.posargs)
+        session.run("python", "-m", package, command, stack, *session.posargs)
 
 
-for _prefix, _package, _command, _extra in PER_STACK:
+for _prefix, _package, _command in PER_STACK:
     for _stack in STACKS:
-        _per_stack(_prefix, _package, _command, _extra, _stack)
+        _per_stack(_prefix, _package, _command, _stack)
 
 
 PYTHONS = ["3.11", "3.12", "3.13"]  # requires-python >= 3.11; each one tested

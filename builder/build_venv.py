@@ -11,8 +11,7 @@ against the lock, hash the tree, write the record, rename into place, switch `cu
 An env for the same lock hash that already exists (with a record) is reused: its contents are
 a function of the lock, so building it again would only burn time.
 
-Test hook: STACKGATE_TEST_HOLD_AT=<step> makes the build stop before that step and wait to be
-killed (it prints `stackgate: holding before <step>`), so tests can SIGKILL it at every step.
+Tests kill it before every step through a Reporter wrapper (builder.fault_hook).
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ import hashlib
 import json
 import os
 import shutil
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -68,8 +66,6 @@ from stackgate.paths import display_path
 from stackgate.topology import Topology
 from stackgate.uvbin import uv_bin
 
-HOLD_ENV = "STACKGATE_TEST_HOLD_AT"
-
 
 @dataclass(frozen=True)
 class BuildOptions:
@@ -113,12 +109,6 @@ class _Timer:
 
     @contextmanager
     def step(self, name: str, detail: str = "") -> Iterator[None]:
-        hold = os.environ.get(HOLD_ENV)
-        if hold == name:
-            sys.stderr.write(f"stackgate: holding before {name}\n")
-            sys.stderr.flush()
-            while True:  # the test kills us here
-                time.sleep(60)
         self.reporter.step(name, detail)
         started = time.monotonic()
         yield

@@ -12,6 +12,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.table import Table
 
 from builder.build_venv import BuildOptions, BuildOutcome, Reporter, build_env
+from builder.fault_hook import with_fault_hook
 from builder.uvproject import index_map_credentials, parse_index_map
 from stackgate.cli import emit_json
 from stackgate.errors import EXIT_OK, BadInput
@@ -136,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
         disable=not console.is_terminal,
     )
     with progress:
-        outcome = build_env(loaded, options, RichReporter(progress))
+        outcome = build_env(loaded, options, with_fault_hook(RichReporter(progress)))
     if args.json:
         emit_json(
             {

@@ -131,6 +131,10 @@ def _verify(args: argparse.Namespace, store: RecordStore, folder: Path) -> int:
 def run(args: argparse.Namespace) -> int:
     console = console_err()
     folder: Path = args.dir or committed_records_dir()
+    if args.action == "import" and not folder.is_dir():
+        # "imported 0" with exit 0 read as success for a mistyped folder
+        what = "not a folder" if folder.exists() else "no such folder"
+        raise BadInput(f"records import --dir {folder}: {what}")
     with RecordStore.open(args.store, read_only=args.action != "import") as store:
         if args.action == "list":
             return _list(args, store)

@@ -8,10 +8,18 @@ from pathlib import Path
 from validators.records.store import default_store_path
 
 
+def store_file(text: str) -> Path:
+    """--store names the store file; a folder is bad input (argparse: exit 2, no traceback)."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder; give the store file inside it")
+    return path
+
+
 def add_store_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--store",
-        type=Path,
+        type=store_file,
         default=None,
         help=f"record store file (default {default_store_path()}; env STACKGATE_STATE_DIR "
         "moves its folder)",
