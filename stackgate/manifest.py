@@ -14,8 +14,9 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
-from pydantic import AfterValidator, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, WithJsonSchema, model_validator
 
+from stackgate.engines import ENGINE_NAMES
 from stackgate.errors import BadInput
 from stackgate.manifest_files import relative_problem
 from stackgate.model import StrictModel
@@ -23,7 +24,6 @@ from stackgate.topology import Topology
 from stackgate.validator_groups import ORDER, ValidatorGroup
 
 Platform = Literal["linux-x86_64", "linux-aarch64"]
-Engine = Literal["sglang", "vllm", "openai-command"]
 
 _ARCH_RE = re.compile(r"^(?P<major>\d{1,2})\.(?P<minor>\d)(?P<suffix>[af]?)\Z")
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*\Z")
@@ -116,6 +116,20 @@ def _relative(value: str) -> str:
 
 
 RelPathStr = Annotated[str, AfterValidator(_relative)]
+
+
+def _engine(value: str) -> str:
+    if value not in ENGINE_NAMES:
+        raise ValueError(f"unknown engine '{value}'; known: {', '.join(ENGINE_NAMES)}")
+    return value
+
+
+# The names come from the engine registry (stackgate.engines); the schema lists them.
+EngineName = Annotated[
+    str,
+    AfterValidator(_engine),
+    WithJsonSchema({"type": "string", "enum": list(ENGINE_NAMES)}),
+]
 
 
 def _env_names(values: dict[str, str]) -> dict[str, str]:
@@ -300,7 +314,7 @@ class BenchSettings(Strict):
 
 
 class ServingProfile(Strict):
-    engine: Engine = "sglang"
+    engine: EngineName = "sglang"
     model_path: str
     served_model_name: str | None = None
     tp: int = Field(default=1, ge=1)

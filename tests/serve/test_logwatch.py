@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from validators.serve.adapters import SGLANG_READY
+from stackgate.engines.sglang import SGLANG_READY
 from validators.serve.logwatch import FATAL, LogWatch
 
 FIXTURES = Path(__file__).with_name("fixtures")

@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from stackgate.engines import ENGINES
 from stackgate.errors import StackgateError
 from stackgate.host.snapshot import host_snapshot
 from stackgate.manifest import BenchSettings, ServingProfile
@@ -116,7 +117,7 @@ def run_group(ctx: RunContext) -> list[Result]:
             _result("launch", "ERROR", f"unknown serving profile '{name}' (known: {known})", {}, t0)
         ]
     python = _python(ctx)
-    if python is None and profile.engine != "openai-command":
+    if python is None and ENGINES[profile.engine].needs_env:
         return [
             _result("launch", "SKIP", "no environment given (--env): nothing to serve from", {}, t0)
         ]

