@@ -32,7 +32,7 @@ from packaging.utils import canonicalize_name
 
 from builder import atomic, envprofile, patches
 from builder.history import read_history, write_history
-from builder.jobs import plan_jobs
+from builder.jobs import compile_env, plan_jobs
 from builder.lock import (
     LockState,
     explain_uv_failure,
@@ -166,7 +166,7 @@ class _Build:
         self.lock_fd: int | None = None
 
     def _step_env(self, plan: JobPlan, venv: Path | None = None) -> dict[str, str]:
-        env = uv_env(plan.env())
+        env = uv_env(compile_env(plan, self.loaded.manifest.build))
         if venv is not None:
             env["UV_PROJECT_ENVIRONMENT"] = str(venv)
         return env

@@ -105,3 +105,16 @@ def plan_jobs(
         resources=res,
         reasons=reasons,
     )
+
+
+def compile_env(plan: JobPlan, settings: BuildSettings) -> dict[str, str]:
+    """Everything a source build reads: the plan's parallelism and the manifest's archs.
+
+    `[build] cuda_archs` becomes TORCH_CUDA_ARCH_LIST (torch.utils.cpp_extension, and the
+    CMake builds that take it from torch), so source builds compile for the stack's targets
+    instead of their own default list ("12.0a" is torch's spelling of sm_120a).
+    """
+    env = plan.env()
+    if settings.cuda_archs:
+        env["TORCH_CUDA_ARCH_LIST"] = ";".join(settings.cuda_archs)
+    return env

@@ -358,10 +358,24 @@ class Thresholds(Strict):
     correctness_token_agreement_min: float = Field(default=0.95, ge=0, le=1)
 
 
+# Keys that were accepted and never read; a manifest naming one is told where it went.
+_REMOVED_TIMEOUTS = {
+    "model_load_s": "load_timeout_s of the serving profile ([serving.<name>])",
+    "hang_s": "hang_timeout_s of the serving profile ([serving.<name>])",
+}
+
+
 class Timeouts(Strict):
-    check_s: float = Field(default=120, gt=0)
-    model_load_s: float = Field(default=1800, gt=0)
-    hang_s: float = Field(default=600, gt=0)
+    check_s: float = Field(default=120, gt=0, description="Seconds per runtime probe.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved(cls, data: object) -> object:
+        if isinstance(data, dict):
+            moved = [f"{k} is now {v}" for k, v in _REMOVED_TIMEOUTS.items() if k in data]
+            if moved:
+                raise ValueError("; ".join(moved))
+        return data
 
 
 def _all_groups() -> list[ValidatorGroup]:

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from builder.history import read_history, write_history
-from builder.jobs import plan_jobs
+from builder.jobs import compile_env, plan_jobs
 from builder.lock import uv_env
 from builder.watched import run_watched
 from stackgate.cli import emit_json
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"  {reason}", highlight=False)
     result = run_watched(
         argv,
-        env=uv_env(plan.env()),
+        env=uv_env(compile_env(plan, loaded.manifest.build)),
         cwd=args.cwd,
         limit_bytes=max(plan.usable_memory_bytes, 1),
         pause_at_bytes=plan.memory_budget_bytes or None,

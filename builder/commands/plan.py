@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from builder.history import read_history
-from builder.jobs import plan_jobs
+from builder.jobs import compile_env, plan_jobs
 from stackgate.cli import emit_json
 from stackgate.errors import EXIT_OK
 from stackgate.layout import venv_root
@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
                 "ok": True,
                 "stack": loaded.manifest.name,
                 "plan": plan.model_dump(mode="json"),
-                "env": plan.env(),
+                "env": compile_env(plan, loaded.manifest.build),
             }
         )
     console = console_err()
@@ -43,7 +43,8 @@ def run(args: argparse.Namespace) -> int:
     for reason in plan.reasons:
         console.print(f"  {reason}", highlight=False)
     console.print(
-        "  exports: " + " ".join(f"{k}={v}" for k, v in plan.env().items()),
+        "  exports: "
+        + " ".join(f"{k}={v}" for k, v in compile_env(plan, loaded.manifest.build).items()),
         highlight=False,
         markup=False,
     )

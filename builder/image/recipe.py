@@ -23,6 +23,7 @@ import jinja2
 from pydantic import Field
 
 from builder.image.pins import CudaBases, ImagePins, PinnedImage
+from builder.jobs import compile_env
 from stackgate import __version__
 from stackgate.build_record import JobPlan
 from stackgate.container_run import (
@@ -275,7 +276,7 @@ def recipe_inputs(
         runtime_base=runtime_base,
         runtime_note=note,
         python=python,
-        plan_args=plan.env(),
+        plan_args=compile_env(plan, m.build),
         plan_summary=plan.summary(),
         env=env,
         labels=image_labels(

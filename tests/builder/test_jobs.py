@@ -155,3 +155,25 @@ def test_env_exports_every_build_system(key: str) -> None:
     env = plan.env()
     assert key in env
     assert env["MAKEFLAGS"] == "-j7" and plan.ninja_args() == ["-j", "7"]
+
+
+def test_cuda_archs_reach_a_source_build_as_torch_cuda_arch_list(tmp_path: Path) -> None:
+    """[build] cuda_archs was accepted and never read: source builds used their own archs."""
+    import subprocess
+    import sys
+
+    from builder.jobs import compile_env
+    from stackgate.loading import load_stack
+
+    cu128 = load_stack("cu128").manifest
+    plan = plan_jobs(cu128.build, resources=res())
+    assert compile_env(plan, cu128.build)["TORCH_CUDA_ARCH_LIST"] == "9.0a;12.0a"
+    out = tmp_path / "seen.txt"
+    code = f"import os; open({str(out)!r}, 'w').write(os.environ['TORCH_CUDA_ARCH_LIST'])"
+    done = subprocess.run(
+        [sys.executable, "-m", "builder", "compile", "--venv-root", str(tmp_path), "--no-history",
+         "cu130", "--", sys.executable, "-c", code],
+        capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2],
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert out.read_text() == "12.0a"

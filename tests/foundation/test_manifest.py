@@ -182,3 +182,13 @@ def test_git_url_that_is_an_option_is_rejected(write_variant: Variant) -> None:
 def test_sm_style_arch_gets_a_did_you_mean(write_variant: Variant) -> None:
     path = write_variant("smarch", 'target_archs = ["12.0a"]', 'target_archs = ["sm_120a"]')
     assert any("did you mean '12.0a'?" in p for p in _problems(path))
+
+
+def test_removed_timeouts_name_their_replacement(write_variant: Variant) -> None:
+    path = write_variant("oldtimeouts", "check_s = 120", "check_s = 120\nmodel_load_s = 1800")
+    problems = _problems(path)
+    assert any(
+        "validation.timeouts: model_load_s is now load_timeout_s of the serving "
+        "profile" in p
+        for p in problems
+    ), problems

@@ -119,3 +119,21 @@ def test_rules_file_errors_are_reported(tmp_path: Path) -> None:
         load_rules(bad)
     text = "\n".join(info.value.problems)
     assert "rules.0.severity" in text and "rules.0.when.packages.torch" in text
+
+
+def test_arch_suffix_exact_condition_is_evaluated(tmp_path: Path) -> None:
+    """`when.arch_suffix_exact` was accepted in rules.toml and no rule or test exercised it."""
+    rules = tmp_path / "rules.toml"
+    rules.write_text(
+        'schema_version = 1\n[[rules]]\nid = "exact-cc"\nseverity = "warning"\n'
+        'message = "archs {archs}"\nevidence = "test"\n[rules.when]\narch_suffix_exact = true\n'
+    )
+    cu130 = StackFacts.from_manifest(load_stack("cu130").manifest)  # 12.0a: exact
+    assert [f.rule for f in evaluate(load_rules(rules), cu130)] == ["exact-cc"]
+    portable = StackFacts.from_manifest(
+        load_stack("cu130").manifest.model_copy(
+            update={"host": load_stack("cu130").manifest.host.model_copy(
+                update={"target_archs": ["12.0"]})}
+        )
+    )  # fmt: skip
+    assert evaluate(load_rules(rules), portable) == []

@@ -57,3 +57,12 @@ def test_every_id_belongs_to_a_registered_group() -> None:
         assert family.prefix.startswith(f"{family.group}.")
     assert group_of("host.rule.host-driver-too-old-for-cuda-13") == "host"
     assert not is_known("host.rule.")
+
+
+def test_shipped_stacks_accept_only_ids_a_validator_emits() -> None:
+    from stackgate.loading import load_stack
+    from stackgate.paths import stack_names
+
+    for name in stack_names():
+        accepted = load_stack(name).manifest.validation.accepted_findings
+        assert [c for c in accepted if not is_known(c)] == [], name

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 # One real check id per group (validators.checks): a stand-in group emits what a real one can.
-ONE_CHECK = {"host": "host.driver", "static": "static.abi.torchao", "runtime": "runtime.torch",
+ONE_CHECK = {"host": "host.driver", "static": "static.dists.pins", "runtime": "runtime.torch",
              "serve-bench": "serve-bench.launch"}  # fmt: skip
 
 
@@ -149,15 +149,15 @@ def test_preflight_cli_on_this_host() -> None:
 def test_accepted_findings_become_skips_with_both_reasons() -> None:
     loaded = load_stack("cu130")
     validation = loaded.manifest.validation.model_copy(
-        update={"accepted_findings": {"static.abi.torchao": "torchao's C++ ops are unused here"}}
+        update={"accepted_findings": {"static.dists.pins": "torchao's C++ ops are unused here"}}
     )
     manifest = loaded.manifest.model_copy(update={"validation": validation})
     ctx = RunContext(stack=type(loaded)(loaded.path, manifest, loaded.raw))
     calls: list[str] = []
     report = run_pipeline(ctx, ["static", "runtime"], loader=lambda g: _group(g, "FAIL", calls))
     by = {r.check: r for r in report.results}
-    assert by["static.abi.torchao"].status == "SKIP"
-    assert "torchao's C++ ops are unused here -- finding: because" in by["static.abi.torchao"].reason
+    assert by["static.dists.pins"].status == "SKIP"
+    assert "torchao's C++ ops are unused here -- finding: because" in by["static.dists.pins"].reason
     # an accepted FAIL does not stop the run; an unaccepted one still does
     assert calls == ["static", "runtime"]
     assert by["runtime.torch"].status == "FAIL"

@@ -18,6 +18,7 @@ from stackgate.layout import current_env
 from stackgate.loading import load_stack
 from stackgate.topology import TOPOLOGIES
 from stackgate.validator_groups import ORDER
+from validators.checks import is_known
 from validators.commands._common import env_path, finish_report
 from validators.context import RunContext
 from validators.options import SECTIONS, parse_options
@@ -64,6 +65,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     loaded = load_stack(args.stack)
     options = parse_options(args.option)  # a bad --option is exit 2 before anything runs
+    unknown = [c for c in loaded.manifest.validation.accepted_findings if not is_known(c)]
+    if unknown:
+        raise BadInput(
+            f"{loaded.path}: validation.accepted_findings names checks no validator emits",
+            details=[f"{c!r} (see validators/checks.py)" for c in unknown],
+        )
     groups = args.only or list(loaded.manifest.validation.required)
     if args.image:
         report = _run_in_image(args, loaded.manifest.name, groups)
