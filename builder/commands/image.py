@@ -14,9 +14,10 @@ from pathlib import Path
 
 from builder.image.build import ImageRequest, build_image, prepare
 from builder.image.context import assemble
-from builder.image.engines.buildah import StorageConfig
-from builder.image.engines.docker_sdk import DockerConfig
 from stackgate.cli import emit_json
+from stackgate.containers.buildah import StorageConfig
+from stackgate.containers.docker import DockerConfig
+from stackgate.containers.select import ENGINE_CHOICES
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.loading import load_stack
 from stackgate.output import console_err
@@ -28,7 +29,7 @@ HELP = "build the stack's container image (docker SDK, buildah or podman); exit 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("stack", help="a stack name in stacks/ or a path to a manifest")
-    parser.add_argument("--engine", choices=["auto", "docker", "buildah", "podman"], default="auto")
+    parser.add_argument("--engine", choices=ENGINE_CHOICES, default="auto")
     parser.add_argument(
         "--tag", help="name for the image (default localhost/stackgate-STACK:lock-HASH)"
     )

@@ -6,5 +6,5 @@
 - `engines`: Docker Engine (SDK), buildah, podman behind one interface;
 - `build`: manifest + lock -> image, and the reproducibility check.
 
-The layout inside an image is defined in `stackgate.container_run` (validators read it too).
+The layout inside an image is defined in `stackgate.containers.run` (validators read it too).
 """

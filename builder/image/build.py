@@ -21,21 +21,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from builder import patches
 from builder.image.context import assemble
-from builder.image.engines import (
-    BuildSpec,
-    BuiltImage,
-    EngineChoice,
-    ImageEngine,
-    open_engine,
-    unique_tag,
-)
-from builder.image.engines.buildah import StorageConfig
-from builder.image.engines.docker_sdk import DockerConfig
 from builder.image.pins import load_pins
 from builder.image.recipe import RecipeInputs, recipe_inputs
 from builder.jobs import plan_jobs
 from builder.lock import LockState, read_lock
 from stackgate import proc
+from stackgate.containers.base import BuildSpec, BuiltImage, ContainerEngine, unique_tag
+from stackgate.containers.buildah import StorageConfig
+from stackgate.containers.docker import DockerConfig
+from stackgate.containers.select import EngineChoice, open_engine
 from stackgate.errors import BadInput, CommandFailed, EnvironmentProblem
 from stackgate.host.resources import HostResources
 from stackgate.layout import LockFiles, lock_files
@@ -212,7 +206,7 @@ def build_image(loaded: LoadedStack, request: ImageRequest) -> ImageResult:
 
 
 def _build_with(
-    engine: ImageEngine,
+    engine: ContainerEngine,
     inputs: RecipeInputs,
     request: ImageRequest,
     context: Path,

@@ -7,17 +7,16 @@
     stackgate/tool/      the stackgate tool's sources, pyproject.toml and uv.lock
 
 Assembled from named files only, so nothing stray (a .netrc, a token file, a venv) can ride
-along. `context_tar` packs it for the docker SDK with a stable order and fixed metadata.
+along. stackgate.containers.base.context_tar packs it for the docker SDK with a stable order
+and fixed metadata.
 """
 
 from __future__ import annotations
 
-import io
 import os
 import shutil
-import tarfile
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 from builder import patches
@@ -100,28 +99,3 @@ def assemble(
             _copy_tree(tool_root / package, tool / package)
         _copy_tree(tool_root / "images", tool / "images")
     return dest / CONTAINERFILE
-
-
-def _walk(root: Path) -> Iterator[Path]:
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        base = Path(dirpath)
-        for name in sorted(dirnames + filenames):
-            yield base / name
-
-
-def context_tar(root: Path, mtime: int) -> bytes:
-    """The context as an uncompressed tar: sorted entries, fixed owner and mtime."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for path in _walk(root):
-            info = tar.gettarinfo(str(path), arcname=str(path.relative_to(root)))
-            info.uid = info.gid = 0
-            info.uname = info.gname = ""
-            info.mtime = mtime
-            if info.isfile():
-                with path.open("rb") as handle:
-                    tar.addfile(info, handle)
-            else:
-                tar.addfile(info)
-    return buffer.getvalue()

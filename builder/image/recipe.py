@@ -26,7 +26,7 @@ from builder.image.pins import CudaBases, ImagePins, PinnedImage
 from builder.jobs import compile_env
 from stackgate import __version__
 from stackgate.build_record import JobPlan
-from stackgate.container_run import (
+from stackgate.containers.run import (
     IMAGE_ENV,
     IMAGE_PYTHON_DIR,
     IMAGE_ROOT,

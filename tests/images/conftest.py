@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from builder.image.engines.base import KEEP_ENV
-from builder.image.engines.buildah import StorageConfig
 from builder.lock import run_lock
 from builder.python_finder import Interpreter
+from stackgate.containers.base import KEEP_ENV
+from stackgate.containers.buildah import StorageConfig
 from stackgate.layout import LockFiles
 from stackgate.loading import LoadedStack, load_stack
 from tests.helpers.wheels import make_index, make_wheel

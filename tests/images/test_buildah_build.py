@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from stackgate import proc
-from stackgate.container_run import ENV_PYTHON, run_in_image
+from stackgate.containers.run import ENV_PYTHON, run_in_image
 from tests.images.conftest import Store, TinyStack
 
 pytestmark = [pytest.mark.buildah]
@@ -105,7 +105,7 @@ def test_env_inside_runs_python(built: dict[str, object], buildah_store: Store) 
         [ENV_PYTHON, "-c", "import os, tinyapp, tinydep; print(tinyapp.__version__, tinydep.__version__, os.environ['TINY_STACK_MARK'])"],
         engine="buildah",
         gpus=False,
-        engine_args=buildah_store.global_args(),
+        storage=buildah_store.config,
         timeout=120,
     ).check()
     assert result.stdout.split() == ["1.0", "2.0", "from-the-manifest"]
@@ -118,7 +118,7 @@ def test_runtime_env_reaches_the_command(built: dict[str, object], buildah_store
         engine="buildah",
         gpus=False,
         env={"HF_TOKEN": "given-at-run-time"},
-        engine_args=buildah_store.global_args(),
+        storage=buildah_store.config,
         timeout=120,
     )
     assert result.returncode == 7
@@ -148,7 +148,7 @@ def test_env_runs_under_podman(built: dict[str, object], buildah_store: Store, t
         [ENV_PYTHON, "-c", "import tinyapp; print(tinyapp.__version__)"],
         engine="podman",
         gpus=False,
-        engine_args=buildah_store.global_args(),
+        storage=buildah_store.config,
         timeout=120,
     ).check()
     assert result.stdout.strip() == "1.0"
@@ -158,7 +158,7 @@ def test_buildah_refuses_gpus(built: dict[str, object], buildah_store: Store) ->
     from stackgate.errors import EnvironmentProblem
 
     with pytest.raises(EnvironmentProblem, match="buildah cannot give a container GPUs"):
-        run_in_image(str(built["tag"]), ["true"], engine="buildah", engine_args=buildah_store.global_args())
+        run_in_image(str(built["tag"]), ["true"], engine="buildah", storage=buildah_store.config)
 
 
 def test_build_names_are_cleaned_up(built: dict[str, object], buildah_store: Store) -> None:
@@ -191,7 +191,7 @@ def test_tool_inside_the_image_runs_the_validators_cli(tiny_stack: TinyStack, bu
     done = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout)["reproducible"]["identical"] is True
-    from stackgate.container_run import IMAGE_STACK_DIR, TOOL_PYTHON
+    from stackgate.containers.run import IMAGE_STACK_DIR, TOOL_PYTHON
 
     # Stack names resolve inside the image as on the host (STACKGATE_STACKS_DIR).
     for command in (["validators", "--help"], ["builder", "check", "tiny"], ["builder", "check", f"{IMAGE_STACK_DIR}/tiny.toml"]):
@@ -200,7 +200,7 @@ def test_tool_inside_the_image_runs_the_validators_cli(tiny_stack: TinyStack, bu
             [TOOL_PYTHON, "-m", *command],
             engine="buildah",
             gpus=False,
-            engine_args=buildah_store.global_args(),
+            storage=buildah_store.config,
             timeout=300,
         )
         assert result.returncode == 0, (command, result.stderr[-2000:])

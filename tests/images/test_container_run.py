@@ -1,4 +1,4 @@
-"""run_in_image: per-engine GPU flags and what happens without an engine."""
+"""run_in_image: per-engine GPU flags, the one engine order, and what happens without one."""
 
 from __future__ import annotations
 
@@ -6,16 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from stackgate import container_run
-from stackgate.container_run import (
-    CDI_ALL_GPUS,
-    ENV_PYTHON,
-    TOOL_PYTHON,
-    docker_socket_problem,
-    gpu_args,
-    run_in_image,
-)
-from stackgate.errors import EnvironmentProblem, ToolNotFound
+from stackgate.containers.base import CDI_ALL_GPUS, ENGINES, RunSpec, gpu_args
+from stackgate.containers.buildah import Podman, StorageConfig
+from stackgate.containers.docker import docker_socket_problem
+from stackgate.containers.run import ENV_PYTHON, TOOL_PYTHON, run_in_image
+from stackgate.errors import EnvironmentProblem
 
 
 def test_gpu_flags_per_engine() -> None:
@@ -28,6 +23,10 @@ def test_layout_is_stable() -> None:
     assert TOOL_PYTHON == "/opt/stackgate/tool/bin/python"
 
 
+def test_one_order_for_builds_and_runs() -> None:
+    assert ENGINES == ("docker", "buildah", "podman")
+
+
 def test_socket_problems(tmp_path: Path) -> None:
     assert docker_socket_problem(f"unix://{tmp_path}/none.sock") == f"no socket at {tmp_path}/none.sock"
     (tmp_path / "file.sock").write_text("")
@@ -38,28 +37,32 @@ def test_socket_problems(tmp_path: Path) -> None:
 def test_no_engine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/docker.sock")
-    with pytest.raises(EnvironmentProblem, match="no container engine to run the image"):
+    with pytest.raises(EnvironmentProblem, match="no container engine usable") as caught:
         run_in_image("localhost/x@sha256:" + "0" * 64, ["true"])
-    with pytest.raises(EnvironmentProblem, match="docker: no daemon answers"):
+    # GPUs asked for: buildah is passed over with the reason, the others were not found
+    assert "buildah: cannot give a container GPUs" in caught.value.details
+    with pytest.raises(EnvironmentProblem, match="engine 'docker' is not usable"):
         run_in_image("localhost/x", ["true"], engine="docker")
-    with pytest.raises(ToolNotFound):
+    with pytest.raises(EnvironmentProblem, match="engine 'podman' is not usable"):
         run_in_image("localhost/x", ["true"], engine="podman")
 
 
-def test_podman_argv_carries_cdi_gpus_env_and_mounts(monkeypatch: pytest.MonkeyPatch) -> None:
-    seen: list[list[str]] = []
-
-    def fake_run_cli(engine: str, cli: list[str], argv: list[str], container: str, timeout: float | None) -> container_run.RunResult:
-        # Stands in for the podman process (podman cannot run containers on this CI host
-        # without runc and lowered ulimits); only the argv we would give it is checked.
-        seen.append(cli)
-        return container_run.RunResult(engine, argv, 0, "", "", container)
-
-    monkeypatch.setattr(container_run, "_run_cli", fake_run_cli)
-    monkeypatch.setattr(container_run, "_pick", lambda engine: ("podman", None))
-    run_in_image("img", [ENV_PYTHON, "-V"], env={"HF_TOKEN": "x"}, mounts={"/models": "/models", "/out": "/out:rw"})
-    [cli] = seen
-    assert cli[:2] == ["podman", "run"]
+def test_podman_argv_carries_cdi_gpus_env_and_mounts(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A fake `podman` on PATH stands in for the real one (podman cannot run containers on
+    this CI host without runc and lowered ulimits); it records the argv it was given."""
+    seen = tmp_path / "argv.txt"
+    fake = tmp_path / "podman"
+    fake.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {seen}\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    spec = RunSpec("img", [ENV_PYTHON, "-V"], env={"HF_TOKEN": "x"},
+                   mounts={"/models": "/models", "/out": "/out:rw"})  # fmt: skip
+    result = Podman(StorageConfig(root=tmp_path / "root")).run(spec)
+    cli = seen.read_text().splitlines()
+    assert result.returncode == 0 and result.engine == "podman"
+    assert cli[:3] == ["--root", str(tmp_path / "root"), "run"]
     assert cli[cli.index("--device") + 1] == "nvidia.com/gpu=all"
     assert "--rm" in cli and "--network=host" in cli
     assert "HF_TOKEN=x" in cli

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from builder.image.engines import BuildSpec, open_engine, unique_tag
-from builder.image.engines.docker_sdk import DockerConfig
-from stackgate.container_run import docker_socket_problem
+from stackgate.containers.base import BuildSpec, unique_tag
+from stackgate.containers.docker import DockerConfig, docker_socket_problem
+from stackgate.containers.select import open_engine
 from tests.images.conftest import Store, TinyStack
 
 PODMAN_CONF = """\

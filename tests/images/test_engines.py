@@ -11,9 +11,18 @@ from pathlib import Path
 import pytest
 
 from builder.image.build import _compare
-from builder.image.engines import BuildSpec, BuiltImage, ImageEngine, open_engine
-from builder.image.engines.base import KEEP_ENV, parse_version, require_version
-from builder.image.engines.docker_sdk import DockerConfig
+from stackgate.containers.base import (
+    KEEP_ENV,
+    BuildSpec,
+    BuiltImage,
+    ContainerEngine,
+    RunResult,
+    RunSpec,
+    parse_version,
+    require_version,
+)
+from stackgate.containers.docker import DockerConfig
+from stackgate.containers.select import open_engine
 from stackgate.errors import EnvironmentProblem
 
 DATA = Path(__file__).parent / "data"
@@ -43,7 +52,7 @@ def test_version_output_not_json() -> None:
         parse_version("buildah", "buildah version 1.28.2 (image-spec 1.1.0-rc2)")
 
 
-class _Recording(ImageEngine):
+class _Recording(ContainerEngine):
     """A stand-in engine (no container tool involved) to test the cleanup contract."""
 
     name = "buildah"
@@ -70,6 +79,9 @@ class _Recording(ImageEngine):
 
     def remove(self, ref: str) -> None:
         self.removed.append(ref)
+
+    def run(self, spec: RunSpec) -> RunResult:
+        raise NotImplementedError("the cleanup tests build only")
 
 
 def _spec(tag: str) -> BuildSpec:
@@ -138,7 +150,7 @@ def test_compare_needs_some_digest() -> None:
 
 
 def test_unpullable_base_is_explained() -> None:
-    from builder.image.engines.buildah import _explain
+    from stackgate.containers.buildah import _explain
     from stackgate.errors import CommandFailed
 
     # Recorded from `python -m builder image cu128 --engine buildah` on this host (no registry).

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from builder.image.build import ImageRequest, prepare
-from builder.image.context import assemble, context_tar
+from builder.image.context import assemble
+from stackgate.containers.base import context_tar
 from builder.image.pins import load_pins
 from builder.image.recipe import RecipeInputs, render
 from builder.jobs import plan_jobs
@@ -113,11 +114,12 @@ def test_the_job_plan_reaches_the_source_build(recipe: tuple[RecipeInputs, str])
     inputs, text = recipe
     build = _stages(text)[0]
     plan = plan_jobs(load_stack("cu130").manifest.build, resources=RESOURCES)
-    assert inputs.plan_args == plan.env()
-    for name in plan.env():
+    assert inputs.plan_args == {**plan.env(), "TORCH_CUDA_ARCH_LIST": "12.0a"}  # [build] cuda_archs
+    for name in inputs.plan_args:
         assert re.search(rf"^ARG {name}$", build, flags=re.M), name
     args = inputs.build_args(1700000000)
     assert args["MAX_JOBS"] == str(plan.jobs)
+    assert args["TORCH_CUDA_ARCH_LIST"] == "12.0a"
     assert args["SOURCE_DATE_EPOCH"] == "1700000000"
     # sglang is a patched git source: left out of the sync, built from the patched tree,
     # after the ARGs so MAX_JOBS & co. are in its environment.
@@ -201,7 +203,7 @@ def test_context_holds_only_named_files(tmp_path: Path, cu130_lock: Path, recipe
     assert "stackgate/stack/patches/cu130/0000-placeholder-local-patches.patch" in files
     assert "stackgate/sources/sglang/python/pyproject.toml" in files
     assert not [f for f in files if "/.git/" in f or "/.venv" in f or "__pycache__" in f]
-    assert "stackgate/tool/uv.lock" in files and "stackgate/tool/stackgate/container_run.py" in files
+    assert "stackgate/tool/uv.lock" in files and "stackgate/tool/stackgate/containers/run.py" in files
     # The docker SDK gets it as a tar with a stable order and metadata.
     assert context_tar(context, 0) == context_tar(context, 0)
 

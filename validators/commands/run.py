@@ -103,9 +103,9 @@ def default_env(stack: str, groups: list[str]) -> Path | None:
 
 def _run_in_image(args: argparse.Namespace, stack: str, groups: list[str]) -> Report:
     try:
-        from stackgate import container_run
+        from stackgate.containers import run as container_run
     except ImportError as exc:
-        raise EnvironmentProblem(f"--image needs stackgate.container_run: {exc}") from None
+        raise EnvironmentProblem(f"--image needs stackgate.containers: {exc}") from None
     argv = [
         container_run.TOOL_PYTHON,
         "-m",

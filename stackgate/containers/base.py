@@ -1,20 +1,23 @@
-"""What every image engine offers, and the pieces they share (version probe, cleanup).
+"""What every container engine offers, for building images (builder) and running them
+(validators --image), and the pieces they share (version probe, cleanup).
 
 An engine is a frozen config plus a context manager: entering probes the version ("need >= X,
 found Y", exit 3); builds get unique names (`localhost/stackgate-<stack>:build-<uuid>`) and
 everything made is removed on exit, in `finally`, unless STACKGATE_KEEP_BUILDS=1 or the
-caller kept it (`keep(ref)`, e.g. the user's `--tag`).
+caller kept it (`keep(ref)`, e.g. the user's `--tag`). Runs get a unique container name and
+the container is removed afterwards unless STACKGATE_KEEP_CONTAINERS=1.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
 import tarfile
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -22,17 +25,104 @@ from typing import Literal, Self
 
 from packaging.version import InvalidVersion, Version
 
-from stackgate.errors import EnvironmentProblem
+from stackgate.errors import CheckFailed, EnvironmentProblem
 
-log = logging.getLogger("builder.image")
+log = logging.getLogger("stackgate.containers")
 
 EngineName = Literal["docker", "buildah", "podman"]
+# The one auto-selection order, for builds and runs: a Docker daemon when one answers, else
+# buildah (daemonless, measured here), else podman. A run that needs GPUs passes over an
+# engine that cannot give them (buildah), so it gets podman with CDI.
 ENGINES: tuple[EngineName, ...] = ("docker", "buildah", "podman")
 KEEP_ENV = "STACKGATE_KEEP_BUILDS"
+# Keep the container after a run (debugging): STACKGATE_KEEP_CONTAINERS=1
+KEEP_CONTAINERS_ENV = "STACKGATE_KEEP_CONTAINERS"
+CDI_ALL_GPUS = "nvidia.com/gpu=all"
+Network = Literal["host", "none"]
 
 
 def keep_builds() -> bool:
     return os.environ.get(KEEP_ENV, "") not in ("", "0")
+
+
+def keep_containers() -> bool:
+    return os.environ.get(KEEP_CONTAINERS_ENV, "") not in ("", "0")
+
+
+def container_name() -> str:
+    return f"stackgate-run-{uuid.uuid4().hex[:12]}"
+
+
+def gpu_args(engine: Literal["podman", "docker"]) -> list[str]:
+    """CLI flags giving a container every GPU (docker CLI form kept for people's copy-paste)."""
+    return ["--gpus", "all"] if engine == "docker" else ["--device", CDI_ALL_GPUS]
+
+
+def volume_flags(mounts: Mapping[str, str] | None) -> list[str]:
+    """host -> container path mounts as --volume flags: read-only unless the container path
+    ends in ':rw'."""
+    flags: list[str] = []
+    for host, inside in (mounts or {}).items():
+        mode = "rw" if inside.endswith(":rw") else "ro"
+        flags += ["--volume", f"{host}:{inside.removesuffix(':rw')}:{mode}"]
+    return flags
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One command run in a fresh container of `image`."""
+
+    image: str
+    argv: Sequence[str]
+    gpus: bool = True
+    env: Mapping[str, str] = field(default_factory=dict)
+    timeout: float | None = None
+    network: Network = "host"
+    mounts: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    engine: str
+    argv: list[str]  # the command run inside the image
+    returncode: int
+    stdout: str
+    stderr: str
+    container: str  # the unique name it ran under
+
+    def check(self) -> RunResult:
+        if self.returncode != 0:
+            tail = (self.stderr or self.stdout).strip().splitlines()[-20:]
+            raise CheckFailed(
+                f"{self.argv[0]} exited with {self.returncode} inside the image ({self.engine})",
+                details=tail,
+            )
+        return self
+
+
+def _walk(root: Path) -> Iterator[Path]:
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        base = Path(dirpath)
+        for name in sorted(dirnames + filenames):
+            yield base / name
+
+
+def context_tar(root: Path, mtime: int) -> bytes:
+    """A build context as an uncompressed tar: sorted entries, fixed owner and mtime."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for path in _walk(root):
+            info = tar.gettarinfo(str(path), arcname=str(path.relative_to(root)))
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            info.mtime = mtime
+            if info.isfile():
+                with path.open("rb") as handle:
+                    tar.addfile(info, handle)
+            else:
+                tar.addfile(info)
+    return buffer.getvalue()
 
 
 def unique_tag(stack: str) -> str:
@@ -110,11 +200,12 @@ def archive_manifest_digest(path: Path) -> str:
     return str(index["manifests"][0]["digest"])
 
 
-class ImageEngine(ABC):
-    """Base of the three engines: tracks what it made and removes it on exit."""
+class ContainerEngine(ABC):
+    """Base of the three engines: builds and runs; tracks what it made and removes it on exit."""
 
     name: EngineName
     minimum: str
+    can_run_gpus: bool = True  # whether `run` can give the container the host's GPUs
     version_what: str = ""  # what the version is of, in messages (default: the engine name)
     # Whether a fixed --timestamp / SOURCE_DATE_EPOCH makes two builds give one digest.
     reproducible: bool = True
@@ -170,3 +261,8 @@ class ImageEngine(ABC):
 
     @abstractmethod
     def remove(self, ref: str) -> None: ...
+
+    @abstractmethod
+    def run(self, spec: RunSpec) -> RunResult:
+        """Run spec.argv in a fresh container (removed afterwards); never raises on its exit
+        code. EnvironmentProblem (exit 3) when the engine cannot run it (GPUs, timeout)."""

@@ -1,4 +1,6 @@
-"""Docker Engine through the `docker` Python SDK (Engine API over the socket; no CLI needed).
+"""Docker Engine through the `docker` Python SDK (Engine API over the socket; no CLI needed),
+for building images and for running them with GPUs (`device_requests`, what `docker run
+--gpus all` sends).
 
 The SDK drives the classic builder (`POST /build`); it has no BuildKit session
 (docker/docker-py#2230), and the classic builder stamps `created` with the wall clock and
@@ -9,6 +11,8 @@ still builds twice and says what it found; for digest-stable images use buildah 
 from __future__ import annotations
 
 import io
+import os
+import socket
 import tarfile
 import time
 from dataclasses import dataclass
@@ -16,17 +20,20 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from builder.image.context import context_tar
-from builder.image.engines.base import (
+from stackgate import proc
+from stackgate.containers.base import (
     BuildSpec,
     BuiltImage,
+    ContainerEngine,
     EngineName,
-    ImageEngine,
+    RunResult,
+    RunSpec,
     archive_manifest_digest,
+    container_name,
+    context_tar,
+    keep_containers,
     parse_version,
 )
-from stackgate import proc
-from stackgate.container_run import docker_socket_problem
 from stackgate.errors import BadInput, CommandFailed, EnvironmentProblem
 
 API_VERSION = "1.41"
@@ -39,6 +46,26 @@ class DockerConfig:
     # Network of the build's RUN steps ("host" reaches an index mirror on 127.0.0.1, as
     # buildah's chroot isolation does); None: the daemon's default.
     build_network: str | None = None
+
+
+def docker_socket_problem(base_url: str | None = None) -> str | None:
+    """Why no daemon can answer on a unix socket, checked before the SDK opens one (docker-py
+    leaves the socket of a failed unix connect unclosed); None: try it."""
+    url = base_url or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    if not url.startswith("unix://"):
+        return None
+    path = url.removeprefix("unix://")
+    if not Path(path).exists():
+        return f"no socket at {path}"
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.settimeout(5)
+        probe.connect(path)
+    except OSError as exc:
+        return f"{path}: {exc.strerror or exc}"
+    finally:
+        probe.close()
+    return None
 
 
 def connect(config: DockerConfig) -> Any:
@@ -68,7 +95,7 @@ def connect(config: DockerConfig) -> Any:
     return client
 
 
-class DockerEngine(ImageEngine):
+class DockerEngine(ContainerEngine):
     name: EngineName = "docker"
     minimum = (
         API_VERSION  # Engine API (Docker 20.10): device_requests (--gpus) and build args as used
@@ -169,6 +196,51 @@ class DockerEngine(ImageEngine):
 
     def remove(self, ref: str) -> None:
         self.client.images.remove(ref, force=True)
+
+    def run(self, spec: RunSpec) -> RunResult:
+        import docker
+        from docker.types import DeviceRequest
+
+        argv = [str(a) for a in spec.argv]
+        container = container_name()
+        requests = [DeviceRequest(count=-1, capabilities=[["gpu"]])] if spec.gpus else []
+        volumes = {
+            host: {
+                "bind": inside.removesuffix(":rw"),
+                "mode": "rw" if inside.endswith(":rw") else "ro",
+            }
+            for host, inside in spec.mounts.items()
+        }
+        try:
+            run = self.client.containers.create(
+                spec.image,
+                argv,
+                name=container,
+                environment=dict(spec.env),
+                device_requests=requests,
+                network_mode=spec.network,
+                volumes=volumes,
+            )
+        except docker.errors.APIError as exc:
+            raise EnvironmentProblem(f"docker could not run {spec.image}: {exc}") from exc
+        try:
+            run.start()
+            try:
+                status = run.wait(timeout=spec.timeout)
+            except Exception as exc:  # requests' ReadTimeout: the command outlived the timeout
+                run.kill()
+                raise EnvironmentProblem(
+                    f"{argv[0]} in the image timed out after {spec.timeout} s"
+                ) from exc
+            stdout = run.logs(stdout=True, stderr=False).decode(errors="replace")
+            stderr = run.logs(stdout=False, stderr=True).decode(errors="replace")
+            code = int(status.get("StatusCode", 1))
+            return RunResult("docker", argv, code, stdout, stderr, container)
+        except docker.errors.APIError as exc:
+            raise EnvironmentProblem(f"docker could not run {spec.image}: {exc}") from exc
+        finally:
+            if not keep_containers():
+                run.remove(force=True)
 
     def __exit__(
         self,

@@ -1,5 +1,7 @@
-"""Pick an engine: the one asked for, or (auto) Docker when a daemon answers, else buildah,
-else podman. None usable: exit 3 naming each engine tried and why it was passed over."""
+"""Pick an engine, for a build or a run: the one asked for, or (auto) the first usable one in
+stackgate.containers.base.ENGINES (Docker when a daemon answers, else buildah, else podman);
+a run that needs GPUs passes over engines that cannot give them. None usable: exit 3 naming
+each engine tried and why it was passed over."""
 
 from __future__ import annotations
 
@@ -8,15 +10,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Literal
 
-from builder.image.engines.base import ENGINES, EngineName, ImageEngine
-from builder.image.engines.buildah import Buildah, Podman, StorageConfig
-from builder.image.engines.docker_sdk import DockerConfig, DockerEngine
+from stackgate.containers.base import ENGINES, ContainerEngine, EngineName
+from stackgate.containers.buildah import Buildah, Podman, StorageConfig
+from stackgate.containers.docker import DockerConfig, DockerEngine
 from stackgate.errors import EnvironmentProblem
 
 EngineChoice = Literal["auto", "docker", "buildah", "podman"]
+ENGINE_CHOICES: tuple[EngineChoice, ...] = ("auto", *ENGINES)
 
 
-def _make(name: EngineName, storage: StorageConfig, docker: DockerConfig) -> ImageEngine:
+def _make(name: EngineName, storage: StorageConfig, docker: DockerConfig) -> ContainerEngine:
     match name:
         case "docker":
             return DockerEngine(docker)
@@ -30,14 +33,20 @@ def _make(name: EngineName, storage: StorageConfig, docker: DockerConfig) -> Ima
 def open_engine(
     choice: EngineChoice = "auto",
     *,
+    gpus: bool = False,
     storage: StorageConfig | None = None,
     docker: DockerConfig | None = None,
-) -> Iterator[ImageEngine]:
-    """The first usable engine, entered (version checked) and cleaned up on leaving."""
+) -> Iterator[ContainerEngine]:
+    """The first usable engine, entered (version checked) and cleaned up on leaving.
+
+    gpus: the caller will run containers with the host's GPUs."""
     order: tuple[EngineName, ...] = ENGINES if choice == "auto" else (choice,)
     tried: list[str] = []
     for name in order:
         engine = _make(name, storage or StorageConfig(), docker or DockerConfig())
+        if gpus and not engine.can_run_gpus:
+            tried.append(f"{name}: cannot give a container GPUs")
+            continue
         try:
             engine.__enter__()
         except EnvironmentProblem as exc:

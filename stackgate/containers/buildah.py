@@ -1,4 +1,5 @@
-"""buildah (daemonless) and podman (same containers/storage, same build code) as engines.
+"""buildah (daemonless) and podman (same containers/storage, same build code) as engines,
+for building images and for running them (podman with GPUs through CDI; buildah without).
 
 Measured on this project's CI host (Debian 12, buildah 1.28.2, podman 4.3.1, root, cgroup v1
 hybrid; ../shared/research/feasibility.md): builds work with `--isolation chroot` (the OCI
@@ -16,16 +17,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from builder.image.engines.base import (
+from stackgate import proc
+from stackgate.containers.base import (
     BuildSpec,
     BuiltImage,
+    ContainerEngine,
     EngineName,
-    ImageEngine,
+    RunResult,
+    RunSpec,
     archive_manifest_digest,
+    container_name,
+    gpu_args,
+    keep_containers,
     parse_version,
+    volume_flags,
 )
-from stackgate import proc
-from stackgate.errors import CommandFailed, EnvironmentProblem
+from stackgate.errors import CommandFailed, EnvironmentProblem, ToolNotFound
 
 Isolation = Literal["chroot", "oci", "rootless"]
 BUILD_TIMEOUT_S = 6 * 3600  # a CUDA source build can take hours; a stuck one must still end
@@ -69,7 +76,7 @@ def _explain(exc: CommandFailed) -> Exception:
     return exc
 
 
-class _ContainersEngine(ImageEngine):
+class _ContainersEngine(ContainerEngine):
     """What buildah and podman share: the CLI shape and the JSON they answer with."""
 
     program: str
@@ -139,11 +146,57 @@ class _ContainersEngine(ImageEngine):
     def remove(self, ref: str) -> None:
         proc.run(self._cli("rmi", ref), check=False)
 
+    def _run_cli(self, cli: list[str | Path], spec: RunSpec, container: str) -> RunResult:
+        argv = [str(a) for a in spec.argv]
+        try:
+            done = proc.run(cli, timeout=spec.timeout, check=False)
+        except ToolNotFound:
+            raise
+        except EnvironmentProblem as exc:  # proc.run's timeout
+            proc.run(self._cli("rm", "-f", container), check=False)
+            raise EnvironmentProblem(
+                f"{argv[0]} in the image timed out after {spec.timeout} s"
+            ) from exc
+        return RunResult(self.name, argv, done.returncode, done.stdout, done.stderr, container)
+
 
 class Buildah(_ContainersEngine):
     name: EngineName = "buildah"
     program = "buildah"
     minimum = "1.28"  # the version measured here; --timestamp and chroot builds as used
+    can_run_gpus = False  # `buildah run` has no NVIDIA hook or CDI: CPU checks only
+
+    def run(self, spec: RunSpec) -> RunResult:
+        if spec.gpus:
+            raise EnvironmentProblem(
+                "buildah cannot give a container GPUs (no NVIDIA hook/CDI in `buildah run`)",
+                details=[
+                    "use docker (--gpus all) or podman with CDI (--device nvidia.com/gpu=all)"
+                ],
+            )
+        if spec.network != "host":
+            # Chroot isolation (the one that works without a runtime here) shares the host network.
+            raise EnvironmentProblem(
+                "buildah runs with --isolation chroot, which allows only network='host'"
+            )
+        container = container_name()
+        made = proc.run(
+            self._cli("from", "--pull-never", "--name", container, spec.image),
+            timeout=spec.timeout,
+            check=False,
+        )
+        if made.returncode != 0:
+            raise EnvironmentProblem(
+                f"buildah from {spec.image} failed", details=made.stderr.strip().splitlines()[-10:]
+            )
+        try:
+            cli: list[str | Path] = ["run", "--isolation", "chroot", *volume_flags(spec.mounts)]
+            for key, value in spec.env.items():
+                cli += ["--env", f"{key}={value}"]
+            return self._run_cli(self._cli(*cli, container, "--", *spec.argv), spec, container)
+        finally:
+            if not keep_containers():
+                proc.run(self._cli("rm", container), check=False, timeout=60)
 
     def probe_version(self) -> str:
         return parse_version("buildah", proc.run([self.program, "version", "--json"]).stdout)
@@ -165,6 +218,16 @@ class Podman(_ContainersEngine):
     name: EngineName = "podman"
     program = "podman"
     minimum = "4.3"  # measured: 4.3.1 builds with --timestamp reproducibly
+
+    def run(self, spec: RunSpec) -> RunResult:
+        container = container_name()
+        cli: list[str | Path] = ["run", "--name", container, f"--network={spec.network}"]
+        cli += [] if keep_containers() else ["--rm"]
+        cli += gpu_args("podman") if spec.gpus else []  # CDI: nvidia-ctk cdi generate
+        cli += volume_flags(spec.mounts)
+        for key, value in spec.env.items():
+            cli += ["--env", f"{key}={value}"]
+        return self._run_cli(self._cli(*cli, spec.image, *spec.argv), spec, container)
 
     def probe_version(self) -> str:
         return parse_version(
