@@ -11,11 +11,11 @@ import pytest
 
 from builder.image.build import ImageRequest, prepare
 from builder.image.context import assemble
-from stackgate.containers.base import context_tar
 from builder.image.pins import load_pins
 from builder.image.recipe import RecipeInputs, render
 from builder.jobs import plan_jobs
 from builder.lock import read_lock, write_project
+from stackgate.containers.base import context_tar
 from stackgate.errors import BadInput
 from stackgate.host.resources import HostResources
 from stackgate.layout import LockFiles
