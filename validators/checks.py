@@ -39,6 +39,8 @@ EXACT: dict[str, ValidatorGroup] = {
             "abi.summary",
             "abi.unreadable",
             "arch",
+            "lock.fetch",  # validators static --lock (validators/lockcheck)
+            "lock.integrity",
         )
     },
     **{
