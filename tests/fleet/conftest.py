@@ -23,7 +23,8 @@ PY_MINOR = f"{sys.version_info.major}.{sys.version_info.minor}"
 
 ENGINE = Path(__file__).resolve().parent / "node_engine.py"
 # Serve-bench on the synthetic server: a real process over real HTTP per node, small enough to
-# run a few nodes at once on two cores. n5 answers wrongly (tests/fleet/node_engine.py).
+# run a few nodes at once on two cores. n5 answers wrongly, n6 is 30% slower
+# (tests/fleet/node_engine.py).
 MANIFEST = """schema_version = 1
 name = "fleetsmoke"
 description = "two wheels made by the test; each node serves the synthetic engine"
@@ -68,6 +69,7 @@ required = ["static", "serve-bench"]
 serve_profile = "main"
 """
 FAULTY_NODE = "n5"
+SLOW_NODE = "n6"  # streams 30% slower: a lemon
 
 
 def base_python() -> str:
@@ -122,7 +124,8 @@ def fleet_stack(tmp_path: Path) -> FleetStack:
     thread.start()
     url = f"http://127.0.0.1:{server.server_address[1]}/simple"
     command = [sys.executable, str(ENGINE), "--port", "{port}", "--model", "{served_model_name}"]
-    command += ["--rate", "800", "--faulty-node", FAULTY_NODE]
+    command += ["--rate", "100", "--faulty-node", FAULTY_NODE]
+    command += ["--slow-node", SLOW_NODE, "--slow-factor", "0.7"]
     (stacks / "fleetsmoke.toml").write_text(
         MANIFEST.format(python=PY_MINOR, url=url, command=json.dumps(command))
     )

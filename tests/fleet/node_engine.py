@@ -1,9 +1,11 @@
 """The engine of one fleet node, for tests: the synthetic token server (tests/serve), which
 stands for an inference engine because no GPU engine runs here.
 
-On the node named by `--faulty-node` (compared with STACKGATE_HOSTNAME, which the fleet's
-batch script sets from Slurm's node name) it answers with different tokens, as a node whose
-GPU computes wrong results would: the serve-bench correctness check fails there, and only there.
+The node is STACKGATE_HOSTNAME (the fleet's batch script sets it from Slurm's node name).
+- On `--faulty-node` it answers with different tokens, as a node whose GPU computes wrong
+  results would: the serve-bench correctness checks fail there, and only there.
+- On `--slow-node` it streams `--slow-factor` times slower, as a lemon would (throttled
+  clocks, a bad PCIe link): every check passes, its numbers are worse than its peers'.
 """
 
 from __future__ import annotations
@@ -13,13 +15,18 @@ import sys
 from pathlib import Path
 
 SERVER = Path(__file__).resolve().parents[1] / "serve" / "synthetic_server.py"
+OURS = ("--faulty-node", "--slow-node", "--slow-factor")
 
 
 def main(argv: list[str]) -> None:
-    faulty = argv[argv.index("--faulty-node") + 1]
-    rest = [a for i, a in enumerate(argv) if a != "--faulty-node" and argv[i - 1] != "--faulty-node"]
-    if os.environ.get("STACKGATE_HOSTNAME") == faulty:
+    ours = {argv[i]: argv[i + 1] for i in range(len(argv) - 1) if argv[i] in OURS}
+    rest = [a for i, a in enumerate(argv) if a not in OURS and (i == 0 or argv[i - 1] not in OURS)]
+    node = os.environ.get("STACKGATE_HOSTNAME")
+    if node == ours.get("--faulty-node"):
         rest.append("--garble")
+    if node == ours.get("--slow-node"):
+        at = rest.index("--rate") + 1
+        rest[at] = str(float(rest[at]) * float(ours["--slow-factor"]))
     os.execv(sys.executable, [sys.executable, str(SERVER), *rest])
 
 

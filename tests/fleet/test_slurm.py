@@ -153,3 +153,37 @@ def test_fleet_array_and_collector_on_real_slurm(fleet_stack: FleetStack) -> Non
     assert again.returncode == 1, again.stderr
     assert json.loads(again.stdout)["counts"] == verdict["counts"]
     Path(stack.root / "verdict.txt").write_text(collect_log)
+
+
+def test_a_slow_node_among_healthy_peers_is_a_lemon(fleet_stack: FleetStack) -> None:
+    """Six nodes pass every check; n6's engine streams 30% slower (tests/fleet/node_engine.py).
+    The verdict keeps it PASS and flags it a lemon on decode speed; the collector exits 1."""
+    stack = fleet_stack
+    nodes = ["n1", "n2", "n3", "n4", "n6", "n7"]
+    jobs = stack.root / "jobs"
+    with slurm_cluster(nodes) as cluster:
+        env = {"SLURM_CONF": str(cluster.conf)}
+        stack.ok(
+            "validators", "fleet", "submit", "fleetsmoke",
+            "--wheelhouse", str(stack.wheelhouse), "--nodes", ",".join(nodes),
+            "--jobs-root", str(jobs), "--local-root", str(stack.root / "local" / "{node}"),
+            "--runs", "2", "--build-python", base_python(), "--allow-host-mismatch",
+            "--store", str(stack.root / "team.sqlite"), "--throttle", "2", "--fleet-id", "lemons",
+            env=env,
+        )  # fmt: skip
+        job_dir = jobs / "lemons"
+        _wait(lambda: (job_dir / "verdict.json").exists(), 600, "the collector", cluster)
+        assert cluster.wait_idle(60), cluster.queue()
+        states = cluster.cmd("scontrol", "show", "job", "-o", "--details").stdout
+    verdict = json.loads((job_dir / "verdict.json").read_text())
+    by_node = {n["node"]: n for n in verdict["nodes"]}
+    assert all(n["verdict"] == "PASS" for n in verdict["nodes"]), verdict
+    [cls] = verdict["classes"]
+    assert sorted(cls["nodes"]) == sorted(nodes) and cls["noise"], cls
+    lemon = {m["metric"]: m for m in by_node["n6"]["lemon"]}
+    decode = "serve-bench.single_stream/single_stream_decode_tok_s"
+    assert decode in lemon, by_node["n6"]
+    assert 20 < lemon[decode]["worse_by_pct"] < 40  # 30% slower, give or take the noise
+    # The collector job's exit code is the verdict's: Slurm records the fleet as failed.
+    collector = [line for line in states.splitlines() if "collect" in line]
+    assert collector and "ExitCode=1:0" in collector[0], collector
