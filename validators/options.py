@@ -25,6 +25,13 @@ class StaticOptions(StrictModel):
     targets: tuple[ArchStr, ...] | None = Field(
         default=None, description="GPU archs to check instead of the stack's (12.0a,10.0f)."
     )
+    confirm: bool = Field(
+        default=True,
+        description="Confirm ABI findings by loading the modules in a child process (no GPU).",
+    )
+    deep: bool = Field(
+        default=False, description="Load every extension module, not only those with findings."
+    )
 
 
 class RuntimeOptions(StrictModel):

@@ -15,6 +15,7 @@ from stackgate.loading import load_stack
 from stackgate.output import console_err
 from validators.commands._common import env_path, finish_results
 from validators.pipeline import apply_accepted
+from validators.static.abi_results import AbiOptions
 from validators.static.dist_check import lock_path
 from validators.static.group import StaticInputs, run_static, targets_from
 
@@ -48,6 +49,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--jobs", type=int, default=6, help="with --lock: members fetched at once (default 6)"
     )
+    parser.add_argument(
+        "--deep",
+        action="store_true",
+        help="load every extension module for real (child processes, no GPU needed), "
+        "not only the modules a static finding is about",
+    )
+    parser.add_argument(
+        "--no-confirm",
+        action="store_true",
+        help="do not confirm findings by loading the modules (static evidence only)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -64,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
             stack=manifest.name if manifest else None,
             manifest=manifest,
             targets=targets_from(args.targets, manifest),
+            abi=AbiOptions(confirm=not args.no_confirm, deep=args.deep),
         )
     )
     if manifest is not None:

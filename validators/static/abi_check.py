@@ -18,7 +18,8 @@ from pathlib import Path
 
 from validators.static.elf_symbols import ElfObject, ElfReadError, Import, satisfies
 from validators.static.environment import Environment
-from validators.static.findings import MissingSoname, MissingSymbol, MissingVersion
+from validators.static.facts import python_tag
+from validators.static.findings import MissingSoname, MissingSymbol, MissingVersion, ScopeResolved
 from validators.static.loader import HOST_PROVIDED, Resolver, closure, system_library_dirs
 from validators.static.source import DiskSource, ObjectSource
 
@@ -40,6 +41,22 @@ class AbiFindings:
     host_provided_names: set[str] = field(default_factory=set)
     python_api_unchecked: int = 0  # no interpreter to check the C API against
     unreadable: list[tuple[Path, str]] = field(default_factory=list)
+    # extension modules for another Python (cpython-310 in a 3.12 env): never imported here
+    other_python: list[Path] = field(default_factory=list)
+    # symbols found only in the scope the package establishes (torch's libraries, its own)
+    scope_resolved: list[ScopeResolved] = field(default_factory=list)
+    # (root, object in its closure that cannot load): the root goes down with it
+    taken_down: list[tuple[Path, Path]] = field(default_factory=list)
+
+
+def _site_python(site: Path) -> tuple[int, int] | None:
+    """(3, 12) from lib/python3.12/site-packages."""
+    name = site.parent.name
+    if name.startswith("python3."):
+        minor = name.removeprefix("python3.")
+        if minor.isdigit():
+            return (3, int(minor))
+    return None
 
 
 def preloaded_libraries(site: Path, source: ObjectSource) -> dict[str, Path]:
@@ -110,6 +127,8 @@ class AbiChecker:
             source=self.source,
         )
         self._own_misses: dict[Path, list[Import]] = {}
+        self._python = _site_python(env.site_packages)
+        self._package_scopes: dict[str, list[ElfObject]] = {}
         self._env_root = self.source.real_path(env.root)
         self._global: list[ElfObject] | None = None
 
@@ -174,14 +193,53 @@ class AbiChecker:
         ]
         return extensions, plugins
 
+    def other_python(self, path: Path) -> bool:
+        """An extension module tagged for another Python than the env's (never imported)."""
+        tag = python_tag(path.name)
+        return tag is not None and self._python is not None and tag != self._python
+
+    def package_scope(self, obj: ElfObject) -> list[ElfObject]:
+        """What the object's package makes available before loading it, beyond its DT_NEEDED
+        closure: torch's libraries (torch extensions and packages that load torch._C with
+        RTLD_GLOBAL, as cuda-core does for its aoti_torch_* imports) and the libraries its
+        own distribution ships (packages that ctypes-load their own lib/ first)."""
+        label = self.env.owner_label(obj.path)
+        hit = self._package_scopes.get(label)
+        if hit is not None:
+            return hit
+        dist = self.env.owner(obj.path)
+        paths = [
+            p for p in self.env.shared_objects() if dist is not None and self.env.owner(p) is dist
+        ]
+        torch_dir = self.source.real_path(self.env.site_packages / "torch")
+        paths += [
+            p
+            for p in self.env.shared_objects()
+            if self.source.real_path(p).is_relative_to(torch_dir)
+            and (".so." in p.name or p.name.startswith(("lib", "_C")))
+        ]
+        scope: list[ElfObject] = []
+        for path in dict.fromkeys(paths):
+            try:
+                scope.append(self.resolver.load(path))
+            except ElfReadError:
+                continue
+        self._package_scopes[label] = scope
+        return scope
+
     def check(self, roots: Iterable[Path]) -> AbiFindings:
         findings = AbiFindings()
         global_objs = self.global_scope()
+        unloadable: set[Path] = set()
+        closures: list[tuple[ElfObject, list[ElfObject]]] = []
         seen_sonames: set[tuple[Path, str]] = set()
         seen_symbols: set[tuple[Path, str, str | None]] = set()
         seen_versions: set[tuple[Path, str]] = set()
         checked: set[Path] = set()
         for root_path in roots:
+            if self.other_python(root_path):
+                findings.other_python.append(root_path)
+                continue
             try:
                 root = self.resolver.load(root_path)
             except ElfReadError as exc:
@@ -189,6 +247,7 @@ class AbiChecker:
                 continue
             findings.checked_roots += 1
             cl = closure(self.resolver, root)
+            closures.append((root, cl.order))
             host_missing = set()
             for requester, soname in cl.missing:
                 host = soname in HOST_PROVIDED
@@ -233,6 +292,20 @@ class AbiChecker:
                     if key3 in seen_symbols:
                         continue
                     seen_symbols.add(key3)
+                    scoped = next(
+                        (
+                            p
+                            for p in self.package_scope(obj)
+                            if imp.name in p.exports and satisfies(p, imp)
+                        ),
+                        None,
+                    )
+                    if scoped is not None:
+                        findings.scope_resolved.append(
+                            ScopeResolved(obj.path, imp.name, scoped.path)
+                        )
+                        continue
+                    unloadable.add(obj.path)
                     expected, where, near = self._expected_provider(imp, obj, cl.order)
                     findings.missing_symbols.append(
                         MissingSymbol(
@@ -246,7 +319,41 @@ class AbiChecker:
                             version_file=imp.version_file,
                         )
                     )
+        unloadable.update(v.requester for v in findings.missing_versions)
+        if unloadable:
+            self._taken_down(closures, unloadable, findings)
         return findings
+
+    def _taken_down(
+        self,
+        closures: list[tuple[ElfObject, list[ElfObject]]],
+        unloadable: set[Path],
+        findings: AbiFindings,
+    ) -> None:
+        """Every env object (root or library) whose closure holds a broken object of another
+        distribution goes down with it: ld.so fails the whole load."""
+        seen: set[Path] = set()
+        for _root, order in closures:
+            for obj in order:
+                if obj.path in seen or obj.path in unloadable or not self._in_env(obj):
+                    continue
+                seen.add(obj.path)
+                mine = self.env.owner(obj.path)
+                for dep in closure(self.resolver, obj).order[1:]:
+                    if dep.path in unloadable and self.env.owner(dep.path) is not mine:
+                        findings.taken_down.append((obj.path, dep.path))
+                        break
+        # objects that take symbols from their package's scope (no DT_NEEDED) go down with
+        # the provider (libtorch_nvshmem.so with libtorch_cuda.so)
+        down = {obj: broken for obj, broken in findings.taken_down}
+        down.update({p: p for p in unloadable})
+        for scoped in findings.scope_resolved:
+            if scoped.importer in down or scoped.importer in unloadable:
+                continue
+            cause = down.get(scoped.provider)
+            if cause is not None:
+                findings.taken_down.append((scoped.importer, cause))
+                down[scoped.importer] = cause
 
     @staticmethod
     def _check_versions(

@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import functools
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from validators.results import Result, make_result
+from validators.results import Result, Status, make_result
 from validators.static import demangle
 from validators.static.abi_check import AbiChecker, AbiFindings
+from validators.static.confirm import StepResult, run_steps
+from validators.static.driver_stub import StubBuildError, build_stubs
 from validators.static.environment import Environment
-from validators.static.findings import MissingSoname, MissingSymbol, PackageFindings, by_package
+from validators.static.findings import MissingSoname, MissingSymbol
+from validators.static.loader import system_library_dirs
 from validators.static.source import ObjectSource
+from validators.static.verdict import PackageVerdict, apply_loads, classify, plan
 
 MAX_LISTED = 12
 _result = functools.partial(make_result, group="static")
@@ -32,59 +37,65 @@ def short(path: Path, env: Environment) -> str:
         return str(path)
 
 
+@dataclass(frozen=True)
+class AbiOptions:
+    confirm: bool = True  # load what a finding is about, in a child of the env's interpreter
+    deep: bool = False  # also load every extension module of every distribution
+    timeout_s: float = 600.0
+
+
 def abi_results(
     env: Environment,
     shared: list[Path],
     relevant: set[str] | None,
     source: ObjectSource | None = None,
+    options: AbiOptions | None = None,
 ) -> list[Result]:
-    """One result per distribution with extensions. Problems in distributions the stack's pins
-    do not need (per Requires-Dist) are SKIP with the finding, not FAIL: an optional cupy
-    module missing cuTENSOR on a shared machine does not make the stack bad."""
+    """One result per distribution with ELF files. Problems in distributions the stack's pins
+    do not need (per Requires-Dist) are SKIP with the finding, not FAIL. WARN and INFO
+    verdicts (optional dependencies, variants, other-Python modules, refuted findings) are
+    PASS results whose reason starts with the severity; evidence["severity"] says it too."""
+    options = options or AbiOptions()
     t = time.perf_counter()
     checker = AbiChecker(env, source=source)
     extensions, plugins = checker.split_roots(shared)
-    findings = checker.check(extensions)
-    plugin_findings = checker.check(plugins) if plugins else AbiFindings()
+    # plugins (torch.ops.load_library, ctypes) are checked like extensions: in their scope
+    findings = checker.check([*extensions, *plugins])
     names = [m.symbol for m in findings.missing_symbols]
     names += [n for m in findings.missing_symbols for n in m.near_misses]
     readable = demangle.demangle(names)
-    seconds = time.perf_counter() - t
     have = set(checker.resolver.preloaded)
-    packages = by_package(
-        env,
-        extensions,
-        findings.missing_symbols,
-        findings.missing_sonames,
-        findings.missing_versions,
-    )
+    roots = [p for p in [*extensions, *plugins]]
+    verdicts = classify(env, findings, roots, have, deep=options.deep)
+    seconds = time.perf_counter() - t
+    load_note, load_seconds = "", 0.0
+    if options.confirm and source is None:
+        load_note, load_seconds = _confirm(env, verdicts, roots, findings, options)
     out = [
-        _package_result(env, pkg, relevant, readable, have, seconds) for pkg in packages.values()
+        _package_result(env, v, relevant, readable, have, seconds)
+        for v in verdicts.values()
+        if v.extensions or v.severity != "PASS"
     ]
     host_sonames = sorted({m.soname for m in findings.missing_sonames if m.host_provided})
     summary = {
-        "extension_modules": findings.checked_roots,
+        "extension_modules": len(extensions),
+        "plugins_checked": len(plugins),
         "objects_checked": findings.checked_objects,
         "imports_checked": findings.imports_checked,
         "host_provided_sonames_absent": host_sonames,
         "driver_symbols_not_checkable": findings.host_provided_symbols,
         "python_api_unchecked": findings.python_api_unchecked,
+        "resolved_in_package_scope": len(findings.scope_resolved),
+        "other_python_modules": len(findings.other_python),
         "package_preloaded_sonames": sorted(
             f"{env.owner_label(p)}: {p.name} -> {soname}"
             for p, soname in checker.resolver.package_preloads
         ),
         "demangler": "c++filt" if demangle.available() else "none (binutils not installed)",
         "seconds": round(seconds, 3),
+        "confirm_seconds": round(load_seconds, 3),
     }
-    plugin_notes = [
-        f"{env.owner_label(m.requester)}: {m.requester.name} needs {m.soname}"
-        for m in plugin_findings.missing_sonames
-        if not m.host_provided
-    ]
-    unreadable = [
-        f"{p}: {why}"
-        for p, why in env.unreadable + findings.unreadable + plugin_findings.unreadable
-    ]
+    unreadable = [f"{p}: {why}" for p, why in env.unreadable + findings.unreadable]
     if unreadable:
         out.append(
             _result(
@@ -104,65 +115,174 @@ def abi_results(
         _result(
             "static.abi.summary",
             "PASS",
-            f"{findings.checked_roots} extension modules, {findings.checked_objects} env objects, "
-            f"{findings.imports_checked} imports resolved against their DT_NEEDED closures"
-            f"{host_note}",
-            {**summary, "on_demand_libraries": len(plugins), "on_demand_unmet": plugin_notes[:50]},
-            seconds,
+            f"{len(extensions)} extension modules and {len(plugins)} plugins, "
+            f"{findings.checked_objects} env objects, "
+            f"{findings.imports_checked} imports resolved in their scopes{host_note}{load_note}",
+            summary,
+            seconds + load_seconds,
         )
     )
     return out
 
 
+def _confirm(
+    env: Environment,
+    verdicts: dict[str, PackageVerdict],
+    roots: list[Path],
+    findings: AbiFindings,
+    options: AbiOptions,
+) -> tuple[str, float]:
+    """Run the confirming loads; returns a note for the summary and the seconds spent."""
+    if env.interpreter is None:
+        return "; no interpreter: findings not confirmed by a load", 0.0
+    by_label: dict[str, list[Path]] = {}
+    for r in roots:
+        if not (findings.other_python and r in findings.other_python):
+            by_label.setdefault(env.owner_label(r), []).append(r)
+    steps, mine = plan(env, verdicts, by_label, deep=options.deep)
+    if not [s for s in steps if s.kind != "import" or s.name != "torch"]:
+        return "", 0.0
+    stub_dir = None
+    if not any((Path(d) / "libcuda.so.1").exists() for d in system_library_dirs()):
+        try:
+            stub_dir = build_stubs(findings.host_provided_names).folder
+        except StubBuildError as exc:
+            return f"; confirming loads not run: {exc}", 0.0
+    python = env.root / "bin" / "python"
+    run = run_steps(python, steps, library_path=stub_dir, timeout=options.timeout_s)
+    apply_loads(verdicts, mine, run.results)
+    return (
+        f"; {len(steps)} confirming load steps in {run.children} child processes "
+        f"({run.seconds:.1f} s)",
+        run.seconds,
+    )
+
+
 def _package_result(
     env: Environment,
-    pkg: PackageFindings,
+    v: PackageVerdict,
     relevant: set[str] | None,
     readable: dict[str, str],
     have: set[str],
     seconds: float,
 ) -> Result:
-    check = f"static.abi.{check_key(pkg.label)}"
-    if pkg.clean:
+    check = f"static.abi.{check_key(v.label)}"
+    fails: list[str] = []
+    warns: list[str] = []
+    infos: list[str] = []
+    evidence: dict[str, Any] = {"severity": v.severity}
+    if v.crashed:
+        how = sorted({r.error.split(" (", 1)[0] for r in v.crashed})
+        fails.append(
+            f"crashes at load ({', '.join(how)}): "
+            + ", ".join(_step_text(r, env) for r in v.crashed)
+        )
+    if v.symbols:
+        fails.append(_symbols_reason(env, v.label, v.symbols, readable))
+        evidence["missing_symbols"] = [_symbol_evidence(env, m, readable) for m in v.symbols]
+    if v.versions:
+        versions = [
+            f"version {x.version} not found in {x.provider.name} (required by {x.requester.name})"
+            for x in v.versions
+        ]
+        fails.append("; ".join(dict.fromkeys(versions[:MAX_LISTED])))
+        evidence["missing_versions"] = versions
+    if v.taken_down_by:
+        causes = sorted({f"{b.name} ({env.owner_label(b)})" for _, b in v.taken_down_by})
+        fails.append(
+            f"{len({r for r, _ in v.taken_down_by})} of its objects cannot load because "
+            f"{', '.join(causes)} below them cannot"
+        )
+        evidence["taken_down_by"] = causes
+    if v.takes_down:
+        fails.append(f"takes down with it: {', '.join(sorted(v.takes_down))}")
+    if v.needed_sonames:
+        fails.append(_sonames_reason(v.label, v.needed_sonames, have))
+    if v.optional_sonames:
+        warns.append(
+            "optional: "
+            + _sonames_reason(v.label, v.optional_sonames, have)
+            + " (an optional dependency or a host-library backend; the package imports "
+            "without it)"
+        )
+    soname_lists = [*v.needed_sonames, *v.optional_sonames, *v.variant_sonames]
+    if soname_lists:
+        evidence["missing_sonames"] = [f"{m.requester.name} needs {m.soname}" for m in soname_lists]
+    if v.variant_sonames:
+        infos.append(
+            f"{len({m.requester for m in v.variant_sonames})} modules are builds for another "
+            f"CUDA major ({', '.join(sorted({m.soname for m in v.variant_sonames})[:4])}); "
+            "a sibling variant resolves and the package picks one at run time"
+        )
+    if v.other_python:
+        infos.append(
+            f"{len(v.other_python)} extension modules for another Python ABI "
+            f"({', '.join(sorted({p.name for p in v.other_python})[:3])}), never imported here"
+        )
+    if v.unmet:
+        infos.append("; ".join(v.unmet))
+    loads = [r for r in v.loads if r.step.kind != "import" or r.outcome != "ok"]
+    if v.loads:
+        evidence["loads"] = [
+            {"step": _step_text(r, env), "outcome": r.outcome, "error": r.error[:400]}
+            for r in v.loads
+        ]
+    if v.candidates and v.confirmed is False:
+        infos.insert(
+            0,
+            "refuted by a load: every module in question loads after import torch "
+            "and the package's own imports: " + " | ".join(fails),
+        )
+        fails = []
+    elif v.confirmed and fails:
+        bad = [r for r in loads if r.outcome == "error"]
+        bad.sort(key=lambda r: (r.undefined_symbol is None, r.step.kind == "import"))
+        if bad:
+            fails.append(f"confirmed by a load: {_step_text(bad[0], env)}: {bad[0].error[:200]}")
+    elif v.confirmed and not fails:
+        bad = [r for r in loads if r.outcome != "ok"]
+        fails.append(
+            "a load fails: " + "; ".join(f"{_step_text(r, env)}: {r.error[:200]}" for r in bad[:3])
+        )
+    severity = v.severity
+    status: Status
+    if severity == "FAIL":
+        status = "FAIL"
+        failing = [*v.objects_to_confirm(), *(Path(r.step.path) for r in v.crashed if r.step.path)]
+        failing += [
+            Path(r.step.path)
+            for r in loads
+            if r.outcome == "error" and r.step.path and r.undefined_symbol is not None
+        ]
+        evidence["failing_objects"] = sorted({str(x) for x in failing})
+        reason = " | ".join(fails + [f"WARN {w}" for w in warns])
+    elif severity == "PASS":
         return _result(
             check,
             "PASS",
-            f"{pkg.extensions} extension modules: every strong import resolves",
-            {},
-            seconds,
-        )
-    reasons: list[str] = []
-    evidence: dict[str, Any] = {}
-    absent = pkg.absent_sonames()
-    if pkg.sonames:
-        reasons.append(_sonames_reason(pkg.label, pkg.sonames, have))
-        evidence["missing_sonames"] = [f"{m.requester.name} needs {m.soname}" for m in pkg.sonames]
-    # Symbols versioned against a library that is absent altogether follow from that.
-    consequential = [m for m in pkg.symbols if m.version_file in absent]
-    own = [m for m in pkg.symbols if m.version_file not in absent]
-    if consequential:
-        reasons.append(f"{len(consequential)} symbols from those missing libraries")
-    if own:
-        reasons.append(_symbols_reason(env, pkg.label, own, readable))
-    if pkg.symbols:
-        evidence["missing_symbols"] = [_symbol_evidence(env, m, readable) for m in pkg.symbols]
-    if pkg.versions:
-        versions = [
-            f"version {v.version} not found in {v.provider.name} (required by {v.requester.name})"
-            for v in pkg.versions
-        ]
-        reasons.append("; ".join(versions[:MAX_LISTED]))
-        evidence["missing_versions"] = versions
-    key = canonicalize_name(pkg.label.split(" ")[0]) if not pkg.label.startswith("(") else None
-    if relevant is not None and key is not None and key not in relevant:
-        return _result(
-            check,
-            "SKIP",
-            "not required by the stack's pinned packages; found: " + " | ".join(reasons),
+            f"{v.extensions} modules: every strong import resolves in its scope",
             evidence,
             seconds,
         )
-    return _result(check, "FAIL", " | ".join(reasons), evidence, seconds)
+    else:
+        status = "PASS"
+        reason = f"{severity}: " + " | ".join(warns + infos)
+    key = canonicalize_name(v.label.split(" ")[0]) if not v.label.startswith("(") else None
+    if status == "FAIL" and relevant is not None and key is not None and key not in relevant:
+        return _result(
+            check,
+            "SKIP",
+            "not required by the stack's pinned packages; found: " + reason,
+            evidence,
+            seconds,
+        )
+    return _result(check, status, reason, evidence, seconds)
+
+
+def _step_text(r: StepResult, env: Environment) -> str:
+    if r.step.kind == "import":
+        return f"import {r.step.name}"
+    return short(Path(r.step.path), env)
 
 
 def _symbol_evidence(

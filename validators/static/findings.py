@@ -38,6 +38,15 @@ class MissingVersion:
     version: str
 
 
+@dataclass(frozen=True)
+class ScopeResolved:
+    """A symbol outside the object's DT_NEEDED closure that its package's scope provides."""
+
+    importer: Path
+    symbol: str
+    provider: Path
+
+
 Finding = MissingSymbol | MissingSoname | MissingVersion
 
 

@@ -8,14 +8,14 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from stackgate.errors import BadInput
 from stackgate.manifest import Manifest, parse_arch
 from validators.context import RunContext
 from validators.results import Result, make_result
-from validators.static.abi_results import abi_results, check_key, short
+from validators.static.abi_results import AbiOptions, abi_results, check_key, short
 from validators.static.arch_check import DistCode, coverage, scan
 from validators.static.dist_check import (
     DistFindings,
@@ -39,6 +39,7 @@ class StaticInputs:
     manifest: Manifest | None = None
     targets: tuple[str, ...] = ()
     lock: Path | None = None
+    abi: AbiOptions = field(default_factory=AbiOptions)
 
 
 def run_group(ctx: RunContext) -> list[Result]:
@@ -46,12 +47,14 @@ def run_group(ctx: RunContext) -> list[Result]:
         return [_result("static.env", "SKIP", "no --env given: nothing to check statically")]
     targets = ctx.options.static.targets
     manifest = ctx.stack.manifest
+    abi = AbiOptions(confirm=ctx.options.static.confirm, deep=ctx.options.static.deep)
     return run_static(
         StaticInputs(
             env_path=ctx.env_path,
             stack=manifest.name,
             manifest=manifest,
             targets=targets or tuple(manifest.host.target_archs),
+            abi=abi,
         )
     )
 
@@ -93,7 +96,7 @@ def run_static(inputs: StaticInputs) -> list[Result]:
         relevant = requirement_closure(
             env, {name: list(pin.extras) for name, pin in inputs.manifest.packages.items()}
         )
-    results.extend(abi_results(env, shared, relevant))
+    results.extend(abi_results(env, shared, relevant, options=inputs.abi))
     results.extend(_arch_results(env, shared, inputs))
     return results
 

@@ -1,0 +1,143 @@
+"""Precision/recall of the static ABI verdict on a corpus of real PyPI environments.
+
+Ground truth: benchmarks/static_truth.py (every object loaded for real, after `import torch`,
+every distribution's top-level packages imported), stored per env in
+benchmarks/results/static_corpus/truth/<env>.json. Prediction: the static group, in process,
+(a) static only (--no-confirm), (b) default (static + confirming loads), (c) --deep (optional).
+
+A distribution is broken in truth when one of its objects fails to load with an ABI error
+(undefined symbol, version not found) or crashes the process, or importing its top-level
+package crashes or fails with such an error (or on an absent library). It is predicted broken
+when its `static.abi.*` result is FAIL. Objects are compared the same way: truth abi/crash vs
+the FAIL results' evidence["failing_objects"].
+
+    python benchmarks/static_precision.py [--envs a,b] [--deep] [--out benchmarks/results/static_precision.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import time
+from pathlib import Path
+
+from validators.static.abi_results import AbiOptions
+from validators.static.group import StaticInputs, run_static
+
+ROOT = Path(__file__).resolve().parent
+TRUTH = ROOT / "results" / "static_corpus" / "truth"
+CORPUS = Path(os.environ.get("STACKGATE_CORPUS", "/work/corpus"))
+_ABI = ("undefined symbol", "version `", "cannot open shared object file", "does not exist")
+
+
+def truth_sets(data: dict) -> tuple[set[str], set[str]]:  # type: ignore[type-arg]
+    broken_pkgs: set[str] = set()
+    broken_objs: set[str] = set()
+    for path, o in data["objects"].items():
+        if o["status"] in ("abi", "crash"):
+            broken_objs.add(path)
+            broken_pkgs.add(o["package"])
+    for label, steps in data["imports"].items():
+        for msg in steps.values():
+            if msg.get("outcome") in ("crash", "timeout") or (
+                not msg["ok"] and any(k in msg.get("error", "") for k in _ABI)
+            ):
+                broken_pkgs.add(label)
+    return broken_pkgs, broken_objs
+
+
+def _cpu() -> float:
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def predict(env: Path, options: AbiOptions) -> tuple[dict, float, float]:  # type: ignore[type-arg]
+    wall, cpu = time.perf_counter(), _cpu()
+    results = run_static(StaticInputs(env_path=env, abi=options))
+    wall, cpu = time.perf_counter() - wall, _cpu() - cpu
+    pkgs: dict[str, dict] = {}  # type: ignore[type-arg]
+    for r in results:
+        if r.check.startswith("static.abi.") and r.check not in ("static.abi.summary",):
+            pkgs[r.check] = {
+                "status": r.status,
+                "reason": r.reason[:600],
+                "failing_objects": r.evidence.get("failing_objects", []),
+                "severity": r.evidence.get("severity"),
+            }
+    return pkgs, wall, cpu
+
+
+def key(label: str) -> str:
+    from validators.static.abi_results import check_key
+
+    return f"static.abi.{check_key(label)}"
+
+
+def score(truth: dict, pred: dict) -> dict:  # type: ignore[type-arg]
+    broken_pkgs, broken_objs = truth_sets(truth)
+    truth_keys = {key(lbl) for lbl in broken_pkgs}
+    fail_keys = {k for k, v in pred.items() if v["status"] == "FAIL"}
+    pred_objs = {o for v in pred.values() if v["status"] == "FAIL" for o in v["failing_objects"]}
+    return {
+        "packages": {
+            "tp": sorted(truth_keys & fail_keys),
+            "fp": sorted(fail_keys - truth_keys),
+            "miss": sorted(truth_keys - fail_keys),
+        },
+        "objects": {
+            "tp": len(broken_objs & pred_objs),
+            "fp": sorted(pred_objs - broken_objs),
+            "miss": sorted(broken_objs - pred_objs),
+        },
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--envs", default="")
+    parser.add_argument("--modes", default="static,confirm")
+    parser.add_argument("--out", type=Path, default=ROOT / "results" / "static_precision.json")
+    args = parser.parse_args()
+    names = [n for n in args.envs.split(",") if n] or sorted(p.stem for p in TRUTH.glob("*.json"))
+    modes = {
+        "static": AbiOptions(confirm=False),
+        "confirm": AbiOptions(),
+        "deep": AbiOptions(deep=True),
+    }
+    report: dict[str, dict] = {}  # type: ignore[type-arg]
+    if args.out.is_file():
+        report = json.loads(args.out.read_text())
+    for name in names:
+        truth = json.loads((TRUTH / f"{name}.json").read_text())
+        entry = report.setdefault(name, {})
+        entry["truth_broken_packages"] = sorted(truth_sets(truth)[0])
+        for mode in args.modes.split(","):
+            pred, wall, cpu = predict(CORPUS / name, modes[mode])
+            s = score(truth, pred)
+            entry[mode] = {
+                "wall_s": round(wall, 2),
+                "cpu_s": round(cpu, 2),
+                **s,
+                "fails": {k: v["reason"] for k, v in pred.items() if v["status"] == "FAIL"},
+                "notes": {
+                    k: v["reason"][:300]
+                    for k, v in pred.items()
+                    if v["severity"] in ("WARN", "INFO")
+                },
+            }
+            p, o = s["packages"], s["objects"]
+            print(
+                f"{name:24} {mode:8} pkgs tp={len(p['tp'])} fp={len(p['fp'])} miss={len(p['miss'])}"
+                f"  .so tp={o['tp']} fp={len(o['fp'])} miss={len(o['miss'])}"
+                f"  wall={wall:.1f}s cpu={cpu:.1f}s  fp={p['fp']} miss={p['miss']}",
+                flush=True,
+            )
+        args.out.write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

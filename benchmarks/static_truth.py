@@ -1,0 +1,195 @@
+"""Ground truth for the static-ABI benchmark: load every shared object of an env for real.
+
+For each distribution that ships ELF files, one child process of the env's own interpreter
+(restarted after a crash, so one crash costs one object) does what the issue prescribes:
+`import torch` (when installed), import the distribution's top-level packages, then load each
+of its objects: extension modules through Python's extension loader (runs PyInit_, i.e. op
+registration), other objects with dlopen(RTLD_NOW) (ctypes; what torch.ops.load_library does).
+The child processes are run by validators/static/confirm.py's `run_steps` (the mechanism only:
+which objects to load and how to judge the outcome are decided here, for every object).
+The driver libraries are the stubs of validators/static/driver_stub.py (no GPU here).
+
+Outcome per object: ok | missing-lib (a DT_NEEDED file absent: "cannot open shared object
+file") | abi (undefined symbol / version not found) | crash (signal) | error (other) |
+other-python (extension for another Python ABI, cannot be imported by design).
+
+    python benchmarks/static_truth.py ENV [--out truth.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from validators.static.confirm import Step, run_steps
+from validators.static.driver_stub import build_stubs
+from validators.static.elf_symbols import ElfReadError, read_elf
+from validators.static.environment import load_environment
+from validators.static.facts import is_python_extension, python_tag
+
+CHUNK = 12  # distributions per child process: each child pays one `import torch`
+
+
+def classify(error: str) -> str:
+    if "cannot open shared object file" in error:
+        return "missing-lib"
+    if "undefined symbol" in error or "version `" in error or "not found (required by" in error:
+        return "abi"
+    return "error"
+
+
+def top_levels(dist_info: Path, site: Path) -> list[str]:
+    top = dist_info / "top_level.txt"
+    if top.is_file():
+        names = [n.strip() for n in top.read_text(errors="replace").splitlines() if n.strip()]
+    else:
+        names = []
+        record = dist_info / "RECORD"
+        for line in record.read_text(errors="replace").splitlines() if record.is_file() else []:
+            first = line.split(",", 1)[0].split("/", 1)[0]
+            if first.endswith(".py"):
+                names.append(first[:-3])
+            elif (site / first / "__init__.py").is_file():
+                names.append(first)
+    out = []
+    for n in dict.fromkeys(names):
+        if (
+            n.isidentifier()
+            and not n.startswith("_")
+            and ((site / n / "__init__.py").is_file() or (site / f"{n}.py").is_file())
+        ):
+            out.append(n)
+    return out
+
+
+def truth(env_path: Path) -> dict:  # type: ignore[type-arg]
+    env = load_environment(env_path)
+    python = env_path / "bin" / "python"
+    site = env.site_packages
+    here = (sys.version_info.major, sys.version_info.minor)
+    version = subprocess.run(
+        [str(python), "-c", "import sys; print(sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    env_py = tuple(int(x) for x in version.strip("()\n ").split(", "))
+    per_dist: dict[str, list[dict]] = defaultdict(list)  # type: ignore[type-arg]
+    names: list[str] = []
+    outcome: dict[str, dict] = {}  # type: ignore[type-arg]
+    for path in env.shared_objects():
+        try:
+            obj = read_elf(path)
+        except ElfReadError as exc:
+            outcome[str(path)] = {"status": "error", "error": exc.reason}
+            continue
+        names.extend(i.name for i in obj.imports)
+        label = env.owner_label(path)
+        tag = python_tag(path.name)
+        if tag is not None and tag != env_py:
+            outcome[str(path)] = {"status": "other-python", "package": label}
+            continue
+        module = None
+        if is_python_extension(obj):
+            rel = path.relative_to(site)
+            module = ".".join([*rel.parts[:-1], rel.name.split(".", 1)[0]])
+        per_dist[label].append({"path": str(path), "module": module})
+    stubs = build_stubs(names)
+    has_torch = "torch" in env.distributions
+    imports: dict[str, dict] = {}  # type: ignore[type-arg]
+    started = time.perf_counter()
+    labels = sorted(per_dist)
+    top_owner: dict[str, str] = {}
+    for start in range(0, len(labels), CHUNK):  # one child per CHUNK distributions
+        chunk = labels[start : start + CHUNK]
+        tops: list[str] = []
+        items: list[dict] = []  # type: ignore[type-arg]
+        for label in chunk:
+            dist = next((d for d in env.distributions.values() if d.label() == label), None)
+            for top in top_levels(dist.dist_info, site) if dist is not None else []:
+                top_owner.setdefault(f"import {top}", label)
+                tops.append(top)
+            items.extend(per_dist[label])
+        steps = [Step("import", "torch")] if has_torch else []
+        steps += [Step("import", top) for top in dict.fromkeys(tops)]
+        steps += [
+            Step("extension", i["module"], i["path"])
+            if i["module"]
+            else Step("library", Path(i["path"]).name, i["path"])
+            for i in items
+        ]
+        owner_of = {i["path"]: label for label in chunk for i in per_dist[label]}
+        run = run_steps(python, steps, library_path=stubs.folder, timeout=1800)
+        for r in run.results:
+            if r.step.kind == "import":
+                msg = {"ok": r.outcome == "ok", "outcome": r.outcome, "error": r.error}
+                imports.setdefault(top_owner.get(f"import {r.step.name}", "torch"), {})[
+                    f"import {r.step.name}"
+                ] = msg
+                continue
+            status = {"ok": "ok", "crash": "crash", "timeout": "crash"}.get(r.outcome) or classify(
+                r.error
+            )
+            outcome[r.step.path] = {
+                "status": status,
+                "package": owner_of.get(r.step.path, "?"),
+                "error": r.error,
+            }
+        for label in chunk:
+            ok = sum(1 for i in per_dist[label] if outcome.get(i["path"], {}).get("status") == "ok")
+            print(f"  {label}: {ok}/{len(per_dist[label])} load", flush=True)
+    del here
+    # A module whose undefined symbols torch defines, loaded the way such packages load it:
+    # after ctypes.CDLL(torch._C, RTLD_GLOBAL) (cuda-core's _tensor_bridge documents this).
+    retry = [
+        p
+        for p, o in outcome.items()
+        if o["status"] == "abi" and "undefined symbol" in o.get("error", "")
+    ]
+    if retry and has_torch:
+        steps = [Step("import", "torch"), Step("global", "torch._C")]
+        for path in retry:
+            rel = Path(path).relative_to(site)
+            mod = ".".join([*rel.parts[:-1], rel.name.split(".", 1)[0]])
+            steps.append(
+                Step("extension", mod, path)
+                if outcome[path].get("module", True)
+                and (".cpython-" in rel.name or ".abi3." in rel.name)
+                else Step("library", rel.name, path)
+            )
+        again = run_steps(python, steps, library_path=stubs.folder, timeout=1800)
+        for r in again.results:
+            if r.step.path in outcome and r.outcome == "ok":
+                outcome[r.step.path]["status"] = "ok-global-torch"
+    return {
+        "env": str(env_path),
+        "python": list(env_py),
+        "objects": outcome,
+        "imports": imports,
+        "seconds": round(time.perf_counter() - started, 1),
+        "stub_names": stubs.names,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("env", type=Path)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    data = truth(args.env)
+    text = json.dumps(data, indent=1, sort_keys=True)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n", encoding="utf-8")
+    else:
+        print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

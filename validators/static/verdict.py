@@ -1,0 +1,293 @@
+"""From raw ABI findings to one verdict per distribution: FAIL / WARN / INFO, with the reason.
+
+Classes (issue 17):
+- symbols or version nodes that nothing in the object's scope defines: FAIL candidates; the
+  confirming load decides (loads: INFO "refuted", fails: FAIL with both pieces of evidence);
+- an object that cannot load because a library *below* it (another distribution's) is broken:
+  the root's distribution is "taken down" (FAIL, the root cause named first);
+- DT_NEEDED files absent from env and host: a variant built for another CUDA major when a
+  sibling variant resolves (INFO), otherwise an optional dependency or host-library backend
+  (WARN) unless importing the package fails on it (FAIL);
+- extension modules for another Python ABI: never imported (INFO);
+- an unmet requirement on a distribution whose libraries the package links (a torchvision
+  built for another torch): confirmed by loading the package's modules; a crash is FAIL
+  "crashes at load", a clean load INFO.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from validators.static.abi_check import AbiFindings
+from validators.static.confirm import Step, StepResult
+from validators.static.environment import Distribution, Environment
+from validators.static.findings import MissingSoname, MissingSymbol, MissingVersion, by_package
+
+Severity = Literal["FAIL", "WARN", "INFO", "PASS"]
+_CUDA_TAG = re.compile(r"(?:[_-]?cu(?:da)?\d{2,3}x?)|(?:^cu\d{2,3}$)")
+
+
+def variant_key(path: Path, site: Path) -> str:
+    """The module's name with CUDA-major tags removed (cu12/ and _cu13 are one module)."""
+    try:
+        parts = path.relative_to(site).parts
+    except ValueError:
+        parts = path.parts
+    kept = [p for p in parts[:-1] if not _CUDA_TAG.fullmatch(p)]
+    return "/".join([*kept, _CUDA_TAG.sub("", parts[-1])])
+
+
+@dataclass
+class PackageVerdict:
+    label: str
+    dist: Distribution | None
+    extensions: int = 0
+    symbols: list[MissingSymbol] = field(default_factory=list)
+    versions: list[MissingVersion] = field(default_factory=list)
+    needed_sonames: list[MissingSoname] = field(default_factory=list)  # FAIL candidates
+    optional_sonames: list[MissingSoname] = field(default_factory=list)  # WARN
+    variant_sonames: list[MissingSoname] = field(default_factory=list)  # INFO
+    other_python: list[Path] = field(default_factory=list)  # INFO
+    taken_down_by: list[tuple[Path, Path]] = field(default_factory=list)  # (root, broken obj)
+    takes_down: set[str] = field(default_factory=set)  # labels of distributions it breaks
+    unmet: list[str] = field(default_factory=list)  # requirements on linked distributions
+    loads: list[StepResult] = field(default_factory=list)  # confirming-load evidence
+    confirmed: bool | None = None  # None: no load ran
+
+    @property
+    def candidates(self) -> bool:
+        """Static evidence of a break (before any load)."""
+        return bool(self.symbols or self.versions or self.needed_sonames or self.taken_down_by)
+
+    @property
+    def crashed(self) -> list[StepResult]:
+        return [r for r in self.loads if r.outcome in ("crash", "timeout")]
+
+    @property
+    def severity(self) -> Severity:
+        if self.crashed:
+            return "FAIL"
+        if self.candidates:
+            return "FAIL" if self.confirmed is not False else "INFO"
+        if self.confirmed is True:  # an import failed on an "optional" library
+            return "FAIL"
+        if self.optional_sonames:
+            return "WARN"
+        if self.variant_sonames or self.other_python or self.unmet:
+            return "INFO"
+        return "PASS"
+
+    def objects_to_confirm(self) -> list[Path]:
+        out = [m.importer for m in self.symbols] + [v.requester for v in self.versions]
+        out += [m.requester for m in self.needed_sonames]
+        out += [root for root, _ in self.taken_down_by]
+        return list(dict.fromkeys(out))
+
+
+def _unmet_linked(env: Environment, dist: Distribution, with_libs: set[str]) -> list[str]:
+    """Requirements of `dist` on an installed distribution that ships ELF files, unmet by the
+    installed version (`torch==2.8.0` with torch 2.9.1 installed)."""
+    out: list[str] = []
+    for raw in dist.requires:
+        try:
+            req = Requirement(raw)
+        except InvalidRequirement:
+            continue
+        if req.marker is not None and "extra" in str(req.marker):
+            continue
+        key = canonicalize_name(req.name)
+        other = env.distributions.get(key)
+        if other is None or key not in with_libs or not req.specifier:
+            continue
+        try:
+            ok = req.specifier.contains(Version(other.version), prereleases=True)
+        except InvalidVersion:
+            continue
+        if not ok:
+            out.append(f"requires {req.name}{req.specifier}, {other.label()} installed")
+    return out
+
+
+def classify(
+    env: Environment,
+    findings: AbiFindings,
+    roots: Iterable[Path],
+    shipped: set[str],
+    *,
+    deep: bool = False,
+) -> dict[str, PackageVerdict]:
+    """`shipped`: library file names the env ships (to recognise another CUDA major)."""
+    roots = list(roots)
+    grouped = by_package(
+        env, roots, findings.missing_symbols, findings.missing_sonames, findings.missing_versions
+    )
+    site = env.site_packages
+    unresolved_roots = {m.requester for m in findings.missing_sonames if not m.host_provided}
+    resolved_keys = {variant_key(r, site) for r in roots if r not in unresolved_roots}
+    out: dict[str, PackageVerdict] = {}
+
+    def verdict(label: str) -> PackageVerdict:
+        found = out.get(label)
+        if found is None:
+            dist = next((d for d in env.distributions.values() if d.label() == label), None)
+            found = out[label] = PackageVerdict(label, dist)
+        return found
+
+    for label, pkg in grouped.items():
+        v = verdict(label)
+        v.extensions = pkg.extensions
+        absent = pkg.absent_sonames()
+        # an object with an absent DT_NEEDED library cannot load whatever its symbols; the
+        # symbols it misses (versioned against that library or not) follow from the absence
+        lacking = {m.requester for m in pkg.sonames}
+        v.symbols = [
+            m for m in pkg.symbols if m.version_file not in absent and m.importer not in lacking
+        ]
+        v.versions = list(pkg.versions)
+        missing_by_obj: dict[Path, list[MissingSoname]] = {}
+        for m in pkg.sonames:
+            missing_by_obj.setdefault(m.requester, []).append(m)
+        for obj, misses in missing_by_obj.items():
+            other_major = any(
+                m.soname.rpartition(".so.")[0]
+                and any(
+                    s.startswith(m.soname.rpartition(".so.")[0] + ".so.") and s != m.soname
+                    for s in shipped
+                )
+                for m in misses
+            )
+            if variant_key(obj, site) in resolved_keys:  # a sibling variant resolves
+                v.variant_sonames.extend(misses)
+            elif other_major:
+                v.needed_sonames.extend(misses)
+            else:
+                v.optional_sonames.extend(misses)
+    for path in findings.other_python:
+        verdict(env.owner_label(path)).other_python.append(path)
+    for root, broken in findings.taken_down:
+        v = verdict(env.owner_label(root))
+        v.taken_down_by.append((root, broken))
+        verdict(env.owner_label(broken)).takes_down.add(v.label)
+    with_libs = {d.key for p in env.shared_objects() if (d := env.owner(p)) is not None}
+    seen: set[str] = set()
+    for p in roots:
+        dist = env.owner(p)
+        if dist is None or dist.key in seen:
+            continue
+        seen.add(dist.key)
+        unmet = _unmet_linked(env, dist, with_libs)
+        if unmet or deep:
+            verdict(dist.label()).unmet = unmet
+    return dict(sorted(out.items()))
+
+
+# --- confirming loads ----------------------------------------------------------------------
+
+_ABI_ERROR = ("undefined symbol", "version `", "cannot open shared object file")
+
+
+def _module_name(path: Path, site: Path) -> str | None:
+    try:
+        rel = path.relative_to(site)
+    except ValueError:
+        return None
+    return ".".join([*rel.parts[:-1], rel.name.split(".", 1)[0]])
+
+
+def _step_for(path: Path, env: Environment) -> Step:
+    if is_python_extension_path(path, env):
+        name = _module_name(path, env.site_packages)
+        if name is not None:
+            return Step("extension", name, str(path))
+    return Step("library", path.name, str(path))
+
+
+def is_python_extension_path(path: Path, env: Environment) -> bool:
+    name = path.name
+    return ".cpython-" in name or ".abi3." in name or name.endswith(".abi3.so")
+
+
+def plan(
+    env: Environment,
+    verdicts: dict[str, PackageVerdict],
+    roots_by_label: dict[str, list[Path]],
+    *,
+    deep: bool,
+) -> tuple[list[Step], dict[str, list[Step]]]:
+    """The steps of one confirming run and, per package, the steps that are its evidence."""
+    steps: list[Step] = []
+    mine: dict[str, list[Step]] = {}
+    if "torch" in env.distributions:
+        steps.append(Step("import", "torch"))
+        mine.setdefault(env.distributions["torch"].label(), []).append(steps[0])
+    for label, v in verdicts.items():
+        objects = v.objects_to_confirm()
+        if v.unmet or deep:
+            objects += roots_by_label.get(label, [])
+        wants_import = bool(objects or v.optional_sonames or v.needed_sonames)
+        if not wants_import:
+            continue
+        own: list[Step] = []
+        if v.dist is not None:
+            own += [Step("import", top) for top in top_levels(v.dist, env.site_packages)]
+        own += [_step_for(p, env) for p in dict.fromkeys(objects) if p not in v.other_python]
+        own = [s for s in own if s not in steps]
+        steps.extend(own)
+        mine[label] = [*mine.get(label, []), *own]
+    return steps, mine
+
+
+def top_levels(dist: Distribution, site: Path) -> list[str]:
+    """Importable top-level packages of a distribution (top_level.txt, else its RECORD)."""
+    names: list[str] = []
+    top = dist.dist_info / "top_level.txt"
+    try:
+        if top.is_file():
+            names = [n.strip() for n in top.read_text(errors="replace").splitlines()]
+        else:
+            record = (dist.dist_info / "RECORD").read_text(errors="replace")
+            names = [line.split(",", 1)[0].split("/", 1)[0] for line in record.splitlines()]
+            names = [n[:-3] if n.endswith(".py") else n for n in names]
+    except OSError:
+        return []
+    return [
+        n
+        for n in dict.fromkeys(names)
+        if n.isidentifier()
+        and not n.startswith("_")
+        and ((site / n / "__init__.py").is_file() or (site / f"{n}.py").is_file())
+    ]
+
+
+def apply_loads(
+    verdicts: dict[str, PackageVerdict], mine: dict[str, list[Step]], results: list[StepResult]
+) -> None:
+    by_step = {r.step: r for r in results}
+    for label, steps in mine.items():
+        v = verdicts.get(label)
+        if v is None:
+            continue
+        v.loads = [by_step[s] for s in steps if s in by_step]
+        objects = [r for r in v.loads if r.step.kind != "import"]
+        imports = [r for r in v.loads if r.step.kind == "import"]
+        abi_failures = [
+            r for r in objects if r.outcome == "error" and any(k in r.error for k in _ABI_ERROR)
+        ]
+        if v.candidates:
+            v.confirmed = bool(abi_failures) or not objects
+        elif v.optional_sonames:
+            names = {m.soname for m in v.optional_sonames}
+            v.confirmed = (
+                any(r.outcome == "error" and any(n in r.error for n in names) for r in imports)
+                or None
+            )
+        elif abi_failures:
+            v.confirmed = True  # the load found what the symbol check could not
