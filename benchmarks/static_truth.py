@@ -124,7 +124,7 @@ def truth(env_path: Path) -> dict:  # type: ignore[type-arg]
             for i in items
         ]
         owner_of = {i["path"]: label for label in chunk for i in per_dist[label]}
-        run = run_steps(python, steps, library_path=stubs.folder, timeout=1800)
+        run = run_steps(python, steps, site_packages=site, library_path=stubs.folder, timeout=1800)
         for r in run.results:
             if r.step.kind == "import":
                 msg = {"ok": r.outcome == "ok", "outcome": r.outcome, "error": r.error}
@@ -162,7 +162,9 @@ def truth(env_path: Path) -> dict:  # type: ignore[type-arg]
                 and (".cpython-" in rel.name or ".abi3." in rel.name)
                 else Step("library", rel.name, path)
             )
-        again = run_steps(python, steps, library_path=stubs.folder, timeout=1800)
+        again = run_steps(
+            python, steps, site_packages=site, library_path=stubs.folder, timeout=1800
+        )
         for r in again.results:
             if r.step.path in outcome and r.outcome == "ok":
                 outcome[r.step.path]["status"] = "ok-global-torch"

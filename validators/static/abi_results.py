@@ -149,7 +149,13 @@ def _confirm(
         except StubBuildError as exc:
             return f"; confirming loads not run: {exc}", 0.0
     python = env.root / "bin" / "python"
-    run = run_steps(python, steps, library_path=stub_dir, timeout=options.timeout_s)
+    run = run_steps(
+        python,
+        steps,
+        site_packages=env.site_packages,
+        library_path=stub_dir,
+        timeout=options.timeout_s,
+    )
     apply_loads(verdicts, mine, run.results)
     return (
         f"; {len(steps)} confirming load steps in {run.children} child processes "

@@ -29,7 +29,8 @@ StepKind = Literal["import", "extension", "library", "global"]
 Outcome = Literal["ok", "error", "crash", "timeout"]
 
 _CHILD = r"""
-import ctypes, importlib, importlib.machinery, importlib.util, json, sys
+import ctypes, importlib, importlib.machinery, importlib.util, json, site, sys
+site.addsitedir(sys.argv[2])  # the env's site-packages (already there in a real venv)
 steps = json.loads(sys.argv[1])
 def say(**kw):
     sys.stdout.write(json.dumps(kw) + "\n"); sys.stdout.flush()
@@ -98,6 +99,7 @@ def run_steps(
     python: Path,
     steps: Sequence[Step],
     *,
+    site_packages: Path,
     library_path: Path | None,
     timeout: float = 300.0,
 ) -> LoadRun:
@@ -122,7 +124,7 @@ def run_steps(
         payload = json.dumps([s.__dict__ for s in pending])
         try:
             proc = subprocess.run(
-                [str(python), "-I", "-c", _CHILD, payload],
+                [str(python), "-I", "-c", _CHILD, payload, str(site_packages)],
                 capture_output=True,
                 text=True,
                 env=env,
