@@ -32,6 +32,7 @@ from builder.uvproject import (
 )
 from stackgate import proc
 from stackgate.errors import BadInput, CommandFailed, EnvironmentProblem
+from stackgate.files import read_text_bounded
 from stackgate.layout import LockFiles
 from stackgate.loading import LoadedStack
 from stackgate.paths import display_path, stacks_dir
@@ -217,9 +218,9 @@ def read_lock(loaded: LoadedStack, files: LockFiles) -> LockState:
             details=[f"create it with: {regenerate_command(stack)}"],
         )
     try:
-        project = tomllib.loads(files.pyproject.read_text(encoding="utf-8"))
+        project = tomllib.loads(read_text_bounded(files.pyproject, 1 << 20))
         lock = read_uv_lock(files.lockfile)
-    except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError, RecursionError, BadInput) as exc:
+    except (tomllib.TOMLDecodeError, RecursionError, BadInput) as exc:
         raise BadInput(
             f"unreadable lock in {display_path(files.folder)}: {exc}",
             details=[f"regenerate it with: {regenerate_command(stack)}"],

@@ -9,8 +9,6 @@ profiles named elsewhere). Any finding raises ManifestError (exit 2); nothing is
 from __future__ import annotations
 
 import difflib
-import os
-import stat
 import tomllib
 import types
 import typing
@@ -22,7 +20,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from stackgate.credentials import has_credentials, index_env_names, redact
-from stackgate.errors import ManifestError
+from stackgate.errors import BadInput, ManifestError
+from stackgate.files import read_text_bounded
 from stackgate.manifest import Manifest
 from stackgate.manifest_files import inside_folder, sha256_regular
 from stackgate.paths import display_path, resolve_stack
@@ -71,22 +70,14 @@ def load_stack(stack: str | Path) -> LoadedStack:
 
 
 def _read_toml(path: Path, shown: str) -> dict[str, Any]:
-    """The manifest's TOML: a regular file of at most MAX_MANIFEST_BYTES, UTF-8, not nested
-    so deep that the parser recurses out of stack."""
+    """The manifest's TOML: a regular UTF-8 file of at most MAX_MANIFEST_BYTES, not nested so
+    deep that the parser recurses out of stack."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        with os.fdopen(fd, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                raise ManifestError([f"{shown}: not a regular file"])
-            data = handle.read(MAX_MANIFEST_BYTES + 1)
-    except OSError as exc:
-        raise ManifestError([f"{shown}: cannot read: {exc.strerror or exc}"]) from None
-    if len(data) > MAX_MANIFEST_BYTES:
-        raise ManifestError([f"{shown}: larger than {MAX_MANIFEST_BYTES >> 10} KiB"])
+        text = read_text_bounded(path, MAX_MANIFEST_BYTES)
+    except BadInput as exc:
+        raise ManifestError([exc.message]) from None
     try:
-        return tomllib.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ManifestError([f"{shown}: not UTF-8 (byte {exc.start})"]) from None
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ManifestError([f"{shown}: invalid TOML: {exc}"]) from None
     except RecursionError:

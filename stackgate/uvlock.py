@@ -9,8 +9,6 @@ the file.
 
 from __future__ import annotations
 
-import os
-import stat
 import tomllib
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
@@ -19,6 +17,7 @@ from packaging.utils import canonicalize_name
 from pydantic import ConfigDict, Field, ValidationError
 
 from stackgate.errors import BadInput
+from stackgate.files import read_text_bounded
 from stackgate.model import StrictModel
 
 
@@ -137,19 +136,5 @@ def parse_uv_lock(text: str, *, where: str) -> UvLock:
 
 
 def read_uv_lock(path: Path) -> UvLock:
-    """A regular file of at most MAX_LOCK_BYTES, UTF-8 TOML; anything else is BadInput."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        with os.fdopen(fd, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                raise BadInput(f"{path}: not a regular file")
-            data = handle.read(MAX_LOCK_BYTES + 1)
-    except OSError as exc:
-        raise BadInput(f"{path}: cannot read the lock: {exc.strerror or exc}") from None
-    if len(data) > MAX_LOCK_BYTES:
-        raise BadInput(f"{path}: larger than {MAX_LOCK_BYTES >> 20} MiB")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise BadInput(f"{path}: not UTF-8 (byte {exc.start})") from None
-    return parse_uv_lock(text, where=str(path))
+    """A regular UTF-8 file of at most MAX_LOCK_BYTES holding a uv.lock; else BadInput."""
+    return parse_uv_lock(read_text_bounded(path, MAX_LOCK_BYTES), where=str(path))
