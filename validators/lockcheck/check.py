@@ -24,7 +24,12 @@ from validators.lockcheck.stable_abi import stable_abi_results
 from validators.results import Result, make_result
 from validators.static.abi_results import abi_results, check_key
 from validators.static.arch_check import DistCode
-from validators.static.dist_check import DistFindings, check_pins, requirement_closure
+from validators.static.dist_check import (
+    DistFindings,
+    check_pins,
+    check_requirements,
+    requirement_closure,
+)
 from validators.static.environment import Distribution, Environment
 from validators.static.facts import ObjectFacts, source_from_facts
 from validators.static.fatbin import GpuCode
@@ -180,9 +185,20 @@ def _undecided_arch(
 
 
 def _pins(env: Environment, inputs: LockInputs) -> list[Result]:
-    if inputs.manifest is None:
-        return [_result("static.dists.pins", "SKIP", "no stack given: no pins to compare")]
     findings = DistFindings()
+    check_requirements(env, findings)
+    unmet = findings.unmet_requirements
+    requirements = _result(
+        "static.dists.requirements",
+        "FAIL" if unmet else "PASS",
+        "; ".join(unmet[:12]) if unmet else "every locked distribution's requirements are met",
+        {"unmet": unmet},
+    )
+    if inputs.manifest is None:
+        return [
+            _result("static.dists.pins", "SKIP", "no stack given: no pins to compare"),
+            requirements,
+        ]
     check_pins(inputs.manifest, env, findings)
     bad = findings.pin_mismatches + findings.pins_missing
     return [
@@ -193,7 +209,8 @@ def _pins(env: Environment, inputs: LockInputs) -> list[Result]:
             if bad
             else f"{findings.pins_checked} manifest pins match the locked versions",
             {"mismatches": findings.pin_mismatches, "missing": findings.pins_missing},
-        )
+        ),
+        requirements,
     ]
 
 
@@ -224,7 +241,10 @@ def _virtual_env(
             owners[path] = dist
             obj = cached.object_facts(path)
             facts.append(obj)
-            if obj.gpu_codes:
+            partial = cached.read is not None and cached.read.gpu_code == "partial"
+            if obj.gpu_codes or partial:
+                # a library whose fatbin sections were not reached still counts, so the
+                # distribution gets its (undecided) arch result as in the installed check
                 codes.setdefault(label, DistCode()).libraries[path] = list(obj.gpu_codes)
         cubins = _cubin_counter(scan)
         if cubins:
