@@ -19,6 +19,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from validators.lockcheck.member_view import MemberStream, MemberView, NotKnown
+from validators.lockcheck.synthetic_sections import CannotSynthesize, synthesize
 from validators.static.elf_symbols import (
     EM_CUDA,
     SHT_PROGBITS,
@@ -52,6 +53,7 @@ class ReadEvidence(BaseModel):
     tail_from: int | None = None
     gpu_code: str = "none"  # none / complete / partial (sections only partly read) / from-name
     dynamic: str = "read"  # read / inferred (DT_NEEDED etc. from .dynstr) / none
+    sections: str = "read"  # read / from PT_DYNAMIC (section table rebuilt as ld.so sees it)
 
 
 class CachedFacts(BaseModel):
@@ -109,7 +111,9 @@ class CachedFacts(BaseModel):
         return out
 
 
-def _evidence(view: MemberView, gpu: str, dynamic: str = "read") -> ReadEvidence:
+def _evidence(
+    view: MemberView, gpu: str, dynamic: str = "read", sections: str = "read"
+) -> ReadEvidence:
     log = view.log
     return ReadEvidence(
         member=view.member.name,
@@ -122,6 +126,7 @@ def _evidence(view: MemberView, gpu: str, dynamic: str = "read") -> ReadEvidence
         tail_from=log.tail_from,
         gpu_code=gpu,
         dynamic=dynamic,
+        sections=sections,
     )
 
 
@@ -155,6 +160,8 @@ def extract(view: MemberView, virtual_path: Path) -> CachedFacts:
     if dynamic == "inferred":
         obj = _infer_dynamic(stream, header, obj)
     codes, gpu = _gpu_codes(view, stream.overrides)
+    if stream.synthetic_sections or (stream.names_unreliable and gpu != "none"):
+        gpu = "partial"  # sections not found by name: GPU code not looked for
     return CachedFacts(
         machine=obj.machine,
         elf_class=obj.elf_class,
@@ -170,7 +177,9 @@ def extract(view: MemberView, virtual_path: Path) -> CachedFacts:
         version_defs=sorted(obj.version_defs),
         version_needs={k: sorted(v) for k, v in obj.version_needs.items()},
         gpu_codes=[c.label() for c in codes],
-        read=_evidence(view, gpu, dynamic),
+        read=_evidence(
+            view, gpu, dynamic, "from PT_DYNAMIC" if stream.synthetic_sections else "read"
+        ),
     )
 
 
@@ -193,8 +202,10 @@ def _program_headers(stream: MemberStream, header: ElfHeader) -> list[tuple[int,
     table = stream.read(phentsize * phnum)
     fmt = "<IIQQQQQQ" if is64 else "<IIIIIIII"
     rows = [struct.unpack_from(fmt, table, i * phentsize) for i in range(phnum)]
-    # (type, offset, filesz) in either class
-    return [(r[0], r[2], r[5]) if is64 else (r[0], r[1], r[4]) for r in rows]
+    # (type, offset, filesz, vaddr, memsz) in either class
+    return [
+        (r[0], r[2], r[5], r[3], r[6]) if is64 else (r[0], r[1], r[4], r[2], r[5]) for r in rows
+    ]
 
 
 def _dynamic_or_infer(stream: MemberStream, header: ElfHeader) -> str:
@@ -203,7 +214,7 @@ def _dynamic_or_infer(stream: MemberStream, header: ElfHeader) -> str:
     the end by patchelf. When it would cost more than DYNAMIC_BUDGET (cuBLASLt keeps 100 MB
     of .ldata after it), it is not read: the section is hidden from the reader and DT_NEEDED,
     DT_SONAME and the run path are inferred from .dynstr (`_infer_dynamic`)."""
-    for ptype, offset, size in _program_headers(stream, header):
+    for ptype, offset, size, *_ in _program_headers(stream, header):
         if ptype != PT_DYNAMIC:
             continue
         if stream.view.estimated_cost(offset, size) <= DYNAMIC_BUDGET:
@@ -245,15 +256,52 @@ def _section_table_lenient(stream: MemberStream, header: ElfHeader) -> None:
     instead of decoding a far longer tail."""
     if header.elf_class != 64 or header.shentsize != 64 or not header.shnum:
         return
-    if header.shoff in stream.overrides:
-        return
     size = header.shnum * header.shentsize
-    data, unknown = stream.view.read_lenient(header.shoff, size)
-    if unknown is None or len(data) != size:
+    table = stream.overrides.get(header.shoff)
+    if table is None:
+        table, unknown = stream.view.read_lenient(header.shoff, size)
+        if len(table) != size:
+            return
+        if unknown is not None:
+            if bool((unknown & np.tile(_SHDR64_USED, header.shnum)).any()):
+                _synthesize(stream, header)
+                return
+            stream.overrides[header.shoff] = table
+    # The section names: only the GPU-code scan looks sections up by name, so names with
+    # unknown bytes are used as decoded and that scan reports itself partial.
+    if header.shstrndx >= header.shnum:
         return
-    used = np.tile(_SHDR64_USED, header.shnum)
-    if not bool((unknown & used).any()):
-        stream.overrides[header.shoff] = data
+    offset, length = struct.unpack_from("<QQ", table, header.shstrndx * 64 + 24)
+    if offset in stream.overrides or offset + length > stream.view.size:
+        return
+    names, unknown = stream.view.read_lenient(offset, length)
+    if unknown is not None and len(names) == length:
+        stream.overrides[offset] = names
+        stream.names_unreliable = True
+
+
+def _synthesize(stream: MemberStream, header: ElfHeader) -> None:
+    """Describe the dynamic tables as ld.so finds them (`synthetic_sections`) when the real
+    section table has unknown bytes the reader would use."""
+    view = stream.view
+    phdrs = _program_headers(stream, header)
+    dyn = next(((p[1], p[2]) for p in phdrs if p[0] == PT_DYNAMIC), None)
+    if dyn is None or not view.known(*dyn):
+        return
+
+    def read(offset: int, size: int) -> bytes:
+        data, unknown = view.read_lenient(offset, size)
+        if unknown is not None or len(data) != size:
+            raise CannotSynthesize(f"bytes {offset}-{offset + size} not known")
+        return data
+
+    try:
+        overrides = synthesize(read, phdrs, dyn, view.size)
+    except (CannotSynthesize, struct.error):
+        return
+    stream.overrides.update(overrides)
+    stream.names_unreliable = True
+    stream.synthetic_sections = True
 
 
 def _infer_dynamic(stream: MemberStream, header: ElfHeader, obj: ElfObject) -> ElfObject:

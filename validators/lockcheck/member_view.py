@@ -20,7 +20,7 @@ from validators.lockcheck.deflate_tail import NoBlockStart, decode_tail
 from validators.lockcheck.http_ranges import RemoteFile
 from validators.lockcheck.zip_directory import DEFLATED, STORED, Member, ZipFormatError
 
-WHOLE_BELOW = 4 << 20  # compressed bytes: members this small are read whole
+WHOLE_BELOW = 1 << 20  # compressed bytes: members this small are read whole (RECORD-checked)
 FIRST_PREFIX = 1 << 16
 TAIL_MARGIN = 256 << 10
 # First guesses, as fractions of (uncompressed bytes x the member's ratio): symbol tables and
@@ -264,6 +264,8 @@ class MemberStream(io.RawIOBase):
         self.pos = 0
         self.name = view.member.name
         self.overrides: dict[int, bytes] = {}  # offset -> bytes served instead of the member's
+        self.names_unreliable = False  # section names read with unknown bytes
+        self.synthetic_sections = False  # section table rebuilt from PT_DYNAMIC
 
     def readable(self) -> bool:
         return True
@@ -276,8 +278,9 @@ class MemberStream(io.RawIOBase):
             self.pos = offset
         elif whence == 1:
             self.pos += offset
-        else:
-            self.pos = self.view.size + offset
+        else:  # the end includes any patch placed past the member (a rebuilt section table)
+            ends = [at + len(patch) for at, patch in self.overrides.items()]
+            self.pos = max([self.view.size, *ends]) + offset
         return self.pos
 
     def tell(self) -> int:
@@ -286,12 +289,13 @@ class MemberStream(io.RawIOBase):
     def read(self, size: int | None = -1) -> bytes:
         if size is None or size < 0:
             size = self.view.size - self.pos
-        size = max(0, min(size, self.view.size - self.pos))
+        size = max(0, size)
         for at, patch in self.overrides.items():  # wholly inside a patch: no fetch
             if at <= self.pos and self.pos + size <= at + len(patch):
                 data = patch[self.pos - at : self.pos - at + size]
                 self.pos += len(data)
                 return data
+        size = min(size, max(0, self.view.size - self.pos))
         if self.fetch:
             self.view.ensure(self.pos, size)
         data = self.view.get(self.pos, size)

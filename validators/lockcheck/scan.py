@@ -86,6 +86,7 @@ class Scanner:
         self._progress = progress or (lambda _m: None)
         self._spool = tempfile.TemporaryDirectory(prefix="stackgate-lockcheck-")
         self._lock = threading.Lock()
+        self._keys: dict[str, threading.Lock] = {}
 
     def close(self) -> None:
         self._spool.cleanup()
@@ -175,7 +176,22 @@ class Scanner:
     def _object(
         self, scan: WheelScan, name: str, record_sha: str | None, remotes: dict[str, RemoteWheel]
     ) -> str | None:
+        """One member's facts; members with the same content (cupti ships in two wheels, and
+        three times in triton's) are read once, the others wait for it and use the cache."""
         key = _cache_key(record_sha, scan.wheel.sha256, name)
+        with self._lock:
+            gate = self._keys.setdefault(key, threading.Lock())
+        with gate:
+            return self._object_once(scan, name, record_sha, remotes, key)
+
+    def _object_once(
+        self,
+        scan: WheelScan,
+        name: str,
+        record_sha: str | None,
+        remotes: dict[str, RemoteWheel],
+        key: str,
+    ) -> str | None:
         cached = self.cache.facts(key)
         if cached is not None:
             with self._lock:
