@@ -48,7 +48,7 @@ def test_rebuilt_table_reads_like_the_real_one(tmp_path: Path, hash_style: str) 
         data = path.read_bytes()
         phdrs = _phdrs(data)
         dyn = next((p[1], p[2]) for p in phdrs if p[0] == 2)
-        patches = synthesize(lambda o, s: data[o : o + s], phdrs, dyn, len(data))
+        patches = synthesize(lambda o, s, d=data: d[o : o + s], phdrs, dyn, len(data))
         rebuilt = read_elf_stream(Overlay(data, patches), path)
         real = read_elf(path)
         assert rebuilt.exports == real.exports and rebuilt.imports == real.imports
