@@ -13,6 +13,7 @@ import io
 import struct
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import repeat
 from pathlib import Path
 from typing import BinaryIO
 
@@ -106,7 +107,13 @@ class ElfObject:
         return out
 
     def exports_python_module(self) -> bool:
-        return any(n.startswith("PyInit_") for n in self.exports)
+        return self._python_module
+
+    @cached_property
+    def _python_module(self) -> bool:
+        # once per object, in C (map/repeat): asked per library and the libraries of an
+        # SGLang env export ~700k names
+        return any(map(str.startswith, self.exports, repeat("PyInit_")))
 
 
 def _split_path_list(value: str) -> tuple[str, ...]:
