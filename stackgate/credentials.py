@@ -18,11 +18,15 @@ _USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<info>[^/@\s]+
 
 
 def has_credentials(url: str) -> bool:
+    """User info that can be a secret: a password, or any user info of an http(s) URL (tokens
+    often sit in the user part). `ssh://git@host/...` names an ssh login, not a secret."""
     try:
         parts = urlsplit(url)
     except ValueError:
         return bool(_USERINFO.search(url))
-    return parts.username is not None or parts.password is not None
+    if parts.password is not None:
+        return True
+    return parts.username is not None and parts.scheme.endswith(("http", "https"))
 
 
 def strip_credentials(url: str) -> tuple[str, str | None, str | None]:

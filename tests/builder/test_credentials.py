@@ -7,6 +7,7 @@ import socket
 import subprocess
 from pathlib import Path
 
+from stackgate.credentials import has_credentials, index_env_names, redact, strip_credentials
 from tests.builder.conftest import LocalStack
 from tests.helpers.auth_index import auth_index
 
@@ -63,3 +64,15 @@ def test_unreachable_index_is_named_without_its_credentials(local_stack: LocalSt
     _no_secret(done)
     assert f"index 'pypi' at http://127.0.0.1:{port}/simple cannot be reached" in done.stderr
     assert _files_holding(local_stack.root, SECRET) == []
+
+
+def test_what_counts_as_a_secret_and_how_it_is_redacted() -> None:
+    assert not has_credentials("git+ssh://git@github.com/sgl-project/sglang.git")  # a login
+    assert has_credentials("https://token@pypi.example/simple")
+    assert has_credentials("git+https://user:pw@github.com/x/y.git")
+    assert strip_credentials("https://al%40ice:p%3Aw@h.example:8443/simple") == (
+        "https://h.example:8443/simple", "al@ice", "p:w")  # fmt: skip
+    assert index_env_names("pytorch-cu130") == (
+        "UV_INDEX_PYTORCH_CU130_USERNAME", "UV_INDEX_PYTORCH_CU130_PASSWORD")  # fmt: skip
+    assert redact("GET https://u:pw@h/simple/x/ and git+https://tok@g/r") == (
+        "GET https://***@h/simple/x/ and git+https://***@g/r")  # fmt: skip
