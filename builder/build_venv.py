@@ -30,7 +30,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from builder import atomic, envprofile, patches
+from builder import atomic, base_site, envprofile, patches
 from builder.history import read_history, write_history
 from builder.jobs import compile_env, plan_jobs
 from builder.lock import (
@@ -77,6 +77,8 @@ class BuildOptions:
     offline: bool = False
     wheelhouse: Path | None = None
     repair: bool = False
+    # Another Python's site-packages to layer the venv over (builder/base_site.py).
+    base_site: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -417,6 +419,11 @@ class _Build:
                 envprofile.apply_profile(partial, profile, choice)
             with timer.step("verify", "comparing installed packages with the lock"):
                 installed = self._verify(env_python, state)
+            layered = None
+            if opts.base_site is not None:
+                with timer.step("layer", f"appending {opts.base_site} through a .pth"):
+                    folder = base_site.check_base_site(opts.base_site, python.version)
+                    layered = base_site.layer(partial, folder)
             with timer.step("hash", "hashing the installed files"):
                 listed = compute_tree(partial, own_paths=(partial, final), cache=DigestCache())
                 write_listing(partial, listed)
@@ -455,6 +462,7 @@ class _Build:
                     watchdog_pauses=self.watch.pauses,
                     patches=patch_records,
                     packages=installed,
+                    base_site=layered,
                     tree=tree,
                 )
                 record.write(partial)
@@ -525,8 +533,13 @@ def _repair_name(damaged: Path) -> Path:
 
 def installed_distributions(env: Path) -> dict[str, str]:
     """canonical name -> version of every *.dist-info in the env's site-packages."""
+    return read_distributions(envprofile.site_packages(env))
+
+
+def read_distributions(site: Path) -> dict[str, str]:
+    """canonical name -> version of every *.dist-info in one site-packages folder."""
     out: dict[str, str] = {}
-    for meta in envprofile.site_packages(env).glob("*.dist-info/METADATA"):
+    for meta in sorted(site.glob("*.dist-info/METADATA")):
         name = version = None
         with meta.open(encoding="utf-8", errors="replace") as handle:
             for line in handle:

@@ -110,6 +110,17 @@ class TreeHash(StrictModel):
     )
 
 
+class BaseSite(StrictModel):
+    """Another Python's site-packages an env is layered over (`builder build --base-site`)."""
+
+    path: str = Field(description="The site-packages folder appended to sys.path.")
+    pth: str = Field(description="The .pth file in the env's site-packages that appends it.")
+    packages: dict[str, str] = Field(
+        description="Distributions found there (canonical name -> version): NOT built from "
+        "the lock, NOT in `packages`, not hashed into the tree."
+    )
+
+
 class BuildRecord(StrictModel):
     """What was built, from what, where, with which tools, how long it took, and what is in it."""
 
@@ -142,6 +153,11 @@ class BuildRecord(StrictModel):
     watchdog_pauses: int = 0
     patches: list[PatchRecord] = Field(default_factory=list)
     packages: dict[str, str] = Field(description="Installed distribution -> version.")
+    base_site: BaseSite | None = Field(
+        default=None,
+        description="Set when the env is layered over another Python's site-packages "
+        "(`builder build --base-site`): what comes from there was not built here.",
+    )
     tree: TreeHash
 
     def write(self, env: Path) -> Path:

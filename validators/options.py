@@ -41,6 +41,12 @@ class RuntimeOptions(StrictModel):
     jit_timeout: float = Field(default=600.0, gt=0, description="Seconds for a FlashInfer JIT.")
     nccl_iters: int = Field(default=200, ge=1, description="All-reduce iterations per size.")
     nccl_repeats: int = Field(default=3, ge=1, description="Timed repeats per configuration.")
+    ranks: int | None = Field(
+        default=None,
+        ge=1,
+        description="Processes for the distributed probes (default: the serving profile's tp; "
+        "fewer are run only when asked, and every result says so).",
+    )
 
 
 class ServeOptions(StrictModel):

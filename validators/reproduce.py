@@ -218,6 +218,13 @@ def _copy_tree(src: Path, dst: Path) -> None:
             target.write_bytes(item.read_bytes())
 
 
+def base_site_of(record: Record) -> str | None:
+    """The site-packages the recorded env was layered over (build record `base_site`), if any."""
+    base = record.build.raw.get("base_site")
+    path = base.get("path") if isinstance(base, dict) else None
+    return path if isinstance(path, str) and path else None
+
+
 def _build(record: Record, sources: Sources, options: ReproduceOptions) -> dict[str, object]:
     argv: list[str | Path] = [
         sys.executable,
@@ -240,6 +247,11 @@ def _build(record: Record, sources: Sources, options: ReproduceOptions) -> dict[
         argv += ["--python", options.python]
     for mapping in options.index_map:
         argv += ["--index-map", mapping]
+    base = base_site_of(record)
+    if base:
+        # The record's env was layered over a host's site-packages: rebuild it the same way
+        # (the tree hash covers the .pth naming the folder, not the folder's contents).
+        argv += ["--base-site", base]
     env = {**os.environ, "STACKGATE_STACKS_DIR": str(sources.stacks)}
     done = proc.run(argv, env=env, check=False)
     try:

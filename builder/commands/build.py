@@ -62,6 +62,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="when the env built for this lock was changed since, build a fresh copy beside it "
         "(default: refuse)",
     )
+    parser.add_argument(
+        "--base-site",
+        type=Path,
+        default=None,
+        metavar="SITE_PACKAGES",
+        help="layer the venv over this site-packages of another Python of the same X.Y (a "
+        "host's preinstalled PyTorch) through a .pth; the build record lists what it brings",
+    )
 
 
 class RichReporter(Reporter):
@@ -124,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
         offline=args.offline or args.wheelhouse is not None,
         wheelhouse=args.wheelhouse,
         repair=args.repair,
+        base_site=args.base_site,
     )
     console = console_err()
     progress = Progress(

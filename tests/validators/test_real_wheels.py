@@ -245,7 +245,7 @@ def test_nccl_latency_check_fails_above_the_manifest_threshold(tmp_path: Path) -
     from stackgate.loading import load_stack
     from validators.context import RunContext
     from validators.runtime import nccl_latency as nl
-    from validators.runtime.group import _nccl
+    from validators.runtime.distributed import _nccl
 
     env = real_env("2.9.1")
     loaded = load_stack("cu130")
@@ -264,3 +264,39 @@ def test_nccl_latency_check_fails_above_the_manifest_threshold(tmp_path: Path) -
     assert "exceeds the manifest's allreduce_p50_us_max 1.0 us" in result.reason
     assert result.evidence["profile_env"]["NCCL_PROTO"] == "LL"
     assert [row["bytes"] for row in result.evidence["rows"]] == nl.message_sizes()
+
+
+def test_runtime_distributed_checks_at_the_profiles_eight_ranks_on_gloo(tmp_path: Path) -> None:
+    """Issue 18 on CPUs: the cu130 profile runs TP 8, so the distributed checks start 8 real
+    torch processes (gloo), rendezvous, time every message size for the profile and for NCCL's
+    defaults, and pool the results, with no GPU on this host. symm-mem needs CUDA: a SKIP."""
+    from stackgate.loading import load_stack
+    from validators.context import RunContext
+    from validators.runtime import nccl_latency as nl
+    from validators.runtime.distributed import distributed_checks
+    from validators.runtime.runner import ProbeOutcome, probe_env
+
+    env = real_env("2.9.1")
+    loaded = load_stack("cu130")
+    gloo = {"STACKGATE_DIST_BACKEND": "gloo"}
+    ctx = RunContext(
+        stack=loaded,
+        options={"nccl_iters": "5", "nccl_repeats": "1", "probe_timeout": "600"},
+        out_dir=tmp_path,
+    )
+    stack_env = {**loaded.manifest.env_for("pcie"), **gloo}
+    no_gpu = ProbeOutcome("SKIP", "torch imports, but CUDA is not available")
+    out = {
+        r.check: r
+        for r in distributed_checks(
+            ctx, env / "bin" / "python", probe_env(stack_env), stack_env, "pcie", 0, no_gpu
+        )
+    }
+    assert out["runtime.symm_mem"].status == "SKIP"
+    assert "gloo backend" in out["runtime.symm_mem"].reason
+    nccl = out["runtime.nccl_latency"]
+    assert nccl.status == "PASS", nccl.reason
+    assert nccl.evidence["world_size"] == 8 and nccl.reason.startswith("8 ranks")
+    assert [row["bytes"] for row in nccl.evidence["rows"]] == nl.message_sizes()
+    logs = sorted(p.name for p in (tmp_path / "runtime-logs").iterdir())
+    assert len(logs) == 16  # 8 ranks x (profile, defaults)

@@ -107,6 +107,36 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _wait_all(
+    procs: list[subprocess.Popen[str]], timeout: float, start: float
+) -> tuple[bool, tuple[int, int] | None]:
+    """Wait for every rank; on the deadline or the first rank that exits non-zero, kill the rest.
+
+    Returns (timed_out, (rank, exit code) of the first rank that failed while others still ran).
+    A rank that dies leaves the others blocked in a collective until NCCL/gloo's own timeout
+    (minutes), so waiting for them in turn would turn one crash into a hang.
+    """
+    crashed: tuple[int, int] | None = None
+    timed_out = False
+    while True:
+        codes = [p.poll() for p in procs]
+        if all(c is not None for c in codes):
+            break
+        bad = next(((rank, c) for rank, c in enumerate(codes) if c is not None and c != 0), None)
+        if bad is not None:
+            crashed = bad
+            break
+        if time.perf_counter() - start > timeout:
+            timed_out = True
+            break
+        time.sleep(0.05)
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+    return timed_out, crashed
+
+
 def run_distributed(
     python: Path,
     args: list[str],
@@ -151,19 +181,7 @@ def run_distributed(
                     text=True,
                 )
             )
-        timed_out = False
-        for p in procs:
-            remaining = max(1.0, timeout - (time.perf_counter() - start))
-            try:
-                p.wait(timeout=remaining)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                break
-        if timed_out:
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
+        timed_out, crashed = _wait_all(procs, timeout, start)
         for _, handle in logs:
             handle.close()
         seconds = time.perf_counter() - start
@@ -171,12 +189,23 @@ def run_distributed(
             log.name: log.read_text(encoding="utf-8", errors="replace").splitlines()[-8:]
             for log, _ in logs
         }
+        pids = [p.pid for p in procs]
         if timed_out:
             return ProbeOutcome(
                 "FAIL",
                 f"{args[0]} probe with {world_size} processes did not finish "
-                f"within {timeout:.0f} s",
-                {"logs": tails},
+                f"within {timeout:.0f} s; all {world_size} killed",
+                {"logs": tails, "pids": pids},
+                seconds,
+            )
+        if crashed is not None:
+            rank, code = crashed
+            log_name = logs[rank][0].name
+            return ProbeOutcome(
+                "FAIL",
+                f"{args[0]} probe: rank {rank} of {world_size} exited {code} while others ran; "
+                f"the rest were killed: " + " | ".join(tails.get(log_name, []))[-1500:],
+                {"logs": tails, "pids": pids, "failed_rank": rank, "exit_code": code},
                 seconds,
             )
         if not out.is_file():
@@ -185,7 +214,7 @@ def run_distributed(
                 "FAIL",
                 f"{args[0]} probe exited {codes} without a result: "
                 + " | ".join(next(iter(tails.values()), []))[-1500:],
-                {"logs": tails},
+                {"logs": tails, "pids": pids},
                 seconds,
             )
         data = json.loads(out.read_text(encoding="utf-8"))
