@@ -114,6 +114,9 @@ def start(spec: LaunchSpec, log_path: Path, *, path_prepend: Path | None = None)
     """Launch spec.argv in a new session, output to log_path; GPU baseline taken first."""
     baseline = snapshot()
     env = dict(os.environ)
+    # The served env imports what it has: a PYTHONPATH set for stackgate itself (e.g. its
+    # dependencies unpacked beside a machine's Python) would shadow the env's own packages.
+    env.pop("PYTHONPATH", None)
     env.update(spec.env)
     if path_prepend is not None:
         env["PATH"] = f"{path_prepend}{os.pathsep}{env.get('PATH', '')}"
