@@ -16,13 +16,17 @@ def _host_site(root: Path) -> Path:
     a 'numpy' the lock also pins (the lock's must win)."""
     site = root / "host" / "lib" / f"python{PY_MINOR}" / "site-packages"
     site.mkdir(parents=True)
-    for name, version, body in (("transformers", "5.17.0", "WHERE = 'host'\n"),
-                                ("numpy", "1.0.0", "WHERE = 'host'\n")):
+    for name, version, body in (
+        ("transformers", "5.17.0", "WHERE = 'host'\n"),
+        ("numpy", "1.0.0", "WHERE = 'host'\n"),
+    ):
         (site / name).mkdir()
         (site / name / "__init__.py").write_text(body)
         info = site / f"{name}-{version}.dist-info"
         info.mkdir()
-        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\n")
+        (info / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\n"
+        )
     return site
 
 
@@ -38,8 +42,13 @@ def test_layered_env_imports_the_host_and_says_so(local_stack: LocalStack) -> No
     # What the lock installed is still all that `packages` claims.
     assert "transformers" not in record["packages"] and record["packages"]["numpy"] == "2.0.0"
     code = "import transformers, numpy; print(transformers.WHERE, numpy.__file__)"
-    out = subprocess.run([env / "bin" / "python", "-c", code], capture_output=True, text=True,
-                         env={"PATH": "/usr/bin:/bin"}, check=True).stdout.split()
+    out = subprocess.run(
+        [env / "bin" / "python", "-c", code],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin"},
+        check=True,
+    ).stdout.split()
     assert out[0] == "host"
     assert out[1].startswith(str(env)), "the lock's numpy must shadow the host's"
 
@@ -56,4 +65,3 @@ def test_a_base_site_of_another_python_is_refused_before_anything_is_built(
     assert not list(local_stack.venvs.glob("*/localstack-*"))
     missing = local_stack.build("--base-site", local_stack.root / "nope")
     assert missing.returncode == 2 and "no such folder" in missing.stderr
-

@@ -113,7 +113,9 @@ def test_every_rank_gets_its_rank_and_the_same_rendezvous(tmp_path: Path) -> Non
         '$TORCH_SYMM_MEM_DISABLE_MULTICAST"\n',
     )
     logs = tmp_path / "logs"
-    o = run_distributed(fake, ["nccl", "1"], world_size=8, env=probe_env(), timeout=60, log_dir=logs)
+    o = run_distributed(
+        fake, ["nccl", "1"], world_size=8, env=probe_env(), timeout=60, log_dir=logs
+    )
     assert o.status == "FAIL" and "without a result" in o.reason  # no rank wrote rank 0's JSON
     lines = [(logs / f"nccl-rank{r}.log").read_text().split() for r in range(8)]
     assert [int(line[0]) for line in lines] == list(range(8))

@@ -21,7 +21,7 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +32,31 @@ from validators.serve.gpu import GpuSnapshot, snapshot
 # GPU memory may come back a little above the pre-launch level (driver bookkeeping, other
 # tenants); more than this above baseline counts as not released.
 MEMORY_SLACK_MIB = 512.0
+
+
+def visible_devices(env: Mapping[str, str]) -> set[int] | None:
+    """NVML indices a server started with this environment can use; None: all of them.
+
+    Only plain indices are understood (UUIDs or MIG ids: None, every device is compared)."""
+    value = env.get("CUDA_VISIBLE_DEVICES")
+    if value is None or not value.strip():
+        return None
+    parts = [p.strip() for p in value.split(",")]
+    return {int(p) for p in parts} if all(p.isdigit() for p in parts) else None
+
+
+def _held(now: GpuSnapshot, baseline: GpuSnapshot, ours: set[int]) -> list[float]:
+    """MiB per device above the pre-launch level, other processes' memory taken out of both
+    sides (NVML attributes it to their PIDs), so a neighbour's server is not our leak.
+    Devices the server could not see (CUDA_VISIBLE_DEVICES) count as 0: another run on the
+    other GPU starting or stopping is not ours to release."""
+    after = now.used_by_others_excluded(ours)
+    before = baseline.used_by_others_excluded(ours)
+    visible = visible_devices(os.environ)
+    return [
+        a - b if visible is None or i in visible else 0.0
+        for i, (a, b) in enumerate(zip(after, before, strict=False))
+    ]
 
 
 @dataclass(frozen=True)
@@ -227,10 +252,7 @@ def teardown(
             return True
         if now.pids_among(set(pids)):
             return False
-        return all(
-            used <= base + MEMORY_SLACK_MIB
-            for used, base in zip(now.used_mib, baseline.used_mib, strict=False)
-        )
+        return all(h <= MEMORY_SLACK_MIB for h in _held(now, baseline, set(pids)))
 
     _wait(released, release_timeout_s, wait_leader)
     alive = tracker.alive()
@@ -255,10 +277,7 @@ def teardown(
             + ", ".join(f"{pid} ({mib:.0f} MiB)" for pid, mib in on_gpu.items())
         )
     if baseline is not None and gpu_after is not None:
-        held = [
-            round(used - base)
-            for used, base in zip(gpu_after.used_mib, baseline.used_mib, strict=False)
-        ]
+        held = [round(h) for h in _held(gpu_after, baseline, set(pids))]
         evidence["gpu_mib_above_baseline"] = held
         if any(h > MEMORY_SLACK_MIB for h in held):
             problems.append(f"GPU memory not released (MiB above baseline per GPU: {held})")
