@@ -122,7 +122,7 @@ def resolve_candidate(args: argparse.Namespace, store: RecordStore) -> Record:
     ref: str = args.candidate
     path = Path(ref)
     reports = [read_report(p) for p in args.runs]
-    if path.is_file():
+    if path.is_file() and path.suffix != ".toml":
         if is_record_file(path):
             return resolve_record(ref, store)
         reports.insert(0, read_report(path))
