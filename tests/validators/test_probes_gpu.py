@@ -19,6 +19,7 @@ import pytest
 
 from stackgate.loading import load_stack
 from validators.context import RunContext
+from validators.options import parse_options
 from validators.runtime import nccl_latency as nl
 from validators.runtime.distributed import distributed_checks
 from validators.runtime.runner import (
@@ -114,7 +115,7 @@ def test_distributed_checks_at_the_profiles_tp_need_its_gpus(
     assert f"this host has {gpus}" in full[0].reason
     if gpus < 2:
         return
-    opts = {"ranks": str(gpus), "nccl_iters": "20", "nccl_repeats": "1"}
+    opts = parse_options([f"ranks={gpus}", "nccl_iters=20", "nccl_repeats=1"])
     fewer = distributed_checks(
         RunContext(stack=loaded, out_dir=tmp_path, options=opts),
         PYTHON,

@@ -272,6 +272,7 @@ def test_runtime_distributed_checks_at_the_profiles_eight_ranks_on_gloo(tmp_path
     defaults, and pool the results, with no GPU on this host. symm-mem needs CUDA: a SKIP."""
     from stackgate.loading import load_stack
     from validators.context import RunContext
+    from validators.options import parse_options
     from validators.runtime import nccl_latency as nl
     from validators.runtime.distributed import distributed_checks
     from validators.runtime.runner import ProbeOutcome, probe_env
@@ -281,7 +282,7 @@ def test_runtime_distributed_checks_at_the_profiles_eight_ranks_on_gloo(tmp_path
     gloo = {"STACKGATE_DIST_BACKEND": "gloo"}
     ctx = RunContext(
         stack=loaded,
-        options={"nccl_iters": "5", "nccl_repeats": "1", "probe_timeout": "600"},
+        options=parse_options(["nccl_iters=5", "nccl_repeats=1", "probe_timeout=600"]),
         out_dir=tmp_path,
     )
     stack_env = {**loaded.manifest.env_for("pcie"), **gloo}

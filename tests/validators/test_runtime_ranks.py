@@ -36,7 +36,7 @@ def test_too_few_gpus_for_the_profile_is_a_skip_that_says_how_many() -> None:
 
 
 def test_an_explicit_rank_count_runs_and_is_named() -> None:
-    plan = plan_ranks(8, 2, NCCL, "2")
+    plan = plan_ranks(8, 2, NCCL, 2)
     assert plan.ranks == 2 and plan.skip is None
     assert plan.note == "2 ranks by --option ranks=2; the serving profile runs TP 8"
 

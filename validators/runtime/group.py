@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
@@ -12,14 +11,18 @@ from stackgate.host.snapshot import host_snapshot
 from stackgate.manifest import Manifest, arch_cc
 from stackgate.topology import Topology
 from validators.context import RunContext
-from validators.results import Result, Status, make_result
+from validators.results import Result, make_result
 from validators.runtime import sglang_rules as sr
 from validators.runtime.distributed import distributed_checks
 from validators.runtime.runner import ProbeOutcome, probe_env, run_probe
 
 GROUP = "runtime"
 # probe name in probes/smoke.py -> the distribution a stack pins for it
-PROBED_PACKAGES = {"sgl_kernel": "sgl-kernel", "flashinfer": "flashinfer-python", "sglang": "sglang"}
+PROBED_PACKAGES = {
+    "sgl_kernel": "sgl-kernel",
+    "flashinfer": "flashinfer-python",
+    "sglang": "sglang",
+}
 
 
 _r = functools.partial(make_result, group=GROUP)

@@ -203,8 +203,8 @@ def run_distributed(
             log_name = logs[rank][0].name
             return ProbeOutcome(
                 "FAIL",
-                f"{args[0]} probe: rank {rank} of {world_size} exited {code} while others ran; "
-                f"the rest were killed: " + " | ".join(tails.get(log_name, []))[-1500:],
+                f"{args[0]} probe: rank {rank} of {world_size} exited {code} without a result; "
+                "the other ranks were stopped: " + " | ".join(tails.get(log_name, []))[-1500:],
                 {"logs": tails, "pids": pids, "failed_rank": rank, "exit_code": code},
                 seconds,
             )
