@@ -159,6 +159,45 @@ def simulate(fleets: int, runs: int, seed: int) -> dict[str, Any]:
     return {"rows": rows}
 
 
+SMALL_SIZES = (5, 6, 8, 10, 20, 50)
+SMALL_RUNS = (2, 8)
+SMALL_SPREAD = 0.005
+
+
+def small_classes(trials: int, seed: int) -> list[dict[str, Any]]:
+    """False flags in classes of a few healthy nodes: where MAD over few values is unsteady."""
+    rng = np.random.default_rng(seed + 1)
+    _, decode, tput, nccl = CLASSES["8x H200 (nvlink)"]
+    rows = []
+    for size in SMALL_SIZES:
+        for runs in SMALL_RUNS:
+            flagged_nodes = 0
+            classes_flagged = 0
+            for _ in range(trials):
+                nodes = {}
+                for i in range(size):
+                    factor = 1.0 + SMALL_SPREAD * rng.standard_normal()
+                    means = {DECODE: decode * factor, THROUGHPUT: tput * factor, NCCL: nccl / factor}
+                    nodes[f"n{i}"] = {
+                        m: list(mu * (1.0 + CV[m] * rng.standard_normal(runs)))
+                        for m, mu in means.items()
+                    }
+                _, outliers = find_lemons(nodes)
+                hit = {o.node for o in outliers}
+                flagged_nodes += len(hit)
+                classes_flagged += bool(hit)
+            rows.append(
+                {
+                    "nodes": size,
+                    "runs": runs,
+                    "classes": trials,
+                    "classes_with_a_false_flag": classes_flagged / trials,
+                    "node_rate": flagged_nodes / (trials * size),
+                }
+            )
+    return rows
+
+
 def markdown(result: dict[str, Any], args: argparse.Namespace, seconds: float) -> str:
     out = [
         "# Lemons in a 1,000-node fleet (benchmarks/fleet_lemons.py)",
@@ -197,6 +236,18 @@ def markdown(result: dict[str, Any], args: argparse.Namespace, seconds: float) -
             f"| {r['spread']:.1%} | {r['false_flags']}/{r['healthy']} | {r['rate']:.4%} "
             f"[{r['ci'][0]:.4%}, {r['ci'][1]:.4%}] | {r['per_fleet_mean']:.2f} / {r['per_fleet_max']} |"
         )
+    out += [
+        "",
+        f"Small classes, healthy nodes only (node spread {SMALL_SPREAD:.1%}, same run noise; "
+        f"{args.small_trials} classes per row): how often a class shows at least one false flag",
+        "",
+        "| nodes in the class | runs per node | classes with a false flag | healthy nodes flagged |",
+        "|---|---|---|---|",
+    ]
+    for r in result["small"]:
+        out.append(
+            f"| {r['nodes']} | {r['runs']} | {r['classes_with_a_false_flag']:.2%} | {r['node_rate']:.3%} |"
+        )
     out += ["", f"Run time: {seconds:.1f} s on this machine.", ""]
     return "\n".join(out)
 
@@ -206,10 +257,12 @@ def main() -> int:
     parser.add_argument("--fleets", type=int, default=40)
     parser.add_argument("--runs", type=int, default=8)
     parser.add_argument("--seed", type=int, default=20261130)
+    parser.add_argument("--small-trials", type=int, default=2000)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = parser.parse_args()
     started = time.monotonic()
     result = simulate(args.fleets, args.runs, args.seed)
+    result["small"] = small_classes(args.small_trials, args.seed)
     seconds = time.monotonic() - started
     args.out.mkdir(parents=True, exist_ok=True)
     payload = {"fleets": args.fleets, "runs": args.runs, "seed": args.seed, **result}
