@@ -31,6 +31,7 @@ from builder.uvproject import (
     render_pyproject,
 )
 from stackgate import proc
+from stackgate.credentials import has_credentials, redact
 from stackgate.errors import BadInput, CommandFailed, EnvironmentProblem
 from stackgate.files import read_text_bounded
 from stackgate.layout import LockFiles
@@ -225,6 +226,13 @@ def read_lock(loaded: LoadedStack, files: LockFiles) -> LockState:
             f"unreadable lock in {display_path(files.folder)}: {exc}",
             details=[f"regenerate it with: {regenerate_command(stack)}"],
         ) from None
+    leaked = _credential_urls(project)
+    if leaked:
+        raise BadInput(
+            f"{display_path(files.pyproject)} holds index credentials (written by an older "
+            "stackgate); regenerate the lock and pass them as UV_INDEX_<NAME>_USERNAME/PASSWORD",
+            details=[*leaked, f"regenerate it with: {regenerate_command(stack)}"],
+        )
     meta = project.get("tool", {}).get("stackgate", {})
     recorded = meta.get("manifest_hash")
     current = manifest_hash(loaded.manifest)
@@ -252,6 +260,21 @@ def read_lock(loaded: LoadedStack, files: LockFiles) -> LockState:
         index_map=dict(index_map) if isinstance(index_map, dict) else {},
         lock=lock,
     )
+
+
+def _credential_urls(project: dict[str, object]) -> list[str]:
+    """Redacted URLs with user info anywhere in the generated pyproject's string values."""
+    found: list[str] = []
+    todo: list[object] = [project]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, dict):
+            todo.extend(item.values())
+        elif isinstance(item, list):
+            todo.extend(item)
+        elif isinstance(item, str) and has_credentials(item):
+            found.append(redact(item))
+    return sorted(found)
 
 
 def locked_packages(state: LockState) -> dict[str, str]:

@@ -76,3 +76,19 @@ def test_what_counts_as_a_secret_and_how_it_is_redacted() -> None:
         "UV_INDEX_PYTORCH_CU130_USERNAME", "UV_INDEX_PYTORCH_CU130_PASSWORD")  # fmt: skip
     assert redact("GET https://u:pw@h/simple/x/ and git+https://tok@g/r") == (
         "GET https://***@h/simple/x/ and git+https://***@g/r")  # fmt: skip
+
+
+def test_a_lock_written_with_credentials_by_an_older_version_is_refused(
+    local_stack: LocalStack,
+) -> None:
+    assert local_stack.lock().returncode == 0
+    pyproject = local_stack.locks / "localstack" / "pyproject.toml"
+    old = pyproject.read_text()
+    pyproject.write_text(old.replace(f'url = "{local_stack.pypi_url}"',
+                                     f'url = "https://bob:{SECRET}@pypi.example.invalid/simple"'))  # fmt: skip
+    assert old != pyproject.read_text()
+    done = local_stack.build()
+    assert done.returncode == 2, done.stderr
+    _no_secret(done)
+    assert "https://***@pypi.example.invalid/simple" in done.stderr
+    assert not local_stack.stack_dir.exists() or not any(local_stack.stack_dir.glob("localstack-*"))
