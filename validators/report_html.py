@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from stackgate.files import atomic_write_text
 from validators.gate.compare import GateResult
 from validators.records.metrics import parse_metric_key
 from validators.records.model import Record
@@ -333,8 +334,6 @@ def write_report(
     baseline: Record | None = None,
     gate_result: GateResult | None = None,
 ) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(
-        render_report(record, baseline=baseline, gate_result=gate_result), encoding="utf-8"
-    )
+    # Atomic: an interrupted write leaves the previous report or none, never half of one.
+    atomic_write_text(path, render_report(record, baseline=baseline, gate_result=gate_result))
     return path

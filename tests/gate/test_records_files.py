@@ -17,13 +17,14 @@ import pytest
 
 from stackgate.errors import BadInput
 from tests.gate.record_factory import make_record
+from validators.records import resolve
 from validators.records.json_files import (
     export_records,
     import_dir,
     import_record_files,
     read_record_file,
 )
-from validators.records.model import content_sha256
+from validators.records.model import Record, content_sha256
 from validators.records.store import RecordStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -220,3 +221,45 @@ def test_a_missing_store_reads_as_empty_without_creating_it(tmp_path: Path) -> N
     with RecordStore.open(path, read_only=True) as store:
         assert store.count() == 0 and store.latest("smoke") is None
     assert not path.parent.exists()
+
+
+def _commit(folder: Path, record: Record) -> Path:
+    path = folder / record.stack / f"{record.created_stamp}-{record.short_id}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(record.to_json())
+    return path
+
+
+def test_the_gate_reads_only_the_newest_committed_files_of_a_stack(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STACKGATE_ROOT", str(tmp_path))
+    for minute in range(30):
+        _commit(tmp_path / "records", make_record("smoke", minute=minute))
+    _commit(tmp_path / "records", make_record("smoke", minute=45, kind="candidate"))
+    reads: list[Path] = []
+    real = resolve.read_record_file
+
+    def counting(path: Path) -> Record:  # the real reader, counted
+        reads.append(path)
+        return real(path)
+
+    monkeypatch.setattr(resolve, "read_record_file", counting)
+    with RecordStore.open(tmp_path / "s.sqlite", read_only=True) as store:
+        baseline = resolve.latest_known_good("smoke", store)
+    assert baseline.created_at == "2026-01-01T10:29:00+00:00"
+    assert len(reads) == 2  # the newer candidate, then the newest known-good
+
+
+def test_a_committed_file_whose_name_hides_a_record_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STACKGATE_ROOT", str(tmp_path))
+    old = _commit(tmp_path / "records", make_record("smoke", minute=1))
+    _commit(tmp_path / "records", make_record("smoke", minute=2))
+    old.rename(old.with_name(f"20270101T000000-{old.name.split('-')[1]}"))
+    with (
+        RecordStore.open(tmp_path / "s.sqlite", read_only=True) as store,
+        pytest.raises(BadInput, match=r"the name says 20270101T000000-.* \(renamed by hand\?\)"),
+    ):
+        resolve.latest_known_good("smoke", store)

@@ -58,7 +58,10 @@ def test_report_is_self_contained_and_has_every_section() -> None:
 def test_text_from_records_is_escaped() -> None:
     baseline, candidate = _pair()
     evil = Result(
-        check="static.abi.torchao", group="static", status="FAIL", reason="<script>alert(1)</script>"
+        check="static.abi.torchao",
+        group="static",
+        status="FAIL",
+        reason="<script>alert(1)</script>",
     )
     candidate = candidate.model_copy(update={"checks": [*candidate.checks, evil]}).sealed()
     html = render_report(candidate, baseline=baseline, gate_result=gate(baseline, candidate))

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from stackgate.cli import emit_json
 from stackgate.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_ENVIRONMENT, EXIT_OK, BadInput
+from stackgate.files import atomic_write_text
 from stackgate.output import console_err
 from validators.report_render import render, render_results
 from validators.results import Report, Result, to_junit
@@ -36,7 +37,7 @@ def env_path(value: str | None) -> Path | None:
 
 def finish_report(report: Report, args: argparse.Namespace) -> int:
     if getattr(args, "junit", None):
-        Path(args.junit).write_text(to_junit(report), encoding="utf-8")
+        atomic_write_text(Path(args.junit), to_junit(report))
     if args.json:
         emit_json(report.model_dump(mode="json"))
     render(report, console_err())
