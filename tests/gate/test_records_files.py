@@ -263,3 +263,22 @@ def test_a_committed_file_whose_name_hides_a_record_is_refused(
         pytest.raises(BadInput, match=r"the name says 20270101T000000-.* \(renamed by hand\?\)"),
     ):
         resolve.latest_known_good("smoke", store)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "folder"])
+def test_a_store_that_is_not_a_regular_file_is_refused_without_blocking(
+    tmp_path: Path, kind: str
+) -> None:
+    path = tmp_path / "s.sqlite"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dev-zero":
+        path.symlink_to("/dev/zero")
+    else:
+        path.mkdir()
+    for read_only in (True, False):
+        with (
+            pytest.raises(BadInput, match="not a regular file"),
+            RecordStore.open(path, read_only=read_only),
+        ):
+            pass

@@ -323,6 +323,9 @@ def _rollback(conn: sqlite3.Connection) -> None:
 
 
 def _connect(target: Path, *, read_only: bool) -> sqlite3.Connection:
+    if target.exists() and not target.is_file():
+        # SQLite would open a FIFO and block on its first read, or a device and read it.
+        raise BadInput(f"{target}: not a regular file (a record store is an SQLite file)")
     try:
         if read_only:
             if not target.exists():
