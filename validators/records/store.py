@@ -155,6 +155,10 @@ class RecordStore:
                 )  # fmt: skip
                 added.append(sealed.record_id)
             conn.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            _rollback(conn)
+            # A read-only file or folder, a full disk, a lock held past the timeout.
+            raise EnvironmentProblem(f"{self.path}: cannot write the record store: {exc}") from None
         except BaseException:
             _rollback(conn)
             raise
