@@ -282,3 +282,29 @@ def test_a_store_that_is_not_a_regular_file_is_refused_without_blocking(
             RecordStore.open(path, read_only=read_only),
         ):
             pass
+
+
+def test_records_verify_reads_every_committed_file(tmp_path: Path) -> None:
+    """The check a records repository's CI can run: every file intact, in its stack's folder,
+    under the name of the record it holds."""
+    records = tmp_path / "records"
+    good = _commit(records, make_record("smoke", minute=1))
+    edited = _commit(records, make_record("smoke", minute=2))
+    edited.write_text(edited.read_text().replace('"h1"', '"h9"'))
+    weak = make_record("weak", minute=3)
+    (records / "smoke" / f"{weak.created_stamp}-{weak.short_id}.json").write_text(weak.to_json())
+    other = make_record("smoke", minute=4)
+    (records / "smoke" / f"{other.created_stamp}-{'0' * 12}.json").write_text(other.to_json())
+    done = subprocess.run(
+        [sys.executable, "-m", "validators", "records", "verify", "--dir", str(records),
+         "--store", str(tmp_path / "none.sqlite"), "--json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    payload = json.loads(done.stdout)
+    assert payload["files"] == 4 and len(payload["file_problems"]) == 3
+    text = "\n".join(payload["file_problems"])
+    assert f"{edited}: record content does not match" in text
+    assert "in the folder of stack 'smoke' but names 'weak'" in text
+    assert f"named as another record ({other.created_stamp}-{other.short_id}.json)" in text
+    assert str(good) not in text

@@ -15,7 +15,12 @@ from stackgate.cli import emit_json
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.output import console_err
 from validators.records.cli_args import add_store_argument
-from validators.records.json_files import export_records, exported_heads, import_dir
+from validators.records.json_files import (
+    export_records,
+    exported_heads,
+    import_dir,
+    verify_files,
+)
 from validators.records.model import Record
 from validators.records.resolve import committed_records_dir, resolve_record
 from validators.records.store import RecordStore
@@ -103,13 +108,16 @@ def _list(args: argparse.Namespace, store: RecordStore) -> int:
 
 def _verify(args: argparse.Namespace, store: RecordStore, folder: Path) -> int:
     result = store.verify(exported_heads(folder, store))
+    files, file_problems = verify_files(folder) if folder.is_dir() else (0, [])
     console = console_err()
     if args.json:
         emit_json(
             {
-                "ok": not result.problems,
+                "ok": not result.problems and not file_problems,
                 "records": result.count,
                 "problems": result.problems,
+                "files": files,
+                "file_problems": file_problems,
                 "notes": result.notes,
             }
         )
@@ -119,9 +127,15 @@ def _verify(args: argparse.Namespace, store: RecordStore, folder: Path) -> int:
         )
         for problem in result.problems:
             console.print(f"  - {problem}", markup=False)
+    if file_problems:
+        console.print(f"[bold red]{len(file_problems)} bad record file(s)[/] in {folder}")
+        for problem in file_problems:
+            console.print(f"  - {problem}", markup=False)
+    if result.problems or file_problems:
         return EXIT_CHECK_FAILED
     console.print(
         f"[green]ok[/]: {result.count} record(s) verified in {store.path} (hash chain intact)"
+        + (f"; {files} record file(s) verified in {folder}" if files else "")
     )
     for note in result.notes:
         console.print(f"  {note}", markup=False, highlight=False)

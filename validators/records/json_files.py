@@ -14,6 +14,7 @@ and typed, verifies it, and adds all of them in one transaction, or none.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,8 @@ from validators.records.model import Record, load_record
 from validators.records.store import ImportResult, RecordStore
 
 MAX_RECORD_BYTES = 64 << 20
+# The name export gives a file: <created, UTC, to the second>-<first 12 of the id>.json
+EXPORT_NAME = re.compile(r"^(?P<stamp>\d{8}T\d{6})-(?P<short>[0-9a-f]{12})\.json$")
 
 
 @dataclass
@@ -113,6 +116,31 @@ def import_record_files(store: RecordStore, paths: Iterable[Path]) -> ImportResu
 
 def import_dir(store: RecordStore, folder: Path) -> ImportResult:
     return import_record_files(store, record_files(folder))
+
+
+def verify_files(folder: Path) -> tuple[int, list[str]]:
+    """Read and verify every record file below folder: (files read, problems).
+
+    Besides each file's own hash: a file in `<stack>/` must hold a record of that stack, and a
+    file named the way export names it must hold the record its name says.
+    """
+    problems: list[str] = []
+    count = 0
+    for path in record_files(folder):
+        count += 1
+        try:
+            record = read_record_file(path)
+        except BadInput as exc:
+            problems.append("; ".join(exc.lines()))
+            continue
+        parts = path.relative_to(folder).parts
+        if len(parts) > 1 and parts[0] != record.stack:
+            problems.append(
+                f"{path}: in the folder of stack '{parts[0]}' but names '{record.stack}'"
+            )
+        if EXPORT_NAME.match(path.name) and path.name != export_filename(record):
+            problems.append(f"{path}: named as another record ({export_filename(record)})")
+    return count, problems
 
 
 def exported_heads(folder: Path, store: RecordStore) -> list[Path]:

@@ -18,14 +18,17 @@ from stackgate.errors import BadInput, CheckFailed
 from stackgate.files import read_json_file
 from stackgate.paths import project_root, stack_names
 from validators.records.extract import refuse_invalid, run_metrics
-from validators.records.json_files import MAX_RECORD_BYTES, read_record_file, record_files
+from validators.records.json_files import (
+    EXPORT_NAME,
+    MAX_RECORD_BYTES,
+    read_record_file,
+    record_files,
+)
 from validators.records.model import Record
 from validators.records.store import RecordStore
 from validators.results import Report
 
 _HEX = re.compile(r"^[0-9a-f]{6,64}$")
-# The name `records export` gives a file: <created, UTC, to the second>-<first 12 of the id>.
-_EXPORT_NAME = re.compile(r"^(?P<stamp>\d{8}T\d{6})-(?P<short>[0-9a-f]{12})\.json$")
 
 
 def committed_records_dir() -> Path:
@@ -72,13 +75,13 @@ def newest_committed_known_good(stack: str) -> list[Record]:
     named: list[Path] = []
     found: list[Record] = []
     for path in record_files(folder):
-        if _EXPORT_NAME.match(path.name):
+        if EXPORT_NAME.match(path.name):
             named.append(path)
         elif (record := _read_committed(path, stack)).kind == "known-good":
             found.append(record)
     newest: str | None = None
     for path in sorted(named, key=lambda p: p.name, reverse=True):
-        match = _EXPORT_NAME.match(path.name)
+        match = EXPORT_NAME.match(path.name)
         assert match is not None
         if newest is not None and match["stamp"] < newest:
             break
