@@ -230,3 +230,36 @@ def test_two_processes_importing_at_once_both_land_in_one_chain(tmp_path: Path) 
         assert proc.returncode == 0, err
     with RecordStore.open(path, read_only=True) as store:
         assert store.count() == 60 and store.verify().problems == []
+
+
+def test_a_golden_reference_linked_out_of_the_stack_folder_is_not_copied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repo_root: Path
+) -> None:
+    """The manifest names a harmless path; the file there is a symlink to a secret of the
+    host. The loader refuses it; swapped in after loading, compose refuses it too. Either way
+    the record (meant for git) never carries it: exit 2 naming the field."""
+    secret = tmp_path / "cloud-credentials.json"
+    secret.write_text(json.dumps({"private_key": "do-not-commit"}))
+    stacks = tmp_path / "stacks"
+    (stacks / "refs").mkdir(parents=True)
+    reference = stacks / "refs" / "small.json"
+    reference.symlink_to(secret)
+    text = (repo_root / "stacks" / "cu128.toml").read_text()
+    (stacks / "cu128.toml").write_text(
+        text + '\n[serving.small]\nengine = "openai-command"\nmodel_path = "/m"\n'
+        'command = ["true"]\ncorrectness_reference = "refs/small.json"\n'
+    )
+    monkeypatch.setenv("STACKGATE_STACKS_DIR", str(stacks))
+    with pytest.raises(BadInput) as at_load:
+        load_stack("cu128")
+    assert any("serving.small.correctness_reference" in d for d in at_load.value.details)
+    reference.unlink()
+    reference.write_text(json.dumps({"greedy": []}))
+    loaded = load_stack("cu128")
+    reference.unlink()
+    reference.symlink_to(secret)  # swapped between the check and the copy
+    with pytest.raises(BadInput, match=r"serving\.small\.correctness_reference: .*outside"):
+        compose_record(
+            loaded, [make_report(np.random.default_rng(0))], build=BuildFacts(),
+            host=HostFingerprint(), kind="known-good",
+        )  # fmt: skip
