@@ -35,3 +35,21 @@ def test_release_with_an_element_already_ended_is_a_release() -> None:
     assert _released("1_0-1: No error\n1_2: Job has already finished\n")
     assert not _released("scontrol: error: Invalid job id specified\n")
     assert not _released("")
+
+
+def test_dry_run_without_pinning_submits_no_node_updates(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    argv = [sys.executable, "-m", "validators", "fleet", "submit", "cu130", "--wheelhouse", str(tmp_path),
+            "--nodes", "gpu[1-3]", "--jobs-root", str(tmp_path / "jobs"), "--throttle", "2", "--gres", "gpu:8",
+            "--no-pin", "--dry-run", "--json"]  # fmt: skip
+    done = subprocess.run(argv, cwd=root, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert [c[:2] for c in out["commands"]] == [["sbatch", "--parsable"], ["sbatch", "--parsable"], ["scontrol", "release"]]
+    script = next(v for k, v in out["files"].items() if k.endswith("validate.sbatch"))
+    assert "#SBATCH --array=0-2%2" in script and "#SBATCH --gres=gpu:8" in script
+    assert not (tmp_path / "jobs").exists()
