@@ -79,7 +79,10 @@ def test_collector_waits_for_the_job_and_imports(items: list[dict[str, Any]]) ->
     spec = json.loads(config.data["fleet.json"])
     assert spec["nodes"] == ["gpu01", "gpu02", "gpu03", "gpu04"] and spec["scheduler"] == "kubernetes"
     collector = load(items[5]).spec.template.spec
-    assert "kubectl get job stackgate-nightly-cu130" in collector.init_containers[0].command[-1]
+    wait = collector.init_containers[0].command
+    assert "kubectl get job stackgate-nightly-cu130" in wait[-1]
+    syntax = subprocess.run(["sh", "-n", "-c", wait[-1]], capture_output=True, text=True, check=False)
+    assert syntax.returncode == 0, syntax.stderr  # the wait loop parses as a shell script
     assert collector.containers[0].command[3:5] == ["fleet", "collect"]
     role = load(items[3])
     assert role.rules[0].resources == ["jobs"] and set(role.rules[0].verbs) == {"get", "watch"}

@@ -194,3 +194,18 @@ def test_bad_input_exits_2_and_says_where(argv: list[str], says: str) -> None:
     )  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert says in done.stderr
+
+
+def test_collect_imports_every_pass_record_once(tmp_path: Path) -> None:
+    _job(tmp_path / "job")
+    store = tmp_path / "team.sqlite"
+    argv = [sys.executable, "-m", "validators", "fleet", "collect", "--job-dir", str(tmp_path / "job"),
+            "--store", str(store), "--json"]  # fmt: skip
+    env = {"NO_COLOR": "1", "PATH": "/usr/bin:/bin"}
+    first = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False, env=env)
+    assert first.returncode == 1, first.stderr  # a lemon, a FAIL and a MISSING node
+    out = json.loads(first.stdout)
+    assert len(out["added"]) == 18 and out["present"] == []
+    assert (tmp_path / "job" / "verdict.json").is_file()
+    again = json.loads(subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False, env=env).stdout)
+    assert again["added"] == [] and sorted(again["present"]) == sorted(out["added"])
