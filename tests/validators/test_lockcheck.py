@@ -340,3 +340,60 @@ def test_cli_exit_code_and_json(built: Built, tmp_path: Path) -> None:
     )
     assert bad.returncode == 2, bad.stderr[-2000:]
     assert "nope.lock" in bad.stderr
+
+
+SHIM_291 = "int aoti_torch_get_data_ptr(void *t, void **p) { return 0; }\n"
+SHIM_210 = SHIM_291 + "int torch_call_dispatcher(const char *op, void *stack) { return 0; }\n"
+STABLE_EXT = """
+extern int aoti_torch_get_data_ptr(void *t, void **p);
+extern int torch_call_dispatcher(const char *op, void *stack);
+int PyInit__C(void) { void *p; return aoti_torch_get_data_ptr(0, &p) + torch_call_dispatcher("x", 0); }
+"""
+
+
+def test_stable_shim_extension_is_reported_with_its_minimum_torch(tmp_path: Path) -> None:
+    build = tmp_path / "build"
+    old = elf_env.gcc(build / "old" / "libtorch_cpu.so", SHIM_291, "-Wl,-soname,libtorch_cpu.so")
+    new = elf_env.gcc(build / "new" / "libtorch_cpu.so", SHIM_210, "-Wl,-soname,libtorch_cpu.so")
+    ext = elf_env.gcc(
+        build / "ext" / "_C.abi3.so", STABLE_EXT, f"-L{new.parent}", "-l:libtorch_cpu.so"
+    )
+    served = tmp_path / "served"
+    t291 = make_wheel(
+        served,
+        "torch",
+        "2.9.1",
+        files={"torch/lib/libtorch_cpu.so": old.read_bytes()},
+        tag=TAG_TORCH,
+        deflate=True,
+    )
+    t210 = make_wheel(
+        served,
+        "torch",
+        "2.10.0",
+        files={"torch/lib/libtorch_cpu.so": new.read_bytes()},
+        tag=TAG_TORCH,
+        deflate=True,
+    )
+    kern = make_wheel(
+        served,
+        "stable-kernel",
+        "1.0",
+        files={"stable_kernel/_C.abi3.so": ext.read_bytes()},
+        tag=TAG_KERNEL,
+        deflate=True,
+    )
+    cache = tmp_path / "cache"
+    with serve(served) as server:
+        base = f"http://127.0.0.1:{server.server_port}/"
+        first = by_check(check(write_lock(tmp_path / "a" / "uv.lock", base, [t291, kern]), cache))
+        second = by_check(check(write_lock(tmp_path / "b" / "uv.lock", base, [t210, kern]), cache))
+    # with 2.9.1 the dispatcher call is missing: an ABI failure, and no torch seen has both
+    assert first["static.abi.stable_kernel"].status == "FAIL"
+    assert "torch_call_dispatcher" in first["static.abi.stable_kernel"].reason
+    stable = second["static.abi.stable.stable_kernel"]
+    assert stable.status == "PASS"
+    assert "only the LibTorch stable C shim" in stable.reason
+    assert stable.evidence["min_torch"] == "2.10.0"
+    assert stable.evidence["torch_seen"] == ["2.9.1", "2.10.0"]
+    assert second["static.abi.stable_kernel"].status == "PASS"
