@@ -145,6 +145,8 @@ def test_torch_210_breaks_the_kernel_built_against_291(built: Built, tmp_path: P
     kernel = results["static.abi.sgl_kernel"]
     assert kernel.status == "FAIL", kernel.reason
     assert "sgl-kernel 0.3.21" in kernel.reason and "torch 2.10.0" in kernel.reason
+    # labels are METADATA's Name (as the installed check prints them), not the lock's
+    assert kernel.evidence["missing_symbols"][0]["provider_package"] == "torch 2.10.0"
     assert (
         "c10::cuda::c10_cuda_check_implementation(int, char const*, char const*, int, bool)"
         in kernel.reason
@@ -377,7 +379,7 @@ def test_stable_shim_extension_is_reported_with_its_minimum_torch(tmp_path: Path
     )
     kern = make_wheel(
         served,
-        "stable-kernel",
+        "Stable_Kernel",
         "1.0",
         files={"stable_kernel/_C.abi3.so": ext.read_bytes()},
         tag=TAG_KERNEL,
@@ -394,6 +396,7 @@ def test_stable_shim_extension_is_reported_with_its_minimum_torch(tmp_path: Path
     stable = second["static.abi.stable.stable_kernel"]
     assert stable.status == "PASS"
     assert "only the LibTorch stable C shim" in stable.reason
+    assert stable.reason.startswith("Stable_Kernel 1.0:")  # METADATA's Name, as installed
     assert stable.evidence["min_torch"] == "2.10.0"
     assert stable.evidence["torch_seen"] == ["2.9.1", "2.10.0"]
     assert second["static.abi.stable_kernel"].status == "PASS"

@@ -90,9 +90,9 @@ class RemoteWheel:
         meta_name = f"{dist_info[0]}/METADATA"
         if meta_name in self.members:
             meta = self.read_small(meta_name).decode("utf-8", "replace")
-            requires = list(
-                HeaderParser().parsestr(meta, headersonly=True).get_all("Requires-Dist") or ()
-            )
+            headers = HeaderParser().parsestr(meta, headersonly=True)
+            requires = list(headers.get_all("Requires-Dist") or ())
+            name, version = str(headers.get("Name", "")), str(headers.get("Version", ""))
         objects = {n: hashes.get(n) for n in sorted(self.members) if is_shared_object_name(n)}
         cubins = {n: hashes.get(n) for n in sorted(self.members) if n.endswith(".cubin")}
         return WheelListing(
