@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import getpass
-import hashlib
 import socket
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -14,7 +13,7 @@ from typing import Any, Literal
 
 from stackgate import __version__
 from stackgate.errors import BadInput
-from stackgate.files import inside, read_json_file
+from stackgate.files import inside, read_json_file, sha256_file
 from stackgate.loading import LoadedStack
 from validators.records.extract import merge_runs, refuse_invalid, run_metrics
 from validators.records.model import BuildFacts, HostFingerprint, Record
@@ -22,7 +21,7 @@ from validators.results import Report, Result
 
 
 def manifest_file_sha256(loaded: LoadedStack) -> str:
-    return hashlib.sha256(loaded.path.read_bytes()).hexdigest()
+    return sha256_file(loaded.path)  # a regular file, read in chunks
 
 
 def qualify(loaded: LoadedStack, reports: Sequence[Report]) -> list[str]:
