@@ -25,6 +25,7 @@ from pathlib import Path
 
 from validators.static.abi_results import AbiOptions
 from validators.static.group import StaticInputs, run_static
+from validators.static.verdict import torch_tag
 
 ROOT = Path(__file__).resolve().parent
 TRUTH = ROOT / "results" / "static_corpus" / "truth"
@@ -32,17 +33,28 @@ CORPUS = Path(os.environ.get("STACKGATE_CORPUS", "/work/corpus"))
 _ABI = ("undefined symbol", "version `", "cannot open shared object file", "does not exist")
 
 
-def truth_sets(data: dict) -> tuple[set[str], set[str]]:  # type: ignore[type-arg]
+DRIVER_LIBS = ("libcuda.so", "libnvidia-", "libnvcuvid.so")
+
+
+def truth_sets(data: dict, torch: tuple[int, int] | None) -> tuple[set[str], set[str]]:  # type: ignore[type-arg]
+    """Objects built for another torch (libfoo_torch29.so beside torch 2.14) are variants the
+    package never loads under this torch: not part of the truth either way."""
     broken_pkgs: set[str] = set()
     broken_objs: set[str] = set()
     for path, o in data["objects"].items():
+        tag = torch_tag(Path(path).name)
+        if tag is not None and torch is not None and tag != torch:
+            continue
         if o["status"] in ("abi", "crash"):
             broken_objs.add(path)
             broken_pkgs.add(o["package"])
     for label, steps in data["imports"].items():
         for msg in steps.values():
+            error = msg.get("error", "")
+            if any(d in error for d in DRIVER_LIBS):
+                continue  # a library of the NVIDIA driver: host-provided, absent on a CPU host
             if msg.get("outcome") in ("crash", "timeout") or (
-                not msg["ok"] and any(k in msg.get("error", "") for k in _ABI)
+                not msg["ok"] and any(k in error for k in _ABI)
             ):
                 broken_pkgs.add(label)
     return broken_pkgs, broken_objs
@@ -76,8 +88,16 @@ def key(label: str) -> str:
     return f"static.abi.{check_key(label)}"
 
 
-def score(truth: dict, pred: dict) -> dict:  # type: ignore[type-arg]
-    broken_pkgs, broken_objs = truth_sets(truth)
+def env_torch(env: Path) -> tuple[int, int] | None:
+    found = sorted(env.glob("lib/python3*/site-packages/torch-*.dist-info"))
+    if not found:
+        return None
+    major, minor = found[0].name.split("-")[1].split(".")[:2]
+    return int(major), int(minor)
+
+
+def score(truth: dict, pred: dict, torch: tuple[int, int] | None) -> dict:  # type: ignore[type-arg]
+    broken_pkgs, broken_objs = truth_sets(truth, torch)
     truth_keys = {key(lbl) for lbl in broken_pkgs}
     fail_keys = {k for k, v in pred.items() if v["status"] == "FAIL"}
     pred_objs = {o for v in pred.values() if v["status"] == "FAIL" for o in v["failing_objects"]}
@@ -113,10 +133,11 @@ def main() -> int:
     for name in names:
         truth = json.loads((TRUTH / f"{name}.json").read_text())
         entry = report.setdefault(name, {})
-        entry["truth_broken_packages"] = sorted(truth_sets(truth)[0])
+        torch = env_torch(CORPUS / name)
+        entry["truth_broken_packages"] = sorted(truth_sets(truth, torch)[0])
         for mode in args.modes.split(","):
             pred, wall, cpu = predict(CORPUS / name, modes[mode])
-            s = score(truth, pred)
+            s = score(truth, pred, torch)
             entry[mode] = {
                 "wall_s": round(wall, 2),
                 "cpu_s": round(cpu, 2),

@@ -31,6 +31,7 @@ from validators.static.driver_stub import build_stubs
 from validators.static.elf_symbols import ElfReadError, read_elf
 from validators.static.environment import load_environment
 from validators.static.facts import is_python_extension, python_tag
+from validators.static.verdict import installed_torch, torch_tag
 
 CHUNK = 12  # distributions per child process: each child pays one `import torch`
 
@@ -144,30 +145,7 @@ def truth(env_path: Path) -> dict:  # type: ignore[type-arg]
             ok = sum(1 for i in per_dist[label] if outcome.get(i["path"], {}).get("status") == "ok")
             print(f"  {label}: {ok}/{len(per_dist[label])} load", flush=True)
     del here
-    # A module whose undefined symbols torch defines, loaded the way such packages load it:
-    # after ctypes.CDLL(torch._C, RTLD_GLOBAL) (cuda-core's _tensor_bridge documents this).
-    retry = [
-        p
-        for p, o in outcome.items()
-        if o["status"] == "abi" and "undefined symbol" in o.get("error", "")
-    ]
-    if retry and has_torch:
-        steps = [Step("import", "torch"), Step("global", "torch._C")]
-        for path in retry:
-            rel = Path(path).relative_to(site)
-            mod = ".".join([*rel.parts[:-1], rel.name.split(".", 1)[0]])
-            steps.append(
-                Step("extension", mod, path)
-                if outcome[path].get("module", True)
-                and (".cpython-" in rel.name or ".abi3." in rel.name)
-                else Step("library", rel.name, path)
-            )
-        again = run_steps(
-            python, steps, site_packages=site, library_path=stubs.folder, timeout=1800
-        )
-        for r in again.results:
-            if r.step.path in outcome and r.outcome == "ok":
-                outcome[r.step.path]["status"] = "ok-global-torch"
+    retry_artefacts(env_path, outcome)
     return {
         "env": str(env_path),
         "python": list(env_py),
@@ -178,12 +156,79 @@ def truth(env_path: Path) -> dict:  # type: ignore[type-arg]
     }
 
 
+def retry_artefacts(env_path: Path, outcome: dict[str, dict]) -> None:  # type: ignore[type-arg]
+    env = load_environment(env_path)
+    python = env_path / "bin" / "python"
+    site = env.site_packages
+    has_torch = "torch" in env.distributions
+    torch_version = installed_torch(env)
+    names = [i.name for p in env.shared_objects() for i in _imports(p)]
+    stubs = build_stubs(names)
+    # Loading everything in a few processes has two artefacts, each retried in a fresh child
+    # doing what the package does: (1) a crash may come from a sibling variant already loaded
+    # (nanobind refuses to register one enum twice): load the object alone after its
+    # package's imports; (2) undefined symbols its package makes global first (cuda-core
+    # loads torch._C RTLD_GLOBAL before _tensor_bridge, triton its libtriton before a
+    # plugin): load torch._C and the package's own other objects RTLD_GLOBAL, then it.
+    by_pkg: dict[str, list[str]] = defaultdict(list)
+    for path, o in outcome.items():
+        by_pkg[o.get("package", "?")].append(path)
+    for path, o in list(outcome.items()):
+        crashed = o["status"] == "crash"
+        unresolved = o["status"] == "abi" and "undefined symbol" in o.get("error", "")
+        if not (crashed or unresolved):
+            continue
+        tag = torch_tag(Path(path).name)
+        if tag is not None and torch_version is not None and tag != torch_version:
+            continue  # a build for another torch: never loaded under this one
+        label = o.get("package", "?")
+        dist = next((d for d in env.distributions.values() if d.label() == label), None)
+        steps = [Step("import", "torch")] if has_torch else []
+        steps += [Step("import", t) for t in (top_levels(dist.dist_info, site) if dist else [])]
+        rel = Path(path).relative_to(site)
+        ext = ".cpython-" in rel.name or ".abi3." in rel.name
+        mod = ".".join([*rel.parts[:-1], rel.name.split(".", 1)[0]])
+        target = Step("extension", mod, path) if ext else Step("library", rel.name, path)
+        attempts = [[*steps, target]]
+        if crashed:  # variants picked by GPU arch (sgl_kernel sm90/ vs sm100/) clash in one process
+            attempts.append([*steps[:1], target])
+        if unresolved:
+            torch_global = [Step("global", "torch._C")] if has_torch else []
+            own_global = [
+                Step("global", Path(q).name, q)
+                for q in by_pkg[label]
+                if q != path and outcome[q]["status"] == "ok"
+            ]
+            attempts = [[*steps, *torch_global, target], [*steps, *own_global, target]]
+        for attempt in attempts:
+            again = run_steps(
+                python, attempt, site_packages=site, library_path=stubs.folder, timeout=900
+            )
+            last = next((r for r in again.results if r.step == target), None)
+            if last is not None and last.outcome == "ok":
+                o["status"] = "ok-isolated" if crashed else "ok-package-global"
+                o["first_error"] = o.get("error", "")
+                break
+
+
+def _imports(path: Path) -> list:  # type: ignore[type-arg]
+    try:
+        return list(read_elf(path).imports)
+    except ElfReadError:
+        return []
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("env", type=Path)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--retry-only", action="store_true", help="redo only the retries on --out")
     args = parser.parse_args()
-    data = truth(args.env)
+    if args.retry_only:
+        data = json.loads(args.out.read_text())
+        retry_artefacts(args.env, data["objects"])
+    else:
+        data = truth(args.env)
     text = json.dumps(data, indent=1, sort_keys=True)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

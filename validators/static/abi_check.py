@@ -129,6 +129,8 @@ class AbiChecker:
         self._own_misses: dict[Path, list[Import]] = {}
         self._python = _site_python(env.site_packages)
         self._package_scopes: dict[str, list[ElfObject]] = {}
+        self._by_dist: dict[str, list[Path]] | None = None
+        self._torch_libs: list[Path] = []
         self._env_root = self.source.real_path(env.root)
         self._global: list[ElfObject] | None = None
 
@@ -207,17 +209,20 @@ class AbiChecker:
         hit = self._package_scopes.get(label)
         if hit is not None:
             return hit
+        if self._by_dist is None:
+            self._by_dist = {}
+            torch_dir = self.source.real_path(self.env.site_packages / "torch")
+            for p in self.env.shared_objects():
+                owner = self.env.owner(p)
+                if owner is not None:
+                    self._by_dist.setdefault(owner.key, []).append(p)
+                if self.source.real_path(p).is_relative_to(torch_dir) and (
+                    ".so." in p.name or p.name.startswith(("lib", "_C"))
+                ):
+                    self._torch_libs.append(p)
         dist = self.env.owner(obj.path)
-        paths = [
-            p for p in self.env.shared_objects() if dist is not None and self.env.owner(p) is dist
-        ]
-        torch_dir = self.source.real_path(self.env.site_packages / "torch")
-        paths += [
-            p
-            for p in self.env.shared_objects()
-            if self.source.real_path(p).is_relative_to(torch_dir)
-            and (".so." in p.name or p.name.startswith(("lib", "_C")))
-        ]
+        paths = list(self._by_dist.get(dist.key, [])) if dist is not None else []
+        paths += self._torch_libs
         scope: list[ElfObject] = []
         for path in dict.fromkeys(paths):
             try:

@@ -183,6 +183,8 @@ def _package_result(
             f"crashes at load ({', '.join(how)}): "
             + ", ".join(_step_text(r, env) for r in v.crashed)
         )
+    if v.crashed and v.unmet:
+        fails.append("likely why: " + "; ".join(v.unmet))
     if v.symbols:
         fails.append(_symbols_reason(env, v.label, v.symbols, readable))
         evidence["missing_symbols"] = [_symbol_evidence(env, m, readable) for m in v.symbols]
@@ -220,13 +222,20 @@ def _package_result(
             f"CUDA major ({', '.join(sorted({m.soname for m in v.variant_sonames})[:4])}); "
             "a sibling variant resolves and the package picks one at run time"
         )
+    if v.variant_objects:
+        infos.append(
+            f"{len(v.variant_objects)} objects are builds for another CUDA/torch version "
+            f"({', '.join(sorted({x.name for x in v.variant_objects})[:3])}); a sibling build "
+            "resolves and the package loads the matching one at run time"
+        )
     if v.other_python:
         infos.append(
             f"{len(v.other_python)} extension modules for another Python ABI "
             f"({', '.join(sorted({p.name for p in v.other_python})[:3])}), never imported here"
         )
-    if v.unmet:
-        infos.append("; ".join(v.unmet))
+    if v.unmet and not v.crashed:
+        loaded = " (its modules load)" if v.loads and not v.crashed else ""
+        infos.append("; ".join(v.unmet) + loaded)
     loads = [r for r in v.loads if r.step.kind != "import" or r.outcome != "ok"]
     if v.loads:
         evidence["loads"] = [

@@ -44,6 +44,7 @@ class Environment:
     unreadable: list[tuple[Path, str]] = field(default_factory=list)
     # Set when the ELF files are known without walking a tree (facts from wheels).
     objects: tuple[Path, ...] | None = None
+    _walked: tuple[Path, ...] | None = field(default=None, repr=False)
 
     def owner(self, path: Path) -> Distribution | None:
         return self.owners.get(path.resolve())
@@ -62,6 +63,8 @@ class Environment:
         """Every ELF shared object under site-packages (extensions and bundled libraries)."""
         if self.objects is not None:
             return list(self.objects)
+        if self._walked is not None:
+            return list(self._walked)
         found: list[Path] = []
         for dirpath, dirnames, filenames in os.walk(self.site_packages):
             dirnames.sort()
@@ -81,6 +84,7 @@ class Environment:
                     self.unreadable.append((path, f"cannot read: {exc.strerror or exc}"))
                     continue
                 found.append(path)
+        self._walked = tuple(found)
         return found
 
 

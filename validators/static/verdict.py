@@ -32,7 +32,9 @@ from validators.static.environment import Distribution, Environment
 from validators.static.findings import MissingSoname, MissingSymbol, MissingVersion, by_package
 
 Severity = Literal["FAIL", "WARN", "INFO", "PASS"]
-_CUDA_TAG = re.compile(r"(?:[_-]?cu(?:da)?\d{2,3}x?)|(?:^cu\d{2,3}$)")
+# build tags of runtime-chosen variants: cu12/, _cu13, _cuda128, -torch29 (one build per CUDA
+# major or per torch minor, the package loads the one matching the process)
+_CUDA_TAG = re.compile(r"(?:[_.-]?(?:cu|cuda)\d{2,3}x?)|(?:[_.-]?torch\d{2,3})|(?:^cu\d{2,3}$)")
 
 
 def variant_key(path: Path, site: Path) -> str:
@@ -43,6 +45,33 @@ def variant_key(path: Path, site: Path) -> str:
         parts = path.parts
     kept = [p for p in parts[:-1] if not _CUDA_TAG.fullmatch(p)]
     return "/".join([*kept, _CUDA_TAG.sub("", parts[-1])])
+
+
+_TORCH_TAG = re.compile(r"[_.-]torch(\d)(\d{1,2})(?=[_.-])")
+
+
+def torch_tag(name: str) -> tuple[int, int] | None:
+    """(2, 9) for libtorch_c_dlpack_addon_torch29-cpu.so: a build for that torch only."""
+    match = _TORCH_TAG.search(name)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def installed_torch(env: Environment) -> tuple[int, int] | None:
+    dist = env.distributions.get("torch")
+    if dist is None:
+        return None
+    try:
+        release = Version(dist.version).release
+    except InvalidVersion:
+        return None
+    return (release[0], release[1]) if len(release) >= 2 else None
+
+
+def _plain(path: Path, site: Path) -> str:
+    try:
+        return "/".join(path.relative_to(site).parts)
+    except ValueError:
+        return str(path)
 
 
 @dataclass
@@ -56,6 +85,7 @@ class PackageVerdict:
     optional_sonames: list[MissingSoname] = field(default_factory=list)  # WARN
     variant_sonames: list[MissingSoname] = field(default_factory=list)  # INFO
     other_python: list[Path] = field(default_factory=list)  # INFO
+    variant_objects: list[Path] = field(default_factory=list)  # INFO: unused variant builds
     taken_down_by: list[tuple[Path, Path]] = field(default_factory=list)  # (root, broken obj)
     takes_down: set[str] = field(default_factory=set)  # labels of distributions it breaks
     unmet: list[str] = field(default_factory=list)  # requirements on linked distributions
@@ -81,7 +111,7 @@ class PackageVerdict:
             return "FAIL"
         if self.optional_sonames:
             return "WARN"
-        if self.variant_sonames or self.other_python or self.unmet:
+        if self.variant_sonames or self.variant_objects or self.other_python or self.unmet:
             return "INFO"
         return "PASS"
 
@@ -141,9 +171,30 @@ def classify(
             found = out[label] = PackageVerdict(label, dist)
         return found
 
+    broken_roots = unresolved_roots | {m.importer for m in findings.missing_symbols}
+    broken_roots |= {m.requester for m in findings.missing_versions}
+    clean_keys = {variant_key(r, site) for r in roots if r not in broken_roots}
     for label, pkg in grouped.items():
         v = verdict(label)
         v.extensions = pkg.extensions
+        # a variant whose sibling build resolves: the package picks the matching one at run time
+        tagged = {
+            o
+            for o in {m.importer for m in pkg.symbols} | {x.requester for x in pkg.versions}
+            if variant_key(o, site) in clean_keys and variant_key(o, site) != _plain(o, site)
+        }
+        torch_version = installed_torch(env)
+        tagged |= {
+            o
+            for o in {m.importer for m in pkg.symbols} | {x.requester for x in pkg.versions}
+            if (tag := torch_tag(o.name)) is not None
+            and torch_version is not None
+            and tag != torch_version
+        }
+        if tagged:
+            v.variant_objects.extend(sorted(tagged))
+            pkg.symbols = [m for m in pkg.symbols if m.importer not in tagged]
+            pkg.versions = [x for x in pkg.versions if x.requester not in tagged]
         absent = pkg.absent_sonames()
         # an object with an absent DT_NEEDED library cannot load whatever its symbols; the
         # symbols it misses (versioned against that library or not) follow from the absence

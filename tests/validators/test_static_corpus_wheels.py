@@ -1,0 +1,95 @@
+"""Issue 17 on real PyPI wheels: a plugin break, a crash at load, an optional dependency.
+
+torch 2.9.1 from PyPI (+cu128) with, installed --no-deps as a user forcing the pair would:
+- torchvision 0.21.0 (built for torch 2.6): `_C.so` (no PyInit_) imports
+  torch::autograd::Node::name() const, gone from 2.9.1 -> FAIL, confirmed by a load;
+- torchvision 0.23.0 (built for torch 2.8): every symbol resolves, `import torchvision`
+  dies with SIGSEGV in a static initialiser -> FAIL "crashes at load";
+- numba (tbbpool needs libtbb.so.12 from the optional tbb) -> WARN, never FAIL.
+Envs are uv installs (~4 GB, hardlinked from the uv cache) under ~/.cache/stackgate/abi-envs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from builder.python_finder import find_python
+from stackgate.errors import EnvironmentProblem
+from tests.helpers.cache_lock import cache_lock
+from validators.results import Result
+from validators.static.group import StaticInputs, run_static
+
+pytestmark = [pytest.mark.network, pytest.mark.slow, pytest.mark.timeout(2400)]
+
+CACHE = Path(
+    os.environ.get("STACKGATE_ABI_ENVS", Path.home() / ".cache" / "stackgate" / "abi-envs")
+)
+
+
+def corpus_env(name: str, install: list[str], forced: list[str]) -> Path:
+    env = CACHE / name
+    with cache_lock(env):
+        if (env / ".complete").is_file():
+            return env
+        uv = shutil.which("uv")
+        if uv is None:
+            pytest.skip("uv not on PATH")
+        try:
+            python = find_python("3.12")
+        except EnvironmentProblem as exc:
+            pytest.skip(f"no Python 3.12: {exc.message}")
+        shutil.rmtree(env, ignore_errors=True)
+        env.parent.mkdir(parents=True, exist_ok=True)
+        vars_ = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}
+        py = str(env / "bin" / "python")
+        for argv in (
+            [uv, "venv", "-q", "--python", str(python.path), str(env)],
+            [uv, "pip", "install", "-q", "--python", py, *install],
+            *(
+                [[uv, "pip", "install", "-q", "--python", py, "--no-deps", *forced]]
+                if forced
+                else []
+            ),
+        ):
+            done = subprocess.run(argv, capture_output=True, text=True, env=vars_, timeout=1800)
+            if done.returncode != 0:
+                pytest.fail(f"{' '.join(argv)}: {done.stderr.strip()[-400:]}")
+        (env / ".complete").write_text("ok\n", encoding="utf-8")
+    return env
+
+
+def _abi(env: Path) -> dict[str, Result]:
+    return {r.check: r for r in run_static(StaticInputs(env_path=env)) if "abi" in r.check}
+
+
+def test_torchvision_0_21_plugin_break_is_found_and_confirmed() -> None:
+    env = corpus_env("tv021-t291", ["torch==2.9.1"], ["torchvision==0.21.0"])
+    tv = _abi(env)["static.abi.torchvision"]
+    assert tv.status == "FAIL", tv.reason
+    assert "torch::autograd::Node::name() const" in tv.reason
+    assert "confirmed by a load" in tv.reason and "undefined symbol" in tv.reason
+    assert any(p.endswith("torchvision/_C.so") for p in tv.evidence["failing_objects"])
+
+
+def test_torchvision_0_23_crash_at_load_is_found() -> None:
+    env = corpus_env("tv023-t291", ["torch==2.9.1"], ["torchvision==0.23.0"])
+    tv = _abi(env)["static.abi.torchvision"]
+    assert tv.status == "FAIL", tv.reason
+    assert tv.reason.startswith("crashes at load (SIGSEGV)")
+    assert "torch 2.9.1" in tv.reason  # the unmet torch==2.8.0 that triggered the load
+
+
+def test_optional_tbb_is_a_warning() -> None:
+    env = corpus_env("numba-t291", ["torch==2.9.1", "numba"], [])
+    results = _abi(env)
+    numba = results["static.abi.numba"]
+    assert numba.status == "PASS" and numba.evidence["severity"] == "WARN", numba.reason
+    assert "libtbb.so.12" in numba.reason
+    assert all(r.status != "FAIL" for r in results.values()), {
+        k: r.reason[:200] for k, r in results.items() if r.status == "FAIL"
+    }
