@@ -308,3 +308,14 @@ def test_records_verify_reads_every_committed_file(tmp_path: Path) -> None:
     assert "in the folder of stack 'smoke' but names 'weak'" in text
     assert f"named as another record ({other.created_stamp}-{other.short_id}.json)" in text
     assert str(good) not in text
+
+
+def test_import_does_not_follow_a_symlinked_folder(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    _commit(elsewhere, make_record("smoke", minute=7))
+    records = tmp_path / "records"
+    _commit(records, make_record("smoke", minute=1))
+    (records / "linked").symlink_to(elsewhere / "smoke")
+    (records / "smoke" / "loop").symlink_to(records)  # a loop must not hang the walk
+    with RecordStore.open(tmp_path / "s.sqlite") as store:
+        assert len(import_dir(store, records).added) == 1
