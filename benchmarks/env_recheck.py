@@ -43,8 +43,8 @@ CHILD = (
 )
 
 
-def _one(env: Path, cache_dir: str | None) -> dict[str, object]:
-    child_env = dict(os.environ, PYTHONPATH=str(ROOT))
+def _one(env: Path, cache_dir: str | None, src: Path = ROOT) -> dict[str, object]:
+    child_env = dict(os.environ, PYTHONPATH=str(src))
     if cache_dir is not None:
         child_env["STACKGATE_CACHE_DIR"] = cache_dir
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -65,8 +65,19 @@ def main() -> None:
     parser.add_argument("--cache-dir", default=None, help="warm digest cache (default: user's)")
     parser.add_argument("--skip-cold", action="store_true")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument(
+        "--before-src",
+        type=Path,
+        default=None,
+        help="a second source tree (e.g. `git archive` of an older main) timed warm in the same "
+        "run, interleaved; --before-cache is its digest cache (warm), --cache-dir this tree's",
+    )
+    parser.add_argument("--before-cache", default=None)
     args = parser.parse_args()
     env = args.env.resolve()
+    if args.before_src is not None:
+        _compare(env, args)
+        return
     runs: dict[str, list[dict[str, object]]] = {"warm": [], "cold": []}
     # A warm run first, so the page cache holds the directory entries for every warm run.
     _one(env, args.cache_dir)
@@ -79,14 +90,43 @@ def main() -> None:
                                   "cpus": len(os.sched_getaffinity(0))}  # fmt: skip
     for kind, items in runs.items():
         if items:
-            summary[f"{kind}_wall_s_median"] = statistics.median(float(str(r["wall_s"])) for r in items)
-            summary[f"{kind}_cpu_s_median"] = statistics.median(float(str(r["cpu_s"])) for r in items)
+            summary[f"{kind}_wall_s_median"] = statistics.median(
+                float(str(r["wall_s"])) for r in items
+            )
+            summary[f"{kind}_cpu_s_median"] = statistics.median(
+                float(str(r["cpu_s"])) for r in items
+            )
     if runs["cold"] and runs["warm"]:
         summary["cold_over_warm_wall"] = round(
             float(str(summary["cold_wall_s_median"])) / float(str(summary["warm_wall_s_median"])), 1
         )
     payload = {"summary": summary, "runs": runs}
     text = json.dumps(payload, indent=2)
+    print(text)
+    if args.out is not None:
+        args.out.write_text(text + "\n")
+
+
+def _compare(env: Path, args: argparse.Namespace) -> None:
+    """Warm re-check of two source trees in one run: one warm-up each, then alternating."""
+    sides = {
+        "before": (args.before_src.resolve(), args.before_cache),
+        "after": (ROOT, args.cache_dir),
+    }
+    runs: dict[str, list[dict[str, object]]] = {"before": [], "after": []}
+    warmup = {name: _one(env, cache, src) for name, (src, cache) in sides.items()}
+    for _ in range(args.repeats):
+        for name, (src, cache) in sides.items():
+            runs[name].append(_one(env, cache, src))
+    summary: dict[str, object] = {"env": str(env), "host": platform.node(),
+                                  "cpus": len(os.sched_getaffinity(0)), "warmup": warmup}  # fmt: skip
+    for name, items in runs.items():
+        summary[f"{name}_wall_s_median"] = statistics.median(float(str(r["wall_s"])) for r in items)
+        summary[f"{name}_cpu_s_median"] = statistics.median(float(str(r["cpu_s"])) for r in items)
+    summary["after_over_before_cpu"] = round(
+        float(str(summary["after_cpu_s_median"])) / float(str(summary["before_cpu_s_median"])), 2
+    )
+    text = json.dumps({"summary": summary, "runs": runs}, indent=2)
     print(text)
     if args.out is not None:
         args.out.write_text(text + "\n")

@@ -14,7 +14,10 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<info>[^/@\s]+)@")
+# The user info is everything up to the LAST `@` of the authority (which ends at `/`, `?`, `#`):
+# that is how urlsplit and uv read `https://user:p@ss@host`, so a password holding `@` is hidden
+# whole, not cut at its first `@`.
+_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<info>[^/?#\s]+)@")
 
 
 def has_credentials(url: str) -> bool:

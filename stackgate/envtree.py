@@ -148,6 +148,8 @@ def compute_tree(
         key = key_of(st) if shared else None
         cached = known.get(key) if key is not None else None
         digests.append(cached or b"")
+        if cached is not None and cache is not None and key is not None:
+            cache.used(key)
         if cached is None:
             todo.append((index, full, st.st_size, key if key and rememberable(st) else None))
     # sha256 releases the GIL: a few threads use the cores a cold hash needs.
