@@ -1,5 +1,5 @@
-"""SGLang. Flag names are SGLang 0.5.9's `server_args.py` (shared/research/sglang-facts.md
-section 1); full names are used even where argparse would take a prefix (`--tp` works only
+"""SGLang. Flag names are SGLang 0.5.9's `server_args.py` (tests/serve/test_upstream_flags.py
+reads them out of the pinned wheel); full names are used even where argparse would take a prefix (`--tp` works only
 because `--tp-size` is the sole option starting with it)."""
 
 from __future__ import annotations

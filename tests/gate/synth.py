@@ -1,6 +1,11 @@
 """Synthetic validation reports: real Report objects whose benchmark numbers are drawn at a
 chosen run-to-run noise. They stand for `python -m validators run --json` on a GPU host, which
 cannot run here; the gate only ever sees these numbers, so the comparison itself is real.
+
+Built the way the validators build theirs: every result through `make_result` (which refuses
+an id validators.checks does not register, so a renamed check breaks this fixture), the sweep
+as validators/serve's `serve-bench.sweep` result with its `levels` list, each level holding
+fields of bench_client.compute_metrics (tests/gate/test_synth.py holds the two to each other).
 """
 
 from __future__ import annotations
@@ -9,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from validators.results import Report, Result
+from validators.results import Report, Result, make_result
 
 CONCURRENCIES = (1, 4, 16, 64)
 # Per-concurrency levels loosely shaped like a TP8 MoE server (tok/s, ms).
@@ -74,28 +79,19 @@ def make_report(
     required: tuple[str, ...] = ("host", "static", "runtime", "serve-bench"),
     levels: tuple[int, ...] = CONCURRENCIES,
 ) -> Report:
-    results = []
+    results: list[Result] = []
     for check, group in CHECKS:
         if group not in required:
             continue
         if check in failing:
-            results.append(
-                Result(
-                    check=check, group=group, status="FAIL", reason=f"{check} failed (synthetic)"
-                )
-            )
+            results.append(make_result(check, "FAIL", f"{check} failed (synthetic)", group=group))
         else:
-            results.append(Result(check=check, group=group, status="PASS", reason="ok"))
+            results.append(make_result(check, "PASS", "ok", group=group))
     if "serve-bench" in required:
+        points = bench_points(rng, slowdown=slowdown, cv=cv, raw=raw, levels=levels)
         results.append(
-            Result(
-                check="serve-bench.sweep",
-                group="serve-bench",
-                status="PASS",
-                reason="sweep done",
-                evidence={
-                    "points": bench_points(rng, slowdown=slowdown, cv=cv, raw=raw, levels=levels)
-                },
+            make_result(
+                "serve-bench.sweep", "PASS", "sweep done", {"levels": points}, group="serve-bench"
             )
         )
     return Report(

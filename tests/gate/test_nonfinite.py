@@ -89,7 +89,7 @@ def _report_file(tmp_path: Path, mutate: Any) -> Path:
 def _sweep(report: dict[str, Any]) -> dict[str, Any]:
     for result in report["results"]:
         if result["check"] == "serve-bench.sweep":
-            return dict(result["evidence"]["points"][0])
+            return dict(result["evidence"]["levels"][0])
     raise AssertionError("no sweep in the synthetic report")
 
 
@@ -103,7 +103,7 @@ def test_a_run_report_with_an_unusable_metric_is_bad_input(
     def mutate(report: dict[str, Any]) -> None:
         for result in report["results"]:
             if result["check"] == "serve-bench.sweep":
-                result["evidence"]["points"][0]["output_throughput"] = value
+                result["evidence"]["levels"][0]["output_throughput"] = value
 
     path = _report_file(tmp_path, mutate)
     with pytest.raises(BadInput) as caught:
@@ -119,7 +119,7 @@ def test_null_in_a_run_report_is_not_measured_and_the_gate_calls_it_missing(
     def mutate(report: dict[str, Any]) -> None:
         for result in report["results"]:
             if result["check"] == "serve-bench.sweep":
-                for level in result["evidence"]["points"]:
+                for level in result["evidence"]["levels"]:
                     for key in list(level):
                         if key != "max_concurrency":
                             level[key] = None

@@ -2,8 +2,9 @@
 
 Pure: `LogWatch.feed(text)` takes whatever bytes arrived and updates the state; lifecycle
 tails the file and calls it. tqdm rewrites its bar with '\\r', so both '\\r' and '\\n' end a
-line. Strings are SGLang 0.5.9's (shared/research/sglang-facts.md section 2), plus vLLM's and
-transformers' where they differ.
+line. Strings are SGLang 0.5.9's, plus vLLM's where they differ, plus the few printed by a
+library under the engine (NOT_FROM_ENGINES). tests/serve/test_upstream_strings.py finds every
+literal of these patterns in the pinned engines' sources (or the named library's).
 """
 
 from __future__ import annotations
@@ -68,6 +69,31 @@ FATAL: list[tuple[str, re.Pattern[str]]] = [
     ("child process died", re.compile(r"Received sigquit from a child process")),
 ]
 GENERIC = frozenset({"scheduler exception", "child process died"})
+
+# Literals of the patterns above that neither pinned engine prints itself: literal ->
+# (the library that prints it, the string that library's files hold).
+NOT_FROM_ENGINES: dict[str, tuple[str, str]] = {
+    "Uvicorn running on": ("uvicorn", "Uvicorn running on"),
+    "Application startup complete": ("uvicorn", "Application startup complete."),
+    "Application startup complete.": ("uvicorn", "Application startup complete."),
+    "Loading checkpoint shards": ("transformers", "Loading checkpoint shards"),
+    "torch.OutOfMemoryError": ("torch", "OutOfMemoryError"),
+    "CUDA error: out of memory": ("torch", "CUDA error: "),  # + the CUDA runtime's message
+    "CUDA error: ": ("torch", "CUDA error: "),
+    "cudaErrorIllegalAddress": ("CUDA runtime", "cudaErrorIllegalAddress"),
+    "an illegal memory access": ("CUDA runtime", "an illegal memory access"),
+    "No supported CUDA architectures found": (
+        "flashinfer",
+        "No supported CUDA architectures found",
+    ),
+    "undefined symbol: ": ("glibc", "undefined symbol: "),
+    "Address already in use": ("glibc", "Address already in use"),
+    "Fatal Python error": ("CPython", "Fatal Python error"),
+    "Segmentation fault": ("CPython", "Segmentation fault"),  # faulthandler's signal name
+    # A dict lookup sglang's torch_symm_mem does with the GPU's major version (12 on SM120):
+    # CPython prints the KeyError; the dict is checked in the sglang source by the test.
+    "KeyError: 12": ("CPython", "KeyError"),
+}
 
 _SPLIT = re.compile(r"\r\n|\r|\n")
 
