@@ -204,9 +204,7 @@ def _main_for(packages: Sequence[str], prog: str, description: str, words: list[
         format="%(levelname)s %(name)s: %(message)s",
     )
     run = cast(Callable[[argparse.Namespace], int], args._run)
-    from rich.markup import escape
-
-    from stackgate.output import console_err  # rich: only once a command runs
+    from stackgate.output import console_err, styled  # rich: only once a command runs
 
     try:
         return run(args)
@@ -223,7 +221,7 @@ def _main_for(packages: Sequence[str], prog: str, description: str, words: list[
                 }
             )
         err = console_err()
-        err.print(f"[bold red]error:[/] {escape(exc.message)}", highlight=False)
+        err.print(styled("[bold red]error:[/] {}", exc.message))
         for line in exc.details:
             err.print(f"  {line}", highlight=False, markup=False)
         return exc.exit_code
@@ -233,7 +231,7 @@ def _main_for(packages: Sequence[str], prog: str, description: str, words: list[
     except OSError as exc:
         if args.debug:
             traceback.print_exc()
-        console_err().print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        console_err().print(styled("[bold red]error:[/] {}", exc))
         return EXIT_ENVIRONMENT
 
 

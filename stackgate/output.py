@@ -1,13 +1,50 @@
-"""Human output goes to stderr through rich; stdout is kept for --json results."""
+"""The one output layer. Human output goes to stderr, what the user asked to see to stdout.
+
+Markup is off on every console: user, record and log text (a stack named `[/oops]`, a log
+line with `[/dev/nvidia0]`) is printed as it is and can never break rendering. Styles come
+only from `styled()`, whose template is ours and whose values are escaped. When not a
+terminal (piped, redirected, CI) lines are never wrapped: tables keep whole rows, tokens are
+never broken.
+"""
 
 from __future__ import annotations
 
 import os
+import sys
+from typing import TextIO
 
 from rich.console import Console
+from rich.markup import escape
+from rich.text import Text
+
+WIDE = 100_000  # "no width": a piped table is as wide as its longest row
+
+
+def _console(stream: TextIO, stderr: bool) -> Console:
+    plain = os.environ.get("CI") == "true" or os.environ.get("NO_COLOR") is not None
+    terminal = stream.isatty() and os.environ.get("CI") != "true"
+    return Console(
+        stderr=stderr,
+        file=None if stderr else stream,
+        no_color=plain,
+        markup=False,
+        emoji=False,
+        highlight=False,
+        soft_wrap=not terminal,
+        width=None if terminal else WIDE,
+    )
 
 
 def console_err() -> Console:
-    """A stderr console; plain (no colour, no live bars) when not a terminal or under CI."""
-    plain = os.environ.get("CI") == "true" or os.environ.get("NO_COLOR") is not None
-    return Console(stderr=True, no_color=plain, soft_wrap=True, width=200 if plain else None)
+    """Diagnostics, progress and verdicts: stderr."""
+    return _console(sys.stderr, True)
+
+
+def console_out() -> Console:
+    """What the user asked to see (`show`, `serve-bench --dry-run`): stdout."""
+    return _console(sys.stdout, False)
+
+
+def styled(template: str, *values: object) -> Text:
+    """`template` is our markup with `{}` placeholders; each value is escaped, never parsed."""
+    return Text.from_markup(template.format(*(escape(str(v)) for v in values)))

@@ -1,40 +1,64 @@
-"""Render a Report (or a list of Results) as a rich table on stderr."""
+"""Render a Report (or a list of Results) as a rich table on stderr, failures first, and end
+with one verdict line. Text from results is never parsed as markup (stackgate.output)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
+from stackgate.output import styled
 from validators.results import Report, Result
 
 STYLE = {"PASS": "green", "FAIL": "bold red", "SKIP": "yellow", "ERROR": "bold magenta"}
+ORDER = {"FAIL": 0, "ERROR": 1, "SKIP": 2, "PASS": 3}
 
 
-def results_table(results: Sequence[Result], title: str) -> Table:
-    table = Table(title=title, show_lines=False, expand=True)
+def failures_first(results: Sequence[Result]) -> list[Result]:
+    """FAIL, then ERROR, SKIP, PASS; the validators' order within each."""
+    return sorted(results, key=lambda r: ORDER.get(r.status, 4))
+
+
+def results_table(results: Sequence[Result], title: str, console: Console) -> Table:
+    table = Table(title=title, show_lines=False, expand=console.is_terminal)
     table.add_column("status", no_wrap=True)
     table.add_column("check", no_wrap=True, overflow="fold")
-    table.add_column("reason", overflow="fold", ratio=1)
+    table.add_column("reason", overflow="fold", ratio=1 if console.is_terminal else None)
     table.add_column("s", justify="right", no_wrap=True)
-    for r in results:
-        table.add_row(f"[{STYLE[r.status]}]{r.status}[/]", r.check, r.reason, f"{r.duration_s:.2f}")
+    for r in failures_first(results):
+        seconds = f"{r.duration_s:.2f}" if r.duration_s else "-"
+        table.add_row(Text(r.status, style=STYLE[r.status]), r.check, r.reason, seconds)
     return table
 
 
-def render(report: Report, console: Console) -> None:
-    counts = report.counts()
-    console.print(results_table(report.results, f"stackgate validate {report.stack}"))
-    for group, why in report.groups_skipped.items():
-        console.print(f"[yellow]{group}[/]: {why}", highlight=False)
-    verdict = "[bold red]FAILED[/]" if report.failed else "[bold green]OK[/]"
-    console.print(
-        f"{verdict}  {counts['PASS']} passed, {counts['FAIL']} failed, {counts['ERROR']} errors, "
-        f"{counts['SKIP']} skipped in {report.duration_s:.1f} s",
-        highlight=False,
+def counts_of(results: Sequence[Result]) -> Mapping[str, int]:
+    return {s: sum(1 for r in results if r.status == s) for s in ORDER}
+
+
+def verdict_line(results: Sequence[Result], what: str, seconds: float | None) -> Text:
+    """One line: FAILED/OK, what was checked, the counts and the time."""
+    counts = counts_of(results)
+    failed = counts["FAIL"] or counts["ERROR"]
+    verdict = "[bold red]FAILED[/]" if failed else "[bold green]OK[/]"
+    took = f" in {seconds:.1f} s" if seconds is not None else ""
+    return styled(
+        verdict + " {}",
+        f"{what}: {len(results)} checks, {counts['PASS']} passed, {counts['FAIL']} failed, "
+        f"{counts['ERROR']} errors, {counts['SKIP']} skipped{took}",
     )
 
 
-def render_results(results: Sequence[Result], title: str, console: Console) -> None:
-    console.print(results_table(results, title))
+def render(report: Report, console: Console) -> None:
+    console.print(results_table(report.results, f"stackgate validate {report.stack}", console))
+    for group, why in report.groups_skipped.items():
+        console.print(styled("[yellow]{}[/]: {}", group, why))
+    console.print(verdict_line(report.results, report.stack or "run", report.duration_s))
+
+
+def render_results(
+    results: Sequence[Result], title: str, console: Console, seconds: float | None = None
+) -> None:
+    console.print(results_table(results, title, console))
+    console.print(verdict_line(results, title, seconds))

@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import time
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -19,7 +21,7 @@ from stackgate.errors import EXIT_OK, BadInput
 from stackgate.host.resources import GIB
 from stackgate.layout import venv_root
 from stackgate.loading import load_stack
-from stackgate.output import console_err
+from stackgate.output import console_err, styled
 from stackgate.paths import display_path
 from stackgate.topology import TOPOLOGIES
 
@@ -73,22 +75,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 class RichReporter(Reporter):
-    def __init__(self, progress: Progress) -> None:
+    """On a terminal: a spinner with the step, its elapsed time and uv's latest line. Piped
+    (CI logs, `| tee`): one line per finished step with the time since the start, and uv's own
+    summary lines (Resolved/Prepared/Installed N ...) as they come."""
+
+    def __init__(self, progress: Progress, console: Console) -> None:
         self.progress = progress
+        self.console = console
+        self.piped = not console.is_terminal
+        self.started = time.monotonic()
         self.task = progress.add_task("starting", total=None, detail="")
 
     def step(self, name: str, detail: str = "") -> None:
-        self.progress.update(self.task, description=f"[bold]{name}[/]", detail=detail)
+        self.progress.update(self.task, description=escape(name), detail=escape(detail))
 
     def line(self, text: str) -> None:
-        if text.strip():
-            self.progress.update(self.task, detail=text.strip()[:120])
+        text = text.strip()
+        if not text:
+            return
+        if self.piped:
+            if _COUNT.search(text):
+                self.console.print(f"    uv: {text}")
+            return
+        self.progress.update(self.task, detail=escape(text[:120]))
 
     def done(self, name: str, seconds: float) -> None:
-        self.progress.console.print(f"  [green]done[/] {name:<10} {seconds:7.2f} s")
+        elapsed = time.monotonic() - self.started
+        self.console.print(
+            styled("  [green]done[/] {}", f"{name:<10} {seconds:7.2f} s  (t+{elapsed:.0f} s)")
+        )
 
 
-def _summary(console: Console, outcome: BuildOutcome) -> None:
+def _summary(console: Console, outcome: BuildOutcome, source_builds: bool, took: float) -> None:
     record = outcome.record
     plan = record.job_plan
     table = Table(title=f"stack {record.stack}", show_header=False)
@@ -103,15 +121,23 @@ def _summary(console: Console, outcome: BuildOutcome) -> None:
         "tree hash",
         f"{record.tree.sha256[:16]} ({record.tree.files} files, {record.tree.bytes / GIB:.2f} GiB)",
     )
-    table.add_row("topology", f"{record.topology or 'none'} ({record.topology_source})")
-    table.add_row("job plan", plan.summary())
+    if record.topology is None:
+        table.add_row("topology", f"common environment only ({record.topology_source})")
+    else:
+        table.add_row("topology", f"{record.topology} ({record.topology_source})")
+    if source_builds:  # a plan for compile jobs means nothing to a stack of wheels only
+        table.add_row("job plan", plan.summary())
     if record.peak_rss_per_job_bytes:
         table.add_row(
             "peak RSS / job",
             f"{record.peak_rss_per_job_bytes / GIB:.2f} GiB "
             f"({record.watchdog_pauses} watchdog pause(s))",
         )
-    table.add_row("time", " ".join(f"{k}={v:.1f}s" for k, v in record.timings_s.items()))
+    steps = " ".join(f"{k}={v:.1f}s" for k, v in record.timings_s.items())
+    if outcome.reused:
+        table.add_row("time", f"{took:.1f} s now (reused); the original build: {steps}")
+    else:
+        table.add_row("time", f"{took:.1f} s: {steps}")
     if outcome.removed_partials:
         table.add_row("cleaned", ", ".join(p.name for p in outcome.removed_partials))
     console.print(table)
@@ -135,6 +161,7 @@ def run(args: argparse.Namespace) -> int:
         base_site=args.base_site,
     )
     console = console_err()
+    started = time.monotonic()
     progress = Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
@@ -146,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
         disable=not console.is_terminal,
     )
     with progress:
-        outcome = build_env(loaded, options, with_fault_hook(RichReporter(progress)))
+        outcome = build_env(loaded, options, with_fault_hook(RichReporter(progress, console)))
     if args.json:
         emit_json(
             {
@@ -159,7 +186,14 @@ def run(args: argparse.Namespace) -> int:
                 "record": outcome.record.model_dump(mode="json"),
             }
         )
-    _summary(console, outcome)
-    plan = outcome.record.job_plan
-    console.print("job plan: " + "; ".join(plan.reasons), highlight=False)
+    source_builds = any(p.git for p in loaded.manifest.packages.values())
+    _summary(console, outcome, source_builds, time.monotonic() - started)
+    if source_builds:
+        console.print("job plan: " + "; ".join(outcome.record.job_plan.reasons))
+    verb = "reused" if outcome.reused else "built"
+    console.print(
+        styled(
+            "[bold green]OK[/] {}", f"{loaded.manifest.name} {verb}: {display_path(outcome.env)}"
+        )
+    )
     return EXIT_OK

@@ -8,7 +8,7 @@ from pathlib import Path
 from stackgate.cli import emit_json
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK
 from stackgate.loading import load_stack
-from stackgate.output import console_err
+from stackgate.output import console_err, styled
 from stackgate.paths import display_path
 from stackgate.rules import StackFacts, evaluate, load_rules
 
@@ -44,13 +44,16 @@ def run(args: argparse.Namespace) -> int:
     console = console_err()
     for f in findings:
         style = "bold red" if f.severity == "error" else "yellow"
-        console.print(f"[{style}]{f.severity}[/] {f.rule}", highlight=False)
+        console.print(styled(f"[{style}]{{}}[/] {{}}", f.severity, f.rule))
         console.print(f"    {f.message}", highlight=False, markup=False)
         if f.remedy:
             console.print(f"    remedy: {f.remedy}", highlight=False, markup=False)
     verdict = "[bold red]REFUSED[/]" if errors else "[bold green]OK[/]"
     console.print(
-        f"{verdict} {display_path(loaded.path)}: {len(errors)} error(s), "
-        f"{len(findings) - len(errors)} warning(s)"
+        styled(
+            verdict + " {}",
+            f"{display_path(loaded.path)}: {len(errors)} error(s), "
+            f"{len(findings) - len(errors)} warning(s)",
+        )
     )
     return EXIT_OK if ok else EXIT_CHECK_FAILED

@@ -20,7 +20,7 @@ from stackgate.containers.docker import DockerConfig
 from stackgate.containers.select import ENGINE_CHOICES
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.loading import load_stack
-from stackgate.output import console_err
+from stackgate.output import console_err, styled
 from stackgate.paths import display_path, project_root
 
 NAME = "image"
@@ -179,7 +179,9 @@ def run(args: argparse.Namespace) -> int:
         verdict = (
             "[bold green]REPRODUCIBLE[/]" if repro.identical else "[bold red]NOT REPRODUCIBLE[/]"
         )
-        console.print(f"{verdict} (timestamp {result.timestamp} from {result.timestamp_from})")
+        console.print(
+            styled(verdict + " {}", f"(timestamp {result.timestamp} from {result.timestamp_from})")
+        )
         for what, (a, b) in repro.compared.items():
             console.print(f"  {what}: {a} {'==' if a == b else '!='} {b}", highlight=False)
         if repro.note:

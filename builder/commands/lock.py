@@ -7,6 +7,8 @@ import os
 import time
 from pathlib import Path
 
+from rich.text import Text
+
 from builder.lock import locked_packages, run_lock
 from builder.python_finder import find_python
 from builder.uvproject import index_map_credentials, parse_index_map
@@ -14,7 +16,7 @@ from stackgate.cli import emit_json
 from stackgate.errors import EXIT_OK
 from stackgate.layout import lock_files
 from stackgate.loading import load_stack
-from stackgate.output import console_err
+from stackgate.output import console_err, styled
 from stackgate.paths import display_path
 
 NAME = "lock"
@@ -47,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     files = lock_files(manifest.name, args.locks_dir)
     console = console_err()
     started = time.monotonic()
-    with console.status(f"locking {manifest.name} with uv ({python.path})"):
+    with console.status(Text(f"locking {manifest.name} with uv ({python.path})")):
         state = run_lock(loaded, files, python, index_map=index_map, upgrade=args.upgrade)
     seconds = time.monotonic() - started
     packages = locked_packages(state)
@@ -65,8 +67,11 @@ def run(args: argparse.Namespace) -> int:
             }
         )
     console.print(
-        f"[bold green]locked[/] {manifest.name}: {len(packages)} packages in {seconds:.1f} s -> "
-        f"{display_path(files.lockfile)} (lock {state.short})"
+        styled(
+            "[bold green]locked[/] {}",
+            f"{manifest.name}: {len(packages)} packages in {seconds:.1f} s -> "
+            f"{display_path(files.lockfile)} (lock {state.short})",
+        )
     )
     for name in sorted(manifest.packages):
         console.print(f"  {name} == {packages.get(name, '?')}", highlight=False)

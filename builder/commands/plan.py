@@ -11,7 +11,7 @@ from stackgate.cli import emit_json
 from stackgate.errors import EXIT_OK
 from stackgate.layout import venv_root
 from stackgate.loading import load_stack
-from stackgate.output import console_err
+from stackgate.output import console_err, styled
 
 NAME = "plan"
 HELP = "show how many compile jobs a source build of the stack may run here, and why"
@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
             }
         )
     console = console_err()
-    console.print(f"[bold]{loaded.manifest.name}[/]: {plan.summary()}", highlight=False)
+    console.print(styled("[bold]{}[/]: {}", loaded.manifest.name, plan.summary()))
     for reason in plan.reasons:
         console.print(f"  {reason}", highlight=False)
     console.print(

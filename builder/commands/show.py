@@ -8,7 +8,7 @@ import json
 from stackgate.cli import emit_json
 from stackgate.errors import EXIT_OK
 from stackgate.loading import load_stack
-from stackgate.output import console_err
+from stackgate.output import console_err, console_out, styled
 from stackgate.topology import TOPOLOGIES
 
 NAME = "show"
@@ -35,6 +35,9 @@ def run(args: argparse.Namespace) -> int:
         }
     if args.json:
         emit_json(payload)
-    else:
-        console_err().print_json(json.dumps(payload))
+    else:  # what the user asked to see: stdout (`| less`, `> file`)
+        console_out().print_json(json.dumps(payload))
+    console_err().print(
+        styled("[bold green]OK[/] {}", f"{manifest.name}: resolved manifest printed on stdout")
+    )
     return EXIT_OK

@@ -23,7 +23,7 @@ from stackgate.errors import EXIT_OK
 from stackgate.host.resources import GIB
 from stackgate.layout import lock_files
 from stackgate.loading import load_stack
-from stackgate.output import console_err
+from stackgate.output import console_err, styled
 from stackgate.paths import display_path
 
 NAME = "wheelhouse"
@@ -76,10 +76,13 @@ def run(args: argparse.Namespace) -> int:
             }
         )
     console.print(
-        f"[bold green]wheelhouse[/] {display_path(args.to)}: {result['files']} files "
-        f"({result['downloaded']} downloaded, {result['kept']} already there), "
-        f"{result['bytes'] / GIB:.2f} GiB in {seconds:.1f} s, every sha256 checked"
+        styled(
+            "[bold green]wheelhouse[/] {}",
+            f"{display_path(args.to)}: {result['files']} files "
+            f"({result['downloaded']} downloaded, {result['kept']} already there), "
+            f"{result['bytes'] / GIB:.2f} GiB in {seconds:.1f} s, every sha256 checked",
+        )
     )
     for item in result["skipped"]:
-        console.print(f"  [yellow]not in the wheelhouse[/]: {item}", highlight=False)
+        console.print(styled("  [yellow]not in the wheelhouse[/]: {}", item))
     return EXIT_OK

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -44,8 +45,15 @@ def finish_report(report: Report, args: argparse.Namespace) -> int:
     return exit_code(report.results)
 
 
-def finish_results(results: Sequence[Result], title: str, args: argparse.Namespace) -> int:
+def finish_results(
+    results: Sequence[Result],
+    title: str,
+    args: argparse.Namespace,
+    started: float | None = None,
+) -> int:
+    """JSON on stdout when asked; the table (failures first) and one verdict line on stderr."""
+    seconds = time.monotonic() - started if started is not None else None
     if args.json:
         emit_json({"schema_version": 1, "results": [r.model_dump(mode="json") for r in results]})
-    render_results(results, title, console_err())
+    render_results(results, title, console_err(), seconds)
     return exit_code(results)

@@ -13,7 +13,7 @@ from pathlib import Path
 from stackgate.cli import emit_json
 from stackgate.errors import EXIT_OK, BadInput
 from stackgate.loading import load_stack
-from stackgate.output import console_err
+from stackgate.output import console_err, styled
 from stackgate.paths import stack_names
 from validators.gate.compare import gate
 from validators.gate.diffs import Change, diff_flat, diff_manifests
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     env = diff_flat(a.env, b.env)
     manifest = diff_manifests(a.manifest, b.manifest)
     console = console_err()
-    console.print(f"[bold]diff[/] {a.label} -> {b.label}")
+    console.print(styled("[bold]diff[/] {} -> {}", a.label, b.label))
     payload: dict[str, object] = {
         "a": a.label,
         "b": b.label,

@@ -11,7 +11,7 @@ from pathlib import Path
 from stackgate.cli import emit_json
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.loading import load_stack
-from stackgate.output import console_err
+from stackgate.output import console_err, styled
 from validators.env_verify import require_env_matches
 from validators.gate.candidate import env_of, host_of, run_validations
 from validators.gate.policy import DEFAULT_REPEATS
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     if problems:
         if args.json:
             emit_json({"ok": False, "stack": loaded.manifest.name, "refused": problems})
-        console.print(f"[bold red]REFUSED[/] {loaded.manifest.name} is not marked good:")
+        console.print(styled("[bold red]REFUSED[/] {} is not marked good:", loaded.manifest.name))
         for p in problems:
             console.print(f"  - {p}", markup=False, highlight=False)
         return EXIT_CHECK_FAILED
@@ -120,12 +120,15 @@ def run(args: argparse.Namespace) -> int:
         )
     verb = "recorded" if added else "already recorded"
     console.print(
-        f"[bold green]KNOWN-GOOD[/] {record.label} {verb} in {where}: {len(record.checks)} checks, "
-        f"{len(record.metrics)} metrics x {record.runs} run(s), env tree "
-        f"{(build.env_tree_sha256 or '')[:12]}"
+        styled(
+            "[bold green]KNOWN-GOOD[/] {}",
+            f"{record.label} {verb} in {where}: {len(record.checks)} checks, "
+            f"{len(record.metrics)} metrics x {record.runs} run(s), env tree "
+            f"{(build.env_tree_sha256 or '')[:12]}",
+        )
     )
     for m in mismatch:
-        console.print(f"[yellow]host mismatch accepted:[/] {m}")
+        console.print(styled("[yellow]host mismatch accepted:[/] {}", m))
     for path in exported:
         console.print(f"  exported {path}")
     return EXIT_OK

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 
 from stackgate.loading import load_stack
@@ -25,8 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    started = time.monotonic()
     loaded = load_stack(args.stack)
     path = env_path(args.env)
     facts = gather(path or Path.cwd())
     results = evaluate_host(loaded.manifest, facts, env_path=path, topology=args.topology)
-    return finish_results(results, f"preflight {loaded.manifest.name}", args)
+    return finish_results(results, f"preflight {loaded.manifest.name}", args, started)

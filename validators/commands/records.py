@@ -13,7 +13,8 @@ from rich.table import Table
 
 from stackgate.cli import emit_json
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
-from stackgate.output import console_err
+from stackgate.output import console_err, styled
+from stackgate.paths import display_path
 from validators.records.cli_args import add_store_argument
 from validators.records.json_files import (
     export_records,
@@ -78,6 +79,14 @@ def _list(args: argparse.Namespace, store: RecordStore) -> int:
     if args.json:
         emit_json([_summary(r) for r in page])  # the page; the total is in `records verify`
         return EXIT_OK
+    if total == 0:
+        what = f"for '{args.ref}' " if args.ref else ""
+        console_err().print(
+            f"no records {what}in {store.path}. Make one: python -m validators mark-good STACK "
+            "--env ENV; or import the committed ones: python -m validators records import "
+            f"--dir {display_path(committed_records_dir())}"
+        )
+        return EXIT_OK
     table = Table(title=f"records in {store.path}")
     for col in ("id", "stack", "kind", "created", "runs", "checks", "metrics", "GPUs", "env tree"):
         table.add_column(col)
@@ -123,19 +132,27 @@ def _verify(args: argparse.Namespace, store: RecordStore, folder: Path) -> int:
         )
     if result.problems:
         console.print(
-            f"[bold red]tampered store[/] {store.path}: {len(result.problems)} problem(s)"
+            styled(
+                "[bold red]tampered store[/] {}: {} problem(s)", store.path, len(result.problems)
+            )
         )
         for problem in result.problems:
             console.print(f"  - {problem}", markup=False)
     if file_problems:
-        console.print(f"[bold red]{len(file_problems)} bad record file(s)[/] in {folder}")
+        console.print(
+            styled("[bold red]{} bad record file(s)[/] in {}", len(file_problems), folder)
+        )
         for problem in file_problems:
             console.print(f"  - {problem}", markup=False)
     if result.problems or file_problems:
         return EXIT_CHECK_FAILED
     console.print(
-        f"[green]ok[/]: {result.count} record(s) verified in {store.path} (hash chain intact)"
-        + (f"; {files} record file(s) verified in {folder}" if files else "")
+        styled(
+            "[green]ok[/]: {} record(s) verified in {} (hash chain intact){}",
+            result.count,
+            store.path,
+            f"; {files} record file(s) verified in {folder}" if files else "",
+        )
     )
     for note in result.notes:
         console.print(f"  {note}", markup=False, highlight=False)

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from stackgate.cli import emit_json
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
-from stackgate.output import console_err
+from stackgate.output import console_err, styled
 from stackgate.topology import TOPOLOGIES
 from validators.commands.gate import add_policy_arguments, policy_from
 from validators.gate.policy import DEFAULT_REPEATS
@@ -88,8 +88,11 @@ def _render(outcome: ReproduceOutcome) -> None:
     for note in outcome.notes:
         console.print(f"  note: {note}", markup=False, highlight=False)
     console.print(
-        f"[{_STYLE[outcome.verdict]}]{outcome.verdict}[/] {outcome.record}"
-        + (f" in {outcome.env}" if outcome.env else "")
+        styled(
+            f"[{_STYLE[outcome.verdict]}]{{}}[/] {{}}",
+            outcome.verdict,
+            f"{outcome.record}" + (f" in {outcome.env}" if outcome.env else ""),
+        )
     )
     for reason in outcome.reasons:
         console.print(f"  - {reason}", markup=False, highlight=False)

@@ -5,20 +5,24 @@ from __future__ import annotations
 import argparse
 import shlex
 import signal
+import sys
 from pathlib import Path
 from types import FrameType
 
 from pydantic import ValidationError
+from rich.console import Console
 
 from stackgate.cli import emit_json
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.layout import current_env
 from stackgate.loading import LoadedStack, load_stack
-from stackgate.output import console_err
+from stackgate.output import console_err, styled
 from stackgate.topology import TOPOLOGIES
 from validators.commands.run import default_env
 from validators.context import RunContext
 from validators.options import GroupOptions, ServeOptions
+from validators.report_render import failures_first, verdict_line
+from validators.results import Result
 from validators.serve.adapters import DEFAULT_PORTS, build_launch
 from validators.serve.group import run_group
 
@@ -134,10 +138,29 @@ def run(args: argparse.Namespace) -> int:
         )
     console = console_err()
     colour = {"PASS": "green", "FAIL": "bold red", "ERROR": "bold red", "SKIP": "yellow"}
-    for r in results:
-        console.print(f"[{colour[r.status]}]{r.status:5}[/] {r.check}: ", end="", highlight=False)
-        console.print(r.reason, highlight=False, markup=False)
+    for r in failures_first(results):
+        console.print(
+            styled(f"[{colour[r.status]}]{{}}[/] {{}}: {{}}", f"{r.status:5}", r.check, r.reason)
+        )
+        _print_crash(console, r)
+    console.print(verdict_line(results, f"serve-bench {loaded.manifest.name}", None))
     return EXIT_CHECK_FAILED if failed else EXIT_OK
+
+
+def _print_crash(console: Console, result: Result) -> None:
+    """After a crash: the server log's last lines and where the whole log is."""
+    tail = result.evidence.get("last_log_lines")
+    log = result.evidence.get("log")
+    if result.status not in ("FAIL", "ERROR") or not (tail or log):
+        return
+    if isinstance(tail, list):
+        for line in tail[-20:]:
+            console.print(f"    | {line}")
+    elif isinstance(tail, str):
+        for line in tail.splitlines()[-20:]:
+            console.print(f"    | {line}")
+    if log:
+        console.print(f"    log: {log}")
 
 
 def _dry_run(args: argparse.Namespace, loaded: LoadedStack) -> int:
@@ -172,9 +195,13 @@ def _dry_run(args: argparse.Namespace, loaded: LoadedStack) -> int:
             }
         )
         return EXIT_OK
-    out = console_err()
-    out.print(f"# serve-bench {manifest.name} --profile {name}", highlight=False, markup=False)
-    for key, value in sorted(spec.env.items()):
-        out.print(f"export {key}={shlex.quote(value)}", highlight=False, markup=False)
-    out.print(shlex.join(spec.argv), highlight=False, markup=False)
+    # What the user asked to see is a shell script: stdout, plain, never wrapped.
+    lines = [f"# serve-bench {manifest.name} --profile {name}"]
+    lines += [f"export {key}={shlex.quote(value)}" for key, value in sorted(spec.env.items())]
+    lines.append(shlex.join(spec.argv))
+    sys.stdout.write("\n".join(lines) + "\n")
+    sys.stdout.flush()
+    err = console_err()
+    for note in spec.notes:
+        err.print(f"note: {note}")
     return EXIT_OK

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import time
 from pathlib import Path
 
 from stackgate.errors import BadInput
@@ -63,6 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    started = time.monotonic()
     manifest = load_stack(args.stack).manifest if args.stack else None
     if args.lock is not None:
         return _run_lock(args, manifest)
@@ -81,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     )
     if manifest is not None:
         results = apply_accepted(results, manifest.validation.accepted_findings)
-    return finish_results(results, f"static checks: {path}", args)
+    return finish_results(results, f"static checks: {path}", args, started)
 
 
 def _run_lock(args: argparse.Namespace, manifest: object) -> int:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
+from stackgate.output import styled
 from validators.gate.compare import GateResult, MetricVerdict
 from validators.gate.diffs import Change
 
@@ -62,7 +64,7 @@ def checks_table(result: GateResult, *, show_ok: bool = True) -> Table:
             c.check,
             c.baseline or "-",
             c.candidate or "-",
-            f"[{style}]{c.status}[/]",
+            Text(c.status, style=style),
             c.reason[:160],
         )
     if hidden:
@@ -116,7 +118,7 @@ def metrics_table(result: GateResult) -> Table:
             _pct(m.tolerance) if m.direction != "none" else "-",
             _pct(m.detectable),
             f"{m.n_baseline}/{m.n_candidate}",
-            f"[{style}]{m.status}[/]",
+            Text(m.status, style=style),
         )
     return table
 
@@ -136,12 +138,14 @@ def host_table(result: GateResult) -> Table:
         table.add_column(col, overflow="fold")
     for h in result.host:
         style = {"blocks": "bold red", "performance": "yellow"}.get(h.impact, "dim")
-        table.add_row(h.field, h.baseline, h.candidate, f"[{style}]{h.impact}[/]", h.why)
+        table.add_row(h.field, h.baseline, h.candidate, Text(h.impact, style=style), h.why)
     return table
 
 
 def render_gate(console: Console, result: GateResult, *, show_ok_checks: bool = True) -> None:
-    console.print(f"[bold]gate[/] candidate {result.candidate} vs baseline {result.baseline}")
+    console.print(
+        styled("[bold]gate[/] candidate {} vs baseline {}", result.candidate, result.baseline)
+    )
     if result.baseline_numbers != "record":
         console.print(f"baseline numbers: {result.baseline_numbers}")
     if result.versions:
@@ -154,23 +158,28 @@ def render_gate(console: Console, result: GateResult, *, show_ok_checks: bool = 
         console.print(host_table(result))
         if any(h.impact != "info" for h in result.host):
             console.print(
-                "[yellow]note:[/] the hosts differ in ways that change performance; "
-                "metric ratios compare different machines"
+                styled(
+                    "[yellow]note:[/] the hosts differ in ways that change performance; "
+                    "metric ratios compare different machines"
+                )
             )
     print_checks(console, result, show_ok=show_ok_checks)
     if result.metrics:
         console.print(metrics_table(result))
     if result.underpowered:
         console.print(
-            f"[yellow]note:[/] at their measured noise, {len(result.underpowered)} metric(s) "
-            "could hide a 3% regression (see 'detectable'); add runs on both sides: "
-            + ", ".join(result.underpowered[:5])
-            + (" ..." if len(result.underpowered) > 5 else ""),
+            styled(
+                "[yellow]note:[/] {}",
+                f"at their measured noise, {len(result.underpowered)} metric(s) "
+                "could hide a 3% regression (see 'detectable'); add runs on both sides: "
+                + ", ".join(result.underpowered[:5])
+                + (" ..." if len(result.underpowered) > 5 else ""),
+            ),
             highlight=False,
         )
     if result.passed:
-        console.print("[bold green]PASSED[/]: no failed check, no regression beyond noise")
+        console.print(styled("[bold green]PASSED[/]: no failed check, no regression beyond noise"))
         return
-    console.print(f"[bold red]REFUSED[/]: {len(result.reasons)} reason(s)")
+    console.print(styled("[bold red]REFUSED[/]: {} reason(s)", len(result.reasons)))
     for reason in result.reasons:
         console.print(f"  - {reason}", markup=False, highlight=False)

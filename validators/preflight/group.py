@@ -56,6 +56,12 @@ def gather(disk_path: Path) -> PreflightFacts:
     return PreflightFacts(host=host_snapshot(), disk=probe_disk(disk_path))
 
 
+def needs_disk(env_path: Path | None) -> bool:
+    """Free disk matters where something will be written: building an env (none given, or
+    none built there yet). Checking an env that is already built writes nothing big."""
+    return env_path is None or not (env_path / "bin" / "python").exists()
+
+
 def run_group(ctx: RunContext) -> list[Result]:
     facts = gather(ctx.env_path or Path.cwd())
     return evaluate_host(ctx.stack.manifest, facts, env_path=ctx.env_path, topology=ctx.topology)
@@ -79,7 +85,7 @@ def evaluate_host(
     out.append(_gpus(manifest, inv, snap.gpus.reason))
     out.append(_interconnect(manifest, snap, env_path, topology))
     out.append(_p2p(inv))
-    out.extend(_memory_disk(facts))
+    out.extend(_memory_disk(facts, needs_disk(env_path)))
     out.append(_nvcc(manifest, snap))
     out.extend(_rules(manifest, snap))
     seconds = round(time.perf_counter() - t, 4)
@@ -203,7 +209,7 @@ def _p2p(inv: GpuInventory | None) -> Result:
     return _r("host.p2p", "PASS", "P2P read works between every GPU pair (NVML)")
 
 
-def _memory_disk(facts: PreflightFacts) -> list[Result]:
+def _memory_disk(facts: PreflightFacts, disk_needed: bool) -> list[Result]:
     out: list[Result] = []
     memory = facts.host.memory
     if memory.value is None:
@@ -232,14 +238,21 @@ def _memory_disk(facts: PreflightFacts) -> list[Result]:
         out.append(_r("host.disk", "ERROR", facts.disk.reason))
     else:
         free = disk["free"]
-        status: Status = "FAIL" if free < MIN_FREE_DISK else "PASS"
+        low = free < MIN_FREE_DISK
+        status: Status = "FAIL" if low and disk_needed else "PASS"
+        note = ""
+        if low:
+            note = (
+                f" (< {MIN_FREE_DISK / GIB:.0f} GiB, needed to build an env)"
+                if disk_needed
+                else f" (< {MIN_FREE_DISK / GIB:.0f} GiB: not needed, the env is already built)"
+            )
         out.append(
             _r(
                 "host.disk",
                 status,
-                f"{free / GIB:.1f} GiB free at {disk['path']}"
-                + (f" (< {MIN_FREE_DISK / GIB:.0f} GiB)" if status == "FAIL" else ""),
-                disk,
+                f"{free / GIB:.1f} GiB free at {disk['path']}{note}",
+                {**disk, "needed": disk_needed},
             )
         )
     return out

@@ -33,7 +33,7 @@ from stackgate.manifest import BenchSettings, ServingProfile
 from stackgate.output import console_err
 from validators.context import RunContext
 from validators.results import Result, Status, make_result
-from validators.serve import bench_client, correctness
+from validators.serve import bench_client, correctness, preconditions
 from validators.serve.adapters import LaunchSpec, build_launch
 from validators.serve.lifecycle import ReadyOutcome, Server, choose_port, start, wait_ready
 from validators.serve.logwatch import LogWatch
@@ -122,6 +122,9 @@ def run_group(ctx: RunContext) -> list[Result]:
             _result("launch", "SKIP", "no environment given (--env): nothing to serve from", {}, t0)
         ]
     python = python or sys.executable
+    unmet = preconditions.check(profile, ctx.stack.folder)
+    if unmet is not None:  # in seconds, before anything is launched
+        return [_result("launch", unmet.status, unmet.reason, {"launched": False}, t0)]
     host = ctx.options.serve.host
     fixed = ctx.options.serve.port or profile.port
     # The stack's NCCL tuning belongs to the interconnect: take the one asked for, else the

@@ -72,7 +72,8 @@ def abi_results(
     if options.confirm and source is None:
         load_note, load_seconds = _confirm(env, verdicts, roots, findings, options)
     out = [
-        _package_result(env, v, relevant, readable, have, seconds)
+        # One resolution serves every package: its time is the summary's, not each package's.
+        _package_result(env, v, relevant, readable, have, 0.0)
         for v in verdicts.values()
         if v.extensions or v.severity != "PASS"
     ]

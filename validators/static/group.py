@@ -225,11 +225,17 @@ def arch_results(
                 )
             else:
                 fails.append(msg)
-        evidence = {"libraries": listing, "cubins": cubins, "targets": list(inputs.targets)}
+        # One scan serves every distribution: its time is recorded, not charged to each.
+        evidence = {
+            "libraries": listing,
+            "cubins": cubins,
+            "targets": list(inputs.targets),
+            "scan_s": round(seconds, 3),
+        }
         if code.unreadable:
             evidence["unreadable"] = [f"{p}: {why}" for p, why in code.unreadable]
         if fails:
-            out.append(_result(check, "FAIL", "; ".join(fails + notes), evidence, seconds))
+            out.append(_result(check, "FAIL", "; ".join(fails + notes), evidence))
             continue
         archs = sorted({c.label() for c in code.all_codes()})
         covered = [t for t in inputs.targets if t not in unneeded]
@@ -244,7 +250,6 @@ def arch_results(
                 "PASS",
                 reason + (f"; {' | '.join(notes)}" if notes else ""),
                 evidence,
-                seconds,
             )
         )
     if not per_dist:

