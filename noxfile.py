@@ -21,16 +21,27 @@ ROOT = Path(__file__).parent
 STACKS = sorted(p.stem for p in (ROOT / "stacks").glob("*.toml") if p.name != "rules.toml")
 # uv may download the stacks' interpreter for users; CI (.ci/run) sets UV_PYTHON_DOWNLOADS=never.
 
-# (session prefix, package, command, extra args, default) -- one line per capability.
-PER_STACK: list[tuple[str, str, str]] = [
-    ("check", "builder", "check"),
-    ("lock", "builder", "lock"),
-    ("build", "builder", "build"),
-    ("image", "builder", "image"),
-    ("gate", "validators", "gate"),
-    ("reproduce", "validators", "reproduce"),
-    ("validate", "validators", "run"),  # --env defaults to envs/<stack>/current
-    ("serve-bench", "validators", "serve-bench"),  # posargs: --profile, --reference ...
+# (session prefix, package, command, what it does to STACK) -- one line per capability; the
+# last column is the session's description in `nox -l`.
+PER_STACK: list[tuple[str, str, str, str]] = [
+    ("check", "builder", "check", "validate {s}'s manifest and rules, before any download"),
+    ("lock", "builder", "lock", "resolve {s} with uv into stacks/locks/{s}/"),
+    ("build", "builder", "build", "build {s}'s locked env and select it as envs/{s}/current"),
+    ("image", "builder", "image", "build {s}'s container image (docker, buildah or podman)"),
+    (
+        "gate",
+        "validators",
+        "gate",
+        "gate {s} as the CANDIDATE against its baseline (posargs: --env, --baseline, --run)",
+    ),
+    ("reproduce", "validators", "reproduce", "rebuild {s}'s known-good record here and compare"),
+    ("validate", "validators", "run", "run the validators on envs/{s}/current (host..serve-bench)"),
+    (
+        "serve-bench",
+        "validators",
+        "serve-bench",
+        "serve and benchmark {s} (posargs: --profile NAME, --reference FILE ...)",
+    ),
 ]
 
 
@@ -45,16 +56,18 @@ def _install(session: nox.Session, *, dev: bool = False) -> None:
     )
 
 
-def _per_stack(prefix: str, package: str, command: str, stack: str) -> None:
-    @nox.session(name=f"{prefix}-{stack}", default=False)
+def _per_stack(prefix: str, package: str, command: str, what: str, stack: str) -> None:
     def _session(session: nox.Session) -> None:
         _install(session)
         session.run("python", "-m", package, command, stack, *session.posargs)
 
+    _session.__doc__ = f"{what.format(s=stack)} (python -m {package} {command} {stack})"
+    nox.session(name=f"{prefix}-{stack}", default=False)(_session)
 
-for _prefix, _package, _command in PER_STACK:
+
+for _prefix, _package, _command, _what in PER_STACK:
     for _stack in STACKS:
-        _per_stack(_prefix, _package, _command, _stack)
+        _per_stack(_prefix, _package, _command, _what, _stack)
 
 
 PYTHONS = ["3.11", "3.12", "3.13"]  # requires-python >= 3.11; each one tested

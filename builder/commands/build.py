@@ -122,7 +122,12 @@ def _summary(console: Console, outcome: BuildOutcome, source_builds: bool, took:
         f"{record.tree.sha256[:16]} ({record.tree.files} files, {record.tree.bytes / GIB:.2f} GiB)",
     )
     if record.topology is None:
-        table.add_row("topology", f"common environment only ({record.topology_source})")
+        how = (
+            "no interconnect detected"
+            if record.topology_source == "none"
+            else record.topology_source
+        )
+        table.add_row("topology", f"common environment only ({how})")
     else:
         table.add_row("topology", f"{record.topology} ({record.topology_source})")
     if source_builds:  # a plan for compile jobs means nothing to a stack of wheels only

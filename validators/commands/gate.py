@@ -118,6 +118,23 @@ def default_env(stack: str) -> Path:
     return current_env(stack)
 
 
+def _both_sides(args: argparse.Namespace, store: RecordStore) -> tuple[Record, Record]:
+    """Candidate and baseline; when both are missing, one error says so for both."""
+    try:
+        candidate = resolve_candidate(args, store)
+    except BadInput as exc:
+        stack = args.baseline or args.candidate
+        try:
+            resolve_record(stack, store)
+        except BadInput as missing:
+            raise BadInput(
+                f"{exc.message}; and the baseline is missing too: {missing.message}",
+                details=[*exc.details, *missing.details],
+            ) from None
+        raise
+    return candidate, resolve_record(args.baseline or candidate.stack, store)
+
+
 def resolve_candidate(args: argparse.Namespace, store: RecordStore) -> Record:
     ref: str = args.candidate
     path = Path(ref)
@@ -172,8 +189,7 @@ def run(args: argparse.Namespace) -> int:
         if args.interleave_with is not None:
             baseline, remeasured, candidate = interleaved(args, store)
         else:
-            candidate = resolve_candidate(args, store)
-            baseline = resolve_record(args.baseline or candidate.stack, store)
+            candidate, baseline = _both_sides(args, store)
     result = gate(baseline, candidate, policy, remeasured=remeasured)
     console = console_err()
     render_gate(console, result, show_ok_checks=args.all)

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from stackgate.cli import emit_json
-from stackgate.errors import EXIT_OK
+from stackgate.errors import EXIT_OK, BadInput
 from stackgate.output import console_err
 from validators.commands.gate import add_policy_arguments, policy_from, resolve_candidate
 from validators.gate.compare import gate
@@ -35,7 +35,17 @@ def run(args: argparse.Namespace) -> int:
         if args.runs or Path(args.candidate).is_file():
             record = resolve_candidate(args, store)
         else:
-            record = resolve_record(args.candidate, store)
+            try:
+                record = resolve_record(args.candidate, store)
+            except BadInput as exc:
+                raise BadInput(
+                    exc.message,
+                    details=[
+                        *exc.details,
+                        "or report one run: python -m validators run STACK --json > RESULT.json, "
+                        "then python -m validators report RESULT.json --out report.html",
+                    ],
+                ) from None
         baseline = resolve_record(args.baseline, store) if args.baseline else None
     result = gate(baseline, record, policy_from(args)) if baseline else None
     path = write_report(args.out, record, baseline=baseline, gate_result=result)
