@@ -11,12 +11,22 @@ from stackgate.errors import BadInput
 NON_MANIFEST_FILES = frozenset({"rules.toml"})
 
 
+def _is_checkout(folder: Path) -> bool:
+    return (folder / "stacks" / "rules.toml").is_file()
+
+
 def project_root() -> Path:
-    """The checkout holding stacks/ (env STACKGATE_ROOT wins, then the package's parent)."""
+    """The checkout holding stacks/: env STACKGATE_ROOT wins, then the package's parent (a
+    checkout or an editable install), then the nearest checkout at or above the cwd (stackgate
+    installed as a tool, `uv tool install .`, run from inside a checkout)."""
     override = os.environ.get("STACKGATE_ROOT")
     if override:
         return Path(override).resolve()
-    return Path(__file__).resolve().parent.parent
+    package_parent = Path(__file__).resolve().parent.parent
+    if _is_checkout(package_parent):
+        return package_parent
+    cwd = Path.cwd().resolve()
+    return next((d for d in (cwd, *cwd.parents) if _is_checkout(d)), package_parent)
 
 
 def stacks_dir() -> Path:

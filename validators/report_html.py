@@ -78,7 +78,7 @@ def _summary(record: Record, baseline: Record | None) -> str:
         rows.append(f"<tr>{cells}</tr>")
 
     b = baseline
-    row("record", record.label, b.label if b else None)
+    row("run" if record.kind == "candidate" else "record", record.label, b.label if b else None)
     row("created", record.created_at, b.created_at if b else None)
     row("env tree sha256", record.build.env_tree_sha256, b.build.env_tree_sha256 if b else None)
     row("lock sha256", record.build.lock_sha256, b.build.lock_sha256 if b else None)
@@ -92,7 +92,8 @@ def _summary(record: Record, baseline: Record | None) -> str:
     )
     row("interconnect", record.host.interconnect, b.host.interconnect if b else None)
     row("runs", record.runs, b.runs if b else None)
-    headers = ["", "candidate" if b else "record"] + (["baseline"] if b else [])
+    what = "run" if record.kind == "candidate" else "known-good record"
+    headers = ["", "candidate" if b else what] + (["baseline"] if b else [])
     return _table(headers, rows)
 
 
@@ -291,6 +292,10 @@ def render_report(
             parts.append(
                 "<ul>" + "".join(f"<li>{escape(r)}</li>" for r in gate_result.reasons) + "</ul>"
             )
+    else:  # no gate: the checks' own verdict
+        bad = [c.check for c in record.checks if c.status in ("FAIL", "ERROR")]
+        cls, word = ("fail", f"FAILED: {len(bad)} check(s)") if bad else ("pass", "PASSED")
+        parts.append(f'<div class="banner {cls}">{escape(word)}</div>')
     parts += ["<h2>What was tested</h2>", _summary(record, baseline)]
     if gate_result is not None and gate_result.versions:
         rows = [

@@ -123,3 +123,24 @@ def test_stackgate_uv_overrides(tmp_path: Path) -> None:
     done = _run([sys.executable, "-m", "builder", "lock", "cu128"],
                 env={**os.environ, "STACKGATE_UV": str(tmp_path / "nope")})
     assert done.returncode == 3 and "STACKGATE_UV" in done.stderr
+
+
+@pytest.mark.network
+def test_stackgate_installs_as_a_tool_and_finds_the_checkout_and_its_uv(tmp_path: Path) -> None:
+    from stackgate.uvbin import uv_bin
+
+    env = {**os.environ, "UV_TOOL_DIR": str(tmp_path / "tools"),
+           "UV_TOOL_BIN_DIR": str(tmp_path / "bin")}
+    env.pop("VIRTUAL_ENV", None)
+    done = _run([uv_bin(), "tool", "install", "--python", sys.executable, str(ROOT)], env=env)
+    assert done.returncode == 0, done.stderr
+    tool = tmp_path / "bin" / "stackgate"
+    # Run from a folder inside the checkout, with a PATH that has neither uv nor python.
+    inside = subprocess.run([str(tool), "check", "cu130"], cwd=ROOT / "docs", capture_output=True,
+                            text=True, check=False, env={**env, "PATH": str(tmp_path / "bin")})
+    assert inside.returncode == 0, inside.stderr
+    assert "OK " in inside.stderr and "cu130.toml" in inside.stderr
+    tool_python = tmp_path / "tools" / "stackgate" / "bin" / "python"
+    found = _run([str(tool_python), "-c", "from stackgate.uvbin import uv_bin; print(uv_bin())"],
+                 env={**env, "PATH": str(tmp_path / "bin")})
+    assert found.stdout.strip() == str(tmp_path / "tools" / "stackgate" / "bin" / "uv")

@@ -72,7 +72,12 @@ def test_text_from_records_is_escaped() -> None:
 def test_a_record_alone_renders_without_a_baseline() -> None:
     _, candidate = _pair()
     html = render_report(candidate)
-    assert 'class="banner' not in html and html.count("<svg") == 3
+    assert html.count("<svg") == 3
+    # An overall verdict even without a gate, from the record's own checks; a run is a run.
+    failed = [c for c in candidate.checks if c.status in ("FAIL", "ERROR")]
+    banner = f"FAILED: {len(failed)} check(s)" if failed else "PASSED"
+    assert f'class="banner {"fail" if failed else "pass"}">{banner}</div>' in html
+    assert ("<th>run</th>" in html) == (candidate.kind == "candidate")
 
 
 @pytest.fixture
