@@ -131,6 +131,10 @@ def main() -> int:
         print(f"fresh-machine: debootstrap rc={rc} {secs:.0f} s", flush=True)
         if rc != 0:
             return 1
+        # The root must be a mount point of its own: containers/storage (buildah, podman)
+        # remounts "/" private when it applies a layer, which fails on a plain chroot folder.
+        subprocess.run(["mount", "--bind", str(rootfs), str(rootfs)], check=True)
+        mounted.append(rootfs)
         for sub in ("proc", "sys", "dev", "dev/pts"):
             target = rootfs / sub
             target.mkdir(exist_ok=True)
