@@ -17,7 +17,7 @@ from pathlib import Path
 
 from stackgate.cli import emit_json
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput, StackgateError
-from stackgate.output import console_err
+from stackgate.output import console_err, styled
 from validators.fleet import slurm
 from validators.fleet.node import exit_code_for, run_node
 from validators.fleet.outliers import LEMON_METRICS, MIN_PEERS
@@ -154,12 +154,15 @@ def _submit(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({"ok": True, **planned.as_json(), "submitted": submitted})
     console.print(
-        f"[bold]fleet {planned.spec.fleet_id}[/]: {len(planned.spec.targets)} node(s) submitted "
-        f"to {planned.spec.scheduler}; job folder {planned.spec.job_dir}",
-        highlight=False,
+        styled(
+            "[bold]fleet {}[/]: {}",
+            planned.spec.fleet_id,
+            f"{len(planned.spec.targets)} node(s) submitted "
+            f"to {planned.spec.scheduler}; job folder {planned.spec.job_dir}",
+        )
     )
     for node, why in planned.spec.skipped.items():
-        console.print(f"  [yellow]{node}[/]: {why}", highlight=False)
+        console.print(styled("  [yellow]{}[/]: {}", node, why))
     for key in ("array_job", "collector_job"):
         if key in submitted:
             console.print(f"  {key.replace('_', ' ')}: {submitted[key]}", highlight=False)
