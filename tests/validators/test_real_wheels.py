@@ -244,6 +244,7 @@ def test_nccl_latency_check_fails_above_the_manifest_threshold(tmp_path: Path) -
     gloo: a 1 us p50 limit cannot be met, so it is a FAIL that says by how much."""
     from stackgate.loading import load_stack
     from validators.context import RunContext
+    from validators.options import parse_options
     from validators.runtime import nccl_latency as nl
     from validators.runtime.distributed import _nccl
 
@@ -256,7 +257,7 @@ def test_nccl_latency_check_fails_above_the_manifest_threshold(tmp_path: Path) -
     manifest = loaded.manifest.model_copy(update={"validation": validation})
     ctx = RunContext(
         stack=type(loaded)(loaded.path, manifest, loaded.raw),
-        options={"nccl_iters": "5", "nccl_repeats": "1"},
+        options=parse_options(["nccl_iters=5", "nccl_repeats=1"]),
     )
     stack_env = {**manifest.env_for("pcie"), "STACKGATE_DIST_BACKEND": "gloo"}
     result = _nccl(ctx, env / "bin" / "python", stack_env, "pcie", 2, 300.0, tmp_path)
