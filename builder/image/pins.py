@@ -24,8 +24,10 @@ from stackgate.errors import BadInput
 from stackgate.model import StrictModel
 from stackgate.paths import display_path, project_root
 
-_DIGEST_RE = re.compile(r"^(?P<repo>[a-z0-9][a-z0-9._/:-]*)@(?P<digest>sha256:[0-9a-f]{64})$")
-_TAGGED_RE = re.compile(r"^(?P<repo>[a-z0-9][a-z0-9._/:-]*?):(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]*)$")
+_DIGEST_RE = re.compile(r"^(?P<repo>[a-z0-9][a-z0-9._/:-]*)@(?P<digest>sha256:[0-9a-f]{64})\Z")
+_TAGGED_RE = re.compile(
+    r"^(?P<repo>[a-z0-9][a-z0-9._/:-]*?):(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]*)\Z"
+)
 # One pinned line: key = "ref"  # readable tag
 _LINE_RE = re.compile(
     r'^(?P<lead>\s*(?P<key>[A-Za-z0-9_-]+)\s*=\s*")(?P<ref>[^"]+)(?P<mid>"\s*#\s*)'

@@ -48,7 +48,7 @@ _SECRET_NAME = re.compile(
 _SECRET_VALUE = re.compile(
     r"^(hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|ghp_|github_pat_|glpat-|AKIA[0-9A-Z]{16})"
 )
-_DIGEST_REF = re.compile(r"^[a-z0-9][a-z0-9._/:-]*@sha256:[0-9a-f]{64}$")
+_DIGEST_REF = re.compile(r"^[a-z0-9][a-z0-9._/:-]*@sha256:[0-9a-f]{64}\Z")
 
 PATHS = {
     "root": IMAGE_ROOT,

@@ -21,9 +21,9 @@ SPEC_FILENAME = "fleet.json"
 NODE_PLACEHOLDER = "{node}"
 
 # Values that end up on `#SBATCH` lines or in Kubernetes names are not shell-quoted there.
-_SAFE = re.compile(r"^[A-Za-z0-9_.:,=+/@%-]*$")
-_NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-_RANGE = re.compile(r"^(?P<prefix>[^\[\]]*)\[(?P<body>[0-9,-]+)\](?P<suffix>[^\[\]]*)$")
+_SAFE = re.compile(r"^[A-Za-z0-9_.:,=+/@%-]*\Z")
+_NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+_RANGE = re.compile(r"^(?P<prefix>[^\[\]]*)\[(?P<body>[0-9,-]+)\](?P<suffix>[^\[\]]*)\Z")
 
 
 class _Frozen(BaseModel):

@@ -33,7 +33,7 @@ from validators.records.store import ImportResult, RecordStore
 
 MAX_RECORD_BYTES = 64 << 20
 # The name export gives a file: <created, UTC, to the second>-<first 12 of the id>.json
-EXPORT_NAME = re.compile(r"^(?P<stamp>\d{8}T\d{6})-(?P<short>[0-9a-f]{12})\.json$")
+EXPORT_NAME = re.compile(r"^(?P<stamp>\d{8}T\d{6})-(?P<short>[0-9a-f]{12})\.json\Z")
 
 
 @dataclass

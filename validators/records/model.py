@@ -26,8 +26,8 @@ Interconnect = Literal["nvlink", "pcie", "none", "unknown"]
 
 # Fields that become file names on export (records/<stack>/<created>-<id12>.json) are held to
 # what a name may be, on every read: a record naming stack "../../x" is bad input, not a path.
-_STACK_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
-_RECORD_ID_RE = re.compile(r"^(?:[0-9a-f]{64})?$")
+_STACK_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}\Z")
+_RECORD_ID_RE = re.compile(r"^(?:[0-9a-f]{64})?\Z")
 
 
 def _stack_name(value: str) -> str:

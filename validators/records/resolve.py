@@ -28,7 +28,7 @@ from validators.records.model import Record
 from validators.records.store import RecordStore
 from validators.results import Report
 
-_HEX = re.compile(r"^[0-9a-f]{6,64}$")
+_HEX = re.compile(r"^[0-9a-f]{6,64}\Z")
 
 
 def committed_records_dir() -> Path:

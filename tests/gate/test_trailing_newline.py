@@ -1,0 +1,67 @@
+"""Names checked with a regex ending in `$` accept one trailing newline (`$` matches before a
+final "\n"): a record whose stack is "smoke\n" was imported and exported into a folder whose
+name ends in a newline, a fleet Slurm option "gpu\n" reached the job script. Every such check
+must match the whole string."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from stackgate.errors import BadInput
+from tests.gate.record_factory import make_record
+from validators.fleet.spec import FleetSpec, SlurmOptions
+from validators.records.model import content_sha256, load_record
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _resealed(data: dict[str, object]) -> dict[str, object]:
+    data = {k: v for k, v in data.items() if k != "record_id"}
+    data["record_id"] = content_sha256(data)
+    return data
+
+
+@pytest.mark.parametrize("stack", ["smoke\n", "smoke\r", "smoke\x00", "a" * 101])
+def test_a_record_stack_with_a_trailing_control_char_is_refused(stack: str) -> None:
+    data = make_record().model_dump(mode="json")
+    data["stack"] = stack
+    with pytest.raises(BadInput) as caught:
+        load_record(_resealed(data), where="records/x.json")
+    assert any(d.startswith("stack:") for d in caught.value.details), caught.value.details
+
+
+def test_records_import_of_a_newline_stack_writes_nothing(tmp_path: Path) -> None:
+    data = make_record().model_dump(mode="json")
+    data["stack"] = "smoke\n"
+    source = tmp_path / "in"
+    source.mkdir()
+    (source / "r.json").write_text(json.dumps(_resealed(data)))
+    store = tmp_path / "s.sqlite"
+    done = subprocess.run(
+        [sys.executable, "-m", "validators", "records", "import", "--dir", str(source),
+         "--store", str(store)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "stack" in done.stderr
+    if store.exists():  # created empty at most: no record in it
+        import sqlite3
+
+        with sqlite3.connect(store) as db:
+            assert db.execute("SELECT COUNT(*) FROM records").fetchone()[0] == 0
+
+
+def test_fleet_names_with_a_trailing_newline_are_refused() -> None:
+    with pytest.raises(ValidationError):
+        SlurmOptions(partition="gpu\n")
+    spec = {"fleet_id": "f1", "stack": "smoke", "stack_name": "smoke", "wheelhouse": "/w",
+            "job_dir": "/j", "checkout": "/c", "python": "/p", "local_root": "/l"}  # fmt: skip
+    FleetSpec.model_validate({**spec, "nodes": ["node1"]})
+    with pytest.raises(ValidationError):
+        FleetSpec.model_validate({**spec, "nodes": ["node1\n"]})
