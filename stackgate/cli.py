@@ -175,6 +175,15 @@ def missing_dependency_hint(prog: str, words: Sequence[str]) -> str:
     ).rstrip()
 
 
+def _raised_at(exc: BaseException) -> str:
+    """`file:line in function` of the innermost frame that raised exc."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return "unknown"
+    last = frames[-1]
+    return f"{last.filename}:{last.lineno} in {last.name}"
+
+
 def main_for(
     packages: Sequence[str], prog: str, description: str, argv: Sequence[str] | None = None
 ) -> int:
@@ -231,7 +240,10 @@ def _main_for(packages: Sequence[str], prog: str, description: str, words: list[
     except OSError as exc:
         if args.debug:
             traceback.print_exc()
-        console_err().print(styled("[bold red]error:[/] {}", exc))
+        # An OSError can carry no file name (os.getcwd() after its folder went away): say
+        # where it was raised, so a failure seen only as a child's last stderr line is findable.
+        where = _raised_at(exc)
+        console_err().print(styled("[bold red]error:[/] {} (raised at {})", exc, where))
         return EXIT_ENVIRONMENT
 
 

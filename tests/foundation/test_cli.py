@@ -111,3 +111,33 @@ def test_a_command_with_a_missing_library_does_not_break_the_others(tmp_path: Pa
     )
     assert broken.returncode == 3
     assert "no_such_library_anywhere" in broken.stderr
+
+
+def test_an_unexpected_oserror_says_where_it_was_raised(tmp_path: Path) -> None:
+    """A real ENOENT without a file name (the cwd removed under the command): exit 3, and the
+    one error line names the file, line and function that raised it (seen on a lent GPU
+    machine as a bare '[Errno 2] No such file or directory' from a child run)."""
+    pkg = tmp_path / "fakepkg2"
+    (pkg / "commands").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "commands" / "__init__.py").write_text("")
+    (pkg / "commands" / "gone.py").write_text(
+        "import os, tempfile\nNAME = 'gone'\nHELP = 'cwd removed'\n"
+        "def add_arguments(parser):\n    pass\n"
+        "def run(args):\n    d = tempfile.mkdtemp()\n    os.chdir(d)\n    os.rmdir(d)\n"
+        "    return len(os.getcwd())\n"
+    )
+    code = (
+        "import sys; from stackgate.cli import main_for; "
+        "sys.exit(main_for(['fakepkg2'], 'fake', 'd', sys.argv[1:]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, "gone"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": f"{tmp_path}:{Path.cwd()}"},
+    )
+    assert done.returncode == 3, done.stderr
+    assert "No such file or directory" in done.stderr
+    assert "gone.py:10 in run" in done.stderr, done.stderr
