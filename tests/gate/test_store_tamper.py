@@ -255,3 +255,19 @@ def test_upgrade_from_a_format_1_store_chains_its_rows(tmp_path: Path) -> None:
         assert store.verify().problems == []
         assert [r.record_id for r in store.records()] == [a.record_id, b.record_id]
         assert store.chain_head().count == 2
+    head = read_head(sidecar_path(path))  # the upgrade leaves the head a later cut is checked by
+    assert head is not None and head.count == 2
+
+
+def test_the_last_row_cut_and_the_head_beside_the_store_deleted_fails_verify(
+    tmp_path: Path,
+) -> None:
+    """Deleting the head file is as easy as cutting the tail: `records verify` must not say ok
+    for a non-empty store whose head is gone (every write and the upgrade leave one)."""
+    path = tmp_path / "s.sqlite"
+    _weak_and_smoke(path)
+    _sql(path, "DROP TRIGGER records_no_delete", "DELETE FROM records WHERE seq = 2")
+    sidecar_path(path).unlink()
+    with RecordStore.open(path, read_only=True) as store:
+        problems = store.verify().problems
+    assert any("is missing" in p and str(sidecar_path(path)) in p for p in problems), problems

@@ -303,7 +303,14 @@ class RecordStore:
             except BadInput as exc:
                 out.problems.append(exc.message)
                 continue
-            if head is None:
+            if head is None and source == sidecar_path(self.path) and out.count:
+                # Every write and the upgrade leave this head: without it the last rows could
+                # have been cut (deleting it is as easy as cutting them).
+                out.problems.append(
+                    f"the head beside the store, {source}, is missing: rows cut from the end "
+                    "cannot be ruled out (compare with an exported head: records verify --dir)"
+                )
+            elif head is None:
                 out.notes.append(f"no head at {source} to compare with")
             elif problem := self.head_problem(head, source):
                 out.problems.append(problem)
@@ -370,6 +377,8 @@ def _prepare(conn: sqlite3.Connection, target: Path, *, read_only: bool) -> str 
             elif version == 1:
                 store_schema.upgrade_from_1(conn)
             conn.execute("COMMIT")
+            if version == 1:
+                _write_upgraded_head(conn, target)
         except BaseException:
             _rollback(conn)
             raise
@@ -377,3 +386,13 @@ def _prepare(conn: sqlite3.Connection, target: Path, *, read_only: bool) -> str 
     if row is None:
         raise TamperedStore(f"{target}: tampered store: its id (meta.store_id) is gone")
     return str(row[0])
+
+
+def _write_upgraded_head(conn: sqlite3.Connection, target: Path) -> None:
+    """The head of a store just chained by the upgrade, so a later cut is caught."""
+    row = conn.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()
+    tail = conn.execute("SELECT seq, chain FROM records ORDER BY seq DESC LIMIT 1").fetchone()
+    if row is not None and tail is not None:
+        head = ChainHead(store_id=str(row[0]), count=int(tail[0]), head=str(tail[1]),
+                         written_at=now_utc())  # fmt: skip
+        write_head(sidecar_path(target), head)
