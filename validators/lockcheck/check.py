@@ -180,6 +180,13 @@ def _undecided_arch(
                     "evidence": {**r.evidence, "gpu_code_read_in_part": files},
                 }
             )
+        elif files and r.status == "PASS":
+            r = r.model_copy(
+                update={
+                    "reason": r.reason + f"; GPU code of {len(files)} files read only in part",
+                    "evidence": {**r.evidence, "gpu_code_read_in_part": files},
+                }
+            )
         out.append(r)
     return out
 
@@ -246,6 +253,12 @@ def _virtual_env(
                 # a library whose fatbin sections were not reached still counts, so the
                 # distribution gets its (undecided) arch result as in the installed check
                 codes.setdefault(label, DistCode()).libraries[path] = list(obj.gpu_codes)
+        # a library not reached counts only where nothing else of the distribution has GPU
+        # code (else the arch result would list it as "only " with no code)
+        dist_codes = codes.get(label)
+        if dist_codes is not None and any(dist_codes.libraries.values()):
+            for path in [p for p, c in dist_codes.libraries.items() if not c]:
+                del dist_codes.libraries[path]
         cubins = _cubin_counter(scan)
         if cubins:
             codes.setdefault(label, DistCode()).cubins.update(cubins)
