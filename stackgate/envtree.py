@@ -32,14 +32,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from stackgate.build_record import RECORD_DIRNAME, RECORD_FILENAME
 from stackgate.digests import DigestCache, Key, key_of, rememberable
+from stackgate.layout import PARTIAL_SUFFIX
 
 SCHEME = 2
-RECORD_DIRNAME = "stackgate"
-RECORD_FILENAME = "build-record.json"
 LISTING_FILENAME = "tree.tsv.gz"
 LISTING_RELPATH = Path(RECORD_DIRNAME) / LISTING_FILENAME
-PARTIAL_SUFFIX = ".partial"
 
 _SMALL_FILE = 1 << 20
 _CHUNK = 1 << 20

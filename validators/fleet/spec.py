@@ -12,9 +12,10 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
 
 from stackgate.errors import BadInput
+from stackgate.model import StrictModel
 
 FLEET_SCHEMA_VERSION: Literal[1] = 1
 SPEC_FILENAME = "fleet.json"
@@ -26,11 +27,7 @@ _NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 _RANGE = re.compile(r"^(?P<prefix>[^\[\]]*)\[(?P<body>[0-9,-]+)\](?P<suffix>[^\[\]]*)\Z")
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class SlurmOptions(_Frozen):
+class SlurmOptions(StrictModel):
     partition: str | None = None
     collect_partition: str | None = Field(
         default=None, description="partition for the collector (a CPU one); default: partition"
@@ -53,7 +50,7 @@ class SlurmOptions(_Frozen):
         return value
 
 
-class KubeOptions(_Frozen):
+class KubeOptions(StrictModel):
     image: str = Field(description="the stackgate image (checkout + uv), pinned by digest")
     namespace: str = "default"
     gpus: int = Field(default=8, ge=0, description="nvidia.com/gpu per pod")
@@ -73,7 +70,7 @@ class KubeOptions(_Frozen):
     parallelism: int | None = Field(default=None, ge=1, description="pods at once")
 
 
-class FleetSpec(_Frozen):
+class FleetSpec(StrictModel):
     schema_version: Literal[1] = FLEET_SCHEMA_VERSION
     fleet_id: str = Field(description="names the job folder and the scheduler jobs")
     stack: str = Field(description="stack name in the checkout's stacks/, or a manifest path")

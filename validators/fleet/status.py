@@ -11,9 +11,10 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from stackgate.errors import BadInput
+from stackgate.model import StrictModel
 
 Phase = Literal["build", "validate", "mark-good", "done"]
 NodeOutcome = Literal["PASS", "FAIL"]
@@ -23,18 +24,14 @@ RECORDS_DIR = "records"
 STATUS_FILENAME = "status.json"
 
 
-class FailedCheck(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class FailedCheck(StrictModel):
     check: str
     status: str
     reason: str
     runs: int = Field(default=1, description="in how many of the node's runs it was not PASS")
 
 
-class NodeStatus(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class NodeStatus(StrictModel):
     schema_version: Literal[1] = 1
     fleet_id: str
     node: str

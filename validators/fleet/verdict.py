@@ -19,9 +19,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from stackgate.errors import BadInput
+from stackgate.model import StrictModel
 from validators.fleet.outliers import LEMON_METRICS, MIN_PEERS, find_lemons
 from validators.fleet.spec import FleetSpec
 from validators.fleet.status import FailedCheck, NodeStatus, read_statuses
@@ -31,11 +32,7 @@ from validators.records.model import HostFingerprint, Record
 VERDICT_FILENAME = "verdict.json"
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class LemonMetric(_Model):
+class LemonMetric(StrictModel):
     metric: str
     value: float
     class_median: float
@@ -43,7 +40,7 @@ class LemonMetric(_Model):
     threshold_pct: float
 
 
-class NodeVerdict(_Model):
+class NodeVerdict(StrictModel):
     node: str
     verdict: Literal["PASS", "FAIL", "MISSING"]
     phase: str | None = None
@@ -55,7 +52,7 @@ class NodeVerdict(_Model):
     expected: bool = Field(default=True, description="False: reported but not in the node set")
 
 
-class ClassNoise(_Model):
+class ClassNoise(StrictModel):
     metric: str
     nodes: int
     median: float
@@ -64,14 +61,14 @@ class ClassNoise(_Model):
     threshold_pct: float
 
 
-class HostClass(_Model):
+class HostClass(StrictModel):
     name: str
     nodes: list[str]
     noise: list[ClassNoise] = Field(default_factory=list)
     note: str | None = None
 
 
-class FleetVerdict(_Model):
+class FleetVerdict(StrictModel):
     schema_version: Literal[1] = 1
     fleet_id: str
     stack: str

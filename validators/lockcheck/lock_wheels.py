@@ -3,14 +3,15 @@ package, the most specific compatible tag first, with its URL, sha256 and size."
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+
+from stackgate.errors import BadInput
+from stackgate.uvlock import LockedFile, UvLock, read_uv_lock
 
 MAX_GLIBC_MINOR = 40
 
@@ -51,8 +52,8 @@ def target_tags(python: tuple[int, int], arch: str = "x86_64") -> list[Tag]:
     return tags
 
 
-def _python_of(data: dict[str, Any], path: Path) -> tuple[int, int]:
-    spec = str(data.get("requires-python", ""))
+def _python_of(lock: UvLock, path: Path) -> tuple[int, int]:
+    spec = lock.requires_python or ""
     for part in spec.replace(" ", "").split(","):
         if part.startswith("=="):
             bits = part[2:].split(".")
@@ -63,25 +64,22 @@ def _python_of(data: dict[str, Any], path: Path) -> tuple[int, int]:
 
 def read_lock(path: Path, python: tuple[int, int] | None = None) -> LockWheels:
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise LockError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise LockError(f"{path}: not TOML: {exc}") from None
+        lock = read_uv_lock(path)  # the one uv.lock reader (stackgate.uvlock)
+    except BadInput as exc:
+        raise LockError("; ".join(exc.lines())) from None
     if python is None:
-        python = _python_of(data, path)
+        python = _python_of(lock, path)
     rank = {tag: i for i, tag in enumerate(target_tags(python))}
     wheels: list[LockedWheel] = []
     no_wheel: list[str] = []
-    for i, pkg in enumerate(data.get("package", [])):
-        source = pkg.get("source", {})
-        if not isinstance(source, dict) or "virtual" in source or "editable" in source:
+    for i, pkg in enumerate(lock.package):
+        if pkg.source.is_project:
             continue
-        name, version = str(pkg.get("name")), str(pkg.get("version"))
-        best: tuple[int, dict[str, Any]] | None = None
-        for j, entry in enumerate(pkg.get("wheels", [])):
-            url = entry.get("url")
-            if not isinstance(url, str):
+        name, version = pkg.name, str(pkg.version)
+        best: tuple[int, LockedFile] | None = None
+        for j, entry in enumerate(pkg.wheels):
+            url = entry.url
+            if url is None:
                 continue
             try:
                 _n, _v, _b, tags = parse_wheel_filename(
@@ -98,14 +96,12 @@ def read_lock(path: Path, python: tuple[int, int] | None = None) -> LockWheels:
             no_wheel.append(f"{name} {version}")
             continue
         entry = best[1]
-        digest = str(entry.get("hash", ""))
+        digest = entry.hash or ""
         if not digest.startswith("sha256:"):
             raise LockError(f"{path}: package[{i}] ({name}).wheels: no sha256 hash")
-        if not isinstance(entry.get("size"), int):
+        if entry.size is None:
             raise LockError(f"{path}: package[{i}] ({name}).wheels: no size")
         wheels.append(
-            LockedWheel(
-                canonicalize_name(name), version, str(entry["url"]), digest[7:], int(entry["size"])
-            )
+            LockedWheel(canonicalize_name(name), version, str(entry.url), digest[7:], entry.size)
         )
     return LockWheels(wheels=wheels, no_wheel=no_wheel, python=python)

@@ -19,10 +19,11 @@ import hashlib
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from stackgate.errors import BadInput, CheckFailed
 from stackgate.files import atomic_write_text, parse_json_text, read_text_bounded
+from stackgate.model import StrictModel
 
 GENESIS = "0" * 64
 HEADS_FOLDER = "_store-heads"  # not a stack name: stack names start with a letter or digit
@@ -38,9 +39,7 @@ def link(previous: str, seq: int, record_id: str) -> str:
     return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
-class ChainHead(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class ChainHead(StrictModel):
     store_id: str = Field(pattern=r"^[0-9a-f]{32}$")
     count: int = Field(ge=0)
     head: str = Field(pattern=r"^[0-9a-f]{64}$")
