@@ -45,7 +45,7 @@ def open_engine(
     for name in order:
         engine = _make(name, storage or StorageConfig(), docker or DockerConfig())
         if gpus and not engine.can_run_gpus:
-            tried.append(f"{name}: cannot give a container GPUs")
+            tried.append(f"{name} cannot give a container GPUs (no NVIDIA hook or CDI)")
             continue
         try:
             engine.__enter__()
@@ -58,7 +58,13 @@ def open_engine(
         finally:
             engine.__exit__(*sys.exc_info())
         return
+    if choice != "auto":
+        gpu_hint = ["use docker (--gpus all) or podman with CDI (--device nvidia.com/gpu=all)"]
+        raise EnvironmentProblem(
+            f"engine '{choice}' is not usable: {tried[0]}",
+            details=[*tried, *(gpu_hint if gpus else [])],
+        )
     raise EnvironmentProblem(
-        "no container engine usable" if choice == "auto" else f"engine '{choice}' is not usable",
+        "no container engine usable",
         details=[*tried, "install buildah (apt-get install buildah) or start a Docker daemon"],
     )

@@ -40,7 +40,7 @@ def test_no_engine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     with pytest.raises(EnvironmentProblem, match="no container engine usable") as caught:
         run_in_image("localhost/x@sha256:" + "0" * 64, ["true"])
     # GPUs asked for: buildah is passed over with the reason, the others were not found
-    assert "buildah: cannot give a container GPUs" in caught.value.details
+    assert "buildah cannot give a container GPUs (no NVIDIA hook or CDI)" in caught.value.details
     with pytest.raises(EnvironmentProblem, match="engine 'docker' is not usable"):
         run_in_image("localhost/x", ["true"], engine="docker")
     with pytest.raises(EnvironmentProblem, match="engine 'podman' is not usable"):
