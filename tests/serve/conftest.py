@@ -14,6 +14,7 @@ import pytest
 
 from stackgate.loading import LoadedStack, load_stack
 from validators.context import RunContext
+from validators.options import parse_options
 from validators.results import Result
 
 HERE = Path(__file__).resolve().parent
@@ -87,7 +88,9 @@ def make_ctx(tmp_path: Path) -> Callable[..., RunContext]:
         stack: LoadedStack = load_stack(path)
         opts = {"log_dir": str(tmp_path / "logs"), "jsonl": str(tmp_path / "bench.jsonl")}
         opts.update(options or {})
-        return RunContext(stack=stack, out_dir=tmp_path, options=opts)
+        # the same typed options `--option KEY=VALUE` gives the serve-bench group
+        typed = parse_options([f"{k}={v}" for k, v in opts.items()])
+        return RunContext(stack=stack, out_dir=tmp_path, options=typed)
 
     return make
 
