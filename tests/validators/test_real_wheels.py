@@ -22,7 +22,6 @@ from builder.python_finder import find_python
 from stackgate.errors import EnvironmentProblem
 from tests.helpers.cache_lock import cache_lock
 from tests.validators import elf_env
-from validators.options import parse_options
 from validators.static.abi_check import AbiChecker
 from validators.static.environment import load_environment
 
