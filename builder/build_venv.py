@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import importlib.metadata
 import json
 import os
 import shutil
@@ -26,6 +27,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from importlib.metadata import PackageMetadata
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
@@ -536,24 +538,21 @@ def installed_distributions(env: Path) -> dict[str, str]:
     return read_distributions(envprofile.site_packages(env))
 
 
+def _header(meta: PackageMetadata, key: str) -> str | None:
+    """One METADATA header, None when absent (`meta[key]` warns on a missing key)."""
+    values = meta.get_all(key)
+    return str(values[0]) if values else None
+
+
 def read_distributions(site: Path) -> dict[str, str]:
-    """canonical name -> version of every *.dist-info in one site-packages folder."""
+    """canonical name -> version of every distribution installed in one site-packages folder
+    (importlib.metadata reads their METADATA; a folder without Name or Version is left out)."""
     out: dict[str, str] = {}
-    for meta in sorted(site.glob("*.dist-info/METADATA")):
-        name = version = None
-        with meta.open(encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                if line.startswith("Name:"):
-                    name = line.split(":", 1)[1].strip()
-                elif line.startswith("Version:"):
-                    version = line.split(":", 1)[1].strip()
-                elif not line.strip():
-                    break  # the headers end at the first blank line
-                if name and version:
-                    break
+    for dist in importlib.metadata.distributions(path=[str(site)]):
+        name, version = _header(dist.metadata, "Name"), _header(dist.metadata, "Version")
         if name and version:
             out[str(canonicalize_name(name))] = version
-    return out
+    return dict(sorted(out.items()))
 
 
 def build_env(

@@ -33,7 +33,7 @@ from builder.uvproject import (
 from stackgate import proc
 from stackgate.credentials import has_credentials, redact
 from stackgate.errors import BadInput, CommandFailed, EnvironmentProblem
-from stackgate.files import read_text_bounded
+from stackgate.files import read_text_bounded, sha256_file
 from stackgate.layout import LockFiles
 from stackgate.loading import LoadedStack
 from stackgate.paths import display_path, stacks_dir
@@ -47,14 +47,6 @@ _NETWORK_WORDS = re.compile(
     r"failed to fetch|HTTP status server error|404 Not Found|No such file or directory",
     re.IGNORECASE,
 )
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -256,7 +248,7 @@ def read_lock(loaded: LoadedStack, files: LockFiles) -> LockState:
     return LockState(
         files=files,
         manifest_hash=current,
-        lock_hash=file_sha256(files.lockfile),
+        lock_hash=sha256_file(files.lockfile),
         index_map=dict(index_map) if isinstance(index_map, dict) else {},
         lock=lock,
     )

@@ -25,6 +25,7 @@ from packaging.utils import parse_wheel_filename
 
 from builder.lock import LockState
 from stackgate.errors import EnvironmentProblem
+from stackgate.files import sha256_file
 from stackgate.manifest import Manifest
 from stackgate.uvlock import LockedFile
 
@@ -88,21 +89,13 @@ def artifacts(state: LockState, manifest: Manifest) -> tuple[list[Artifact], lis
     return out, skipped
 
 
-def _sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 Progress = Callable[[Artifact, int], None]
 
 
 def _fetch(art: Artifact, dest: Path, client: httpx.Client, progress: Progress) -> bool:
     """Fetch one artifact; True when downloaded, False when an identical copy was kept."""
     target = dest / art.filename
-    if target.is_file() and _sha256_of(target) == art.sha256:
+    if target.is_file() and sha256_file(target) == art.sha256:
         progress(art, art.size or target.stat().st_size)
         return False
     part = target.with_name(target.name + ".part")

@@ -41,7 +41,6 @@ LISTING_FILENAME = "tree.tsv.gz"
 LISTING_RELPATH = Path(RECORD_DIRNAME) / LISTING_FILENAME
 
 _SMALL_FILE = 1 << 20
-_CHUNK = 1 << 20
 _PLACEHOLDER = b"<STACKGATE_ENV>"
 _INSTALLER_FILES = frozenset(
     {"RECORD", "INSTALLER", "REQUESTED", "direct_url.json", "uv_cache.json"}
@@ -86,17 +85,13 @@ def _walk(root: str, rel: str, scheme: int, out: list[tuple[str, str, os.stat_re
 
 
 def _file_digest(path: str, size: int, patterns: list[bytes]) -> bytes:
-    digest = hashlib.sha256()
     with open(path, "rb") as handle:  # noqa: PTH123 -- str paths: speed
-        if size <= _SMALL_FILE:
-            data = handle.read(_SMALL_FILE + 1)
-            for pattern in patterns:
-                data = data.replace(pattern, _PLACEHOLDER)
-            digest.update(data)
-        else:
-            while chunk := handle.read(_CHUNK):
-                digest.update(chunk)
-    return digest.digest()
+        if size > _SMALL_FILE:
+            return hashlib.file_digest(handle, "sha256").digest()
+        data = handle.read(_SMALL_FILE + 1)
+    for pattern in patterns:
+        data = data.replace(pattern, _PLACEHOLDER)
+    return hashlib.sha256(data).digest()
 
 
 def own_paths_of(env: Path) -> tuple[Path, ...]:

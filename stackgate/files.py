@@ -21,7 +21,6 @@ from stackgate.errors import BadInput
 
 DEFAULT_MAX_BYTES = 64 << 20
 MAX_JSON_DEPTH = 64
-_CHUNK = 1 << 20
 
 
 def _open_regular(path: Path) -> int:
@@ -92,13 +91,11 @@ def read_json_file(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> Any:
 
 
 def sha256_file(path: Path) -> str:
-    """sha256 of a regular file, read in chunks (any size, constant memory)."""
+    """sha256 of a regular file, read in chunks (any size, constant memory): the one file
+    digest of the builder and the validators (hashlib.file_digest does the reading)."""
     fd = _open_regular(path)
-    digest = hashlib.sha256()
     with os.fdopen(fd, "rb", closefd=True) as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o644, durable: bool = True) -> None:

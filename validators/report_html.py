@@ -9,10 +9,14 @@ runs), TTFT/ITL distributions per concurrency (box plots of the raw per-request 
 from __future__ import annotations
 
 import hashlib
-from html import escape
+from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
+from typing import Literal
 
+import jinja2
 import numpy as np
+from markupsafe import Markup
 
 from stackgate.files import atomic_write_text
 from validators.gate.compare import GateResult
@@ -28,54 +32,50 @@ from validators.report_svg import (
     ratio_chart,
 )
 
-_CSS = """
-body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#111}
-h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:28px 0 8px}
-.muted{color:#6b7280} table{border-collapse:collapse;margin:6px 0;font-size:13px}
-th,td{border:1px solid #e5e7eb;padding:3px 8px;text-align:left;vertical-align:top}
-th{background:#f9fafb} td.num{text-align:right;font-variant-numeric:tabular-nums}
-.banner{padding:10px 14px;border-radius:6px;font-weight:600;margin:12px 0}
-.pass{background:#dcfce7;color:#166534} .fail{background:#fee2e2;color:#991b1b}
-.s-PASS,.s-OK,.s-SAME{color:#166534} .s-FAIL,.s-ERROR,.s-FAILED,.s-NOT_RUN,.s-REGRESSION,
-.s-MISSING,.s-TOO_FEW,.s-INCOMPARABLE{color:#b91c1c;font-weight:600} .s-SKIP,.s-SKIPPED{color:#92400e}
-.s-IMPROVEMENT{color:#15803d;font-weight:600} .s-NEW,.s-UNGATED{color:#6b7280}
-svg{background:#fff;border:1px solid #e5e7eb;margin:6px 12px 6px 0}
-svg .title{font-size:13px;font-weight:600} svg .tick{font-size:11px;fill:#374151}
-svg .label{font-size:12px;fill:#374151} svg .grid{stroke:#f3f4f6} svg .axis{stroke:#9ca3af}
-code{font-size:12px}
-"""
-
 _THROUGHPUT_NAMES = ("output_throughput", "total_throughput", "request_throughput")
 _DISTRIBUTIONS = (("ttft_ms", "TTFT (ms)"), ("itl_ms", "ITL (ms)"))
 
 
-def _td(value: object, cls: str = "") -> str:
-    attr = f' class="{cls}"' if cls else ""
-    return f"<td{attr}>{escape(str(value))}</td>"
+@dataclass(frozen=True)
+class Cell:
+    text: str
+    kind: Literal["", "num", "status"] = ""
 
 
-def _status(value: str | None) -> str:
-    text = value or "-"
-    return f'<td class="s-{escape(text)}">{escape(text)}</td>'
+Table = tuple[list[str], list[list[Cell]]]
 
 
-def _table(headers: list[str], rows: list[str]) -> str:
-    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+def _td(value: object, kind: Literal["", "num"] = "") -> Cell:
+    return Cell(str(value), kind)
+
+
+def _status(value: str | None) -> Cell:
+    return Cell(value or "-", "status")
+
+
+@cache
+def _template() -> jinja2.Template:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("validators", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )
+    return env.get_template("report.html.j2")
 
 
 def _num(value: float | None) -> str:
     return "-" if value is None else (f"{value:,.1f}" if abs(value) >= 100 else f"{value:.4g}")
 
 
-def _summary(record: Record, baseline: Record | None) -> str:
-    rows = []
+def _summary(record: Record, baseline: Record | None) -> Table:
+    rows: list[list[Cell]] = []
 
     def row(label: str, cand: object, base: object | None = None) -> None:
-        cells = _td(label) + _td(cand if cand is not None else "-")
+        cells = [_td(label), _td(cand if cand is not None else "-")]
         if baseline is not None:
-            cells += _td(base if base is not None else "-")
-        rows.append(f"<tr>{cells}</tr>")
+            cells.append(_td(base if base is not None else "-"))
+        rows.append(cells)
 
     b = baseline
     row("run" if record.kind == "candidate" else "record", record.label, b.label if b else None)
@@ -94,31 +94,31 @@ def _summary(record: Record, baseline: Record | None) -> str:
     row("runs", record.runs, b.runs if b else None)
     what = "run" if record.kind == "candidate" else "known-good record"
     headers = ["", "candidate" if b else what] + (["baseline"] if b else [])
-    return _table(headers, rows)
+    return headers, rows
 
 
-def _checks(record: Record, baseline: Record | None, gate_result: GateResult | None) -> str:
+def _checks(record: Record, gate_result: GateResult | None) -> Table:
     if gate_result is not None:
         rows = [
-            f"<tr>{_td(c.check)}{_status(c.baseline)}{_status(c.candidate)}{_status(c.status)}"
-            f"{_td(c.reason[:300])}</tr>"
+            [_td(c.check), _status(c.baseline), _status(c.candidate), _status(c.status),
+             _td(c.reason[:300])]
             for c in sorted(gate_result.checks, key=lambda c: (not c.failing, c.check))
-        ]
-        return _table(["check", "baseline", "candidate", "verdict", "reason"], rows)
+        ]  # fmt: skip
+        return ["check", "baseline", "candidate", "verdict", "reason"], rows
     rows = [
-        f"<tr>{_td(r.check)}{_td(r.group)}{_status(r.status)}{_td(r.reason[:300])}</tr>"
+        [_td(r.check), _td(r.group), _status(r.status), _td(r.reason[:300])]
         for r in sorted(record.checks, key=lambda r: (r.status == "PASS", r.check))
     ]
-    return _table(["check", "group", "status", "reason"], rows)
+    return ["check", "group", "status", "reason"], rows
 
 
-def _metrics(gate_result: GateResult | None, record: Record) -> str:
+def _metrics(gate_result: GateResult | None, record: Record) -> Table:
     if gate_result is None:
         rows = [
-            f"<tr>{_td(k)}{_td(_num(float(np.mean(v))), 'num')}{_td(len(v), 'num')}</tr>"
+            [_td(k), _td(_num(float(np.mean(v))), "num"), _td(len(v), "num")]
             for k, v in sorted(record.metrics.items())
         ]
-        return _table(["metric", "mean", "runs"], rows)
+        return ["metric", "mean", "runs"], rows
     rows = []
     order = {
         "REGRESSION": 0,
@@ -131,13 +131,14 @@ def _metrics(gate_result: GateResult | None, record: Record) -> str:
     for m in sorted(gate_result.metrics, key=lambda m: (order.get(m.status, 5), m.key)):
         change = "-" if m.ratio is None else f"{(m.ratio - 1) * 100:+.1f}%"
         interval = "-" if m.low is None else f"[{m.low:.3f}, {m.high:.3f}]"
+        tolerance = f"{m.tolerance:.1%}" if m.direction != "none" else "-"
         rows.append(
-            f"<tr>{_td(m.key)}{_td(m.direction)}{_td(_num(m.baseline_mean), 'num')}"
-            f"{_td(_num(m.candidate_mean), 'num')}{_td(change, 'num')}{_td(interval, 'num')}"
-            f"{_td(f'{m.tolerance:.1%}' if m.direction != 'none' else '-', 'num')}{_td(f'{m.n_baseline}/{m.n_candidate}', 'num')}"
-            f"{_status(m.status)}</tr>"
-        )
-    return _table(
+            [_td(m.key), _td(m.direction), _td(_num(m.baseline_mean), "num"),
+             _td(_num(m.candidate_mean), "num"), _td(change, "num"), _td(interval, "num"),
+             _td(tolerance, "num"), _td(f"{m.n_baseline}/{m.n_candidate}", "num"),
+             _status(m.status)]
+        )  # fmt: skip
+    return (
         [
             "metric",
             "better",
@@ -280,55 +281,36 @@ def render_report(
     seed_text = record.record_id + (baseline.record_id if baseline else "")
     rng = np.random.default_rng(int(hashlib.sha256(seed_text.encode()).hexdigest()[:16], 16))
     sides = _sides(record, baseline)
-    title = f"stackgate: {record.label}" + (f" vs {baseline.label}" if baseline else "")
-    parts = [
-        f"<h1>{escape(title)}</h1>",
-        f'<div class="muted">stack {escape(record.stack)}, {record.runs} run(s)</div>',
-    ]
-    if gate_result is not None:
-        cls, word = ("pass", "PASSED") if gate_result.passed else ("fail", "REFUSED")
-        parts.append(f'<div class="banner {cls}">{word}</div>')
-        if gate_result.reasons:
-            parts.append(
-                "<ul>" + "".join(f"<li>{escape(r)}</li>" for r in gate_result.reasons) + "</ul>"
-            )
-    else:  # no gate: the checks' own verdict
-        bad = [c.check for c in record.checks if c.status in ("FAIL", "ERROR")]
-        cls, word = ("fail", f"FAILED: {len(bad)} check(s)") if bad else ("pass", "PASSED")
-        parts.append(f'<div class="banner {cls}">{escape(word)}</div>')
-    parts += ["<h2>What was tested</h2>", _summary(record, baseline)]
+    versions: Table | None = None
     if gate_result is not None and gate_result.versions:
-        rows = [
-            f"<tr>{_td(c.key)}{_td(c.kind)}{_td(c.a or '-')}{_td(c.b or '-')}</tr>"
-            for c in gate_result.versions
-        ]
-        parts += [
-            "<h2>Package versions that differ</h2>",
-            _table(["package", "change", "baseline", "candidate"], rows),
-        ]
-    parts += ["<h2>Checks</h2>", _checks(record, baseline, gate_result)]
-    if record.metrics or (baseline and baseline.metrics):
-        parts += ["<h2>Metrics</h2>", _metrics(gate_result, record)]
-    if gate_result is not None and gate_result.underpowered:
-        parts.append(
-            f'<p class="muted">At their measured noise, {len(gate_result.underpowered)} '
-            "metric(s) could hide a 3% regression with these repeats: "
-            + escape(", ".join(gate_result.underpowered))
-            + "</p>"
-        )
+        versions = (
+            ["package", "change", "baseline", "candidate"],
+            [[_td(c.key), _td(c.kind), _td(c.a or "-"), _td(c.b or "-")]
+             for c in gate_result.versions],
+        )  # fmt: skip
     charts = _throughput_charts(sides, rng)
     if gate_result is not None:
         charts += _ratio_charts(gate_result)
-    parts.append("<h2>Throughput vs concurrency</h2>")
-    parts += charts or ['<p class="muted">no throughput measured at several concurrencies</p>']
-    dists = _distribution_charts(sides) or _quantile_charts(sides)
-    parts.append("<h2>Latency distributions</h2>")
-    parts += dists or ['<p class="muted">no latency samples or quantiles recorded</p>']
-    body = "\n".join(parts)
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{escape(title)}</title><style>{_CSS}</style></head>"
-        f"<body>\n{body}\n</body></html>\n"
+    has_metrics = bool(record.metrics or (baseline and baseline.metrics))
+    if gate_result is not None:
+        banner = ("pass", "PASSED") if gate_result.passed else ("fail", "REFUSED")
+    else:  # no gate: the checks' own verdict
+        bad = [c.check for c in record.checks if c.status in ("FAIL", "ERROR")]
+        banner = ("fail", f"FAILED: {len(bad)} check(s)") if bad else ("pass", "PASSED")
+    return _template().render(
+        title=f"stackgate: {record.label}" + (f" vs {baseline.label}" if baseline else ""),
+        stack=record.stack,
+        runs=record.runs,
+        banner=banner,
+        reasons=gate_result.reasons if gate_result is not None else [],
+        summary=_summary(record, baseline),
+        versions=versions,
+        checks=_checks(record, gate_result),
+        metrics=_metrics(gate_result, record) if has_metrics else None,
+        underpowered=gate_result.underpowered if gate_result is not None else [],
+        # Our own SVG (report_svg escapes every text it writes): markup, not text.
+        charts=[Markup(c) for c in charts],
+        dists=[Markup(c) for c in _distribution_charts(sides) or _quantile_charts(sides)],
     )
 
 

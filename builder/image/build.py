@@ -10,7 +10,6 @@ tar headers differ between identical images.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import tempfile
@@ -31,6 +30,7 @@ from stackgate.containers.buildah import StorageConfig
 from stackgate.containers.docker import DockerConfig
 from stackgate.containers.select import EngineChoice, open_engine
 from stackgate.errors import BadInput, CommandFailed, EnvironmentProblem
+from stackgate.files import sha256_file
 from stackgate.host.resources import HostResources
 from stackgate.layout import LockFiles, lock_files
 from stackgate.loading import LoadedStack
@@ -86,10 +86,6 @@ class ImageResult(BaseModel):
     seconds: float
     containerfile_sha256: str
     reproducible: ReproCheck | None = None
-
-
-def sha256_file(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _git(args: list[str], cwd: Path) -> str | None:
@@ -266,6 +262,6 @@ def _build_with(
         timestamp_from=created_from,
         build_args=build_args,
         seconds=first.seconds,
-        containerfile_sha256=hashlib.sha256(containerfile.read_bytes()).hexdigest(),
+        containerfile_sha256=sha256_file(containerfile),
         reproducible=repro,
     )

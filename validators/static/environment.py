@@ -7,7 +7,7 @@ import csv
 import io
 import os
 from dataclasses import dataclass, field
-from email.parser import HeaderParser
+from importlib.metadata import PackageMetadata, PathDistribution
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
@@ -103,13 +103,18 @@ def find_interpreter(env: Path) -> Path | None:
     return None
 
 
+def _header(meta: PackageMetadata, key: str) -> str | None:
+    """One METADATA header, None when absent (`meta[key]` warns on a missing key)."""
+    values = meta.get_all(key)
+    return str(values[0]) if values else None
+
+
 def _read_metadata(dist_info: Path) -> Distribution | None:
     try:
-        text = (dist_info / "METADATA").read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        headers = PathDistribution(dist_info).metadata
+    except (OSError, UnicodeDecodeError):
         return None
-    headers = HeaderParser().parsestr(text, headersonly=True)
-    name, version = headers.get("Name"), headers.get("Version")
+    name, version = _header(headers, "Name"), _header(headers, "Version")
     if not name or not version:
         return None
     requires = tuple(headers.get_all("Requires-Dist") or ())
