@@ -18,7 +18,10 @@ hashed by its kind alone and never opened (opening a FIFO would block).
 
 Hash schemes: 1 (records before the re-check existed) skipped the whole `stackgate/` folder
 and every `*.pyc` anywhere; 2 also covers `stackgate/env.sh` (sourced by shells: an edit there
-changes what runs) and sourceless `*.pyc` outside `__pycache__` (importable modules).
+changes what runs) and sourceless `*.pyc` outside `__pycache__` (importable modules); 3 also
+covers empty folders (kind D: an empty `site-packages/foo/` makes `import foo` and
+`find_spec("foo")` succeed as a namespace package, so optional-dependency checks change) and
+the set-user/group-id bits (kind suffix `s`). An env with neither hashes the same under 2 and 3.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from stackgate.build_record import RECORD_DIRNAME, RECORD_FILENAME
 from stackgate.digests import DigestCache, Key, key_of, rememberable
 from stackgate.layout import PARTIAL_SUFFIX
 
-SCHEME = 2
+SCHEME = 3
 LISTING_FILENAME = "tree.tsv.gz"
 LISTING_RELPATH = Path(RECORD_DIRNAME) / LISTING_FILENAME
 
@@ -47,7 +50,8 @@ _INSTALLER_FILES = frozenset(
 )
 _OWN_FILES = frozenset({RECORD_FILENAME, LISTING_FILENAME})
 
-# kinds: F file, X executable file (any x bit), L symlink (digest = its target), S anything else
+# kinds: F file, X executable file (any x bit), L symlink (digest = its target), S anything else,
+# D empty folder (scheme 3); F/X + `s` when a set-user/group-id bit is set (scheme 3)
 Entry = tuple[str, str, bytes]  # (relative path, kind, digest or symlink target)
 
 
@@ -62,7 +66,9 @@ class Tree:
 
 def _walk(root: str, rel: str, scheme: int, out: list[tuple[str, str, os.stat_result]]) -> None:
     """(relative path, absolute path, lstat) of every file and symlink, str paths only (a cu128
-    env has 58k files; pathlib alone cost seconds). Symlinked folders are listed as links."""
+    env has 58k files; pathlib alone cost seconds). Symlinked folders are listed as links; from
+    scheme 3 a folder below the root with nothing hashed inside is listed itself."""
+    start = len(out)
     with os.scandir(f"{root}/{rel}" if rel else root) as it:
         entries = list(it)
     in_dist_info = rel.endswith(".dist-info")
@@ -82,6 +88,9 @@ def _walk(root: str, rel: str, scheme: int, out: list[tuple[str, str, os.stat_re
         if scheme < 2 and entry.name.endswith(".pyc"):
             continue
         out.append((sub, entry.path, entry.stat(follow_symlinks=False)))
+    if scheme >= 3 and rel and rel != RECORD_DIRNAME and len(out) == start:
+        folder = f"{root}/{rel}"
+        out.append((rel, folder, os.lstat(folder)))
 
 
 def _file_digest(path: str, size: int, patterns: list[bytes]) -> bytes:
@@ -132,12 +141,17 @@ def compute_tree(
             kinds.append("L")
             digests.append(target)
             continue
+        if stat.S_ISDIR(mode):
+            kinds.append("D")
+            digests.append(b"")
+            continue
         if not stat.S_ISREG(mode):
             kinds.append("S")
             digests.append(b"")
             continue
         total += st.st_size
-        kinds.append("X" if mode & 0o111 else "F")
+        kind = "X" if mode & 0o111 else "F"
+        kinds.append(kind + "s" if scheme >= 3 and mode & (stat.S_ISUID | stat.S_ISGID) else kind)
         shared = st.st_nlink > 1 or st.st_size > _SMALL_FILE
         key = key_of(st) if shared else None
         cached = known.get(key) if key is not None else None
