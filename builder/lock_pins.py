@@ -41,7 +41,9 @@ def contradictions(manifest: Manifest, lock: UvLock) -> list[str]:
         versions = locked.get(canonicalize_name(name), [])
         if not versions:
             out.append(f"packages.{name}: pinned by the manifest, absent from uv.lock")
-        elif pkg.version is not None and not any(_same(pkg.version, v) for v in versions):
+        elif pkg.version is not None and not all(_same(pkg.version, v) for v in versions):
+            # every entry: uv forks a resolution by markers, and a second entry for other
+            # markers installs its version wherever those markers hold
             out.append(
                 f"packages.{name}.version: the manifest pins {pkg.version}, uv.lock has "
                 f"{', '.join(versions)}"
