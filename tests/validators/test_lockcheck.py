@@ -400,3 +400,38 @@ def test_stable_shim_extension_is_reported_with_its_minimum_torch(tmp_path: Path
     assert stable.evidence["min_torch"] == "2.10.0"
     assert stable.evidence["torch_seen"] == ["2.9.1", "2.10.0"]
     assert second["static.abi.stable_kernel"].status == "PASS"
+
+
+def test_cubins_named_and_nameless_read_as_installed(tmp_path: Path) -> None:
+    """A cubin named for its target is taken from its name; one whose name does not say is
+    read whole and its a/f suffix taken from .note.nv.tkinfo (real nvcc cubins)."""
+    fixtures = Path(__file__).parent / "fixtures" / "fatbin"
+    served = tmp_path / "served"
+    wheel = make_wheel(
+        served,
+        "cubinpkg",
+        "1.0",
+        files={
+            "cubinpkg/cubins/k_sm_90a.cubin": (fixtures / "k_sm_90a.cubin").read_bytes(),
+            "cubinpkg/cubins/kernel.ed117667bb0c.cubin": (
+                fixtures / "k_sm_100f.cubin"
+            ).read_bytes(),
+        },
+        tag=TAG_TORCH,
+        deflate=True,
+    )
+    with serve(served) as server:
+        lock = write_lock(
+            tmp_path / "l" / "uv.lock", f"http://127.0.0.1:{server.server_port}/", [wheel]
+        )
+        results, _ = run_lock_check(
+            LockInputs(
+                lock=lock,
+                wheels=read_lock(lock),
+                cache=FactsCache(tmp_path / "c"),
+                targets=("10.0a",),
+            )
+        )
+    arch = by_check(results)["static.arch.cubinpkg"]
+    assert arch.evidence["cubins"] == {"sm_90a": 1, "sm_100f": 1}
+    assert arch.status == "PASS", arch.reason

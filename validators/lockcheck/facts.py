@@ -34,7 +34,7 @@ from validators.static.elf_symbols import (
 from validators.static.facts import ObjectFacts
 from validators.static.fatbin import FATBIN_MAGIC, GpuCode, fatbin_codes_bytes, fatbin_entries
 
-FACTS_VERSION = 2  # 2: wheel listings carry METADATA Name/Version
+FACTS_VERSION = 3  # 2: listings carry METADATA Name/Version; 3: nameless cubins read whole
 _FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin")
 _EMBEDDED = (".ldata", ".lrodata")  # as validators.static.fatbin scans them
 _LABEL = re.compile(r"^(sm|compute)_(\d+)([af?]?)$")

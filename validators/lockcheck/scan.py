@@ -24,6 +24,7 @@ from validators.lockcheck.member_view import IntegrityError, NotKnown
 from validators.lockcheck.wheel_reader import RemoteWheel, verify_spooled
 from validators.lockcheck.zip_directory import LOCAL_HEADER, ZipFormatError
 from validators.static.elf_symbols import ElfReadError
+from validators.static.fatbin import fatbin_codes_bytes
 
 _CUBIN_NAME = re.compile(r"sm_?(\d{2,3})([af]?)", re.IGNORECASE)
 
@@ -121,7 +122,8 @@ class Scanner:
                 for error in pool.map(lambda t: self._object(t[0], t[1], t[2], remotes), tasks):
                     if error:
                         errors.append(error)
-                for error in pool.map(lambda s: self._cubins(s, remotes), scans):
+                nameless = [t for s in scans for t in self._cubins(s)]
+                for error in pool.map(lambda t: self._cubin(t[0], t[1], t[2], remotes), nameless):
                     if error:
                         errors.append(error)
             for scan in scans:
@@ -239,37 +241,79 @@ class Scanner:
     def _client_missing(remote: RemoteWheel | None) -> bool:
         return remote is None
 
-    def _cubins(self, scan: WheelScan, remotes: dict[str, RemoteWheel]) -> str | None:
+    def _cubins(self, scan: WheelScan) -> list[tuple[WheelScan, str, str | None]]:
         """A cubin's target from its file name where the name says it (as the installed group
-        reads the suffix), else from its ELF header (one small range each, cached)."""
+        reads the suffix); the others are returned, to be read (`_cubin`)."""
         if scan.listing is None:
-            return None
-        remote = remotes.get(scan.wheel.sha256)
+            return []
+        rest: list[tuple[WheelScan, str, str | None]] = []
         for name, record_sha in scan.listing.cubins.items():
-            base = name.rsplit("/", 1)[-1]
-            match = _CUBIN_NAME.search(base)
+            match = _CUBIN_NAME.search(name.rsplit("/", 1)[-1])
             if match:
                 scan.cubin_codes[name] = f"sm_{int(match.group(1))}{match.group(2).lower()}"
                 scan.cubins_from_names += 1
-                continue
-            key = _cache_key(record_sha, scan.wheel.sha256, name)
-            cached = self.cache.facts(key)
-            if cached is None and remote is not None and not self.offline:
-                try:
-                    if not remote.members:
-                        remote.read_directory()
-                    cached = _cubin_facts(remote, name)
-                except (FetchError, ZipFormatError, zlib.error) as exc:
-                    return f"{scan.wheel.filename}: {name}: {exc}"
-                self.cache.put_facts(key, cached)
+            else:
+                rest.append((scan, name, record_sha))
+        return rest
+
+    def _cubin(
+        self, scan: WheelScan, name: str, record_sha: str | None, remotes: dict[str, RemoteWheel]
+    ) -> str | None:
+        """A cubin whose name does not say its target: read as the installed group reads it
+        (e_flags, and the a/f suffix from `.note.nv.tkinfo`), cached."""
+        key = _cache_key(record_sha, scan.wheel.sha256, name)
+        cached = self.cache.facts(key)
+        remote = remotes.get(scan.wheel.sha256)
+        if cached is None and remote is not None and not self.offline:
+            try:
+                if not remote.members:
+                    remote.read_directory()
+                cached = _cubin_facts(remote, name, record_sha)
+            except (FetchError, ZipFormatError, zlib.error) as exc:
+                return f"{scan.wheel.filename}: {name}: {exc}"
+            except IntegrityError as exc:
+                with self._lock:
+                    scan.integrity.append(str(exc))
+                return None
+            self.cache.put_facts(key, cached)
+        with self._lock:
             if cached is None:
                 scan.lacking.append(name)
-                continue
-            scan.cubin_codes[name] = cached.gpu_codes[0] if cached.gpu_codes else ""
+            else:
+                scan.cubin_codes[name] = cached.gpu_codes[0] if cached.gpu_codes else ""
         return None
 
 
-def _cubin_facts(remote: RemoteWheel, name: str) -> CachedFacts:
+CUBIN_WHOLE_BELOW = 4 << 20  # compressed bytes; larger nameless cubins: header only
+
+
+def _cubin_facts(remote: RemoteWheel, name: str, record_sha: str | None) -> CachedFacts:
+    member = remote.members[name]
+    if member.compressed_size <= CUBIN_WHOLE_BELOW:
+        view = remote.view(member, record_sha)
+        view.ensure(0, member.size)
+        data = view.get(0, member.size)
+        try:
+            codes = fatbin_codes_bytes(data, Path(name))
+        except ElfReadError:
+            codes = []
+        return CachedFacts(
+            gpu_codes=[c.label() for c in codes],
+            read=ReadEvidence(
+                member=name,
+                member_size=member.size,
+                compressed_size=member.compressed_size,
+                compressed_read=view.log.compressed_read,
+                whole=view.log.whole,
+                sha256_checked=view.log.sha256_checked,
+                prefix_bytes=member.size,
+                gpu_code="complete",
+            ),
+        )
+    return _cubin_head(remote, name)
+
+
+def _cubin_head(remote: RemoteWheel, name: str) -> CachedFacts:
     member = remote.members[name]
     start = member.local_offset
     raw = remote.remote.read(start, start + LOCAL_HEADER + len(name.encode()) + 1024)
