@@ -33,6 +33,7 @@ CORPUS = Path(os.environ.get("STACKGATE_CORPUS", "/work/corpus"))
 _ABI = ("undefined symbol", "version `", "cannot open shared object file", "does not exist")
 
 
+CYTHON_ABI = ("does not export expected C function", "has wrong signature")
 DRIVER_LIBS = ("libcuda.so", "libnvidia-", "libnvcuvid.so")
 
 
@@ -45,7 +46,10 @@ def truth_sets(data: dict, torch: tuple[int, int] | None) -> tuple[set[str], set
         tag = torch_tag(Path(path).name)
         if tag is not None and torch is not None and tag != torch:
             continue
-        if o["status"] in ("abi", "crash"):
+        status = o["status"]
+        if status == "error" and any(k in o.get("error", "") for k in CYTHON_ABI):
+            status = "abi"  # a Cython cross-module C API that does not match: an ABI break
+        if status in ("abi", "crash"):
             broken_objs.add(path)
             broken_pkgs.add(o["package"])
     for label, steps in data["imports"].items():
@@ -99,7 +103,7 @@ def env_torch(env: Path) -> tuple[int, int] | None:
 def score(truth: dict, pred: dict, torch: tuple[int, int] | None) -> dict:  # type: ignore[type-arg]
     broken_pkgs, broken_objs = truth_sets(truth, torch)
     truth_keys = {key(lbl) for lbl in broken_pkgs}
-    fail_keys = {k for k, v in pred.items() if v["status"] == "FAIL"}
+    fail_keys = {k.removesuffix(".files") for k, v in pred.items() if v["status"] == "FAIL"}
     pred_objs = {o for v in pred.values() if v["status"] == "FAIL" for o in v["failing_objects"]}
     return {
         "packages": {

@@ -41,6 +41,8 @@ def classify(error: str) -> str:
         return "missing-lib"
     if "undefined symbol" in error or "version `" in error or "not found (required by" in error:
         return "abi"
+    if "does not export expected C function" in error or "has wrong signature" in error:
+        return "abi"
     return "error"
 
 

@@ -238,3 +238,34 @@ def test_driver_stub_exports_the_imported_names(tmp_path: Path) -> None:
     # cached: the same names give the same folder without compiling again
     assert build_stubs(["nvmlInit_v2", "cuInit"], cache=tmp_path).folder == stubs.folder
     assert shutil.which("gcc") or shutil.which("cc")
+
+
+def _record_hash(path: Path) -> str:
+    import base64
+    import hashlib
+
+    digest = hashlib.sha256(path.read_bytes()).digest()
+    return "sha256=" + base64.urlsafe_b64encode(digest).decode().rstrip("=")
+
+
+def test_extension_overwritten_by_another_distribution_fails(tmp_path: Path) -> None:
+    """cuda-python 12.6.2.post1 and cuda-bindings 13.5.0 both install
+    cuda/bindings/_internal/utils.so; the later install wins and the other's modules break."""
+    build = tmp_path / "build"
+    ours = elf_env.gcc(build / "ours.so", "int PyInit_utils(void){return 1;}\n")
+    site = elf_env.new_env(tmp_path / "env")
+    theirs = elf_env.gcc(
+        site / "bind" / "utils.cpython-312-x86_64-linux-gnu.so",
+        "int PyInit_utils(void){return 2;}\n",
+    )
+    rel = theirs.relative_to(site)
+    for name, digest in (("bindings", _record_hash(ours)), ("oldpython", _record_hash(theirs))):
+        info = site / f"{name}-1.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+        (info / "RECORD").write_text(f"{rel},{digest},1\n")
+    results = _static(tmp_path / "env", confirm=False)
+    r = results["static.abi.bindings.files"]
+    assert r.status == "FAIL"
+    assert "bind/utils.cpython-312-x86_64-linux-gnu.so is oldpython 1.0's copy" in r.reason
+    assert "static.abi.oldpython.files" not in results

@@ -96,6 +96,7 @@ def abi_results(
         "seconds": round(seconds, 3),
         "confirm_seconds": round(load_seconds, 3),
     }
+    out.extend(_clash_results(env, seconds))
     unreadable = [f"{p}: {why}" for p, why in env.unreadable + findings.unreadable]
     if unreadable:
         out.append(
@@ -124,6 +125,34 @@ def abi_results(
         )
     )
     return out
+
+
+def _clash_results(env: Environment, seconds: float) -> list[Result]:
+    """An extension module two distributions install with different contents: the loser
+    imports the winner's build (cuda-python 12.6.2.post1 overwriting cuda-bindings 13.5.0's
+    _internal/utils.so, so `import cuda.core` fails: a C-API break no symbol check sees)."""
+    hurt: dict[str, list[str]] = {}
+    paths: dict[str, list[str]] = {}
+    for clash in env.clashes:
+        loser = clash.overwritten()
+        if loser is None:
+            continue
+        winner = clash.second if loser is clash.first else clash.first
+        hurt.setdefault(loser.label(), []).append(
+            f"{short(clash.path, env)} is {winner.label()}'s copy"
+        )
+        paths.setdefault(loser.label(), []).append(str(clash.path))
+    return [
+        _result(
+            f"static.abi.{check_key(label)}.files",
+            "FAIL",
+            f"{label}: {len(files)} of its extension files were overwritten by another "
+            f"distribution's build: {'; '.join(files[:MAX_LISTED])}",
+            {"severity": "FAIL", "overwritten": files, "failing_objects": paths[label]},
+            seconds,
+        )
+        for label, files in sorted(hurt.items())
+    ]
 
 
 def _confirm(

@@ -3,7 +3,9 @@ interpreter, its distributions (from *.dist-info METADATA and RECORD), and its E
 
 from __future__ import annotations
 
+import base64
 import csv
+import hashlib
 import io
 import os
 from dataclasses import dataclass, field
@@ -34,6 +36,33 @@ class Distribution:
         return f"{self.name} {self.version}"
 
 
+@dataclass(frozen=True)
+class SharedFile:
+    """One path installed by two distributions with different contents (RECORD hashes):
+    the later install overwrote the earlier one's file (pip and uv do not refuse)."""
+
+    path: Path
+    first: Distribution
+    first_hash: str
+    second: Distribution
+    second_hash: str
+
+    def overwritten(self) -> Distribution | None:
+        """The distribution whose RECORD no longer matches the file on disk, if one does not."""
+        try:
+            data = self.path.read_bytes()
+        except OSError:
+            return None
+        actual = "sha256=" + base64.urlsafe_b64encode(
+            hashlib.sha256(data).digest()
+        ).decode().rstrip("=")
+        if actual == self.second_hash and actual != self.first_hash:
+            return self.first
+        if actual == self.first_hash and actual != self.second_hash:
+            return self.second
+        return None
+
+
 @dataclass
 class Environment:
     root: Path
@@ -42,6 +71,8 @@ class Environment:
     distributions: dict[str, Distribution]
     owners: dict[Path, Distribution] = field(default_factory=dict)
     unreadable: list[tuple[Path, str]] = field(default_factory=list)
+    # ELF files two distributions' RECORDs both list, with different hashes
+    clashes: list[SharedFile] = field(default_factory=list)
     # Set when the ELF files are known without walking a tree (facts from wheels).
     objects: tuple[Path, ...] | None = None
     _walked: tuple[Path, ...] | None = field(default=None, repr=False)
@@ -127,6 +158,8 @@ def load_environment(env: Path, *, with_owners: bool = True) -> Environment:
     site = find_site_packages(env)
     dists: dict[str, Distribution] = {}
     owners: dict[Path, Distribution] = {}
+    hashes: dict[Path, str] = {}
+    clashes: list[SharedFile] = []
     for dist_info in sorted(site.glob("*.dist-info")):
         dist = _read_metadata(dist_info)
         if dist is None:
@@ -140,11 +173,18 @@ def load_environment(env: Path, *, with_owners: bool = True) -> Environment:
             continue
         for row in csv.reader(io.StringIO(record)):
             if row and ".so" in row[0]:
-                owners[(site / row[0]).resolve()] = dist
+                path = (site / row[0]).resolve()
+                digest = row[1] if len(row) > 1 else ""
+                first = owners.get(path)
+                if first is not None and first is not dist and digest != hashes.get(path, ""):
+                    clashes.append(SharedFile(path, first, hashes.get(path, ""), dist, digest))
+                owners[path] = dist
+                hashes[path] = digest
     return Environment(
         root=env,
         site_packages=site,
         interpreter=find_interpreter(env),
         distributions=dists,
         owners=owners,
+        clashes=clashes,
     )
