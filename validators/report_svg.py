@@ -12,6 +12,8 @@ from html import escape
 
 import numpy as np
 
+from validators.gate.stats import resampled_means
+
 WIDTH, HEIGHT = 640, 300
 LEFT, RIGHT, TOP, BOTTOM = 70, 20, 46, 50
 COLORS = {"baseline": "#6b7280", "candidate": "#2563eb"}
@@ -46,11 +48,13 @@ def box_of(x: str, samples: list[float]) -> Box:
 
 
 def mean_interval(samples: list[float], rng: np.random.Generator, level: float = 0.95) -> Point:
-    """Mean with a percentile-bootstrap interval (a single sample: a point, no bar)."""
+    """Mean with a percentile-bootstrap interval of the mean over runs (a single sample: a
+    point, no bar)."""
     arr = np.asarray(samples, dtype=np.float64)
     if arr.size < 2:
         return Point("", float(arr.mean()), float(arr.mean()), float(arr.mean()))
-    means = arr[rng.integers(0, arr.size, size=(2000, arr.size))].mean(axis=1)
+    # The gate's resampling (validators.gate.stats), with fewer resamples: a chart's bar.
+    means = resampled_means(arr[None, :], resamples=2000, rng=rng)[0]
     tail = (1 - level) / 2
     return Point(
         "", float(arr.mean()), float(np.quantile(means, tail)), float(np.quantile(means, 1 - tail))

@@ -109,14 +109,21 @@ def resampled_ratios(
 ) -> NDArray[np.float64]:
     """(rows, resamples) oriented ratios of bootstrap means; the one resampling both the gate
     and the simulation use."""
-    rows, n_c = candidate.shape
-    _, n_b = baseline.shape
-    idx_c = rng.integers(0, n_c, size=(rows, resamples, n_c))
-    idx_b = rng.integers(0, n_b, size=(rows, resamples, n_b))
-    mean_c = np.take_along_axis(candidate[:, None, :], idx_c, axis=2).mean(axis=2)
-    mean_b = np.take_along_axis(baseline[:, None, :], idx_b, axis=2).mean(axis=2)
+    mean_c = resampled_means(candidate, resamples=resamples, rng=rng)
+    mean_b = resampled_means(baseline, resamples=resamples, rng=rng)
     ratios: NDArray[np.float64] = mean_b / mean_c if direction == "lower" else mean_c / mean_b
     return ratios
+
+
+def resampled_means(
+    samples: NDArray[np.float64], *, resamples: int, rng: np.random.Generator
+) -> NDArray[np.float64]:
+    """(rows, resamples) means of bootstrap resamples of each row of a (rows, n) array: the
+    gate's resampling, also behind the HTML report's intervals (report_svg.mean_interval)."""
+    rows, n = samples.shape
+    idx = rng.integers(0, n, size=(rows, resamples, n))
+    means: NDArray[np.float64] = np.take_along_axis(samples[:, None, :], idx, axis=2).mean(axis=2)
+    return means
 
 
 def coefficient_of_variation(samples: list[float]) -> float | None:
