@@ -20,6 +20,7 @@ from validators.records.json_files import (
     export_records,
     exported_heads,
     import_dir,
+    import_record_files,
     verify_files,
 )
 from validators.records.model import Record
@@ -37,7 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "ref",
         nargs="?",
         default=None,
-        help="show: RECORD or STACK; list/export: a stack to limit to",
+        help="show: RECORD or STACK; list/export: a stack to limit to; import: a record file "
+        "or folder (default --dir)",
     )
     parser.add_argument(
         "--dir",
@@ -162,7 +164,19 @@ def _verify(args: argparse.Namespace, store: RecordStore, folder: Path) -> int:
 def run(args: argparse.Namespace) -> int:
     console = console_err()
     folder: Path = args.dir or committed_records_dir()
-    if args.action == "import" and not folder.is_dir():
+    if args.ref and args.action == "verify":
+        raise BadInput(f"records verify takes no RECORD ({args.ref!r}); --dir names the folder")
+    named: list[Path] = []
+    if args.ref and args.action == "import":
+        # `records import FILE` imports FILE (a folder: every record in it), never --dir
+        target = Path(args.ref)
+        if target.is_dir():
+            folder = target
+        elif target.exists():
+            named = [target]
+        else:
+            raise BadInput(f"records import {target}: no such file or folder")
+    if args.action == "import" and not named and not folder.is_dir():
         # "imported 0" with exit 0 read as success for a mistyped folder
         what = "not a folder" if folder.exists() else "no such folder"
         raise BadInput(f"records import --dir {folder}: {what}")
@@ -197,7 +211,8 @@ def run(args: argparse.Namespace) -> int:
             for p in [*done.written, *done.repaired]:
                 console.print(f"  {p}", markup=False, highlight=False)
             return EXIT_OK
-        result = import_dir(store, folder)
+        result = import_record_files(store, named) if named else import_dir(store, folder)
+        folder = named[0] if named else folder
     if args.json:
         emit_json({"ok": True, "added": result.added, "present": result.present})
     console.print(
