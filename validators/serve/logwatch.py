@@ -13,6 +13,9 @@ import re
 from collections import deque
 from dataclasses import dataclass, field
 
+from stackgate.engines.sglang import SGLANG_READY
+from stackgate.engines.vllm import UVICORN_READY
+
 # (phase, pattern): the last phase whose pattern was seen is the current one. Order matters
 # only for display; a phase is entered when its line appears.
 PHASES: list[tuple[str, re.Pattern[str]]] = [
@@ -22,8 +25,9 @@ PHASES: list[tuple[str, re.Pattern[str]]] = [
     ("kv cache", re.compile(r"KV Cache is allocated|Memory pool end|# GPU blocks|KV cache size")),
     ("cuda graph capture", re.compile(r"Capture cuda graph begin|Capturing CUDA graphs")),
     ("cuda graph done", re.compile(r"Capture cuda graph end|Graph capturing finished")),
-    ("http up", re.compile(r"Uvicorn running on|Application startup complete")),
-    ("ready", re.compile(r"The server is fired up and ready to roll!")),
+    ("http up", re.compile(rf"Uvicorn running on|{UVICORN_READY}")),
+    # The engines' own ready lines (stackgate.engines), not copies of them.
+    ("ready", re.compile(SGLANG_READY)),
 ]
 
 # tqdm bars of weight loading. SGLang: `Loading safetensors checkpoint shards:  50% Completed |
