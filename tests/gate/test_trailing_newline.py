@@ -65,3 +65,19 @@ def test_fleet_names_with_a_trailing_newline_are_refused() -> None:
     FleetSpec.model_validate({**spec, "nodes": ["node1"]})
     with pytest.raises(ValidationError):
         FleetSpec.model_validate({**spec, "nodes": ["node1\n"]})
+
+
+@pytest.mark.parametrize(
+    "created_at",
+    ["9999-12-31T23:00:00-05:00", "0001-01-01T00:00:00+05:00", "2026-01-01T10:00:00-12:00"],
+    ids=["past-year-9999-in-utc", "before-year-1-in-utc", "local-offset"],
+)
+def test_created_at_must_be_utc(created_at: str) -> None:
+    """The store orders records by created_at as text and export names them by its UTC stamp:
+    an offset other than UTC mis-orders the newest known-good and can overflow the stamp
+    (year 9999 at -05:00 was a traceback at `records export`)."""
+    data = make_record().model_dump(mode="json")
+    data["created_at"] = created_at
+    with pytest.raises(BadInput) as caught:
+        load_record(_resealed(data), where="records/x.json")
+    assert any(d.startswith("created_at:") for d in caught.value.details), caught.value.details

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, AliasChoices, ConfigDict, Field, ValidationError
@@ -46,6 +46,10 @@ def _timestamp(value: str) -> str:
         raise ValueError(f"{value!r} is not an ISO-8601 date and time") from None
     if stamp.tzinfo is None:
         raise ValueError(f"{value!r} has no time zone (records are written in UTC)")
+    if stamp.utcoffset() != timedelta(0):
+        # The store orders by this text and export names files by its UTC stamp: another
+        # offset mis-orders the newest record and can leave the date range (9999 at -05:00).
+        raise ValueError(f"{value!r} is not in UTC (+00:00); records are written in UTC")
     return value
 
 
