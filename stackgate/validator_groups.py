@@ -2,7 +2,7 @@
 order they run in (cheapest first), and the module that runs each one.
 
 Adding a group is one entry here plus its module (exposing `run_group(ctx) -> list[Result]`,
-validators.context.GroupModule) and its tests; the manifest's schema, `--only` choices, the
+a validators.context.GroupRunner) and its tests; the manifest's schema, `--only` choices, the
 pipeline and the check-id registry all derive from this list. Modules are named, not
 imported: the pipeline imports a group only when it runs.
 """

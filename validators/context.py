@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
 
 from stackgate.loading import LoadedStack
 from stackgate.topology import Topology
@@ -31,9 +30,3 @@ class RunContext:
 
 # A validator group: takes the context, returns its results (never raises for a check failing).
 GroupRunner = Callable[[RunContext], list[Result]]
-
-
-class GroupModule(Protocol):
-    """What a module named in stackgate.validator_groups provides."""
-
-    def run_group(self, ctx: RunContext) -> list[Result]: ...

@@ -12,6 +12,7 @@ import importlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
+from typing import cast
 
 from stackgate.validator_groups import MODULES, ORDER, ValidatorGroup
 from validators.context import GroupRunner, RunContext
@@ -28,9 +29,9 @@ def load_group(name: ValidatorGroup) -> GroupRunner | str:
             return f"{name} not available ({module_name} is not installed in this checkout)"
         return f"{name} cannot be imported: {exc}"
     runner = getattr(module, "run_group", None)
-    if runner is None:
+    if not callable(runner):
         return f"{name} not available ({module_name} has no run_group)"
-    return runner  # type: ignore[no-any-return]
+    return cast(GroupRunner, runner)
 
 
 def apply_accepted(results: Sequence[Result], accepted: Mapping[str, str]) -> list[Result]:
