@@ -135,7 +135,8 @@ def main() -> int:
         # remounts "/" private when it applies a layer, which fails on a plain chroot folder.
         subprocess.run(["mount", "--bind", str(rootfs), str(rootfs)], check=True)
         mounted.append(rootfs)
-        for sub in ("proc", "sys", "dev", "dev/pts"):
+        # cgroup2 as on a booted machine (podman and the buildah engine probe look there).
+        for sub in ("proc", "sys", "sys/fs/cgroup", "dev", "dev/pts"):
             target = rootfs / sub
             target.mkdir(exist_ok=True)
             kind = {"proc": ["-t", "proc", "proc"], "sys": ["-t", "sysfs", "sysfs"]}.get(
