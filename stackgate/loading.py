@@ -12,6 +12,7 @@ import difflib
 import tomllib
 import types
 import typing
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -263,9 +264,17 @@ def _credentials(raw: dict[str, Any]) -> Iterator[str]:
                 )
 
 
+# Control (Cc: C0, DEL, C1), format (Cf: bidi overrides and isolates, zero-width characters,
+# the byte-order mark: "trojan source" text reads differently from what it is), line and
+# paragraph separators (Zl, Zp) and surrogates (Cs). Tabs pass.
+_BAD_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
+
+
 def _bad_char(text: str) -> str | None:
+    if text.isascii() and text.isprintable():
+        return None
     for c in text:
-        if (ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F or c in "\u2028\u2029") and c != "\t":
+        if c != "\t" and unicodedata.category(c) in _BAD_CATEGORIES:
             return f"U+{ord(c):04X}"
     return None
 

@@ -36,7 +36,7 @@ def _manifest(folder: Path, text: str) -> Path:
 
 def _with_patch(path: str) -> str:
     return SMOKE.replace(
-        '[packages.idna]',
+        "[packages.idna]",
         '[packages.patched]\ngit = "https://example.invalid/p.git"\nref = "v1"\n'
         f'patches = [{{ path = "{path}", sha256 = "{"0" * 64}" }}]\n\n[packages.idna]',
     )
@@ -79,7 +79,7 @@ def test_sparse_8_gib_patch_and_fifo_patch_are_refused_without_reading(tmp_path:
 
 def test_correctness_reference_and_subdirectory_must_stay_inside(tmp_path: Path) -> None:
     text = SMOKE.replace(
-        '[packages.idna]',
+        "[packages.idna]",
         '[packages.patched]\ngit = "https://example.invalid/p.git"\nref = "v1"\n'
         'subdirectory = "../../elsewhere"\n\n[packages.idna]',
     ) + (
@@ -110,7 +110,7 @@ def test_deep_toml_and_infinite_numbers_are_bad_input(tmp_path: Path) -> None:
 
 def test_hostile_lock_files_are_bad_input(tmp_path: Path) -> None:
     bad_utf8 = tmp_path / "latin1.lock"
-    bad_utf8.write_bytes(b'version = 1\n# caf\xe9\n')
+    bad_utf8.write_bytes(b"version = 1\n# caf\xe9\n")
     deep = tmp_path / "deep.lock"
     deep.write_text("version = 1\nx = " + "[" * 5000 + "]" * 5000 + "\n")
     fifo = tmp_path / "fifo.lock"
@@ -122,3 +122,21 @@ def test_hostile_lock_files_are_bad_input(tmp_path: Path) -> None:
         with pytest.raises(BadInput, match=why) as caught:
             read_uv_lock(path)
         assert str(path) in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("escape", "code"),
+    [("\\u202e", "U+202E"), ("\\u2066", "U+2066"), ("\\u200b", "U+200B"), ("\\ufeff", "U+FEFF")],
+    ids=["bidi-override", "bidi-isolate", "zero-width-space", "byte-order-mark"],
+)
+def test_invisible_format_characters_are_refused_too(
+    tmp_path: Path, escape: str, code: str
+) -> None:
+    """Trojan-source characters (bidi overrides, zero-width) make a description, an env value
+    or a profile name read differently from what it is; a manifest needs none of them."""
+    text = SMOKE.replace(
+        'description = "Two small PyPI packages, for end-to-end builder tests"',
+        f'description = "Two small {escape}stset rof ,segakcap"',
+    )
+    done = _check(_manifest(tmp_path / "stacks", text))
+    _refused(done, f"description: contains a control character ({code})")
