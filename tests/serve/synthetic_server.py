@@ -96,7 +96,9 @@ class Server:
                 if path == "/health":
                     code = "200 OK" if self.ready else "503 Service Unavailable"
                     writer.write(response(code, b""))
-                elif path == "/stats/reset":
+                elif path in ("/stats/reset", "/flush_cache"):
+                    # /flush_cache: what SGLang's bench_serving --flush-cache posts between its
+                    # warm-up and its measured run (benchmarks/serve_harness_accuracy.py).
                     self.books = Books()
                     writer.write(response("200 OK", b"{}"))
                 elif path == "/stats":
