@@ -69,6 +69,8 @@ Samples = Annotated[list[Sample], Field(min_length=1)]
 
 
 class GpuInfo(StrictModel):
+    model_config = ConfigDict(allow_inf_nan=False)
+
     model: str | None = None
     count: int = 0
     compute_capabilities: list[str] = Field(
@@ -80,8 +82,11 @@ class GpuInfo(StrictModel):
 class HostFingerprint(StrictModel):
     """The facts about a host that can change how a stack behaves or performs.
 
-    A field the probe could not tell is None ("unknown"), never a guess.
+    A field the probe could not tell is None ("unknown"), never a guess. Numbers are finite
+    (NaN compares unequal with everything).
     """
+
+    model_config = ConfigDict(allow_inf_nan=False)
 
     hostname: str | None = None
     gpu: GpuInfo = Field(default_factory=GpuInfo)
@@ -105,7 +110,7 @@ class BuildFacts(StrictModel):
     # Record.manifest_sha256): it is the build record's manifest_hash, the sha256 of the
     # manifest fields the lock depends on.
     model_config = ConfigDict(
-        serialize_by_alias=True, validate_by_name=True, validate_by_alias=True
+        serialize_by_alias=True, validate_by_name=True, validate_by_alias=True, allow_inf_nan=False
     )
 
     lock_inputs_sha256: str | None = Field(

@@ -1,7 +1,10 @@
-"""Names checked with a regex ending in `$` accept one trailing newline (`$` matches before a
+"""Record and fleet fields attacked the way an outsider would (issue 10 red team).
+
+Names checked with a regex ending in `$` accepted one trailing newline (`$` matches before a
 final "\n"): a record whose stack is "smoke\n" was imported and exported into a folder whose
 name ends in a newline, a fleet Slurm option "gpu\n" reached the job script. Every such check
-must match the whole string."""
+must match the whole string. Also: created_at must be UTC, and no number in a record may be
+NaN or infinite, however deep it sits."""
 
 from __future__ import annotations
 
@@ -81,3 +84,27 @@ def test_created_at_must_be_utc(created_at: str) -> None:
     with pytest.raises(BadInput) as caught:
         load_record(_resealed(data), where="records/x.json")
     assert any(d.startswith("created_at:") for d in caught.value.details), caught.value.details
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        (("host", "ram_gib"), float("nan")),
+        (("host", "gpu", "memory_gib"), float("inf")),
+        (("host", "swap_gib"), float("-inf")),
+    ],
+    ids=["ram-nan", "gpu-memory-inf", "swap-minus-inf"],
+)
+def test_a_non_finite_number_anywhere_in_a_record_is_refused(
+    path: tuple[str, ...], value: float
+) -> None:
+    """NaN hidden in a nested host fact compares unequal with everything (host drift checks
+    compare with ==); a record carries finite numbers only."""
+    data = make_record().model_dump(mode="json")
+    target = data
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    with pytest.raises(BadInput) as caught:
+        load_record(_resealed(data), where="records/x.json")
+    assert any(d.startswith(".".join(path)) for d in caught.value.details), caught.value.details
