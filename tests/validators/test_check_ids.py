@@ -15,7 +15,7 @@ from validators.results import make_result
 ROOT = Path(__file__).resolve().parents[2]
 # A quoted dotted name under a group prefix, e.g. "runtime.flashinfer_jit".
 _QUOTED = re.compile(r"""["']((?:host|static|runtime|serve-bench)\.[A-Za-z0-9_.+-]+)["']""")
-_FILE_NAMES = (".json", ".jsonl", ".txt", ".log", ".toml")
+_FILE_NAMES = (".json", ".jsonl", ".txt", ".log", ".toml", ".py", ".md", ".html", ".so")
 # Every kind of file a fixture or a recorded report lives in, under tests/ and the benchmark
 # scripts and results (benchmarks/*.py build gate fixtures through tests/gate/synth.py too).
 _SCANNED = ("*.py", "*.json", "*.jsonl", "*.toml", "*.xml", "*.html", "*.md")
