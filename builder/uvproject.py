@@ -67,6 +67,11 @@ def parse_index_map(items: list[str], manifest: Manifest) -> dict[str, str]:
                 url = Path(url).resolve().as_uri()
             else:
                 raise BadInput(f"--index-map '{shown}': URL must be http(s):// or file://")
+        if has_credentials(strip_credentials(url)[0]):
+            raise BadInput(
+                f"--index-map '{shown}': a token in the query string would be written into "
+                "the lock; give it to uv as UV_INDEX_<NAME>_USERNAME/PASSWORD or netrc"
+            )
         if has_credentials(url) and name not in manifest.indexes:
             raise BadInput(
                 f"--index-map '{shown}': credentials in a git URL would be written into the "

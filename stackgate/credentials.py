@@ -20,9 +20,21 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 _USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<info>[^/?#\s]+)@")
 
 
+# A query parameter whose name says it carries a secret (`?private_token=`, `?access_key=`,
+# `?sig=`): package registries take tokens there too. uv has no variable for it, so such a URL
+# is refused wherever it would be written, and its value is hidden wherever it is printed.
+_SECRET_PARAM = re.compile(
+    r"(?i)(?P<name>[?&;][\w.-]*(?:token|secret|passw|pwd|key|auth|sig|credential)[\w.-]*=)"
+    r"(?P<value>[^&;#\s'\"]+)"
+)
+
+
 def has_credentials(url: str) -> bool:
     """User info that can be a secret: a password, or any user info of an http(s) URL (tokens
-    often sit in the user part). `ssh://git@host/...` names an ssh login, not a secret."""
+    often sit in the user part), or a query parameter named like a secret (`?token=`).
+    `ssh://git@host/...` names an ssh login, not a secret."""
+    if _SECRET_PARAM.search(url):
+        return True
     try:
         parts = urlsplit(url)
     except ValueError:
@@ -49,7 +61,8 @@ def strip_credentials(url: str) -> tuple[str, str | None, str | None]:
 
 def redact(text: str) -> str:
     """Every `scheme://user:pass@` (or `scheme://token@`) in text as `scheme://***@`."""
-    return _USERINFO.sub(lambda m: f"{m.group('scheme')}***@", text)
+    text = _USERINFO.sub(lambda m: f"{m.group('scheme')}***@", text)
+    return _SECRET_PARAM.sub(lambda m: f"{m.group('name')}***", text)
 
 
 def index_env_names(name: str) -> tuple[str, str]:

@@ -9,7 +9,7 @@ import socket
 
 import pytest
 
-from stackgate.credentials import redact, strip_credentials
+from stackgate.credentials import has_credentials, redact, strip_credentials
 from tests.builder.conftest import LocalStack
 
 SECRET_TAIL = "tail-9d2b"
@@ -54,3 +54,37 @@ def test_credentials_in_uv_index_url_are_not_printed(local_stack: LocalStack) ->
     for path in local_stack.root.rglob("*"):
         if path.is_file() and not path.is_symlink():
             assert SECRET_TAIL.encode() not in path.read_bytes(), path
+
+
+QUERY_SECRET = "qtok-51c0"
+
+
+def test_a_token_in_the_query_string_is_a_credential_and_redacted() -> None:
+    url = f"https://gitlab.example/api/v4/projects/7/packages/pypi/simple?private_token={QUERY_SECRET}"
+    assert has_credentials(url)
+    assert has_credentials(f"https://h.example/simple?x=1&access_key={QUERY_SECRET}")
+    assert not has_credentials("https://h.example/simple?page=2")
+    shown = redact(f"GET {url} failed")
+    assert QUERY_SECRET not in shown and "private_token=***" in shown, shown
+
+
+def test_a_manifest_index_with_a_query_token_is_refused_redacted(local_stack: LocalStack) -> None:
+    text = local_stack.manifest.read_text().replace(
+        f'url = "{local_stack.pypi_url}"',
+        f'url = "https://pypi.example.invalid/simple?token={QUERY_SECRET}"',
+    )
+    local_stack.manifest.write_text(text)
+    done = local_stack.cli("check", local_stack.manifest)
+    assert done.returncode == 2, done.stderr
+    assert QUERY_SECRET not in done.stdout + done.stderr
+    assert "holds credentials" in done.stderr
+
+
+def test_index_map_with_a_query_token_is_refused(local_stack: LocalStack) -> None:
+    mapping = f"pypi=http://127.0.0.1:{_dead_port()}/simple?token={QUERY_SECRET}"
+    done = local_stack.lock("--index-map", mapping, env=ONLINE)
+    assert done.returncode == 2, done.stderr
+    assert QUERY_SECRET not in done.stdout + done.stderr
+    for path in local_stack.root.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            assert QUERY_SECRET.encode() not in path.read_bytes(), path
