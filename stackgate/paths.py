@@ -25,8 +25,19 @@ def project_root() -> Path:
     package_parent = Path(__file__).resolve().parent.parent
     if _is_checkout(package_parent):
         return package_parent
-    cwd = Path.cwd().resolve()
+    cwd = working_dir()
+    if cwd is None:
+        return package_parent
     return next((d for d in (cwd, *cwd.parents) if _is_checkout(d)), package_parent)
+
+
+def working_dir() -> Path | None:
+    """The cwd, resolved; None when its folder was removed after this process started (a
+    child inherits its parent's cwd: a gate's runs outlive a checkout replaced under them)."""
+    try:
+        return Path.cwd().resolve()
+    except FileNotFoundError:
+        return None
 
 
 def stacks_dir() -> Path:
@@ -58,7 +69,10 @@ def resolve_stack(stack: str) -> Path:
 
 def display_path(path: Path) -> str:
     """A path as the user would write it: relative to the cwd when it lies below it."""
+    cwd = working_dir()
+    if cwd is None:  # a relative path cannot be resolved now: shown as given
+        return str(path)
     try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
+        return str(path.resolve().relative_to(cwd))
     except ValueError:
         return str(path)

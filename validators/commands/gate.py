@@ -182,7 +182,17 @@ def interleaved(args: argparse.Namespace, store: RecordStore) -> tuple[Record, R
     return baseline, fresh, candidate_record(stack, cand_reports, env=cand_env)
 
 
+def absolute_paths(args: argparse.Namespace) -> None:
+    """Fix the path arguments now, while the cwd exists: an interleaved gate runs for many
+    minutes, and its cwd can be removed or replaced meanwhile (a checkout re-sent under it)."""
+    for name in ("env", "interleave_with", "html"):
+        value = getattr(args, name)
+        if value is not None:
+            setattr(args, name, value.absolute())
+
+
 def run(args: argparse.Namespace) -> int:
+    absolute_paths(args)
     policy = policy_from(args)
     remeasured: Record | None = None
     with RecordStore.open(args.store, read_only=True) as store:

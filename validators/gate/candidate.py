@@ -57,12 +57,16 @@ def candidate_record(
     return compose_record(loaded, reports, build=build, host=host_of(reports), kind="candidate")
 
 
-def validate_once(stack: str, env: Path, extra: Sequence[str] = ()) -> Report:
-    """`python -m validators run STACK --env ENV --keep-going --json`; the report, PASS or not."""
-    argv = [sys.executable, "-m", "validators", "run", stack, "--env", str(env), "--keep-going",
-            "--json", *extra]  # fmt: skip
+def validate_once(stack: str, env: Path, extra: Sequence[str] = (), *, what: str = "") -> Report:
+    """`python -m validators run STACK --env ENV --keep-going --json`; the report, PASS or not.
+
+    ENV is made absolute here: the child inherits this process's cwd, which may be gone or
+    replaced by the time a later run of an interleaved gate starts (stackgate.paths.working_dir).
+    """
+    argv = [sys.executable, "-m", "validators", "run", stack, "--env", str(env.absolute()),
+            "--keep-going", "--json", *extra]  # fmt: skip
     done = proc.run(argv, check=False)
-    return parse_run_output(done.stdout, done.stderr, done.returncode)
+    return parse_run_output(done.stdout, done.stderr, done.returncode, what=what)
 
 
 def run_validations(stack: str, env: Path, repeats: int, extra: Sequence[str] = ()) -> list[Report]:
@@ -71,7 +75,7 @@ def run_validations(stack: str, env: Path, repeats: int, extra: Sequence[str] = 
     reports = []
     for i in range(1, repeats + 1):
         console.print(f"validation run {i}/{repeats} of {stack} on {env}")
-        reports.append(validate_once(stack, env, extra))
+        reports.append(validate_once(stack, env, extra, what=f"run {i}/{repeats}"))
     return reports
 
 
@@ -91,19 +95,33 @@ def run_interleaved(
         order = (("baseline", baseline), ("candidate", candidate))
         for side, (stack, env) in order if i % 2 == 0 else order[::-1]:
             console.print(f"pair {i + 1}/{repeats}: {side} {stack} on {env}")
-            report = validate_once(stack, env)
+            what = f"pair {i + 1}/{repeats}, {side} run"
+            report = validate_once(stack, env, what=what)
             (base_reports if side == "baseline" else cand_reports).append(report)
     return base_reports, cand_reports
 
 
-def parse_run_output(stdout: str, stderr: str, returncode: int) -> Report:
+STDERR_TAIL_LINES = 15
+
+
+def parse_run_output(stdout: str, stderr: str, returncode: int, *, what: str = "") -> Report:
+    """The report a `validators run --json` printed; otherwise EnvironmentProblem whose details
+    keep the child's stderr tail (its stdout when stderr is empty): the only trace of why it
+    died once the gate has moved on."""
     try:
         data = json.loads(stdout)
         if isinstance(data, dict) and isinstance(data.get("report"), dict):
             data = data["report"]
         return Report.model_validate(data)
     except (json.JSONDecodeError, ValidationError):
-        tail = (stderr or stdout).strip().splitlines()[-10:]
+        source, text = ("stderr", stderr) if stderr.strip() else ("stdout", stdout)
+        lines = text.strip().splitlines()
+        tail = lines[-STDERR_TAIL_LINES:]
+        head = f"its {source}" + (
+            f", last {len(tail)} of {len(lines)} lines" if lines else ": empty"
+        )
+        where = f" ({what})" if what else ""
         raise EnvironmentProblem(
-            f"`python -m validators run` gave no report (exit {returncode})", details=tail
+            f"`python -m validators run`{where} gave no report (exit {returncode})",
+            details=[f"{head}:" if lines else head, *tail],
         ) from None
