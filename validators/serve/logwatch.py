@@ -78,7 +78,6 @@ GENERIC = frozenset({"scheduler exception", "child process died"})
 # (the library that prints it, the string that library's files hold).
 NOT_FROM_ENGINES: dict[str, tuple[str, str]] = {
     "Uvicorn running on": ("uvicorn", "Uvicorn running on"),
-    "Application startup complete": ("uvicorn", "Application startup complete."),
     "Application startup complete.": ("uvicorn", "Application startup complete."),
     "Loading checkpoint shards": ("transformers", "Loading checkpoint shards"),
     "torch.OutOfMemoryError": ("torch", "OutOfMemoryError"),
