@@ -9,6 +9,7 @@ profiles named elsewhere). Any finding raises ManifestError (exit 2); nothing is
 from __future__ import annotations
 
 import difflib
+import re
 import tomllib
 import types
 import typing
@@ -243,8 +244,46 @@ def _file_references(raw: dict[str, Any], path: Path) -> Iterator[str]:
                 yield f"serving.{name}.correctness_reference: '{ref}' {why}"
 
 
+# An environment variable named like a secret (HF_TOKEN, AWS_SECRET_ACCESS_KEY, WANDB_API_KEY,
+# DB_PASSWORD); SGLANG_MAX_TOKENS is not one (TOKEN must be a whole `_` part).
+_SECRET_NAME = re.compile(
+    r"(?:^|_)(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIALS?)(?:_|$)"
+)
+
+
+def _secrets_anywhere(raw: dict[str, Any]) -> Iterator[str]:
+    """Any string value holding a credential URL, and any upper-case key named like a secret
+    with a non-empty value (environment tables), wherever it sits. Values are never shown."""
+    todo: list[tuple[str, Any]] = [("", raw)]
+    while todo:
+        where, value = todo.pop()
+        if isinstance(value, dict):
+            for key, item in value.items():
+                sub = f"{where}.{key}" if where else str(key)
+                name = str(key)
+                if name.isupper() and _SECRET_NAME.search(name) and isinstance(item, str) and item:
+                    yield (
+                        f"{sub}: a variable named like a secret would be copied into locks, "
+                        "images and records; set it in the environment that runs the stack"
+                    )
+                    continue
+                todo.append((sub, item))
+        elif isinstance(value, list):
+            todo.extend((f"{where}.{i}", item) for i, item in enumerate(value))
+        elif isinstance(value, str) and "://" in value and has_credentials(value):
+            if where.rsplit(".", 1)[-1] in ("url", "git") and where.split(".")[0] in (
+                "indexes", "packages",
+            ):  # fmt: skip
+                continue  # said by _credentials with the variables to use instead
+            yield (
+                f"{where}: '{redact(value)}' holds credentials, which would be copied into "
+                "locks, images and records"
+            )
+
+
 def _credentials(raw: dict[str, Any]) -> Iterator[str]:
     """A manifest is committed and copied into locks, images and records: no credentials."""
+    yield from _secrets_anywhere(raw)
     for section, key in (("indexes", "url"), ("packages", "git")):
         table = raw.get(section, {})
         if not isinstance(table, dict):

@@ -140,3 +140,23 @@ def test_invisible_format_characters_are_refused_too(
     )
     done = _check(_manifest(tmp_path / "stacks", text))
     _refused(done, f"description: contains a control character ({code})")
+
+
+def test_secrets_anywhere_in_a_manifest_are_refused_without_printing_them(tmp_path: Path) -> None:
+    """A manifest is committed and copied into locks, images and records: a token in an
+    environment variable named like a secret, or a credential URL in any field (not only index
+    and git URLs), is refused at check, and the value is never printed."""
+    text = SMOKE.replace(
+        'STACKGATE_SMOKE = "1"',
+        'STACKGATE_SMOKE = "1"\nHF_TOKEN = "hf_s3cr3tvalue"\n'
+        'HF_ENDPOINT = "https://bob:pw-s3cr3t@mirror.example/hf"',
+    )
+    done = _check(_manifest(tmp_path / "stacks", text))
+    _refused(done, "environment.common.HF_TOKEN", "environment.common.HF_ENDPOINT")
+    assert "s3cr3t" not in done.stdout + done.stderr
+
+
+def test_ordinary_names_with_token_in_them_are_not_secrets(tmp_path: Path) -> None:
+    text = SMOKE.replace('STACKGATE_SMOKE = "1"', 'STACKGATE_SMOKE = "1"\nSGLANG_MAX_TOKENS = "8"')
+    done = _check(_manifest(tmp_path / "stacks", text))
+    assert done.returncode == 0, done.stderr

@@ -160,13 +160,11 @@ def test_credentials_in_the_environment_are_refused(tmp_path: Path, cu130_lock: 
     shutil.copytree(project_root() / "stacks" / "patches", tmp_path / "patches")
     path = tmp_path / "cu130.toml"
     path.write_text(text)
-    loaded = load_stack(path)
-    files = LockFiles(tmp_path / "lock")
-    write_project(loaded, files, {})
-    files.lockfile.write_text(STAND_IN_LOCK + _registry_pins(loaded))
-    with pytest.raises(BadInput, match="credentials") as err:
-        prepare(loaded, ImageRequest(lock_dir=files.folder, resources=RESOURCES))
-    assert "HF_TOKEN" in " ".join(err.value.details)
+    # refused when the manifest is read (before any lock, venv, image or record holds it)
+    with pytest.raises(BadInput, match="problem in the manifest") as err:
+        load_stack(path)
+    assert "environment.common.HF_TOKEN" in " ".join(err.value.details)
+    assert "hf_abcdefghijklmnopqrstuvwxyz" not in " ".join(err.value.details)
 
 
 def test_unpinned_base_override_is_refused(cu130_lock: Path) -> None:
