@@ -289,7 +289,14 @@ def plan(
         own: list[Step] = []
         if v.dist is not None:
             own += [Step("import", top) for top in top_levels(v.dist, env.site_packages)]
-        own += [_step_for(p, env) for p in dict.fromkeys(objects) if p not in v.other_python]
+        torch = installed_torch(env)
+        own += [
+            _step_for(p, env)
+            for p in dict.fromkeys(objects)
+            if p not in v.other_python
+            and p not in v.variant_objects
+            and not ((tag := torch_tag(p.name)) is not None and torch is not None and tag != torch)
+        ]
         own = [s for s in own if s not in steps]
         steps.extend(own)
         mine[label] = [*mine.get(label, []), *own]
