@@ -15,6 +15,7 @@ from validators.static import demangle
 from validators.static.abi_check import AbiChecker, AbiFindings
 from validators.static.confirm import StepResult, run_steps
 from validators.static.driver_stub import StubBuildError, build_stubs
+from validators.static.elf_symbols import ElfReadError
 from validators.static.environment import Environment
 from validators.static.findings import MissingSoname, MissingSymbol
 from validators.static.loader import system_library_dirs
@@ -70,7 +71,8 @@ def abi_results(
     seconds = time.perf_counter() - t
     load_note, load_seconds = "", 0.0
     if options.confirm and source is None:
-        load_note, load_seconds = _confirm(env, verdicts, roots, findings, options)
+        native = [r for r in roots if _native(checker, r, env)]  # no aarch64 stubs to load
+        load_note, load_seconds = _confirm(env, verdicts, native, findings, options)
     out = [
         # One resolution serves every package: its time is the summary's, not each package's.
         _package_result(env, v, relevant, readable, have, 0.0)
@@ -153,6 +155,17 @@ def _clash_results(env: Environment, seconds: float) -> list[Result]:
         )
         for label, files in sorted(hurt.items())
     ]
+
+
+def _native(checker: AbiChecker, path: Path, env: Environment) -> bool:
+    """An object this host's interpreter can load (same ELF machine and class)."""
+    if env.interpreter is None:
+        return True
+    try:
+        obj, python = checker.resolver.load(path), checker.resolver.load(env.interpreter)
+    except ElfReadError:
+        return False
+    return obj.machine == python.machine and obj.elf_class == python.elf_class
 
 
 def _confirm(
