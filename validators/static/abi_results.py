@@ -318,7 +318,7 @@ def _package_result(
         if bad:
             fails.append(f"confirmed by a load: {_step_text(bad[0], env)}: {bad[0].error[:200]}")
     elif v.confirmed and not fails:
-        bad = [r for r in loads if r.outcome != "ok"]
+        bad = [r for r in loads if r.outcome != "ok" and "cannot open shared object" not in r.error]
         fails.append(
             "a load fails: " + "; ".join(f"{_step_text(r, env)}: {r.error[:200]}" for r in bad[:3])
         )
@@ -330,7 +330,9 @@ def _package_result(
         failing += [
             Path(r.step.path)
             for r in loads
-            if r.outcome == "error" and r.step.path and r.undefined_symbol is not None
+            if r.outcome == "error"
+            and r.step.path
+            and (r.undefined_symbol is not None or "expected C function" in r.error)
         ]
         evidence["failing_objects"] = sorted({str(x) for x in failing})
         reason = " | ".join(fails + [f"WARN {w}" for w in warns])

@@ -243,6 +243,16 @@ def classify(
 # --- confirming loads ----------------------------------------------------------------------
 
 _ABI_ERROR = ("undefined symbol", "version `", "cannot open shared object file")
+# What a load can find that the symbol check cannot: a symbol or version ld.so cannot bind, or
+# a Cython cross-module C API that does not match (cuda-core against another cuda-bindings).
+# A missing file is not on this list: the static check resolves files, and one it found that
+# a bare dlopen does not is one the package loads first itself (torchaudio's CTC decoder).
+_LOAD_ONLY_ERROR = (
+    "undefined symbol",
+    "version `",
+    "does not export expected C function",
+    "has wrong signature",
+)
 
 
 def _module_name(path: Path, site: Path) -> str | None:
@@ -347,5 +357,7 @@ def apply_loads(
                 any(r.outcome == "error" and any(n in r.error for n in names) for r in imports)
                 or None
             )
-        elif abi_failures:
+        elif any(
+            r.outcome == "error" and any(k in r.error for k in _LOAD_ONLY_ERROR) for r in objects
+        ):
             v.confirmed = True  # the load found what the symbol check could not
