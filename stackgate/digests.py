@@ -12,14 +12,16 @@ shares the inode.
 One row per inode (a changed file replaces its row), and a row no walk has used for
 RETENTION_DAYS is dropped, so the table stays the size of the files still hashed. A file
 written or linked within the last few seconds is never remembered (the "racy" case git knows:
-a second change in the same timestamp tick). Set STACKGATE_NO_DIGEST_CACHE=1 to read every
-byte every time.
+a second change in the same timestamp tick). A cache file or folder that another user owns
+or anybody may write is not used (it could vouch for anything). Set STACKGATE_NO_DIGEST_CACHE=1 to read
+every byte every time.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 import time
 from pathlib import Path
 
@@ -48,6 +50,27 @@ def _today() -> int:
     return time.time_ns() // _DAY_NS
 
 
+def _private(path: Path) -> bool:
+    """Whoever can write the cache can make a changed file look unchanged (a row with the new
+    key and the old digest), so it is used only when its file and folder belong to this user
+    and are not world-writable. Group write is tolerated: with umask 002 (user-private groups)
+    every folder is group-writable by a group of one. A new cache file is created mode 0600."""
+    me = os.geteuid()
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_NOFOLLOW, 0o600))
+    except OSError:
+        return False
+    for target in (path.parent, path):
+        st = target.lstat()
+        if (
+            st.st_uid != me
+            or st.st_mode & 0o002
+            or not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode))
+        ):
+            return False
+    return True
+
+
 class DigestCache:
     """A small sqlite table; a cache that cannot be opened simply stays empty."""
 
@@ -61,6 +84,8 @@ class DigestCache:
             return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            if not _private(self.path):
+                return
             db = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
             db.execute("PRAGMA journal_mode=WAL")
             with db:

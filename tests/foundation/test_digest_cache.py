@@ -97,3 +97,27 @@ def test_a_warm_walk_is_answered_from_the_cache(tmp_path: Path) -> None:
     with sqlite3.connect(cache_file) as db:
         db.execute("UPDATE file_digests SET sha256 = ?", (b"Z" * 32,))
     assert compute_tree(env, cache=DigestCache(cache_file)).sha256 != first
+
+
+def test_a_cache_anybody_can_write_is_not_trusted(tmp_path: Path) -> None:
+    """Whoever can write the cache can make a changed file look unchanged (a row with the new
+    key and the old digest): a cache file or folder others may write is not used."""
+    env, _big, _linked = _env(tmp_path)
+    cache_file = tmp_path / "digests.sqlite"
+    first = compute_tree(env, cache=DigestCache(cache_file)).sha256
+    with sqlite3.connect(cache_file) as db:  # a poisoned row, as another user could write it
+        db.execute("UPDATE file_digests SET sha256 = ?", (b"Z" * 32,))
+    cache_file.chmod(0o666)
+    assert compute_tree(env, cache=DigestCache(cache_file)).sha256 == first
+    cache_file.chmod(0o644)
+    tmp_path.chmod(0o777)  # a folder anybody may write: they could swap the file
+    try:
+        assert compute_tree(env, cache=DigestCache(cache_file)).sha256 == first
+    finally:
+        tmp_path.chmod(0o755)
+
+
+def test_a_new_cache_file_is_private(tmp_path: Path) -> None:
+    cache_file = tmp_path / "cache" / "digests.sqlite"
+    DigestCache(cache_file).close()
+    assert cache_file.stat().st_mode & 0o777 == 0o600
