@@ -25,7 +25,7 @@ from packaging.utils import parse_wheel_filename
 
 from builder.lock import LockState
 from stackgate.errors import EnvironmentProblem
-from stackgate.files import sha256_file
+from stackgate.files import atomic_write_text, sha256_file
 from stackgate.manifest import Manifest
 from stackgate.uvlock import LockedFile
 
@@ -163,7 +163,7 @@ def download(
         ],
         "skipped": skipped,
     }
-    (dest / MANIFEST_NAME).write_text(json.dumps(index, indent=2) + "\n", encoding="utf-8")
+    atomic_write_text(dest / MANIFEST_NAME, json.dumps(index, indent=2) + "\n")
     return {
         "files": len(arts),
         "downloaded": sum(results),

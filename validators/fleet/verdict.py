@@ -22,6 +22,7 @@ from typing import Literal
 from pydantic import Field
 
 from stackgate.errors import BadInput
+from stackgate.files import atomic_write_text
 from stackgate.model import StrictModel
 from validators.fleet.outliers import LEMON_METRICS, MIN_PEERS, find_lemons
 from validators.fleet.spec import FleetSpec
@@ -217,5 +218,5 @@ def _classes(
 
 def write_verdict(job_dir: Path, verdict: FleetVerdict) -> Path:
     path = job_dir / VERDICT_FILENAME
-    path.write_text(json.dumps(verdict.model_dump(mode="json"), indent=2) + "\n", "utf-8")
+    atomic_write_text(path, json.dumps(verdict.model_dump(mode="json"), indent=2) + "\n")
     return path

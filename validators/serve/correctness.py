@@ -21,6 +21,8 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict
 
+from stackgate.files import atomic_write_text
+
 REFERENCE_SCHEMA = 1
 MAX_TOKENS = 32
 
@@ -152,8 +154,7 @@ def record(
         arithmetic=arithmetic,
         arithmetic_correct=correct,
     )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(ref.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    atomic_write_text(path, ref.model_dump_json(indent=2) + "\n")
     return ref
 
 
