@@ -10,8 +10,8 @@ cwd is a folder that is removed and made again while pair 2 runs (what the devic
 to the H200 gate's checkout), so the run also checks the issue 16 ENOENT fix.
 
 Run:  .venv/bin/python benchmarks/gate_interleaved_cpu.py [--pairs 4] [--rate 400]
-Writes benchmarks/results/gate_interleaved_cpu/ (gate-*.json, gate-*.html, gate-*.err,
-summary.json, README numbers printed).
+Writes benchmarks/results/gate_interleaved_cpu/pairs<N>/ (gate-*.json, gate-*.html, gate-*.err,
+summary.json with the load average before/after each gate).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 from tests.gate.conftest import base_python  # noqa: E402
 from tests.gate.synthetic_stack import write_synthetic_stack  # noqa: E402
 
-OUT = ROOT / "benchmarks" / "results" / "gate_interleaved_cpu"
+RESULTS = ROOT / "benchmarks" / "results" / "gate_interleaved_cpu"
 SHOWN = (
     "serve-bench.single_stream/single_stream_decode_tok_s",
     "serve-bench.single_stream/median_tpot_ms",
@@ -60,11 +60,11 @@ def cli(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
 
 
 def gate_with_cwd_replaced(
-    env: dict[str, str], work: Path, name: str, pairs: int, known_env: str, cand_env: str
+    out: Path, env: dict[str, str], work: Path, name: str, pairs: int, known_env: str, cand_env: str
 ) -> dict[str, Any]:
     checkout = work / "checkout"
     checkout.mkdir(exist_ok=True)
-    html = OUT / f"gate-{name}.html"
+    html = out / f"gate-{name}.html"
     argv = [
         sys.executable,
         "-m",
@@ -108,8 +108,8 @@ def gate_with_cwd_replaced(
             break
     stdout, rest = gate.communicate()
     wall = time.monotonic() - start
-    (OUT / f"gate-{name}.json").write_text(stdout)
-    (OUT / f"gate-{name}.err").write_text("".join(seen) + rest)
+    (out / f"gate-{name}.json").write_text(stdout)
+    (out / f"gate-{name}.err").write_text("".join(seen) + rest)
     payload = json.loads(stdout) if stdout.strip() else {}
     metrics = {m["key"]: m for m in payload.get("metrics", [])}
     return {
@@ -130,8 +130,10 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=4)
     parser.add_argument("--rate", type=float, default=400.0)
     parser.add_argument("--slowdown", type=float, default=0.05)
+    parser.add_argument("--out", type=Path, default=None, help="default: RESULTS/pairs<N>")
     args = parser.parse_args()
-    OUT.mkdir(parents=True, exist_ok=True)
+    out: Path = args.out or RESULTS / f"pairs{args.pairs}"
+    out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="stackgate-gate-interleaved-"))
     stacks = work / "stacks"
     stacks.mkdir()
@@ -177,7 +179,7 @@ def main() -> int:
         runs += ["--run", str(work / f"k{i}.json")]
     cli(env, "validators", "mark-good", "known", *runs, "--allow-host-mismatch")
     results = [
-        gate_with_cwd_replaced(env, work, name, args.pairs, envs["known"], envs[name])
+        gate_with_cwd_replaced(out, env, work, name, args.pairs, envs["known"], envs[name])
         for name in ("same", "slower")
     ]
     summary = {
@@ -188,7 +190,7 @@ def main() -> int:
         "cpus": os.cpu_count(),
         "gates": results,
     }
-    (OUT / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps(summary, indent=2))
     shutil.rmtree(work, ignore_errors=True)
     return 0

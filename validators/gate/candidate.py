@@ -85,8 +85,13 @@ def run_interleaved(
     """Runs of both envs in ABBA order, so slow drift of the host (thermals, neighbours, a
     cache warming up) lands on both sides equally instead of looking like a regression.
 
-    Measured on a shared machine (benchmarks/results/gate_synthetic_server.md): equal
-    candidates run after the baseline were refused on drift; interleaved, they pass.
+    Measured on the shared 2-core host with the synthetic server
+    (benchmarks/results/gate_synthetic_server.md): run after the baseline, a 5%-slower
+    candidate showed output_throughput@c16 +49% (drift) and 6 regressions; interleaved, 0.956
+    and 13 regressions. An equal candidate passed both ways there. On the lent H200 an equal
+    re-run after the baseline was refused on 15-30% drift (benchmarks/results/gate_h200/);
+    no interleaved gate has completed on a GPU yet (benchmarks/results/gate_interleaved_cpu/
+    is CPU/synthetic).
     """
     console = console_err()
     base_reports: list[Report] = []
