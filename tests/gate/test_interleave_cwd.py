@@ -80,7 +80,9 @@ def test_interleaved_gate_survives_its_cwd_replaced_between_pairs(project: Proje
     stderr = "".join(seen) + rest
     assert any(line.startswith("pair 2/") for line in seen), stderr
     assert "gave no report" not in stderr, stderr
-    assert gate.returncode in (0, 1), stderr  # a verdict (equal envs: PASS expected), not exit 3
+    # a verdict, not exit 3; PASS or REFUSED: on a loaded 2-core host TTFT-like metrics can
+    # refuse even equal envs (benchmarks/results/gate_interleaved_cpu/README.md)
+    assert gate.returncode in (0, 1), stderr
     payload = json.loads(stdout)
     assert "re-measured interleaved" in payload["baseline_numbers"]
     assert f"pair {PAIRS}/{PAIRS}: baseline" in stderr
