@@ -74,14 +74,16 @@ def run_logged(argv: list[str], log: Path, timeout: float | None = None) -> tupl
     return rc, time.monotonic() - start
 
 
-def chroot_argv(rootfs: Path, command: str) -> list[str]:
+def chroot_argv(rootfs: Path, command: str, cwd: str = "/root/stackgate") -> list[str]:
     env = [f"{k}={v}" for k, v in {**CHROOT_ENV, **network_env()}.items()]
     return ["chroot", str(rootfs), "/usr/bin/env", "-i", *env,
-            "/bin/bash", "-c", f"cd /root/stackgate && {command}"]
+            "/bin/bash", "-c", f"cd {cwd} && {command}"]
 
 
 def chroot_out(rootfs: Path, command: str) -> str:
-    done = subprocess.run(chroot_argv(rootfs, command), capture_output=True, text=True, check=False)
+    # From "/": the pristine probes run before the checkout is copied in.
+    done = subprocess.run(chroot_argv(rootfs, command, cwd="/"), capture_output=True, text=True,
+                          check=False)
     return done.stdout.strip()
 
 
