@@ -182,7 +182,8 @@ def _confirm(
     for r in roots:
         if not (findings.other_python and r in findings.other_python):
             by_label.setdefault(env.owner_label(r), []).append(r)
-    steps, mine = plan(env, verdicts, by_label, deep=options.deep)
+    scoped = frozenset(x.importer for x in findings.scope_resolved)
+    steps, mine = plan(env, verdicts, by_label, deep=options.deep, scoped=scoped)
     if not [s for s in steps if s.kind != "import" or s.name != "torch"]:
         return "", 0.0
     stub_dir = None
@@ -219,7 +220,7 @@ def _confirm(
                 "ok",
                 f"loads alone (in one process with its siblings: {crash.error[:120]})",
             )
-    apply_loads(verdicts, mine, run.results)
+    apply_loads(verdicts, mine, run.results, env.site_packages)
     return (
         f"; {len(steps)} confirming load steps in {run.children} child processes "
         f"({run.seconds:.1f} s)",

@@ -282,9 +282,13 @@ def plan(
     roots_by_label: dict[str, list[Path]],
     *,
     deep: bool,
+    scoped: frozenset[Path] = frozenset(),
 ) -> tuple[list[Step], dict[str, list[Step]]]:
-    """The steps of one confirming run and, per package, the steps that are its evidence."""
+    """The steps of one confirming run and, per package, the steps that are its evidence.
+    Objects that take symbols from torch without DT_NEEDED (`scoped`) load last, after
+    torch._C is made global, the way their packages load them (cuda-core's _tensor_bridge)."""
     steps: list[Step] = []
+    late: list[tuple[str, Step]] = []
     mine: dict[str, list[Step]] = {}
     if "torch" in env.distributions:
         steps.append(Step("import", "torch"))
@@ -308,8 +312,16 @@ def plan(
             and not ((tag := torch_tag(p.name)) is not None and torch is not None and tag != torch)
         ]
         own = [s for s in own if s not in steps]
+        late += [(label, s) for s in own if s.path and Path(s.path) in scoped]
+        own = [s for s in own if not (s.path and Path(s.path) in scoped)]
         steps.extend(own)
         mine[label] = [*mine.get(label, []), *own]
+    if late:
+        if "torch" in env.distributions:
+            steps.append(Step("global", "torch._C"))
+        for label, step in late:
+            steps.append(step)
+            mine[label] = [*mine.get(label, []), step]
     return steps, mine
 
 
@@ -335,9 +347,30 @@ def top_levels(dist: Distribution, site: Path) -> list[str]:
     ]
 
 
+def _drop_unused_variants(results: list[StepResult], site: Path) -> list[StepResult]:
+    """A per-CUDA-major build (cuda-core cu13/ beside cu12/) that fails while its sibling
+    loads is the variant the package does not pick: its error is no evidence."""
+
+    def key(r: StepResult) -> tuple[str, bool]:
+        path = Path(r.step.path)
+        return variant_key(path, site), variant_key(path, site) != _plain(path, site)
+
+    loaded = {key(r)[0] for r in results if r.step.path and r.outcome == "ok" and key(r)[1]}
+    return [
+        r
+        for r in results
+        if not (r.step.path and r.outcome == "error" and key(r)[1] and key(r)[0] in loaded)
+    ]
+
+
 def apply_loads(
-    verdicts: dict[str, PackageVerdict], mine: dict[str, list[Step]], results: list[StepResult]
+    verdicts: dict[str, PackageVerdict],
+    mine: dict[str, list[Step]],
+    results: list[StepResult],
+    site: Path | None = None,
 ) -> None:
+    if site is not None:
+        results = _drop_unused_variants(results, site)
     by_step = {r.step: r for r in results}
     for label, steps in mine.items():
         v = verdicts.get(label)
