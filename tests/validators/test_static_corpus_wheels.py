@@ -80,7 +80,8 @@ def test_torchvision_0_23_crash_at_load_is_found() -> None:
     env = corpus_env("tv023-t291", ["torch==2.9.1"], ["torchvision==0.23.0"])
     tv = _abi(env)["static.abi.torchvision"]
     assert tv.status == "FAIL", tv.reason
-    assert tv.reason.startswith("crashes at load (SIGSEGV)")
+    assert tv.reason.startswith("crashes at load (") and "SIGSEGV" in tv.reason
+    assert "import torchvision" in tv.reason and "torchvision/_C.so" in tv.reason
     assert "torch 2.9.1" in tv.reason  # the unmet torch==2.8.0 that triggered the load
 
 
