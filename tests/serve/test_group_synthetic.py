@@ -157,17 +157,33 @@ def test_synthetic_command_placeholders(make_ctx) -> None:
     assert "{port}" in synthetic_command()
 
 
-def test_sigterm_to_serve_bench_still_tears_the_server_down(tmp_path: Path) -> None:
-    """A CI timeout sends SIGTERM: the run must unwind through teardown, not orphan the server."""
+# Where SIGTERM lands: (stderr line to wait for, extra seconds after it, server flags, levels).
+# Warm-up: the first request of the single-stream level's warm-up is being set up. Mid-stream:
+# a 1000-token answer streams at 5 tok/s, so 1 s later tokens are flowing. Between levels:
+# fast levels; "concurrency 4" is printed after level 1 is done and before level 4 starts.
+_SIGTERM_POINTS = {
+    "warm-up": ("single-stream decode", 0.0, ("--rate", "5"), [1]),
+    "mid-stream": ("single-stream decode", 1.0, ("--rate", "5"), [1]),
+    "between-levels": ("concurrency 4", 0.0, ("--rate", "2000"), [1, 4, 8]),
+}
+
+
+@pytest.mark.parametrize("point", sorted(_SIGTERM_POINTS))
+def test_sigterm_to_serve_bench_still_tears_the_server_down(tmp_path: Path, point: str) -> None:
+    """A CI timeout sends SIGTERM: the run must unwind through teardown, not orphan the server,
+    wherever in the benchmark the signal lands (also inside the client's event loop)."""
     import signal
     import subprocess
+    import time
 
     from .conftest import write_stack
 
+    marker, delay_s, flags, levels = _SIGTERM_POINTS[point]
+    output_len = 1000 if flags[1] == "5" else 16
     stack = write_stack(tmp_path, "slow", {"main": {
         "engine": "openai-command", "model_path": "synthetic",
-        "command": synthetic_command("--rate", "5"), "stop_grace_s": 5,
-        "bench": {"input_len": 8, "output_len": 1000, "concurrencies": [1],
+        "command": synthetic_command(*flags), "stop_grace_s": 5,
+        "bench": {"input_len": 8, "output_len": output_len, "concurrencies": levels,
                   "single_stream_requests": 1},
     }})
     env = tmp_path / "env" / "bin"
@@ -181,13 +197,18 @@ def test_sigterm_to_serve_bench_still_tears_the_server_down(tmp_path: Path) -> N
     assert cli.stderr is not None
     servers: list[psutil.Process] = []
     for line in cli.stderr:
-        if "single-stream decode" in line:  # ready, benchmark running: the server is up
+        if marker in line:  # the server is up and the benchmark is where we want it
             servers = psutil.Process(cli.pid).children(recursive=True)
             break
-    assert servers, "serve-bench never got to the benchmark"
+    assert servers, f"serve-bench never printed {marker!r}"
+    time.sleep(delay_s)  # where the signal lands, not a timing assert
     cli.send_signal(signal.SIGTERM)
-    rest = cli.stderr.read()
-    cli.stderr.close()
-    assert cli.wait(60) == 130, rest
+    try:
+        rest, _ = cli.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        cli.kill()
+        rest, _ = cli.communicate()
+        pytest.fail(f"serve-bench still running 60 s after SIGTERM ({point}): {rest[-2000:]}")
+    assert cli.returncode == 130, rest
     _gone, alive = psutil.wait_procs(servers, timeout=10)
     assert not alive, f"left running after SIGTERM: {alive}"

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from stackgate.manifest import BenchSettings
+from validators.serve.owned_loop import run_owned
 from validators.serve.sse_transport import HttpError, StreamingClient
 
 # Words for `prompt_format = "text"` servers (those that take no token ids): common English
@@ -319,7 +320,8 @@ def run_level(
             client.abandon()
         return outcomes, duration, warm_out
 
-    outcomes, duration, warm_out = asyncio.run(both())
+    # The loop owns SIGTERM/SIGINT while it runs (owned_loop.py says why asyncio.run hung).
+    outcomes, duration, warm_out = run_owned(both())
     metrics = compute_metrics(outcomes, duration)
     ok = [o for o in outcomes if o.success]
     metrics.update(
