@@ -204,10 +204,10 @@ def test_sigterm_to_serve_bench_still_tears_the_server_down(tmp_path: Path, poin
     time.sleep(delay_s)  # where the signal lands, not a timing assert
     cli.send_signal(signal.SIGTERM)
     try:
-        rest, _ = cli.communicate(timeout=60)
+        _, rest = cli.communicate(timeout=60)
     except subprocess.TimeoutExpired:
         cli.kill()
-        rest, _ = cli.communicate()
+        _, rest = cli.communicate()
         pytest.fail(f"serve-bench still running 60 s after SIGTERM ({point}): {rest[-2000:]}")
     assert cli.returncode == 130, rest
     _gone, alive = psutil.wait_procs(servers, timeout=10)

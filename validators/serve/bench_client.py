@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.random  # eager, not lazily inside run_level (see there)
 
 from stackgate.manifest import BenchSettings
 from validators.serve.owned_loop import run_owned
@@ -308,10 +309,12 @@ def run_level(
 ) -> dict[str, Any]:
     """Warm up with max(2, C) requests, then measure num_prompts requests at concurrency C."""
     count = num_prompts if num_prompts is not None else level_requests(settings, concurrency)
-    warm = make_prompts(settings, max(2, concurrency), stream=1_000_000 + concurrency)
-    measured = make_prompts(settings, count, stream=concurrency)
 
     async def both() -> tuple[list[RequestOutcome], float, list[RequestOutcome]]:
+        # Made here, where a signal only cancels: a KeyboardInterrupt raised inside numpy's
+        # lazy `numpy.random` import was swallowed, and the level then ran to its end.
+        warm = make_prompts(settings, max(2, concurrency), stream=1_000_000 + concurrency)
+        measured = make_prompts(settings, count, stream=concurrency)
         client = open_client(target)
         try:
             warm_out, _ = await run_requests(client, target, warm, settings, concurrency)
