@@ -28,12 +28,31 @@ def _has_gpu() -> bool:
     return shutil.which("nvidia-smi") is not None and Path("/dev/nvidia0").exists()
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--alone",
+        choices=("include", "exclude", "only"),
+        default="include",
+        help="tests marked `alone` (they compare measured rates) run with nothing beside them: "
+        "`nox -s tests` runs the rest in parallel with --alone=exclude, then these with --alone=only",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under pytest-xdist (--dist loadgroup), tests that share one costly session fixture run on
-    one worker: every buildah test uses the session's vfs store with its committed base images."""
+    one worker: every buildah test uses the session's vfs store with its committed base images.
+    `--alone` deselects (never skips) the `alone` tests or everything else."""
     for item in items:
         if item.get_closest_marker("buildah"):
             item.add_marker(pytest.mark.xdist_group("buildah"))
+    mode = config.getoption("--alone")
+    if mode == "include":
+        return
+    keep = [i for i in items if (i.get_closest_marker("alone") is not None) == (mode == "only")]
+    dropped = [i for i in items if i not in keep]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -155,6 +155,7 @@ def test_fleet_array_and_collector_on_real_slurm(fleet_stack: FleetStack) -> Non
     Path(stack.root / "verdict.txt").write_text(collect_log)
 
 
+@pytest.mark.alone
 def test_a_slow_node_among_healthy_peers_is_a_lemon(fleet_stack: FleetStack) -> None:
     """Six nodes pass every check; n6's engine streams 30% slower (tests/fleet/node_engine.py).
     The verdict keeps it PASS and flags it a lemon on decode speed; the collector exits 1."""

@@ -25,6 +25,7 @@ REPEATS = "3"
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 def test_five_percent_slower_server_is_refused_and_an_equal_one_is_not(
     project: Project,
 ) -> None:
