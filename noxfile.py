@@ -71,7 +71,9 @@ for _prefix, _package, _command, _what in PER_STACK:
 
 
 PYTHONS = ["3.11", "3.12", "3.13"]  # requires-python >= 3.11; each one tested
-FAST = ["-m", "not slow"]
+# The matrix checks the tool on each Python: the tests of its code, not of registries, buildah
+# or Slurm (those run once, in `tests`, on the default Python).
+FAST = ["-m", "not slow and not network and not buildah and not slurm"]
 # pytest-xdist: one worker per core; tests sharing a costly session fixture (the buildah store)
 # carry an xdist_group and stay on one worker (tests/conftest.py). `-- -n 0` runs serially.
 PARALLEL = ["-n", "auto", "--dist", "loadgroup"]
@@ -112,7 +114,7 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(name="tests-fast", python=PYTHONS)
 def tests_fast(session: nox.Session) -> None:
-    """The fast subset (-m "not slow") on each supported Python (3.11, 3.12, 3.13)."""
+    """The fast subset (no slow/network/buildah/slurm tests) on each Python (3.11, 3.12, 3.13)."""
     _install(session, dev=True)
     session.run("pytest", *PARALLEL, *FAST, *session.posargs)
 

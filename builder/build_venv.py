@@ -427,7 +427,8 @@ class _Build:
                     folder = base_site.check_base_site(opts.base_site, python.version)
                     layered = base_site.layer(partial, folder)
             with timer.step("hash", "hashing the installed files"):
-                listed = compute_tree(partial, own_paths=(partial, final), cache=DigestCache())
+                with DigestCache() as cache:
+                    listed = compute_tree(partial, own_paths=(partial, final), cache=cache)
                 write_listing(partial, listed)
                 tree = TreeHash(
                     sha256=listed.sha256,
@@ -516,11 +517,8 @@ class _Build:
 
 def _damage(env: Path, record: BuildRecord) -> list[str]:
     """[] when the env still hashes to its record's tree hash, else the first differences."""
-    cache = DigestCache()
-    try:
+    with DigestCache() as cache:
         check = check_tree(env, record.tree.sha256, scheme=record.tree.scheme, cache=cache)
-    finally:
-        cache.close()
     return check.explain()
 
 

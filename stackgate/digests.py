@@ -87,6 +87,9 @@ class DigestCache:
             if not _private(self.path):
                 return
             db = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
+        except (OSError, sqlite3.Error):
+            return
+        try:
             db.execute("PRAGMA journal_mode=WAL")
             with db:
                 db.execute("DROP TABLE IF EXISTS digests")  # keyed without ctime: not sound
@@ -97,7 +100,7 @@ class DigestCache:
                 )
             self._db = db
         except (OSError, sqlite3.Error):
-            self._db = None
+            db.close()
 
     def load(self) -> dict[Key, bytes]:
         if self._db is None:
@@ -148,6 +151,15 @@ class DigestCache:
         self._seen_day.clear()
 
     def close(self) -> None:
-        self.flush()
-        if self._db is not None:
-            self._db.close()
+        try:
+            self.flush()
+        finally:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+    def __enter__(self) -> DigestCache:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -28,11 +28,8 @@ def recheck_env(env: Path, build: BuildFacts) -> TreeCheck:
         raise BadInput(f"{env}: the build record has no env tree hash")
     if not env.is_dir():
         raise BadInput(f"{env}: not an environment folder")
-    cache = DigestCache()
-    try:
+    with DigestCache() as cache:
         return check_tree(env, build.env_tree_sha256, scheme=recorded_scheme(build), cache=cache)
-    finally:
-        cache.close()
 
 
 def require_env_matches(env: Path, build: BuildFacts) -> TreeCheck:

@@ -41,11 +41,8 @@ def run(args: argparse.Namespace) -> int:
         raise BadInput(f"{display_path(env)}: no env selected for {name}; build it first")
     record = read_build_record(env)
     started = time.monotonic()
-    cache = DigestCache()
-    try:
+    with DigestCache() as cache:
         check = check_tree(env, record.tree.sha256, scheme=record.tree.scheme, cache=cache)
-    finally:
-        cache.close()
     seconds = time.monotonic() - started
     if args.json:
         emit_json(

@@ -7,13 +7,14 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 
 from stackgate import digests
 from stackgate.digests import DigestCache
-from stackgate.envtree import compute_tree
+from stackgate.envtree import Tree, compute_tree
 
 OLD_NS = time.time_ns() - 3600 * 10**9
 RACY_NS = 50_000_000  # longer than a file-system timestamp tick, shorter than the default 3 s
@@ -54,13 +55,13 @@ def _edit_keeping_size_and_mtime(path: Path, content: bytes) -> None:
 def test_an_edit_that_restores_size_and_mtime_changes_the_hash(tmp_path: Path, which: str) -> None:
     env, big, linked = _env(tmp_path)
     cache_file = tmp_path / "digests.sqlite"
-    before = compute_tree(env, cache=DigestCache(cache_file)).sha256
-    with sqlite3.connect(cache_file) as db:  # both files were remembered
+    before = _tree(env, cache_file).sha256
+    with closing(sqlite3.connect(cache_file)) as db, db:  # both files were remembered
         assert db.execute("SELECT COUNT(*) FROM file_digests").fetchone()[0] == 2
     target = big if which == "big" else linked
     new = b"B" * (2 << 20) if which == "big" else b"print('evil')\n"
     _edit_keeping_size_and_mtime(target, new)
-    with_cache = compute_tree(env, cache=DigestCache(cache_file)).sha256
+    with_cache = _tree(env, cache_file).sha256
     without = compute_tree(env).sha256
     assert without != before
     assert with_cache == without, "the digest cache vouched for changed content"
@@ -69,12 +70,12 @@ def test_an_edit_that_restores_size_and_mtime_changes_the_hash(tmp_path: Path, w
 def test_the_cache_keeps_one_row_per_file_and_drops_old_rows(tmp_path: Path) -> None:
     env, big, _linked = _env(tmp_path)
     cache_file = tmp_path / "digests.sqlite"
-    compute_tree(env, cache=DigestCache(cache_file))
+    _tree(env, cache_file)
     for n in range(3):  # three versions of the same file: one row, the newest
         _edit_keeping_size_and_mtime(big, bytes([67 + n]) * (2 << 20))
         time.sleep(2 * RACY_NS / 1e9)
-        compute_tree(env, cache=DigestCache(cache_file))
-    with sqlite3.connect(cache_file) as db:
+        _tree(env, cache_file)
+    with closing(sqlite3.connect(cache_file)) as db, db:
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         rows = db.execute("SELECT COUNT(*) FROM file_digests").fetchone()[0]
         assert rows == 2  # big + the hard-linked module
@@ -84,7 +85,7 @@ def test_the_cache_keeps_one_row_per_file_and_drops_old_rows(tmp_path: Path) -> 
     cache = DigestCache(cache_file)
     cache.remember((1, 2, 3, 4, 5), b"x" * 32)
     cache.close()
-    with sqlite3.connect(cache_file) as db:
+    with closing(sqlite3.connect(cache_file)) as db, db:
         assert db.execute("SELECT COUNT(*) FROM file_digests").fetchone()[0] == 1
 
 
@@ -93,10 +94,10 @@ def test_a_warm_walk_is_answered_from_the_cache(tmp_path: Path) -> None:
     the row: the tree follows it), so a warm re-check costs a stat per file."""
     env, _big, _linked = _env(tmp_path)
     cache_file = tmp_path / "digests.sqlite"
-    first = compute_tree(env, cache=DigestCache(cache_file)).sha256
-    with sqlite3.connect(cache_file) as db:
+    first = _tree(env, cache_file).sha256
+    with closing(sqlite3.connect(cache_file)) as db, db:
         db.execute("UPDATE file_digests SET sha256 = ?", (b"Z" * 32,))
-    assert compute_tree(env, cache=DigestCache(cache_file)).sha256 != first
+    assert _tree(env, cache_file).sha256 != first
 
 
 def test_a_cache_anybody_can_write_is_not_trusted(tmp_path: Path) -> None:
@@ -104,15 +105,15 @@ def test_a_cache_anybody_can_write_is_not_trusted(tmp_path: Path) -> None:
     key and the old digest): a cache file or folder others may write is not used."""
     env, _big, _linked = _env(tmp_path)
     cache_file = tmp_path / "digests.sqlite"
-    first = compute_tree(env, cache=DigestCache(cache_file)).sha256
-    with sqlite3.connect(cache_file) as db:  # a poisoned row, as another user could write it
+    first = _tree(env, cache_file).sha256
+    with closing(sqlite3.connect(cache_file)) as db, db:  # a poisoned row, as another user could write it
         db.execute("UPDATE file_digests SET sha256 = ?", (b"Z" * 32,))
     cache_file.chmod(0o666)
-    assert compute_tree(env, cache=DigestCache(cache_file)).sha256 == first
+    assert _tree(env, cache_file).sha256 == first
     cache_file.chmod(0o644)
     tmp_path.chmod(0o777)  # a folder anybody may write: they could swap the file
     try:
-        assert compute_tree(env, cache=DigestCache(cache_file)).sha256 == first
+        assert _tree(env, cache_file).sha256 == first
     finally:
         tmp_path.chmod(0o755)
 
@@ -121,3 +122,8 @@ def test_a_new_cache_file_is_private(tmp_path: Path) -> None:
     cache_file = tmp_path / "cache" / "digests.sqlite"
     DigestCache(cache_file).close()
     assert cache_file.stat().st_mode & 0o777 == 0o600
+
+
+def _tree(env: Path, cache_file: Path) -> Tree:
+    with DigestCache(cache_file) as cache:
+        return compute_tree(env, cache=cache)

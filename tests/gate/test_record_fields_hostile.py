@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -56,7 +57,7 @@ def test_records_import_of_a_newline_stack_writes_nothing(tmp_path: Path) -> Non
     if store.exists():  # created empty at most: no record in it
         import sqlite3
 
-        with sqlite3.connect(store) as db:
+        with closing(sqlite3.connect(store)) as db, db:
             assert db.execute("SELECT COUNT(*) FROM records").fetchone()[0] == 0
 
 

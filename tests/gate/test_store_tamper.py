@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -35,11 +36,10 @@ def _store(path: Path, *records: Record) -> None:
 
 
 def _sql(path: Path, *statements: str) -> None:
-    conn = sqlite3.connect(path)
-    for statement in statements:
-        conn.execute(statement)
-    conn.commit()
-    conn.close()
+    with closing(sqlite3.connect(path)) as conn:  # closed also when a statement is refused
+        for statement in statements:
+            conn.execute(statement)
+        conn.commit()
 
 
 def _weak_and_smoke(path: Path) -> tuple[Record, Record]:
