@@ -95,8 +95,10 @@ def test_uv_comes_from_the_uv_package_not_path(tmp_path: Path) -> None:
 def test_the_interpreter_finder_asks_uv_and_lets_it_download_where_allowed(
     tmp_path: Path, downloads: str
 ) -> None:
-    # No python3.12 and no pyenv on PATH (not even uv: it comes from its package).
-    env = {**os.environ, "PATH": str(tmp_path), "UV_PYTHON_DOWNLOADS": downloads,
+    # No python3.12 and no pyenv on PATH (not even uv: it comes from its package), and no
+    # active venv (uv would offer nox's: under `tests-fast-3.12` that one is a 3.12).
+    outer = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
+    env = {**outer, "PATH": str(tmp_path), "UV_PYTHON_DOWNLOADS": downloads,
            "UV_PYTHON_INSTALL_DIR": str(tmp_path / "pythons"), "UV_OFFLINE": "1"}
     done = _run([sys.executable, "-m", "builder", "lock", "cu128", "--locks-dir",
                  str(tmp_path / "locks"), "--json"], env=env)
