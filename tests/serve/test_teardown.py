@@ -140,6 +140,11 @@ def test_forced_pid_race_stranger_gets_the_leaders_pid() -> None:
     for _attempt in range(20):
         leader = subprocess.Popen(SLEEPER, start_new_session=True)
         tracker = ProcessTracker(leader.pid)
+        # A process's identity is (pid, create time), and create time has clock-tick (10 ms)
+        # resolution: a pid handed on within the tick of its first life (only ns_last_pid can
+        # force that) would look like ours; docs/guarantees.md says so. A real engine lives for
+        # minutes, so the stranger comes at least a few ticks later here too.
+        time.sleep(0.05)
         leader.kill()
         leader.wait()
         NS_LAST_PID.write_text(str(leader.pid - 1))
