@@ -73,13 +73,40 @@ def json_depth_exceeds(data: Any, limit: int = MAX_JSON_DEPTH) -> bool:
     return False
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object whose keys are all different. json.loads keeps the LAST of duplicate keys,
+    while a reader of the file (a reviewer of a committed record, `git diff`) sees the first:
+    `{"runs": 1, "runs": 8}` would be verified, hashed and gated as 8 runs."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        keys = [k for k, _ in pairs]
+        dupes = sorted({k for k in keys if keys.count(k) > 1})
+        raise _DuplicateKey(f"duplicate key(s) {', '.join(map(repr, dupes[:5]))} in one object")
+    return out
+
+
 def parse_json_text(text: str, *, where: str) -> Any:
+    """JSON from a file or store row we did not write ourselves (or cannot trust).
+
+    Strict where Python's json is lenient: duplicate keys in an object are refused (the last
+    would silently win), so is an integer too long to convert (CPython's 4,300-digit limit
+    raises a bare ValueError, which would surface as a traceback). `NaN`/`Infinity` literals
+    still parse; the models that read numbers refuse them with the field's name.
+    """
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:
         raise BadInput(f"{where}: not JSON: {exc}") from None
     except RecursionError:
         raise BadInput(f"{where}: JSON nested too deeply") from None
+    except _DuplicateKey as exc:
+        raise BadInput(f"{where}: not accepted: {exc}") from None
+    except ValueError as exc:  # int_max_str_digits: a number thousands of digits long
+        raise BadInput(f"{where}: not accepted: {exc}") from None
     if json_depth_exceeds(data):
         raise BadInput(f"{where}: JSON nested deeper than {MAX_JSON_DEPTH} levels")
     return data

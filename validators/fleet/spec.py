@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import Field, ValidationError, field_validator
 
 from stackgate.errors import BadInput
+from stackgate.files import read_json_file
 from stackgate.model import StrictModel
 
 FLEET_SCHEMA_VERSION: Literal[1] = 1
@@ -166,12 +167,9 @@ def _split_top(text: str) -> list[str]:
 
 
 def read_spec(path: Path) -> FleetSpec:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise BadInput(f"{path}: cannot read the fleet spec: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise BadInput(f"{path}: not JSON: {exc}") from None
+    if not path.is_file():
+        raise BadInput(f"{path}: cannot read the fleet spec: no such file")
+    data = read_json_file(path, 16 << 20)  # regular file, bounded, no duplicate keys
     try:
         return FleetSpec.model_validate(data)
     except ValidationError as exc:

@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import Field, ValidationError
 
 from stackgate.errors import BadInput
+from stackgate.files import read_json_file
 from stackgate.model import StrictModel
 
 Phase = Literal["build", "validate", "mark-good", "done"]
@@ -62,13 +63,16 @@ def write_status(job_dir: Path, status: NodeStatus) -> Path:
     return target
 
 
+_MAX_STATUS_BYTES = 16 << 20
+
+
 def read_statuses(job_dir: Path) -> dict[str, NodeStatus]:
     """Every status.json under the job folder, by node; a corrupt one is bad input."""
     found: dict[str, NodeStatus] = {}
     for path in sorted((job_dir / NODES_DIR).glob(f"*/{STATUS_FILENAME}")):
         try:
-            status = NodeStatus.model_validate(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError, ValidationError) as exc:
+            status = NodeStatus.model_validate(read_json_file(path, _MAX_STATUS_BYTES))
+        except ValidationError as exc:
             raise BadInput(f"{path}: not a node status: {exc}") from None
         found[status.node] = status
     return found

@@ -10,7 +10,6 @@ at least as many items as the known-good stack did.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Sequence
@@ -21,7 +20,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict
 
-from stackgate.files import atomic_write_text
+from stackgate.files import atomic_write_text, read_json_file
 
 REFERENCE_SCHEMA = 1
 MAX_TOKENS = 32
@@ -159,7 +158,8 @@ def record(
 
 
 def load_reference(path: Path) -> Reference:
-    return Reference.model_validate(json.loads(path.read_text(encoding="utf-8")))
+    # The stack's committed reference: bounded, regular file, duplicate keys refused.
+    return Reference.model_validate(read_json_file(path, 8 << 20))
 
 
 def _units(sample: Sample, use_tokens: bool) -> list[str]:
