@@ -293,7 +293,8 @@ def render_report(
         charts += _ratio_charts(gate_result)
     has_metrics = bool(record.metrics or (baseline and baseline.metrics))
     if gate_result is not None:
-        banner = ("pass", "PASSED") if gate_result.passed else ("fail", "REFUSED")
+        here = " on this host" if gate_result.not_proven_here else ""
+        banner = ("pass", f"PASSED{here}") if gate_result.passed else ("fail", "REFUSED")
     else:  # no gate: the checks' own verdict
         bad = [c.check for c in record.checks if c.status in ("FAIL", "ERROR")]
         banner = ("fail", f"FAILED: {len(bad)} check(s)") if bad else ("pass", "PASSED")
@@ -308,6 +309,7 @@ def render_report(
         checks=_checks(record, gate_result),
         metrics=_metrics(gate_result, record) if has_metrics else None,
         underpowered=gate_result.underpowered if gate_result is not None else [],
+        not_proven_here=gate_result.not_proven_here if gate_result is not None else [],
         # Our own SVG (report_svg escapes every text it writes): markup, not text.
         charts=[Markup(c) for c in charts],
         dists=[Markup(c) for c in _distribution_charts(sides) or _quantile_charts(sides)],

@@ -149,3 +149,57 @@ def test_a_gate_too_noisy_to_see_three_percent_says_so() -> None:
         if m.key in result.underpowered
     )
     assert quiet.underpowered == []
+
+
+def _skipping(reports: list[Report], check: str, reason: str) -> list[Report]:
+    """The same runs with `check` SKIPped, as a host without that hardware reports it."""
+    out = []
+    for report in reports:
+        results = [
+            r.model_copy(update={"status": "SKIP", "reason": reason}) if r.check == check else r
+            for r in report.results
+        ]
+        out.append(report.model_copy(update={"results": results}))
+    return out
+
+
+def test_interleaved_a_check_this_host_cannot_run_is_not_here_and_listed_not_passed() -> None:
+    # The record passed host.gpus on its host; here the record's own env (re-measured beside
+    # the candidate) and the candidate both skip it: not the candidate's doing, not proven.
+    rng = np.random.default_rng(11)
+    record = _record(_runs(rng))
+    why = "fewer than 2 GPUs: no peer-to-peer to check"
+    here = _record(_skipping(_runs(rng), "host.gpus", why))
+    candidate = _record(_skipping(_runs(rng), "host.gpus", why), "candidate")
+    result = gate(record, candidate, remeasured=here)
+    verdict = {c.check: c for c in result.checks}["host.gpus"]
+    assert verdict.status == "NOT_HERE" and not verdict.failing
+    assert why in verdict.reason
+    assert result.not_proven_here == ["host.gpus"]
+    assert result.passed, result.reasons
+
+
+def test_a_skip_only_the_candidate_has_still_refuses_interleaved_or_not() -> None:
+    rng = np.random.default_rng(12)
+    record = _record(_runs(rng))
+    here = _record(_runs(rng))  # the record's env ran the check here
+    candidate = _record(_skipping(_runs(rng), "host.gpus", "skipped"), "candidate")
+    for result in (gate(record, candidate, remeasured=here), gate(record, candidate)):
+        assert not result.passed
+        assert {c.check: c.status for c in result.checks}["host.gpus"] == "NOT_RUN"
+        assert result.not_proven_here == []
+    # the same skip on the record's env re-measured here is the host's; a sequential gate
+    # (no re-measure) cannot tell, so the record's PASS stays the bar
+    skipped_here = _record(_skipping(_runs(rng), "host.gpus", "skipped"))
+    assert gate(record, candidate, remeasured=skipped_here).passed
+    assert not gate(record, candidate).passed
+
+
+def test_a_check_the_remeasured_env_failed_here_still_refuses_the_candidate() -> None:
+    rng = np.random.default_rng(13)
+    record = _record(_runs(rng))
+    here = _record(_runs(rng, failing=("host.driver",)))
+    candidate = _record(_runs(rng, failing=("host.driver",)), "candidate")
+    result = gate(record, candidate, remeasured=here)
+    assert not result.passed
+    assert {c.check: c.status for c in result.checks}["host.driver"] == "FAILED"

@@ -15,6 +15,7 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -58,10 +59,14 @@ def test_interleaved_gate_survives_its_cwd_replaced_between_pairs(project: Proje
     checkout = project.root / "checkout"  # the gate's cwd; paths given relative to it
     checkout.mkdir()
     rel_env = "../envs/syn/current"
+    # the candidate named by a relative manifest path (how a candidate manifest outside
+    # stacks/ is gated, e.g. benchmarks/gate_h200/nocb/): fixed at start like --env
+    rel_manifest = str(Path("..") / project.stacks.name / "syn.toml")
     gate = subprocess.Popen(
-        [sys.executable, "-m", "validators", "gate", "syn", "--env", rel_env,
+        [sys.executable, "-m", "validators", "gate", rel_manifest, "--env", rel_env,
          "--interleave-with", rel_env, "--baseline", "syn", "--repeats", PAIRS,
-         "--min-repeats", PAIRS, "--html", "gate.html", "--all", "--json"],
+         "--min-repeats", PAIRS, "--html", "gate.html", "--all", "--json",
+         "--keep-runs", "../kept"],
         cwd=checkout,
         env={**project.env, "PYTHONPATH": str(ROOT)},
         stdout=subprocess.PIPE,
@@ -87,6 +92,18 @@ def test_interleaved_gate_survives_its_cwd_replaced_between_pairs(project: Proje
     assert "re-measured interleaved" in payload["baseline_numbers"]
     assert f"pair {PAIRS}/{PAIRS}: baseline" in stderr
     assert (checkout / "gate.html").is_file()  # written by name into the new folder
+    # every child's report and stderr kept, named by pair and side, outside the replaced cwd
+    kept = project.root / "kept"
+    names = sorted(p.name for p in kept.iterdir())
+    assert names == sorted(
+        f"pair-{i:02d}-{side}.{ext}"
+        for i in range(1, int(PAIRS) + 1)
+        for side in ("baseline", "candidate")
+        for ext in ("json", "err")
+    )
+    for report in kept.glob("*.json"):
+        assert json.loads(report.read_text())["stack"] == "syn"
+    assert all(err.read_text().endswith("[exit 0]\n") for err in kept.glob("*.err"))
 
 
 def test_a_run_without_report_keeps_its_stderr_tail_and_names_the_run() -> None:

@@ -105,9 +105,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="BASELINE_ENV",
         help="re-measure the baseline's env (the record's, checked by tree hash) in ABBA order "
-        "with the candidate's runs, so host drift cancels; needs CANDIDATE as a stack + --env",
+        "with the candidate's runs, so host drift cancels; needs CANDIDATE as a stack name or "
+        "manifest (.toml) + --env",
     )
     parser.add_argument("--html", type=Path, default=None, help="also write an HTML report")
+    parser.add_argument(
+        "--keep-runs",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="when the gate runs the validators: keep each run's report and stderr in DIR "
+        "(run-NN.json/.err, or pair-NN-baseline/candidate.json/.err); DIR must be new or empty",
+    )
     parser.add_argument("--all", action="store_true", help="list checks that are OK too")
     add_policy_arguments(parser)
     add_store_argument(parser)
@@ -152,7 +161,7 @@ def resolve_candidate(args: argparse.Namespace, store: RecordStore) -> Record:
                     f"no runs for candidate {ref}: give --run RESULT.json, or --env PATH to "
                     f"validate (default {env} does not exist)"
                 )
-            reports = run_validations(ref, env, args.repeats)
+            reports = run_validations(ref, env, args.repeats, keep_dir=args.keep_runs)
         return candidate_record(ref, reports, env=args.env)
     return resolve_record(ref, store)
 
@@ -160,8 +169,11 @@ def resolve_candidate(args: argparse.Namespace, store: RecordStore) -> Record:
 def interleaved(args: argparse.Namespace, store: RecordStore) -> tuple[Record, Record, Record]:
     """(baseline record, re-measured baseline, candidate) from ABBA runs of the two envs."""
     stack: str = args.candidate
-    if stack not in stack_names() or args.runs:
-        raise BadInput("--interleave-with needs CANDIDATE as a stack name and no --run files")
+    if not (stack in stack_names() or stack.endswith(".toml")) or args.runs:
+        raise BadInput(
+            "--interleave-with needs CANDIDATE as a stack name or manifest (.toml) and no --run "
+            "files"
+        )
     cand_env: Path = args.env or default_env(stack)
     base_env: Path = args.interleave_with
     baseline = resolve_record(args.baseline or stack, store)
@@ -176,7 +188,7 @@ def interleaved(args: argparse.Namespace, store: RecordStore) -> tuple[Record, R
     if build_record_path(cand_env).is_file():
         require_env_matches(cand_env, read_build_facts(cand_env))
     base_reports, cand_reports = run_interleaved(
-        (baseline.stack, base_env), (stack, cand_env), args.repeats
+        (baseline.stack, base_env), (stack, cand_env), args.repeats, keep_dir=args.keep_runs
     )
     fresh = candidate_record(baseline.stack, base_reports, env=base_env)
     return baseline, fresh, candidate_record(stack, cand_reports, env=cand_env)
@@ -185,15 +197,28 @@ def interleaved(args: argparse.Namespace, store: RecordStore) -> tuple[Record, R
 def absolute_paths(args: argparse.Namespace) -> None:
     """Fix the path arguments now, while the cwd exists: an interleaved gate runs for many
     minutes, and its cwd can be removed or replaced meanwhile (a checkout re-sent under it)."""
-    for name in ("env", "interleave_with", "html"):
+    for name in ("env", "interleave_with", "html", "keep_runs"):
         value = getattr(args, name)
         if value is not None:
             setattr(args, name, value.absolute())
+    if args.candidate.endswith(".toml") and Path(args.candidate).is_file():
+        args.candidate = str(Path(args.candidate).absolute())
+
+
+def check_keep_dir(path: Path | None) -> None:
+    """--keep-runs must not mix this gate's runs with an earlier one's (exit 2 before any run)."""
+    if path is None:
+        return
+    if path.exists() and not path.is_dir():
+        raise BadInput(f"--keep-runs {path}: exists and is not a folder")
+    if path.is_dir() and any(path.iterdir()):
+        raise BadInput(f"--keep-runs {path}: not empty (give a new or empty folder)")
 
 
 def run(args: argparse.Namespace) -> int:
     absolute_paths(args)
     policy = policy_from(args)
+    check_keep_dir(args.keep_runs)
     remeasured: Record | None = None
     with RecordStore.open(args.store, read_only=True) as store:
         if args.interleave_with is not None:

@@ -26,7 +26,11 @@ from validators.records.model import Record
 MetricStatus = Literal[
     "REGRESSION", "IMPROVEMENT", "SAME", "MISSING", "NEW", "TOO_FEW", "UNGATED", "INCOMPARABLE"
 ]
-CheckStatus = Literal["OK", "FAILED", "NOT_RUN", "NEW", "SKIPPED"]
+CheckStatus = Literal["OK", "FAILED", "NOT_RUN", "NEW", "SKIPPED", "NOT_HERE"]
+# NOT_HERE: only in an interleaved gate. The record PASSed the check on its host, but here the
+# record's own env (same tree hash), re-measured beside the candidate, skipped it too: this host
+# cannot run it (one GPU: no interconnect, no P2P). Not the candidate's doing, so it does not
+# refuse; not proven either, so the verdict lists it (GateResult.not_proven_here).
 # INCOMPARABLE: a gated metric whose samples give no ratio (NaN, inf, zero, negative). Records
 # refuse such samples on read; this is the gate's own guard, so no path can turn "cannot
 # compare" into a pass.
@@ -97,6 +101,11 @@ class GateResult(StrictModel):
         default_factory=list,
         description="Metrics judged SAME whose noise hides a TARGET_REGRESSION at these repeats.",
     )
+    not_proven_here: list[str] = Field(
+        default_factory=list,
+        description="Checks the record passed that this host cannot run (interleaved gate: the "
+        "record's env skipped them here too); the verdict does not cover them.",
+    )
 
 
 def _seed(baseline: Record, candidate: Record) -> int:
@@ -105,9 +114,12 @@ def _seed(baseline: Record, candidate: Record) -> int:
     return int.from_bytes(digest.digest()[:8], "big")
 
 
-def compare_checks(baseline: Record, candidate: Record) -> list[CheckVerdict]:
+def compare_checks(
+    baseline: Record, candidate: Record, remeasured: Record | None = None
+) -> list[CheckVerdict]:
     base = {r.check: r for r in baseline.checks}
     cand = {r.check: r for r in candidate.checks}
+    here = {r.check: r for r in remeasured.checks} if remeasured is not None else {}
     out: list[CheckVerdict] = []
     for check in sorted(set(base) | set(cand)):
         b, c = base.get(check), cand.get(check)
@@ -126,6 +138,13 @@ def compare_checks(baseline: Record, candidate: Record) -> list[CheckVerdict]:
         elif c.status == "SKIP":
             status = "NOT_RUN" if b is not None and b.status == "PASS" else "SKIPPED"
             reason = f"skipped: {c.reason}"
+            same_env_here = here.get(check)
+            if status == "NOT_RUN" and same_env_here is not None and same_env_here.status == "SKIP":
+                status = "NOT_HERE"
+                reason = (
+                    f"not provable on this host: the record's env, re-measured here, skipped it "
+                    f"too ({same_env_here.reason}); the candidate: {c.reason}"
+                )
         elif b is None:
             status, reason = "NEW", "check not in the baseline"
         else:
@@ -286,12 +305,13 @@ def gate(
 ) -> GateResult:
     """Judge candidate against baseline. `remeasured`: the baseline's env run again, interleaved
     with the candidate's runs; its numbers replace the record's (checks, versions and host
-    still come from the record)."""
+    still come from the record; a record check that the re-measured env skipped here too is
+    NOT_HERE, listed in not_proven_here, and does not refuse)."""
     policy = policy or GatePolicy()
     numbers = remeasured or baseline
     seed = _seed(numbers, candidate)
     rng = np.random.default_rng(seed)
-    checks = compare_checks(baseline, candidate)
+    checks = compare_checks(baseline, candidate, remeasured)
     metrics = compare_metrics(numbers, candidate, policy, rng)
     reasons: list[str] = []
     for c in checks:
@@ -328,6 +348,7 @@ def gate(
             if remeasured is None
             else f"re-measured interleaved with the candidate ({remeasured.runs} runs)"
         ),
+        not_proven_here=[c.check for c in checks if c.status == "NOT_HERE"],
         underpowered=[
             m.key
             for m in metrics

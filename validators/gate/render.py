@@ -16,6 +16,7 @@ _CHECK_STYLE = {
     "NOT_RUN": "bold red",
     "NEW": "cyan",
     "SKIPPED": "yellow",
+    "NOT_HERE": "yellow",
 }
 _METRIC_STYLE = {
     "REGRESSION": "bold red",
@@ -177,8 +178,21 @@ def render_gate(console: Console, result: GateResult, *, show_ok_checks: bool = 
             ),
             highlight=False,
         )
+    if result.not_proven_here:
+        console.print(
+            styled(
+                "[yellow]note:[/] {}",
+                f"{len(result.not_proven_here)} check(s) the record passed cannot run on this "
+                "host (the record's env skipped them here too); this verdict does not cover "
+                "them: " + ", ".join(result.not_proven_here),
+            ),
+            highlight=False,
+        )
     if result.passed:
-        console.print(styled("[bold green]PASSED[/]: no failed check, no regression beyond noise"))
+        scope = " on this host" if result.not_proven_here else ""
+        console.print(
+            styled("[bold green]PASSED[/]{}: no failed check, no regression beyond noise", scope)
+        )
         return
     console.print(styled("[bold red]REFUSED[/]: {} reason(s)", len(result.reasons)))
     for reason in result.reasons:
