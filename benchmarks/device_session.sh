@@ -5,7 +5,8 @@
 #
 # The first call starts DRIVER in its own session (setsid: it outlives the call while the
 # machine is held) with its output in /tmp/sg/driver.log; every call then waits up to WAIT_S
-# for /tmp/sg/done, printing the driver's step log. When done, /tmp/sg/res.tgz goes to $OUT.
+# for /tmp/sg/done, printing the driver's step log. When done, /tmp/sg/res.tgz goes to $OUT;
+# before that, each call returns what is under /tmp/sg/res so far as $OUT/partial.tgz.
 # Call again promptly (the machine is given back after ~30 s idle) until it prints DONE.
 set -u
 DRIVER=$1
@@ -23,5 +24,7 @@ tail -5 /tmp/sg/driver.log
 if [ -e /tmp/sg/done ]; then
   cp /tmp/sg/res.tgz "${OUT:-/tmp}/res.tgz" && echo DONE
 else
+  # what is there so far, in case this is the last call the session's device time allows
+  tar czf "${OUT:-/tmp}/partial.tgz" -C /tmp/sg res driver.log 2>/dev/null
   echo "RUNNING (call again)"
 fi
