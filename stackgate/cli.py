@@ -213,7 +213,8 @@ def _main_for(packages: Sequence[str], prog: str, description: str, words: list[
         format="%(levelname)s %(name)s: %(message)s",
     )
     run = cast(Callable[[argparse.Namespace], int], args._run)
-    from stackgate.output import console_err, styled  # rich: only once a command runs
+    # Error lines go through stackgate.lines: rich is imported only where it draws colours.
+    from stackgate.lines import lines_err
 
     try:
         return run(args)
@@ -229,13 +230,13 @@ def _main_for(packages: Sequence[str], prog: str, description: str, words: list[
                     "details": exc.details,
                 }
             )
-        err = console_err()
-        err.print(styled("[bold red]error:[/] {}", exc.message))
+        err = lines_err()
+        err.styled("[bold red]error:[/] {}", exc.message)
         for line in exc.details:
-            err.print(f"  {line}", highlight=False, markup=False)
+            err.plain(f"  {line}")
         return exc.exit_code
     except KeyboardInterrupt:
-        console_err().print("interrupted")
+        lines_err().plain("interrupted")
         return 130
     except OSError as exc:
         if args.debug:
@@ -243,7 +244,7 @@ def _main_for(packages: Sequence[str], prog: str, description: str, words: list[
         # An OSError can carry no file name (os.getcwd() after its folder went away): say
         # where it was raised, so a failure seen only as a child's last stderr line is findable.
         where = _raised_at(exc)
-        console_err().print(styled("[bold red]error:[/] {} (raised at {})", exc, where))
+        lines_err().styled("[bold red]error:[/] {} (raised at {})", exc, where)
         return EXIT_ENVIRONMENT
 
 

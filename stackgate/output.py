@@ -14,7 +14,6 @@ import sys
 from typing import TextIO
 
 from rich.console import Console
-from rich.markup import escape
 from rich.text import Text
 
 WIDE = 100_000  # "no width": a piped table is as wide as its longest row
@@ -45,6 +44,34 @@ def console_out() -> Console:
     return _console(sys.stdout, False)
 
 
+def console_on(stream: TextIO) -> Console:
+    """A console on `stream` with the same settings (stackgate.lines, tests)."""
+    return _console(stream, False)
+
+
+# Stand-ins for the values while the template's markup is parsed (Unicode private use: never
+# in our templates).
+_SLOT = 0xE000
+
+
 def styled(template: str, *values: object) -> Text:
-    """`template` is our markup with `{}` placeholders; each value is escaped, never parsed."""
-    return Text.from_markup(template.format(*(escape(str(v)) for v in values)))
+    """`template` is our markup with `{}` placeholders; each value is inserted as text and
+    takes the style around its placeholder. Values are never parsed: no markup, no emoji
+    codes (`:smile:`), and a trailing backslash stays one (escaping them for
+    `Text.from_markup` did neither)."""
+    parsed = Text.from_markup(
+        template.format(*(chr(_SLOT + i) for i in range(len(values)))), emoji=False
+    )
+    out = Text()
+    start = 0
+    for at, char in enumerate(parsed.plain):
+        slot = ord(char) - _SLOT
+        if 0 <= slot < len(values):
+            out.append_text(parsed[start:at])
+            value = Text(str(values[slot]))
+            for span in parsed[at : at + 1].spans:
+                value.stylize(span.style)
+            out.append_text(value)
+            start = at + 1
+    out.append_text(parsed[start:])
+    return out

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from stackgate.cli import emit_json
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK
+from stackgate.lines import lines_err
 from stackgate.loading import load_stack
-from stackgate.output import console_err, styled
 from stackgate.paths import display_path
 from stackgate.rules import StackFacts, evaluate, load_rules
 
@@ -41,19 +41,17 @@ def run(args: argparse.Namespace) -> int:
                 "findings": [f.as_dict() for f in findings],
             }
         )
-    console = console_err()
+    out = lines_err()  # rich only on a terminal: piped, `check` never imports it
     for f in findings:
         style = "bold red" if f.severity == "error" else "yellow"
-        console.print(styled(f"[{style}]{{}}[/] {{}}", f.severity, f.rule))
-        console.print(f"    {f.message}", highlight=False, markup=False)
+        out.styled(f"[{style}]{{}}[/] {{}}", f.severity, f.rule)
+        out.plain(f"    {f.message}")
         if f.remedy:
-            console.print(f"    remedy: {f.remedy}", highlight=False, markup=False)
+            out.plain(f"    remedy: {f.remedy}")
     verdict = "[bold red]REFUSED[/]" if errors else "[bold green]OK[/]"
-    console.print(
-        styled(
-            verdict + " {}",
-            f"{display_path(loaded.path)}: {len(errors)} error(s), "
-            f"{len(findings) - len(errors)} warning(s)",
-        )
+    out.styled(
+        verdict + " {}",
+        f"{display_path(loaded.path)}: {len(errors)} error(s), "
+        f"{len(findings) - len(errors)} warning(s)",
     )
     return EXIT_OK if ok else EXIT_CHECK_FAILED

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import pty
 import subprocess
 import sys
 import tomllib
@@ -48,6 +49,64 @@ def test_a_command_imports_only_its_own_module() -> None:
     assert [m for m in modules if ".commands." in m] == ["builder.commands.check"]
 
 
+# What validating a manifest needs: pydantic (and what it imports), packaging for versions and
+# specifiers. Anything else third-party in `check` is start-up time paid for nothing.
+CHECK_LIBRARIES = {
+    "pydantic", "pydantic_core", "typing_extensions", "typing_inspection", "annotated_types",
+    "packaging",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("stack", ["cu130", "cu130-torch210"])
+def test_check_imports_no_library_it_does_not_need(stack: str) -> None:
+    """Not a timing assert: the libraries a real piped `check` imports (issue 13 item 11:
+    rich alone was ~25 ms of ~250 ms, benchmarks/results/startup.md)."""
+    modules = _imported_after("check", stack)
+    ours = {"stackgate", "builder", "validators"}
+    third_party = (
+        {m.split(".")[0] for m in modules if m.split(".")[0] not in sys.stdlib_module_names}
+        - ours
+        - {"__main__"}
+    )
+    third_party = {m for m in third_party if not m.startswith("_sysconfigdata_")}
+    assert third_party <= CHECK_LIBRARIES, third_party - CHECK_LIBRARIES
+    assert {"pydantic", "packaging"} <= third_party  # the probe sees the real imports
+    assert not [m for m in modules if m.startswith("validators.")]
+    assert "stackgate.output" not in modules and "stackgate.schema" not in modules
+
+
+def test_check_on_a_terminal_still_colours_through_rich() -> None:
+    """The plain writer is for pipes only: on a real pseudo-terminal the verdict is coloured."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in {"CI", "NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE"}}  # fmt: skip
+    env["TERM"] = "xterm-256color"
+    leader, follower = pty.openpty()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "builder", "check", "cu130-torch210"],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=follower, env=env, check=False,
+        )  # fmt: skip
+        os.close(follower)
+        follower = -1
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the child's side is closed and everything was read
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        os.close(leader)
+        if follower >= 0:
+            os.close(follower)
+    assert done.returncode == 1
+    text = seen.decode()
+    assert "\x1b[1;31mREFUSED\x1b[0m" in text, text
+    assert "sgl-kernel-0.3.21-needs-torch-2.9" in text
+
+
 def test_every_command_module_name_and_help_match_what_discovery_reads() -> None:
     for package in ("builder", "validators"):
         for entry in discover(package):
@@ -64,8 +123,11 @@ def test_without_dependencies_exit_3_with_the_fix_and_no_traceback(package: str)
     probe = _run([bare, "-s", "-E", "-c", "import rich"])
     if probe.returncode == 0:
         pytest.skip(f"{bare} has rich installed; no bare interpreter here")
-    done = _run([bare, "-s", "-E", "-m", package, "check" if package == "builder" else "static",
-                 "cu130"])
+    # Commands that import rich at start (the probe's module): `check` no longer does when
+    # piped, and where the base interpreter has pydantic and packaging it would simply run.
+    done = _run(
+        [bare, "-s", "-E", "-m", package, "show" if package == "builder" else "static", "cu130"]
+    )
     assert done.returncode == 3, done.stderr
     assert "Traceback" not in done.stderr
     assert "No module named" in done.stderr
