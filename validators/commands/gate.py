@@ -16,7 +16,7 @@ from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.layout import current_env
 from stackgate.output import console_err
 from stackgate.paths import stack_names
-from validators.env_verify import require_env_matches
+from validators.env_verify import recheck_env, require_env_matches
 from validators.gate.candidate import candidate_record, run_interleaved, run_validations
 from validators.gate.compare import gate
 from validators.gate.policy import (
@@ -178,13 +178,16 @@ def interleaved(args: argparse.Namespace, store: RecordStore) -> tuple[Record, R
     base_env: Path = args.interleave_with
     baseline = resolve_record(args.baseline or stack, store)
     facts = read_build_facts(base_env)
-    if facts.env_tree_sha256 != baseline.build.env_tree_sha256:
+    require_env_matches(base_env, facts)  # unchanged since its own build
+    # The record's env, hashed the way the record was (its scheme): a record made before a
+    # newer tree-hash scheme names the same files by another hash than today's build record.
+    same = recheck_env(base_env, baseline.build)
+    if not same.ok:
         raise BadInput(
             f"{base_env} is not the environment of {baseline.label}: env tree "
-            f"{str(facts.env_tree_sha256)[:12]} vs recorded "
-            f"{str(baseline.build.env_tree_sha256)[:12]} (rebuild it: validators reproduce)"
+            f"{same.tree.sha256[:12]} vs recorded {str(baseline.build.env_tree_sha256)[:12]} "
+            f"(tree-hash scheme {same.tree.scheme}) (rebuild it: validators reproduce)"
         )
-    require_env_matches(base_env, facts)
     if build_record_path(cand_env).is_file():
         require_env_matches(cand_env, read_build_facts(cand_env))
     base_reports, cand_reports = run_interleaved(
