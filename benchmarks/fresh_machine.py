@@ -135,16 +135,24 @@ def main() -> int:
             return 1
         # The root must be a mount point of its own: containers/storage (buildah, podman)
         # remounts "/" private when it applies a layer, which fails on a plain chroot folder.
+        # Private from the start, so the mounts below never propagate back to the host's "/".
         subprocess.run(["mount", "--bind", str(rootfs), str(rootfs)], check=True)
+        subprocess.run(["mount", "--make-private", str(rootfs)], check=True)
         mounted.append(rootfs)
-        # cgroup2 as on a booted machine (podman and the buildah engine probe look there).
-        for sub in ("proc", "sys", "sys/fs/cgroup", "dev", "dev/pts"):
+        # /proc, /sys and /dev as on a booted machine. /sys and /dev are bound recursively:
+        # the cgroup hierarchies are mounts of their own under /sys/fs/cgroup (v1 controllers
+        # on a hybrid host like this one, cgroup2 elsewhere), /dev/pts and /dev/shm under /dev.
+        # A plain bind of /sys/fs/cgroup brings only its tmpfs, and runc then refuses every
+        # container ("runc create failed: no cgroup mount found in mountinfo": podman exit 126).
+        # rslave: unmounting the chroot's copies never unmounts the host's.
+        for sub, how in (("proc", ["-t", "proc", "proc"]), ("sys", ["--rbind", "/sys"]),
+                         ("dev", ["--rbind", "/dev"])):
             target = rootfs / sub
             target.mkdir(exist_ok=True)
-            kind = {"proc": ["-t", "proc", "proc"], "sys": ["-t", "sysfs", "sysfs"]}.get(
-                sub, ["--bind", f"/{sub}"])
-            subprocess.run(["mount", *kind, str(target)], check=True)
+            subprocess.run(["mount", *how, str(target)], check=True)
             mounted.append(target)
+            if how[0] == "--rbind":
+                subprocess.run(["mount", "--make-rslave", str(target)], check=True)
         shutil.copy2("/etc/resolv.conf", rootfs / "etc" / "resolv.conf")
         if HOST_CA_DIR.is_dir():  # ca-certificates (installed by the set-up) picks them up
             shutil.copytree(HOST_CA_DIR, rootfs / HOST_CA_DIR.relative_to("/"), dirs_exist_ok=True)
@@ -178,8 +186,8 @@ def main() -> int:
         }
     finally:
         for target in reversed(mounted):
-            subprocess.run(["umount", "-l", str(target)], check=False)
-        if not args.keep and not mounted_busy(mounted):
+            subprocess.run(["umount", "--recursive", "--lazy", str(target)], check=False)
+        if not args.keep and not mounted_busy(rootfs):
             shutil.rmtree(work / "rootfs", ignore_errors=True)
     result = {
         "when": stamp,
@@ -198,10 +206,14 @@ def main() -> int:
     return 0 if ok else 1
 
 
-def mounted_busy(mounted: list[Path]) -> bool:
-    """True while any of our mounts is still listed (never rm -rf through a live /dev bind)."""
-    table = Path("/proc/mounts").read_text()
-    return any(f" {m} " in table for m in mounted)
+def mounted_busy(rootfs: Path) -> bool:
+    """True while anything under the root is still mounted (never rm -rf through a live /dev)."""
+    inside = f"{rootfs}/"
+    for line in Path("/proc/mounts").read_text().splitlines():
+        target = line.split()[1]
+        if target == str(rootfs) or target.startswith(inside):
+            return True
+    return False
 
 
 if __name__ == "__main__":
