@@ -24,7 +24,7 @@ import os
 import shutil
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import PackageMetadata
@@ -47,7 +47,7 @@ from builder.python_finder import Interpreter, find_python
 from builder.topology import TopologyChoice, choose_topology
 from builder.uvproject import index_specs
 from builder.watchdog import WatchReport
-from builder.watched import StepResult, run_watched
+from builder.watched import StepResult, Terminal, run_watched
 from stackgate import __version__, proc
 from stackgate.build_record import (
     BuildHost,
@@ -104,6 +104,11 @@ class Reporter:
 
     def done(self, name: str, seconds: float) -> None:
         return None
+
+    def terminal(self) -> AbstractContextManager[Terminal | None]:
+        """While uv installs: the user's terminal, for uv to draw its own progress on; None
+        (the default) keeps its output to the log and line()."""
+        return nullcontext(None)
 
 
 @dataclass
@@ -184,6 +189,7 @@ class _Build:
         *,
         cwd: Path | None = None,
         venv: Path | None = None,
+        terminal: Terminal | None = None,
     ) -> None:
         result = run_watched(
             argv,
@@ -194,6 +200,7 @@ class _Build:
             log_path=self.log,
             on_line=self.reporter.line,
             keep_fds=(self.lock_fd,) if self.lock_fd is not None else (),
+            terminal=terminal,
         )
         self.watch.peak_total_rss = max(self.watch.peak_total_rss, result.watch.peak_total_rss)
         self.watch.peak_job_rss = max(self.watch.peak_job_rss, result.watch.peak_job_rss)
@@ -390,15 +397,18 @@ class _Build:
             env_python = partial / "bin" / "python"
             with timer.step("install", f"installing {len(locked_packages(state))} locked packages"):
                 exclude = [pkg.name for pkg, _ in trees]
-                for install_argv in self._install_args(state, env_python, exclude):
-                    self._run(
-                        install_argv,
-                        plan,
-                        "installing the lock",
-                        state,
-                        cwd=state.files.folder,
-                        venv=partial,
-                    )
+                # On a terminal uv draws its own progress (downloads in bytes) there.
+                with self.reporter.terminal() as terminal:
+                    for install_argv in self._install_args(state, env_python, exclude):
+                        self._run(
+                            install_argv,
+                            plan,
+                            "installing the lock",
+                            state,
+                            cwd=state.files.folder,
+                            venv=partial,
+                            terminal=terminal,
+                        )
             if trees:
                 with timer.step(
                     "compile", f"building {len(trees)} source package(s): {plan.summary()}"

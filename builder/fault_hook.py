@@ -10,8 +10,10 @@ from __future__ import annotations
 import os
 import sys
 import time
+from contextlib import AbstractContextManager
 
 from builder.build_venv import Reporter
+from builder.watched import Terminal
 
 HOLD_ENV = "STACKGATE_TEST_HOLD_AT"
 
@@ -34,6 +36,9 @@ class HoldAt(Reporter):
 
     def done(self, name: str, seconds: float) -> None:
         self.inner.done(name, seconds)
+
+    def terminal(self) -> AbstractContextManager[Terminal | None]:
+        return self.inner.terminal()
 
 
 def with_fault_hook(reporter: Reporter) -> Reporter:

@@ -6,6 +6,8 @@ import argparse
 import os
 import re
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from rich.console import Console
@@ -16,6 +18,7 @@ from rich.table import Table
 from builder.build_venv import BuildOptions, BuildOutcome, Reporter, build_env
 from builder.fault_hook import with_fault_hook
 from builder.uvproject import index_map_credentials, parse_index_map
+from builder.watched import Terminal
 from stackgate.cli import emit_json
 from stackgate.errors import EXIT_OK, BadInput
 from stackgate.host.resources import GIB
@@ -75,9 +78,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 class RichReporter(Reporter):
-    """On a terminal: a spinner with the step, its elapsed time and uv's latest line. Piped
-    (CI logs, `| tee`): one line per finished step with the time since the start, and uv's own
-    summary lines (Resolved/Prepared/Installed N ...) as they come."""
+    """On a terminal: a spinner with the step, its elapsed time and uv's latest line; while uv
+    installs, uv's own progress (bars, bytes downloaded) drawn on a pty of the terminal's size,
+    the spinner stopped meanwhile. Piped (CI logs, `| tee`): one line per finished step with
+    the time since the start, and uv's own summary lines (Resolved/Prepared/Installed N ...)
+    as they come."""
 
     def __init__(self, progress: Progress, console: Console) -> None:
         self.progress = progress
@@ -98,6 +103,23 @@ class RichReporter(Reporter):
                 self.console.print(f"    uv: {text}")
             return
         self.progress.update(self.task, detail=escape(text[:120]))
+
+    @contextmanager
+    def terminal(self) -> Iterator[Terminal | None]:
+        if self.piped or self.console.is_dumb_terminal:
+            yield None
+            return
+        self.progress.stop()  # transient: the spinner line is cleared for uv to draw below
+        out = self.console.file
+
+        def write(text: str) -> None:
+            out.write(text)
+            out.flush()
+
+        try:
+            yield Terminal(self.console.width, self.console.height, write)
+        finally:
+            self.progress.start()
 
     def done(self, name: str, seconds: float) -> None:
         elapsed = time.monotonic() - self.started
