@@ -12,12 +12,13 @@
 # Steps (timed in steps.log, epoch seconds too), results under $RES, tarred at the end:
 #  1. stackgate's own deps from wheels; host facts (nvidia-smi before, topo, nvcc, pip list)
 #  2. builder build h200-transformers from the wheelhouse, offline, over the image's
-#     site-packages (--base-site), as gate_h200.sh; the random 1.03B Llama (seed 0) meanwhile
+#     site-packages (--base-site), with the record's --topology (nvlink), as gate_h200.sh;
+#     the random 1.03B Llama (seed 0) meanwhile
 #  3. gate A: the built env as candidate, the same env as re-measured baseline, 8 ABBA pairs
 #     (8 runs a side = the default --min-repeats), default tolerances; every run kept
 #  4. gate B: benchmarks/gate_h200/nocb/h200-transformers.toml (same env, no continuous
 #     batching) vs the same baseline env, ABBA; 3 pairs (--min-repeats 3) when the driver has
-#     run < 850 s, 2 when < 1000 s, else skipped: the session's device time is 1,400 s at most
+#     run < 760 s, 2 when < 900 s, else skipped: this helper's device time is 1,400 s at most
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
@@ -57,8 +58,12 @@ mkdir -p /tmp/stackgate-h200
   --hidden 2048 --intermediate 5632 --layers 22 --heads 32 --kv-heads 4 --vocab 32000 \
   --device cpu --dtype bfloat16 >"$RES/model.txt" 2>&1 &
 MODEL_PID=$!
+# The record's env was built with its host's NVLink profile (build.topology): that choice is a
+# file in site-packages (_stackgate_env_profile.py), so the same env here needs the same flag,
+# as `validators reproduce` passes it (a first try without it hashed differently: exit 2).
+TOPO=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['build']['topology'] or '')" "$RECORD")
 python3 -m builder build h200-transformers --wheelhouse "$CARRY/wh" --base-site "$SITE" \
-  --python "$MPY" --json >"$RES/build.json" 2>"$RES/build.err"
+  --python "$MPY" ${TOPO:+--topology "$TOPO"} --json >"$RES/build.json" 2>"$RES/build.err"
 echo "build rc=$?" | tee -a "$RES/steps.log"
 ENV=$STACKGATE_VENV_ROOT/h200-transformers/current
 cp "$ENV/stackgate/build-record.json" "$RES/build-record.json" 2>/dev/null
@@ -74,7 +79,7 @@ echo "gate A rc=$?" | tee -a "$RES/steps.log"
 
 EL=$(($(date +%s) - T0))
 PAIRS=0
-if [ "$EL" -lt 850 ]; then PAIRS=3; elif [ "$EL" -lt 1000 ]; then PAIRS=2; fi
+if [ "$EL" -lt 760 ]; then PAIRS=3; elif [ "$EL" -lt 900 ]; then PAIRS=2; fi
 if [ "$PAIRS" -gt 0 ]; then
   step "gate B: no continuous batching vs the same baseline env, ABBA, $PAIRS pairs (--min-repeats $PAIRS)"
   timeout 600 $SG gate "$NOCB" --env "$ENV" --interleave-with "$ENV" --baseline "$RECORD" \
