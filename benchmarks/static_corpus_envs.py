@@ -5,7 +5,13 @@ Each entry is one `uv pip install` into a fresh Python 3.12 venv under $STACKGAT
 another torch) are installed with a second `--no-deps` step, as a user forcing them would.
 
     python benchmarks/static_corpus_envs.py build NAME...   # one env at a time
+    python benchmarks/static_corpus_envs.py lock NAME...    # a uv.lock of the same env
     python benchmarks/static_corpus_envs.py list
+
+`lock` writes $STACKGATE_CORPUS/locks/NAME/{pyproject.toml,uv.lock} for the pre-install
+verdict (`python -m validators static --lock .../uv.lock`): the same requirements, Linux
+x86_64 and CPython 3.12 only; a forced pair is expressed as uv's `override-dependencies`
+(what a user forcing it in a project would write), so the lock holds the broken pair.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ class CorpusEnv:
     name: str
     install: tuple[str, ...]  # resolved together
     forced: tuple[str, ...] = ()  # installed afterwards with --no-deps
+    uninstall: tuple[str, ...] = ()  # removed afterwards (a user's `pip uninstall`)
     expect: str = "healthy"  # what the issue says; the ground truth comes from real loads
     note: str = ""
 
@@ -82,6 +89,44 @@ ENVS: tuple[CorpusEnv, ...] = (
         "vLLM 0.33 uses torch's stable ABI",
     ),
     CorpusEnv("sglang0523", ("sglang==0.5.23",)),
+    # wave 2 (rt-static, 2026-12-01): real envs the static group had never seen
+    CorpusEnv("bnb-t291", ("torch==2.9.1", "bitsandbytes==0.50.2")),
+    CorpusEnv("xformers-t291", ("xformers==0.0.33.post2",), note="pins torch 2.9.1"),
+    CorpusEnv("t210-tv025-ta210", ("torch==2.10.0", "torchvision==0.25.0", "torchaudio==2.10.0")),
+    CorpusEnv("triton-only", ("triton==3.6.0",), note="no torch"),
+    CorpusEnv("ort-gpu", ("onnxruntime-gpu==1.31.1",), note="no CUDA libraries installed"),
+    CorpusEnv("ort-gpu-cuda", ("onnxruntime-gpu[cuda,cudnn]==1.31.1",)),
+    CorpusEnv("jax-cuda12", ("jax[cuda12]==0.12.0.1",), note="nvidia-*-cu12 wheels, no torch"),
+    CorpusEnv("vllm0300", ("vllm==0.30.0",), note="torch 2.13.0"),
+    CorpusEnv("sglang0515", ("sglang==0.5.15",), note="torch 2.11.0, cu13 wheels"),
+    CorpusEnv(
+        "xformers0332-t210",
+        ("torch==2.10.0",),
+        ("xformers==0.0.33.post2",),
+        "broken?",
+        "xformers built for torch 2.9.1 beside torch 2.10.0",
+    ),
+    CorpusEnv(
+        "tv025-t291",
+        ("torch==2.9.1",),
+        ("torchvision==0.25.0",),
+        "broken?",
+        "torchvision built for torch 2.10 beside torch 2.9.1 (a downgrade under it)",
+    ),
+    CorpusEnv(
+        "ta211-t210",
+        ("torch==2.10.0",),
+        ("torchaudio==2.11.0",),
+        "broken?",
+        "torchaudio built for torch 2.11 beside torch 2.10.0",
+    ),
+    CorpusEnv(
+        "t291-tv0241-no-cusparselt",
+        ("torch==2.9.1", "torchvision==0.24.1"),
+        uninstall=("nvidia-cusparselt-cu12",),
+        expect="broken",
+        note="a DT_NEEDED library uninstalled: libtorch_cuda.so needs libcusparseLt.so.0",
+    ),
 )
 
 
@@ -125,6 +170,9 @@ def build(env: CorpusEnv) -> int:
                 *env.forced,
             ]
         )
+    if env.uninstall:
+        python = str(target / "bin" / "python")
+        steps.append(["uv", "pip", "uninstall", "--python", python, *env.uninstall])
     for argv in steps:
         print("+", " ".join(argv), flush=True)
         rc = subprocess.run(argv, env=base, check=False).returncode
@@ -136,11 +184,38 @@ def build(env: CorpusEnv) -> int:
     return 0
 
 
+def write_lock(env: CorpusEnv) -> int:
+    if env.uninstall:
+        print(f"{env.name}: a lock cannot express an uninstall; no lock written")
+        return 0
+    folder = CORPUS / "locks" / env.name
+    folder.mkdir(parents=True, exist_ok=True)
+    deps = ", ".join(f'"{r}"' for r in (*env.install, *env.forced))
+    overrides = ", ".join(f'"{r}"' for r in (*env.install, *env.forced)) if env.forced else ""
+    text = (
+        "[project]\n"
+        f'name = "corpus-{env.name}"\n'
+        'version = "0"\n'
+        'requires-python = ">=3.12,<3.13"\n'
+        f"dependencies = [{deps}]\n\n"
+        "[tool.uv]\n"
+        "environments = [\"sys_platform == 'linux' and platform_machine == 'x86_64'\"]\n"
+        + (f"override-dependencies = [{overrides}]\n" if overrides else "")
+    )
+    (folder / "pyproject.toml").write_text(text, encoding="utf-8")
+    base = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}
+    argv = ["uv", "lock", "--python", python312(), "--directory", str(folder)]
+    print("+", " ".join(argv), flush=True)
+    return subprocess.run(argv, env=base, check=False).returncode
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build")
     b.add_argument("names", nargs="*")
+    lk = sub.add_parser("lock")
+    lk.add_argument("names", nargs="*")
     sub.add_parser("list")
     args = parser.parse_args()
     if args.cmd == "list":
@@ -148,8 +223,9 @@ def main() -> int:
             print(e.name, e.expect, " ".join(e.install), "| --no-deps", " ".join(e.forced))
         return 0
     rc = 0
+    action = build if args.cmd == "build" else write_lock
     for name in args.names or [e.name for e in ENVS]:
-        rc = build(by_name(name)) or rc
+        rc = action(by_name(name)) or rc
     return rc
 
 

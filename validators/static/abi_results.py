@@ -266,11 +266,17 @@ def _package_result(
             f"{', '.join(causes)} below them cannot"
         )
         evidence["taken_down_by"] = causes
+    if v.needed_sonames:
+        because = f" (not optional: {'; '.join(v.needed_because)})" if v.needed_because else ""
+        fails.append(_sonames_reason(v.label, v.needed_sonames, have) + because)
+    # an "optional" library that the package's import fails on (confirmed without other
+    # static candidates) is needed after all: say so, never "imports without it"
+    needed_after_all = bool(v.optional_sonames and v.confirmed and not v.candidates)
+    if needed_after_all:
+        fails.append(_sonames_reason(v.label, v.optional_sonames, have))
     if v.takes_down:
         fails.append(f"takes down with it: {', '.join(sorted(v.takes_down))}")
-    if v.needed_sonames:
-        fails.append(_sonames_reason(v.label, v.needed_sonames, have))
-    if v.optional_sonames:
+    if v.optional_sonames and not needed_after_all:
         warns.append(
             "optional: "
             + _sonames_reason(v.label, v.optional_sonames, have)

@@ -23,7 +23,7 @@ from packaging.version import InvalidVersion, Version
 from stackgate import uvlock
 from stackgate.layout import lock_files
 from stackgate.manifest import Manifest
-from validators.static.environment import Environment
+from validators.static.environment import Distribution, Environment
 
 
 def lock_path(stack: str) -> Path:
@@ -117,19 +117,28 @@ def _marker_env(env: Environment) -> dict[str, str]:
     return marker_env
 
 
-def check_requirements(env: Environment, findings: DistFindings) -> None:
+def applicable_requirements(env: Environment, dist: Distribution) -> list[Requirement]:
+    """The requirements of `dist` that apply in this env (markers evaluated for the env's
+    Python, no extras)."""
     marker_env = _marker_env(env)
+    out: list[Requirement] = []
+    for text in dist.requires:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue
+        try:
+            if req.marker is not None and not req.marker.evaluate(marker_env):
+                continue
+        except UndefinedEnvironmentName:
+            continue
+        out.append(req)
+    return out
+
+
+def check_requirements(env: Environment, findings: DistFindings) -> None:
     for dist in env.distributions.values():
-        for text in dist.requires:
-            try:
-                req = Requirement(text)
-            except InvalidRequirement:
-                continue
-            try:
-                if req.marker is not None and not req.marker.evaluate(marker_env):
-                    continue
-            except UndefinedEnvironmentName:
-                continue
+        for req in applicable_requirements(env, dist):
             have = env.distributions.get(canonicalize_name(req.name))
             if have is None:
                 findings.unmet_requirements.append(f"{dist.label()} requires {req}, not installed")

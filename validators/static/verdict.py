@@ -28,6 +28,7 @@ from packaging.version import InvalidVersion, Version
 
 from validators.static.abi_check import AbiFindings
 from validators.static.confirm import Step, StepResult
+from validators.static.dist_check import applicable_requirements
 from validators.static.environment import Distribution, Environment
 from validators.static.findings import MissingSoname, MissingSymbol, MissingVersion, by_package
 
@@ -89,6 +90,7 @@ class PackageVerdict:
     taken_down_by: list[tuple[Path, Path]] = field(default_factory=list)  # (root, broken obj)
     takes_down: set[str] = field(default_factory=set)  # labels of distributions it breaks
     unmet: list[str] = field(default_factory=list)  # requirements on linked distributions
+    needed_because: list[str] = field(default_factory=list)  # why absent libraries are needed
     loads: list[StepResult] = field(default_factory=list)  # confirming-load evidence
     confirmed: bool | None = None  # None: no load ran
 
@@ -146,6 +148,18 @@ def _unmet_linked(env: Environment, dist: Distribution, with_libs: set[str]) -> 
     return out
 
 
+def _absent_requirements(env: Environment, dist: Distribution | None) -> list[str]:
+    """Distributions `dist` requires (not as an extra) that are not installed: a library of
+    its that the env lacks is then a missing dependency, not an optional backend."""
+    if dist is None:
+        return []
+    return [
+        f"{req.name}{req.specifier}"
+        for req in applicable_requirements(env, dist)
+        if canonicalize_name(req.name) not in env.distributions
+    ]
+
+
 def classify(
     env: Environment,
     findings: AbiFindings,
@@ -171,6 +185,10 @@ def classify(
             found = out[label] = PackageVerdict(label, dist)
         return found
 
+    # a library whose absence breaks another distribution's objects is not optional
+    load_bearing: dict[Path, set[str]] = {}
+    for root, broken in findings.taken_down:
+        load_bearing.setdefault(broken, set()).add(env.owner_label(root))
     broken_roots = unresolved_roots | {m.importer for m in findings.missing_symbols}
     broken_roots |= {m.requester for m in findings.missing_versions}
     clean_keys = {variant_key(r, site) for r in roots if r not in broken_roots}
@@ -206,6 +224,7 @@ def classify(
         missing_by_obj: dict[Path, list[MissingSoname]] = {}
         for m in pkg.sonames:
             missing_by_obj.setdefault(m.requester, []).append(m)
+        absent_dists = _absent_requirements(env, v.dist)
         for obj, misses in missing_by_obj.items():
             other_major = any(
                 m.soname.rpartition(".so.")[0]
@@ -219,8 +238,19 @@ def classify(
                 v.variant_sonames.extend(misses)
             elif other_major:
                 v.needed_sonames.extend(misses)
+            elif obj in load_bearing or absent_dists:
+                v.needed_sonames.extend(misses)
+                if obj in load_bearing:
+                    v.needed_because.append(
+                        f"{obj.name} is below {', '.join(sorted(load_bearing[obj]))}"
+                    )
+                if absent_dists:
+                    v.needed_because.append(
+                        f"{label} requires {', '.join(absent_dists)}, not installed"
+                    )
             else:
                 v.optional_sonames.extend(misses)
+        v.needed_because = list(dict.fromkeys(v.needed_because))
     for path in findings.other_python:
         verdict(env.owner_label(path)).other_python.append(path)
     for root, broken in findings.taken_down:

@@ -1,0 +1,129 @@
+"""An absent DT_NEEDED library: optional backend (WARN) or a missing dependency (FAIL)?
+
+Found on a real env (torch 2.9.1 + torchvision 0.24.1 after `pip uninstall
+nvidia-cusparselt-cu12`): the static group called libcusparseLt.so.0 "optional; the package
+imports without it" while `import torch` fails on it and torchvision goes down with it.
+Tiny real ELF envs (gcc) and real confirming loads, as in test_static_classes.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.validators import elf_env
+from validators.results import Result
+from validators.static.abi_results import AbiOptions
+from validators.static.group import StaticInputs, run_static
+
+pytestmark = pytest.mark.skipif(not elf_env.have_compilers(), reason="needs gcc and g++")
+
+SPARSE_C = "int sparse_fn(void) { return 3; }\n"
+
+
+def _static(env: Path, **abi: bool) -> dict[str, Result]:
+    results = run_static(StaticInputs(env_path=env, targets=(), abi=AbiOptions(**abi)))
+    return {r.check: r for r in results}
+
+
+def _package(site: Path, name: str, files: list[Path], requires: tuple[str, ...] = ()) -> None:
+    (site / name).mkdir(parents=True, exist_ok=True)
+    (site / name / "__init__.py").write_text("", encoding="utf-8")
+    elf_env.add_dist(site, name, "1.0", files, requires)
+
+
+def _core_needing_absent(site: Path, build: Path, requires: tuple[str, ...] = ()) -> Path:
+    """torchish/lib/libcore.so needing libsparseish.so.0, which the env lacks (uninstalled);
+    `import torchish` loads libcore.so, as `import torch` loads libtorch_cuda.so."""
+    sparse = elf_env.gcc(build / "libsparseish.so.0", SPARSE_C, "-Wl,-soname,libsparseish.so.0")
+    core = elf_env.gcc(
+        site / "torchish" / "lib" / "libcore.so",
+        "extern int sparse_fn(void);\nint core_fn(void){return sparse_fn();}\n",
+        "-Wl,-soname,libcore.so",
+        f"-L{sparse.parent}",
+        "-l:libsparseish.so.0",
+    )
+    _package(site, "torchish", [core], requires)
+    (site / "torchish" / "__init__.py").write_text(
+        "import ctypes, os\n"
+        "ctypes.CDLL(os.path.join(os.path.dirname(__file__), 'lib', 'libcore.so'))\n",
+        encoding="utf-8",
+    )
+    return core
+
+
+def _vision_on(site: Path, core: Path) -> Path:
+    plugin = elf_env.gcc(
+        site / "visionish" / "_C.so",
+        "extern int core_fn(void);\nint nms(void){return core_fn();}\n",
+        f"-L{core.parent}",
+        "-l:libcore.so",
+        f"-Wl,-rpath,{core.parent}",
+    )
+    _package(site, "visionish", [plugin], ("torchish",))
+    return plugin
+
+
+def test_absent_library_below_another_package_is_not_optional(tmp_path: Path) -> None:
+    site = elf_env.new_env(tmp_path / "env")
+    core = _core_needing_absent(site, tmp_path / "build")
+    _vision_on(site, core)
+    # static evidence alone: no load ran, yet the library is not called optional
+    results = _static(tmp_path / "env", confirm=False)
+    torch = results["static.abi.torchish"]
+    assert torch.status == "FAIL", torch.reason
+    first = torch.reason.split(" | ")[0]
+    assert "libsparseish.so.0" in first and "not optional: libcore.so is below visionish" in first
+    assert "the package imports without it" not in torch.reason
+    assert "takes down with it: visionish 1.0" in torch.reason
+    vision = results["static.abi.visionish"]
+    assert vision.status == "FAIL" and "libcore.so (torchish 1.0) below them" in vision.reason
+    # the confirming load agrees: `import torchish` fails on the absent library
+    loaded = _static(tmp_path / "env")["static.abi.torchish"]
+    assert loaded.status == "FAIL" and "confirmed by a load" in loaded.reason
+    assert "libsparseish.so.0: cannot open shared object file" in loaded.reason
+
+
+def test_absent_library_of_a_required_distribution_is_not_optional(tmp_path: Path) -> None:
+    """No other package depends on it, but the package requires a distribution that is not
+    installed: its absent library is a missing dependency, named as such."""
+    site = elf_env.new_env(tmp_path / "env")
+    _core_needing_absent(site, tmp_path / "build", requires=("sparseish-cu12==0.7.1",))
+    r = _static(tmp_path / "env", confirm=False)["static.abi.torchish"]
+    assert r.status == "FAIL", r.reason
+    assert "not optional: torchish 1.0 requires sparseish-cu12==0.7.1, not installed" in r.reason
+
+
+def test_absent_library_of_an_optional_backend_stays_a_warning(tmp_path: Path) -> None:
+    """The same absent library under a leaf plugin nothing else needs and no requirement
+    names (bitsandbytes' ROCm builds, onnxruntime's TensorRT provider): WARN, and the
+    package's import is tried for real."""
+    build = tmp_path / "build"
+    sparse = elf_env.gcc(build / "libsparseish.so.0", SPARSE_C, "-Wl,-soname,libsparseish.so.0")
+    site = elf_env.new_env(tmp_path / "env")
+    provider = elf_env.gcc(
+        site / "ortish" / "capi" / "libprovider_trt.so",
+        "extern int sparse_fn(void);\nint trt(void){return sparse_fn();}\n",
+        f"-L{sparse.parent}",
+        "-l:libsparseish.so.0",
+    )
+    _package(site, "ortish", [provider])
+    r = _static(tmp_path / "env")["static.abi.ortish"]
+    assert r.status == "PASS", r.reason
+    assert r.evidence["severity"] == "WARN" and "not optional" not in r.reason
+    assert {"step": "import ortish", "outcome": "ok", "error": ""} in r.evidence["loads"]
+
+
+def test_optional_looking_library_the_import_fails_on_is_not_called_optional(
+    tmp_path: Path,
+) -> None:
+    """Nothing static marks it needed (no dependant, no requirement), but `import` fails on
+    it: FAIL, and the reason does not also claim the package imports without it."""
+    site = elf_env.new_env(tmp_path / "env")
+    _core_needing_absent(site, tmp_path / "build")
+    r = _static(tmp_path / "env")["static.abi.torchish"]
+    assert r.status == "FAIL", r.reason
+    assert r.reason.startswith("torchish 1.0: DT_NEEDED libraries found neither")
+    assert "imports without it" not in r.reason
+    assert "import torchish" in r.reason and "libsparseish.so.0" in r.reason
