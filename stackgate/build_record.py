@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import Field, ValidationError
 
 from stackgate.errors import BadInput
+from stackgate.files import read_json_file
 from stackgate.host.resources import GIB, HostResources
 from stackgate.model import StrictModel
 from stackgate.topology import Topology
@@ -22,6 +23,7 @@ RECORD_DIRNAME = "stackgate"
 RECORD_FILENAME = "build-record.json"
 RECORD_RELPATH = Path(RECORD_DIRNAME) / RECORD_FILENAME
 RECORD_SCHEMA_VERSION: Literal[1] = 1
+MAX_BUILD_RECORD_BYTES = 16 << 20
 
 # Where the topology that picked the env profile came from: --topology, or the host snapshot's
 # GPU inventory (NVML, or nvidia-smi when NVML cannot load), or nowhere (no profile).
@@ -176,17 +178,15 @@ def build_record_path(env: Path) -> Path:
 def read_build_record(env: Path) -> BuildRecord:
     """The env's build record; BadInput naming the file when it is missing or invalid."""
     path = build_record_path(env)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    if not path.exists():
         raise BadInput(
             f"{env}: no build record at {path}; was this environment built by "
             "`python -m builder build`?"
-        ) from None
-    except OSError as exc:
-        raise BadInput(f"{path}: unreadable build record: {exc}") from None
+        )
+    # Bounded, regular file only, duplicate keys refused (stackgate.files).
+    data = read_json_file(path, MAX_BUILD_RECORD_BYTES)
     try:
-        return BuildRecord.model_validate_json(text)
+        return BuildRecord.model_validate(data)
     except ValidationError as exc:
         problems = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
         raise BadInput(f"{path}: invalid build record", details=problems) from None

@@ -12,8 +12,11 @@ import importlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import cast
 
+from stackgate.build_record import build_record_path, read_build_record
+from stackgate.errors import BadInput
 from stackgate.validator_groups import MODULES, ORDER, ValidatorGroup
 from validators.context import GroupRunner, RunContext
 from validators.results import Report, Result, make_result
@@ -56,6 +59,16 @@ def apply_accepted(results: Sequence[Result], accepted: Mapping[str, str]) -> li
     return out
 
 
+def _recorded_tree(env: Path | None) -> str | None:
+    """The env's build-record tree hash, None without a readable one (the groups say why)."""
+    if env is None or not build_record_path(env).is_file():
+        return None
+    try:
+        return read_build_record(env).tree.sha256
+    except BadInput:
+        return None
+
+
 def run_pipeline(
     ctx: RunContext,
     groups: Sequence[ValidatorGroup],
@@ -69,6 +82,7 @@ def run_pipeline(
         stack=ctx.stack.manifest.name,
         manifest_sha256=hashlib.sha256(ctx.stack.path.read_bytes()).hexdigest(),
         env_path=str(ctx.env_path) if ctx.env_path else None,
+        env_tree_sha256=_recorded_tree(ctx.env_path),
         started_at=started,
     )
     stopped_by: str | None = None

@@ -44,6 +44,11 @@ class Report(BaseModel):
     stack: str
     manifest_sha256: str | None = None
     env_path: str | None = None
+    env_tree_sha256: str | None = Field(
+        default=None,
+        description="The tree hash in the env's build record when the run started: which build "
+        "the runs judged, even if the path (a `current` link) later names another.",
+    )
     started_at: str
     duration_s: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     groups_run: list[str] = Field(default_factory=list)

@@ -20,7 +20,9 @@ from validators.records.cli_args import add_run_argument, add_store_argument
 from validators.records.compose import compose_record, qualify
 from validators.records.fingerprint import target_mismatch
 from validators.records.json_files import export_records
+from validators.records.model import BuildFacts
 from validators.records.resolve import read_report
+from validators.records.run_set import run_set_problems
 from validators.records.store import RecordStore
 
 NAME = "mark-good"
@@ -77,8 +79,12 @@ def run(args: argparse.Namespace) -> int:
     if mismatch and not args.allow_host_mismatch:
         problems.extend(f"host: {m}" for m in mismatch)
     env = env_of(reports, args.env)
+    build: BuildFacts | None = None
     if env is None:
         problems.append("no environment: give --env (the reports name none)")
+    else:
+        build = read_build_facts(env, image_digest=args.image_digest)
+        problems.extend(run_set_problems(loaded.manifest.name, reports, env, build))
     if problems:
         if args.json:
             emit_json({"ok": False, "stack": loaded.manifest.name, "refused": problems})
@@ -86,8 +92,7 @@ def run(args: argparse.Namespace) -> int:
         for p in problems:
             console.print(f"  - {p}", markup=False, highlight=False)
         return EXIT_CHECK_FAILED
-    assert env is not None
-    build = read_build_facts(env, image_digest=args.image_digest)
+    assert env is not None and build is not None
     if build.env_tree_sha256 is None:
         raise BadInput(f"{env}: the build record has no env tree hash")
     if build.image_digest is None:

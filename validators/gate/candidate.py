@@ -18,6 +18,7 @@ from validators.records.build_facts import read_build_facts
 from validators.records.compose import compose_record
 from validators.records.fingerprint import fingerprint_for_run, probe_host
 from validators.records.model import BuildFacts, HostFingerprint, Record
+from validators.records.run_set import run_set_problems
 from validators.results import Report
 
 
@@ -54,6 +55,17 @@ def candidate_record(
     build = BuildFacts()
     if env_path is not None and build_record_path(env_path).is_file():
         build = read_build_facts(env_path, image_digest=image_digest)
+    problems = [
+        f"run {i} validated stack '{r.stack}', not '{loaded.manifest.name}'"
+        for i, r in enumerate(reports, start=1)
+        if r.stack != loaded.manifest.name
+    ]
+    problems += run_set_problems(loaded.manifest.name, reports, env_path, build)
+    if problems:
+        raise BadInput(
+            f"the candidate's runs cannot make one record of {loaded.manifest.name}",
+            details=problems,
+        )
     return compose_record(loaded, reports, build=build, host=host_of(reports), kind="candidate")
 
 

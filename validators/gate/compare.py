@@ -34,7 +34,14 @@ CheckStatus = Literal["OK", "FAILED", "NOT_RUN", "NEW", "SKIPPED", "NOT_HERE"]
 # INCOMPARABLE: a gated metric whose samples give no ratio (NaN, inf, zero, negative). Records
 # refuse such samples on read; this is the gate's own guard, so no path can turn "cannot
 # compare" into a pass.
+# Also INCOMPARABLE: finite samples whose means or interval are not finite (1e308 overflows the
+# mean to inf, and inf/inf is NaN: a NaN interval is neither below nor above 1, so it read as
+# SAME), and an "improvement" too large to be a measurement (a unit mix-up, a broken run).
 _FAILING_METRIC: frozenset[str] = frozenset({"REGRESSION", "MISSING", "TOO_FEW", "INCOMPARABLE"})
+# A candidate more than this many times better is not judged an improvement: a real upgrade
+# does not make a metric 100x better, a number in seconds where milliseconds were meant (1000x)
+# or a fabricated one does. Re-baseline (mark the candidate good) if it is real.
+IMPLAUSIBLE_RATIO = 100.0
 
 
 class MetricVerdict(StrictModel):
@@ -171,7 +178,13 @@ def compare_metric(
     candidate: list[float] | None,
     policy: GatePolicy,
     rng: np.random.Generator,
+    *,
+    baseline_runs: int | None = None,
+    candidate_runs: int | None = None,
 ) -> MetricVerdict:
+    """One metric's verdict. `*_runs`: how many validation runs the side's record merges; a
+    run may report several samples of a metric, but repeats inside one run are not the
+    independent runs the noise estimate needs, so the run count caps the n judged."""
     way = direction(key)
     tol = policy.tolerance_for(key)
     if not baseline:
@@ -195,6 +208,17 @@ def compare_metric(
             "refusing to guess",
             baseline_mean=_mean(baseline),
             candidate_mean=_mean(candidate),
+            n_baseline=len(baseline),
+            n_candidate=len(candidate or []),
+            tolerance=tol,
+        )
+    means = [_mean(baseline), _mean(candidate)] if candidate else [_mean(baseline)]
+    if way != "none" and any(m is None or not math.isfinite(m) for m in means):
+        return MetricVerdict(
+            key=key,
+            direction=way,
+            status="INCOMPARABLE",
+            reason="the samples overflow when averaged (a mean is not finite); refusing to guess",
             n_baseline=len(baseline),
             n_candidate=len(candidate or []),
             tolerance=tol,
@@ -246,10 +270,20 @@ def compare_metric(
             ),
         }
     )
+    if not all(math.isfinite(v) for v in (interval.ratio, interval.low, interval.high)):
+        return verdict(
+            "INCOMPARABLE",
+            f"the ratio or its interval is not finite ({interval.ratio}, [{interval.low}, "
+            f"{interval.high}]); refusing to guess",
+        )
     few = [
         f"{side} has {n} run{'s' if n != 1 else ''}"
-        for side, n in (("baseline", len(baseline)), ("candidate", len(candidate)))
-        if n < policy.min_repeats
+        + (f" ({samples} samples: repeats within a run are not runs)" if samples > n else "")
+        for side, samples, runs in (
+            ("baseline", len(baseline), baseline_runs),
+            ("candidate", len(candidate), candidate_runs),
+        )
+        if (n := samples if runs is None else min(samples, runs)) < policy.min_repeats
     ]
     if few:
         return verdict(
@@ -258,6 +292,13 @@ def compare_metric(
         )
     pct = f"{(interval.ratio - 1) * 100:+.1f}%"
     bounds = f"[{interval.low:.3f}, {interval.high:.3f}]"
+    if interval.ratio > IMPLAUSIBLE_RATIO:
+        return verdict(
+            "INCOMPARABLE",
+            f"{interval.ratio:.3g}x better is not a measurement (units? a broken run?); "
+            f"refusing to pass it (above {IMPLAUSIBLE_RATIO:g}x; mark the candidate good "
+            "on its own if it is real)",
+        )
     if interval.high < 1 - tol:
         return verdict(
             "REGRESSION",
@@ -284,7 +325,15 @@ def compare_metrics(
     measured_scopes |= {c.check for c in candidate.checks if c.status == "PASS"}
     out = []
     for k in keys:
-        verdict = compare_metric(k, baseline.metrics.get(k), candidate.metrics.get(k), policy, rng)
+        verdict = compare_metric(
+            k,
+            baseline.metrics.get(k),
+            candidate.metrics.get(k),
+            policy,
+            rng,
+            baseline_runs=baseline.runs,
+            candidate_runs=candidate.runs,
+        )
         if verdict.status == "MISSING" and parse_metric_key(k).scope not in measured_scopes:
             verdict = verdict.model_copy(
                 update={

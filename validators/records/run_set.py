@@ -1,0 +1,94 @@
+"""Which run reports may be merged into one record, with which env's build facts.
+
+A record says "these N runs of stack S on env E (tree T) on host H gave these numbers". Every
+part of that sentence is checked against the reports themselves, for mark-good and for the
+gate's candidate alike:
+
+- N: the same report given twice (`--run r.json --run r.json`) is one run, not two; eight
+  copies would pass the gate's eight-run minimum with a noise estimate of zero;
+- E/T: the env whose build facts the record carries must be the one the runs judged. A run
+  report keeps the tree hash of the env's build record when it started (`env_tree_sha256`),
+  so a `current` link moved to a new build between the runs and mark-good, or `--env` naming
+  another env, is caught; reports without it (older stackgate) are compared by resolved path;
+- S: an env built for another stack (its build record names it) is not this stack's env;
+- H: runs made on different hosts are not repeats of one measurement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from validators.records.fingerprint import diff_hosts, fingerprint_for_run, probe_host
+from validators.records.model import BuildFacts, HostFingerprint, content_sha256
+from validators.results import Report
+
+
+def _label(i: int, reports: Sequence[Report]) -> str:
+    return f"run {i}" if len(reports) > 1 else "the run"
+
+
+def duplicate_runs(reports: Sequence[Report]) -> list[str]:
+    seen: dict[str, int] = {}
+    out: list[str] = []
+    for i, report in enumerate(reports, start=1):
+        key = content_sha256(report.model_dump(mode="json"))
+        if key in seen:
+            out.append(
+                f"run {i} is run {seen[key]} again (the same report twice); repeated runs "
+                "must be separate validation runs"
+            )
+        else:
+            seen[key] = i
+    return out
+
+
+def env_mismatches(
+    stack: str, reports: Sequence[Report], env: Path | None, build: BuildFacts
+) -> list[str]:
+    """Why the env's build facts are not those of the env the runs judged ([] when they are)."""
+    out: list[str] = []
+    built_for = build.raw.get("stack")
+    if isinstance(built_for, str) and built_for != stack:
+        out.append(f"{env}: built for stack '{built_for}', not '{stack}'")
+    tree = build.env_tree_sha256
+    for i, report in enumerate(reports, start=1):
+        run = _label(i, reports)
+        if report.env_tree_sha256 is not None:
+            if tree is not None and report.env_tree_sha256 != tree:
+                out.append(
+                    f"{run} judged the env build with tree {report.env_tree_sha256[:16]}, "
+                    f"{env} holds tree {tree[:16]} (another build, or its `current` link "
+                    "moved since the run)"
+                )
+        elif report.env_path and env is not None:
+            judged = Path(report.env_path).resolve()
+            if judged != env.resolve():
+                out.append(f"{run} judged {judged}, not {env.resolve()}")
+    return out
+
+
+def run_set_problems(
+    stack: str, reports: Sequence[Report], env: Path | None, build: BuildFacts
+) -> list[str]:
+    """Every reason these reports cannot make one record with these build facts."""
+    problems = duplicate_runs(reports) + env_mismatches(stack, reports, env, build)
+    if sum(1 for r in reports if r.host) > 1:
+        problems += mixed_hosts(reports, probe_host())
+    return problems
+
+
+def mixed_hosts(reports: Sequence[Report], local: HostFingerprint) -> list[str]:
+    """Runs from different machines (or GPUs, drivers) are not repeats of one measurement."""
+    hosts = [(i, fingerprint_for_run(r.host, local)) for i, r in enumerate(reports, 1) if r.host]
+    out: list[str] = []
+    for i, host in hosts[1:]:
+        first_i, first = hosts[0]
+        fields = [
+            f"{d.field} {d.recorded} vs {d.here}"
+            for d in diff_hosts(first, host)
+            if d.impact != "info" or (d.field == "hostname" and "unknown" not in d.why)
+        ]
+        if fields:
+            out.append(f"run {i} was made on another host than run {first_i}: {'; '.join(fields)}")
+    return out
