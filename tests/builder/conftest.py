@@ -13,19 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.interpreter import PY_MINOR, base_python
 from tests.helpers.wheels import make_index, make_wheel
 
 ROOT = Path(__file__).resolve().parents[2]
-PY_MINOR = f"{sys.version_info.major}.{sys.version_info.minor}"
-
-
-def base_python() -> Path:
-    """The real interpreter under the test venv (uv builds envs from it)."""
-    for name in (f"python{PY_MINOR}", "python3", "python"):
-        candidate = Path(sys.base_prefix) / "bin" / name
-        if candidate.is_file():
-            return candidate
-    raise RuntimeError("no base interpreter found")
 
 
 @dataclass
@@ -46,12 +37,12 @@ class LocalStack:
     def lock(self, *extra: str, env: dict[str, str] | None = None
              ) -> subprocess.CompletedProcess[str]:
         return self.cli("lock", self.manifest, "--locks-dir", self.locks,
-                        "--python", str(base_python()), *extra, env=env)
+                        "--python", base_python(), *extra, env=env)
 
     def build_args(self, *extra: str | Path, python: str | None = None,
                    venvs: Path | None = None) -> list[str | Path]:
         return ["build", self.manifest, "--locks-dir", self.locks, "--venv-root",
-                venvs or self.venvs, "--python", python or str(base_python()), *extra]
+                venvs or self.venvs, "--python", python or base_python(), *extra]
 
     def build(self, *extra: str | Path, env: dict[str, str] | None = None
               ) -> subprocess.CompletedProcess[str]:

@@ -42,7 +42,7 @@ def test_without_overrides_the_upstream_pin_conflicts(local_stack: LocalStack) -
                               {"pypi": local_stack.pypi_url, "cuda": local_stack.cuda_url,
                                "kernel": local_stack.kernel_url}, overrides="")
     done = local_stack.cli("lock", manifest, "--locks-dir", local_stack.locks,
-                           "--python", str(base_python()))
+                           "--python", base_python())
     assert done.returncode == 2, done.stderr
     assert "no resolution" in done.stderr
     assert not (local_stack.locks / "localstack" / "uv.lock").exists()
@@ -120,7 +120,7 @@ def test_unreachable_index_exits_3_naming_it(local_stack: LocalStack) -> None:
     manifest = write_manifest(local_stack.root / "dead", "localstack",
                               {"pypi": local_stack.pypi_url, "cuda": dead,
                                "kernel": local_stack.kernel_url})
-    args = ["lock", manifest, "--locks-dir", local_stack.locks, "--python", str(base_python())]
+    args = ["lock", manifest, "--locks-dir", local_stack.locks, "--python", base_python()]
     online = {"UV_OFFLINE": ""}  # loopback only: the dead index is on 127.0.0.1
     done = local_stack.cli(*args, env=online)
     assert done.returncode == 3, done.stderr

@@ -33,7 +33,7 @@ def test_small_real_stack_lock_build_wheelhouse_offline(tmp_path: Path) -> None:
     manifest = tmp_path / "stacks" / "smoke.toml"
     manifest.parent.mkdir()
     manifest.write_text(text.replace('python = "3.12"', f'python = "{PY_MINOR}"'))
-    py = str(base_python())
+    py = base_python()
     common = ["--locks-dir", str(tmp_path / "locks")]
     lock = run_builder(["lock", manifest, *common, "--python", py], env=ONLINE)
     assert lock.returncode == 0, lock.stderr

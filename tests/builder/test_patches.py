@@ -123,7 +123,7 @@ required = ["host"]
 
 
 def _lock_and_build(root: Path, manifest: Path) -> tuple[subprocess.CompletedProcess[str], ...]:
-    py = str(base_python())
+    py = base_python()
     lock = run_builder(["lock", manifest, "--locks-dir", root / "locks", "--python", py])
     build = run_builder(["build", manifest, "--locks-dir", root / "locks", "--venv-root",
                          root / "envs", "--python", py, "--json"])
@@ -173,6 +173,6 @@ def test_patch_with_a_wrong_sha256_is_refused_before_anything(tmp_path: Path) ->
 def test_unreachable_git_source_exits_3_naming_the_package(tmp_path: Path) -> None:
     manifest = _stack(tmp_path, tmp_path / "no-such-repo", GOOD)
     done = run_builder(["lock", manifest, "--locks-dir", tmp_path / "locks", "--python",
-                        str(base_python())])
+                        base_python()])
     assert done.returncode == 3, done.stderr
     assert "git source of package 'demo'" in done.stderr and "--index-map demo=" in done.stderr

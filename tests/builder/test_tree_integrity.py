@@ -43,7 +43,7 @@ def test_same_lock_same_hash_cold_warm_two_roots_and_after_use(tmp_path: Path) -
     manifest.parent.mkdir()
     text = (ROOT / "tests/builder/data/smoke.toml").read_text()
     manifest.write_text(text.replace('python = "3.12"', f'python = "{PY_MINOR}"'))
-    py = str(base_python())
+    py = base_python()
     common = ["--locks-dir", str(tmp_path / "locks"), "--python", py, "--topology", "pcie"]
     assert run_builder(["lock", manifest, *common[:4]], env=ONLINE).returncode == 0
     cache = {"UV_CACHE_DIR": str(tmp_path / "fresh-uv-cache"), **ONLINE}

@@ -16,68 +16,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.wheels import make_index, make_wheel
+from tests.helpers.interpreter import base_python
+from tests.helpers.tiny_stack import Serving, tiny_index, tiny_manifest
 
 ROOT = Path(__file__).resolve().parents[2]
-PY_MINOR = f"{sys.version_info.major}.{sys.version_info.minor}"
 
 ENGINE = Path(__file__).resolve().parent / "node_engine.py"
 # Serve-bench on the synthetic server: a real process over real HTTP per node, small enough to
 # run a few nodes at once on two cores. n5 answers wrongly, n6 is 30% slower
 # (tests/fleet/node_engine.py).
-MANIFEST = """schema_version = 1
-name = "fleetsmoke"
-description = "two wheels made by the test; each node serves the synthetic engine"
-python = "{python}"
-
-[host]
-min_driver = "570"
-cuda = "12.8"
-target_archs = ["8.7"]
-
-[indexes.local]
-url = "{url}"
-explicit = false
-
-[packages.tinypkg]
-version = "1.0.0"
-index = "local"
-
-[packages.tinydep]
-version = "0.2.0"
-index = "local"
-
-[serving.main]
-engine = "openai-command"
-model_path = "synthetic"
-command = {command}
-load_timeout_s = 120
-hang_timeout_s = 120
-stop_grace_s = 5
-correctness_reference = "refs/main.json"
-
-[serving.main.bench]
-input_len = 16
-output_len = 16
-concurrencies = [1]
-rounds = 1
-single_stream_requests = 2
-request_timeout_s = 60
-
-[validation]
-required = ["static", "serve-bench"]
-serve_profile = "main"
-"""
+DESCRIPTION = "two wheels made by the test; each node serves the synthetic engine"
 FAULTY_NODE = "n5"
 SLOW_NODE = "n6"  # streams 30% slower: a lemon
-
-
-def base_python() -> str:
-    for name in (f"python{PY_MINOR}", "python3", "python"):
-        candidate = Path(sys.base_prefix) / "bin" / name
-        if candidate.is_file():
-            return str(candidate)
-    raise RuntimeError("no base interpreter found")
 
 
 @dataclass(frozen=True)
@@ -111,11 +61,7 @@ class FleetStack:
 def fleet_stack(tmp_path: Path) -> FleetStack:
     stacks = tmp_path / "stacks"
     stacks.mkdir()
-    wheels = [
-        make_wheel(tmp_path / "wheels", "tinypkg", "1.0.0", requires=["tinydep>=0.1"]),
-        make_wheel(tmp_path / "wheels", "tinydep", "0.2.0"),
-    ]
-    make_index(tmp_path / "index", wheels)
+    tiny_index(tmp_path)
     handler = functools.partial(
         http.server.SimpleHTTPRequestHandler, directory=str(tmp_path / "index")
     )
@@ -126,8 +72,10 @@ def fleet_stack(tmp_path: Path) -> FleetStack:
     command = [sys.executable, str(ENGINE), "--port", "{port}", "--model", "{served_model_name}"]
     command += ["--rate", "100", "--faulty-node", FAULTY_NODE]
     command += ["--slow-node", SLOW_NODE, "--slow-factor", "0.7"]
+    serving = Serving(command=command)
     (stacks / "fleetsmoke.toml").write_text(
-        MANIFEST.format(python=PY_MINOR, url=url, command=json.dumps(command))
+        tiny_manifest("fleetsmoke", url, description=DESCRIPTION,
+                      required=("static", "serve-bench"), serving=serving)
     )
     (stacks / "refs").mkdir()
     env = {

@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.fleet.conftest import FleetStack, base_python
+from tests.fleet.conftest import FleetStack
 from tests.fleet.slurm_cluster import SlurmCluster, slurm_cluster
+from tests.helpers.interpreter import base_python
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 

@@ -3,7 +3,6 @@ dir) and a tiny real stack served from a local index of wheels made on the spot.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -14,48 +13,9 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.build_records import write_hashed_sample_env
-from tests.helpers.wheels import make_index, make_wheel
+from tests.helpers.tiny_stack import tiny_index, tiny_manifest
 
 ROOT = Path(__file__).resolve().parents[2]
-# The stacks made here ask for the interpreter running the tests, so no other Python is needed.
-PY_MINOR = f"{sys.version_info.major}.{sys.version_info.minor}"
-
-
-def base_python() -> str:
-    """The real interpreter under the test venv (uv builds envs from it)."""
-    for name in (f"python{PY_MINOR}", "python3", "python"):
-        candidate = Path(sys.base_prefix) / "bin" / name
-        if candidate.is_file():
-            return str(candidate)
-    raise RuntimeError("no base interpreter found")
-
-
-TINY_MANIFEST = """schema_version = 1
-name = "{name}"
-description = "a tiny real stack: two wheels from a local index"
-python = "{python}"
-
-[host]
-min_driver = "570"
-cuda = "12.8"
-# An arch no lent or CI machine has (Jetson Orin): the host never matches the targets here.
-target_archs = ["8.7"]
-
-[indexes.local]
-url = "{url}"
-explicit = false
-
-[packages.tinypkg]
-version = "1.0.0"
-index = "local"
-
-[packages.tinydep]
-version = "0.2.0"
-index = "local"
-
-[validation]
-required = {required}
-"""
 
 
 @dataclass(frozen=True)
@@ -104,17 +64,10 @@ def project(tmp_path: Path) -> Iterator[Project]:
 def write_tiny_stack(
     project: Project, name: str = "tiny", required: tuple[str, ...] = ("static",)
 ) -> Path:
-    wheels = [
-        make_wheel(project.root / "wheels", "tinypkg", "1.0.0", requires=["tinydep>=0.1"]),
-        make_wheel(project.root / "wheels", "tinydep", "0.2.0"),
-    ]
-    url = make_index(project.root / "index", wheels)
+    url = tiny_index(project.root)
     path = project.stacks / f"{name}.toml"
-    path.write_text(
-        TINY_MANIFEST.format(
-            name=name, url=url, required=json.dumps(list(required)), python=PY_MINOR
-        )
-    )
+    description = "a tiny real stack: two wheels from a local index"
+    path.write_text(tiny_manifest(name, url, description=description, required=required))
     return path
 
 

@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 from stackgate.errors import EnvironmentProblem
-from tests.gate.conftest import ROOT, Project, base_python
+from tests.gate.conftest import ROOT, Project
 from tests.gate.synthetic_stack import write_synthetic_stack
+from tests.helpers.interpreter import base_python
 from validators.gate.candidate import parse_run_output
 
 PAIRS = "3"

@@ -9,7 +9,8 @@ import json
 import subprocess
 from pathlib import Path
 
-from tests.gate.conftest import Project, base_python, write_tiny_stack
+from tests.gate.conftest import Project, write_tiny_stack
+from tests.helpers.interpreter import base_python
 from tests.helpers.wheels import make_index, make_wheel
 
 

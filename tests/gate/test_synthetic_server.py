@@ -14,8 +14,9 @@ import json
 
 import pytest
 
-from tests.gate.conftest import Project, base_python
+from tests.gate.conftest import Project
 from tests.gate.synthetic_stack import write_synthetic_stack
+from tests.helpers.interpreter import base_python
 
 RATE_BOUND = (
     "serve-bench.single_stream/single_stream_decode_tok_s",

@@ -23,10 +23,9 @@ from stackgate.containers.base import KEEP_ENV
 from stackgate.containers.buildah import StorageConfig
 from stackgate.layout import LockFiles
 from stackgate.loading import LoadedStack, load_stack
+from tests.helpers.interpreter import PY_MINOR
 from tests.helpers.wheels import make_index, make_wheel
 from tests.images.localbase import LocalImage, make_base_image, make_uv_image
-
-PY_MINOR = f"{sys.version_info.major}.{sys.version_info.minor}"
 
 TINY_MANIFEST = """\
 schema_version = 1
