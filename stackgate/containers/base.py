@@ -58,13 +58,17 @@ def gpu_args(engine: Literal["podman", "docker"]) -> list[str]:
     return ["--gpus", "all"] if engine == "docker" else ["--device", CDI_ALL_GPUS]
 
 
+def mount_target(inside: str) -> tuple[str, Literal["ro", "rw"]]:
+    """A container path of RunSpec.mounts and its mode: read-only unless it ends in ':rw'."""
+    return inside.removesuffix(":rw"), "rw" if inside.endswith(":rw") else "ro"
+
+
 def volume_flags(mounts: Mapping[str, str] | None) -> list[str]:
-    """host -> container path mounts as --volume flags: read-only unless the container path
-    ends in ':rw'."""
+    """host -> container path mounts as --volume flags (modes as mount_target reads them)."""
     flags: list[str] = []
     for host, inside in (mounts or {}).items():
-        mode = "rw" if inside.endswith(":rw") else "ro"
-        flags += ["--volume", f"{host}:{inside.removesuffix(':rw')}:{mode}"]
+        path, mode = mount_target(inside)
+        flags += ["--volume", f"{host}:{path}:{mode}"]
     return flags
 
 
@@ -79,6 +83,14 @@ class RunSpec:
     timeout: float | None = None
     network: Network = "host"
     mounts: Mapping[str, str] = field(default_factory=dict)
+
+
+def mount_and_env_flags(spec: RunSpec) -> list[str]:
+    """The --volume and --env flags of a run, as buildah run and podman run both take them."""
+    flags = volume_flags(spec.mounts)
+    for key, value in spec.env.items():
+        flags += ["--env", f"{key}={value}"]
+    return flags
 
 
 @dataclass(frozen=True)

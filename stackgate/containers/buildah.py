@@ -29,8 +29,8 @@ from stackgate.containers.base import (
     container_name,
     gpu_args,
     keep_containers,
+    mount_and_env_flags,
     parse_version,
-    volume_flags,
 )
 from stackgate.errors import CommandFailed, EnvironmentProblem, ToolNotFound
 
@@ -190,9 +190,7 @@ class Buildah(_ContainersEngine):
                 f"buildah from {spec.image} failed", details=made.stderr.strip().splitlines()[-10:]
             )
         try:
-            cli: list[str | Path] = ["run", "--isolation", "chroot", *volume_flags(spec.mounts)]
-            for key, value in spec.env.items():
-                cli += ["--env", f"{key}={value}"]
+            cli: list[str | Path] = ["run", "--isolation", "chroot", *mount_and_env_flags(spec)]
             return self._run_cli(self._cli(*cli, container, "--", *spec.argv), spec, container)
         finally:
             if not keep_containers():
@@ -224,9 +222,7 @@ class Podman(_ContainersEngine):
         cli: list[str | Path] = ["run", "--name", container, f"--network={spec.network}"]
         cli += [] if keep_containers() else ["--rm"]
         cli += gpu_args("podman") if spec.gpus else []  # CDI: nvidia-ctk cdi generate
-        cli += volume_flags(spec.mounts)
-        for key, value in spec.env.items():
-            cli += ["--env", f"{key}={value}"]
+        cli += mount_and_env_flags(spec)
         return self._run_cli(self._cli(*cli, spec.image, *spec.argv), spec, container)
 
     def probe_version(self) -> str:

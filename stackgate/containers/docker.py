@@ -32,6 +32,7 @@ from stackgate.containers.base import (
     container_name,
     context_tar,
     keep_containers,
+    mount_target,
     parse_version,
 )
 from stackgate.errors import BadInput, CommandFailed, EnvironmentProblem
@@ -204,13 +205,10 @@ class DockerEngine(ContainerEngine):
         argv = [str(a) for a in spec.argv]
         container = container_name()
         requests = [DeviceRequest(count=-1, capabilities=[["gpu"]])] if spec.gpus else []
-        volumes = {
-            host: {
-                "bind": inside.removesuffix(":rw"),
-                "mode": "rw" if inside.endswith(":rw") else "ro",
-            }
-            for host, inside in spec.mounts.items()
-        }
+        volumes = {}
+        for host, inside in spec.mounts.items():
+            path, mode = mount_target(inside)
+            volumes[host] = {"bind": path, "mode": mode}
         try:
             run = self.client.containers.create(
                 spec.image,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from stackgate.containers.base import CDI_ALL_GPUS, ENGINES, RunSpec, gpu_args
+from stackgate.containers.base import CDI_ALL_GPUS, ENGINES, RunSpec, gpu_args, mount_target
 from stackgate.containers.buildah import Podman, StorageConfig
 from stackgate.containers.docker import docker_socket_problem
 from stackgate.containers.run import ENV_PYTHON, TOOL_PYTHON, run_in_image
@@ -16,6 +16,12 @@ from stackgate.errors import EnvironmentProblem
 def test_gpu_flags_per_engine() -> None:
     assert gpu_args("docker") == ["--gpus", "all"]
     assert gpu_args("podman") == ["--device", "nvidia.com/gpu=all"] == ["--device", CDI_ALL_GPUS]
+
+
+def test_mounts_are_read_only_unless_marked_rw() -> None:
+    """The one reading of RunSpec.mounts that the CLI engines' --volume and docker's binds use."""
+    assert mount_target("/models") == ("/models", "ro")
+    assert mount_target("/out:rw") == ("/out", "rw")
 
 
 def test_layout_is_stable() -> None:
