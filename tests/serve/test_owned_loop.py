@@ -23,17 +23,21 @@ pytestmark = pytest.mark.timeout(60)
 
 @pytest.fixture
 def outside() -> Iterator[list[int]]:
-    """A recording SIGTERM handler for the time around run_owned; restored afterwards."""
+    """A recording SIGTERM handler for the time around run_owned, and Python's own SIGINT
+    handler (a shell's `cmd &` starts Python with SIGINT ignored, which run_owned rightly keeps
+    ignored); both restored afterwards."""
     seen: list[int] = []
 
     def record(signum: int, frame: FrameType | None) -> None:
         seen.append(signum)
 
-    saved = signal.signal(signal.SIGTERM, record)
+    saved_term = signal.signal(signal.SIGTERM, record)
+    saved_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield seen
     finally:
-        signal.signal(signal.SIGTERM, saved)
+        signal.signal(signal.SIGTERM, saved_term)
+        signal.signal(signal.SIGINT, saved_int)
 
 
 def _kill_self_soon(sig: int = signal.SIGTERM, times: int = 1) -> None:
