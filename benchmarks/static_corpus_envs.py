@@ -97,6 +97,22 @@ ENVS: tuple[CorpusEnv, ...] = (
     CorpusEnv("ort-gpu", ("onnxruntime-gpu==1.31.1",), note="no CUDA libraries installed"),
     CorpusEnv("ort-gpu-cuda", ("onnxruntime-gpu[cuda,cudnn]==1.31.1",)),
     CorpusEnv("jax-cuda12", ("jax[cuda12]==0.12.0.1",), note="nvidia-*-cu12 wheels, no torch"),
+    CorpusEnv(
+        "nvidia-cu13-only",
+        (
+            "nvidia-cudnn-cu13",
+            "nvidia-cusolver",
+            "nvidia-cusparse",
+            "nvidia-cufft",
+            "nvidia-curand",
+            "nvidia-nccl-cu13",
+            "nvidia-nvshmem-cu13",
+            "nvidia-cusparselt-cu13",
+            "nvidia-cuda-nvrtc",
+            "nvidia-cuda-cupti",
+        ),
+        note="CUDA 13 library wheels alone, no torch",
+    ),
     CorpusEnv("vllm0300", ("vllm==0.30.0",), note="torch 2.13.0"),
     CorpusEnv("sglang0515", ("sglang==0.5.15",), note="torch 2.11.0, cu13 wheels"),
     CorpusEnv(

@@ -3,7 +3,8 @@
 Ground truth: benchmarks/static_truth.py (every object loaded for real, after `import torch`,
 every distribution's top-level packages imported), stored per env in
 benchmarks/results/static_corpus/truth/<env>.json. Prediction: the static group, in process,
-(a) static only (--no-confirm), (b) default (static + confirming loads), (c) --deep (optional).
+(a) static only (--no-confirm), (b) default (static + confirming loads), (c) --deep (optional), (d) `lock`: the pre-install verdict on the same env's uv.lock
+(`static_corpus_envs.py lock NAME`; needs the network or a warm facts cache).
 
 A distribution is broken in truth when one of its objects fails to load with an ABI error
 (undefined symbol, version not found) or crashes the process, or importing its top-level
@@ -11,7 +12,7 @@ package crashes or fails with such an error (or on an absent library). It is pre
 when its `static.abi.*` result is FAIL. Objects are compared the same way: truth abi/crash vs
 the FAIL results' evidence["failing_objects"].
 
-    python benchmarks/static_precision.py [--envs a,b] [--deep] [--out benchmarks/results/static_precision.json]
+    python benchmarks/static_precision.py [--envs a,b] [--modes static,confirm,deep,lock] [--out ...]
 """
 
 from __future__ import annotations
@@ -65,6 +66,12 @@ def truth_sets(data: dict, torch: tuple[int, int] | None) -> tuple[set[str], set
                 not msg["ok"] and any(k in error for k in _ABI)
             ):
                 broken_pkgs.add(label)
+    # an object that cannot open a library is broken when its package is (torch's
+    # libtorch_cuda.so after `pip uninstall nvidia-cusparselt-cu12`); in a package that
+    # imports it is an optional backend (nvshmem's MPI bootstrap) and left out either way
+    for path, o in data["objects"].items():
+        if o["status"] == "missing-lib" and o.get("package") in broken_pkgs:
+            broken_objs.add(path)
     return broken_pkgs, broken_objs
 
 
@@ -96,6 +103,43 @@ def predict(env: Path, options: AbiOptions) -> tuple[dict, float, float]:  # typ
                 "status": r.status,
                 "reason": r.reason[:600],
                 "failing_objects": r.evidence.get("failing_objects", []),
+                "severity": r.evidence.get("severity"),
+            }
+    return pkgs, wall, cpu
+
+
+def predict_lock(name: str) -> tuple[dict, float, float]:  # type: ignore[type-arg]
+    """The pre-install verdict on the env's uv.lock (static_corpus_envs.py lock NAME), with
+    the failing objects' virtual paths mapped onto the installed env's."""
+    from validators.lockcheck.check import LockInputs, find_interpreter, run_lock_check
+    from validators.lockcheck.facts_cache import FactsCache, default_root
+    from validators.lockcheck.lock_wheels import read_lock
+
+    lock = CORPUS / "locks" / name / "uv.lock"
+    wall, cpu = time.perf_counter(), _cpu()
+    wheels = read_lock(lock)
+    results, _ = run_lock_check(
+        LockInputs(
+            lock=lock,
+            wheels=wheels,
+            cache=FactsCache(default_root()),
+            interpreter=find_interpreter(wheels.python),
+        )
+    )
+    wall, cpu = time.perf_counter() - wall, _cpu() - cpu
+    site = next((CORPUS / name).glob("lib/python3*/site-packages"), CORPUS / name)
+
+    def installed(path: str) -> str:
+        rel = path.split("site-packages/", 1)
+        return str(site / rel[1]) if len(rel) == 2 else path
+
+    pkgs: dict[str, dict] = {}  # type: ignore[type-arg]
+    for r in results:
+        if r.check.startswith("static.abi.") and r.check not in ("static.abi.summary",):
+            pkgs[r.check] = {
+                "status": r.status,
+                "reason": r.reason[:600],
+                "failing_objects": [installed(o) for o in r.evidence.get("failing_objects", [])],
                 "severity": r.evidence.get("severity"),
             }
     return pkgs, wall, cpu
@@ -155,7 +199,11 @@ def main() -> int:
         torch = env_torch(CORPUS / name)
         entry["truth_broken_packages"] = sorted(truth_sets(truth, torch)[0])
         for mode in args.modes.split(","):
-            pred, wall, cpu = predict(CORPUS / name, modes[mode])
+            if mode == "lock" and not (CORPUS / "locks" / name / "uv.lock").is_file():
+                continue  # an uninstall cannot be written as a lock
+            pred, wall, cpu = (
+                predict_lock(name) if mode == "lock" else predict(CORPUS / name, modes[mode])
+            )
             s = score(truth, pred, torch)
             entry[mode] = {
                 "wall_s": round(wall, 2),

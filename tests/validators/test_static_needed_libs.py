@@ -65,6 +65,21 @@ def _vision_on(site: Path, core: Path) -> Path:
     return plugin
 
 
+def _leaf_backend(tmp_path: Path) -> None:
+    """ortish/capi/libprovider_trt.so needing libsparseish.so.0: a provider nothing links."""
+    sparse = elf_env.gcc(
+        tmp_path / "build" / "libsparseish.so.0", SPARSE_C, "-Wl,-soname,libsparseish.so.0"
+    )
+    site = elf_env.new_env(tmp_path / "env")
+    provider = elf_env.gcc(
+        site / "ortish" / "capi" / "libprovider_trt.so",
+        "extern int sparse_fn(void);\nint trt(void){return sparse_fn();}\n",
+        f"-L{sparse.parent}",
+        "-l:libsparseish.so.0",
+    )
+    _package(site, "ortish", [provider])
+
+
 def test_absent_library_below_another_package_is_not_optional(tmp_path: Path) -> None:
     site = elf_env.new_env(tmp_path / "env")
     core = _core_needing_absent(site, tmp_path / "build")
@@ -99,16 +114,7 @@ def test_absent_library_of_an_optional_backend_stays_a_warning(tmp_path: Path) -
     """The same absent library under a leaf plugin nothing else needs and no requirement
     names (bitsandbytes' ROCm builds, onnxruntime's TensorRT provider): WARN, and the
     package's import is tried for real."""
-    build = tmp_path / "build"
-    sparse = elf_env.gcc(build / "libsparseish.so.0", SPARSE_C, "-Wl,-soname,libsparseish.so.0")
-    site = elf_env.new_env(tmp_path / "env")
-    provider = elf_env.gcc(
-        site / "ortish" / "capi" / "libprovider_trt.so",
-        "extern int sparse_fn(void);\nint trt(void){return sparse_fn();}\n",
-        f"-L{sparse.parent}",
-        "-l:libsparseish.so.0",
-    )
-    _package(site, "ortish", [provider])
+    _leaf_backend(tmp_path)
     r = _static(tmp_path / "env")["static.abi.ortish"]
     assert r.status == "PASS", r.reason
     assert r.evidence["severity"] == "WARN" and "not optional" not in r.reason
@@ -127,3 +133,13 @@ def test_optional_looking_library_the_import_fails_on_is_not_called_optional(
     assert r.reason.startswith("torchish 1.0: DT_NEEDED libraries found neither")
     assert "imports without it" not in r.reason
     assert "import torchish" in r.reason and "libsparseish.so.0" in r.reason
+
+
+def test_warning_says_what_was_seen(tmp_path: Path) -> None:
+    """'imports without it' only where an import ran; statically, the grounds of the WARN."""
+    _leaf_backend(tmp_path)
+    loaded = _static(tmp_path / "env")["static.abi.ortish"].reason
+    assert "import ortish works without it" in loaded
+    quiet = _static(tmp_path / "env", confirm=False)["static.abi.ortish"].reason
+    assert quiet.startswith("WARN: optional:") and "works without it" not in quiet
+    assert "no other package's objects need it" in quiet

@@ -277,11 +277,18 @@ def _package_result(
     if v.takes_down:
         fails.append(f"takes down with it: {', '.join(sorted(v.takes_down))}")
     if v.optional_sonames and not needed_after_all:
+        # say what was seen: a load only where one ran (not with --no-confirm, not on a lock)
+        imported = [r.step.name for r in v.loads if r.step.kind == "import" and r.outcome == "ok"]
+        seen = (
+            f"; import {', '.join(imported)} works without it"
+            if imported
+            else "; no other package's objects need it and no requirement of the package is "
+            "missing"
+        )
         warns.append(
             "optional: "
             + _sonames_reason(v.label, v.optional_sonames, have)
-            + " (an optional dependency or a host-library backend; the package imports "
-            "without it)"
+            + f" (an optional dependency or a host-library backend{seen})"
         )
     soname_lists = [*v.needed_sonames, *v.optional_sonames, *v.variant_sonames]
     if soname_lists:
