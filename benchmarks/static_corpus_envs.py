@@ -113,6 +113,11 @@ ENVS: tuple[CorpusEnv, ...] = (
         ),
         note="CUDA 13 library wheels alone, no torch",
     ),
+    CorpusEnv(
+        "cupy-ct2-faiss",
+        ("cupy-cuda12x==14.2.0", "ctranslate2==4.8.5", "faiss-gpu-cu12==1.14.1.post1"),
+        note="CUDA users without torch: libraries found through cuda-pathfinder / nvidia wheels",
+    ),
     CorpusEnv("vllm0300", ("vllm==0.30.0",), note="torch 2.13.0"),
     CorpusEnv("sglang0515", ("sglang==0.5.15",), note="torch 2.11.0, cu13 wheels"),
     CorpusEnv(

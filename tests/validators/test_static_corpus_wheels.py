@@ -5,7 +5,9 @@ torch 2.9.1 from PyPI (+cu128) with, installed --no-deps as a user forcing the p
   torch::autograd::Node::name() const, gone from 2.9.1 -> FAIL, confirmed by a load;
 - torchvision 0.23.0 (built for torch 2.8): every symbol resolves, `import torchvision`
   dies with SIGSEGV in a static initialiser -> FAIL "crashes at load";
-- numba (tbbpool needs libtbb.so.12 from the optional tbb) -> WARN, never FAIL.
+- numba (tbbpool needs libtbb.so.12 from the optional tbb) -> WARN, never FAIL;
+- torchvision 0.24.1 after `pip uninstall nvidia-cusparselt-cu12` -> torch FAIL statically
+  (libcusparseLt.so.0 is below torchvision and torch requires the wheel), not "optional".
 Envs are uv installs (~4 GB, hardlinked from the uv cache) under ~/.cache/stackgate/abi-envs.
 """
 
@@ -22,6 +24,7 @@ from builder.python_finder import find_python
 from stackgate.errors import EnvironmentProblem
 from tests.helpers.cache_lock import cache_lock
 from validators.results import Result
+from validators.static.abi_results import AbiOptions
 from validators.static.group import StaticInputs, run_static
 
 pytestmark = [pytest.mark.network, pytest.mark.slow, pytest.mark.timeout(2400)]
@@ -31,7 +34,9 @@ CACHE = Path(
 )
 
 
-def corpus_env(name: str, install: list[str], forced: list[str]) -> Path:
+def corpus_env(
+    name: str, install: list[str], forced: list[str], uninstall: tuple[str, ...] = ()
+) -> Path:
     env = CACHE / name
     with cache_lock(env):
         if (env / ".complete").is_file():
@@ -55,6 +60,7 @@ def corpus_env(name: str, install: list[str], forced: list[str]) -> Path:
                 if forced
                 else []
             ),
+            *([[uv, "pip", "uninstall", "-q", "--python", py, *uninstall]] if uninstall else []),
         ):
             done = subprocess.run(argv, capture_output=True, text=True, env=vars_, timeout=1800)
             if done.returncode != 0:
@@ -63,8 +69,9 @@ def corpus_env(name: str, install: list[str], forced: list[str]) -> Path:
     return env
 
 
-def _abi(env: Path) -> dict[str, Result]:
-    return {r.check: r for r in run_static(StaticInputs(env_path=env)) if "abi" in r.check}
+def _abi(env: Path, **abi: bool) -> dict[str, Result]:
+    inputs = StaticInputs(env_path=env, abi=AbiOptions(**abi))
+    return {r.check: r for r in run_static(inputs) if "abi" in r.check}
 
 
 def test_torchvision_0_21_plugin_break_is_found_and_confirmed() -> None:
@@ -94,3 +101,22 @@ def test_optional_tbb_is_a_warning() -> None:
     assert all(r.status != "FAIL" for r in results.values()), {
         k: r.reason[:200] for k, r in results.items() if r.status == "FAIL"
     }
+
+
+def test_uninstalled_library_wheel_is_a_missing_dependency_not_optional() -> None:
+    env = corpus_env(
+        "t291-tv0241-no-cusparselt",
+        ["torch==2.9.1", "torchvision==0.24.1"],
+        [],
+        uninstall=("nvidia-cusparselt-cu12",),
+    )
+    results = _abi(env, confirm=False)
+    torch = results["static.abi.torch"]
+    assert torch.status == "FAIL", torch.reason
+    first = torch.reason.split(" | ")[0]
+    assert "libcusparseLt.so.0" in first and "libtorch_cuda.so is below torchvision" in first
+    assert "requires nvidia-cusparselt-cu12==0.7.1, not installed" in first
+    assert "takes down with it: torchvision 0.24.1" in torch.reason
+    assert results["static.abi.torchvision"].status == "FAIL"
+    loaded = _abi(env)["static.abi.torch"]
+    assert "confirmed by a load" in loaded.reason and "libcusparseLt.so.0" in loaded.reason
