@@ -33,9 +33,9 @@ class CorpusEnv:
     name: str
     install: tuple[str, ...]  # resolved together
     forced: tuple[str, ...] = ()  # installed afterwards with --no-deps
-    uninstall: tuple[str, ...] = ()  # removed afterwards (a user's `pip uninstall`)
     expect: str = "healthy"  # what the issue says; the ground truth comes from real loads
     note: str = ""
+    uninstall: tuple[str, ...] = ()  # removed afterwards (a user's `pip uninstall`)
 
 
 ENVS: tuple[CorpusEnv, ...] = (
@@ -140,6 +140,13 @@ ENVS: tuple[CorpusEnv, ...] = (
         ("torchaudio==2.11.0",),
         "broken?",
         "torchaudio built for torch 2.11 beside torch 2.10.0",
+    ),
+    CorpusEnv(
+        "ta211-t213",
+        ("torch==2.13.0",),
+        ("torchaudio==2.11.0",),
+        "healthy?",
+        "torchaudio 2.11 (abi3, torch's stable C ABI) beside a newer torch 2.13.0",
     ),
     CorpusEnv(
         "t291-tv0241-no-cusparselt",
