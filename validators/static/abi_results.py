@@ -279,12 +279,8 @@ def _package_result(
     if v.optional_sonames and not needed_after_all:
         # say what was seen: a load only where one ran (not with --no-confirm, not on a lock)
         imported = [r.step.name for r in v.loads if r.step.kind == "import" and r.outcome == "ok"]
-        seen = (
-            f"; import {', '.join(imported)} works without it"
-            if imported
-            else "; no other package's objects need it and no requirement of the package is "
-            "missing"
-        )
+        grounds = "no other package's objects need it and no requirement of the package is missing"
+        seen = f"; import {', '.join(imported)} works without it" if imported else f"; {grounds}"
         warns.append(
             "optional: "
             + _sonames_reason(v.label, v.optional_sonames, have)
