@@ -1,8 +1,9 @@
 """Build a stack's locked environment: exactly the lock, all or nothing, never touching the
 previous environment.
 
-Order (each step timed and recorded): read the lock (stale -> exit 2), find the interpreter
-(absent -> exit 3), plan compile jobs, choose the topology, take the stack's build lock and
+Order (each step timed and recorded): read the lock (stale -> exit 2) and check the patches'
+sha256, find the interpreter (absent -> exit 3) and check --base-site against its X.Y (every
+input check is done here, before anything is created), plan compile jobs, choose the topology, take the stack's build lock and
 remove leftovers of killed builds, fetch and patch source packages (a patch that does not
 apply -> exit 2 before any venv exists), create `<env>.partial`, install the lock frozen with
 hashes, build the source packages, apply the environment profile, verify the installed set
@@ -91,6 +92,18 @@ class BuildOutcome:
     removed_partials: list[Path]
     log: Path
     lock_wait_s: float
+
+
+@dataclass(frozen=True)
+class _Checked:
+    """The inputs, checked before anything is created: the lock, the interpreter, the source
+    packages with their patches' hashes verified, the --base-site folder (resolved)."""
+
+    state: LockState
+    python: Interpreter
+    sources: list[patches.SourcePackage]
+    patch_records: list[PatchRecord]
+    base_site: Path | None
 
 
 class Reporter:
@@ -274,10 +287,20 @@ class _Build:
     def run(self) -> BuildOutcome:
         loaded, opts, layout, timer = self.loaded, self.options, self.layout, self.timer
         manifest = loaded.manifest
-        with timer.step("lock", "reading the lock"):
+        # Every input check runs before anything is created, fetched or locked: bad input
+        # (exit 2) leaves the venv root exactly as it was.
+        with timer.step("lock", "reading the lock and checking the patches it needs"):
             state = read_lock(loaded, lock_files(manifest.name, opts.locks_root))
+            sources = patches.source_packages(loaded, state)
+            patch_records = [r for pkg in sources for r in patches.verify_patch_hashes(pkg)]
         with timer.step("python", f"finding Python {manifest.python}"):
             python: Interpreter = find_python(manifest.python, opts.python)
+            # Needs the interpreter's X.Y; checked here, not after the install.
+            base = (
+                base_site.check_base_site(opts.base_site, python.version)
+                if opts.base_site is not None
+                else None
+            )
         with timer.step("plan", "planning compile jobs"):
             history = read_history(layout.stack_dir)
             plan = plan_jobs(
@@ -310,7 +333,8 @@ class _Build:
                         details=damage,
                     )
                 final = _repair_name(final)
-            return self._build(state, final, python, plan, choice, profile, removed, waited)
+            checked = _Checked(state, python, sources, patch_records, base)
+            return self._build(checked, final, plan, choice, profile, removed, waited)
 
     def _pick_env(
         self, state: LockState, choice: TopologyChoice, profile: dict[str, str]
@@ -356,9 +380,8 @@ class _Build:
 
     def _build(
         self,
-        state: LockState,
+        checked: _Checked,
         final: Path,
-        python: Interpreter,
         plan: JobPlan,
         choice: TopologyChoice,
         profile: dict[str, str],
@@ -366,18 +389,15 @@ class _Build:
         waited: float,
     ) -> BuildOutcome:
         loaded, opts, layout, timer = self.loaded, self.options, self.layout, self.timer
+        state, python = checked.state, checked.python
         partial = final.with_name(final.name + PARTIAL_SUFFIX)
         src_root = final.with_name(final.name + ".src" + PARTIAL_SUFFIX)
         self.log.parent.mkdir(parents=True, exist_ok=True)
         self.log.write_text("", encoding="utf-8")
         try:
-            with timer.step("sources", "checking patches and fetching sources"):
-                sources = patches.source_packages(loaded, state)
-                patch_records: list[PatchRecord] = []
+            with timer.step("sources", "fetching sources and applying patches"):
                 trees: list[tuple[patches.SourcePackage, Path]] = []
-                for pkg in sources:
-                    patch_records += patches.verify_patch_hashes(pkg)
-                for pkg in sources:
+                for pkg in checked.sources:
                     repo = patches.checkout(pkg, src_root / pkg.name)
                     patches.check_and_apply(pkg, repo)
                     trees.append((pkg, patches.build_dir(pkg, repo)))
@@ -432,10 +452,9 @@ class _Build:
             with timer.step("verify", "comparing installed packages with the lock"):
                 installed = self._verify(env_python, state)
             layered = None
-            if opts.base_site is not None:
-                with timer.step("layer", f"appending {opts.base_site} through a .pth"):
-                    folder = base_site.check_base_site(opts.base_site, python.version)
-                    layered = base_site.layer(partial, folder)
+            if checked.base_site is not None:
+                with timer.step("layer", f"appending {checked.base_site} through a .pth"):
+                    layered = base_site.layer(partial, checked.base_site)
             with timer.step("hash", "hashing the installed files"):
                 with DigestCache() as cache:
                     listed = compute_tree(partial, own_paths=(partial, final), cache=cache)
@@ -473,7 +492,7 @@ class _Build:
                     peak_rss_bytes=self.watch.peak_total_rss or None,
                     peak_rss_per_job_bytes=self.watch.peak_job_rss or None,
                     watchdog_pauses=self.watch.pauses,
-                    patches=patch_records,
+                    patches=checked.patch_records,
                     packages=installed,
                     base_site=layered,
                     tree=tree,

@@ -29,7 +29,7 @@ from pydantic import ValidationError
 
 from stackgate import proc
 from stackgate.build_record import BuildRecord
-from stackgate.errors import CommandFailed, StackgateError
+from stackgate.errors import EXIT_BAD_INPUT, BadInput, CommandFailed, StackgateError
 from stackgate.loading import load_stack
 from stackgate.paths import project_root, stacks_dir
 from validators.env_verify import recheck_env
@@ -258,6 +258,16 @@ def _build(record: Record, sources: Sources, options: ReproduceOptions) -> dict[
         data = json.loads(done.stdout)
     except json.JSONDecodeError:
         data = {}
+    if done.returncode == EXIT_BAD_INPUT:
+        # The builder refuses bad input before it creates anything: an option given to
+        # reproduce (--index-map, --venv-root, --python ...) or the record's manifest/lock.
+        # That is exit 2 here as well, not a FAILED reproduction.
+        message = data.get("error") if isinstance(data, dict) else None
+        tail = [line for line in done.stderr.splitlines() if line.strip()][-8:]
+        raise BadInput(
+            f"the builder refused its input: {message or (tail[-1] if tail else 'no message')}",
+            details=tail,
+        )
     if done.returncode != 0 or not isinstance(data, dict) or not data.get("ok"):
         message = data.get("error") if isinstance(data, dict) else None
         raise CommandFailed(
@@ -307,6 +317,8 @@ def reproduce(
             outcome.notes += sources.notes
             with _timed(outcome, "build"):
                 built = _build(record, sources, options)
+        except BadInput:
+            raise
         except StackgateError as exc:
             outcome.fail(f"build: {exc.message}")
             outcome.notes += exc.details[-5:]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from pathlib import Path
 
 from builder.image.build import ImageRequest, build_image, prepare
@@ -77,12 +78,55 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+# An image name as the OCI distribution grammar has it: [host[:port]/]path[:tag], lower-case
+# path components (github.com/distribution/reference, grammar in reference.go).
+_LABEL = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
+_HOST = rf"{_LABEL}(?:\.{_LABEL})*"
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_TAG = re.compile(
+    rf"^(?:{_HOST}(?::[0-9]+)?/)?{_COMPONENT}(?:/{_COMPONENT})*(?::[\w][\w.-]{{0,127}})?\Z"
+)
+
+
+def _tag(value: str | None) -> str | None:
+    """--tag checked now: the engine would only refuse it after the whole build."""
+    if value is None:
+        return None
+    if len(value) > 255 or not _TAG.match(value):
+        raise BadInput(
+            f"--tag '{value}': not an image name; write [HOST[:PORT]/]NAME[:TAG] with a "
+            "lower-case NAME (e.g. localhost/stackgate-cu130:test)"
+        )
+    return value
+
+
 def _output(value: str | None) -> Path | None:
+    """--output checked now (the archive is written after the whole build)."""
     if value is None:
         return None
     if not value.startswith("oci-archive:"):
         raise BadInput(f"--output '{value}': write it as oci-archive:PATH")
-    return Path(value.removeprefix("oci-archive:")).resolve()
+    raw = value.removeprefix("oci-archive:")
+    if not raw:
+        raise BadInput(f"--output '{value}': no PATH after oci-archive:")
+    path = Path(raw).resolve()
+    if path.is_dir():
+        raise BadInput(f"--output '{value}': {path} is a folder; name the archive file")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise BadInput(f"--output '{value}': {parent} is not a folder")
+            break
+    return path
+
+
+def _render_target(value: str | None) -> Path | None:
+    if value is None:
+        return None
+    target = Path(value)
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise BadInput(f"--render {value}: the folder is not empty")
+    return target
 
 
 def _ca_bundle(value: str | None) -> Path | None:
@@ -115,7 +159,7 @@ def request_from(args: argparse.Namespace) -> ImageRequest:
     )
     return ImageRequest(
         engine=args.engine,
-        tag=args.tag,
+        tag=_tag(args.tag),
         output=_output(args.output),
         check_reproducible=args.check_reproducible,
         lock_dir=Path(args.lock_dir).resolve() if args.lock_dir else None,
@@ -132,13 +176,12 @@ def request_from(args: argparse.Namespace) -> ImageRequest:
 
 def run(args: argparse.Namespace) -> int:
     loaded = load_stack(args.stack)
+    # Every argument is checked before the lock is read, an engine is asked or a file written.
     request = request_from(args)
+    target = _render_target(args.render)
     console = console_err()
-    if args.render:
+    if target is not None:
         prepared = prepare(loaded, request)
-        target = Path(args.render)
-        if target.exists() and any(target.iterdir()):
-            raise BadInput(f"--render {args.render}: the folder is not empty")
         if target.exists():
             target.rmdir()
         containerfile = assemble(

@@ -138,6 +138,13 @@ def prepare(loaded: LoadedStack, request: ImageRequest) -> Prepared:
     root = project_root()
     commit = source_commit(root, [loaded.path, files.folder, root / "images"])
     commits = {pkg.name: pkg.commit for pkg in patches.source_packages(loaded, state)}
+    unknown = sorted(set(request.sources) - set(commits))
+    if unknown:
+        # Checked before any engine is asked: a tree for no package would be silently unused.
+        raise BadInput(
+            f"--source {', '.join(unknown)}: not a package built from source in "
+            f"{loaded.manifest.name} (those are: {', '.join(sorted(commits)) or 'none'})"
+        )
     inputs = recipe_inputs(
         loaded,
         pins=pins,

@@ -62,6 +62,10 @@ def test_a_base_site_of_another_python_is_refused_before_anything_is_built(
     done = local_stack.build("--base-site", other)
     assert done.returncode == 2, done.stderr
     assert "not a python" in done.stderr and "python3.9" in done.stderr
-    assert not list(local_stack.venvs.glob("*/localstack-*"))
+    # Nothing touched: no venv made and thrown away, no build lock, no build.log (the old
+    # code installed the whole lock into a .partial first and refused after `verify`).
+    assert "done venv" not in done.stderr and "done install" not in done.stderr
+    assert not local_stack.venvs.exists(), sorted(local_stack.venvs.rglob("*"))
     missing = local_stack.build("--base-site", local_stack.root / "nope")
     assert missing.returncode == 2 and "no such folder" in missing.stderr
+    assert not local_stack.venvs.exists()

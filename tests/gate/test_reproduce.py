@@ -156,3 +156,26 @@ def test_mark_good_runs_the_validators_itself_given_an_env(project: Project) -> 
     assert "validation run 2/2 of tiny" in done.stderr
     bare = project.run("validators", "mark-good", "tiny")
     assert bare.returncode == 2 and "give the runs" in bare.stderr
+
+
+def test_bad_options_are_refused_with_exit_2_before_anything_is_built(project: Project) -> None:
+    """reproduce's own options and those the builder checks (an index the record's manifest
+    does not have) are bad input: exit 2, no env root made. The old code reported an unknown
+    index as a FAILED reproduction (exit 1) and ran one validation for --runs 0."""
+    record_id, _ = _mark_tiny_good(project)
+    second = project.root / "machine-b"
+    not_a_folder = project.root / "a-file"
+    not_a_folder.write_text("")
+    cases: list[tuple[list[str], str]] = [
+        (["--runs", "0"], "--runs 0"),
+        (["--index-map", "just-a-name"], "write NAME=URL"),
+        (["--index-map", "nosuch=http://127.0.0.1:9/simple"], "no index or git package 'nosuch'"),
+        (["--venv-root", str(not_a_folder)], "not a folder"),
+    ]
+    for extra, words in cases:
+        done = project.run(
+            "validators", "reproduce", record_id[:10], "--venv-root", str(second), *extra
+        )
+        assert done.returncode == 2, (extra, done.returncode, done.stderr)
+        assert words in done.stderr, (extra, done.stderr)
+        assert not second.exists(), extra

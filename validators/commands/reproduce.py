@@ -8,7 +8,9 @@ from pathlib import Path
 from rich.table import Table
 
 from stackgate.cli import emit_json
+from stackgate.credentials import redact
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
+from stackgate.layout import venv_root
 from stackgate.output import console_err, styled
 from stackgate.topology import TOPOLOGIES
 from validators.commands.gate import add_policy_arguments, policy_from
@@ -98,9 +100,24 @@ def _render(outcome: ReproduceOutcome) -> None:
         console.print(f"  - {reason}", markup=False, highlight=False)
 
 
-def run(args: argparse.Namespace) -> int:
+def check_arguments(args: argparse.Namespace) -> None:
+    """What can be checked here is checked before the host is probed or anything is built.
+    The builder checks the rest (index names against the record's manifest, --python) before
+    it creates anything; its exit 2 is ours (validators.reproduce._build)."""
     if args.wheelhouse is not None and not args.wheelhouse.is_dir():
         raise BadInput(f"--wheelhouse {args.wheelhouse}: no such folder")
+    if args.runs is not None and args.runs < 1:
+        raise BadInput(f"--runs {args.runs}: give at least 1")
+    if args.venv_root is not None:
+        venv_root(args.venv_root)  # a path that is not a folder -> exit 2
+    for item in args.index_map:
+        name, sep, url = item.partition("=")
+        if not sep or not name or not url:
+            raise BadInput(f"--index-map '{redact(item)}': write NAME=URL")
+
+
+def run(args: argparse.Namespace) -> int:
+    check_arguments(args)
     with RecordStore.open(args.store, read_only=True) as store:
         record = resolve_record(args.record, store)
     runs = args.runs if args.runs is not None else (DEFAULT_REPEATS if record.metrics else 1)
