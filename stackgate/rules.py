@@ -23,7 +23,7 @@ from pydantic import Field, ValidationError
 from stackgate.errors import ManifestError
 from stackgate.loading import format_validation_errors
 from stackgate.manifest import Manifest, SpecifierStr, Strict, arch_cc
-from stackgate.paths import display_path, stacks_dir
+from stackgate.paths import display_path, project_root, stacks_dir
 
 Severity = Literal["error", "warning"]
 
@@ -154,7 +154,15 @@ class Finding:
 
 
 def default_rules_path() -> Path:
-    return stacks_dir() / "rules.toml"
+    """The stacks folder's rules.toml; a stacks folder of one's own (STACKGATE_STACKS_DIR: a
+    test's, a reproduce's) without one gets the checkout's. The rules are facts about packages
+    and hosts, not about one folder of manifests: a folder without a rules file must not mean
+    "no rules" (nor a crash of the host group, which was the old behaviour)."""
+    own = stacks_dir() / "rules.toml"
+    if own.is_file():
+        return own
+    shipped = project_root() / "stacks" / "rules.toml"
+    return shipped if shipped.is_file() else own
 
 
 def load_rules(path: Path | None = None) -> list[Rule]:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import cast
 
 from stackgate.build_record import build_record_path, read_build_record
-from stackgate.errors import BadInput
+from stackgate.errors import BadInput, StackgateError
 from stackgate.validator_groups import MODULES, ORDER, ValidatorGroup
 from validators.context import GroupRunner, RunContext
 from validators.results import Report, Result, make_result
@@ -99,6 +99,9 @@ def run_pipeline(
                 results = runner(ctx)
             except Exception as exc:  # a group must not take the run down; say what broke
                 reason = f"{type(exc).__name__}: {exc}"
+                if isinstance(exc, StackgateError) and exc.details:
+                    # "1 problem in the manifest" alone hid which file and what problem.
+                    reason += ": " + "; ".join(exc.details[:3])
                 seconds = time.perf_counter() - t
                 results = [
                     make_result(f"{name}.crashed", "ERROR", reason, None, seconds, group=name)

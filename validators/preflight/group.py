@@ -17,7 +17,7 @@ from stackgate.errors import BadInput
 from stackgate.host.gpus import GpuInventory, Probed
 from stackgate.host.snapshot import HostSnapshot, host_snapshot
 from stackgate.manifest import Manifest, arch_cc
-from stackgate.rules import StackFacts, evaluate, load_rules
+from stackgate.rules import StackFacts, default_rules_path, evaluate, load_rules
 from stackgate.topology import Topology
 from validators.context import RunContext
 from validators.results import Result, Status, make_result
@@ -288,7 +288,13 @@ def _nvcc(manifest: Manifest, snap: HostSnapshot) -> Result:
 
 def _rules(manifest: Manifest, snap: HostSnapshot) -> list[Result]:
     facts = StackFacts.from_manifest(manifest, host=snap.rule_facts())
-    findings = evaluate(load_rules(), facts, scope="host")
+    path = default_rules_path()
+    try:
+        rules = load_rules(path)
+    except BadInput as exc:
+        # The rules file, not the manifest: one ERROR naming it, the other host checks stand.
+        return [_r("host.rules", "ERROR", "; ".join(exc.details[:3]) or exc.message)]
+    findings = evaluate(rules, facts, scope="host")
     out: list[Result] = []
     for f in findings:
         status: Status = "FAIL" if f.severity == "error" else "PASS"
@@ -297,5 +303,5 @@ def _rules(manifest: Manifest, snap: HostSnapshot) -> list[Result]:
             reason += f" -- remedy: {f.remedy}"
         out.append(_r(f"host.rule.{f.rule}", status, reason, {"evidence": f.evidence}))
     if not out:
-        out.append(_r("host.rules", "PASS", "no host rule fires"))
+        out.append(_r("host.rules", "PASS", "no host rule fires", {"rules": str(path)}))
     return out
