@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import subprocess
@@ -111,10 +112,14 @@ def _stop(stranger: subprocess.Popen[str]) -> None:
 
 
 def test_leader_pid_reused_by_a_session_leader_is_never_adopted_or_signalled() -> None:
-    """The state after a PID race, built from real processes: the tracker recorded pid P at
-    one create time; P is now a stranger (another create time) leading a session with a
-    child. Neither is adopted by session id nor signalled."""
+    """The state after a PID race within one clock tick, built from real processes: the
+    tracker recorded the leader; the leader died and its number AND create time are now a
+    stranger's (what a reuse inside the 10 ms create-time resolution looks like), the
+    stranger leading a session with a child. Only the pidfd taken when the leader was first
+    recorded tells them apart: neither is adopted by session id nor signalled. (The old code,
+    identity = (pid, create time), signalled both.)"""
     stranger = _start_stranger()
+    tracker: ProcessTracker | None = None
     try:
         leader = subprocess.Popen(SLEEPER, start_new_session=True)
         tracker = ProcessTracker(leader.pid)
@@ -122,40 +127,89 @@ def test_leader_pid_reused_by_a_session_leader_is_never_adopted_or_signalled() -
         leader.kill()
         leader.wait()
         tracker.leader_pid = stranger.pid  # the kernel gave the leader's number to the stranger
+        same_tick = psutil.Process(stranger.pid).create_time()
+        tracker.known[stranger.pid] = dataclasses.replace(
+            recorded, pid=stranger.pid, create_time=same_tick
+        )
+        _assert_untouched(tracker, stranger)
+    finally:
+        _stop(stranger)
+        if tracker is not None:
+            tracker.close()
+
+
+def test_without_pidfds_the_create_time_still_guards() -> None:
+    """The fallback where pidfd_open is unavailable: identity by (pid, create time)."""
+    stranger = _start_stranger()
+    try:
+        leader = subprocess.Popen(SLEEPER, start_new_session=True)
+        tracker = ProcessTracker(leader.pid, use_pidfd=False)
+        assert all(t.pidfd is None for t in tracker.known.values())
+        recorded = tracker.known.pop(leader.pid)
+        leader.kill()
+        leader.wait()
+        tracker.leader_pid = stranger.pid
         tracker.known[stranger.pid] = Tracked(stranger.pid, recorded.create_time, "old", "old")
         _assert_untouched(tracker, stranger)
     finally:
         _stop(stranger)
 
 
+def test_pidfds_are_taken_once_and_released() -> None:
+    fds_before = set(os.listdir("/proc/self/fd"))
+    leader = subprocess.Popen(SLEEPER, start_new_session=True)
+    try:
+        tracker = ProcessTracker(leader.pid)
+        fd = tracker.known[leader.pid].pidfd
+        assert fd is not None
+        tracker.refresh()
+        tracker.refresh()
+        assert tracker.known[leader.pid].pidfd == fd  # the fd of the first record is kept
+        assert tracker.verified(leader.pid) is not None
+        report = teardown(tracker, host="127.0.0.1", port=1, baseline=None, grace_s=5,
+                          wait_leader=lambda s: leader.wait(s) if leader.poll() is None else None)
+        assert report.ok and report.evidence["sigterm"] == [leader.pid]
+        tracker.close()
+        assert set(os.listdir("/proc/self/fd")) == fds_before
+    finally:
+        leader.kill()
+        leader.wait()
+
+
 NS_LAST_PID = Path("/proc/sys/kernel/ns_last_pid")
 
 
-def test_forced_pid_race_stranger_gets_the_leaders_pid() -> None:
-    """The real race: the leader dies, the kernel is told to hand its pid to the next process
-    (ns_last_pid, root only) and a stranger session leader gets it."""
+@pytest.mark.parametrize("same_tick", [False, True], ids=["real-create-time", "same-tick"])
+def test_forced_pid_race_stranger_gets_the_leaders_pid(same_tick: bool) -> None:
+    """The real race: the leader dies at once (no pause: the stranger may well start in the
+    same clock tick), the kernel is told to hand its pid to the next process (ns_last_pid,
+    root only) and a stranger session leader gets it. same-tick: the recorded create time is
+    then set to the stranger's, the case (pid, create time) cannot tell apart and the old
+    code signalled; the pidfd taken at record time must."""
     if not os.access(NS_LAST_PID, os.W_OK):
         pytest.skip("cannot write /proc/sys/kernel/ns_last_pid (needs root): the test above "
                     "covers the same state")  # fmt: skip
     for _attempt in range(20):
         leader = subprocess.Popen(SLEEPER, start_new_session=True)
         tracker = ProcessTracker(leader.pid)
-        # A process's identity is (pid, create time), and create time has clock-tick (10 ms)
-        # resolution: a pid handed on within the tick of its first life (only ns_last_pid can
-        # force that) would look like ours; docs/guarantees.md says so. A real engine lives for
-        # minutes, so the stranger comes at least a few ticks later here too.
-        time.sleep(0.05)
         leader.kill()
         leader.wait()
         NS_LAST_PID.write_text(str(leader.pid - 1))
         stranger = _start_stranger()
         if stranger.pid != leader.pid:  # another process on the machine took it first
             _stop(stranger)
+            tracker.close()
             continue
         try:
+            if same_tick:
+                entry = tracker.known[leader.pid]
+                tracker.known[leader.pid] = dataclasses.replace(
+                    entry, create_time=psutil.Process(stranger.pid).create_time()
+                )
             _assert_untouched(tracker, stranger)
         finally:
             _stop(stranger)
+            tracker.close()
         return
     # Other processes of a busy machine took the pid first every time: the state this test
     # needs never arose (the test above builds it directly), so nothing was shown here.

@@ -170,6 +170,7 @@ def run_group(ctx: RunContext) -> list[Result]:
                 grace_s=profile.stop_grace_s,
                 wait_leader=server.reap,
             )
+            server.tracker.close()
         report.evidence["log"] = str(log_path)
         results.append(
             _result("teardown", "PASS" if report.ok else "FAIL", report.reason, report.evidence, t1)

@@ -2,22 +2,32 @@
 
 Tracking: the launch starts the server as leader of a new session and process group. While it
 runs, `ProcessTracker.refresh()` records every process in that session or group and every
-descendant of one already recorded, each by (pid, create time). SGLang's workers can be
-reparented to PID 1 and escape a walk of the tree from the leader (sglang issues about
-`kill_process_tree` leaving TP workers behind); recording them while alive keeps them ours.
+descendant of one already recorded. SGLang's workers can be reparented to PID 1 and escape a
+walk of the tree from the leader (sglang issues about `kill_process_tree` leaving TP workers
+behind); recording them while alive keeps them ours.
+
+Identity: each process gets a pidfd (os.pidfd_open) when it is FIRST recorded. The fd is
+opened before the process is read and its membership checked (child of a recorded process, or
+in the leader's session), and the check counts only if the fd's process has not been reaped by
+then, so the fd names exactly the process that was checked. Every later liveness check polls
+that fd and every signal goes through it (pidfd_send_signal): a pid the kernel hands to a
+stranger, in the same clock tick or not, is never signalled. Where pidfd_open is unavailable
+the fallback is (pid, create time), whose 10 ms resolution is the known limit.
 
 Teardown: SIGTERM every recorded process, wait, SIGKILL what is left, then wait
-until no recorded PID is alive, NVML lists none of them and the GPU memory is back near where
-it was before the launch (it can stay held after SIGKILL returns), and the port takes a bind.
-A signal only goes to a process whose (pid, create time) we recorded, through a pidfd opened
-before that check: never to one we did not start, even if the kernel reused the number. Once
-the leader is gone, nothing new is adopted by session or group id (a stranger may have its pid
-and have made itself a session leader).
+until no recorded process is alive, NVML lists none of them and the GPU memory is back near
+where it was before the launch (it can stay held after SIGKILL returns), and the port takes a
+bind. Once the leader is gone, nothing new is adopted by session or group id (a stranger may
+have its pid and have made itself a session leader). `close()` releases the pidfds.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import errno
+import functools
 import os
+import select
 import signal
 import socket
 import time
@@ -65,6 +75,10 @@ class Tracked:
     create_time: float
     name: str
     cmdline: str
+    # A pidfd taken when the process was first recorded: it names that process and no other
+    # for as long as it is open, so a pid the kernel hands on can never be signalled through
+    # it. None where pidfd_open is unavailable (then (pid, create time) is the identity).
+    pidfd: int | None = field(default=None, compare=False)
 
 
 def _proc_ids(pid: int) -> tuple[int, int] | None:
@@ -75,44 +89,138 @@ def _proc_ids(pid: int) -> tuple[int, int] | None:
         return None
 
 
+def _child_of(parent: int, proc: psutil.Process) -> bool:
+    return proc.ppid() == parent
+
+
+class _NoPidfd(Exception):
+    """pidfd_open is not available here (not Linux >= 5.3, or a seccomp filter refuses it)."""
+
+
+def _pidfd_open(pid: int) -> int | None:
+    """A pidfd for pid; None when no process has that pid; _NoPidfd when pidfds are missing."""
+    if not hasattr(os, "pidfd_open") or not hasattr(signal, "pidfd_send_signal"):
+        raise _NoPidfd
+    try:
+        return os.pidfd_open(pid)
+    except ProcessLookupError:
+        return None
+    except OSError as exc:
+        if exc.errno in (errno.ENOSYS, errno.EPERM, errno.EINVAL):
+            raise _NoPidfd from exc
+        return None
+
+
+def _exited(pidfd: int) -> bool:
+    """The pidfd's process has exited (a zombie or reaped): the fd polls readable."""
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    return bool(poller.poll(0))
+
+
+def _still_holds_pid(pidfd: int) -> bool:
+    """The pidfd's process has not been reaped, so its pid still names it: whatever was read
+    from /proc/<pid> since the fd was opened described this very process."""
+    try:
+        signal.pidfd_send_signal(pidfd, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it exists; only the signal is not allowed
+    return True
+
+
 @dataclass
 class ProcessTracker:
-    """The processes of one launch, recorded while they are alive."""
+    """The processes of one launch, recorded while they are alive; each with a pidfd taken
+    when it is first recorded (`close()` releases them)."""
 
     leader_pid: int
     known: dict[int, Tracked] = field(default_factory=dict)
+    use_pidfd: bool = True
 
     def __post_init__(self) -> None:
-        leader = _process(self.leader_pid)
-        if leader is not None:
-            self._record(leader)
+        # The leader is our own child: nobody else can reap it, so its pid cannot move.
+        self._record(self.leader_pid, lambda _proc: True)
         self.refresh()
 
-    def _record(self, proc: psutil.Process) -> None:
+    def _record(self, pid: int, belongs: Callable[[psutil.Process], bool]) -> None:
+        """Record pid if `belongs` holds for the process that has it. With pidfds: the fd is
+        opened FIRST, then the process is read and `belongs` checked, then the fd is shown to
+        still hold the pid, so what was checked is the process the fd names."""
+        old = self.known.get(pid)
+        if old is not None and self.verified(pid) is not None:
+            return  # already ours and alive
+        fd: int | None = None
+        if self.use_pidfd:
+            try:
+                fd = _pidfd_open(pid)
+            except _NoPidfd:
+                self.use_pidfd = False
+            else:
+                if fd is None:
+                    return
+        try:
+            entry = self._read(pid, belongs, fd)
+        except BaseException:
+            if fd is not None:
+                os.close(fd)
+            raise
+        if entry is None:
+            if fd is not None:
+                os.close(fd)
+            return
+        if old is not None and old.pidfd is not None:
+            os.close(old.pidfd)  # the process recorded under this pid has exited
+        self.known[pid] = entry
+
+    def _read(
+        self, pid: int, belongs: Callable[[psutil.Process], bool], fd: int | None
+    ) -> Tracked | None:
+        proc = _process(pid)
+        if proc is None:
+            return None
         try:
             with proc.oneshot():
+                if not belongs(proc):
+                    return None
                 entry = Tracked(
-                    proc.pid, proc.create_time(), proc.name(), " ".join(proc.cmdline())[:200]
+                    proc.pid,
+                    proc.create_time(),
+                    proc.name(),
+                    " ".join(proc.cmdline())[:200],
+                    pidfd=fd,
                 )
         except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
-            return
-        old = self.known.get(entry.pid)
-        if old is None or old.create_time != entry.create_time:
-            # A reused pid that is not in our session is filtered out by the caller.
-            self.known[entry.pid] = entry
+            return None
+        if fd is not None and (not _still_holds_pid(fd) or _exited(fd)):
+            return None
+        return entry
+
+    def _live_pids(self) -> set[int]:
+        return {pid for pid in self.known if self.verified(pid) is not None}
 
     def refresh(self) -> None:
         """Record new members of the launch's session/group and descendants of known ones."""
-        for pid in list(self.known):
-            proc = self.verified(pid)
+        todo = sorted(self._live_pids())
+        seen: set[int] = set()
+        while todo:
+            parent = todo.pop()
+            if parent in seen:
+                continue
+            seen.add(parent)
+            proc = self.verified(parent)
             if proc is None:
                 continue
             try:
-                children = proc.children(recursive=True)
+                children = proc.children()
             except (psutil.NoSuchProcess, psutil.ZombieProcess):
                 continue
             for child in children:
-                self._record(child)
+                # Checked again after the pidfd is open: still the child of a process of ours.
+                self._record(child.pid, functools.partial(_child_of, parent))
+                if child.pid in self.known:
+                    todo.append(child.pid)
         # Members reparented away from the tree still carry our session id. Only while the
         # leader itself is alive and ours: once it is gone its pid (= the session and group
         # id) can be reused by a stranger that makes itself a session leader.
@@ -123,13 +231,24 @@ class ProcessTracker:
                 continue
             ids = _proc_ids(proc.pid)
             if ids is not None and self.leader_pid in ids:
-                self._record(proc)
+                self._record(proc.pid, self._in_session)
+
+    def _in_session(self, proc: psutil.Process) -> bool:
+        ids = _proc_ids(proc.pid)
+        return (
+            ids is not None
+            and self.leader_pid in ids
+            and self.verified(self.leader_pid) is not None
+        )
 
     def verified(self, pid: int) -> psutil.Process | None:
-        """The live process `pid` if it is the one we recorded (same create time)."""
+        """The live process `pid` if it is the one we recorded: its pidfd has not seen it
+        exit (without pidfds: the same create time, at clock-tick resolution)."""
         entry = self.known.get(pid)
         if entry is None:
             return None
+        if entry.pidfd is not None:
+            return None if _exited(entry.pidfd) else _process(pid)
         proc = _process(pid)
         if proc is None:
             return None
@@ -144,37 +263,41 @@ class ProcessTracker:
         return [entry for pid, entry in sorted(self.known.items()) if self.verified(pid)]
 
     def signal_all(self, sig: signal.Signals) -> list[int]:
-        """Send sig to each live recorded process, through a pidfd opened before its identity
-        is checked (so a pid reused in between is never hit); returns the pids signalled.
-        No killpg: the group id is the leader's pid, which a stranger may hold once the group
-        has emptied."""
+        """Send sig to each live recorded process through its own pidfd (so a pid reused since
+        is never hit); returns the pids signalled. No killpg: the group id is the leader's
+        pid, which a stranger may hold once the group has emptied."""
         sent: list[int] = []
         for entry in self.alive():
             if _signal_exact(entry, sig):
                 sent.append(entry.pid)
         return sent
 
+    def close(self) -> None:
+        """Release the pidfds (the tracker then identifies by create time only)."""
+        for pid, entry in list(self.known.items()):
+            if entry.pidfd is not None:
+                os.close(entry.pidfd)
+                self.known[pid] = dataclasses.replace(entry, pidfd=None)
+
 
 def _signal_exact(entry: Tracked, sig: signal.Signals) -> bool:
     """Signal the process entry recorded, never another one that got its pid since."""
-    try:
-        fd = os.pidfd_open(entry.pid)
-    except (ProcessLookupError, PermissionError, OSError):
-        return False
-    try:
-        proc = _process(entry.pid)
+    if entry.pidfd is not None:
         try:
-            if proc is None or proc.create_time() != entry.create_time:
-                return False  # the pid (and so the pidfd) belongs to someone else now
-        except (psutil.NoSuchProcess, psutil.ZombieProcess):
-            return False
-        try:
-            signal.pidfd_send_signal(fd, sig)
+            signal.pidfd_send_signal(entry.pidfd, sig)
         except (ProcessLookupError, PermissionError):
             return False
         return True
-    finally:
-        os.close(fd)
+    # Fallback without pidfds: the identity is (pid, create time), checked just before; a pid
+    # reused within one clock tick of the original's start would pass (docs/guarantees.md).
+    proc = _process(entry.pid)
+    try:
+        if proc is None or proc.create_time() != entry.create_time:
+            return False
+        proc.send_signal(sig)
+    except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+        return False
+    return True
 
 
 def _process(pid: int) -> psutil.Process | None:
