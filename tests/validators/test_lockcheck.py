@@ -293,16 +293,46 @@ def _tampered(built: Built, out: Path) -> Path:
     return dst
 
 
-def test_member_that_does_not_match_record_is_refused(built: Built, tmp_path: Path) -> None:
+def test_member_that_does_not_match_record_is_reported_and_judged(
+    built: Built, tmp_path: Path
+) -> None:
+    """A member whose bytes match the zip (size, CRC32) but not RECORD: published so (real:
+    pynvvideocodec 2.0.4, pulled in by vllm 0.30.0). An installer writes those bytes, so they
+    are judged; the mismatch is a WARN naming the member, not a refusal of a healthy lock."""
     bad = _tampered(built, tmp_path / "served")
     with serve(tmp_path / "served") as server:
         base = f"http://127.0.0.1:{server.server_port}/"
         lock = write_lock(tmp_path / "l" / "uv.lock", base, [bad])
         results = by_check(check(lock, tmp_path / "cache"))
+        offline = by_check(check(lock, tmp_path / "cache", offline=True))
+    for got in (results, offline):  # the cached facts keep the mismatch
+        integrity = got["static.lock.integrity"]
+        assert integrity.status == "PASS" and integrity.evidence["severity"] == "WARN"
+        assert "sgl_kernel/sm100/common_ops.abi3.so" in integrity.reason
+        assert "does not match RECORD" in integrity.reason
+        assert "static.abi.sgl_kernel" in got
+
+
+def test_member_that_does_not_match_its_zip_entry_is_refused(built: Built, tmp_path: Path) -> None:
+    """Bytes that differ from the zip's own CRC32: a corrupt transfer or a forged entry."""
+    src = built.wheels["sgl-kernel"]
+    served = tmp_path / "served"
+    served.mkdir()
+    raw = bytearray(src.read_bytes())
+    with zipfile.ZipFile(src) as z:
+        info = next(i for i in z.infolist() if i.filename.endswith("common_ops.abi3.so"))
+    assert info.compress_type == zipfile.ZIP_STORED or info.compress_size > 64
+    # flip bytes inside the entry's data, leaving the directory (and its CRC32) as it was
+    at = info.header_offset + 30 + len(info.filename) + len(info.extra) + info.compress_size // 2
+    raw[at : at + 8] = bytes(b ^ 0xFF for b in raw[at : at + 8])
+    (served / src.name).write_bytes(bytes(raw))
+    with serve(served) as server:
+        base = f"http://127.0.0.1:{server.server_port}/"
+        lock = write_lock(tmp_path / "l" / "uv.lock", base, [served / src.name])
+        results = by_check(check(lock, tmp_path / "cache"))
     integrity = results["static.lock.integrity"]
-    assert integrity.status == "FAIL"
-    assert "sgl_kernel/sm100/common_ops.abi3.so" in integrity.reason
-    assert "does not match RECORD" in integrity.reason
+    assert integrity.status == "FAIL", integrity.reason
+    assert "common_ops.abi3.so" in integrity.reason
     assert "static.abi.sgl_kernel" not in results
 
 

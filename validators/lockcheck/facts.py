@@ -49,6 +49,7 @@ class ReadEvidence(BaseModel):
     compressed_read: int
     whole: bool
     sha256_checked: bool
+    record_mismatch: str | None = None  # sha256 of the member, where RECORD says otherwise
     prefix_bytes: int
     tail_from: int | None = None
     gpu_code: str = "none"  # none / complete / partial (sections only partly read) / from-name
@@ -122,6 +123,7 @@ def _evidence(
         compressed_read=log.compressed_read,
         whole=log.whole,
         sha256_checked=log.sha256_checked,
+        record_mismatch=log.record_mismatch,
         prefix_bytes=log.prefix_bytes,
         tail_from=log.tail_from,
         gpu_code=gpu,

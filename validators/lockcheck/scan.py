@@ -306,6 +306,7 @@ def _cubin_facts(remote: RemoteWheel, name: str, record_sha: str | None) -> Cach
                 compressed_read=view.log.compressed_read,
                 whole=view.log.whole,
                 sha256_checked=view.log.sha256_checked,
+                record_mismatch=view.log.record_mismatch,
                 prefix_bytes=member.size,
                 gpu_code="complete",
             ),
