@@ -238,6 +238,27 @@ def test_repeat_runs_offline_from_the_cache(built: Built, tmp_path: Path) -> Non
     assert by_check(second)["static.lock.fetch"].evidence["bytes_fetched"] == 0
 
 
+def test_online_run_reads_members_a_cached_listing_has_no_facts_for(
+    built: Built, tmp_path: Path
+) -> None:
+    """An earlier run stopped after listing the wheels (refused, killed, network gone): the
+    next online run fetches the members, not 'offline and the cache lacks'."""
+    cache = tmp_path / "cache"
+    with serve(built.root) as server:
+        base = f"http://127.0.0.1:{server.server_port}/"
+        lock = write_lock(tmp_path / "l" / "uv.lock", base, [built.wheels["sgl-kernel"]])
+        check(lock, cache)
+        objects = [p for p in cache.rglob("*.json.gz") if "objects" in p.parts]
+        assert objects and [p for p in cache.rglob("*.json.gz") if "objects" not in p.parts]
+        for p in objects:
+            p.unlink()  # the listing stays
+        results = by_check(check(lock, cache))
+    fetch = results["static.lock.fetch"]
+    assert fetch.status == "PASS", fetch.reason
+    assert fetch.evidence["bytes_fetched"] > 0
+    assert "static.abi.sgl_kernel" in results
+
+
 def test_offline_without_cache_names_what_it_lacks(built: Built, tmp_path: Path) -> None:
     lock = write_lock(
         tmp_path / "l" / "uv.lock", "http://127.0.0.1:9/", [built.wheels["sgl-kernel"]]

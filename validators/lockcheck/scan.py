@@ -88,6 +88,7 @@ class Scanner:
         self._spool = tempfile.TemporaryDirectory(prefix="stackgate-lockcheck-")
         self._lock = threading.Lock()
         self._keys: dict[str, threading.Lock] = {}
+        self._scan_client: httpx.Client | None = None  # the client of the scan in progress
 
     def close(self) -> None:
         self._spool.cleanup()
@@ -100,6 +101,7 @@ class Scanner:
             self._client if self._client is not None else (None if self.offline else make_client())
         )
         remotes: dict[str, RemoteWheel] = {}
+        self._scan_client = client
         try:
             with ThreadPoolExecutor(max_workers=self.jobs) as pool:
                 for error in pool.map(lambda s: self._listing(s, client, remotes), scans):
@@ -141,6 +143,7 @@ class Scanner:
                     scan.retries = remote.remote.stats.retries
                     remote.remote.close()
         finally:
+            self._scan_client = None
             if client is not None and self._client is None:
                 client.close()
         return ScanReport(scans, time.perf_counter() - started, self.offline, errors)
@@ -154,6 +157,15 @@ class Scanner:
                 file = RemoteFile(client, scan.wheel.url, scan.wheel.size, Path(self._spool.name))
                 remote = remotes[scan.wheel.sha256] = RemoteWheel(file, scan.wheel.sha256)
             return remote
+
+    def _remote_for(self, scan: WheelScan, remotes: dict[str, RemoteWheel]) -> RemoteWheel | None:
+        """The wheel's remote, opened now where its listing came from the cache but a member's
+        facts did not (an earlier run stopped part-way): online, a cached listing is no reason
+        to call the member lacking."""
+        remote = remotes.get(scan.wheel.sha256)
+        if remote is None and not self.offline and self._scan_client is not None:
+            remote = self._remote(scan, self._scan_client, remotes)
+        return remote
 
     def _listing(
         self, scan: WheelScan, client: httpx.Client | None, remotes: dict[str, RemoteWheel]
@@ -199,7 +211,7 @@ class Scanner:
             with self._lock:
                 scan.facts[name] = cached
             return None
-        remote = remotes.get(scan.wheel.sha256)
+        remote = self._remote_for(scan, remotes)
         if self.offline or self._client_missing(remote):
             with self._lock:
                 scan.lacking.append(name)
@@ -263,7 +275,7 @@ class Scanner:
         (e_flags, and the a/f suffix from `.note.nv.tkinfo`), cached."""
         key = _cache_key(record_sha, scan.wheel.sha256, name)
         cached = self.cache.facts(key)
-        remote = remotes.get(scan.wheel.sha256)
+        remote = self._remote_for(scan, remotes) if cached is None else None
         if cached is None and remote is not None and not self.offline:
             try:
                 if not remote.members:
