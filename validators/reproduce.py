@@ -338,6 +338,16 @@ def reproduce(
                 f"{env}: files differ from its build record: " + "; ".join(check.explain())
             )
             return outcome
+        if record.build.env_tree_sha256 is not None:
+            # hashed the way the record was: a record of an older tree-hash scheme names the
+            # same files by another hash than today's build record does
+            same = recheck_env(env, record.build)
+            outcome.built_tree = same.tree.sha256
+            if same.tree.scheme != check.tree.scheme:
+                outcome.notes.append(
+                    f"env tree compared under the record's hash scheme {same.tree.scheme} "
+                    f"(built: {str(facts.env_tree_sha256)[:16]} under scheme {check.tree.scheme})"
+                )
         if outcome.built_tree != outcome.recorded_tree:
             outcome.differ(
                 f"env tree hash differs: recorded {str(outcome.recorded_tree)[:16]}, built "

@@ -9,6 +9,7 @@ import json
 import subprocess
 from pathlib import Path
 
+from stackgate.envtree import compute_tree, own_paths_of
 from tests.gate.conftest import Project, write_tiny_stack
 from tests.helpers.interpreter import base_python
 from tests.helpers.wheels import make_index, make_wheel
@@ -179,3 +180,35 @@ def test_bad_options_are_refused_with_exit_2_before_anything_is_built(project: P
         assert done.returncode == 2, (extra, done.returncode, done.stderr)
         assert words in done.stderr, (extra, done.stderr)
         assert not second.exists(), extra
+
+
+def test_a_record_of_an_older_tree_hash_scheme_is_compared_under_its_scheme(
+    project: Project,
+) -> None:
+    # The H200 record (scheme 1, 2026-11-30) rebuilt by today's builder (scheme 3): comparing
+    # the two build records' hashes said "env tree hash differs" for an identical env.
+    write_tiny_stack(project, required=("static",))
+    project.run("builder", "lock", "tiny", "--python", base_python(), check=True)
+    built = json.loads(
+        project.run("builder", "build", "tiny", "--venv-root", str(project.root / "machine-a"),
+                    "--python", base_python(), "--json", check=True).stdout
+    )  # fmt: skip
+    env = Path(built["env"]).resolve()
+    own = env / "stackgate" / "build-record.json"
+    old = json.loads(own.read_text())
+    old["tree"] = {k: v for k, v in old["tree"].items() if k != "scheme"}
+    old["tree"]["sha256"] = compute_tree(env, own_paths=own_paths_of(env), scheme=1).sha256
+    assert old["tree"]["sha256"] != built["record"]["tree"]["sha256"]
+    own.write_text(json.dumps(old))  # what a scheme-1 builder wrote
+    run = project.run("validators", "run", "tiny", "--env", str(env), "--json")
+    assert run.returncode == 0, run.stderr
+    (project.root / "run.json").write_text(run.stdout)
+    marked = project.run("validators", "mark-good", "tiny", "--run", str(project.root / "run.json"),
+                         "--allow-host-mismatch", "--json", check=True)  # fmt: skip
+    record_id = json.loads(marked.stdout)["record_id"]
+    done = project.run("validators", "reproduce", record_id[:10], "--venv-root",
+                       str(project.root / "machine-b"), "--python", base_python(), "--json")  # fmt: skip
+    outcome = json.loads(done.stdout)
+    assert outcome["verdict"] == "REPRODUCED", outcome["reasons"]
+    assert outcome["env_tree"]["built"] == outcome["env_tree"]["recorded"] == old["tree"]["sha256"]
+    assert any("under the record's hash scheme 1" in n for n in outcome["notes"]), outcome
