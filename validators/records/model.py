@@ -28,6 +28,15 @@ Interconnect = Literal["nvlink", "pcie", "none", "unknown"]
 # what a name may be, on every read: a record naming stack "../../x" is bad input, not a path.
 _STACK_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}\Z")
 _RECORD_ID_RE = re.compile(r"^(?:[0-9a-f]{64})?\Z")
+# The one spelling the tool writes (datetime.isoformat of a UTC time). The store and the gate
+# pick "the newest known-good" by comparing this text, so every spelling must sort in time
+# order: Python also reads "2026-01-01 10:00:00+00:00" (space sorts before 'T'),
+# "2026-W53-4T..." (a week date: 'W' sorts after every month), "20260101T100000Z" and
+# "...Z", each of which would sort a record out of its place and swap the baseline.
+_CREATED_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{6})?\+00:00\Z")
+# Clock skew tolerated before a record "from the future" is refused: one dated 2099 would stay
+# the newest known-good, ahead of every record made after it.
+FUTURE_SLACK = timedelta(days=1)
 
 
 def _stack_name(value: str) -> str:
@@ -50,6 +59,13 @@ def _timestamp(value: str) -> str:
         # The store orders by this text and export names files by its UTC stamp: another
         # offset mis-orders the newest record and can leave the date range (9999 at -05:00).
         raise ValueError(f"{value!r} is not in UTC (+00:00); records are written in UTC")
+    if not _CREATED_RE.match(value):
+        raise ValueError(
+            f"{value!r} is not written as records are (YYYY-MM-DDTHH:MM:SS+00:00); records "
+            "are ordered by this text"
+        )
+    if stamp > datetime.now(UTC) + FUTURE_SLACK:
+        raise ValueError(f"{value!r} is in the future (a wrong clock, or a forged date)")
     return value
 
 
