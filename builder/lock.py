@@ -213,7 +213,7 @@ def read_lock(loaded: LoadedStack, files: LockFiles) -> LockState:
     try:
         project = tomllib.loads(read_text_bounded(files.pyproject, 1 << 20))
         lock = read_uv_lock(files.lockfile)
-    except (tomllib.TOMLDecodeError, RecursionError, BadInput) as exc:
+    except (ValueError, RecursionError, BadInput) as exc:  # ValueError: TOMLDecodeError, ints
         raise BadInput(
             f"unreadable lock in {display_path(files.folder)}: {exc}",
             details=[f"regenerate it with: {regenerate_command(stack)}"],

@@ -29,6 +29,66 @@ _SECRET_PARAM = re.compile(
 )
 
 
+# Tokens whose shape gives them away wherever they sit: in a variable with an ordinary name
+# (`MY_HF = "hf_..."`), an engine argument, run evidence, a note, a log line. Hugging Face,
+# GitHub, GitLab, OpenAI/Anthropic-style `sk-`, AWS access key ids, Slack, PyPI and npm tokens,
+# PEM private keys. A token of another shape in an ordinary-named field is not recognised.
+_TOKEN = re.compile(
+    r"(?<![A-Za-z0-9])(?:"
+    r"hf_[A-Za-z0-9]{30,}"
+    r"|gh[pousr]_[A-Za-z0-9]{30,}"
+    r"|github_pat_[A-Za-z0-9_]{30,}"
+    r"|glpat-[A-Za-z0-9_-]{20,}"
+    r"|sk-[A-Za-z0-9_-]*?[A-Za-z0-9]{20}[A-Za-z0-9_-]*"
+    r"|(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Za-z0-9])"
+    r"|xox[abprs]-[A-Za-z0-9-]{10,}"
+    r"|pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]+"
+    r"|npm_[A-Za-z0-9]{36}"
+    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----)"
+)
+_KIND = re.compile(r"(?:AKIA|ASIA|[a-z]+?[_-])")
+
+
+def _kind(token: str) -> str:
+    if token.startswith("-----"):
+        return "PRIVATE KEY"
+    match = _KIND.match(token)
+    return match.group(0) if match else token[:3]
+
+
+def find_token(text: str) -> str | None:
+    """What kind of token text holds (`hf_`, `sk-`, `AKIA`, `PRIVATE KEY`...), None if none."""
+    match = _TOKEN.search(text)
+    return None if match is None else _kind(match.group(0))
+
+
+def find_secrets(data: object, where: str = "") -> list[tuple[str, str]]:
+    """(dotted path, what) for every string in nested dicts/lists holding a credential URL or a
+    recognisable token; the value itself is never returned."""
+    out: list[tuple[str, str]] = []
+    todo: list[tuple[str, object]] = [(where, data)]
+    while todo:
+        path, value = todo.pop()
+        if isinstance(value, dict):
+            todo.extend((f"{path}.{k}" if path else str(k), v) for k, v in value.items())
+        elif isinstance(value, list):
+            todo.extend((f"{path}.{i}" if path else str(i), v) for i, v in enumerate(value))
+        elif isinstance(value, str):
+            if (kind := find_token(value)) is not None:
+                out.append((path, f"what looks like a {kind} token"))
+            elif "://" in value and has_credentials(value):
+                out.append((path, f"a URL with credentials ({redact(value)})"))
+    return sorted(out)
+
+
+def secrets_in(data: object, text: str) -> list[tuple[str, str]]:
+    """find_secrets(data), where text is data as JSON: one C regex pass over the text decides
+    whether the slow walk is needed (a record holds tens of thousands of numbers)."""
+    if _TOKEN.search(text) or _USERINFO.search(text) or _SECRET_PARAM.search(text):
+        return find_secrets(data)
+    return []
+
+
 def has_credentials(url: str) -> bool:
     """User info that can be a secret: a password, or any user info of an http(s) URL (tokens
     often sit in the user part), or a query parameter named like a secret (`?token=`).
@@ -60,8 +120,10 @@ def strip_credentials(url: str) -> tuple[str, str | None, str | None]:
 
 
 def redact(text: str) -> str:
-    """Every `scheme://user:pass@` (or `scheme://token@`) in text as `scheme://***@`."""
+    """Every `scheme://user:pass@` (or `scheme://token@`) in text as `scheme://***@`, every
+    recognisable token as its prefix and `***`."""
     text = _USERINFO.sub(lambda m: f"{m.group('scheme')}***@", text)
+    text = _TOKEN.sub(lambda m: f"{_kind(m.group(0))}***", text)
     return _SECRET_PARAM.sub(lambda m: f"{m.group('name')}***", text)
 
 

@@ -29,10 +29,11 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
+import re
 import stat
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from stackgate.build_record import RECORD_DIRNAME, RECORD_FILENAME
@@ -245,14 +246,17 @@ class TreeCheck:
     tree: Tree
     differing: list[str]
     has_listing: bool
+    outside: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return self.tree.sha256 == self.recorded_sha256
+        return self.tree.sha256 == self.recorded_sha256 and not self.outside
 
     def explain(self) -> list[str]:
         if self.ok:
             return []
+        if self.tree.sha256 == self.recorded_sha256:
+            return [f"leads outside the env (its content is not hashed): {o}" for o in self.outside]
         if not self.has_listing:
             return ["the env has no per-file listing (built before it existed): rebuild it"]
         return self.differing or [
@@ -268,4 +272,27 @@ def check_tree(
     tree = compute_tree(real, own_paths=own_paths_of(real), cache=cache, scheme=scheme)
     listing = None if tree.sha256 == recorded_sha256 else read_listing(real)
     differing = differing_files(listing, tree) if listing is not None else []
-    return TreeCheck(real, recorded_sha256, tree, differing, listing is not None)
+    outside = links_leading_out(real, tree)
+    return TreeCheck(real, recorded_sha256, tree, differing, listing is not None, outside)
+
+
+# The interpreter links uv makes (bin/python -> the base interpreter, bin/python3 -> python): the
+# one place an env points outside itself; the base interpreter is named in the build record.
+_INTERPRETER_LINK = re.compile(r"^bin/python[0-9.]*\Z")
+
+
+def links_leading_out(root: Path, tree: Tree) -> list[str]:
+    """Symlinks whose target lies outside the env, as 'rel -> target'. The hash covers a link's
+    target text, not what it points at: `site-packages/pkg -> /tmp/pkg` imports whatever
+    /tmp/pkg holds tomorrow under today's hash. Only the interpreter links may leave."""
+    base = str(root)
+    out: list[str] = []
+    for rel, kind, target in tree.entries:
+        if kind != "L" or _PLACEHOLDER in target or _INTERPRETER_LINK.match(rel):
+            continue
+        text = target.decode(errors="replace")
+        folder = f"{base}/{rel.rpartition('/')[0]}"
+        where = os.path.normpath(text if text.startswith("/") else f"{folder}/{text}")
+        if where != base and not where.startswith(base + os.sep):
+            out.append(f"{rel} -> {text}")
+    return out

@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from stackgate.credentials import has_credentials, index_env_names, redact
+from stackgate.credentials import find_token, has_credentials, index_env_names, redact
 from stackgate.errors import BadInput, ManifestError
 from stackgate.files import read_text_bounded
 from stackgate.manifest import Manifest
@@ -80,7 +80,7 @@ def _read_toml(path: Path, shown: str) -> dict[str, Any]:
         raise ManifestError([exc.message]) from None
     try:
         return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+    except ValueError as exc:  # TOMLDecodeError, or an integer past 4,300 digits
         raise ManifestError([f"{shown}: invalid TOML: {exc}"]) from None
     except RecursionError:
         raise ManifestError([f"{shown}: invalid TOML: nested too deeply"]) from None
@@ -251,17 +251,48 @@ _SECRET_NAME = re.compile(
 )
 
 
+def _secret_name(name: str) -> bool:
+    """A key or command-line flag named like a secret, in any case and with `-` or `_`
+    (`HF_TOKEN`, `hf_token`, `Hf-Token`, `--api-key`); `--api-key-file` names a file."""
+    upper = name.strip("-").upper().replace("-", "_")
+    return bool(_SECRET_NAME.search(upper)) and not upper.endswith(_NAMES_A_PLACE)
+
+
+_NAMES_A_PLACE = ("_FILE", "_PATH", "_DIR", "_ENV", "_VAR")
+
+
+def _secret_flags(where: str, items: list[Any]) -> Iterator[str]:
+    """`["--api-key", "X"]` and `["--hf-token=X"]` in an argv-like list (extra_args, command)."""
+    for i, item in enumerate(items):
+        if not (isinstance(item, str) and item.startswith("-")):
+            continue
+        flag, eq, inline = item.partition("=")
+        if not _secret_name(flag):
+            continue
+        after = items[i + 1] if i + 1 < len(items) else None
+        if eq:
+            value = inline
+        else:  # the next item is the value unless it is the next flag
+            value = after if isinstance(after, str) and not after.startswith("-") else ""
+        if value:
+            yield (
+                f"{where}.{i}: '{flag}' passes a secret on the command line, which would be "
+                "copied into locks, images, run evidence and records; give it to the engine "
+                "through the environment that runs the stack"
+            )
+
+
 def _secrets_anywhere(raw: dict[str, Any]) -> Iterator[str]:
-    """Any string value holding a credential URL, and any upper-case key named like a secret
-    with a non-empty value (environment tables), wherever it sits. Values are never shown."""
+    """Any string value holding a credential URL or a recognisable token, any key named like a
+    secret (environment tables, in any case) with a non-empty value, and any command-line flag
+    named like one with a value, wherever they sit. Values are never shown."""
     todo: list[tuple[str, Any]] = [("", raw)]
     while todo:
         where, value = todo.pop()
         if isinstance(value, dict):
             for key, item in value.items():
                 sub = f"{where}.{key}" if where else str(key)
-                name = str(key)
-                if name.isupper() and _SECRET_NAME.search(name) and isinstance(item, str) and item:
+                if _secret_name(str(key)) and isinstance(item, str) and item:
                     yield (
                         f"{sub}: a variable named like a secret would be copied into locks, "
                         "images and records; set it in the environment that runs the stack"
@@ -269,7 +300,13 @@ def _secrets_anywhere(raw: dict[str, Any]) -> Iterator[str]:
                     continue
                 todo.append((sub, item))
         elif isinstance(value, list):
+            yield from _secret_flags(where, value)
             todo.extend((f"{where}.{i}", item) for i, item in enumerate(value))
+        elif isinstance(value, str) and (kind := find_token(value)) is not None:
+            yield (
+                f"{where}: holds what looks like a {kind} token, which would be copied into "
+                "locks, images and records"
+            )
         elif isinstance(value, str) and "://" in value and has_credentials(value):
             if where.rsplit(".", 1)[-1] in ("url", "git") and where.split(".")[0] in (
                 "indexes", "packages",

@@ -170,7 +170,7 @@ def load_rules(path: Path | None = None) -> list[Rule]:
     shown = display_path(file)
     try:
         raw = tomllib.loads(file.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
+    except ValueError as exc:  # TOMLDecodeError, an integer past 4,300 digits, not UTF-8
         raise ManifestError([f"{shown}: invalid TOML: {exc}"]) from None
     except OSError as exc:
         raise ManifestError([f"{shown}: cannot read: {exc}"]) from None

@@ -124,7 +124,7 @@ MAX_LOCK_BYTES = 64 << 20  # the cu128 lock is ~0.4 MB
 def parse_uv_lock(text: str, *, where: str) -> UvLock:
     try:
         data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+    except ValueError as exc:  # TOMLDecodeError, or an integer past 4,300 digits
         raise BadInput(f"{where}: not valid TOML: {exc}") from None
     except RecursionError:
         raise BadInput(f"{where}: not valid TOML: nested too deeply") from None

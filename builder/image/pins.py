@@ -132,7 +132,7 @@ def load_pins(path: Path | None = None) -> ImagePins:
     try:
         text = file.read_text(encoding="utf-8")
         data = tomllib.loads(text)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # ValueError: TOMLDecodeError, endless ints
         raise BadInput(f"{shown}: cannot read the image pins: {exc}") from None
     tags = _comments(text)
     problems: list[str] = []

@@ -117,3 +117,27 @@ def test_one_run_report_listing_eight_repeats_is_too_few(project: Project) -> No
     assert done.returncode == 1, done.stderr
     statuses = {m["status"] for m in json.loads(done.stdout)["metrics"] if m["direction"] != "none"}
     assert statuses == {"TOO_FEW"}, statuses
+
+
+def test_more_samples_than_any_gate_can_resample_is_bad_input(tmp_path: Path) -> None:
+    """The bootstrap holds resamples x n numbers per side: a record listing millions of samples
+    of one metric would ask for a terabyte. 1001 samples stand for them here."""
+    cand, base = _sides()
+    cand["metrics"][THROUGHPUT] = [1000.0 + i % 7 for i in range(1001)]
+    cand["runs"] = 1001
+    done = _gate(tmp_path, cand, base)
+    assert done.returncode == 2, done.stderr
+    assert THROUGHPUT in done.stderr and "at most 1000 items" in done.stderr
+
+
+def test_a_run_report_listing_endless_repeats_is_bad_input(project: Project) -> None:
+    _mark_baseline(project)
+    env = fake_env_with_build_record(project.root / "cand", "cu128")
+    report = make_report(np.random.default_rng(4), env_path=str(env)).model_dump(mode="json")
+    (sweep,) = [r for r in report["results"] if r["check"] == "serve-bench.sweep"]
+    sweep["evidence"]["levels"][0]["output_throughput"] = [1000.0] * 1001
+    path = project.root / "endless.json"
+    path.write_text(json.dumps(report))
+    done = project.run("validators", "gate", "cu128", "--run", str(path))
+    assert done.returncode == 2, done.stderr
+    assert "more than 1000 samples" in done.stderr and "Traceback" not in done.stderr

@@ -131,3 +131,40 @@ def test_runs_from_two_hosts_are_not_repeats(project: Project) -> None:
     gated = project.run("validators", "gate", "cu128", *runs)
     assert gated.returncode == 2, gated.stderr
     assert "another host" in gated.stderr
+
+
+HF_SHAPED = "hf_" + "Zq7" * 12  # made up, the shape of a Hugging Face token
+
+
+def test_a_token_in_run_evidence_never_reaches_the_store(project: Project) -> None:
+    """An engine argv in serve-bench evidence carried a token into the record (and git)."""
+    env = fake_env_with_build_record(project.root / "a", "cu128")
+    runs = _runs(project, "r", env)
+    first = Path(runs[1])
+    report = json.loads(first.read_text())
+    report["results"][-1]["evidence"]["argv"] = ["sglang", "--api-key", HF_SHAPED]
+    first.write_text(json.dumps(report))
+    done = _mark_good(project, *runs)
+    assert done.returncode == 2, done.stderr
+    assert "holds secrets" in done.stderr and "evidence.argv.2" in done.stderr
+    assert HF_SHAPED not in done.stdout + done.stderr
+    assert _nothing_recorded(project)
+
+
+def test_records_import_refuses_a_record_file_holding_a_token(project: Project) -> None:
+    rid = _mark_baseline(project)
+    shown = project.run("validators", "records", "show", rid, "--json", check=True)
+    data = json.loads(shown.stdout)
+    data = data.get("record", data)
+    data["note"] = f"pushed with {HF_SHAPED}"
+    data.pop("record_id")
+    from validators.records.model import content_sha256
+
+    data["record_id"] = content_sha256(data)
+    folder = project.root / "incoming" / "cu128"
+    folder.mkdir(parents=True)
+    (folder / "x.json").write_text(json.dumps(data))
+    done = project.run("validators", "records", "import", str(project.root / "incoming"))
+    assert done.returncode == 2, done.stderr
+    assert "x.json" in done.stderr and "note: what looks like a hf_ token" in done.stderr
+    assert HF_SHAPED not in done.stdout + done.stderr

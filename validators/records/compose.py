@@ -16,7 +16,13 @@ from stackgate.errors import BadInput
 from stackgate.files import inside, read_json_file, sha256_file
 from stackgate.loading import LoadedStack
 from validators.records.extract import merge_runs, refuse_invalid, run_metrics
-from validators.records.model import BuildFacts, HostFingerprint, Record
+from validators.records.model import (
+    MAX_SAMPLES,
+    BuildFacts,
+    HostFingerprint,
+    Record,
+    refuse_secrets,
+)
 from validators.results import Report, Result
 
 
@@ -111,6 +117,13 @@ def compose_record(
     runs = [run_metrics(r) for r in reports]
     refuse_invalid(runs, where=(f"run {i} ({r.started_at})" for i, r in enumerate(reports, 1)))
     metrics, distributions, golden = merge_runs(runs)
+    endless = [f"{k}: {len(v)} samples" for k, v in metrics.items() if len(v) > MAX_SAMPLES]
+    if endless:
+        raise BadInput(
+            f"more than {MAX_SAMPLES} samples of a metric (one per validation run); the runs "
+            "list repeats no gate can resample",
+            details=endless[:20],
+        )
     golden = {**golden_references(loaded), **golden}
     env = build.env_profile or loaded.manifest.env_for(None)
     try:
@@ -136,4 +149,5 @@ def compose_record(
         distributions=distributions,
         golden_outputs=golden,
     )
+    refuse_secrets(record, where=f"the {kind} record of {record.stack}")
     return record.sealed()

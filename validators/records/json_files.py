@@ -49,7 +49,7 @@ def export_filename(record: Record) -> str:
 
 
 def read_record_file(path: Path) -> Record:
-    return load_record(read_json_file(path, MAX_RECORD_BYTES), where=str(path))
+    return load_record(read_json_file(path, MAX_RECORD_BYTES), where=str(path), secrets=True)
 
 
 def record_files(folder: Path) -> Iterator[Path]:

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, AliasChoices, ConfigDict, Field, ValidationError
 
 from stackgate.build_record import BuildRecord
+from stackgate.credentials import secrets_in
 from stackgate.errors import BadInput
 from stackgate.model import StrictModel
 from validators.results import Result
@@ -81,7 +82,11 @@ RecordId = Annotated[str, AfterValidator(_record_id)]
 # One measurement: a real, finite, non-negative number. NaN compares false with everything, so
 # a NaN sample would pass any threshold; strings, null and booleans are not numbers.
 Sample = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=0)]
-Samples = Annotated[list[Sample], Field(min_length=1)]
+# At most MAX_SAMPLES per metric (one per validation run): the gate's bootstrap holds
+# resamples x n numbers per side, so a 64 MiB record listing 16 million samples of one metric
+# asked numpy for ~1 TB (4,000 x 16M x 16 bytes) on a shared machine with no swap.
+MAX_SAMPLES = 1000
+Samples = Annotated[list[Sample], Field(min_length=1, max_length=MAX_SAMPLES)]
 
 
 class GpuInfo(StrictModel):
@@ -225,8 +230,22 @@ def content_sha256(data: Any) -> str:
     return hashlib.sha256(canonical_json(data).encode("utf-8")).hexdigest()
 
 
-def load_record(data: Any, *, where: str) -> Record:
-    """Parse and verify a record; raise BadInput saying what is wrong and where."""
+def refuse_secrets(record: Record, *, where: str, text: str | None = None) -> None:
+    """BadInput when a string anywhere in the record holds a credential URL or a recognisable
+    token (run evidence, a note, host facts): records go to the store and to git."""
+    content = record.content()
+    found = secrets_in(content, text if text is not None else canonical_json(content))
+    if found:
+        raise BadInput(
+            f"{where}: the record holds secrets (values not shown); records are committed",
+            details=[f"{path}: {what}" for path, what in found[:20]],
+        )
+
+
+def load_record(data: Any, *, where: str, secrets: bool = False) -> Record:
+    """Parse and verify a record; raise BadInput saying what is wrong and where.
+
+    secrets: also refuse one holding credentials (files about to enter a store or git)."""
     if not isinstance(data, dict):
         raise BadInput(f"{where}: not a record (expected a JSON object)")
     version = data.get("schema_version")
@@ -240,10 +259,13 @@ def load_record(data: Any, *, where: str) -> Record:
     except ValidationError as exc:
         problems = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
         raise BadInput(f"{where}: invalid record", details=problems) from None
-    expected = record.compute_id()
+    text = canonical_json(record.content())
+    expected = hashlib.sha256(text.encode("utf-8")).hexdigest()
     if record.record_id != expected:
         raise BadInput(
             f"{where}: record content does not match its hash (modified after it was written?)",
             details=[f"stored id {record.record_id or '(none)'}", f"content hash {expected}"],
         )
+    if secrets:
+        refuse_secrets(record, where=where, text=text)
     return record
