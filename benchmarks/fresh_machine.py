@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -96,6 +97,20 @@ def tail(log: Path, lines: int = 15) -> list[str]:
     return log.read_text(errors="replace").splitlines()[-lines:]
 
 
+_PYTEST_SUMMARY = re.compile(r"^=+ (.+?) in ([\d.]+)s(?: \([\d:]+\))? =+$", re.M)
+_PYTEST_COUNT = re.compile(r"(\d+) (passed|failed|skipped|deselected|xfailed|xpassed|errors?|warnings?)")
+_BOOTSTRAP_MARK = re.compile(r"^bootstrap: (.+) \((\d+) s\)$", re.M)
+
+
+def measured(section: str) -> dict[str, object]:
+    """From one command's part of the log: each pytest run's counts and seconds (its summary
+    line), and the bootstrap's marks (what, seconds since it started)."""
+    runs = [{**{kind: int(n) for n, kind in _PYTEST_COUNT.findall(m.group(1))},
+             "seconds": float(m.group(2))} for m in _PYTEST_SUMMARY.finditer(section)]
+    marks = [{"what": m.group(1), "at_s": int(m.group(2))} for m in _BOOTSTRAP_MARK.finditer(section)]
+    return {"pytest": runs, "bootstrap": marks}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--full", action="store_true", help="run the full test command, not the fast subset")
@@ -171,8 +186,13 @@ def main() -> int:
                       "seconds": round(time.monotonic() - start, 1), "files": len(checkout_files())})
         for command in to_run:
             print(f"fresh-machine: $ {command}", flush=True)
+            offset = log.stat().st_size
             rc, secs = run_logged(chroot_argv(rootfs, command), log, timeout=args.timeout)
-            steps.append({"step": command, "rc": rc, "seconds": round(secs, 1), "tail": tail(log)})
+            with log.open("rb") as fh:
+                fh.seek(offset)
+                section = fh.read().decode(errors="replace")
+            steps.append({"step": command, "rc": rc, "seconds": round(secs, 1),
+                          **measured(section), "tail": tail(log)})
             print(f"fresh-machine: rc={rc} {secs:.0f} s", flush=True)
             if rc != 0:
                 ok = False
