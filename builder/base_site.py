@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from builder import envprofile
+from builder.installed import read_distributions
 from stackgate.build_record import BaseSite
 from stackgate.errors import BadInput
 
@@ -35,9 +36,6 @@ def check_base_site(path: Path, python_version: str) -> Path:
 
 def layer(env: Path, folder: Path) -> BaseSite:
     """Write the .pth into the env and describe what it brings in."""
-    # Imported here: build_venv imports this module, and the reader lives there.
-    from builder.build_venv import read_distributions
-
     site = envprofile.site_packages(env)
     (site / PTH).write_text(f"{folder}\n", encoding="utf-8")
     return BaseSite(path=str(folder), pth=PTH, packages=read_distributions(folder))

@@ -12,29 +12,27 @@ against the lock, hash the tree, write the record, rename into place, switch `cu
 An env for the same lock hash that already exists (with a record) is reused: its contents are
 a function of the lock, so building it again would only burn time.
 
+Where the env goes and when one is reused: builder.env_slot; the uv commands that install
+the lock: builder.install_commands; the installed set against the lock: builder.installed.
+
 Tests kill it before every step through a Reporter wrapper (builder.fault_hook).
 """
 
 from __future__ import annotations
 
 import errno
-import hashlib
-import importlib.metadata
-import json
-import os
 import shutil
 import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from importlib.metadata import PackageMetadata
 from pathlib import Path
 
-from packaging.utils import canonicalize_name
-
-from builder import atomic, base_site, envprofile, patches
+from builder import atomic, base_site, env_slot, envprofile, patches
 from builder.history import read_history, write_history
+from builder.install_commands import install_commands, requirements_path
+from builder.installed import verify_against_lock
 from builder.jobs import compile_env, plan_jobs
 from builder.lock import (
     LockState,
@@ -57,11 +55,10 @@ from stackgate.build_record import (
     PatchRecord,
     ToolVersions,
     TreeHash,
-    read_build_record,
 )
 from stackgate.digests import DigestCache
-from stackgate.envtree import check_tree, compute_tree, write_listing
-from stackgate.errors import BadInput, CheckFailed, CommandFailed, EnvironmentProblem
+from stackgate.envtree import compute_tree, write_listing
+from stackgate.errors import CheckFailed, CommandFailed, EnvironmentProblem
 from stackgate.host.snapshot import host_snapshot
 from stackgate.layout import PARTIAL_SUFFIX, EnvLayout, lock_files
 from stackgate.loading import LoadedStack
@@ -222,68 +219,6 @@ class _Build:
         if result.returncode != 0:
             _raise_step_failure(result, what, state, self.loaded, self.options)
 
-    def _install_args(
-        self, state: LockState, python: Path, exclude: list[str]
-    ) -> list[list[str | Path]]:
-        """Commands installing the lock into the venv whose interpreter is `python`."""
-        opts = self.options
-        if not opts.offline and not opts.index_map:
-            argv: list[str | Path] = [
-                uv_bin(),
-                "sync",
-                "--frozen",
-                "--no-install-project",
-                "--python",
-                python,
-            ]
-            for name in exclude:
-                argv += ["--no-install-package", name]
-            return [argv]
-        # Mirrors and wheelhouses: export the lock with its hashes and install exactly that.
-        req = self.layout.stack_dir / f".requirements-{os.getpid()}.txt"
-        export: list[str | Path] = [
-            uv_bin(),
-            "export",
-            "--frozen",
-            "--no-config",
-            "--format",
-            "requirements.txt",
-            "--no-emit-project",
-            "--no-header",
-            "--output-file",
-            req,
-        ]
-        for name in exclude:
-            export += ["--no-emit-package", name]
-        install: list[str | Path] = [
-            uv_bin(),
-            "pip",
-            "install",
-            "--no-config",
-            "--python",
-            python,
-            "--require-hashes",
-            "--no-deps",
-            "-r",
-            req,
-        ]
-        if opts.offline:
-            install += ["--offline", "--no-index"]
-            if opts.wheelhouse is not None:
-                install += ["--find-links", opts.wheelhouse.resolve()]
-        else:
-            specs = index_specs(self.loaded.manifest, {**state.index_map, **opts.index_map})
-            defaults = [s for s in specs if s.default]
-            others = [s for s in specs if not s.default]
-            # Named (NAME=URL), so uv finds UV_INDEX_<NAME>_USERNAME/PASSWORD for them.
-            if defaults:
-                install += ["--default-index", f"{defaults[0].name}={defaults[0].url}"]
-            for spec in others:
-                install += ["--index", f"{spec.name}={spec.url}"]
-            # Every file is pinned by hash, so taking it from whichever index has it is safe.
-            install += ["--index-strategy", "unsafe-best-match"]
-        return [export, install]
-
     def run(self) -> BuildOutcome:
         loaded, opts, layout, timer = self.loaded, self.options, self.layout, self.timer
         manifest = loaded.manifest
@@ -317,10 +252,10 @@ class _Build:
             timer.timings["wait-lock"] = round(waited, 3)
             self.reporter.done("wait-lock", waited)
             removed = atomic.remove_partials(layout)
-            final, existing = self._pick_env(state, choice, profile)
+            final, existing = env_slot.pick_env(layout, state, choice, profile)
             if existing is not None:
                 with timer.step("check", f"hashing {display_path(final)} again"):
-                    damage = _damage(final, existing)
+                    damage = env_slot.damage(final, existing)
                 if not damage:
                     with timer.step("switch", "selecting the existing env"):
                         atomic.switch_current(layout, final)
@@ -332,51 +267,9 @@ class _Build:
                         "(builds a fresh copy beside it; the damaged one is left as it is)",
                         details=damage,
                     )
-                final = _repair_name(final)
+                final = env_slot.repair_name(final)
             checked = _Checked(state, python, sources, patch_records, base)
             return self._build(checked, final, plan, choice, profile, removed, waited)
-
-    def _pick_env(
-        self, state: LockState, choice: TopologyChoice, profile: dict[str, str]
-    ) -> tuple[Path, BuildRecord | None]:
-        """Where this build goes: `<stack>-<lock12>`, or, when that env exists with another
-        environment profile (the profile is inside the env), `<stack>-<lock12>-<profile8>`.
-        An env that matches lock and profile is reused (its contents are a function of them);
-        of a damaged env, its newest `-repairN` copy is taken instead."""
-        base = self.layout.env_name(state.lock_hash)
-        tag = hashlib.sha256(
-            json.dumps([choice.topology, profile], sort_keys=True).encode()
-        ).hexdigest()[:8]
-        for name in (base, f"{base}-{tag}"):
-            path = self.layout.stack_dir / name
-            if not path.exists():
-                return path, None
-            try:
-                record: BuildRecord | None = read_build_record(path)
-            except BadInput:
-                record = None
-            if (
-                record is not None
-                and record.lock_hash == state.lock_hash
-                and record.topology == choice.topology
-                and record.env_profile == profile
-            ):
-                repairs = sorted(
-                    path.parent.glob(f"{path.name}-repair*[0-9]"),
-                    key=lambda p: int(p.name.rsplit("-repair", 1)[1] or 0),
-                )
-                for repaired in reversed(repairs):
-                    try:
-                        newer = read_build_record(repaired)
-                    except BadInput:
-                        continue
-                    if newer.lock_hash == record.lock_hash:
-                        return repaired, newer
-                return path, record
-        raise EnvironmentProblem(
-            f"{self.layout.stack_dir / base} and its profile variant exist but neither is a "
-            "build of this lock with this profile; move them away and build again"
-        )
 
     def _build(
         self,
@@ -416,10 +309,19 @@ class _Build:
                 )
             env_python = partial / "bin" / "python"
             with timer.step("install", f"installing {len(locked_packages(state))} locked packages"):
-                exclude = [pkg.name for pkg, _ in trees]
+                commands = install_commands(
+                    loaded.manifest,
+                    state,
+                    env_python,
+                    [pkg.name for pkg, _ in trees],
+                    stack_dir=layout.stack_dir,
+                    offline=opts.offline,
+                    wheelhouse=opts.wheelhouse,
+                    index_map=opts.index_map,
+                )
                 # On a terminal uv draws its own progress (downloads in bytes) there.
                 with self.reporter.terminal() as terminal:
-                    for install_argv in self._install_args(state, env_python, exclude):
+                    for install_argv in commands:
                         self._run(
                             install_argv,
                             plan,
@@ -450,7 +352,7 @@ class _Build:
             with timer.step("profile", f"applying the {choice.topology or 'common'} profile"):
                 envprofile.apply_profile(partial, profile, choice)
             with timer.step("verify", "comparing installed packages with the lock"):
-                installed = self._verify(env_python, state)
+                installed = verify_against_lock(partial, state)
             layered = None
             if checked.base_site is not None:
                 with timer.step("layer", f"appending {checked.base_site} through a .pth"):
@@ -512,8 +414,7 @@ class _Build:
             raise
         finally:
             shutil.rmtree(src_root, ignore_errors=True)
-            for tmp in layout.stack_dir.glob(f".requirements-{os.getpid()}.txt"):
-                tmp.unlink(missing_ok=True)
+            requirements_path(layout.stack_dir).unlink(missing_ok=True)
         if self.watch.jobs_seen and self.watch.peak_job_rss:
             write_history(
                 layout.stack_dir,
@@ -525,61 +426,6 @@ class _Build:
         # outcome carries all of them.
         full = record.model_copy(update={"timings_s": dict(timer.timings)})
         return BuildOutcome(full, final, False, removed, self.log, waited)
-
-    def _verify(self, env_python: Path, state: LockState) -> dict[str, str]:
-        """Installed distributions (read from their METADATA, no subprocess) against the lock."""
-        installed = installed_distributions(env_python.parent.parent)
-        wanted = {str(canonicalize_name(k)): v for k, v in locked_packages(state).items()}
-        wrong = [
-            f"{name}: locked {version}, installed {installed.get(name, 'nothing')}"
-            for name, version in sorted(wanted.items())
-            if installed.get(name) != version
-        ]
-        extra = sorted(set(installed) - set(wanted))
-        if wrong or extra:
-            raise EnvironmentProblem(
-                "the installed packages differ from the lock",
-                details=[*wrong, *(f"{name}: installed but not locked" for name in extra)],
-            )
-        return dict(sorted(installed.items()))
-
-
-def _damage(env: Path, record: BuildRecord) -> list[str]:
-    """[] when the env still hashes to its record's tree hash, else the first differences."""
-    with DigestCache() as cache:
-        check = check_tree(env, record.tree.sha256, scheme=record.tree.scheme, cache=cache)
-    return check.explain()
-
-
-def _repair_name(damaged: Path) -> Path:
-    """`<env>-repair<N>` for the first N not taken (the damaged folder stays as it is)."""
-    stem = damaged.name.split("-repair", 1)[0]
-    n = 1
-    while (damaged.parent / f"{stem}-repair{n}").exists():
-        n += 1
-    return damaged.parent / f"{stem}-repair{n}"
-
-
-def installed_distributions(env: Path) -> dict[str, str]:
-    """canonical name -> version of every *.dist-info in the env's site-packages."""
-    return read_distributions(envprofile.site_packages(env))
-
-
-def _header(meta: PackageMetadata, key: str) -> str | None:
-    """One METADATA header, None when absent (`meta[key]` warns on a missing key)."""
-    values = meta.get_all(key)
-    return str(values[0]) if values else None
-
-
-def read_distributions(site: Path) -> dict[str, str]:
-    """canonical name -> version of every distribution installed in one site-packages folder
-    (importlib.metadata reads their METADATA; a folder without Name or Version is left out)."""
-    out: dict[str, str] = {}
-    for dist in importlib.metadata.distributions(path=[str(site)]):
-        name, version = _header(dist.metadata, "Name"), _header(dist.metadata, "Version")
-        if name and version:
-            out[str(canonicalize_name(name))] = version
-    return dict(sorted(out.items()))
 
 
 def build_env(
