@@ -16,7 +16,7 @@ from pydantic import Field, ValidationError
 from stackgate.errors import BadInput
 from stackgate.files import read_json_file
 from stackgate.host.resources import GIB, HostResources
-from stackgate.model import StrictModel
+from stackgate.model import StrictModel, validation_problems
 from stackgate.topology import Topology
 
 RECORD_DIRNAME = "stackgate"
@@ -188,5 +188,4 @@ def read_build_record(env: Path) -> BuildRecord:
     try:
         return BuildRecord.model_validate(data)
     except ValidationError as exc:
-        problems = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
-        raise BadInput(f"{path}: invalid build record", details=problems) from None
+        raise BadInput(f"{path}: invalid build record", details=validation_problems(exc)) from None

@@ -6,8 +6,14 @@ why; manifests additionally turn off coercion (stackgate.manifest.Strict).
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 
 class StrictModel(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def validation_problems(exc: ValidationError) -> list[str]:
+    """Every problem of a model's input at once, one `dotted.path: message` line each, for
+    BadInput's details (manifests get richer lines: stackgate.loading.format_validation_errors)."""
+    return [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]

@@ -18,7 +18,7 @@ from pydantic import ConfigDict, Field, ValidationError
 
 from stackgate.errors import BadInput
 from stackgate.files import read_text_bounded
-from stackgate.model import StrictModel
+from stackgate.model import StrictModel, validation_problems
 
 
 class _LockModel(StrictModel):
@@ -131,8 +131,9 @@ def parse_uv_lock(text: str, *, where: str) -> UvLock:
     try:
         return UvLock.model_validate(data)
     except ValidationError as exc:
-        problems = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
-        raise BadInput(f"{where}: not a uv.lock stackgate can read", details=problems) from None
+        raise BadInput(
+            f"{where}: not a uv.lock stackgate can read", details=validation_problems(exc)
+        ) from None
 
 
 def read_uv_lock(path: Path) -> UvLock:

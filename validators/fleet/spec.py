@@ -16,7 +16,7 @@ from pydantic import Field, ValidationError, field_validator
 
 from stackgate.errors import BadInput
 from stackgate.files import read_json_file
-from stackgate.model import StrictModel
+from stackgate.model import StrictModel, validation_problems
 
 FLEET_SCHEMA_VERSION: Literal[1] = 1
 SPEC_FILENAME = "fleet.json"
@@ -173,5 +173,4 @@ def read_spec(path: Path) -> FleetSpec:
     try:
         return FleetSpec.model_validate(data)
     except ValidationError as exc:
-        problems = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
-        raise BadInput(f"{path}: invalid fleet spec", details=problems) from None
+        raise BadInput(f"{path}: invalid fleet spec", details=validation_problems(exc)) from None

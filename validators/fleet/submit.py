@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from stackgate.errors import BadInput, EnvironmentProblem, StackgateError
 from stackgate.loading import load_stack
+from stackgate.model import validation_problems
 from stackgate.paths import project_root
 from stackgate.proc import run
 from validators.fleet import kube, slurm
@@ -87,8 +88,7 @@ def spec_from_args(args: argparse.Namespace) -> FleetSpec:
             else None,
         )
     except ValidationError as exc:
-        problems = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
-        raise BadInput("invalid fleet submission", details=problems) from None
+        raise BadInput("invalid fleet submission", details=validation_problems(exc)) from None
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from pydantic import Field, ValidationError
 
 from stackgate.errors import BadInput, CheckFailed
 from stackgate.files import atomic_write_text, parse_json_text, read_text_bounded
-from stackgate.model import StrictModel
+from stackgate.model import StrictModel, validation_problems
 
 GENESIS = "0" * 64
 HEADS_FOLDER = "_store-heads"  # not a stack name: stack names start with a letter or digit
@@ -69,8 +69,7 @@ def read_head(path: Path) -> ChainHead | None:
     try:
         return ChainHead.model_validate(data)
     except ValidationError as exc:
-        problems = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
-        raise BadInput(f"{path}: not a store head", details=problems) from None
+        raise BadInput(f"{path}: not a store head", details=validation_problems(exc)) from None
 
 
 def write_head(path: Path, head: ChainHead, *, durable: bool = True) -> None:

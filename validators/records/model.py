@@ -18,7 +18,7 @@ from pydantic import AfterValidator, AliasChoices, ConfigDict, Field, Validation
 from stackgate.build_record import BuildRecord
 from stackgate.credentials import secrets_in
 from stackgate.errors import BadInput
-from stackgate.model import StrictModel
+from stackgate.model import StrictModel, validation_problems
 from validators.results import Result
 
 RECORD_SCHEMA_VERSION: Literal[1] = 1
@@ -257,8 +257,7 @@ def load_record(data: Any, *, where: str, secrets: bool = False) -> Record:
     try:
         record = Record.model_validate(data)
     except ValidationError as exc:
-        problems = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
-        raise BadInput(f"{where}: invalid record", details=problems) from None
+        raise BadInput(f"{where}: invalid record", details=validation_problems(exc)) from None
     text = canonical_json(record.content())
     expected = hashlib.sha256(text.encode("utf-8")).hexdigest()
     if record.record_id != expected:

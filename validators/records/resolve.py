@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from stackgate.errors import BadInput, CheckFailed
 from stackgate.files import read_json_file
+from stackgate.model import validation_problems
 from stackgate.paths import project_root, stack_names
 from validators.records.extract import refuse_invalid, run_metrics
 from validators.records.json_files import (
@@ -153,7 +154,7 @@ def read_report(path: Path) -> Report:
     try:
         report = Report.model_validate(data)
     except ValidationError as exc:
-        problems = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
+        problems = validation_problems(exc)
         raise BadInput(f"{path}: not a validation report", details=problems[:10]) from None
     refuse_invalid([run_metrics(report)], where=[str(path)])
     return report
