@@ -22,7 +22,8 @@ from pydantic import Field, ValidationError
 
 from stackgate.errors import ManifestError
 from stackgate.loading import format_validation_errors
-from stackgate.manifest import Manifest, SpecifierStr, Strict, arch_cc
+from stackgate.manifest import Manifest, Strict
+from stackgate.manifest_values import SpecifierStr, arch_cc
 from stackgate.paths import display_path, project_root, stacks_dir
 
 Severity = Literal["error", "warning"]

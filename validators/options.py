@@ -15,7 +15,7 @@ from typing import Annotated, Any
 from pydantic import Field, ValidationError
 
 from stackgate.errors import BadInput
-from stackgate.manifest import ArchStr
+from stackgate.manifest_values import ArchStr
 from stackgate.model import StrictModel
 
 Port = Annotated[int, Field(ge=1, le=65535)]

@@ -16,7 +16,8 @@ from stackgate.build_record import read_build_record
 from stackgate.errors import BadInput
 from stackgate.host.gpus import GpuInventory, Probed
 from stackgate.host.snapshot import HostSnapshot, host_snapshot
-from stackgate.manifest import Manifest, arch_cc
+from stackgate.manifest import Manifest
+from stackgate.manifest_values import arch_cc
 from stackgate.rules import StackFacts, default_rules_path, evaluate, load_rules
 from stackgate.topology import Topology
 from validators.context import RunContext

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from stackgate.host.snapshot import HostSnapshot, host_snapshot
-from stackgate.manifest import Manifest, arch_cc
+from stackgate.manifest import Manifest
+from stackgate.manifest_values import arch_cc
 from validators.records.model import GpuInfo, HostFingerprint, Interconnect
 
 Impact = Literal["blocks", "performance", "info"]

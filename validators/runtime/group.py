@@ -8,7 +8,8 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from stackgate.host.snapshot import host_snapshot
-from stackgate.manifest import Manifest, arch_cc
+from stackgate.manifest import Manifest
+from stackgate.manifest_values import arch_cc
 from stackgate.topology import Topology
 from validators.context import RunContext
 from validators.results import Result, make_result

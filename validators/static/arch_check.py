@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stackgate.manifest import arch_cc
+from stackgate.manifest_values import arch_cc
 from validators.static.elf_symbols import ElfReadError
 from validators.static.environment import Environment
 from validators.static.fatbin import GpuCode, cubin_code, fatbin_codes

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stackgate.errors import BadInput
-from stackgate.manifest import Manifest, parse_arch
+from stackgate.manifest import Manifest
+from stackgate.manifest_values import parse_arch
 from validators.context import RunContext
 from validators.results import Result, make_result
 from validators.static.abi_results import AbiOptions, abi_results, check_key, short
