@@ -21,6 +21,12 @@ from validators.records.model import Record
 from validators.records.resolve import latest_known_good
 from validators.records.store import RecordStore
 
+# The issue's attack: the weaker stack's rows written back under the name 'smoke'.
+RELABEL_WEAK = (
+    "INSERT OR REPLACE INTO records SELECT seq, record_id, 'smoke', kind, created_at, "
+    "schema_version, inserted_at, body, chain FROM records WHERE stack = 'weak'"
+)
+
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -53,24 +59,14 @@ def test_insert_or_replace_is_stopped_by_the_database(tmp_path: Path) -> None:
     path = tmp_path / "s.sqlite"
     _weak_and_smoke(path)
     with pytest.raises(sqlite3.IntegrityError, match="stackgate records are append"):
-        _sql(
-            path,
-            "INSERT OR REPLACE INTO records SELECT seq, record_id, 'smoke', kind, created_at, "
-            "schema_version, inserted_at, body, chain FROM records WHERE stack = 'weak'",
-        )
+        _sql(path, RELABEL_WEAK)
 
 
 def test_relabelled_row_with_triggers_dropped_is_a_tampered_store(project: Path) -> None:
     """The issue's attack: another stack's faster-looking record relabelled as 'smoke'."""
     path = project / "s.sqlite"
     _, weak = _weak_and_smoke(path)
-    _sql(
-        path,
-        "DROP TRIGGER records_no_replace",
-        "DROP TRIGGER records_in_order",
-        "INSERT OR REPLACE INTO records SELECT seq, record_id, 'smoke', kind, created_at, "
-        "schema_version, inserted_at, body, chain FROM records WHERE stack = 'weak'",
-    )
+    _sql(path, "DROP TRIGGER records_no_replace", "DROP TRIGGER records_in_order", RELABEL_WEAK)
     with RecordStore.open(path, read_only=True) as store:
         with pytest.raises(TamperedStore, match=rf"record {weak.short_id}.*column stack") as hit:
             latest_known_good("smoke", store)
@@ -214,13 +210,7 @@ def test_the_gate_refuses_to_pass_on_a_relabelled_store(project: Path) -> None:
     """End to end in-process: the tampered baseline never reaches the comparison."""
     path = project / "s.sqlite"
     smoke, _ = _weak_and_smoke(path)
-    _sql(
-        path,
-        "DROP TRIGGER records_no_replace",
-        "DROP TRIGGER records_in_order",
-        "INSERT OR REPLACE INTO records SELECT seq, record_id, 'smoke', kind, created_at, "
-        "schema_version, inserted_at, body, chain FROM records WHERE stack = 'weak'",
-    )
+    _sql(path, "DROP TRIGGER records_no_replace", "DROP TRIGGER records_in_order", RELABEL_WEAK)
     slower = make_record("smoke", minute=9, kind="candidate", throughput=700.0)
     with RecordStore.open(path, read_only=True) as store, pytest.raises(CheckFailed):
         gate(latest_known_good("smoke", store), slower)
