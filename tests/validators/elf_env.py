@@ -120,6 +120,14 @@ def add_dist(
     (dist_info / "RECORD").write_text("\n".join(rows) + "\n", encoding="utf-8")
 
 
+def add_package(site: Path, name: str, files: list[Path], requires: tuple[str, ...] = ()) -> None:
+    """An importable package folder `name` (empty __init__.py) and its dist-info 1.0 naming
+    `files`."""
+    (site / name).mkdir(parents=True, exist_ok=True)
+    (site / name / "__init__.py").write_text("", encoding="utf-8")
+    add_dist(site, name, "1.0", files, requires)
+
+
 def torch_like(site: Path, build: Path, version: str, cpp: str) -> Path:
     lib = gxx(site / "torch" / "lib" / "libc10_cuda.so", cpp, "-Wl,-soname,libc10_cuda.so")
     add_dist(site, "torch", version, [lib])

@@ -12,10 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.validators import elf_env
-from validators.results import Result
-from validators.static.abi_results import AbiOptions
+from tests.validators.static_run import static_results
 from validators.static.driver_stub import build_stubs, driver_names
-from validators.static.group import StaticInputs, run_static
 
 pytestmark = pytest.mark.skipif(not elf_env.have_compilers(), reason="needs gcc and g++")
 
@@ -30,21 +28,10 @@ int PyInit_%s(void) { return 0; }
 """
 
 
-def _static(env: Path, **abi: bool) -> dict[str, Result]:
-    results = run_static(StaticInputs(env_path=env, targets=(), abi=AbiOptions(**abi)))
-    return {r.check: r for r in results}
-
-
-def _package(site: Path, name: str, files: list[Path], requires: tuple[str, ...] = ()) -> None:
-    (site / name).mkdir(parents=True, exist_ok=True)
-    (site / name / "__init__.py").write_text("", encoding="utf-8")
-    elf_env.add_dist(site, name, "1.0", files, requires)
-
-
 def _torch_like(site: Path) -> Path:
     """torch/lib/libcore.so defining core_fn, shipped by a distribution named torch."""
     lib = elf_env.gcc(site / "torch" / "lib" / "libcore.so", PROVIDER_C, "-Wl,-soname,libcore.so")
-    _package(site, "torch", [lib])
+    elf_env.add_package(site, "torch", [lib])
     # like `import torch`: its libraries are in the process before any extension loads
     (site / "torch" / "__init__.py").write_text(
         "import ctypes, os\n"
@@ -67,8 +54,8 @@ def test_optional_library_is_a_warning_not_a_failure(tmp_path: Path) -> None:
         f"-L{missing.parent}",
         "-l:libtbbish.so.12",
     )
-    _package(site, "numbaish", [ext])
-    results = _static(tmp_path / "env")
+    elf_env.add_package(site, "numbaish", [ext])
+    results = static_results(tmp_path / "env")
     r = results["static.abi.numbaish"]
     assert r.status == "PASS", r.reason
     assert r.evidence["severity"] == "WARN"
@@ -95,8 +82,8 @@ def test_plugin_without_pyinit_is_symbol_checked_and_confirmed(tmp_path: Path) -
         f"-L{old.parent}",
         "-l:libcore.so",
     )
-    _package(site, "visionish", [plugin])
-    results = _static(tmp_path / "env")
+    elf_env.add_package(site, "visionish", [plugin])
+    results = static_results(tmp_path / "env")
     r = results["static.abi.visionish"]
     assert r.status == "FAIL", r.reason
     assert "gone_fn" in r.reason
@@ -104,7 +91,7 @@ def test_plugin_without_pyinit_is_symbol_checked_and_confirmed(tmp_path: Path) -
     assert "undefined symbol: gone_fn" in r.reason
     assert r.evidence["failing_objects"] == [str(plugin)]
     # static evidence alone, without the load
-    quiet = _static(tmp_path / "env", confirm=False)["static.abi.visionish"]
+    quiet = static_results(tmp_path / "env", confirm=False)["static.abi.visionish"]
     assert quiet.status == "FAIL" and "confirmed" not in quiet.reason
 
 
@@ -117,8 +104,8 @@ def test_symbols_the_package_scope_provides_are_not_missing(tmp_path: Path) -> N
         site / "coreish" / "_tensor_bridge.cpython-312-x86_64-linux-gnu.so",
         "extern int core_fn(void);\nint PyInit__tensor_bridge(void){return core_fn();}\n",
     )
-    _package(site, "coreish", [ext])
-    results = _static(tmp_path / "env")
+    elf_env.add_package(site, "coreish", [ext])
+    results = static_results(tmp_path / "env")
     r = results["static.abi.coreish"]
     assert r.status == "PASS" and r.evidence["severity"] == "PASS", r.reason
     assert results["static.abi.summary"].evidence["resolved_in_package_scope"] == 1
@@ -130,8 +117,8 @@ def test_module_for_another_python_is_info(tmp_path: Path) -> None:
         site / "oldpy" / "_m.cpython-310-x86_64-linux-gnu.so",
         NEEDS_GONE_C.format(name="PyInit__m"),
     )
-    _package(site, "oldpy", [ext])
-    r = _static(tmp_path / "env")["static.abi.oldpy"]
+    elf_env.add_package(site, "oldpy", [ext])
+    r = static_results(tmp_path / "env")["static.abi.oldpy"]
     assert r.status == "PASS", r.reason
     assert r.evidence["severity"] == "INFO"
     assert "another Python ABI" in r.reason and "_m.cpython-310" in r.reason
@@ -146,9 +133,9 @@ def test_crash_at_load_is_found_by_deep_loads(tmp_path: Path, action: str, signa
     ext = elf_env.gcc(
         site / "crashy" / "_ops.cpython-312-x86_64-linux-gnu.so", CRASH_C % (action, "_ops")
     )
-    _package(site, "crashy", [ext])
-    assert _static(tmp_path / "env")["static.abi.crashy"].status == "PASS"  # nothing static
-    r = _static(tmp_path / "env", deep=True)["static.abi.crashy"]
+    elf_env.add_package(site, "crashy", [ext])
+    assert static_results(tmp_path / "env")["static.abi.crashy"].status == "PASS"  # nothing static
+    r = static_results(tmp_path / "env", deep=True)["static.abi.crashy"]
     assert r.status == "FAIL", r.reason
     assert r.reason.startswith(f"crashes at load ({signal}): crashy/_ops.cpython-312")
     assert r.evidence["failing_objects"] == [str(ext)]
@@ -162,8 +149,8 @@ def test_unmet_requirement_on_a_linked_package_triggers_a_load(tmp_path: Path) -
         site / "visionish" / "_ops.cpython-312-x86_64-linux-gnu.so",
         CRASH_C % ("raise(SIGSEGV)", "_ops"),
     )
-    _package(site, "visionish", [ext], requires=("torch==0.9",))
-    r = _static(tmp_path / "env")["static.abi.visionish"]
+    elf_env.add_package(site, "visionish", [ext], requires=("torch==0.9",))
+    r = static_results(tmp_path / "env")["static.abi.visionish"]
     assert r.status == "FAIL", r.reason
     assert "crashes at load (SIGSEGV)" in r.reason
 
@@ -202,7 +189,7 @@ def test_root_cause_first_and_taken_down_packages_named(tmp_path: Path) -> None:
         "-l:libaudioish.so",
         "-Wl,-rpath,$ORIGIN/lib",
     )
-    _package(site, "audioish", [lib, ff, ext])
+    elf_env.add_package(site, "audioish", [lib, ff, ext])
     user = elf_env.gcc(
         site / "userish" / "_u.cpython-312-x86_64-linux-gnu.so",
         "extern int audio_fn(void);\nint PyInit__u(void){return audio_fn();}\n",
@@ -210,8 +197,8 @@ def test_root_cause_first_and_taken_down_packages_named(tmp_path: Path) -> None:
         "-l:libaudioish.so",
         f"-Wl,-rpath,{lib.parent}",
     )
-    _package(site, "userish", [user])
-    results = _static(tmp_path / "env")
+    elf_env.add_package(site, "userish", [user])
+    results = static_results(tmp_path / "env")
     audio = results["static.abi.audioish"]
     assert audio.status == "FAIL", audio.reason
     first, *rest = audio.reason.split(" | ")
@@ -264,7 +251,7 @@ def test_extension_overwritten_by_another_distribution_fails(tmp_path: Path) -> 
         info.mkdir()
         (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
         (info / "RECORD").write_text(f"{rel},{digest},1\n")
-    results = _static(tmp_path / "env", confirm=False)
+    results = static_results(tmp_path / "env", confirm=False)
     r = results["static.abi.bindings.files"]
     assert r.status == "FAIL"
     assert "bind/utils.cpython-312-x86_64-linux-gnu.so is oldpython 1.0's copy" in r.reason

@@ -13,24 +13,11 @@ from pathlib import Path
 import pytest
 
 from tests.validators import elf_env
-from validators.results import Result
-from validators.static.abi_results import AbiOptions
-from validators.static.group import StaticInputs, run_static
+from tests.validators.static_run import static_results
 
 pytestmark = pytest.mark.skipif(not elf_env.have_compilers(), reason="needs gcc and g++")
 
 SPARSE_C = "int sparse_fn(void) { return 3; }\n"
-
-
-def _static(env: Path, **abi: bool) -> dict[str, Result]:
-    results = run_static(StaticInputs(env_path=env, targets=(), abi=AbiOptions(**abi)))
-    return {r.check: r for r in results}
-
-
-def _package(site: Path, name: str, files: list[Path], requires: tuple[str, ...] = ()) -> None:
-    (site / name).mkdir(parents=True, exist_ok=True)
-    (site / name / "__init__.py").write_text("", encoding="utf-8")
-    elf_env.add_dist(site, name, "1.0", files, requires)
 
 
 def _core_needing_absent(site: Path, build: Path, requires: tuple[str, ...] = ()) -> Path:
@@ -44,7 +31,7 @@ def _core_needing_absent(site: Path, build: Path, requires: tuple[str, ...] = ()
         f"-L{sparse.parent}",
         "-l:libsparseish.so.0",
     )
-    _package(site, "torchish", [core], requires)
+    elf_env.add_package(site, "torchish", [core], requires)
     (site / "torchish" / "__init__.py").write_text(
         "import ctypes, os\n"
         "ctypes.CDLL(os.path.join(os.path.dirname(__file__), 'lib', 'libcore.so'))\n",
@@ -61,7 +48,7 @@ def _vision_on(site: Path, core: Path) -> Path:
         "-l:libcore.so",
         f"-Wl,-rpath,{core.parent}",
     )
-    _package(site, "visionish", [plugin], ("torchish",))
+    elf_env.add_package(site, "visionish", [plugin], ("torchish",))
     return plugin
 
 
@@ -77,7 +64,7 @@ def _leaf_backend(tmp_path: Path) -> None:
         f"-L{sparse.parent}",
         "-l:libsparseish.so.0",
     )
-    _package(site, "ortish", [provider])
+    elf_env.add_package(site, "ortish", [provider])
 
 
 def test_absent_library_below_another_package_is_not_optional(tmp_path: Path) -> None:
@@ -85,7 +72,7 @@ def test_absent_library_below_another_package_is_not_optional(tmp_path: Path) ->
     core = _core_needing_absent(site, tmp_path / "build")
     _vision_on(site, core)
     # static evidence alone: no load ran, yet the library is not called optional
-    results = _static(tmp_path / "env", confirm=False)
+    results = static_results(tmp_path / "env", confirm=False)
     torch = results["static.abi.torchish"]
     assert torch.status == "FAIL", torch.reason
     first = torch.reason.split(" | ")[0]
@@ -95,7 +82,7 @@ def test_absent_library_below_another_package_is_not_optional(tmp_path: Path) ->
     vision = results["static.abi.visionish"]
     assert vision.status == "FAIL" and "libcore.so (torchish 1.0) below them" in vision.reason
     # the confirming load agrees: `import torchish` fails on the absent library
-    loaded = _static(tmp_path / "env")["static.abi.torchish"]
+    loaded = static_results(tmp_path / "env")["static.abi.torchish"]
     assert loaded.status == "FAIL" and "confirmed by a load" in loaded.reason
     assert "libsparseish.so.0: cannot open shared object file" in loaded.reason
 
@@ -105,7 +92,7 @@ def test_absent_library_of_a_required_distribution_is_not_optional(tmp_path: Pat
     installed: its absent library is a missing dependency, named as such."""
     site = elf_env.new_env(tmp_path / "env")
     _core_needing_absent(site, tmp_path / "build", requires=("sparseish-cu12==0.7.1",))
-    r = _static(tmp_path / "env", confirm=False)["static.abi.torchish"]
+    r = static_results(tmp_path / "env", confirm=False)["static.abi.torchish"]
     assert r.status == "FAIL", r.reason
     assert "not optional: torchish 1.0 requires sparseish-cu12==0.7.1, not installed" in r.reason
 
@@ -115,7 +102,7 @@ def test_absent_library_of_an_optional_backend_stays_a_warning(tmp_path: Path) -
     names (bitsandbytes' ROCm builds, onnxruntime's TensorRT provider): WARN, and the
     package's import is tried for real."""
     _leaf_backend(tmp_path)
-    r = _static(tmp_path / "env")["static.abi.ortish"]
+    r = static_results(tmp_path / "env")["static.abi.ortish"]
     assert r.status == "PASS", r.reason
     assert r.evidence["severity"] == "WARN" and "not optional" not in r.reason
     assert {"step": "import ortish", "outcome": "ok", "error": ""} in r.evidence["loads"]
@@ -128,7 +115,7 @@ def test_optional_looking_library_the_import_fails_on_is_not_called_optional(
     it: FAIL, and the reason does not also claim the package imports without it."""
     site = elf_env.new_env(tmp_path / "env")
     _core_needing_absent(site, tmp_path / "build")
-    r = _static(tmp_path / "env")["static.abi.torchish"]
+    r = static_results(tmp_path / "env")["static.abi.torchish"]
     assert r.status == "FAIL", r.reason
     assert r.reason.startswith("torchish 1.0: DT_NEEDED libraries found neither")
     assert "imports without it" not in r.reason
@@ -138,8 +125,8 @@ def test_optional_looking_library_the_import_fails_on_is_not_called_optional(
 def test_warning_says_what_was_seen(tmp_path: Path) -> None:
     """'imports without it' only where an import ran; statically, the grounds of the WARN."""
     _leaf_backend(tmp_path)
-    loaded = _static(tmp_path / "env")["static.abi.ortish"].reason
+    loaded = static_results(tmp_path / "env")["static.abi.ortish"].reason
     assert "import ortish works without it" in loaded
-    quiet = _static(tmp_path / "env", confirm=False)["static.abi.ortish"].reason
+    quiet = static_results(tmp_path / "env", confirm=False)["static.abi.ortish"].reason
     assert quiet.startswith("WARN: optional:") and "works without it" not in quiet
     assert "no other package's objects need it" in quiet
