@@ -17,6 +17,7 @@ import pytest
 from builder.tree_hash import tree_hash
 from stackgate.build_record import read_build_record as read_record
 from tests.builder.conftest import LocalStack, popen_builder
+from tests.helpers.small_disk import small_tmpfs
 
 STEPS = ["sources", "venv", "install", "profile", "verify", "hash", "record", "publish", "switch"]
 
@@ -154,16 +155,8 @@ def test_concurrent_builds_of_one_lock_make_one_env(local_stack: LocalStack) -> 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A real 3 MiB filesystem (tmpfs) to fill up; skips where mounting is not allowed."""
-    mount_point = tmp_path / "small-disk"
-    mount_point.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount_point)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
+    with small_tmpfs(tmp_path, size_mb=3) as mount_point:
         yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], check=False)
 
 
 @pytest.mark.slow

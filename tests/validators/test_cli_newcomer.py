@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.small_disk import small_tmpfs
+
 ROOT = Path(__file__).resolve().parents[2]
 ORDER = {"FAIL": 0, "ERROR": 1, "SKIP": 2, "PASS": 3}
 
@@ -52,16 +54,8 @@ def test_preflight_piped_rows_are_whole_failures_first_and_a_verdict_ends_it() -
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A real 16 MiB filesystem (tmpfs): far below host.disk's 10 GiB."""
-    mount_point = tmp_path / "small-disk"
-    mount_point.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mount_point)],
-                          capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
+    with small_tmpfs(tmp_path, size_mb=16) as mount_point:
         yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], check=False)
 
 
 def _disk(result: subprocess.CompletedProcess[str]) -> dict[str, object]:
