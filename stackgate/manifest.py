@@ -249,6 +249,34 @@ class Timeouts(Strict):
         return data
 
 
+class GateSettings(Strict):
+    """This stack's gate policy (`validators gate` against it); unset fields keep the tool's
+    defaults (validators/gate/policy.py), and a command-line flag beats both."""
+
+    tolerance: float | None = Field(
+        default=None,
+        ge=0,
+        lt=1,
+        description="Regression margin for means/medians/throughput (fraction; default 0.0125).",
+    )
+    tail_tolerance: float | None = Field(
+        default=None, ge=0, lt=1, description="Margin for p90/p95/p99/max metrics (default 0.08)."
+    )
+    repeats: int | None = Field(
+        default=None,
+        ge=2,
+        le=100,
+        description="Runs on each side: the runs the gate makes and the minimum it accepts "
+        "(default 8).",
+    )
+    interleave: bool = Field(
+        default=False,
+        description="Only interleaved gates (--interleave-with BASELINE_ENV): a gate that "
+        "compares with the record's numbers alone is refused (exit 2). For hosts whose level "
+        "moves between phases (shared or lent machines).",
+    )
+
+
 def _all_groups() -> list[ValidatorGroup]:
     return list(ORDER)
 
@@ -258,6 +286,7 @@ class Validation(Strict):
     serve_profile: str | None = None
     thresholds: Thresholds = Field(default_factory=Thresholds)
     timeouts: Timeouts = Field(default_factory=Timeouts)
+    gate: GateSettings = Field(default_factory=GateSettings)
     accepted_findings: dict[str, str] = Field(
         default_factory=dict,
         description=(

@@ -12,8 +12,10 @@ from pathlib import Path
 
 from stackgate.build_record import build_record_path
 from stackgate.cli import emit_json
-from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
+from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput, ManifestError
 from stackgate.layout import current_env
+from stackgate.loading import load_stack
+from stackgate.manifest import GateSettings
 from stackgate.output import console_err
 from stackgate.paths import stack_names
 from validators.env_verify import recheck_env, require_env_matches
@@ -27,6 +29,13 @@ from validators.gate.policy import (
     GatePolicy,
 )
 from validators.gate.render import render_gate
+from validators.gate.stack_policy import (
+    StackGate,
+    policy_for,
+    require_interleave,
+    runs_to_make,
+    stack_gate,
+)
 from validators.records.build_facts import read_build_facts
 from validators.records.cli_args import add_run_argument, add_store_argument
 from validators.records.model import Record
@@ -42,40 +51,35 @@ def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tolerance",
         type=float,
-        default=DEFAULT_TOLERANCE,
-        help=f"regression margin for means/medians/throughput "
-        f"(default {DEFAULT_TOLERANCE}; see benchmarks/results/gate_power.md)",
+        default=None,
+        help=f"regression margin for means/medians/throughput (default: the baseline stack's "
+        f"[validation.gate] tolerance, else {DEFAULT_TOLERANCE}; see "
+        "benchmarks/results/gate_power.md)",
     )
     parser.add_argument(
         "--tail-tolerance",
         type=float,
-        default=DEFAULT_TAIL_TOLERANCE,
-        help=f"margin for p90/p95/p99/max metrics (default {DEFAULT_TAIL_TOLERANCE})",
+        default=None,
+        help=f"margin for p90/p95/p99/max metrics (default: the stack's tail_tolerance, else "
+        f"{DEFAULT_TAIL_TOLERANCE})",
     )
     parser.add_argument(
         "--confidence",
         type=float,
-        default=DEFAULT_CONFIDENCE,
+        default=None,
         help=f"one-sided bootstrap confidence (default {DEFAULT_CONFIDENCE})",
     )
     parser.add_argument(
         "--min-repeats",
         type=int,
-        default=DEFAULT_REPEATS,
-        help=f"runs needed on each side (default {DEFAULT_REPEATS})",
+        default=None,
+        help=f"runs needed on each side (default: the stack's repeats, else {DEFAULT_REPEATS})",
     )
 
 
 def policy_from(args: argparse.Namespace) -> GatePolicy:
-    try:
-        return GatePolicy(
-            tolerance=args.tolerance,
-            tail_tolerance=args.tail_tolerance,
-            confidence=args.confidence,
-            min_repeats=args.min_repeats,
-        )
-    except ValueError as exc:
-        raise BadInput(str(exc)) from None
+    """The flags over the defaults (report, reproduce); `gate` adds the stack's own settings."""
+    return policy_for(args)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -96,8 +100,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--repeats",
         type=int,
-        default=DEFAULT_REPEATS,
-        help="validation runs to make when the gate runs them",
+        default=None,
+        help=f"validation runs (ABBA pairs with --interleave-with) to make when the gate runs "
+        f"them (default: the baseline stack's [validation.gate] repeats, else {DEFAULT_REPEATS})",
     )
     parser.add_argument(
         "--interleave-with",
@@ -218,12 +223,38 @@ def check_keep_dir(path: Path | None) -> None:
         raise BadInput(f"--keep-runs {path}: not empty (give a new or empty folder)")
 
 
+def baseline_stack(args: argparse.Namespace, store: RecordStore) -> str | None:
+    """The stack the candidate is gated against, known before any run; None when it cannot be
+    told yet (the real error, if any, comes from resolving both sides)."""
+    try:
+        if args.baseline:
+            if args.baseline in stack_names():
+                return str(args.baseline)  # its manifest is read by stack_gate
+            return resolve_record(args.baseline, store).stack
+        ref: str = args.candidate
+        if ref in stack_names() or ref.endswith(".toml"):
+            return load_stack(ref).manifest.name
+        path = Path(ref)
+        if path.is_file():
+            return (resolve_record(ref, store) if is_record_file(path) else read_report(path)).stack
+        return resolve_record(ref, store).stack
+    except ManifestError:
+        raise  # a bad manifest is the answer (exit 2 naming file and field), not a fallback
+    except BadInput:
+        return None
+
+
 def run(args: argparse.Namespace) -> int:
     absolute_paths(args)
-    policy = policy_from(args)
     check_keep_dir(args.keep_runs)
     remeasured: Record | None = None
     with RecordStore.open(args.store, read_only=True) as store:
+        declared: StackGate = stack_gate(baseline_stack(args, store))
+        require_interleave(declared, args.interleave_with is not None)
+        policy = policy_for(args, declared.settings)
+        args.repeats = runs_to_make(args, declared.settings)
+        if declared.source is not None and declared.settings != GateSettings():
+            console_err().print(f"gate policy: {declared.source} [validation.gate] under the flags")
         if args.interleave_with is not None:
             baseline, remeasured, candidate = interleaved(args, store)
         else:

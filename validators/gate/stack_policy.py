@@ -1,0 +1,87 @@
+"""A stack's own gate policy (`[validation.gate]` in its manifest) under the command line's flags.
+
+The defaults (8 runs, 1.25%) are sized for a dedicated host at ~1% noise; a stack served on a
+shared or lent machine can declare its own margins and repeats, and `interleave = true` so
+that only a gate re-measuring its baseline beside the candidate is accepted
+(benchmarks/results/gate_h200/README.md: the level of a lent H200 moved 15-30% between phases).
+Precedence: a flag given on the command line, else the baseline stack's manifest, else the
+defaults in validators/gate/policy.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from stackgate.errors import BadInput
+from stackgate.loading import load_stack
+from stackgate.manifest import GateSettings
+from stackgate.paths import display_path, stack_names
+from validators.gate.policy import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_REPEATS,
+    DEFAULT_TAIL_TOLERANCE,
+    DEFAULT_TOLERANCE,
+    GatePolicy,
+)
+
+
+@dataclass(frozen=True)
+class StackGate:
+    """The gate settings of one stack and the manifest they came from (None: defaults)."""
+
+    stack: str | None = None
+    source: str | None = None
+    settings: GateSettings = field(default_factory=GateSettings)
+
+
+def stack_gate(stack: str | None) -> StackGate:
+    """The settings of STACK's manifest in the stacks folder; a stack that is not there (a
+    record of a stack since removed) gets the defaults. A bad [validation.gate] is exit 2
+    naming the file and field (load_stack)."""
+    if stack is None or stack not in stack_names():
+        return StackGate(stack)
+    loaded = load_stack(stack)
+    return StackGate(stack, display_path(loaded.path), loaded.manifest.validation.gate)
+
+
+T = TypeVar("T", int, float)
+
+
+def _pick(flag: T | None, declared: T | None, default: T) -> T:
+    if flag is not None:
+        return flag
+    return declared if declared is not None else default
+
+
+def policy_for(args: argparse.Namespace, settings: GateSettings | None = None) -> GatePolicy:
+    """GatePolicy from the flags over the stack's settings over the defaults (exit 2 when bad)."""
+    declared = settings or GateSettings()
+    try:
+        return GatePolicy(
+            tolerance=_pick(args.tolerance, declared.tolerance, DEFAULT_TOLERANCE),
+            tail_tolerance=_pick(
+                args.tail_tolerance, declared.tail_tolerance, DEFAULT_TAIL_TOLERANCE
+            ),
+            confidence=_pick(args.confidence, None, DEFAULT_CONFIDENCE),
+            min_repeats=_pick(args.min_repeats, declared.repeats, DEFAULT_REPEATS),
+        )
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+
+
+def runs_to_make(args: argparse.Namespace, settings: GateSettings) -> int:
+    """How many runs (or ABBA pairs) the gate makes itself: --repeats, else the stack's."""
+    repeats: int | None = getattr(args, "repeats", None)
+    return _pick(repeats, settings.repeats, DEFAULT_REPEATS)
+
+
+def require_interleave(gate: StackGate, interleaving: bool) -> None:
+    """`interleave = true`: a gate on the record's numbers alone is refused before any run."""
+    if gate.settings.interleave and not interleaving:
+        raise BadInput(
+            f"{gate.source}: [validation.gate] interleave = true: a gate against "
+            f"{gate.stack} must re-measure the baseline beside the candidate; add "
+            "--interleave-with BASELINE_ENV (the record's env; `validators reproduce` rebuilds it)"
+        )
