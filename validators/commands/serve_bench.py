@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import signal
 import sys
 from pathlib import Path
-from types import FrameType
 
 from pydantic import ValidationError
 from rich.console import Console
@@ -25,6 +23,7 @@ from validators.report_render import failures_first, verdict_line
 from validators.results import Result
 from validators.serve.adapters import DEFAULT_PORTS, build_launch
 from validators.serve.group import run_group
+from validators.serve.interrupts import Interrupts
 
 NAME = "serve-bench"
 HELP = "start a serving profile, check its output and speed, and tear it down (exit 1 on FAIL)"
@@ -93,14 +92,15 @@ def _levels(text: str | None) -> tuple[int, ...] | None:
         raise BadInput(f"--concurrency {text!r}: expected comma-separated integers") from None
 
 
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    # SIGTERM (CI timeouts, `timeout`) unwinds like Ctrl-C, so the group's `finally` tears the
-    # server down instead of leaving it running with the GPUs held.
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def run(args: argparse.Namespace) -> int:
-    signal.signal(signal.SIGTERM, _interrupt)
+    # SIGTERM (CI timeouts, `timeout`) and Ctrl-C end the command with exit 130 after the
+    # server is torn down, whatever phase they land in: recorded for the whole command and
+    # raised only where unwinding is safe (validators/serve/interrupts.py).
+    with Interrupts().installed() as interrupts:
+        return _run(args, interrupts)
+
+
+def _run(args: argparse.Namespace, interrupts: Interrupts) -> int:
     loaded = load_stack(args.stack)
     if args.dry_run:
         return _dry_run(args, loaded)
@@ -126,7 +126,9 @@ def run(args: argparse.Namespace) -> int:
         out_dir=args.out_dir.resolve(),
         options=GroupOptions(serve=serve),
     )
-    results = run_group(ctx)
+    interrupts.checkpoint()  # nothing launched yet
+    results = run_group(ctx, interrupts)
+    interrupts.checkpoint()  # one that came during the teardown: exit 130 all the same
     failed = any(r.status in ("FAIL", "ERROR") for r in results)
     if args.json:
         emit_json(

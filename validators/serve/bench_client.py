@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -305,9 +305,15 @@ def level_requests(settings: BenchSettings, concurrency: int) -> int:
 
 
 def run_level(
-    target: Target, settings: BenchSettings, concurrency: int, num_prompts: int | None = None
+    target: Target,
+    settings: BenchSettings,
+    concurrency: int,
+    num_prompts: int | None = None,
+    *,
+    pending: Callable[[], int | None] | None = None,
 ) -> dict[str, Any]:
-    """Warm up with max(2, C) requests, then measure num_prompts requests at concurrency C."""
+    """Warm up with max(2, C) requests, then measure num_prompts requests at concurrency C.
+    `pending`: a signal recorded before the level's loop took the signals (run_owned)."""
     count = num_prompts if num_prompts is not None else level_requests(settings, concurrency)
 
     async def both() -> tuple[list[RequestOutcome], float, list[RequestOutcome]]:
@@ -324,7 +330,7 @@ def run_level(
         return outcomes, duration, warm_out
 
     # The loop owns SIGTERM/SIGINT while it runs (owned_loop.py says why asyncio.run hung).
-    outcomes, duration, warm_out = run_owned(both())
+    outcomes, duration, warm_out = run_owned(both(), pending=pending)
     metrics = compute_metrics(outcomes, duration)
     ok = [o for o in outcomes if o.success]
     metrics.update(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -106,12 +106,24 @@ def _complete(client: httpx.Client, base_url: str, model: str, prompt: str) -> S
 
 
 def collect(
-    base_url: str, model: str, *, timeout_s: float = 300.0
+    base_url: str,
+    model: str,
+    *,
+    timeout_s: float = 300.0,
+    checkpoint: Callable[[], None] | None = None,
 ) -> tuple[list[Sample], list[Sample]]:
-    """Greedy outputs for PROMPTS and ARITHMETIC, one request at a time (no batch effects)."""
+    """Greedy outputs for PROMPTS and ARITHMETIC, one request at a time (no batch effects).
+    `checkpoint` runs before each request (serve-bench: raises when a signal came)."""
+    between = checkpoint or (lambda: None)
     with httpx.Client(timeout=timeout_s) as client:
-        greedy = [_complete(client, base_url, model, p) for p in PROMPTS]
-        arithmetic = [_complete(client, base_url, model, p) for p, _ in ARITHMETIC]
+        greedy: list[Sample] = []
+        for p in PROMPTS:
+            between()
+            greedy.append(_complete(client, base_url, model, p))
+        arithmetic: list[Sample] = []
+        for p, _ in ARITHMETIC:
+            between()
+            arithmetic.append(_complete(client, base_url, model, p))
     return greedy, arithmetic
 
 

@@ -15,14 +15,10 @@ reference, record_reference, jsonl, concurrencies ("1,4,16"), port, log_dir, hos
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import signal
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +31,7 @@ from validators.context import RunContext
 from validators.results import Result, Status, make_result
 from validators.serve import bench_client, correctness, preconditions
 from validators.serve.adapters import LaunchSpec, build_launch
+from validators.serve.interrupts import Interrupts
 from validators.serve.lifecycle import ReadyOutcome, Server, choose_port, start, wait_ready
 from validators.serve.logwatch import LogWatch
 from validators.serve.metadata import run_metadata
@@ -74,20 +71,6 @@ class _PhasePrinter:
                 )
 
 
-@contextlib.contextmanager
-def _signals_deferred() -> Iterator[None]:
-    """A second Ctrl-C / SIGTERM must not cut the teardown short and orphan the server."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    saved = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in saved.items():
-            signal.signal(sig, handler)
-
-
 def _python(ctx: RunContext) -> str | None:
     if ctx.python is not None:
         return str(ctx.python)
@@ -101,8 +84,20 @@ def _bench_settings(profile: ServingProfile, ctx: RunContext) -> BenchSettings:
     return profile.bench.model_copy(update={"concurrencies": list(levels)})
 
 
-def run_group(ctx: RunContext) -> list[Result]:
-    """Run serve-bench for ctx.serve_profile (or the manifest's validation.serve_profile)."""
+def run_group(ctx: RunContext, interrupts: Interrupts | None = None) -> list[Result]:
+    """Run serve-bench for ctx.serve_profile (or the manifest's validation.serve_profile).
+
+    SIGTERM/SIGINT are recorded by `interrupts` (the serve-bench command's, which owns them
+    for the whole command) or by the group's own while it runs, and end it through
+    KeyboardInterrupt only where unwinding is safe: never between the launch and the `try`
+    that tears the server down, never inside the teardown (validators/serve/interrupts.py)."""
+    if interrupts is None:
+        with Interrupts().installed() as own:
+            return _run_group(ctx, own)
+    return _run_group(ctx, interrupts)
+
+
+def _run_group(ctx: RunContext, intr: Interrupts) -> list[Result]:
     manifest = ctx.stack.manifest
     name = ctx.serve_profile or manifest.validation.serve_profile
     t0 = time.monotonic()
@@ -146,8 +141,12 @@ def run_group(ctx: RunContext) -> list[Result]:
     log_path = log_dir / f"{manifest.name}-{name}-{time.strftime('%Y%m%d-%H%M%S')}.log"
     bin_dir = Path(python).parent if ctx.python is not None else None
     results: list[Result] = []
+    intr.checkpoint()  # the last point where a signal ends the run with nothing launched
+    # A signal from here to the `try` is only recorded: a KeyboardInterrupt raised inside
+    # start() after the Popen would leave the server running with nobody to stop it.
     server = start(spec, log_path, path_prepend=bin_dir)
     try:  # nothing between the start and this try: teardown must always run
+        intr.checkpoint()
         launch_evidence = {
             "argv": spec.argv,
             "env": spec.env,
@@ -158,19 +157,21 @@ def run_group(ctx: RunContext) -> list[Result]:
         }
         why_port = f"{spec.engine} started on {host}:{port} ({why})"
         results.append(_result("launch", "PASS", why_port, launch_evidence, t0))
-        results += _while_up(ctx, name, profile, spec, server, python)
+        results += _while_up(ctx, name, profile, spec, server, python, intr)
     finally:
         t1 = time.monotonic()
-        with _signals_deferred():
-            report = teardown(
-                server.tracker,
-                host=host,
-                port=port,
-                baseline=server.gpu_baseline,
-                grace_s=profile.stop_grace_s,
-                wait_leader=server.reap,
-            )
-            server.tracker.close()
+        # Signals are only recorded in here (no interruptible block): a second Ctrl-C or
+        # SIGTERM cannot cut the teardown short; one that came now still ends in exit 130.
+        console_err().print("  [serve] teardown", highlight=False, markup=False)
+        report = teardown(
+            server.tracker,
+            host=host,
+            port=port,
+            baseline=server.gpu_baseline,
+            grace_s=profile.stop_grace_s,
+            wait_leader=server.reap,
+        )
+        server.tracker.close()
         report.evidence["log"] = str(log_path)
         results.append(
             _result("teardown", "PASS" if report.ok else "FAIL", report.reason, report.evidence, t1)
@@ -185,6 +186,7 @@ def _while_up(
     spec: LaunchSpec,
     server: Server,
     python: str,
+    intr: Interrupts,
 ) -> list[Result]:
     t0 = time.monotonic()
     outcome: ReadyOutcome = wait_ready(
@@ -192,6 +194,7 @@ def _while_up(
         load_timeout_s=profile.load_timeout_s,
         hang_timeout_s=profile.hang_timeout_s,
         on_update=_PhasePrinter(),
+        checkpoint=intr.checkpoint,
     )
     status: Status = "PASS" if outcome.verdict == "ready" else "FAIL"
     evidence = {"verdict": outcome.verdict, **outcome.evidence}
@@ -201,8 +204,10 @@ def _while_up(
         why = f"server not ready ({outcome.verdict})"
         return results + [_result(c, "SKIP", why, {}, time.monotonic()) for c in later]
     t1 = time.monotonic()
-    results += _correctness(ctx, name, profile, spec)
-    results += _benchmark(ctx, name, profile, spec, python)
+    results += _correctness(ctx, name, profile, spec, intr)
+    intr.checkpoint()
+    results += _benchmark(ctx, name, profile, spec, python, intr)
+    intr.checkpoint()
     results.append(_serving_health(server, t1))
     return results
 
@@ -236,14 +241,20 @@ def _reference_path(ctx: RunContext, profile: ServingProfile) -> Path | None:
 
 
 def _correctness(
-    ctx: RunContext, name: str, profile: ServingProfile, spec: LaunchSpec
+    ctx: RunContext, name: str, profile: ServingProfile, spec: LaunchSpec, intr: Interrupts
 ) -> list[Result]:
     t0 = time.monotonic()
     thresholds = ctx.stack.manifest.validation.thresholds
+    console_err().print("  [serve] correctness", highlight=False, markup=False)
     try:
-        greedy, arithmetic = correctness.collect(
-            spec.base_url, spec.model, timeout_s=profile.bench.request_timeout_s
-        )
+        # Each request may wait up to request_timeout_s: a signal cuts it short.
+        with intr.interruptible():
+            greedy, arithmetic = correctness.collect(
+                spec.base_url,
+                spec.model,
+                timeout_s=profile.bench.request_timeout_s,
+                checkpoint=intr.checkpoint,
+            )
     except Exception as exc:  # a server that answers garbage HTTP is a failed stack
         reason = f"greedy requests failed: {type(exc).__name__}: {exc}"
         return [
@@ -333,11 +344,17 @@ def _correctness(
 
 
 def _benchmark(
-    ctx: RunContext, name: str, profile: ServingProfile, spec: LaunchSpec, python: str
+    ctx: RunContext,
+    name: str,
+    profile: ServingProfile,
+    spec: LaunchSpec,
+    python: str,
+    intr: Interrupts,
 ) -> list[Result]:
     settings = _bench_settings(profile, ctx)
     target = bench_client.Target(spec.base_url, spec.model)
     metadata = run_metadata(ctx, name, spec, python)
+    intr.checkpoint()  # run_level owns the signals while its loop runs (owned_loop.py)
     out_dir = ctx.out_dir or Path(tempfile.gettempdir())  # run_group always sets it
     jsonl = ctx.options.serve.jsonl or out_dir / "serve-bench.jsonl"
     threshold = ctx.stack.manifest.validation.thresholds.single_stream_decode_tok_s
@@ -345,7 +362,9 @@ def _benchmark(
 
     t0 = time.monotonic()
     err.print("  [serve] single-stream decode", highlight=False, markup=False)
-    single = bench_client.run_level(target, settings, 1, settings.single_stream_requests)
+    single = bench_client.run_level(
+        target, settings, 1, settings.single_stream_requests, pending=intr.pending
+    )
     single["single_stream_decode_tok_s"] = bench_client.decode_tok_s(single)
     bench_client.append_jsonl(
         jsonl, [bench_client.bench_record(settings, single, metadata, "single-stream")]
@@ -375,7 +394,8 @@ def _benchmark(
     levels: list[dict[str, Any]] = []
     for conc in settings.concurrencies:
         err.print(f"  [serve] concurrency {conc}", highlight=False, markup=False)
-        metrics = bench_client.run_level(target, settings, conc)
+        intr.checkpoint()
+        metrics = bench_client.run_level(target, settings, conc, pending=intr.pending)
         bench_client.append_jsonl(
             jsonl, [bench_client.bench_record(settings, metrics, metadata, f"sweep-c{conc}")]
         )

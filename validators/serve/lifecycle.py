@@ -165,8 +165,10 @@ def wait_ready(
     hang_timeout_s: float,
     poll_s: float = 0.25,
     on_update: Callable[[LogWatch], None] | None = None,
+    checkpoint: Callable[[], None] | None = None,
 ) -> ReadyOutcome:
-    """Block until ready / crashed / hung / timeout; never leaves the server half-judged."""
+    """Block until ready / crashed / hung / timeout; never leaves the server half-judged.
+    `checkpoint` runs once per poll (serve-bench: raises when a signal came)."""
     watch = server.watch
     url = server.spec.base_url + server.spec.health_path
     last_growth = time.monotonic()
@@ -176,6 +178,8 @@ def wait_ready(
     first_fatal: float | None = None
     with httpx.Client(timeout=httpx.Timeout(10.0, connect=2.0)) as client:
         while True:
+            if checkpoint is not None:
+                checkpoint()
             now = time.monotonic()
             if server.read_log():
                 last_growth = now

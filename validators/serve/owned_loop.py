@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import signal
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from types import FrameType
 from typing import Any, TypeVar
 
@@ -65,10 +65,19 @@ class _Interrupt:
             self.timer.cancel()
 
 
-def run_owned(main: Coroutine[Any, Any, T], cancel_grace_s: float = 5.0) -> T:
+def run_owned(
+    main: Coroutine[Any, Any, T],
+    cancel_grace_s: float = 5.0,
+    *,
+    pending: Callable[[], int | None] | None = None,
+) -> T:
     """`asyncio.run(main)` with SIGTERM/SIGINT owned by the loop; a signal ends it with
     KeyboardInterrupt after the loop is closed. Off the main thread (where Python delivers no
-    signals) it is plain `asyncio.run`."""
+    signals) it is plain `asyncio.run`.
+
+    `pending` (serve-bench's Interrupts) names a signal the previous handler recorded and has
+    not raised yet; asked AFTER this loop's handlers are in place, so a signal that came just
+    before the swap is acted on here instead of being lost between the two owners."""
     if threading.current_thread() is not threading.main_thread():
         return asyncio.run(main)
     loop = asyncio.new_event_loop()
@@ -83,6 +92,9 @@ def run_owned(main: Coroutine[Any, Any, T], cancel_grace_s: float = 5.0) -> T:
                 signal.signal(sig, previous)
             else:
                 saved[sig] = previous
+        earlier = pending() if pending is not None else None
+        if earlier is not None:
+            interrupt(earlier, None)
         try:
             result = loop.run_until_complete(task)
         except (asyncio.CancelledError, RuntimeError):
