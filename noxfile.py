@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import nox
@@ -100,16 +101,55 @@ def _pyenv_pythons_on_path(versions: list[str]) -> None:
 _pyenv_pythons_on_path(PYTHONS)
 
 
+def _alone_in(posargs: Sequence[str]) -> str | None:
+    """The value of an `--alone` among the user's arguments (`--alone=X`, `--alone X`)."""
+    for i, arg in enumerate(posargs):
+        if arg.startswith("--alone="):
+            return arg.split("=", 1)[1]
+        if arg == "--alone":
+            return posargs[i + 1] if i + 1 < len(posargs) else ""
+    return None
+
+
+def suite_phases(posargs: Sequence[str]) -> list[tuple[list[str], list[int]]]:
+    """The pytest runs of `nox -s tests`: (arguments after `pytest`, accepted exit codes).
+
+    Everything not marked `alone` in parallel, then the `alone` tests one at a time. Each
+    phase's `--alone` (and the second phase's `-n 0`) comes AFTER the user's arguments, since
+    pytest takes an option's last value: `-- --alone=only` used to turn the parallel phase into
+    the `alone` tests side by side, `-- -n 2` the alone phase into a parallel one. A user's
+    `--alone=exclude` / `--alone=only` picks that phase alone; `--alone=include` (the `alone`
+    tests beside the others) is refused: that is plain pytest, not this session."""
+    parallel = ([*PARALLEL, "--durations=15", *posargs, "--alone=exclude"], [0])
+    serial = ([*posargs, "-n", "0", "--alone=only"], [0, 5])
+    alone = _alone_in(posargs)
+    if alone is None:
+        return [parallel, serial]
+    if alone == "exclude":
+        return [parallel]
+    if alone == "only":
+        return [serial]
+    raise ValueError(
+        f"--alone={alone}: `nox -s tests` keeps the `alone` tests apart from the others; pass "
+        "--alone=exclude or --alone=only to run one of its two phases, or run pytest itself"
+    )
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
     """The whole test suite in parallel; under CI=true a skip not in tests/allowed_skips.py fails.
 
     Tests marked `alone` compare measured rates (a 5% slower server must be refused): a test
     running beside them on the other core turns their noise into a false verdict, so they run
-    afterwards, one at a time. Exit 5 (none selected, e.g. with -m "not slow") is fine there."""
+    afterwards, one at a time. Exit 5 (none selected, e.g. with -m "not slow") is fine there.
+    `-- --alone=exclude` / `-- --alone=only` runs one phase (suite_phases)."""
+    try:
+        phases = suite_phases(session.posargs)
+    except ValueError as exc:
+        session.error(str(exc))  # before anything is installed
     _install(session, dev=True)
-    session.run("pytest", *PARALLEL, "--alone=exclude", "--durations=15", *session.posargs)
-    session.run("pytest", "-n", "0", "--alone=only", *session.posargs, success_codes=[0, 5])
+    for args, codes in phases:
+        session.run("pytest", *args, success_codes=codes)
 
 
 @nox.session(name="tests-fast", python=PYTHONS)
