@@ -30,8 +30,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.gate.conftest import base_python  # noqa: E402
 from tests.gate.synthetic_stack import write_synthetic_stack  # noqa: E402
+from tests.helpers.interpreter import base_python  # noqa: E402
 from validators.records.metrics import direction, parse_metric_key  # noqa: E402
 
 KEY_METRICS = (
