@@ -178,12 +178,59 @@ def score(truth: dict, pred: dict, torch: tuple[int, int] | None) -> dict:  # ty
     }
 
 
+def _cell(entry: dict, mode: str) -> str:  # type: ignore[type-arg]
+    m = entry.get(mode)
+    if not m:
+        return ""
+    p = m["packages"]
+    return f"{len(p['tp'])}/{len(p['fp'])}/{len(p['miss'])} ({m['cpu_s']} CPU s)"
+
+
+def table(report: dict, before: dict, names: list[str], modes: list[str]) -> str:  # type: ignore[type-arg]
+    """Markdown rows: per env and mode, packages TP/FP/miss before (another run's JSON) and
+    now, and the totals."""
+    head = "| env | truth: broken | " + " | ".join(f"{m} before | {m} now" for m in modes) + " |"
+    rows = [head, "|" + " --- |" * (2 + 2 * len(modes))]
+    totals = {(m, w): [0, 0, 0] for m in modes for w in ("before", "now")}
+    for name in names:
+        now, old = report.get(name, {}), before.get(name, {})
+        cells = []
+        for m in modes:
+            for which, src in (("before", old), ("now", now)):
+                cells.append(_cell(src, m))
+                if src.get(m):
+                    p = src[m]["packages"]
+                    for i, k in enumerate(("tp", "fp", "miss")):
+                        totals[(m, which)][i] += len(p[k])
+        broken = ", ".join(now.get("truth_broken_packages", [])) or "none"
+        rows.append(f"| {name} | {broken} | " + " | ".join(cells) + " |")
+    total = " | ".join(
+        "**{}/{}/{}**".format(*totals[(m, w)]) for m in modes for w in ("before", "now")
+    )
+    rows.append(f"| **total** | | {total} |")
+    return "\n".join(rows)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--envs", default="")
     parser.add_argument("--modes", default="static,confirm")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "static_precision.json")
+    parser.add_argument(
+        "--table", type=Path, help="print a markdown table (before: this JSON) and stop"
+    )
     args = parser.parse_args()
+    if args.table:
+        report = json.loads(args.out.read_text())
+        print(
+            table(
+                report,
+                json.loads(args.table.read_text()),
+                [n for n in args.envs.split(",") if n] or sorted(report),
+                args.modes.split(","),
+            )
+        )
+        return 0
     names = [n for n in args.envs.split(",") if n] or sorted(p.stem for p in TRUTH.glob("*.json"))
     modes = {
         "static": AbiOptions(confirm=False),
