@@ -134,3 +134,30 @@ def test_fixtures_match_a_fresh_nvcc_build(tmp_path: Path) -> None:
     subprocess.run(["bash", str(work / "make.sh")], check=True, capture_output=True)
     for name in ("libmulti.so", "libold.so", "libcompressed.so"):
         assert labels(work / name) == labels(FIXTURES / name)
+
+
+def _arch_named_env(tmp_path: Path, dist: str) -> Path:
+    """A package whose only GPU library is named for the arch it was built for, like
+    tokenspeed-mla's cute_dsl_fmha_..._sm_100a_x86_64.so (here: libold.so's sm_80/sm_86)."""
+    site = elf_env.new_env(tmp_path / "env")
+    target = site / dist.replace("-", "_") / "fmha_bf16_sm_80_x86_64.so"
+    target.parent.mkdir(parents=True)
+    shutil.copy2(FIXTURES / "libold.so", target)
+    elf_env.add_dist(site, dist, "1.0", [target])
+    return tmp_path / "env"
+
+
+def test_kernels_named_for_other_gpus_are_not_a_failure_unless_pinned(tmp_path: Path) -> None:
+    env = _arch_named_env(tmp_path / "a", "mlaish")
+    r = {c.check: c for c in run_static(StaticInputs(env_path=env, targets=("12.0a",)))}
+    mla = r["static.arch.mlaish"]
+    assert mla.status == "PASS", mla.reason
+    assert "not needed by the stack on 12.0a" in mla.reason
+    assert "named for the GPU it was built for (sm_80)" in mla.reason
+    # the same file under a package the stack pins: the stack needs it on its GPU
+    manifest = load_stack("cu130").manifest
+    assert "sgl-kernel" in manifest.packages
+    env = _arch_named_env(tmp_path / "b", "sgl-kernel")
+    inputs = StaticInputs(env_path=env, manifest=manifest, targets=("12.0a",))
+    pinned = {c.check: c for c in run_static(inputs)}["static.arch.sgl_kernel"]
+    assert pinned.status == "FAIL", pinned.reason

@@ -6,10 +6,13 @@ No GPU needed. Every check is a Result; an env that cannot be read is one ERROR 
 from __future__ import annotations
 
 import functools
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from packaging.utils import canonicalize_name
 
 from stackgate.errors import BadInput
 from stackgate.manifest import Manifest
@@ -197,6 +200,11 @@ def arch_results(
     if inputs.manifest is not None:
         backends = {p.attention_backend or "" for p in inputs.manifest.serving.values()}
     needs_cubins = any(b.startswith("trtllm") for b in backends)
+    pinned = (
+        {canonicalize_name(n) for n in inputs.manifest.packages}
+        if inputs.manifest is not None
+        else set()
+    )
     out: list[Result] = []
     for label, code in sorted(per_dist.items()):
         check = f"static.arch.{check_key(label)}"
@@ -218,11 +226,22 @@ def arch_results(
                 f"{label} has no SASS that runs on {target} and no PTX that can be JIT-compiled "
                 f"for it (has {', '.join(sorted({c.label() for c in code.all_codes()}))})"
             )
+            named = arch_named(code)
             if only_cubins and not needs_cubins:
                 unneeded.append(target)
                 notes.append(
                     msg + "; prebuilt-cubin backends (trtllm) are unavailable there, and no "
                     "serving profile selects one"
+                )
+            elif named and canonicalize_name(label.split(" ")[0]) not in pinned:
+                # tokenspeed-mla's cute_dsl_fmha_..._sm_100a_x86_64.so (pulled in by vLLM 0.30
+                # and SGLang 0.5.15): kernels built for, and named for, other GPUs; the engine
+                # selects them only there. A package the stack pins stays a FAIL.
+                unneeded.append(target)
+                notes.append(
+                    msg + f"; every object is named for the GPU it was built for "
+                    f"({', '.join(named)}): kernels the engine selects only on those GPUs, "
+                    "and the stack does not pin this package"
                 )
             else:
                 fails.append(msg)
@@ -256,6 +275,22 @@ def arch_results(
     if not per_dist:
         out.append(_result("static.arch", "PASS", "no GPU code in this environment", {}, seconds))
     return out
+
+
+_ARCH_IN_NAME = re.compile(r"(?:^|[_.-])sm_?(\d{2,3}[af]?)(?=[_.-]|$)")
+
+
+def arch_named(code: DistCode) -> list[str]:
+    """The archs the file names of a distribution's GPU libraries state, when every one of
+    them states one (`..._sm_100a_x86_64.so`); [] otherwise (sgl-kernel's sm90/ and sm100/
+    folders do not count: one of them must serve every GPU)."""
+    found: list[str] = []
+    for path in code.libraries:
+        match = _ARCH_IN_NAME.search(path.name)
+        if match is None:
+            return []
+        found.append(f"sm_{match.group(1)}")
+    return sorted(set(found))
 
 
 def targets_from(values: Sequence[str] | None, manifest: Manifest | None) -> tuple[str, ...]:
