@@ -12,7 +12,7 @@ from pathlib import Path
 
 from stackgate.build_record import build_record_path
 from stackgate.cli import emit_json
-from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput, ManifestError
+from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput, CheckFailed, ManifestError
 from stackgate.layout import current_env
 from stackgate.loading import load_stack
 from stackgate.manifest import GateSettings
@@ -259,6 +259,12 @@ def run(args: argparse.Namespace) -> int:
             baseline, remeasured, candidate = interleaved(args, store)
         else:
             candidate, baseline = _both_sides(args, store)
+    if baseline.kind != "known-good":
+        # A baseline named by file or id can be any record; only a proven one is a baseline.
+        raise CheckFailed(
+            f"baseline {baseline.label} is a {baseline.kind} record, not known-good; refusing "
+            f"to gate against it (mark it good first: python -m validators mark-good)"
+        )
     result = gate(baseline, candidate, policy, remeasured=remeasured)
     console = console_err()
     render_gate(console, result, show_ok_checks=args.all)

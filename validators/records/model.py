@@ -13,7 +13,14 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, AliasChoices, ConfigDict, Field, ValidationError
+from pydantic import (
+    AfterValidator,
+    AliasChoices,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
 
 from stackgate.build_record import BuildRecord
 from stackgate.credentials import secrets_in
@@ -192,6 +199,17 @@ class Record(StrictModel):
     golden_outputs: dict[str, Any] = Field(
         default_factory=dict, description="Reference outputs of the correctness checks."
     )
+
+    @field_validator("checks")
+    @classmethod
+    def _one_result_per_check(cls, checks: list[Result]) -> list[Result]:
+        """The gate keys results by check id: of [FAIL x, PASS x] it would see only the last, a
+        PASS (compose_record keeps the worst status of each check, once)."""
+        ids = [c.check for c in checks]
+        twice = sorted({i for i in ids if ids.count(i) > 1})
+        if twice:
+            raise ValueError(f"more than one result for check(s) {', '.join(twice[:5])}")
+        return checks
 
     # -- identity ---------------------------------------------------------------------------
     def content(self) -> dict[str, Any]:
