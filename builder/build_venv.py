@@ -59,6 +59,7 @@ from stackgate.build_record import (
 from stackgate.digests import DigestCache
 from stackgate.envtree import compute_tree, write_listing
 from stackgate.errors import CheckFailed, CommandFailed, EnvironmentProblem
+from stackgate.files import sha256_file
 from stackgate.host.snapshot import host_snapshot
 from stackgate.layout import PARTIAL_SUFFIX, EnvLayout, lock_files
 from stackgate.loading import LoadedStack
@@ -331,6 +332,14 @@ class _Build:
                             venv=partial,
                             terminal=terminal,
                         )
+                # uv read uv.lock again from the folder: the env is the lock's only if that
+                # is still the lock that was checked and hashed.
+                if sha256_file(state.files.lockfile) != state.lock_hash:
+                    raise EnvironmentProblem(
+                        f"{state.files.lockfile} changed while it was being installed; the "
+                        "env may hold another lock than the one checked: build again",
+                        details=[f"hashed before the install: {state.lock_hash[:16]}"],
+                    )
             if trees:
                 with timer.step(
                     "compile", f"building {len(trees)} source package(s): {plan.summary()}"

@@ -33,12 +33,12 @@ from builder.uvproject import (
 from stackgate import proc
 from stackgate.credentials import has_credentials, redact
 from stackgate.errors import BadInput, CommandFailed, EnvironmentProblem
-from stackgate.files import read_text_bounded, sha256_file
+from stackgate.files import read_bytes_bounded, read_text_bounded
 from stackgate.layout import LockFiles
 from stackgate.loading import LoadedStack
 from stackgate.paths import display_path, stacks_dir
 from stackgate.uvbin import uv_bin
-from stackgate.uvlock import UvLock, read_uv_lock
+from stackgate.uvlock import MAX_LOCK_BYTES, UvLock, parse_uv_lock
 
 # Words uv (reqwest/hyper) uses when a host cannot be reached, as opposed to "no solution".
 _NETWORK_WORDS = re.compile(
@@ -212,7 +212,10 @@ def read_lock(loaded: LoadedStack, files: LockFiles) -> LockState:
         )
     try:
         project = tomllib.loads(read_text_bounded(files.pyproject, 1 << 20))
-        lock = read_uv_lock(files.lockfile)
+        # One read: the bytes checked against the manifest are the bytes hashed into the
+        # build record (two reads could see two locks while `uv lock` rewrites it).
+        lock_bytes = read_bytes_bounded(files.lockfile, MAX_LOCK_BYTES)
+        lock = parse_uv_lock(lock_bytes.decode("utf-8"), where=str(files.lockfile))
     except (ValueError, RecursionError, BadInput) as exc:  # ValueError: TOMLDecodeError, ints
         raise BadInput(
             f"unreadable lock in {display_path(files.folder)}: {exc}",
@@ -248,7 +251,7 @@ def read_lock(loaded: LoadedStack, files: LockFiles) -> LockState:
     return LockState(
         files=files,
         manifest_hash=current,
-        lock_hash=sha256_file(files.lockfile),
+        lock_hash=hashlib.sha256(lock_bytes).hexdigest(),
         index_map=dict(index_map) if isinstance(index_map, dict) else {},
         lock=lock,
     )
