@@ -19,6 +19,7 @@ from validators.static.elf_symbols import ElfReadError
 from validators.static.environment import Environment
 from validators.static.findings import MissingSoname, MissingSymbol
 from validators.static.loader import system_library_dirs
+from validators.static.overlay import designed_overlay
 from validators.static.source import ObjectSource
 from validators.static.verdict import PackageVerdict, apply_loads, classify, plan
 
@@ -135,16 +136,23 @@ def _clash_results(env: Environment, seconds: float) -> list[Result]:
     _internal/utils.so, so `import cuda.core` fails: a C-API break no symbol check sees)."""
     hurt: dict[str, list[str]] = {}
     paths: dict[str, list[str]] = {}
+    by_design: dict[str, list[str]] = {}
     for clash in env.clashes:
         loser = clash.overwritten()
         if loser is None:
             continue
         winner = clash.second if loser is clash.first else clash.first
+        pin = designed_overlay(winner, loser)
+        if pin is not None:
+            by_design.setdefault(loser.label(), []).append(
+                f"{short(clash.path, env)} is {winner.label()}'s copy ({winner.name} requires {pin})"
+            )
+            continue
         hurt.setdefault(loser.label(), []).append(
             f"{short(clash.path, env)} is {winner.label()}'s copy"
         )
         paths.setdefault(loser.label(), []).append(str(clash.path))
-    return [
+    out = [
         _result(
             f"static.abi.{check_key(label)}.files",
             "FAIL",
@@ -155,6 +163,19 @@ def _clash_results(env: Environment, seconds: float) -> list[Result]:
         )
         for label, files in sorted(hurt.items())
     ]
+    out += [
+        _result(
+            f"static.abi.{check_key(label)}.files",
+            "PASS",
+            f"INFO: {label}: {len(files)} of its extension files are a variant laid over it by "
+            f"a package that pins this exact version: {'; '.join(files[:MAX_LISTED])}",
+            {"severity": "INFO", "overwritten": files},
+            seconds,
+        )
+        for label, files in sorted(by_design.items())
+        if label not in hurt
+    ]
+    return out
 
 
 def _native(checker: AbiChecker, path: Path, env: Environment) -> bool:
