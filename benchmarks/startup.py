@@ -55,6 +55,25 @@ EAGER = (
     "sys.exit(main_for([pkg], 'python -m ' + pkg, 'd', sys.argv[2:]))\n"
 )
 
+# Where `check cu130`'s CPU goes, in the order its imports happen (each stage's process time,
+# measured inside one fresh process; the libraries a stage names first are charged to it).
+STAGES = [
+    ("interpreter start-up (to the first line)", ""),
+    ("stackgate.cli and its standard library", "import stackgate.cli"),
+    ("pydantic (BaseModel, Field, validators)",
+     "from pydantic import BaseModel, Field, AfterValidator, model_validator, ValidationError"),
+    ("pydantic's plugin loader (importlib.metadata)", "import pydantic.plugin._loader"),
+    ("packaging (version, specifiers, requirements)", "import packaging.requirements"),
+    ("stackgate.engines + the first model class", "import stackgate.engines, stackgate.model"),
+    ("manifest models", "import stackgate.manifest"),
+    ("loading + rule models", "import stackgate.loading, stackgate.rules"),
+    ("builder.commands.check + stackgate.lines", "import builder.commands.check"),
+    ("load_stack('cu130')", "from stackgate.loading import load_stack; m = load_stack('cu130')"),
+    ("load_rules + evaluate",
+     "from stackgate.rules import StackFacts, evaluate, load_rules\n"
+     "f = evaluate(load_rules(None), StackFacts.from_manifest(m.manifest))"),
+]  # fmt: skip
+
 # name -> (words after `python -m`, stderr on a pseudo-terminal)
 CASES: dict[str, tuple[list[str], bool]] = {
     "builder --help": (["builder", "--help"], False),
@@ -93,6 +112,27 @@ def timed(argv: list[str], cwd: Path, env: dict[str, str], on_pty: bool) -> tupl
         raise SystemExit(f"{argv} in {cwd} exited {code}: {err.decode()[-500:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return wall, cpu
+
+
+def breakdown(repeats: int, env: dict[str, str], flags: list[str]) -> dict[str, float]:
+    """Minimum CPU ms of each stage over `repeats` fresh processes of this tree."""
+    code = "import time, json\nT = [time.process_time()]\n"
+    for _label, stmt in STAGES[1:]:
+        code += f"{stmt}\nT.append(time.process_time())\n"
+    code += "print('STAGES' + json.dumps([T[0]] + [b - a for a, b in zip(T, T[1:])]))\n"
+    runs: list[list[float]] = []
+    for _ in range(repeats):
+        out = subprocess.run(
+            [sys.executable, *flags, "-c", code], cwd=ROOT, env=env,
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        line = next(x for x in out.splitlines() if x.startswith("STAGES"))
+        runs.append(json.loads(line.removeprefix("STAGES")))
+    result = {
+        label: round(min(r[i] for r in runs) * 1000, 1) for i, (label, _) in enumerate(STAGES)
+    }
+    result["sum of the minimums"] = round(sum(result.values()), 1)
+    return result
 
 
 @contextmanager
@@ -159,6 +199,7 @@ def main() -> int:
                 for mode, (cwd, prefix) in modes.items():
                     samples[name][mode].append(timed([*prefix, *words], cwd, env, on_pty))
         baseline = [timed([py, "-c", "pass"], ROOT, env, False) for _ in range(args.repeats)]
+        stages = breakdown(args.repeats, env, flags)
     rows: dict[str, dict[str, float]] = {}
     for name, by_mode in samples.items():
         row: dict[str, float] = {}
@@ -187,6 +228,7 @@ def main() -> int:
         "bare_python_min_wall_s": round(min(b[0] for b in baseline), 3),
         "bare_python_cpu_s": round(statistics.median(b[1] for b in baseline), 3),
         "cases": rows,
+        "check_cu130_cpu_ms_by_stage_head": stages,
     }  # fmt: skip
     text = json.dumps(result, indent=2)
     print(text)
