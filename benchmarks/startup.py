@@ -8,8 +8,9 @@ path that still renders through rich) and `python -m validators --help`, each:
     `python -m` puts the worktree's own packages first on sys.path), when given,
   - "eager": this tree with every command module of both packages imported before main
     (what discovery did before lazy discovery), unless --no-eager.
-Reports per case and mode the median wall time, the median CPU time (user+sys of the child)
-and the fastest run's wall time (on a shared machine the closest to idle), and ratios.
+Reports per case and mode the median wall time, the median and the least CPU time (user+sys
+of the child) and the fastest run's wall time (on a shared machine the least CPU and the
+fastest run are the closest to idle), and ratios.
 
 Bytecode: every child runs with bytecode caching allowed (PYTHONDONTWRITEBYTECODE removed
 from its environment) and one warm-up run per case writes the .pyc files first, as a user's
@@ -206,6 +207,7 @@ def main() -> int:
         for mode, pairs in by_mode.items():
             row[f"{mode}_wall_s"] = round(statistics.median(p[0] for p in pairs), 3)
             row[f"{mode}_cpu_s"] = round(statistics.median(p[1] for p in pairs), 3)
+            row[f"{mode}_min_cpu_s"] = round(min(p[1] for p in pairs), 3)
             # The fastest run is the one least disturbed by neighbours: the best idle estimate
             # a shared machine gives.
             row[f"{mode}_min_wall_s"] = round(min(p[0] for p in pairs), 3)
