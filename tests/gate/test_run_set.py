@@ -168,3 +168,14 @@ def test_records_import_refuses_a_record_file_holding_a_token(project: Project) 
     assert done.returncode == 2, done.stderr
     assert "x.json" in done.stderr and "note: what looks like a hf_ token" in done.stderr
     assert HF_SHAPED not in done.stdout + done.stderr
+
+
+def test_runs_under_two_versions_of_the_manifest_are_not_one_candidate(project: Project) -> None:
+    """Half the runs before a manifest edit, half after: mark-good said so (it compares each
+    with the current file), the gate merged them into one candidate."""
+    _mark_baseline(project)
+    env = fake_env_with_build_record(project.root / "a", "cu128")
+    runs = _runs(project, "r", env, manifest_sha256=lambda i: ("ab" if i % 2 else "cd") * 32)
+    gated = project.run("validators", "gate", "cu128", *runs)
+    assert gated.returncode == 2, gated.stderr
+    assert "different versions of the manifest" in gated.stderr

@@ -11,7 +11,8 @@ gate's candidate alike:
   so a `current` link moved to a new build between the runs and mark-good, or `--env` naming
   another env, is caught; reports without it (older stackgate) are compared by resolved path;
 - S: an env built for another stack (its build record names it) is not this stack's env;
-- H: runs made on different hosts are not repeats of one measurement.
+- H: runs made on different hosts are not repeats of one measurement;
+- and runs made under different versions of the manifest are not one candidate.
 """
 
 from __future__ import annotations
@@ -43,6 +44,20 @@ def duplicate_runs(reports: Sequence[Report]) -> list[str]:
     return out
 
 
+def mixed_manifests(reports: Sequence[Report]) -> list[str]:
+    """Runs made under different versions of the manifest are two candidates, not one."""
+    first: dict[str, int] = {}
+    for i, report in enumerate(reports, start=1):
+        if report.manifest_sha256 is not None:
+            first.setdefault(report.manifest_sha256, i)
+    if len(first) < 2:
+        return []
+    return [
+        "the runs were made under different versions of the manifest: "
+        + ", ".join(f"from run {i} sha256 {sha[:12]}" for sha, i in first.items())
+    ]
+
+
 def env_mismatches(
     stack: str, reports: Sequence[Report], env: Path | None, build: BuildFacts
 ) -> list[str]:
@@ -72,7 +87,8 @@ def run_set_problems(
     stack: str, reports: Sequence[Report], env: Path | None, build: BuildFacts
 ) -> list[str]:
     """Every reason these reports cannot make one record with these build facts."""
-    problems = duplicate_runs(reports) + env_mismatches(stack, reports, env, build)
+    problems = duplicate_runs(reports) + mixed_manifests(reports)
+    problems += env_mismatches(stack, reports, env, build)
     if sum(1 for r in reports if r.host) > 1:
         problems += mixed_hosts(reports, probe_host())
     return problems
