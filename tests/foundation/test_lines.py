@@ -61,7 +61,9 @@ def test_styled_never_parses_a_value() -> None:
     for value in ("[bold]x[/bold]", ":smile:", "ends with\\", "[/]"):
         assert styled("[bold red]{}[/] {}", value, value).plain == f"{value} {value}"
     text = styled("[bold red]{}[/] {}", "error", "rule")
-    assert [(s.start, s.end, str(s.style)) for s in text.spans] == [(0, 5, "bold red")]
+    # rich 13.0 also leaves empty spans from slicing: they style nothing.
+    spans = [(s.start, s.end, str(s.style)) for s in text.spans if s.style and s.end > s.start]
+    assert spans == [(0, 5, "bold red")]
 
 
 def test_a_pipe_is_plain_unless_the_environment_forces_colour(
