@@ -149,6 +149,20 @@ ENVS: tuple[CorpusEnv, ...] = (
         "torchaudio 2.11 (abi3, torch's stable C ABI) beside a newer torch 2.13.0",
     ),
     CorpusEnv(
+        "vllm0300-t214",
+        ("vllm==0.30.0",),
+        ("torch==2.14.0",),
+        "broken?",
+        "vLLM 0.30.0 (built for torch 2.13.0) with torch 2.14.0 forced under it",
+    ),
+    CorpusEnv(
+        "sglang0515-t213",
+        ("sglang==0.5.15",),
+        ("torch==2.13.0",),
+        "broken?",
+        "SGLang 0.5.15 (sglang-kernel 0.4.4 for torch 2.11.0) with torch 2.13.0 forced under it",
+    ),
+    CorpusEnv(
         "t291-tv0241-no-cusparselt",
         ("torch==2.9.1", "torchvision==0.24.1"),
         uninstall=("nvidia-cusparselt-cu12",),

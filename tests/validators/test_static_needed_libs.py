@@ -130,3 +130,32 @@ def test_warning_says_what_was_seen(tmp_path: Path) -> None:
     quiet = static_results(tmp_path / "env", confirm=False)["static.abi.ortish"].reason
     assert quiet.startswith("WARN: optional:") and "works without it" not in quiet
     assert "no other package's objects need it" in quiet
+
+
+def test_missing_symbols_name_the_unmet_pin_on_the_library_wheel(tmp_path: Path) -> None:
+    """torch 2.13.0 forced over nvidia-nccl-cu13 2.28.9 (it pins 2.29.7): ncclCommResume is
+    defined by nothing; the reason names the pin as the likely why."""
+    build = tmp_path / "build"
+    site = elf_env.new_env(tmp_path / "env")
+    nccl = elf_env.gcc(
+        site / "ncclish" / "lib" / "libnccl.so.2", SPARSE_C, "-Wl,-soname,libnccl.so.2"
+    )
+    elf_env.add_dist(site, "ncclish", "2.28.9", [nccl])
+    newer = elf_env.gcc(
+        build / "libnccl.so.2",
+        SPARSE_C + "int resume_fn(void){return 1;}\n",
+        "-Wl,-soname,libnccl.so.2",
+    )
+    core = elf_env.gcc(
+        site / "torchish" / "lib" / "libcore.so",
+        "extern int resume_fn(void);\nint core_fn(void){return resume_fn();}\n",
+        "-Wl,-soname,libcore.so",
+        f"-L{newer.parent}",
+        "-l:libnccl.so.2",
+        f"-Wl,-rpath,{nccl.parent}",
+    )
+    elf_env.add_package(site, "torchish", [core], ("ncclish==2.29.7",))
+    r = static_results(tmp_path / "env", confirm=False)["static.abi.torchish"]
+    assert r.status == "FAIL", r.reason
+    assert "resume_fn" in r.reason
+    assert "likely why: requires ncclish==2.29.7, ncclish 2.28.9 installed" in r.reason

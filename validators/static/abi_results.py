@@ -280,6 +280,10 @@ def _package_result(
         ]
         fails.append("; ".join(dict.fromkeys(versions[:MAX_LISTED])))
         evidence["missing_versions"] = versions
+    if (v.symbols or v.versions) and v.unmet and not v.crashed:
+        # torch 2.13.0 forced over SGLang 0.5.15's nvidia-nccl-cu13 2.28.9: ncclCommResume is
+        # defined by nothing; the unmet pin on the library's wheel is the cause to fix
+        fails.append("likely why: " + "; ".join(v.unmet))
     if v.taken_down_by:
         causes = sorted({f"{b.name} ({env.owner_label(b)})" for _, b in v.taken_down_by})
         fails.append(
