@@ -35,6 +35,7 @@ from validators.gate.stack_policy import (
     require_interleave,
     runs_to_make,
     stack_gate,
+    under_baseline,
 )
 from validators.records.build_facts import read_build_facts
 from validators.records.cli_args import add_run_argument, add_store_argument
@@ -264,6 +265,12 @@ def run(args: argparse.Namespace) -> int:
         raise CheckFailed(
             f"baseline {baseline.label} is a {baseline.kind} record, not known-good; refusing "
             f"to gate against it (mark it good first: python -m validators mark-good)"
+        )
+    policy, loosened = under_baseline(args, policy, baseline, args.interleave_with is not None)
+    if loosened:
+        console_err().print(
+            "gate policy: the working tree's [validation.gate] is looser than the one the "
+            f"baseline was proven under; the baseline's applies: {'; '.join(loosened)}"
         )
     result = gate(baseline, candidate, policy, remeasured=remeasured)
     console = console_err()

@@ -14,6 +14,8 @@ import argparse
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from pydantic import ValidationError
+
 from stackgate.errors import BadInput
 from stackgate.loading import load_stack
 from stackgate.manifest import GateSettings
@@ -25,6 +27,7 @@ from validators.gate.policy import (
     DEFAULT_TOLERANCE,
     GatePolicy,
 )
+from validators.records.model import Record
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,51 @@ def runs_to_make(args: argparse.Namespace, settings: GateSettings) -> int:
     """How many runs (or ABBA pairs) the gate makes itself: --repeats, else the stack's."""
     repeats: int | None = getattr(args, "repeats", None)
     return _pick(repeats, settings.repeats, DEFAULT_REPEATS)
+
+
+def proven_settings(baseline: Record) -> GateSettings:
+    """The [validation.gate] of the manifest the baseline was proven under (its sealed copy);
+    the defaults when it had none."""
+    validation = baseline.manifest.get("validation")
+    table = validation.get("gate") if isinstance(validation, dict) else None
+    try:
+        return GateSettings.model_validate(table) if isinstance(table, dict) else GateSettings()
+    except ValidationError:
+        return GateSettings()
+
+
+def stricter(a: GatePolicy, b: GatePolicy) -> GatePolicy:
+    """Per field, the policy that refuses more: smaller margins, more runs, more confidence."""
+    return GatePolicy(
+        tolerance=min(a.tolerance, b.tolerance),
+        tail_tolerance=min(a.tail_tolerance, b.tail_tolerance),
+        confidence=max(a.confidence, b.confidence),
+        min_repeats=max(a.min_repeats, b.min_repeats),
+        resamples=max(a.resamples, b.resamples),
+        overrides=a.overrides,
+    )
+
+
+def under_baseline(
+    args: argparse.Namespace, policy: GatePolicy, baseline: Record, interleaving: bool
+) -> tuple[GatePolicy, list[str]]:
+    """The working tree's manifest may tighten its stack's gate, never loosen it below what the
+    baseline record was proven under: the manifest is edited by the very change being gated
+    (`tolerance = 0.9` beside a torch bump passed a 50%-slower candidate). Returns the policy
+    to apply and what the tree tried to loosen; a looser policy needs a new known-good record
+    (mark-good copies the manifest it was proven under)."""
+    proven = proven_settings(baseline)
+    require_interleave(
+        StackGate(baseline.stack, f"{baseline.label}'s manifest", proven), interleaving
+    )
+    theirs = policy_for(args, proven)
+    applied = stricter(policy, theirs)
+    loosened = [
+        f"{name} {getattr(policy, name)} (baseline {baseline.short_id}: {getattr(theirs, name)})"
+        for name in ("tolerance", "tail_tolerance", "confidence", "min_repeats")
+        if getattr(applied, name) != getattr(policy, name)
+    ]
+    return applied, loosened
 
 
 def require_interleave(gate: StackGate, interleaving: bool) -> None:
