@@ -52,8 +52,9 @@ def truth_sets(data: dict, torch: tuple[int, int] | None) -> tuple[set[str], set
         # one of per-CUDA-major builds (cuda-core cu12/, cu13/): the harness loads both, the
         # package imports the one matching the installed bindings
         cython = any(k in o.get("error", "") for k in CYTHON_ABI)
-        if status == "error" and cython and _pkg_rel(path) == _full_rel(path):
-            status = "abi"
+        if cython and status in ("error", "abi"):
+            # one process loads both cu12/ and cu13/ builds; the package imports one
+            status = "abi" if _pkg_rel(path) == _full_rel(path) else "variant"
         if status in ("abi", "crash"):
             broken_objs.add(path)
             broken_pkgs.add(o["package"])
@@ -92,9 +93,28 @@ def _cpu() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
+TARGETS: tuple[str, ...] = ()  # --targets: GPU archs for the static.arch.* verdicts
+
+
+def _verdict_fails(results: list, pkgs: dict) -> None:  # type: ignore[type-arg]
+    """FAIL results that are not per-package ABI verdicts (static.lock.integrity,
+    static.arch.*): a healthy env refused by any of them is a false alarm of the verdict.
+    static.dists.* (requirements a forced pair breaks on purpose) are left out."""
+    for r in results:
+        if r.status in ("FAIL", "ERROR") and (
+            r.check.startswith("static.arch") or r.check.startswith("static.lock")
+        ):
+            pkgs[r.check] = {
+                "status": r.status,
+                "reason": r.reason[:600],
+                "failing_objects": [],
+                "severity": "verdict",
+            }
+
+
 def predict(env: Path, options: AbiOptions) -> tuple[dict, float, float]:  # type: ignore[type-arg]
     wall, cpu = time.perf_counter(), _cpu()
-    results = run_static(StaticInputs(env_path=env, abi=options))
+    results = run_static(StaticInputs(env_path=env, abi=options, targets=TARGETS))
     wall, cpu = time.perf_counter() - wall, _cpu() - cpu
     pkgs: dict[str, dict] = {}  # type: ignore[type-arg]
     for r in results:
@@ -105,6 +125,7 @@ def predict(env: Path, options: AbiOptions) -> tuple[dict, float, float]:  # typ
                 "failing_objects": r.evidence.get("failing_objects", []),
                 "severity": r.evidence.get("severity"),
             }
+    _verdict_fails(results, pkgs)
     return pkgs, wall, cpu
 
 
@@ -124,6 +145,7 @@ def predict_lock(name: str) -> tuple[dict, float, float]:  # type: ignore[type-a
             wheels=wheels,
             cache=FactsCache(default_root()),
             interpreter=find_interpreter(wheels.python),
+            targets=TARGETS,
         )
     )
     wall, cpu = time.perf_counter() - wall, _cpu() - cpu
@@ -142,6 +164,7 @@ def predict_lock(name: str) -> tuple[dict, float, float]:  # type: ignore[type-a
                 "failing_objects": [installed(o) for o in r.evidence.get("failing_objects", [])],
                 "severity": r.evidence.get("severity"),
             }
+    _verdict_fails(results, pkgs)
     return pkgs, wall, cpu
 
 
@@ -162,9 +185,16 @@ def env_torch(env: Path) -> tuple[int, int] | None:
 def score(truth: dict, pred: dict, torch: tuple[int, int] | None) -> dict:  # type: ignore[type-arg]
     broken_pkgs, broken_objs = truth_sets(truth, torch)
     truth_keys = {key(lbl) for lbl in broken_pkgs}
-    fail_keys = {k.removesuffix(".files") for k, v in pred.items() if v["status"] == "FAIL"}
+    fail_keys = {
+        k.removesuffix(".files")
+        for k, v in pred.items()
+        if v["status"] == "FAIL" and v["severity"] != "verdict"
+    }
+    verdict = sorted(k for k, v in pred.items() if v["severity"] == "verdict")
     pred_objs = {o for v in pred.values() if v["status"] == "FAIL" for o in v["failing_objects"]}
     return {
+        # a FAIL/ERROR beside the per-package verdicts on an env that truth calls healthy
+        "verdict_fp": verdict if not broken_pkgs else [],
         "packages": {
             "tp": sorted(truth_keys & fail_keys),
             "fp": sorted(fail_keys - truth_keys),
@@ -183,7 +213,8 @@ def _cell(entry: dict, mode: str) -> str:  # type: ignore[type-arg]
     if not m:
         return ""
     p = m["packages"]
-    return f"{len(p['tp'])}/{len(p['fp'])}/{len(p['miss'])} ({m['cpu_s']} CPU s)"
+    refused = f" + {', '.join(m['verdict_fp'])} FAIL" if m.get("verdict_fp") else ""
+    return f"{len(p['tp'])}/{len(p['fp'])}/{len(p['miss'])}{refused} ({m['cpu_s']} CPU s)"
 
 
 def table(report: dict, before: dict, names: list[str], modes: list[str]) -> str:  # type: ignore[type-arg]
@@ -215,11 +246,14 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--envs", default="")
     parser.add_argument("--modes", default="static,confirm")
+    parser.add_argument("--targets", default="", help="GPU archs for static.arch.*, e.g. 12.0")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "static_precision.json")
     parser.add_argument(
         "--table", type=Path, help="print a markdown table (before: this JSON) and stop"
     )
     args = parser.parse_args()
+    global TARGETS
+    TARGETS = tuple(t for t in args.targets.split(",") if t)
     if args.table:
         report = json.loads(args.out.read_text())
         print(
@@ -275,7 +309,8 @@ def main() -> int:
             print(
                 f"{name:24} {mode:8} pkgs tp={len(p['tp'])} fp={len(p['fp'])} miss={len(p['miss'])}"
                 f"  .so tp={o['tp']} fp={len(o['fp'])} miss={len(o['miss'])}"
-                f"  wall={wall:.1f}s cpu={cpu:.1f}s  fp={p['fp']} miss={p['miss']}",
+                f"  wall={wall:.1f}s cpu={cpu:.1f}s  fp={p['fp']} miss={p['miss']}"
+                f"  verdict_fp={s['verdict_fp']}",
                 flush=True,
             )
         args.out.write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
