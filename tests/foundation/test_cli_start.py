@@ -23,12 +23,14 @@ def _run(argv: list[str], env: dict[str, str] | None = None) -> subprocess.Compl
 
 
 def _imported_after(*words: str) -> set[str]:
-    """Modules a real `python -m builder WORDS` process has imported when main returns."""
+    """Modules a real `python -m builder WORDS` process has imported when main returns, less
+    those the interpreter had before it ran any of our code (site hooks: Debian's python3
+    imports its sitecustomize at start-up, a fresh machine's interpreter)."""
     code = (
-        "import sys, json; from stackgate.cli import main_for\n"
+        "import sys, json; before = set(sys.modules); from stackgate.cli import main_for\n"
         "code = main_for(['builder', 'validators'], 'stackgate', 'd', sys.argv[1:])\n"
         "sys.stdout = sys.__stderr__\n"
-        "print('MODULES=' + json.dumps(sorted(sys.modules)), file=sys.__stdout__)\n"
+        "print('MODULES=' + json.dumps(sorted(set(sys.modules) - before)), file=sys.__stdout__)\n"
     )
     done = _run([sys.executable, "-c", code, *words])
     line = next(x for x in done.stdout.splitlines() if x.startswith("MODULES="))
