@@ -7,7 +7,7 @@
 #
 #   carry .carry/gpu2 (tool/: stackgate's own wheels the image lacks; wh/: the stack's
 #   wheelhouse, `python -m builder wheelhouse h200-transformers --to .carry/gpu2/wh`)
-#   device run:  PREREG=<commit> bash benchmarks/gate_h200_prereg.sh   (results in $OUT/machine4)
+#   device run:  PREREG=<commit> bash benchmarks/gate_h200_prereg.sh   ($OUT/machine4.tgz + gate files)
 #
 # Steps as benchmarks/gate_h200_abba.sh (steps.log, epoch seconds): stackgate's wheels, host
 # facts (nvidia-smi before/after), build over the image's site-packages with the record's
@@ -19,7 +19,10 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 REPO=$PWD
 CARRY=$REPO/.carry/gpu2
-RES=${RES:-${OUT:-/tmp}/machine4}
+# $OUT returns at most 8 files (/work/.library/device/README.md): machine 4 lost its kept run
+# reports and host facts that way. Results go to /tmp/sg/machine4, tarred into $OUT at the end,
+# with the gate's JSON/HTML/stderr and steps.log beside the tarball (6 files).
+RES=${RES:-/tmp/sg/machine4}
 GATE_S=${GATE_S:-470}
 mkdir -p "$RES"/host /tmp/sg
 T0=$(date +%s)
@@ -89,3 +92,7 @@ mkdir -p "$RES/server-logs"
 for f in $(ls -1tr /tmp/stackgate-serve-*/serve-logs/*.log 2>/dev/null | sed -n '1p;$p'); do
   cp "$f" "$RES/server-logs/$(basename "$(dirname "$(dirname "$f")")")-$(basename "$f")" 2>/dev/null
 done
+if [ -n "${OUT:-}" ]; then
+  tar czf "$OUT/machine4.tgz" -C "$(dirname "$RES")" "$(basename "$RES")"
+  cp "$RES"/steps.log "$RES"/gate-equal-prereg.* "$OUT/" 2>/dev/null
+fi
