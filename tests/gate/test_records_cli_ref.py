@@ -5,6 +5,7 @@ input. Real CLI processes, real store."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -43,3 +44,28 @@ def test_import_of_a_missing_file_is_bad_input(tmp_path: Path) -> None:
 def test_verify_with_a_ref_is_bad_input(tmp_path: Path) -> None:
     done = _cli("verify", "smoke", "--store", tmp_path / "s.sqlite", "--dir", tmp_path)
     assert done.returncode == 2, done.stderr
+
+
+def test_verify_of_a_store_that_is_not_there_verifies_nothing_and_says_so(tmp_path: Path) -> None:
+    """A mistyped or deleted --store said "ok: 0 record(s) verified ... (hash chain intact)",
+    exit 0. With record files beside it only those are verified, and the line says the store
+    was not; with neither, nothing was checked: exit 1."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    done = _cli("verify", "--store", tmp_path / "typo.sqlite", "--dir", empty, "--json")
+    assert done.returncode == 1, done.stderr
+    payload = json.loads(done.stdout)
+    assert payload["ok"] is False and payload["store_exists"] is False
+    assert "nothing verified: no record store at" in done.stderr, done.stderr
+    assert "hash chain intact" not in done.stderr
+
+    records = tmp_path / "records"
+    record = make_record(minute=1)
+    (records / record.stack).mkdir(parents=True)
+    (records / record.stack / f"{record.created_stamp}-{record.short_id}.json").write_text(
+        record.to_json()
+    )
+    done = _cli("verify", "--store", tmp_path / "typo.sqlite", "--dir", records)
+    assert done.returncode == 0, done.stderr
+    assert "1 record file(s) verified" in done.stderr and "(not verified)" in done.stderr
+    assert "hash chain intact" not in done.stderr

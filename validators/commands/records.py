@@ -121,10 +121,16 @@ def _verify(args: argparse.Namespace, store: RecordStore, folder: Path) -> int:
     result = store.verify(exported_heads(folder, store))
     files, file_problems = verify_files(folder) if folder.is_dir() else (0, [])
     console = console_err()
+    # A store that is not there verifies nothing: "ok: 0 records (hash chain intact)" read as a
+    # pass for a mistyped --store or a deleted one. Record files alone can still be verified
+    # (a records repository's CI has no store); with neither, nothing was checked.
+    has_store = store.path.is_file()
+    nothing = not has_store and files == 0
     if args.json:
         emit_json(
             {
-                "ok": not result.problems and not file_problems,
+                "ok": not result.problems and not file_problems and not nothing,
+                "store_exists": has_store,
                 "records": result.count,
                 "problems": result.problems,
                 "files": files,
@@ -148,6 +154,26 @@ def _verify(args: argparse.Namespace, store: RecordStore, folder: Path) -> int:
             console.print(f"  - {problem}", markup=False)
     if result.problems or file_problems:
         return EXIT_CHECK_FAILED
+    if nothing:
+        console.print(
+            styled(
+                "[bold red]nothing verified[/]: no record store at {} and no record files in {}",
+                store.path,
+                folder,
+            )
+        )
+        return EXIT_CHECK_FAILED
+    if not has_store:
+        console.print(
+            styled(
+                "[green]ok[/]: {} record file(s) verified in {}; no record store at {} "
+                "(not verified)",
+                files,
+                folder,
+                store.path,
+            )
+        )
+        return EXIT_OK
     console.print(
         styled(
             "[green]ok[/]: {} record(s) verified in {} (hash chain intact){}",
