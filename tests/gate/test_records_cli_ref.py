@@ -6,6 +6,7 @@ input. Real CLI processes, real store."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -69,3 +70,39 @@ def test_verify_of_a_store_that_is_not_there_verifies_nothing_and_says_so(tmp_pa
     assert done.returncode == 0, done.stderr
     assert "1 record file(s) verified" in done.stderr and "(not verified)" in done.stderr
     assert "hash chain intact" not in done.stderr
+
+
+def test_a_prefix_naming_a_stored_and_a_committed_record_is_ambiguous(tmp_path: Path) -> None:
+    """`records show PREFIX` took the stored record silently when a committed file held another
+    record with the same prefix (a reviewer reading that file saw a different record). Notes
+    n5943 and n8714 give ids sharing their first 6 hex digits (found by search)."""
+    stored, committed = make_record(note="n5943"), make_record(note="n8714")
+    prefix = stored.record_id[:6]
+    assert committed.record_id.startswith(prefix) and committed.record_id != stored.record_id
+    store = tmp_path / "s.sqlite"
+    with RecordStore.open(store) as opened:
+        opened.add(stored)
+    root = tmp_path / "project"
+    folder = root / "records" / committed.stack
+    folder.mkdir(parents=True)
+    (folder / f"{committed.created_stamp}-{committed.short_id}.json").write_text(
+        committed.to_json()
+    )
+    (root / "stacks").mkdir()
+    env = {**os.environ, "STACKGATE_ROOT": str(root)}
+    done = subprocess.run(
+        [sys.executable, "-m", "validators", "records", "show", prefix, "--store", str(store)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False, env=env,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "matches 2 records" in done.stderr, done.stderr
+    assert stored.record_id[:16] in done.stderr and committed.record_id[:16] in done.stderr
+    # The full id of either one is not ambiguous.
+    for record in (stored, committed):
+        done = subprocess.run(
+            [sys.executable, "-m", "validators", "records", "show", record.record_id,
+             "--store", str(store), "--json"],
+            cwd=ROOT, capture_output=True, text=True, timeout=120, check=False, env=env,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["record_id"] == record.record_id

@@ -110,14 +110,31 @@ def resolve_record(ref: str, store: RecordStore) -> Record:
             for r in committed_records(id_prefix=ref.lower())
             if r.record_id.startswith(ref.lower())
         ]
+        # A prefix naming one stored and another committed record is ambiguous: the stored
+        # one was taken silently (a reviewer reading the committed one saw another record).
         try:
-            return store.get(ref)
-        except BadInput:
-            if len(hits) == 1:
-                return hits[0]
-            if not hits and ref not in stack_names():
+            found: list[Record] = [store.get(ref)]
+        except BadInput as exc:
+            if "ambiguous" in exc.message:  # within the store already
                 raise
+            missing, found = exc, []  # not stored (or too short a prefix to look up)
+        found += hits
+        ids = sorted({r.record_id for r in found})
+        if len(ids) > 1:
+            raise _ambiguous(ref, ids)
+        if found:
+            return found[0]
+        if ref not in stack_names():
+            raise missing
     return latest_known_good(ref, store)
+
+
+def _ambiguous(ref: str, ids: list[str]) -> BadInput:
+    return BadInput(
+        f"record id prefix {ref!r} matches {len(ids)} records (store and committed files): "
+        + ", ".join(i[:16] for i in ids)
+        + "; give more of the id"
+    )
 
 
 def latest_known_good(stack: str, store: RecordStore) -> Record:
