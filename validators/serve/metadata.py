@@ -43,12 +43,7 @@ def run_metadata(
             versions = json.loads(done.stdout.strip().splitlines()[-1])
     except (StackgateError, ValueError, IndexError):
         pass
-    commit = ""
-    try:
-        done = proc.run(["git", "rev-parse", "HEAD"], cwd=project_root(), check=False, timeout=10)
-        commit = done.stdout.strip() if done.returncode == 0 else ""
-    except StackgateError:
-        pass
+    commit, dirty = _stackgate_commit()
     gpu = snapshot()
     return {
         "stack": ctx.stack.manifest.name,
@@ -60,6 +55,28 @@ def run_metadata(
         "topology": ctx.topology,
         "versions": versions,
         "stackgate_commit": commit,
+        "stackgate_tree_dirty": dirty,
         "argv": spec.argv,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+
+
+def _stackgate_commit() -> tuple[str, bool | None]:
+    """The checkout's commit and whether its tracked files differ from it (None: unknown).
+
+    A commit alone claimed more than was known: a copied checkout whose .git lagged behind its
+    files (the lent GPU machine's) recorded the old commit for the code that ran."""
+    try:
+        head = proc.run(["git", "rev-parse", "HEAD"], cwd=project_root(), check=False, timeout=10)
+        if head.returncode != 0:
+            return "", None
+        status = proc.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=project_root(),
+            check=False,
+            timeout=30,
+        )
+    except StackgateError:
+        return "", None
+    dirty = bool(status.stdout.strip()) if status.returncode == 0 else None
+    return head.stdout.strip(), dirty
