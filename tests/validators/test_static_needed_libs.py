@@ -159,3 +159,19 @@ def test_missing_symbols_name_the_unmet_pin_on_the_library_wheel(tmp_path: Path)
     assert r.status == "FAIL", r.reason
     assert "resume_fn" in r.reason
     assert "likely why: requires ncclish==2.29.7, ncclish 2.28.9 installed" in r.reason
+
+
+def test_a_failing_package_names_the_packages_that_require_it(tmp_path: Path) -> None:
+    """sglang 0.5.15 + torch 2.13.0 --no-deps: sglang, xgrammar, ... import torch in Python
+    (no ELF link to it); when torch cannot load they go down too, and torch's FAIL names them."""
+    site = elf_env.new_env(tmp_path / "env")
+    core = _core_needing_absent(site, tmp_path / "build", requires=("sparseish-cu12==0.7.1",))
+    _vision_on(site, core)
+    (site / "servish").mkdir()
+    (site / "servish" / "__init__.py").write_text("import torchish\n", encoding="utf-8")
+    elf_env.add_dist(site, "servish", "1.0", [], ("torchish", 'unrelated; extra == "x"'))
+    elf_env.add_dist(site, "bystander", "1.0", [], ('torchish; extra == "cuda"',))
+    r = static_results(tmp_path / "env", confirm=False)["static.abi.torchish"]
+    assert r.status == "FAIL", r.reason
+    assert "required by 1 more (down too where they import it): servish 1.0" in r.reason
+    assert r.evidence["required_by"] == ["servish 1.0"]  # visionish is named as taken down

@@ -14,6 +14,7 @@ from validators.results import Result, Status, make_result
 from validators.static import demangle
 from validators.static.abi_check import AbiChecker, AbiFindings
 from validators.static.confirm import StepResult, run_steps
+from validators.static.dist_check import dependents
 from validators.static.driver_stub import StubBuildError, build_stubs
 from validators.static.elf_symbols import ElfReadError
 from validators.static.environment import Environment
@@ -361,6 +362,16 @@ def _package_result(
     status: Status
     if severity == "FAIL":
         status = "FAIL"
+        if v.dist is not None:
+            down = sorted(
+                d.label() for d in dependents(env, v.dist) if d.label() not in v.takes_down
+            )
+            if down:
+                evidence["required_by"] = down
+                fails.append(
+                    f"required by {len(down)} more (down too where they import it): "
+                    + ", ".join(down[:MAX_LISTED])
+                )
         failing = [*v.objects_to_confirm(), *(Path(r.step.path) for r in v.crashed if r.step.path)]
         failing += [
             Path(r.step.path)

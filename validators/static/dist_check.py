@@ -136,6 +136,18 @@ def applicable_requirements(env: Environment, dist: Distribution) -> list[Requir
     return out
 
 
+def dependents(env: Environment, dist: Distribution) -> list[Distribution]:
+    """Installed distributions that require `dist` (not as an extra): when `dist` cannot be
+    imported, each of them goes down too if it imports it (sglang, xgrammar, tilelang under
+    a torch whose libtorch_cuda.so cannot load), which no symbol check sees."""
+    return [
+        other
+        for other in env.distributions.values()
+        if other.key != dist.key
+        and any(canonicalize_name(r.name) == dist.key for r in applicable_requirements(env, other))
+    ]
+
+
 def check_requirements(env: Environment, findings: DistFindings) -> None:
     for dist in env.distributions.values():
         for req in applicable_requirements(env, dist):
