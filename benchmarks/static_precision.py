@@ -101,8 +101,9 @@ def _verdict_fails(results: list, pkgs: dict) -> None:  # type: ignore[type-arg]
     static.arch.*): a healthy env refused by any of them is a false alarm of the verdict.
     static.dists.* (requirements a forced pair breaks on purpose) are left out."""
     for r in results:
-        if r.status in ("FAIL", "ERROR") and (
-            r.check.startswith("static.arch") or r.check.startswith("static.lock")
+        if r.status in ("FAIL", "ERROR") and r.check.split(".")[:2] in (
+            ["static", "arch"],
+            ["static", "lock"],
         ):
             pkgs[r.check] = {
                 "status": r.status,
