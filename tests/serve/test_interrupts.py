@@ -73,10 +73,16 @@ def test_only_one_raise_per_block_so_cleanup_runs_undisturbed() -> None:
 
 
 def test_a_signal_not_yet_raised_is_raised_when_the_handlers_go() -> None:
-    intr = Interrupts()
-    with pytest.raises(KeyboardInterrupt), intr.installed():
-        _signal_self(signal.SIGINT)
-    assert intr.signals == [signal.SIGINT]
+    # SIGINT as an interactive shell leaves it: a background launch (`cmd &`, nohup: the
+    # fresh-machine session's run) starts Python with it ignored, and ignored it stays.
+    saved_int = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        intr = Interrupts()
+        with pytest.raises(KeyboardInterrupt), intr.installed():
+            _signal_self(signal.SIGINT)
+        assert intr.signals == [signal.SIGINT]
+    finally:
+        signal.signal(signal.SIGINT, saved_int)
 
 
 def test_handlers_restored_and_an_ignored_signal_stays_ignored() -> None:
