@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.markers import UndefinedEnvironmentName, default_environment
-from packaging.requirements import InvalidRequirement, Requirement
+from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
@@ -122,11 +122,7 @@ def applicable_requirements(env: Environment, dist: Distribution) -> list[Requir
     Python, no extras)."""
     marker_env = _marker_env(env)
     out: list[Requirement] = []
-    for text in dist.requires:
-        try:
-            req = Requirement(text)
-        except InvalidRequirement:
-            continue
+    for req in dist.requirements():
         try:
             if req.marker is not None and not req.marker.evaluate(marker_env):
                 continue
@@ -175,11 +171,7 @@ def requirement_closure(env: Environment, roots: dict[str, list[str]]) -> set[st
         if dist is None or (name in seen and not extras):
             continue
         seen.add(name)
-        for text in dist.requires:
-            try:
-                req = Requirement(text)
-            except InvalidRequirement:
-                continue
+        for req in dist.requirements():
             if req.marker is not None:
                 try:
                     wanted = any(

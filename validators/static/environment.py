@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import PackageMetadata, PathDistribution
 from pathlib import Path
 
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from validators.static.elf_symbols import is_elf
@@ -34,6 +35,20 @@ class Distribution:
 
     def label(self) -> str:
         return f"{self.name} {self.version}"
+
+    def requirements(self) -> list[Requirement]:
+        """Its Requires-Dist entries that parse (an unparseable one names nothing to check)."""
+        out = []
+        for text in self.requires:
+            try:
+                out.append(Requirement(text))
+            except InvalidRequirement:
+                continue
+        return out
+
+    def core_requirements(self) -> list[Requirement]:
+        """Its requirements not behind an extra (what installing it alone asks for)."""
+        return [r for r in self.requirements() if r.marker is None or "extra" not in str(r.marker)]
 
 
 @dataclass(frozen=True)

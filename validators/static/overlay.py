@@ -9,7 +9,6 @@ breaks `import cuda.core`.
 
 from __future__ import annotations
 
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
@@ -18,13 +17,7 @@ from validators.static.environment import Distribution
 
 def designed_overlay(winner: Distribution, loser: Distribution) -> str | None:
     """The requirement by which `winner` pins the exact `loser` it overwrites, else None."""
-    for raw in winner.requires:
-        try:
-            req = Requirement(raw)
-        except InvalidRequirement:
-            continue
-        if req.marker is not None and "extra" in str(req.marker):
-            continue
+    for req in winner.core_requirements():
         if canonicalize_name(req.name) != loser.key:
             continue
         exact = [s for s in req.specifier if s.operator in ("==", "===")]

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
@@ -128,13 +127,7 @@ def _unmet_linked(env: Environment, dist: Distribution, with_libs: set[str]) -> 
     """Requirements of `dist` on an installed distribution that ships ELF files, unmet by the
     installed version (`torch==2.8.0` with torch 2.9.1 installed)."""
     out: list[str] = []
-    for raw in dist.requires:
-        try:
-            req = Requirement(raw)
-        except InvalidRequirement:
-            continue
-        if req.marker is not None and "extra" in str(req.marker):
-            continue
+    for req in dist.core_requirements():
         key = canonicalize_name(req.name)
         other = env.distributions.get(key)
         if other is None or key not in with_libs or not req.specifier:
