@@ -172,11 +172,10 @@ _SIGTERM_POINTS = {
 def test_sigterm_to_serve_bench_still_tears_the_server_down(tmp_path: Path, point: str) -> None:
     """A CI timeout sends SIGTERM: the run must unwind through teardown, not orphan the server,
     wherever in the benchmark the signal lands (also inside the client's event loop)."""
-    import signal
     import subprocess
-    import time
 
     from .conftest import write_stack
+    from .sigterm import sigterm_and_expect_teardown
 
     marker, delay_s, flags, levels = _SIGTERM_POINTS[point]
     output_len = 1000 if flags[1] == "5" else 16
@@ -201,14 +200,4 @@ def test_sigterm_to_serve_bench_still_tears_the_server_down(tmp_path: Path, poin
             servers = psutil.Process(cli.pid).children(recursive=True)
             break
     assert servers, f"serve-bench never printed {marker!r}"
-    time.sleep(delay_s)  # where the signal lands, not a timing assert
-    cli.send_signal(signal.SIGTERM)
-    try:
-        _, rest = cli.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        cli.kill()
-        _, rest = cli.communicate()
-        pytest.fail(f"serve-bench still running 60 s after SIGTERM ({point}): {rest[-2000:]}")
-    assert cli.returncode == 130, rest
-    _gone, alive = psutil.wait_procs(servers, timeout=10)
-    assert not alive, f"left running after SIGTERM: {alive}"
+    sigterm_and_expect_teardown(cli, servers, delay_s=delay_s, point=point)

@@ -7,7 +7,6 @@ landed, and the teardown ignored SIGTERM: a signal there ended with exit 0)."""
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ import psutil
 import pytest
 
 from tests.serve.conftest import synthetic_command, write_stack
+from tests.serve.sigterm import sigterm_and_expect_teardown
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -66,14 +66,4 @@ def test_sigterm_in_any_phase_is_exit_130_with_the_server_gone(tmp_path: Path, p
                 servers = psutil.Process(cli.pid).children(recursive=True)
                 break
     assert servers, f"serve-bench never printed {marker!r}: {''.join(seen)[-2000:]}"
-    time.sleep(delay_s)  # where the signal lands, not a timing assert
-    cli.send_signal(signal.SIGTERM)
-    try:
-        _, rest = cli.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        cli.kill()
-        _, rest = cli.communicate()
-        pytest.fail(f"serve-bench still running 60 s after SIGTERM ({point}): {rest[-2000:]}")
-    assert cli.returncode == 130, "".join(seen)[-1500:] + rest[-1500:]
-    _gone, alive = psutil.wait_procs(servers, timeout=10)
-    assert not alive, f"left running after SIGTERM ({point}): {alive}"
+    sigterm_and_expect_teardown(cli, servers, delay_s=delay_s, point=point, seen="".join(seen))
