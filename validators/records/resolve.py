@@ -112,20 +112,16 @@ def resolve_record(ref: str, store: RecordStore) -> Record:
         ]
         # A prefix naming one stored and another committed record is ambiguous: the stored
         # one was taken silently (a reviewer reading the committed one saw another record).
-        try:
-            found: list[Record] = [store.get(ref)]
-        except BadInput as exc:
-            if "ambiguous" in exc.message:  # within the store already
-                raise
-            missing, found = exc, []  # not stored (or too short a prefix to look up)
-        found += hits
-        ids = sorted({r.record_id for r in found})
-        if len(ids) > 1:
-            raise _ambiguous(ref, ids)
+        stored = store.matching(ref) if len(ref) >= 6 else []
+        if len(stored) > 1:
+            store.get(ref)  # raises: ambiguous within the store, naming them
+        found = {r.record_id: r for r in [*stored, *hits]}
+        if len(found) > 1:
+            raise _ambiguous(ref, sorted(found))
         if found:
-            return found[0]
+            return next(iter(found.values()))
         if ref not in stack_names():
-            raise missing
+            store.get(ref)  # raises: too short, or no such record
     return latest_known_good(ref, store)
 
 

@@ -207,19 +207,24 @@ class RecordStore:
         """A record by full id or unique id prefix (>= 6 hex digits)."""
         if len(ref) < 6:
             raise BadInput(f"record id '{ref}' is too short; give at least 6 hex digits")
-        low = ref.lower()
+        found = self.matching(ref)
+        if not found:
+            raise BadInput(f"no record '{ref}' in {self.path}")
+        if len(found) > 1:
+            raise BadInput(
+                f"record id '{ref}' is ambiguous",
+                details=[r.record_id[:16] for r in found[:10]],
+            )
+        return found[0]
+
+    def matching(self, prefix: str) -> list[Record]:
+        """The stored records whose id starts with prefix (at most 11: enough to say ambiguous)."""
+        low = prefix.lower()
         rows = self._conn.execute(
             f"{_SELECT} WHERE r.record_id >= ? AND r.record_id < ? ORDER BY r.record_id LIMIT 11",
             (low, low + "g"),
         ).fetchall()
-        if not rows:
-            raise BadInput(f"no record '{ref}' in {self.path}")
-        if len(rows) > 1:
-            raise BadInput(
-                f"record id '{ref}' is ambiguous",
-                details=[str(r[1])[:16] for r in rows[:10]],
-            )
-        return self._row_to_record(rows[0])
+        return [self._row_to_record(row) for row in rows]
 
     def iter_records(
         self,
