@@ -2,8 +2,8 @@
 
 Builds a pristine Debian 12 root with debootstrap (variant minbase: no Python, no git), copies
 the checkout in (git's tracked and untracked-not-ignored files, nothing built), enters it with
-chroot and runs the README's `setup-commands` block verbatim, one command at a time: the tools
-command, then the fast test subset (`--full`: the full test command instead). Every step is
+chroot and runs the README's `setup-commands` and `test-commands` blocks verbatim, one command
+at a time: the tools command, then the fast test subset (`--full`: the full test command instead). Every step is
 timed; the Debian package count and disk use are taken before and after. Results go to
 benchmarks/results/fresh_machine.{json,md}. Needs root, debootstrap and Debian's mirror.
 
@@ -47,12 +47,17 @@ def network_env() -> dict[str, str]:
     return {k: os.environ[k] for k in NETWORK_VARS if k in os.environ}
 
 
-def readme_commands() -> list[str]:
-    """The commands of the README's setup-commands block, comments dropped, in order."""
+def readme_block(name: str) -> list[str]:
+    """The commands of one of the README's marked blocks, comments dropped, in order."""
     text = (ROOT / "README.md").read_text()
-    block = text.split("<!-- setup-commands")[1].split("<!-- /setup-commands -->")[0]
+    block = text.split(f"<!-- {name}")[1].split(f"<!-- /{name} -->")[0]
     body = block.split("```bash", 1)[1].split("```", 1)[0]
     return [line.strip() for line in body.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
+def readme_commands() -> list[str]:
+    """The set-up command, then the two test commands (full, fast subset)."""
+    return readme_block("setup-commands") + readme_block("test-commands")
 
 
 def checkout_files() -> list[str]:
@@ -124,7 +129,7 @@ def main() -> int:
         return 3
     commands = readme_commands()
     if len(commands) != 3:
-        print(f"fresh-machine: README setup-commands block has {len(commands)} commands, expected 3", file=sys.stderr)
+        print(f"fresh-machine: README setup-commands + test-commands blocks have {len(commands)} commands, expected 3", file=sys.stderr)
         return 2
     to_run = [commands[0], commands[1] if args.full else commands[2]]
 
