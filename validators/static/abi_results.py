@@ -143,7 +143,7 @@ def _clash_results(env: Environment, seconds: float) -> list[Result]:
         if loser is None:
             continue
         winner = clash.second if loser is clash.first else clash.first
-        pin = designed_overlay(winner, loser)
+        pin = designed_overlay(env, winner, loser)
         if pin is not None:
             by_design.setdefault(loser.label(), []).append(
                 f"{short(clash.path, env)} is {winner.label()}'s copy ({winner.name} requires {pin})"

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from packaging.markers import UndefinedEnvironmentName, default_environment
+from packaging.markers import UndefinedEnvironmentName
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
@@ -107,29 +107,21 @@ def check_lock(
             )
 
 
-def _marker_env(env: Environment) -> dict[str, str]:
-    marker_env: dict[str, str] = {k: str(v) for k, v in default_environment().items()}
-    match = re.search(r"python(\d+)\.(\d+)", str(env.site_packages))
-    if match:
-        marker_env["python_version"] = f"{match.group(1)}.{match.group(2)}"
-        marker_env["python_full_version"] = f"{match.group(1)}.{match.group(2)}.0"
-    marker_env["extra"] = ""
-    return marker_env
+def applies(env: Environment, req: Requirement, extras: tuple[str, ...] = ()) -> bool:
+    """Does `req` apply in this env, for the distribution installed with `extras`?"""
+    if req.marker is None:
+        return True
+    base = env.marker_env()
+    try:
+        return any(req.marker.evaluate({**base, "extra": e}) for e in ("", *extras))
+    except UndefinedEnvironmentName:
+        return False
 
 
 def applicable_requirements(env: Environment, dist: Distribution) -> list[Requirement]:
     """The requirements of `dist` that apply in this env (markers evaluated for the env's
     Python, no extras)."""
-    marker_env = _marker_env(env)
-    out: list[Requirement] = []
-    for req in dist.requirements():
-        try:
-            if req.marker is not None and not req.marker.evaluate(marker_env):
-                continue
-        except UndefinedEnvironmentName:
-            continue
-        out.append(req)
-    return out
+    return [req for req in dist.requirements() if applies(env, req)]
 
 
 def dependents(env: Environment, dist: Distribution) -> list[Distribution]:
@@ -162,7 +154,6 @@ def requirement_closure(env: Environment, roots: dict[str, list[str]]) -> set[st
     `roots` maps a distribution name to the extras asked for. What lies outside this set is
     installed but not needed by the stack (e.g. cupy beside torch on a shared machine).
     """
-    base_env = _marker_env(env)
     seen: set[str] = set()
     queue = [(canonicalize_name(n), tuple(x)) for n, x in roots.items()]
     while queue:
@@ -172,15 +163,8 @@ def requirement_closure(env: Environment, roots: dict[str, list[str]]) -> set[st
             continue
         seen.add(name)
         for req in dist.requirements():
-            if req.marker is not None:
-                try:
-                    wanted = any(
-                        req.marker.evaluate({**base_env, "extra": e}) for e in ("", *extras)
-                    )
-                except UndefinedEnvironmentName:
-                    continue
-                if not wanted:
-                    continue
+            if not applies(env, req, extras):
+                continue
             child = canonicalize_name(req.name)
             if child not in seen:
                 queue.append((child, tuple(req.extras)))

@@ -8,10 +8,12 @@ import csv
 import hashlib
 import io
 import os
+import re
 from dataclasses import dataclass, field
 from importlib.metadata import PackageMetadata, PathDistribution
 from pathlib import Path
 
+from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
@@ -45,10 +47,6 @@ class Distribution:
             except InvalidRequirement:
                 continue
         return out
-
-    def core_requirements(self) -> list[Requirement]:
-        """Its requirements not behind an extra (what installing it alone asks for)."""
-        return [r for r in self.requirements() if r.marker is None or "extra" not in str(r.marker)]
 
 
 @dataclass(frozen=True)
@@ -90,6 +88,9 @@ class Environment:
     clashes: list[SharedFile] = field(default_factory=list)
     # Set when the ELF files are known without walking a tree (facts from wheels).
     objects: tuple[Path, ...] | None = None
+    # the env's Python, X.Y.Z (pyvenv.cfg) or X.Y.0 (the site-packages folder's name)
+    python_version: str | None = None
+    _markers: dict[str, str] | None = field(default=None, repr=False)
     _walked: tuple[Path, ...] | None = field(default=None, repr=False)
 
     def owner(self, path: Path) -> Distribution | None:
@@ -104,6 +105,22 @@ class Environment:
             return f"(no distribution owns {rel})"
         except ValueError:
             return f"(outside the env: {path})"
+
+    def marker_env(self) -> dict[str, str]:
+        """PEP 508 marker values for this env: its own Python, this host's platform (the env
+        runs here), no extra. Computed once."""
+        if self._markers is None:
+            values = {k: str(v) for k, v in default_environment().items()}
+            version = self.python_version
+            if version is None:
+                match = re.search(r"python(\d+)\.(\d+)", str(self.site_packages))
+                version = f"{match.group(1)}.{match.group(2)}.0" if match else None
+            if version is not None:
+                values["python_version"] = ".".join(version.split(".")[:2])
+                values["python_full_version"] = version
+            values["extra"] = ""
+            self._markers = values
+        return self._markers
 
     def shared_objects(self) -> list[Path]:
         """Every ELF shared object under site-packages (extensions and bundled libraries)."""
@@ -146,6 +163,22 @@ def find_interpreter(env: Path) -> Path | None:
         candidate = env / "bin" / name
         if candidate.exists():
             return candidate.resolve()
+    return None
+
+
+def venv_python_version(env: Path) -> str | None:
+    """X.Y.Z from the env's pyvenv.cfg (`version_info` as uv writes it, `version` as venv
+    does), None without one."""
+    try:
+        text = (env / "pyvenv.cfg").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() in ("version_info", "version"):
+            match = re.match(r"(\d+)\.(\d+)\.(\d+)", value.strip())
+            if match:
+                return match.group(0)
     return None
 
 
@@ -202,4 +235,5 @@ def load_environment(env: Path, *, with_owners: bool = True) -> Environment:
         distributions=dists,
         owners=owners,
         clashes=clashes,
+        python_version=venv_python_version(env),
     )

@@ -12,12 +12,14 @@ from __future__ import annotations
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from validators.static.environment import Distribution
+from validators.static.dist_check import applicable_requirements
+from validators.static.environment import Distribution, Environment
 
 
-def designed_overlay(winner: Distribution, loser: Distribution) -> str | None:
-    """The requirement by which `winner` pins the exact `loser` it overwrites, else None."""
-    for req in winner.core_requirements():
+def designed_overlay(env: Environment, winner: Distribution, loser: Distribution) -> str | None:
+    """The requirement by which `winner` pins the exact `loser` it overwrites (one that applies
+    in `env`: markers evaluated), else None."""
+    for req in applicable_requirements(env, winner):
         if canonicalize_name(req.name) != loser.key:
             continue
         exact = [s for s in req.specifier if s.operator in ("==", "===")]

@@ -127,7 +127,7 @@ def _unmet_linked(env: Environment, dist: Distribution, with_libs: set[str]) -> 
     """Requirements of `dist` on an installed distribution that ships ELF files, unmet by the
     installed version (`torch==2.8.0` with torch 2.9.1 installed)."""
     out: list[str] = []
-    for req in dist.core_requirements():
+    for req in applicable_requirements(env, dist):
         key = canonicalize_name(req.name)
         other = env.distributions.get(key)
         if other is None or key not in with_libs or not req.specifier:
