@@ -8,7 +8,7 @@ a valid manifest is, built from the value types of `stackgate.manifest_values`.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
 from packaging.utils import canonicalize_name
 from packaging.version import Version
@@ -143,27 +143,40 @@ class Speculative(Strict):
     num_draft_tokens: int | None = Field(default=None, ge=1)
 
 
+# Bounds on a benchmark's size: past them the client would build prompt arrays of tens of GB,
+# open more sockets than a process may, or wait for days; `check` refuses them (exit 2) instead
+# of serve-bench crashing mid-run. Far above any real benchmark (C=250 is the default's top).
+MAX_CONCURRENCY = 4096
+MAX_LEVEL_PROMPT_TOKENS = 64 << 20  # requests x input_len in one level (64 Mi token ids)
+
+
 class BenchSettings(Strict):
     """How serve-bench loads a server: fixed-length seeded random prompts, a concurrency sweep."""
 
-    input_len: int = Field(default=1024, ge=1, description="Prompt length in tokens.")
-    output_len: int = Field(default=256, ge=2, description="Tokens generated per request.")
-    concurrencies: list[int] = Field(
+    input_len: int = Field(default=1024, ge=1, le=1 << 20, description="Prompt length in tokens.")
+    output_len: int = Field(
+        default=256, ge=2, le=1 << 20, description="Tokens generated per request."
+    )
+    concurrencies: list[Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)]] = Field(
         default_factory=lambda: [1, 4, 16, 64, 250],
         min_length=1,
+        max_length=64,
         description="Concurrency levels of the sweep (streams in flight).",
     )
     rounds: int = Field(
-        default=2, ge=1, description="Requests per level = max(8, rounds x concurrency)."
+        default=2,
+        ge=1,
+        le=1000,
+        description="Requests per level = max(8, rounds x concurrency).",
     )
-    single_stream_requests: int = Field(default=8, ge=1)
-    seed: int = Field(default=1, description="Seed of the random prompts.")
+    single_stream_requests: int = Field(default=8, ge=1, le=10_000)
+    seed: int = Field(default=1, ge=0, le=(1 << 63) - 1, description="Seed of the random prompts.")
     prompt_format: Literal["token-ids", "text"] = Field(
         default="token-ids",
         description="token-ids: random ids sent as the prompt; text: random words "
         "(for servers that only take text; prompt length then read from usage).",
     )
-    token_id_range: list[int] = Field(
+    token_id_range: list[Annotated[int, Field(ge=0, le=1 << 31)]] = Field(
         default_factory=lambda: [100, 30000],
         min_length=2,
         max_length=2,
@@ -172,7 +185,7 @@ class BenchSettings(Strict):
     ignore_eos: bool = Field(
         default=True, description="Send ignore_eos so every request generates output_len tokens."
     )
-    request_timeout_s: float = Field(default=600, gt=0)
+    request_timeout_s: float = Field(default=600, gt=0, le=86_400)
 
     @model_validator(mode="after")
     def _sane(self) -> BenchSettings:
@@ -181,6 +194,13 @@ class BenchSettings(Strict):
             raise ValueError("token_id_range must be [low, high) with 0 <= low < high")
         if any(c < 1 for c in self.concurrencies):
             raise ValueError("concurrencies must be >= 1")
+        widest = max(max(8, self.rounds * max(self.concurrencies)), self.single_stream_requests)
+        if widest * self.input_len > MAX_LEVEL_PROMPT_TOKENS:
+            raise ValueError(
+                f"a level of {widest} requests x input_len {self.input_len} is "
+                f"{widest * self.input_len:,} prompt tokens, more than {MAX_LEVEL_PROMPT_TOKENS:,}"
+                " (lower rounds, the largest concurrency or input_len)"
+            )
         return self
 
 

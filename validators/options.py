@@ -15,6 +15,7 @@ from typing import Annotated, Any
 from pydantic import Field, ValidationError
 
 from stackgate.errors import BadInput
+from stackgate.manifest import MAX_CONCURRENCY
 from stackgate.manifest_values import ArchStr
 from stackgate.model import StrictModel
 
@@ -56,7 +57,7 @@ class ServeOptions(StrictModel):
     reference: Path | None = Field(default=None, description="Known-good greedy outputs.")
     record_reference: Path | None = Field(default=None, description="Record outputs here.")
     jsonl: Path | None = Field(default=None, description="Append benchmark records here.")
-    concurrencies: tuple[Annotated[int, Field(ge=1)], ...] | None = Field(
+    concurrencies: tuple[Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)], ...] | None = Field(
         default=None, description="Concurrency levels instead of the profile's."
     )
 

@@ -7,7 +7,8 @@ the truth. Its log mimics SGLang 0.5.9's startup lines (weight-loading tqdm bar,
 
 Scenarios (`--mode`): ok; oom (logs a CUDA OOM traceback, then lingers without exiting, as
 SGLang does when a rank dies); exit (dies with code 1 during load); hang (logs a few lines,
-then stays silent forever); `--orphan` starts a helper in its own session that ignores SIGTERM
+then stays silent forever); `--lie` reports token counts the stream does not bear out and
+`--raw-event` sends a malformed event (an engine whose numbers are claims); `--orphan` starts a helper in its own session that ignores SIGTERM
 and outlives the server (SGLang's TP workers reparented to PID 1).
 
 Stdlib only, so it runs under any Python. Not part of the product: tests and benchmarks use it.
@@ -153,25 +154,55 @@ class Server:
         sent = 0
         start = now
         i = 0
-        while sent < max_tokens:
+        # few-chunks: stream half the tokens (a faster, cheaper server), claim them all
+        goal = max_tokens // 2 if self.args.lie == "few-chunks" else max_tokens
+        while sent < goal:
             i += 1
             await asyncio.sleep(max(0.0, start + i * interval - time.monotonic()))
-            step = min(k, max_tokens - sent)
+            step = min(k, goal - sent)
             sent += step
+            claim = self.claimed(sent) if self.args.lie in ("all-x10", "huge", "negative",
+                                                             "string", "down") else sent
+            if self.args.lie == "down" and sent >= 2 * k:
+                claim = sent - 2 * k  # goes backwards
             chunk = {"object": "text_completion", "choices": [{"index": 0, "text": " t" * step,
                      "finish_reason": None}],
-                     "usage": {"prompt_tokens": n_in, "completion_tokens": sent}}
+                     "usage": {"prompt_tokens": n_in, "completion_tokens": claim}}
             data = b"data: " + json.dumps(chunk).encode() + b"\n\n"
+            if self.args.raw_event and sent == step:
+                data = b"data: " + self.args.raw_event.encode() + b"\n\n" + data
             writer.write(b"%x\r\n%s\r\n" % (len(data), data))
             books.tokens += step
             books.last_send = time.monotonic()
             await writer.drain()
+        if self.args.lie in ("final-x10", "few-chunks"):
+            # A usage-only final chunk (as vLLM sends with include_usage) that lies.
+            final = {"object": "text_completion", "choices": [],
+                     "usage": {"prompt_tokens": n_in,
+                               "completion_tokens": self.claimed(sent, max_tokens)}}
+            data = b"data: " + json.dumps(final).encode() + b"\n\n"
+            writer.write(b"%x\r\n%s\r\n" % (len(data), data))
         tail = b""
         if not self.args.no_done:
             tail = b"data: [DONE]\n\n"
         if tail:
             writer.write(b"%x\r\n%s\r\n" % (len(tail), tail))
         writer.write(b"0\r\n\r\n")
+
+    def claimed(self, sent: int, max_tokens: int = 0) -> object:
+        """What a lying server (--lie) reports as completion_tokens after `sent` tokens."""
+        lie = self.args.lie
+        if lie in ("final-x10", "all-x10"):
+            return sent * 10
+        if lie == "huge":
+            return 10**30
+        if lie == "negative":
+            return -sent
+        if lie == "string":
+            return str(sent)
+        if lie == "few-chunks":
+            return max_tokens  # within max_tokens, above what the chunks counted
+        return sent
 
     async def startup(self) -> None:
         mode = self.args.mode
@@ -225,6 +256,12 @@ async def main() -> None:
     parser.add_argument("--no-done", action="store_true", help="end streams without [DONE]")
     parser.add_argument("--garble", action="store_true", help="answer differently (broken stack)")
     parser.add_argument("--orphan", action="store_true")
+    parser.add_argument(
+        "--lie", choices=["none", "final-x10", "all-x10", "huge", "negative", "string", "down",
+                          "few-chunks"], default="none",
+        help="report usage.completion_tokens that the stream does not bear out")
+    parser.add_argument("--raw-event", default="",
+                        help="send this as a `data:` event before the first token")
     parser.add_argument("--oom-after", type=int, default=0,
                         help="log a CUDA OOM after this many requests, and keep serving")
     args = parser.parse_args()

@@ -22,7 +22,7 @@ from validators.options import GroupOptions, ServeOptions
 from validators.report_render import failures_first, verdict_line
 from validators.results import Result
 from validators.serve.adapters import DEFAULT_PORTS, build_launch
-from validators.serve.group import run_group
+from validators.serve.group import bench_settings, run_group
 from validators.serve.interrupts import Interrupts
 
 NAME = "serve-bench"
@@ -102,11 +102,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, interrupts: Interrupts) -> int:
     loaded = load_stack(args.stack)
-    if args.dry_run:
-        return _dry_run(args, loaded)
-    env = args.env or default_env(loaded.manifest.name, ["serve-bench"])
-    if env is None or not (env / "bin" / "python").exists():
-        raise BadInput(f"{env}: not an environment (no bin/python)")
+    # The same arguments are checked for a dry run as for a real one: a dry run that accepts
+    # `--port 99999` or `--concurrency 0` promised a command the real run refuses.
     try:
         serve = ServeOptions(
             reference=args.reference,
@@ -118,6 +115,11 @@ def _run(args: argparse.Namespace, interrupts: Interrupts) -> int:
     except ValidationError as exc:
         problems = [f"--{e['loc'][0]}: {e['msg']}".replace("_", "-") for e in exc.errors()]
         raise BadInput("invalid serve-bench arguments", details=problems) from None
+    if args.dry_run:
+        return _dry_run(args, loaded, serve)
+    env = args.env or default_env(loaded.manifest.name, ["serve-bench"])
+    if env is None or not (env / "bin" / "python").exists():
+        raise BadInput(f"{env}: not an environment (no bin/python)")
     ctx = RunContext(
         stack=loaded,
         env_path=env.absolute(),
@@ -165,7 +167,7 @@ def _print_crash(console: Console, result: Result) -> None:
         console.print(f"    log: {log}")
 
 
-def _dry_run(args: argparse.Namespace, loaded: LoadedStack) -> int:
+def _dry_run(args: argparse.Namespace, loaded: LoadedStack, serve: ServeOptions) -> int:
     """The exact argv and environment serve-bench would launch (port as the profile says, or
     the engine default)."""
     manifest = loaded.manifest
@@ -174,6 +176,7 @@ def _dry_run(args: argparse.Namespace, loaded: LoadedStack) -> int:
         known = ", ".join(sorted(manifest.serving)) or "none"
         raise BadInput(f"unknown serving profile '{name}' (known: {known})")
     profile = manifest.serving[name]
+    bench_settings(profile, serve.concurrencies)  # what the real run would refuse
     env = args.env or current_env(manifest.name)
     port = args.port or profile.port or DEFAULT_PORTS.get(profile.engine, 8000)
     spec = build_launch(

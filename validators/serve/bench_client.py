@@ -10,7 +10,9 @@ concurrency C before each measured level, then `max(8, rounds x C)` measured req
 most C in flight. TTFT is the first chunk carrying text; when chunks report cumulative usage
 (SGLang/vLLM `continuous_usage_stats`) a chunk of k tokens adds k ITLs of gap/k, as
 bench_serving does for its native backend; otherwise each chunk is one ITL. Output lengths come
-from `usage.completion_tokens` when the server reports it, else from the chunk count.
+from `usage.completion_tokens` when the server reports it, else from the chunk count; the
+server's count is a claim checked against the stream (SseParser.check_claims): a request whose
+claim disagrees fails, naming both numbers, and so does its level (serve-bench FAIL).
 """
 
 from __future__ import annotations
@@ -90,19 +92,56 @@ def _body(target: Target, prompt: list[int] | str, settings: BenchSettings) -> d
     return body
 
 
+# A server's own count may run ahead of what its text chunks showed by this much before the
+# two disagree: a final usage-only chunk repeats the last per-chunk count (vLLM, SGLang), so an
+# honest server is off by 0; 2% + 1 leaves room for a token whose text was held back.
+CLAIM_SLACK_FRACTION = 0.02
+CLAIM_SLACK_TOKENS = 1
+# prompt_tokens beyond this is not a prompt this client sent (input_len is bounded far below).
+_MAX_PROMPT_TOKENS = 10_000_000
+
+
+class MalformedStream(Exception):
+    """An SSE event that is not what an OpenAI completions stream sends (the request fails)."""
+
+
+def _count(value: object, what: str, upper: int | None) -> int:
+    """A token count from the server: an int (not a bool), 0 <= value <= upper."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise MalformedStream(f"usage.{what} is {value!r}, not a whole number")
+    if value < 0:
+        raise MalformedStream(f"usage.{what} is {value}, a negative count")
+    if upper is not None and value > upper:
+        raise MalformedStream(
+            f"the server claims {value} {what}, more than the {upper} the request allowed"
+        )
+    return value
+
+
 class SseParser:
     """Incremental parser of an OpenAI completions SSE stream (pure: bytes in, counts out).
 
     Streams that end without `data: [DONE]` (transformers serve) simply end; a mid-stream
     `{"error": ...}` event (SGLang) is recorded as the error.
+
+    Token counts a server reports are claims, checked against the stream itself
+    (`check_claims`): `usage.completion_tokens` must be a whole number, never above the
+    request's `max_tokens`, never decrease, be at least the number of chunks that carried text
+    (each carries a token or more), and the final count may not run ahead of the count the
+    text-carrying chunks showed by more than CLAIM_SLACK_*. A malformed event (`data: [1, 2]`,
+    a string count, text that is not a string) fails the request, naming what it was.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, max_tokens: int | None = None) -> None:
+        self.max_tokens = max_tokens
         self.buffer = bytearray()
         self.usage_tokens = 0
         self.counted = 0
         self.saw_usage = False
         self.text_events = 0
+        # The cumulative count carried by the last chunk that also carried text (vLLM/SGLang
+        # continuous_usage_stats): what the stream itself showed, before any usage-only chunk.
+        self.streamed_usage: int | None = None
         self.prompt_tokens: int | None = None
         self.done = False
         self.error = ""
@@ -122,35 +161,94 @@ class SseParser:
             event = bytes(self.buffer[:cut])
             del self.buffer[: cut + 2]
             for line in event.split(b"\n"):
-                if line.startswith(b"data:"):
-                    new_total += self._data(line[5:].strip())
+                if line.startswith(b"data:") and not self.error and not self.done:
+                    try:
+                        new_total += self._data(line[5:].strip())
+                    except MalformedStream as exc:
+                        self.error = f"malformed stream: {exc}"[:300]
         return new_total
+
+    def check_claims(self) -> str:
+        """Why the server's final token count disagrees with the stream ("" when it agrees)."""
+        if not self.saw_usage:
+            return ""
+        claim = self.usage_tokens
+        if claim < self.text_events:
+            return (
+                f"the server claims {claim} completion tokens, the stream carried "
+                f"{self.text_events} chunks of text"
+            )
+        shown = self.streamed_usage
+        if shown is not None:
+            slack = max(CLAIM_SLACK_TOKENS, int(shown * CLAIM_SLACK_FRACTION))
+            if claim > shown + slack:
+                return (
+                    f"the server claims {claim} completion tokens, its streamed chunks "
+                    f"counted {shown} ({self.text_events} chunks of text)"
+                )
+        return ""
 
     def _data(self, payload: bytes) -> int:
         if payload == b"[DONE]":
             self.done = True
             return 0
-        data = json.loads(payload)
+        try:
+            data = json.loads(payload)
+        except ValueError:
+            raise MalformedStream(f"event is not JSON: {payload[:80]!r}") from None
+        if not isinstance(data, dict):
+            raise MalformedStream(f"event is not a JSON object: {payload[:80]!r}")
         if "error" in data:
             self.error = f"stream error: {str(data['error'])[:300]}"
             return 0
-        choices = data.get("choices") or []
-        text = (choices[0].get("text") or "") if choices else ""
-        usage = data.get("usage") or {}
+        text = self._text(data.get("choices"))
+        usage = data.get("usage")
+        if usage is not None and not isinstance(usage, dict):
+            raise MalformedStream(f"usage is {usage!r:.80}, not an object")
         before = self.counted
         if text:
             self.text_events += 1
-        if usage.get("completion_tokens") is not None:
+        if usage and usage.get("completion_tokens") is not None:
             # Cumulative count (SGLang/vLLM continuous_usage_stats, or only the final chunk
             # as transformers serve sends it): tokens not yet counted arrive now.
+            claim = _count(usage["completion_tokens"], "completion_tokens", self.max_tokens)
+            if claim < self.usage_tokens:
+                raise MalformedStream(
+                    f"usage.completion_tokens went down from {self.usage_tokens} to {claim}"
+                )
             self.saw_usage = True
-            self.usage_tokens = int(usage["completion_tokens"])
-            self.counted = max(self.counted, self.usage_tokens)
+            self.usage_tokens = claim
+            if text:
+                self.streamed_usage = claim
+            self.counted = max(self.counted, claim)
             if usage.get("prompt_tokens") is not None:
-                self.prompt_tokens = int(usage["prompt_tokens"])
+                self.prompt_tokens = _count(
+                    usage["prompt_tokens"], "prompt_tokens", _MAX_PROMPT_TOKENS
+                )
         elif text:
             self.counted += 1  # no per-chunk count: one text event, one token
+        if self.max_tokens is not None and self.counted > self.max_tokens:
+            raise MalformedStream(
+                f"the stream carried {self.counted} tokens, more than the {self.max_tokens} "
+                "the request allowed"
+            )
         return self.counted - before
+
+    @staticmethod
+    def _text(choices: object) -> str:
+        if choices is None:
+            return ""
+        if not isinstance(choices, list):
+            raise MalformedStream(f"choices is {choices!r:.80}, not a list")
+        if not choices:
+            return ""
+        first = choices[0]
+        if not isinstance(first, dict):
+            raise MalformedStream(f"choices[0] is {first!r:.80}, not an object")
+        text = first.get("text")
+        if text is not None and not isinstance(text, str):
+            raise MalformedStream(f"choices[0].text is {text!r:.80}, not a string")
+        return text or ""
 
 
 async def one_request(
@@ -162,7 +260,7 @@ async def one_request(
     with zero-latency tokens."""
     out = RequestOutcome(success=False)
     out.input_len = len(prompt) if isinstance(prompt, list) else 0
-    parser = SseParser()
+    parser = SseParser(settings.output_len)
     start = time.perf_counter()
     out.start = start
     last = [start]
@@ -191,6 +289,9 @@ async def one_request(
         return out
     if parser.error:
         out.error = parser.error
+        return out
+    if disagreement := parser.check_claims():
+        out.error = disagreement
         return out
     if parser.prompt_tokens is not None:
         out.input_len = parser.prompt_tokens

@@ -22,10 +22,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from stackgate.engines import ENGINES
-from stackgate.errors import StackgateError
+from stackgate.errors import BadInput, StackgateError
 from stackgate.host.snapshot import host_snapshot
 from stackgate.manifest import BenchSettings, ServingProfile
+from stackgate.model import validation_problems
 from stackgate.output import console_err
 from validators.context import RunContext
 from validators.results import Result, Status, make_result
@@ -78,10 +81,24 @@ def _python(ctx: RunContext) -> str | None:
 
 
 def _bench_settings(profile: ServingProfile, ctx: RunContext) -> BenchSettings:
-    levels = ctx.options.serve.concurrencies
+    return bench_settings(profile, ctx.options.serve.concurrencies)
+
+
+def bench_settings(profile: ServingProfile, levels: tuple[int, ...] | None) -> BenchSettings:
+    """The profile's benchmark, with the levels given on the command line (if any)."""
     if not levels:
         return profile.bench
-    return profile.bench.model_copy(update={"concurrencies": list(levels)})
+    # Validated again, not model_copy'd: the levels and the profile's sizes are bounded together
+    # (MAX_LEVEL_PROMPT_TOKENS), so a level given here cannot build a prompt array of many GB.
+    try:
+        return BenchSettings.model_validate(
+            profile.bench.model_dump() | {"concurrencies": list(levels)}
+        )
+    except ValidationError as exc:
+        raise BadInput(
+            f"concurrencies {','.join(map(str, levels))}: not a benchmark this profile can run",
+            details=validation_problems(exc),
+        ) from None
 
 
 def run_group(ctx: RunContext, interrupts: Interrupts | None = None) -> list[Result]:
@@ -111,6 +128,7 @@ def _run_group(ctx: RunContext, intr: Interrupts) -> list[Result]:
         return [
             _result("launch", "ERROR", f"unknown serving profile '{name}' (known: {known})", {}, t0)
         ]
+    _bench_settings(profile, ctx)  # levels given as options are bad input before any launch
     python = _python(ctx)
     if python is None and ENGINES[profile.engine].needs_env:
         return [

@@ -54,7 +54,10 @@ class _Protocol(asyncio.Protocol):
         self.transport = transport
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._flush()
+        try:
+            self._flush()
+        except Exception as problem:  # the body callback's: fail the request, no traceback
+            self._fail(f"bad response body: {type(problem).__name__}: {problem}")
         if not self.closed.done():
             self.closed.set_result(None)
         if self.done is not None and not self.done.done():
@@ -88,16 +91,26 @@ class _Protocol(asyncio.Protocol):
         if self.done is not None and not self.done.done():
             self.done.set_result(self.resp)
 
+    def _fail(self, why: str) -> None:
+        if self.done is not None and not self.done.done():
+            self.done.set_exception(HttpError(why))
+        if self.transport is not None:
+            self.transport.close()
+
     def data_received(self, data: bytes) -> None:
         self.buf += data
         try:
             self._parse()
-            self._flush()
         except (ValueError, IndexError) as exc:
-            if self.done is not None and not self.done.done():
-                self.done.set_exception(HttpError(f"bad HTTP response: {exc}"))
-            if self.transport is not None:
-                self.transport.close()
+            self._fail(f"bad HTTP response: {exc}")
+            return
+        try:
+            self._flush()
+        except Exception as exc:
+            # Anything the body callback raises ends this request as failed: an exception
+            # escaping a protocol callback is printed by asyncio as a traceback and leaves the
+            # request waiting for its timeout.
+            self._fail(f"bad response body: {type(exc).__name__}: {exc}")
 
     def _parse(self) -> None:
         buf = self.buf
