@@ -13,7 +13,7 @@ from stackgate.envtree import check_tree
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.layout import EnvLayout, venv_root
 from stackgate.loading import load_stack
-from stackgate.output import console_err
+from stackgate.output import console_err, styled
 from stackgate.paths import display_path
 
 NAME = "verify"
@@ -60,13 +60,19 @@ def run(args: argparse.Namespace) -> int:
     console = console_err()
     if check.ok:
         console.print(
-            f"[bold green]OK[/] {display_path(check.env)}: tree {check.tree.sha256[:16]} "
-            f"({check.tree.files} files) matches its build record ({seconds:.2f} s)"
+            styled(
+                "[bold green]OK[/] {}",
+                f"{display_path(check.env)}: tree {check.tree.sha256[:16]} "
+                f"({check.tree.files} files) matches its build record ({seconds:.2f} s)",
+            )
         )
         return EXIT_OK
     console.print(
-        f"[bold red]CHANGED[/] {display_path(check.env)}: tree {check.tree.sha256[:16]} now, "
-        f"{check.recorded_sha256[:16]} recorded"
+        styled(
+            "[bold red]CHANGED[/] {}",
+            f"{display_path(check.env)}: tree {check.tree.sha256[:16]} now, "
+            f"{check.recorded_sha256[:16]} recorded",
+        )
     )
     for line in check.explain():
         console.print(f"  - {line}", markup=False, highlight=False)

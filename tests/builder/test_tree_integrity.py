@@ -81,12 +81,16 @@ def test_replaced_file_is_named_and_reuse_refuses_or_repairs_beside_it(
     local_stack: LocalStack,
 ) -> None:
     env = _built(local_stack)
-    assert _verify(local_stack).returncode == 0
+    done = _verify(local_stack)
+    assert done.returncode == 0
+    # piped: the verdict as words, never rich's markup printed literally ("[bold green]OK[/]")
+    assert done.stderr.splitlines()[-1].startswith("OK "), done.stderr
     target = _site(env) / "torch" / "__init__.py"
     _replace(target, "raise ImportError('damaged')\n")
 
     done = _verify(local_stack)
     assert done.returncode == 1
+    assert "CHANGED " in done.stderr and "[/]" not in done.stderr, done.stderr
     assert json.loads(done.stdout)["differing"] == [
         f"changed: lib/python{PY_MINOR}/site-packages/torch/__init__.py"
     ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -203,3 +205,24 @@ def test_a_check_the_remeasured_env_failed_here_still_refuses_the_candidate() ->
     result = gate(record, candidate, remeasured=here)
     assert not result.passed
     assert {c.check: c.status for c in result.checks}["host.driver"] == "FAILED"
+
+
+def test_detectable_regression_is_computed_at_the_confidence_asked_for() -> None:
+    """Every confidence GatePolicy accepts gets its own z (a 4-entry table answered 0.8 and 0.97
+    with the 95% value, so "cannot see a 3% regression" was computed at the wrong confidence)."""
+    from statistics import NormalDist
+
+    from validators.gate.policy import detectable_regression
+
+    def at(confidence: float) -> float:
+        found = detectable_regression(0.01, 0.01, 8, 8, 0.0125, confidence)
+        assert found is not None
+        return found
+
+    assert at(0.8) < at(0.9) < at(0.95) < at(0.97) < at(0.975) < at(0.99)
+    se = 0.01 * math.sqrt(2 * 7 / 64)
+    for confidence in (0.8, 0.97):
+        z = NormalDist().inv_cdf(confidence) + NormalDist().inv_cdf(0.95)
+        assert at(confidence) == pytest.approx(0.0125 + z * se, rel=1e-9)
+    # the table's four values are what they were
+    assert at(0.975) == pytest.approx(0.0125 + (1.96 + 1.6449) * se, rel=1e-4)

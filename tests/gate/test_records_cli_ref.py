@@ -106,3 +106,12 @@ def test_a_prefix_naming_a_stored_and_a_committed_record_is_ambiguous(tmp_path: 
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["record_id"] == record.record_id
+    # Without --json: the record (what was asked for) on stdout, the verdict line on stderr.
+    done = subprocess.run(
+        [sys.executable, "-m", "validators", "records", "show", stored.record_id,
+         "--store", str(store)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == json.loads(stored.to_json())
+    assert done.stderr.strip().splitlines() == [f"OK {stored.label}: printed on stdout"]

@@ -145,16 +145,27 @@ def test_an_older_record_is_rebuilt_from_its_manifest_and_lock_in_git_history(
 
 
 def test_mark_good_runs_the_validators_itself_given_an_env(project: Project) -> None:
-    write_tiny_stack(project, required=("static",))
+    """As many runs as the stack's own gate needs: a stack declaring `repeats = 3` gets a
+    3-run record (mark-good used to make 8 whatever the stack declared, and a stack declaring
+    12 got a baseline its own gate called TOO_FEW); --repeats beats the manifest."""
+    manifest = write_tiny_stack(project, required=("static",))
+    manifest.write_text(manifest.read_text() + "\n[validation.gate]\nrepeats = 3\n")
     project.run("builder", "lock", "tiny", "--python", base_python(), check=True)
     built = project.run("builder", "build", "tiny", "--python", base_python(), "--json",
                         check=True)  # fmt: skip
     env = json.loads(built.stdout)["env"]
+    done = project.run("validators", "mark-good", "tiny", "--env", env,
+                       "--allow-host-mismatch", "--json")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["runs"] == 3
+    assert "validation run 3/3 of tiny" in done.stderr
+    assert "TOO_FEW" not in done.stderr
     done = project.run("validators", "mark-good", "tiny", "--env", env, "--repeats", "2",
                        "--allow-host-mismatch", "--json")  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["runs"] == 2
     assert "validation run 2/2 of tiny" in done.stderr
+    assert "a gate against tiny needs >= 3 per side" in done.stderr
     bare = project.run("validators", "mark-good", "tiny")
     assert bare.returncode == 2 and "give the runs" in bare.stderr
 

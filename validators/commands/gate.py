@@ -30,10 +30,11 @@ from validators.gate.policy import (
 )
 from validators.gate.render import render_gate
 from validators.gate.stack_policy import (
+    GateFlags,
     StackGate,
+    decide,
     policy_for,
     require_interleave,
-    runs_to_make,
     stack_gate,
     under_baseline,
 )
@@ -252,8 +253,8 @@ def run(args: argparse.Namespace) -> int:
     with RecordStore.open(args.store, read_only=True) as store:
         declared: StackGate = stack_gate(baseline_stack(args, store))
         require_interleave(declared, args.interleave_with is not None)
-        policy = policy_for(args, declared.settings)
-        args.repeats = runs_to_make(args, declared.settings)
+        decision = decide(GateFlags.from_args(args), declared.settings)
+        policy, args.repeats = decision.policy, decision.runs
         if declared.source is not None and declared.settings != GateSettings():
             console_err().print(f"gate policy: {declared.source} [validation.gate] under the flags")
         if args.interleave_with is not None:

@@ -15,6 +15,7 @@ from stackgate.output import console_err, styled
 from validators.env_verify import require_env_matches
 from validators.gate.candidate import env_of, host_of, run_validations
 from validators.gate.policy import DEFAULT_REPEATS
+from validators.gate.stack_policy import GateFlags, decide
 from validators.records.build_facts import read_build_facts
 from validators.records.cli_args import add_run_argument, add_store_argument
 from validators.records.compose import compose_record, qualify
@@ -42,9 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--repeats",
         type=int,
-        default=DEFAULT_REPEATS,
-        help=f"validation runs to make when no --run is given (default {DEFAULT_REPEATS}: "
-        "what the gate needs per side)",
+        default=None,
+        help="validation runs to make when no --run is given (default: what the stack's gate "
+        f"needs per side: its [validation.gate] repeats, else {DEFAULT_REPEATS})",
     )
     parser.add_argument("--image-digest", default=None, help="digest of the image, if one")
     parser.add_argument("--note", default=None, help="free text kept in the record")
@@ -66,13 +67,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     loaded = load_stack(args.stack)
+    decision = decide(GateFlags(repeats=args.repeats), loaded.manifest.validation.gate)
     if args.runs:
         reports = [read_report(p) for p in args.runs]
     elif args.env is not None:
-        reports = run_validations(str(args.stack), args.env, args.repeats)
+        reports = run_validations(str(args.stack), args.env, decision.runs)
     else:
         raise BadInput("give the runs (--run RESULT.json, once per run) or --env PATH to run them")
     console = console_err()
+    if len(reports) < decision.policy.min_repeats:
+        console.print(
+            f"note: {len(reports)} run(s); a gate against {loaded.manifest.name} needs "
+            f">= {decision.policy.min_repeats} per side and will call this record's metrics "
+            "TOO_FEW",
+            markup=False,
+            highlight=False,
+        )
     problems = qualify(loaded, reports)
     host = host_of(reports)
     mismatch = target_mismatch(host, loaded.manifest)

@@ -7,6 +7,7 @@ read-only mount works). `list` shows one page, newest first (`--limit`, `--offse
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from rich.table import Table
@@ -216,7 +217,10 @@ def run(args: argparse.Namespace) -> int:
             if args.json:
                 emit_json(record.model_dump(mode="json"))
             else:
-                console.print(record.to_json(), markup=False, highlight=False)
+                # what was asked for: stdout (`| less`, `> file`); the verdict line: stderr
+                sys.stdout.write(record.to_json().rstrip("\n") + "\n")
+                sys.stdout.flush()
+                console.print(styled("[bold green]OK[/] {}: printed on stdout", record.label))
             return EXIT_OK
         if args.action == "export":
             done = export_records(store, folder, args.ref)

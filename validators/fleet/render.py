@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from validators.fleet.verdict import FleetVerdict, NodeVerdict
 
@@ -34,7 +35,9 @@ def render_verdict(verdict: FleetVerdict, console: Console) -> None:
     for node in verdict.nodes:
         label = "PASS (lemon)" if node.lemon else node.verdict
         style = "bold magenta" if node.lemon else _STYLE[node.verdict]
-        table.add_row(node.node, f"[{style}]{label}[/]", node.host_class or "-", node_detail(node))
+        table.add_row(
+            node.node, Text(label, style=style), node.host_class or "-", node_detail(node)
+        )
     console.print(table)
     for cls in verdict.classes:
         line = f"class {cls.name}: {len(cls.nodes)} node(s)"

@@ -58,26 +58,59 @@ def _pick(flag: T | None, declared: T | None, default: T) -> T:
     return declared if declared is not None else default
 
 
-def policy_for(args: argparse.Namespace, settings: GateSettings | None = None) -> GatePolicy:
-    """GatePolicy from the flags over the stack's settings over the defaults (exit 2 when bad)."""
+@dataclass(frozen=True)
+class GateFlags:
+    """The command line's say in the gate policy (None: not given)."""
+
+    tolerance: float | None = None
+    tail_tolerance: float | None = None
+    confidence: float | None = None
+    min_repeats: int | None = None
+    repeats: int | None = None  # runs (or ABBA pairs) to make, where the command makes them
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> GateFlags:
+        """The flags of `gate`, `report`, `reproduce` or `mark-good` (each has some of them)."""
+        return cls(
+            tolerance=getattr(args, "tolerance", None),
+            tail_tolerance=getattr(args, "tail_tolerance", None),
+            confidence=getattr(args, "confidence", None),
+            min_repeats=getattr(args, "min_repeats", None),
+            repeats=getattr(args, "repeats", None),
+        )
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    """What a gate against a stack applies, decided once: the policy and the runs to make."""
+
+    policy: GatePolicy
+    runs: int
+
+
+def decide(flags: GateFlags, settings: GateSettings | None = None) -> GateDecision:
+    """The policy (flags over the stack's [validation.gate] over the defaults; exit 2 when bad)
+    and how many runs a side gets: --repeats, else the stack's `repeats`, else the default.
+    `gate` makes that many runs per side and `mark-good` makes that many for the baseline, so a
+    stack declaring `repeats = 12` gets a 12-run record its own gate accepts."""
     declared = settings or GateSettings()
     try:
-        return GatePolicy(
-            tolerance=_pick(args.tolerance, declared.tolerance, DEFAULT_TOLERANCE),
+        policy = GatePolicy(
+            tolerance=_pick(flags.tolerance, declared.tolerance, DEFAULT_TOLERANCE),
             tail_tolerance=_pick(
-                args.tail_tolerance, declared.tail_tolerance, DEFAULT_TAIL_TOLERANCE
+                flags.tail_tolerance, declared.tail_tolerance, DEFAULT_TAIL_TOLERANCE
             ),
-            confidence=_pick(args.confidence, None, DEFAULT_CONFIDENCE),
-            min_repeats=_pick(args.min_repeats, declared.repeats, DEFAULT_REPEATS),
+            confidence=_pick(flags.confidence, None, DEFAULT_CONFIDENCE),
+            min_repeats=_pick(flags.min_repeats, declared.repeats, DEFAULT_REPEATS),
         )
     except ValueError as exc:
         raise BadInput(str(exc)) from None
+    return GateDecision(policy, _pick(flags.repeats, declared.repeats, DEFAULT_REPEATS))
 
 
-def runs_to_make(args: argparse.Namespace, settings: GateSettings) -> int:
-    """How many runs (or ABBA pairs) the gate makes itself: --repeats, else the stack's."""
-    repeats: int | None = getattr(args, "repeats", None)
-    return _pick(repeats, settings.repeats, DEFAULT_REPEATS)
+def policy_for(args: argparse.Namespace, settings: GateSettings | None = None) -> GatePolicy:
+    """GatePolicy from the flags over the stack's settings over the defaults (exit 2 when bad)."""
+    return decide(GateFlags.from_args(args), settings).policy
 
 
 def proven_settings(baseline: Record) -> GateSettings:
