@@ -11,10 +11,19 @@ import pytest
 from stackgate.loading import load_stack
 from tests.validators import elf_env
 from validators.static.elf_symbols import ElfReadError
-from validators.static.fatbin import GpuCode, covers, fatbin_codes
+from validators.static.fatbin import GpuCode, covers, fatbin_codes, gpu_code
 from validators.static.group import StaticInputs, run_static
 
 FIXTURES = Path(__file__).parent / "fixtures" / "fatbin"
+FATBIN_LIBS = (
+    "libmulti.so",
+    "libold.so",
+    "libcompressed.so",
+    "libdata.so",
+    "librodata.so",
+    "libunknown.so",
+    "liblto.so",
+)
 
 
 def labels(path: Path) -> list[str]:
@@ -33,6 +42,24 @@ def test_lists_sass_and_ptx_with_suffixes() -> None:
     assert labels(FIXTURES / "libold.so") == ["sm_80", "sm_86"]
     # compressed entries keep their headers readable
     assert labels(FIXTURES / "libcompressed.so") == ["compute_120f", "sm_90a"]
+
+
+def test_fatbins_outside_nv_fatbin_are_found() -> None:
+    """cuFFT 11.2.1.3 / 11.3.0.4 keep their kernels in .data beside an sm_52 .nv_fatbin stub
+    (issue 25 item 2; issue 22 item 5's false alarm): libdata.so has that shape."""
+    assert labels(FIXTURES / "libdata.so") == ["compute_120", "sm_75", "sm_90"]
+    assert labels(FIXTURES / "librodata.so") == ["compute_120", "sm_90"]
+    # LTO IR (entry kind 8) is known and is not code a GPU runs: neither listed nor unknown
+    lto = gpu_code(FIXTURES / "liblto.so")
+    assert [c.label() for c in lto.codes] == ["sm_90"]
+    assert lto.unknown == ()
+
+
+def test_a_fatbin_the_reader_cannot_read_is_reported_not_dropped() -> None:
+    scan = gpu_code(FIXTURES / "libunknown.so")
+    assert [c.label() for c in scan.codes] == ["sm_75"]
+    assert len(scan.unknown) == 1
+    assert scan.unknown[0].endswith("header version 2")
 
 
 def test_standalone_cubins() -> None:
@@ -109,6 +136,40 @@ def test_arch_group_per_distribution(tmp_path: Path) -> None:
     assert "no serving profile selects one" in results["static.arch.cubinpkg"].reason
 
 
+def _kernel_env(tmp_path: Path, libs: dict[str, str]) -> Path:
+    """One distribution per fixture library: {dist name: fixture file}."""
+    site = elf_env.new_env(tmp_path / "env")
+    for dist, name in libs.items():
+        target = site / dist / "lib" / name
+        target.parent.mkdir(parents=True)
+        shutil.copy2(FIXTURES / name, target)
+        elf_env.add_dist(site, dist, "1.0", [target])
+    return tmp_path / "env"
+
+
+def test_kernels_in_data_cover_the_target_and_unknown_code_is_undecided(tmp_path: Path) -> None:
+    env = _kernel_env(
+        tmp_path, {"cufftish": "libdata.so", "oddkern": "libunknown.so", "oldkern": "libold.so"}
+    )
+    results = {r.check: r for r in run_static(StaticInputs(env_path=env, targets=("9.0",)))}
+    cufft = results["static.arch.cufftish"]
+    assert cufft.status == "PASS", cufft.reason
+    assert "covers 9.0 (has compute_120, sm_75, sm_90)" in cufft.reason
+    odd = results["static.arch.oddkern"]
+    assert odd.status == "SKIP", odd.reason
+    assert odd.evidence["severity"] == "UNDECIDED"
+    assert odd.reason.startswith("UNDECIDED: oddkern 1.0 has no SASS that runs on 9.0")
+    assert "oddkern/lib/libunknown.so: fatbin at 0x4078: header version 2" in odd.reason
+    assert odd.evidence["unknown_gpu_code"] == {
+        "oddkern/lib/libunknown.so": ["fatbin at 0x4078: header version 2"]
+    }
+    # a library with only readable code for other GPUs stays a FAIL
+    assert results["static.arch.oldkern"].status == "FAIL"
+    # where the readable code covers the target, the unreadable part decides nothing
+    on_turing = {r.check: r for r in run_static(StaticInputs(env_path=env, targets=("7.5",)))}
+    assert on_turing["static.arch.oddkern"].status == "PASS"
+
+
 def test_cubin_package_fails_when_a_trtllm_backend_is_selected(tmp_path: Path) -> None:
     env = _arch_env(tmp_path)
     manifest = load_stack("cu130").manifest
@@ -132,7 +193,7 @@ def test_fixtures_match_a_fresh_nvcc_build(tmp_path: Path) -> None:
     for f in work.glob("*.so"):
         f.unlink()
     subprocess.run(["bash", str(work / "make.sh")], check=True, capture_output=True)
-    for name in ("libmulti.so", "libold.so", "libcompressed.so"):
+    for name in FATBIN_LIBS:
         assert labels(work / name) == labels(FIXTURES / name)
 
 

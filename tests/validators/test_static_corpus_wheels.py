@@ -120,3 +120,16 @@ def test_uninstalled_library_wheel_is_a_missing_dependency_not_optional() -> Non
     assert results["static.abi.torchvision"].status == "FAIL"
     loaded = _abi(env)["static.abi.torch"]
     assert "confirmed by a load" in loaded.reason and "libcusparseLt.so.0" in loaded.reason
+
+
+@pytest.mark.parametrize("version", ["11.2.1.3", "11.3.0.4"])
+def test_cufft_kernels_kept_in_data_cover_hopper(version: str) -> None:
+    """Issue 25 item 2 / issue 22 item 5: libcufft.so.11's .nv_fatbin is an sm_52 stub (all
+    cuobjdump lists); its 17,607 (11.2.1.3) / 22,705 (11.3.0.4) fatbins sit in .data."""
+    env = corpus_env(f"cufft-{version}", [f"nvidia-cufft-cu12=={version}"], [])
+    inputs = StaticInputs(env_path=env, targets=("9.0",), abi=AbiOptions(confirm=False))
+    arch = {r.check: r for r in run_static(inputs)}["static.arch.nvidia_cufft_cu12"]
+    assert arch.status == "PASS", arch.reason
+    codes = arch.evidence["libraries"]["nvidia/cufft/lib/libcufft.so.11"]
+    assert {"sm_52", "sm_90", "compute_90"} <= set(codes), codes
+    assert "unknown_gpu_code" not in arch.evidence

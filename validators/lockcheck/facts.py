@@ -32,11 +32,22 @@ from validators.static.elf_symbols import (
     section_headers,
 )
 from validators.static.facts import ObjectFacts
-from validators.static.fatbin import FATBIN_MAGIC, GpuCode, fatbin_codes_bytes, fatbin_entries
+from validators.static.fatbin import (
+    FATBIN_MAGIC,
+    FATBIN_SECTIONS,
+    GpuCode,
+    fatbin_codes_bytes,
+    fatbin_entries,
+    may_embed_fatbins,
+)
 
 FACTS_VERSION = 3  # 2: listings carry METADATA Name/Version; 3: nameless cubins read whole
-_FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin")
-_EMBEDDED = (".ldata", ".lrodata")  # as validators.static.fatbin scans them
+# Data sections that may hold fatbins a library loads itself, by name too: a section table
+# decoded leniently may read sh_flags as 0 (see _SHDR64_USED)
+_DATA_NAMES = (".data", ".rodata", ".ldata", ".lrodata")
+# an unread data section this large may hold kernels (cuFFT's .data: 270 MB of fatbins); a
+# smaller one (an extension's few KB of .data) is not worth a verdict of "read in part"
+_DATA_WORTH = 1 << 20
 _LABEL = re.compile(r"^(sm|compute)_(\d+)([af?]?)$")
 
 
@@ -389,16 +400,20 @@ def _gpu_codes(view: MemberView, overrides: dict[int, bytes]) -> tuple[list[GpuC
     for section in sections:
         if section.type != SHT_PROGBITS or not section.size:
             continue
-        if section.name in _FATBIN_SECTIONS:
+        if section.name in FATBIN_SECTIONS:
             found = True
             if view.known(section.offset, section.size):
                 codes.update(fatbin_entries(_io(stream), section.offset, section.size))
                 continue
-        elif section.name in _EMBEDDED:  # fatbins a library loads itself (cuFFT)
-            found = True
+        elif may_embed_fatbins(section) or section.name in _DATA_NAMES:
+            # fatbins a library loads itself (cuFFT keeps them in .data)
             if view.known(section.offset, section.size):
                 codes.update(_known_fatbins(view, stream, section.offset, section.size))
+                found = found or bool(codes)
                 continue
+            if section.size < _DATA_WORTH:
+                continue
+            found = True
         else:
             continue
         partial = True

@@ -11,7 +11,7 @@ from pathlib import Path
 from stackgate.manifest_values import arch_cc
 from validators.static.elf_symbols import ElfReadError
 from validators.static.environment import Environment
-from validators.static.fatbin import GpuCode, cubin_code, fatbin_codes
+from validators.static.fatbin import GpuCode, cubin_code, gpu_code
 
 EM_CUDA = 190
 
@@ -23,6 +23,8 @@ class DistCode:
     libraries: dict[Path, list[GpuCode]] = field(default_factory=dict)
     cubins: Counter[GpuCode] = field(default_factory=Counter)
     unreadable: list[tuple[Path, str]] = field(default_factory=list)
+    # per library: fatbin-like data the reader cannot read (kernels in an unknown form)
+    unknown: dict[Path, tuple[str, ...]] = field(default_factory=dict)
 
     def all_codes(self) -> set[GpuCode]:
         out = set(self.cubins)
@@ -56,12 +58,14 @@ def scan(env: Environment, shared_objects: list[Path]) -> dict[str, DistCode]:
     for path in shared_objects:
         label = env.owner_label(path)
         try:
-            codes = fatbin_codes(path)
+            found = gpu_code(path)
         except ElfReadError as exc:
             out.setdefault(label, DistCode()).unreadable.append((path, exc.reason))
             continue
-        if codes:
-            out.setdefault(label, DistCode()).libraries[path] = codes
+        if found.codes or found.unknown:
+            out.setdefault(label, DistCode()).libraries[path] = list(found.codes)
+        if found.unknown:
+            out[label].unknown[path] = found.unknown
     labels: dict[str, str] = {}
     for dirpath, dirnames, filenames in os.walk(env.site_packages):
         dirnames.sort()
@@ -101,23 +105,31 @@ class Coverage:
     target: str
     covered_by: list[str]  # files (or cubin counts) that can run on the target
     uncovered_files: list[str]  # libraries with GPU code but nothing for the target
+    # uncovered libraries that also hold GPU code this reader cannot read: "why" per library
+    undecided: list[str] = field(default_factory=list)
 
 
 def coverage(code: DistCode, target: str, site: Path) -> Coverage:
     major, minor, _ = arch_cc(target)
     covered: list[str] = []
     uncovered: list[str] = []
+    undecided: list[str] = []
     for path, codes in sorted(code.libraries.items()):
         rel = _rel(path, site)
         usable = [c for c in codes if c.runs_on(major, minor)]
         if usable:
             covered.append(f"{rel}: {', '.join(c.label() for c in usable)}")
-        else:
-            uncovered.append(f"{rel}: only {', '.join(c.label() for c in codes)}")
+            continue
+        readable = ", ".join(c.label() for c in codes) or "nothing readable"
+        uncovered.append(f"{rel}: only {readable}")
+        why = code.unknown.get(path)
+        if why:
+            more = f" (+{len(why) - 1} more)" if len(why) > 1 else ""
+            undecided.append(f"{rel}: {why[0]}{more}")
     usable_cubins = sum(n for c, n in code.cubins.items() if c.runs_on(major, minor))
     if usable_cubins:
         covered.append(f"{usable_cubins} standalone cubins")
-    return Coverage(target=target, covered_by=covered, uncovered_files=uncovered)
+    return Coverage(target, covered, uncovered, undecided)
 
 
 def _rel(path: Path, site: Path) -> str:

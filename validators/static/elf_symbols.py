@@ -154,9 +154,12 @@ class SectionHeader:
     offset: int
     size: int
     link: int
+    flags: int = 0  # sh_flags (SHF_ALLOC, SHF_EXECINSTR, ...)
 
 
 SHT_PROGBITS = 1
+SHF_ALLOC = 0x2
+SHF_EXECINSTR = 0x4
 DT_NULL = 0
 DT_NEEDED = 1
 DT_SONAME = 14
@@ -235,7 +238,8 @@ def section_headers(header: ElfHeader, stream: BinaryIO) -> list[SectionHeader]:
         raise ELFError(f"e_shstrndx {strndx} out of range")
     names = _read_table(stream, rows[strndx][4], rows[strndx][5])
     return [
-        SectionHeader(i, _cstr(names, r[0]), r[1], r[4], r[5], r[6]) for i, r in enumerate(rows)
+        SectionHeader(i, _cstr(names, r[0]), r[1], r[4], r[5], r[6], r[2])
+        for i, r in enumerate(rows)
     ]
 
 

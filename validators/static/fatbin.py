@@ -1,5 +1,13 @@
-"""List the GPU code inside kernel libraries: SASS (cubin) and PTX entries of `.nv_fatbin`
-sections in shared objects, and standalone `.cubin` files (e.g. flashinfer-cubin).
+"""List the GPU code inside kernel libraries: SASS (cubin) and PTX entries of the fatbins in
+shared objects, and standalone `.cubin` files (e.g. flashinfer-cubin).
+
+Fatbins sit in `.nv_fatbin` (what nvcc links and cuobjdump lists) and, in libraries that
+register or load their kernels themselves, anywhere in allocated data: cuFFT 11.2/11.3 keep a
+408-byte sm_52 stub in `.nv_fatbin` and 17,607 / 22,705 fatbins in `.data`. Every allocated,
+non-executable PROGBITS section is searched for the fatbin magic (8-byte aligned, version 1,
+16-byte header, body inside the section); ~0.2 s per 270 MB section from the page cache. What
+looks like a fatbin but cannot be read (another header version, a body past its section, an
+entry kind other than PTX, SASS and LTO IR) is reported as unknown, never as "no code".
 
 Only headers are read (payloads are skipped by seeking), so an 850 MB FA3 library costs
 milliseconds. Layout (confirmed on fatbins built with nvcc 13.0, tests/validators/fixtures):
@@ -28,8 +36,11 @@ from elftools.elf.elffile import ELFFile
 
 from validators.static.elf_symbols import (
     EM_CUDA,
+    SHF_ALLOC,
+    SHF_EXECINSTR,
     SHT_PROGBITS,
     ElfReadError,
+    SectionHeader,
     read_header,
     section_headers,
 )
@@ -37,6 +48,7 @@ from validators.static.elf_symbols import (
 FATBIN_MAGIC = 0xBA55ED50
 KIND_PTX = 1
 KIND_ELF = 2
+KIND_LTO_IR = 8  # NVVM LTO IR (`code=lto_90`): linked by nvJitLink at run time, not run as is
 FLAG_ARCH_SPECIFIC = 0x100000
 FLAG_FAMILY = 0x200000
 
@@ -74,12 +86,39 @@ class GpuCode:
         return (major, minor) >= (cmaj, cmin)
 
 
+@dataclass(frozen=True)
+class CodeScan:
+    """The GPU code of one file, and what looked like GPU code but could not be read (each
+    with where it is): kernels in a form this reader does not know decide nothing."""
+
+    codes: tuple[GpuCode, ...] = ()
+    unknown: tuple[str, ...] = ()
+
+
+FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin")
+_MAGIC_BYTES = struct.pack("<I", FATBIN_MAGIC)
+
+
+def may_embed_fatbins(section: SectionHeader) -> bool:
+    """An allocated data section (not code, not .bss) other than the fatbin sections: where a
+    library keeps fatbins it registers or loads itself. cuFFT 11.2.1.3 and 11.3.0.4 keep a
+    408-byte sm_52 stub in `.nv_fatbin` and 17,607 / 22,705 fatbins (sm_50..sm_90 SASS,
+    compute_90 PTX) in `.data`; older builds used `.ldata`."""
+    return (
+        section.type == SHT_PROGBITS
+        and bool(section.flags & SHF_ALLOC)
+        and not section.flags & SHF_EXECINSTR
+        and section.name not in FATBIN_SECTIONS
+        and section.size > 0
+    )
+
+
 def fatbin_entries(stream: BinaryIO, start: int, size: int) -> list[GpuCode]:
     """The code objects of the fatbins in stream[start:start+size] (a `.nv_fatbin` section)."""
-    return _entries(stream, start, size)
+    return _entries(stream, start, size, [])
 
 
-def _entries(stream: BinaryIO, start: int, size: int) -> list[GpuCode]:
+def _entries(stream: BinaryIO, start: int, size: int, unknown: list[str]) -> list[GpuCode]:
     found: list[GpuCode] = []
     pos, end = start, start + size
     while pos + 16 <= end:
@@ -87,13 +126,19 @@ def _entries(stream: BinaryIO, start: int, size: int) -> list[GpuCode]:
         header = stream.read(16)
         if len(header) < 16:
             raise ElfReadError(Path(getattr(stream, "name", "?")), "fatbin header truncated")
-        magic, _version, header_size, body_size = struct.unpack("<IHHQ", header)
+        magic, version, header_size, body_size = struct.unpack("<IHHQ", header)
         if magic != FATBIN_MAGIC:
             pos += 8  # fatbins in one section are 8-byte aligned; skip padding
             continue
+        if version != 1 or header_size != 16:
+            unknown.append(f"fatbin at {pos:#x}: header version {version}, size {header_size}")
+            pos += 8
+            continue
         entry = pos + header_size
         body_end = entry + body_size
-        while entry + 48 <= body_end:
+        if body_end > end:
+            unknown.append(f"fatbin at {pos:#x}: body of {body_size} bytes runs past its section")
+        while entry + 48 <= min(body_end, end):
             stream.seek(entry)
             raw = stream.read(48)
             if len(raw) < 48:
@@ -108,31 +153,37 @@ def _entries(stream: BinaryIO, start: int, size: int) -> list[GpuCode]:
             )
             if kind in (KIND_PTX, KIND_ELF):
                 found.append(GpuCode("ptx" if kind == KIND_PTX else "sass", sm, suffix))
+            elif kind != KIND_LTO_IR:
+                unknown.append(f"fatbin entry at {entry:#x}: kind {kind} (sm {sm})")
             entry += ehsize + payload
         pos = max(body_end, pos + 16)
         pos = (pos + 7) & ~7
     return found
 
 
-# Some CUDA libraries (cuFFT) keep fatbins in large-data sections and load them themselves,
-# without a .nv_fatbin section; find them by magic (8-byte aligned) and a sane header.
-# Only the large-data sections: scanning every .rodata for the magic cost ~1 s per env.
-_EMBEDDED_SECTIONS = (".ldata", ".lrodata")
-_MAGIC_BYTES = struct.pack("<I", FATBIN_MAGIC)
-
-
-def _embedded(stream: BinaryIO, start: int, size: int) -> list[GpuCode]:
+def _embedded(stream: BinaryIO, start: int, size: int, unknown: list[str]) -> list[GpuCode]:
     if isinstance(stream, io.BytesIO):  # bytes already in memory (a wheel member)
-        return _embedded_in(stream, stream.getvalue(), start, size)
+        return _embedded_in(stream, stream.getvalue(), start, size, unknown)
     try:
         mapped = mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ)
     except (ValueError, OSError, io.UnsupportedOperation):
+        unknown.append(f"bytes {start:#x}+{size:#x} could not be mapped to look for fatbins")
         return []
     with mapped:
-        return _embedded_in(stream, mapped, start, size)
+        return _embedded_in(stream, mapped, start, size, unknown)
 
 
-def _embedded_in(stream: BinaryIO, data: mmap.mmap | bytes, start: int, size: int) -> list[GpuCode]:
+def embedded_fatbins(
+    stream: BinaryIO, data: mmap.mmap | bytes, start: int, size: int, unknown: list[str]
+) -> list[GpuCode]:
+    """Entries of the fatbins found by their magic (8-byte aligned) in data[start:start+size],
+    where `stream` reads the same bytes at the same offsets."""
+    return _embedded_in(stream, data, start, size, unknown)
+
+
+def _embedded_in(
+    stream: BinaryIO, data: mmap.mmap | bytes, start: int, size: int, unknown: list[str]
+) -> list[GpuCode]:
     found: list[GpuCode] = []
     end = min(start + size, len(data))
     pos = data.find(_MAGIC_BYTES, start, end)
@@ -140,18 +191,30 @@ def _embedded_in(stream: BinaryIO, data: mmap.mmap | bytes, start: int, size: in
         if pos % 8 == 0 and pos + 16 <= end:
             _magic, version, header_size, body_size = struct.unpack_from("<IHHQ", data, pos)
             if version == 1 and header_size == 16 and pos + 16 + body_size <= end:
-                found.extend(_entries(stream, pos, 16 + body_size))
+                found.extend(_entries(stream, pos, 16 + body_size, unknown))
                 pos = data.find(_MAGIC_BYTES, pos + 16 + body_size, end)
                 continue
+            if header_size == 16:  # the magic and a fatbin's header size: not by chance
+                unknown.append(
+                    f"fatbin at {pos:#x}: body of {body_size} bytes runs past its section"
+                    if version == 1
+                    else f"fatbin at {pos:#x}: header version {version}"
+                )
         pos = data.find(_MAGIC_BYTES, pos + 4, end)
     return found
 
 
 def fatbin_codes(path: Path) -> list[GpuCode]:
-    """Code objects of every `.nv_fatbin` section in an ELF file; [] when it has none."""
+    """Code objects of every fatbin in an ELF file; [] when it has none."""
+    return list(gpu_code(path).codes)
+
+
+def gpu_code(path: Path) -> CodeScan:
+    """The code objects of every fatbin in an ELF file (fatbin sections and the fatbins a
+    library embeds in its data), and the fatbin-like data it could not read."""
     try:
         with path.open("rb") as stream:
-            return fatbin_codes_stream(stream, path)
+            return gpu_code_stream(stream, path)
     except ElfReadError:
         raise
     except OSError as exc:
@@ -160,24 +223,29 @@ def fatbin_codes(path: Path) -> list[GpuCode]:
 
 def fatbin_codes_bytes(data: bytes, path: Path) -> list[GpuCode]:
     """The same from bytes in memory (a wheel member); `path` names it in errors."""
-    return fatbin_codes_stream(io.BytesIO(data), path)
+    return list(gpu_code_stream(io.BytesIO(data), path).codes)
 
 
 def fatbin_codes_stream(stream: BinaryIO, path: Path) -> list[GpuCode]:
+    return list(gpu_code_stream(stream, path).codes)
+
+
+def gpu_code_stream(stream: BinaryIO, path: Path) -> CodeScan:
     try:
         header = read_header(stream)
         if header.machine == EM_CUDA:
             stream.seek(0)
-            return [cubin_code(path, ELFFile(stream))]
+            return CodeScan((cubin_code(path, ELFFile(stream)),))
         codes: list[GpuCode] = []
+        unknown: list[str] = []
         for section in section_headers(header, stream):
             if section.type != SHT_PROGBITS or not section.size:
                 continue
-            if section.name in (".nv_fatbin", "__nv_relfatbin"):
-                codes.extend(_entries(stream, section.offset, section.size))
-            elif section.name in _EMBEDDED_SECTIONS:
-                codes.extend(_embedded(stream, section.offset, section.size))
-        return sorted(set(codes))
+            if section.name in FATBIN_SECTIONS:
+                codes.extend(_entries(stream, section.offset, section.size, unknown))
+            elif may_embed_fatbins(section):
+                codes.extend(_embedded(stream, section.offset, section.size, unknown))
+        return CodeScan(tuple(sorted(set(codes))), tuple(dict.fromkeys(unknown)))
     except ElfReadError:
         raise
     except (ELFError, OSError, ValueError, struct.error) as exc:

@@ -213,6 +213,7 @@ def arch_results(
         }
         cubins = {c.label(): n for c, n in sorted(code.cubins.items())}
         fails: list[str] = []
+        undecided: list[str] = []
         notes: list[str] = []
         unneeded: list[str] = []
         for target in inputs.targets:
@@ -222,9 +223,10 @@ def arch_results(
                     notes.append(f"{target}: no code in {'; '.join(cov.uncovered_files[:6])}")
                 continue
             only_cubins = not code.libraries and bool(code.cubins)
+            has = ", ".join(sorted({c.label() for c in code.all_codes()})) or "nothing readable"
             msg = (
                 f"{label} has no SASS that runs on {target} and no PTX that can be JIT-compiled "
-                f"for it (has {', '.join(sorted({c.label() for c in code.all_codes()}))})"
+                f"for it (has {has})"
             )
             named = arch_named(code)
             if only_cubins and not needs_cubins:
@@ -243,6 +245,12 @@ def arch_results(
                     f"({', '.join(named)}): kernels the engine selects only on those GPUs, "
                     "and the stack does not pin this package"
                 )
+            elif cov.undecided:
+                # kernels in a form this reader does not know: no verdict either way
+                undecided.append(
+                    f"{msg} in the fatbins it can read, but it also holds GPU code it cannot "
+                    f"read: {'; '.join(cov.undecided[:4])}"
+                )
             else:
                 fails.append(msg)
         # One scan serves every distribution: its time is recorded, not charged to each.
@@ -254,8 +262,18 @@ def arch_results(
         }
         if code.unreadable:
             evidence["unreadable"] = [f"{p}: {why}" for p, why in code.unreadable]
+        if code.unknown:
+            evidence["unknown_gpu_code"] = {
+                short(p, env): list(why[:MAX_LISTED]) for p, why in sorted(code.unknown.items())
+            }
         if fails:
-            out.append(_result(check, "FAIL", "; ".join(fails + notes), evidence))
+            out.append(_result(check, "FAIL", "; ".join(fails + undecided + notes), evidence))
+            continue
+        if undecided:
+            evidence["severity"] = "UNDECIDED"
+            out.append(
+                _result(check, "SKIP", "UNDECIDED: " + "; ".join(undecided + notes), evidence)
+            )
             continue
         archs = sorted({c.label() for c in code.all_codes()})
         covered = [t for t in inputs.targets if t not in unneeded]
