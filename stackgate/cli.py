@@ -18,6 +18,7 @@ import importlib.util
 import json
 import logging
 import pkgutil
+import shutil
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -165,12 +166,28 @@ DEPENDENCY_MODULES = frozenset(
 )
 
 
+def _uv_as_typed() -> str:
+    """uv as the user can type it here: `uv` on PATH, else the checkout's `.tools/bin/uv`
+    (where `.ci/bootstrap tools` puts it; after the README's set-up `uv` alone is exit 127)."""
+    if shutil.which("uv"):
+        return "uv"
+    tools = Path(__file__).resolve().parent.parent / ".tools" / "bin" / "uv"
+    if tools.is_file():
+        try:
+            return str(tools.relative_to(Path.cwd().resolve()))
+        except (ValueError, FileNotFoundError):
+            return str(tools)
+    return "uv"
+
+
 def missing_dependency_hint(prog: str, words: Sequence[str]) -> str:
     """How to run `prog` with its dependencies: the two ways the README gives."""
     shown = " ".join([prog, *words])
+    uv = _uv_as_typed()
+    where = "" if uv != "uv" or shutil.which("uv") else " (.ci/bootstrap tools installs uv)"
     return (
-        f"run it with its locked dependencies from the checkout: uv run {shown}\n"
-        "  or install it as a tool (uv tool install . from the checkout), then: stackgate "
+        f"run it with its locked dependencies from the checkout: {uv} run {shown}{where}\n"
+        f"  or install it as a tool ({uv} tool install . from the checkout), then: stackgate "
         + " ".join(words)
     ).rstrip()
 

@@ -61,7 +61,17 @@ def resolve_stack(stack: str) -> Path:
     named = stacks_dir() / f"{stack}.toml"
     if named.is_file():
         return named
+    folder = stacks_dir()
+    if not folder.is_dir():
+        # Outside a checkout (stackgate installed as a tool, run from elsewhere) there is no
+        # stacks/ folder: "known stacks: " with nothing after it told the user nothing.
+        raise BadInput(
+            f"unknown stack '{stack}': no stacks/ folder at {folder}; run from the checkout, "
+            "set STACKGATE_ROOT to it, or give a manifest's path"
+        )
     names = stack_names()
+    if not names:
+        raise BadInput(f"unknown stack '{stack}': {folder} holds no stack manifest (*.toml)")
     close = difflib.get_close_matches(stack, names, n=1)
     hint = f"; did you mean '{close[0]}'?" if close else f"; known stacks: {', '.join(names)}"
     raise BadInput(f"unknown stack '{stack}'{hint}")

@@ -210,3 +210,18 @@ def test_stackgate_installs_as_a_tool_and_finds_the_checkout_and_its_uv(tmp_path
     found = _run([str(tool_python), "-c", "from stackgate.uvbin import uv_bin; print(uv_bin())"],
                  env={**env, "PATH": str(tmp_path / "bin")})
     assert found.stdout.strip() == str(tmp_path / "tools" / "stackgate" / "bin" / "uv")
+
+
+def test_a_stack_name_outside_a_checkout_says_where_stacks_are_looked_for(tmp_path: Path) -> None:
+    """Outside a checkout (a tool install run from elsewhere) the answer was "unknown stack
+    'cu130'; known stacks: " with nothing after it."""
+    env = {**os.environ, "STACKGATE_ROOT": str(tmp_path)}
+    env.pop("STACKGATE_STACKS_DIR", None)
+    done = _run([sys.executable, "-m", "builder", "check", "cu130"], env=env)
+    assert done.returncode == 2, done.stderr
+    assert f"no stacks/ folder at {tmp_path / 'stacks'}" in done.stderr
+    assert "STACKGATE_ROOT" in done.stderr and "known stacks" not in done.stderr
+    (tmp_path / "stacks").mkdir()
+    done = _run([sys.executable, "-m", "builder", "check", "cu130"], env=env)
+    assert done.returncode == 2, done.stderr
+    assert "holds no stack manifest" in done.stderr

@@ -1,0 +1,195 @@
+"""The README's commands as typed after its set-up (issue 29 item 1).
+
+The README used to say `uv run stackgate check cu130` right after a set-up that leaves uv only
+in `.tools/bin/` (bash: exit 127), and wrote every command as `python -m builder ...`, which the
+system Python answers with exit 3. Here every command line of the README's code blocks is
+taken as typed and:
+
+- `.tools/bin/uv run stackgate ...`: the words go through stackgate's own parser (the command
+  exists and takes those arguments), and the ones that need neither a network, a GPU nor a
+  10 GB build run for real through uv, exactly as typed, in a project environment of their
+  own (UV_PROJECT_ENVIRONMENT: the checkout's `.venv` is the user's, not the test's);
+- `.tools/bin/nox -s ...`: every session named exists (`nox -l`);
+- `.ci/bootstrap ...`: the set-up and test commands are the ones `.ci/run` and
+  `nox -s fresh-machine` run (benchmarks/fresh_machine.py runs them on a pristine root).
+
+Where the checkout has no `.tools/bin/uv` (a developer's worktree without the bootstrap) the
+uv installed beside this Python (stackgate depends on the `uv` package) stands in for it, and
+the test says so in its output; CI runs `.ci/bootstrap` first, so there it is the real one.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from stackgate.cli import build_parser, discover
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text()
+UV = ".tools/bin/uv"
+NOX = ".tools/bin/nox"
+# Commands that run for real here: no network, no GPU, no build (the others are parsed).
+RUN_FOR_REAL = {("check",), ("show",), ("--help",)}
+
+
+def readme_command_lines() -> list[str]:
+    """Every command of the README's ```bash and ```console blocks (console: the `$ ` lines),
+    comments dropped, continuation lines joined."""
+    commands: list[str] = []
+    for lang, body in re.findall(r"```(bash|console)\n(.*?)```", README, re.S):
+        lines = body.splitlines()
+        if lang == "console":
+            lines = [line[2:] for line in lines if line.startswith("$ ")]
+        joined = "\n".join(lines).replace("\\\n", " ")
+        for line in joined.splitlines():
+            words = line.split("#", 1)[0].strip() if not line.lstrip().startswith("#") else ""
+            if words:
+                commands.append(words)
+    return commands
+
+
+def _stackgate_words(command: str) -> list[str] | None:
+    words = shlex.split(command)
+    if words[:3] == [UV, "run", "stackgate"]:
+        return words[3:]
+    return None
+
+
+def test_every_readme_command_starts_with_what_the_set_up_provides() -> None:
+    """After `.ci/bootstrap tools` a user has .ci/bootstrap, .tools/bin/uv and .tools/bin/nox;
+    `uv`, `nox` or `python -m ...` alone are not on their PATH."""
+    commands = readme_command_lines()
+    assert len(commands) >= 10, commands
+    for command in commands:
+        first = shlex.split(command)[0]
+        assert first in {".ci/bootstrap", UV, NOX}, command
+
+
+def test_every_stackgate_command_parses_as_typed() -> None:
+    commands = [c for p in ("builder", "validators") for c in discover(p)]
+    names = {c.name for c in commands}
+    seen = 0
+    for command in readme_command_lines():
+        words = _stackgate_words(command)
+        if words is None or words == ["--help"]:
+            continue
+        assert words[0] in names, command
+        parser = build_parser("stackgate", commands, "", words[0])
+        try:
+            parser.parse_args(words)
+        except SystemExit as exc:  # argparse's "error: ..." is on stderr already
+            pytest.fail(f"{command}: stackgate's parser refused it (exit {exc.code})")
+        seen += 1
+    assert seen >= 8
+
+
+def test_every_nox_session_the_readme_names_exists() -> None:
+    nox = ROOT / NOX
+    if not nox.is_file():
+        nox_bin = shutil.which("nox")
+        assert nox_bin is not None or os.environ.get("CI") != "true", "CI runs .ci/bootstrap first"
+        if nox_bin is None:
+            pytest.skip("no .tools/bin/nox and no nox on PATH (run .ci/bootstrap tools)")
+        nox = Path(nox_bin)
+    listed = subprocess.run(
+        [str(nox), "-l"], cwd=ROOT, capture_output=True, text=True, check=True, timeout=120
+    ).stdout
+    sessions = set(re.findall(r"^[*-] (\S+)", listed, re.M))
+    wanted: set[str] = set()
+    for text in re.findall(r"`(\.tools/bin/nox [^`]+)`", README) + readme_command_lines():
+        words = text.split("&&")[-1].split()
+        if words[0] != NOX or "-s" not in words:
+            continue
+        for word in words[words.index("-s") + 1 :]:
+            if word.startswith("-"):
+                break
+            wanted.add(word)
+    assert {"tests", "lint", "build-cu128"} <= wanted
+    assert wanted <= sessions, wanted - sessions
+
+
+def test_the_set_up_and_test_commands_are_the_ones_ci_and_fresh_machine_run() -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import fresh_machine
+    finally:
+        sys.path.pop(0)
+    setup, full, fast = fresh_machine.readme_commands()
+    assert setup == ".ci/bootstrap tools"
+    assert full in (ROOT / ".ci" / "run").read_text()
+    assert fast.startswith(".ci/bootstrap && ")
+    bootstrap = [c for c in readme_command_lines() if c.startswith(".ci/bootstrap")]
+    assert bootstrap == [setup, full, fast]
+
+
+@pytest.fixture(scope="module")
+def uv_as_typed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
+    """`.tools/bin/uv` and an environment whose project venv is the test's own."""
+    uv = ROOT / UV
+    if not uv.is_file():
+        assert os.environ.get("CI") != "true", "CI runs .ci/bootstrap first: .tools/bin/uv"
+        beside = Path(sys.executable).parent / "uv"
+        assert beside.is_file(), "the uv package installs uv beside this Python"
+        print(f"no {UV} in this checkout: {beside} stands in for it")
+        uv = beside
+    env = {**os.environ, "UV_PROJECT_ENVIRONMENT": str(tmp_path_factory.mktemp("uv-run-venv"))}
+    for name in ("VIRTUAL_ENV", "STACKGATE_ROOT", "STACKGATE_STACKS_DIR"):
+        env.pop(name, None)
+    # The first `uv run` creates the project env and says so on stderr; the commands compared
+    # line by line below run after it, as a user's second command would.
+    first = subprocess.run(
+        [str(uv), "run", "stackgate", "--version"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert first.returncode == 0, first.stderr[-2000:]
+    yield str(uv), env
+
+
+def _run_as_typed(command: str, uv: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    words = shlex.split(command)
+    assert words[0] == UV
+    return subprocess.run(
+        [uv, *words[1:]], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
+
+
+def test_the_offline_stackgate_commands_run_as_typed(
+    uv_as_typed: tuple[str, dict[str, str]],
+) -> None:
+    uv, env = uv_as_typed
+    ran = 0
+    for command in readme_command_lines():
+        words = _stackgate_words(command)
+        if words is None or (words[0],) not in RUN_FOR_REAL:
+            continue
+        done = _run_as_typed(command, uv, env)
+        expected = 2 if "bad.toml" in command else 0  # the example of a malformed manifest
+        assert done.returncode == expected, (command, done.stderr[-2000:])
+        if words == ["--help"]:
+            assert "COMMAND" in done.stdout
+        elif words[0] == "show":
+            assert '"name": "cu128"' in done.stdout
+        elif "bad.toml" not in command:
+            assert done.stderr.strip().splitlines()[-1].startswith("OK "), done.stderr[-2000:]
+        ran += 1
+    assert ran >= 4  # check, show, --help and the bad-manifest example
+
+
+def test_the_bad_manifest_example_says_what_the_readme_shows(
+    uv_as_typed: tuple[str, dict[str, str]],
+) -> None:
+    uv, env = uv_as_typed
+    block = README.split("<!-- bad-manifest-example -->")[1].split("```console")[1].split("```")[0]
+    lines = block.strip().splitlines()
+    done = _run_as_typed(lines[0].removeprefix("$ "), uv, env)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == lines[1:]
