@@ -41,6 +41,7 @@ EXACT: dict[str, ValidatorGroup] = {
             "arch",
             "lock.fetch",  # validators static --lock (validators/lockcheck)
             "lock.integrity",
+            "lock.wheels",  # a locked wheel that is not a readable wheel (exit 2)
         )
     },
     **{

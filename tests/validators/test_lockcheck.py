@@ -22,7 +22,7 @@ from tests.helpers.range_server import serve
 from tests.helpers.wheels import make_wheel
 from tests.validators import elf_env
 from validators.lockcheck.check import LockInputs, run_lock_check
-from validators.lockcheck.facts_cache import FactsCache
+from validators.lockcheck.facts_cache import FactsCache, origin_key
 from validators.lockcheck.lock_wheels import read_lock
 from validators.results import Result
 from validators.static.elf_symbols import read_elf
@@ -183,7 +183,8 @@ def test_big_member_is_read_in_part_and_says_so(built: Built, tmp_path: Path) ->
     small = next(o for o in fetch.evidence["objects"] if o["member"] == "torch/lib/libc10_cuda.so")
     assert small["whole_member_read"] and small["record_sha256_checked"]
     assert "read from part of their member" in fetch.reason
-    # what was read in part equals what the file itself says
+    # what was read in part equals what the file itself says; it is cached under where it
+    # came from (wheel sha256 + URL + member), not under the RECORD hash it could not prove
     cache = FactsCache(tmp_path / "cache")
     wheel = zipfile.ZipFile(built.wheels["torch-2.9.1"])
     record = wheel.read("torch-2.9.1.dist-info/RECORD").decode()
@@ -192,8 +193,9 @@ def test_big_member_is_read_in_part_and_says_so(built: Built, tmp_path: Path) ->
     )
     import base64
 
-    key = base64.urlsafe_b64decode(digest.removeprefix("sha256=") + "==").hex()
-    facts = cache.facts(key)
+    record_key = base64.urlsafe_b64decode(digest.removeprefix("sha256=") + "==").hex()
+    assert cache.facts(record_key) is None
+    facts = cache.facts(origin_key(big["wheel_sha256"], big["wheel_url"], "torch/lib/libbig.so"))
     assert facts is not None
     on_disk = read_elf(built.big_lib)
     assert facts.exports == on_disk.exports

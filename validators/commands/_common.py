@@ -15,7 +15,7 @@ from validators.report_render import render, render_results
 from validators.results import Report, Result, to_junit
 
 # An ERROR in these checks means the input (the --env path) is wrong, not the host.
-BAD_INPUT_CHECKS = {"static.env", "runtime.env"}
+BAD_INPUT_CHECKS = {"static.env", "runtime.env", "static.lock.wheels"}
 
 
 def exit_code(results: Sequence[Result]) -> int:

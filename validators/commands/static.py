@@ -11,6 +11,7 @@ import os
 import time
 from pathlib import Path
 
+from stackgate.bounded_http import Limits
 from stackgate.errors import BadInput
 from stackgate.loading import load_stack
 from stackgate.output import console_err
@@ -49,6 +50,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--jobs", type=int, default=6, help="with --lock: members fetched at once (default 6)"
+    )
+    parser.add_argument(
+        "--deadline",
+        type=float,
+        default=Limits.total_s,
+        metavar="SECONDS",
+        help=f"with --lock: time for every request together (default {Limits.total_s:g})",
+    )
+    parser.add_argument(
+        "--request-timeout",
+        type=float,
+        default=Limits.request_s,
+        metavar="SECONDS",
+        help="with --lock: time per request, plus the bytes asked for at "
+        f"{Limits.min_rate / 1024:g} KiB/s (default {Limits.request_s:g})",
     )
     parser.add_argument(
         "--deep",
@@ -104,6 +120,10 @@ def _run_lock(args: argparse.Namespace, manifest: object) -> int:
     if args.jobs < 1:
         raise BadInput(f"--jobs {args.jobs}: must be >= 1")
     try:
+        limits = Limits(request_s=args.request_timeout, total_s=args.deadline)
+    except ValueError as exc:
+        raise BadInput(f"--request-timeout/--deadline: {exc}") from None
+    try:
         wheels = read_lock(lock)
     except LockError as exc:
         raise BadInput(str(exc)) from None
@@ -120,6 +140,7 @@ def _run_lock(args: argparse.Namespace, manifest: object) -> int:
             manifest=manifest,
             targets=targets_from(args.targets, manifest),
             interpreter=find_interpreter(wheels.python),
+            limits=limits,
         ),
         progress=(lambda m: err.print(m, highlight=False)) if verbose else None,
     )

@@ -10,12 +10,13 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from packaging.utils import canonicalize_name
 
+from stackgate.bounded_http import Limits
 from stackgate.manifest import Manifest
 from validators.lockcheck.facts_cache import FactsCache
 from validators.lockcheck.lock_wheels import LockWheels
@@ -50,6 +51,7 @@ class LockInputs:
     manifest: Manifest | None = None
     targets: tuple[str, ...] = ()
     interpreter: Path | None = None
+    limits: Limits = field(default_factory=Limits)
 
 
 def installed_path(site: Path, root: Path, member: str) -> Path | None:
@@ -109,13 +111,30 @@ def run_lock_check(inputs: LockInputs, progress: Any = None) -> tuple[list[Resul
     root = VIRTUAL_ROOT / inputs.lock.resolve().parent.name / "env"
     site = root / "lib" / f"python{python[0]}.{python[1]}" / "site-packages"
     scanner = Scanner(
-        inputs.cache, offline=inputs.offline, virtual_site=site, jobs=inputs.jobs, progress=progress
+        inputs.cache,
+        offline=inputs.offline,
+        virtual_site=site,
+        jobs=inputs.jobs,
+        progress=progress,
+        limits=inputs.limits,
     )
     try:
         report = scanner.scan(inputs.wheels.wheels)
     finally:
         scanner.close()
     results = [_fetch_result(inputs, report)]
+    if report.malformed:
+        # A wheel that does not hold together (or breaks a bound) is bad input: exit 2.
+        results.append(
+            _result(
+                "static.lock.wheels",
+                "ERROR",
+                f"{len(report.malformed)} locked wheels cannot be read as wheels: "
+                + "; ".join(report.malformed[:6]),
+                {"malformed": report.malformed},
+            )
+        )
+        return results, report
     integrity = [m for w in report.wheels for m in w.integrity]
     if integrity:
         results.append(

@@ -103,10 +103,11 @@ def _stored_candidates(data: bytes, first: int, last: int) -> np.ndarray:
     return np.array(sorted(out), dtype=np.int64)
 
 
-def _inflate(data: bytes, fill: int) -> tuple[bytes, bool, int]:
+def _inflate(data: bytes, fill: int, max_out: int) -> tuple[bytes, bool, int]:
+    """Inflate at most max_out + 1 bytes (a tail longer than its member is not the tail)."""
     d = zlib.decompressobj(wbits=-15, zdict=bytes([fill]) * WINDOW)
-    out = d.decompress(data)
-    return out, d.eof, len(d.unused_data)
+    out = d.decompress(data, max_out + 1)
+    return out, d.eof and not d.unconsumed_tail, len(d.unused_data)
 
 
 def _quick_ok(data: bytes) -> bool:
@@ -134,12 +135,12 @@ def decode_tail(compressed: bytes, member_size: int, *, search_bytes: int = 4 <<
                 continue
             stream = shifted(compressed, bitpos)
             try:
-                out0, eof, unused = _inflate(stream, 0x00)
+                out0, eof, unused = _inflate(stream, 0x00, member_size)
             except zlib.error:
                 continue
             if not eof or unused > 1 or len(out0) > member_size:
                 continue
-            out1, _, _ = _inflate(stream, 0xFF)
+            out1, _, _ = _inflate(stream, 0xFF, member_size)
             a = np.frombuffer(out0, dtype=np.uint8)
             b = np.frombuffer(out1, dtype=np.uint8)
             unknown = a != b

@@ -41,7 +41,8 @@ from validators.static.fatbin import (
     may_embed_fatbins,
 )
 
-FACTS_VERSION = 3  # 2: listings carry METADATA Name/Version; 3: nameless cubins read whole
+FACTS_VERSION = 4  # 2: listings carry METADATA Name/Version; 3: nameless cubins read whole;
+# 4: unproven facts keyed by origin (entries of 3 were keyed by unproven claims: not reused)
 # Data sections that may hold fatbins a library loads itself, by name too: a section table
 # decoded leniently may read sh_flags as 0 (see _SHDR64_USED)
 _DATA_NAMES = (".data", ".rodata", ".ldata", ".lrodata")

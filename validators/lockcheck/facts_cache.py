@@ -1,5 +1,16 @@
-"""A content-addressed cache of CachedFacts, keyed by the member's sha256 from RECORD, and of
-wheel listings, keyed by the wheel's sha256 from the lock.
+"""A cache of CachedFacts and wheel listings. Facts enter it only under a key the bytes they
+came from have earned (issue 23: a lock naming the real torch wheel's sha256 at another URL
+must not teach the cache what "torch" holds):
+
+- proven by content: facts of a member read whole whose sha256 matched its RECORD hash are
+  keyed by that sha256; a listing of a wheel streamed whole whose sha256 matched the lock is
+  keyed by the wheel's sha256. Any lock naming those bytes may use them.
+- not proven (a member read in part, a wheel read by ranges): keyed by `origin_key`, the
+  wheel's sha256 *and URL* (and the member's name), so they answer only a lock that names the
+  same file at the same place; a lock naming the same sha256 elsewhere reads it again.
+
+Nothing of a wheel is written before its run ends without an integrity failure or a
+network error for it (the scanner holds the entries back until then).
 
 Files are gzip'd JSON written to a temporary name and renamed into place, so concurrent runs
 never see half a file (two writers of one key write the same content; the last rename wins).
@@ -9,6 +20,7 @@ Default root: $STACKGATE_CACHE/lockcheck, else ~/.cache/stackgate/lockcheck.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import os
 import tempfile
@@ -35,6 +47,11 @@ class WheelListing(BaseModel):
     requires: list[str] = []
     name: str = ""  # METADATA Name / Version (the installed group's labels)
     version: str = ""
+
+
+def origin_key(wheel_sha256: str, url: str, member: str = "") -> str:
+    """The key of what was read from the file at `url` (claimed to be `wheel_sha256`)."""
+    return hashlib.sha256(f"origin\0{wheel_sha256}\0{url}\0{member}".encode()).hexdigest()
 
 
 def default_root() -> Path:
@@ -82,17 +99,24 @@ class FactsCache:
     def put_facts(self, sha256: str, facts: CachedFacts) -> None:
         self._store(self._path("objects", sha256), facts.model_dump_json())
 
-    def listing(self, wheel_sha256: str) -> WheelListing | None:
-        data = self._load(self._path("wheels", wheel_sha256))
-        if data is None:
-            return None
-        try:
-            return WheelListing.model_validate(data)
-        except ValidationError:
-            return None
+    def listing(self, wheel_sha256: str, url: str) -> WheelListing | None:
+        """The wheel's listing: proven by its sha256, else read from this URL before."""
+        for key in (wheel_sha256, origin_key(wheel_sha256, url)):
+            data = self._load(self._path("wheels", key))
+            if data is None:
+                continue
+            try:
+                listing = WheelListing.model_validate(data)
+            except ValidationError:
+                continue
+            if listing.sha256 == wheel_sha256:
+                return listing
+        return None
 
-    def put_listing(self, listing: WheelListing) -> None:
-        self._store(self._path("wheels", listing.sha256), listing.model_dump_json())
+    def put_listing(self, listing: WheelListing, *, proven: bool) -> None:
+        """`proven`: the whole wheel was read and matched the lock's sha256."""
+        key = listing.sha256 if proven else origin_key(listing.sha256, listing.url)
+        self._store(self._path("wheels", key), listing.model_dump_json())
 
     def size_bytes(self) -> int:
         return sum(p.stat().st_size for p in self.root.rglob("*.json.gz"))

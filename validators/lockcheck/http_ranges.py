@@ -4,7 +4,8 @@ Every read asks for an exact range (`Range: bytes=a-b`) and consumes the whole a
 byte count is what crossed the wire into this process. A server that answers a range request
 with 200 and the whole body does not support ranges: the file is then streamed once into a
 temporary spool file and every later read is served from it (said in `RemoteFile.mode`).
-A connection dropped mid-read is retried from where it stopped, a few times.
+A connection dropped mid-read is retried from where it stopped, a few times. Every request
+is bounded in bytes and time (`stackgate.bounded_http`); a bound broken is not retried.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from pathlib import Path
 from typing import IO
 
 import httpx
+
+from stackgate.bounded_http import Budget, LimitExceeded, Limits, get
+from stackgate.bounded_http import make_client as bounded_client
 
 RETRIES = 3
 CHUNK = 1 << 16
@@ -45,14 +49,26 @@ class FetchStats:
 
 
 class RemoteFile:
-    """One remote file of known size; thread-safe reads of [start, end)."""
+    """One remote file of known size; thread-safe reads of [start, end).
 
-    def __init__(self, client: httpx.Client, url: str, size: int, spool_dir: Path) -> None:
+    Every request goes through `stackgate.bounded_http`: a range answer may not run past the
+    bytes asked for, a whole-file answer not past the lock's size, and each request and the
+    whole verdict have a deadline (`budget`)."""
+
+    def __init__(
+        self,
+        client: httpx.Client,
+        url: str,
+        size: int,
+        spool_dir: Path,
+        budget: Budget | None = None,
+    ) -> None:
         self.client = client
         self.url = url
         self.size = size
         self.mode = "ranges"  # or "streamed (server ignores Range)"
         self.stats = FetchStats()
+        self.budget = budget or Budget(what="the pre-install verdict")
         self._spool_dir = spool_dir
         self._spool: IO[bytes] | None = None
         self._lock = threading.Lock()
@@ -76,6 +92,8 @@ class RemoteFile:
         while pos < end:
             try:
                 pos = self._ranged(pos, end, parts)
+            except LimitExceeded as exc:
+                raise FetchError(self.url, exc.reason) from None
             except httpx.HTTPError as exc:
                 attempt += 1
                 self.stats.add(0, retries=1)
@@ -90,23 +108,31 @@ class RemoteFile:
         return b"".join(parts)
 
     def _ranged(self, pos: int, end: int, parts: list[bytes]) -> int:
-        headers = {"Range": f"bytes={pos}-{end - 1}", "Accept-Encoding": "identity"}
-        with self.client.stream("GET", self.url, headers=headers) as response:
+        headers = {"Range": f"bytes={pos}-{end - 1}"}
+        with get(
+            self.client,
+            self.url,
+            self.budget,
+            max_bytes=end - pos,
+            headers=headers,
+            limit_text=f"bytes {pos}-{end - 1} of {self.size}",
+        ) as answer:
             self.stats.add(0, requests=1)
-            if response.status_code == 200:
+            if answer.status_code == 200:
                 raise _NoRanges
-            if response.status_code != 206:
-                raise FetchError(self.url, f"HTTP {response.status_code} for bytes {pos}-{end - 1}")
-            first = _content_range_start(response.headers.get("content-range", ""))
-            if first is not None and first != pos:
-                raise FetchError(self.url, f"asked for bytes from {pos}, got from {first}")
-            for chunk in response.iter_raw(CHUNK):
-                take = chunk[: end - pos]
-                parts.append(take)
-                pos += len(take)
+            if answer.status_code != 206:
+                raise FetchError(self.url, f"HTTP {answer.status_code} for bytes {pos}-{end - 1}")
+            first = _content_range_start(answer.headers.get("content-range", ""))
+            if first is None or first != pos:
+                raise FetchError(
+                    self.url,
+                    f"asked for bytes from {pos}, the answer's Content-Range says "
+                    f"{answer.headers.get('content-range', '(none)')!r}",
+                )
+            for chunk in answer.chunks():
+                parts.append(chunk)
+                pos += len(chunk)
                 self.stats.add(len(chunk))
-                if pos >= end:
-                    break
         if pos < end:
             raise httpx.RemoteProtocolError(f"answer ended at byte {pos}, wanted up to {end}")
         return pos
@@ -115,21 +141,30 @@ class RemoteFile:
         with self._lock:
             if self._spool is not None:
                 return self._spool
-            self.mode = "streamed (server ignores Range)"
             for attempt in range(RETRIES + 1):
                 spool = tempfile.TemporaryFile(dir=self._spool_dir)  # noqa: SIM115 (kept open)
                 got = 0
                 try:
-                    with self.client.stream(
-                        "GET", self.url, headers={"Accept-Encoding": "identity"}
-                    ) as response:
+                    with get(
+                        self.client,
+                        self.url,
+                        self.budget,
+                        max_bytes=self.size,
+                        limit_text=f"the lock's size of the wheel, {self.size} bytes",
+                    ) as answer:
                         self.stats.add(0, requests=1)
-                        if response.status_code != 200:
-                            raise FetchError(self.url, f"HTTP {response.status_code}")
-                        for chunk in response.iter_raw(1 << 20):
+                        if answer.status_code != 200:
+                            raise FetchError(self.url, f"HTTP {answer.status_code}")
+                        for chunk in answer.chunks():
                             spool.write(chunk)
                             got += len(chunk)
                             self.stats.add(len(chunk))
+                except LimitExceeded as exc:
+                    spool.close()
+                    raise FetchError(self.url, exc.reason) from None
+                except FetchError:
+                    spool.close()
+                    raise
                 except httpx.HTTPError as exc:
                     spool.close()
                     self.stats.add(0, retries=1)
@@ -140,6 +175,7 @@ class RemoteFile:
                     spool.close()
                     raise FetchError(self.url, f"streamed {got} bytes, the lock says {self.size}")
                 self._spool = spool
+                self.mode = "streamed (server ignores Range)"
                 return spool
         raise FetchError(self.url, "unreachable")  # pragma: no cover
 
@@ -161,10 +197,5 @@ def _content_range_start(value: str) -> int | None:
         return None
 
 
-def make_client(timeout_s: float = 60.0) -> httpx.Client:
-    return httpx.Client(
-        timeout=httpx.Timeout(timeout_s, connect=15.0),
-        follow_redirects=True,
-        limits=httpx.Limits(max_connections=16, max_keepalive_connections=16),
-        headers={"User-Agent": "stackgate-lockcheck"},
-    )
+def make_client(limits: Limits | None = None) -> httpx.Client:
+    return bounded_client(limits, headers={"User-Agent": "stackgate-lockcheck"})

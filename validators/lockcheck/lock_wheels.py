@@ -32,6 +32,11 @@ class LockedWheel:
     def filename(self) -> str:
         return unquote(urlsplit(self.url).path.rsplit("/", 1)[-1])
 
+    @property
+    def key(self) -> tuple[str, str]:
+        """One file: its claimed sha256 at its URL (one sha256 at two URLs is two files)."""
+        return self.sha256, self.url
+
 
 @dataclass
 class LockWheels:

@@ -21,6 +21,10 @@ from validators.lockcheck.http_ranges import RemoteFile
 from validators.lockcheck.zip_directory import DEFLATED, STORED, Member, ZipFormatError
 
 WHOLE_BELOW = 1 << 20  # compressed bytes: members this small are read whole (RECORD-checked)
+# Inflated bytes one member may hold in memory (prefix): libtorch_cuda.so is ~1.5 GB, and its
+# prefix is read only as far as its headers need. A member inflating past its zip entry's
+# size is refused as it happens, not after.
+MAX_INFLATED = 3 << 30
 FIRST_PREFIX = 1 << 16
 TAIL_MARGIN = 256 << 10
 # First guesses, as fractions of (uncompressed bytes x the member's ratio): symbol tables and
@@ -73,6 +77,11 @@ class MemberView:
 
     # --- what is known -------------------------------------------------------------------
     def _grow_prefix(self, upto: int) -> None:
+        if upto > MAX_INFLATED:
+            raise ZipFormatError(
+                f"{self.member.name}: reading {upto} inflated bytes of it is past the limit of "
+                f"{MAX_INFLATED} bytes in memory"
+            )
         while len(self._prefix) < upto and self._cpos < self.end:
             # the ratio measured so far (symbol tables compress better than the member's
             # average), capped at doubling what was read, so an estimate never runs far over
@@ -88,12 +97,18 @@ class MemberView:
             if self.member.method == STORED:
                 self._prefix += chunk
             else:
+                room = self.size - len(self._prefix) + 1
                 try:
-                    self._prefix += self._inflater.decompress(chunk)
+                    self._prefix += self._inflater.decompress(chunk, room)
                 except zlib.error as exc:
                     raise IntegrityError(
                         f"{self.member.name}: deflate data invalid: {exc}"
                     ) from None
+                if len(self._prefix) > self.size:
+                    raise IntegrityError(
+                        f"{self.member.name}: inflates past the {self.size} bytes its zip "
+                        "entry declares"
+                    )
         self.log.prefix_bytes = len(self._prefix)
         if self._cpos >= self.end:
             self._finish_whole()

@@ -3,7 +3,6 @@ ranges of the wheels (in parallel), else (offline) listed as lacking."""
 
 from __future__ import annotations
 
-import hashlib
 import re
 import tempfile
 import threading
@@ -16,8 +15,9 @@ from pathlib import Path
 
 import httpx
 
+from stackgate.bounded_http import Budget, Limits
 from validators.lockcheck.facts import CachedFacts, ReadEvidence
-from validators.lockcheck.facts_cache import FactsCache, WheelListing
+from validators.lockcheck.facts_cache import FactsCache, WheelListing, origin_key
 from validators.lockcheck.http_ranges import FetchError, RemoteFile, make_client
 from validators.lockcheck.lock_wheels import LockedWheel
 from validators.lockcheck.member_view import IntegrityError, NotKnown
@@ -44,6 +44,20 @@ class WheelScan:
     requests: int = 0
     retries: int = 0
     wheel_sha256_checked: bool | None = None
+    errors: list[str] = field(default_factory=list)  # network / server problems
+    malformed: list[str] = field(default_factory=list)  # the wheel is not a readable zip
+    # cache entries held back until the wheel's run ends clean (facts_cache's rule)
+    pending_listing: WheelListing | None = None
+    pending_facts: list[tuple[str, CachedFacts]] = field(default_factory=list)
+
+    def clean(self) -> bool:
+        """Nothing read from this wheel failed: its unproven facts may be cached."""
+        return (
+            not self.errors
+            and not self.malformed
+            and not self.integrity
+            and self.wheel_sha256_checked is not False
+        )
 
 
 @dataclass
@@ -52,6 +66,7 @@ class ScanReport:
     seconds: float
     offline: bool
     errors: list[str] = field(default_factory=list)  # network / server problems
+    malformed: list[str] = field(default_factory=list)  # wheels that are not readable zips
 
     @property
     def bytes_fetched(self) -> int:
@@ -62,10 +77,13 @@ class ScanReport:
         return sum(w.wheel.size for w in self.wheels)
 
 
-def _cache_key(record_sha: str | None, wheel_sha: str, name: str) -> str:
-    if record_sha:
-        return record_sha
-    return hashlib.sha256(f"{wheel_sha}:{name}".encode()).hexdigest()
+# What a crafted wheel can raise while it is read, besides FetchError: a zip that does not
+# hold together, deflate data that does not inflate, a member past a limit.
+_FORMAT_ERRORS = (ZipFormatError, zlib.error, KeyError)
+
+
+def _gate_key(record_sha: str | None, wheel: LockedWheel, name: str) -> str:
+    return record_sha or origin_key(wheel.sha256, wheel.url, name)
 
 
 class Scanner:
@@ -78,8 +96,12 @@ class Scanner:
         jobs: int = 6,
         client: httpx.Client | None = None,
         progress: Callable[[str], None] | None = None,
+        limits: Limits | None = None,
     ) -> None:
         self.cache = cache
+        self.limits = limits or Limits()
+        self._budget = Budget(self.limits, what="the pre-install verdict")
+        self._memo: dict[str, CachedFacts] = {}  # this run's facts by RECORD sha256
         self.offline = offline
         self.site = virtual_site
         self.jobs = jobs
@@ -96,17 +118,17 @@ class Scanner:
     def scan(self, wheels: list[LockedWheel]) -> ScanReport:
         started = time.perf_counter()
         scans = [WheelScan(w) for w in wheels]
-        errors: list[str] = []
+        self._budget = Budget(self.limits, what="the pre-install verdict")
         client = (
-            self._client if self._client is not None else (None if self.offline else make_client())
+            self._client
+            if self._client is not None
+            else (None if self.offline else make_client(self.limits))
         )
-        remotes: dict[str, RemoteWheel] = {}
+        remotes: dict[tuple[str, str], RemoteWheel] = {}
         self._scan_client = client
         try:
             with ThreadPoolExecutor(max_workers=self.jobs) as pool:
-                for error in pool.map(lambda s: self._listing(s, client, remotes), scans):
-                    if error:
-                        errors.append(error)
+                list(pool.map(lambda s: self._listing(s, client, remotes), scans))
                 tasks = [
                     (s, name, sha)
                     for s in scans
@@ -116,20 +138,16 @@ class Scanner:
 
                 # the biggest members first, so the long fetches overlap the small ones
                 def size_of(task: tuple[WheelScan, str, str | None]) -> int:
-                    remote = remotes.get(task[0].wheel.sha256)
+                    remote = remotes.get(task[0].wheel.key)
                     member = remote.members.get(task[1]) if remote else None
                     return -(member.compressed_size if member else 0)
 
                 tasks.sort(key=size_of)
-                for error in pool.map(lambda t: self._object(t[0], t[1], t[2], remotes), tasks):
-                    if error:
-                        errors.append(error)
+                list(pool.map(lambda t: self._object(t[0], t[1], t[2], remotes), tasks))
                 nameless = [t for s in scans for t in self._cubins(s)]
-                for error in pool.map(lambda t: self._cubin(t[0], t[1], t[2], remotes), nameless):
-                    if error:
-                        errors.append(error)
+                list(pool.map(lambda t: self._cubin(t[0], t[1], t[2], remotes), nameless))
             for scan in scans:
-                remote = remotes.get(scan.wheel.sha256)
+                remote = remotes.get(scan.wheel.key)
                 if remote is not None:
                     scan.fetch_mode = remote.remote.mode
                     if remote.remote.mode != "ranges":
@@ -142,35 +160,90 @@ class Scanner:
                     scan.requests = remote.remote.stats.requests
                     scan.retries = remote.remote.stats.retries
                     remote.remote.close()
+                self._flush(scan)
         finally:
             self._scan_client = None
             if client is not None and self._client is None:
                 client.close()
-        return ScanReport(scans, time.perf_counter() - started, self.offline, errors)
+        return ScanReport(
+            scans,
+            time.perf_counter() - started,
+            self.offline,
+            [e for s in scans for e in s.errors],
+            [e for s in scans for e in s.malformed],
+        )
+
+    def _flush(self, scan: WheelScan) -> None:
+        """Write what this wheel's run held back, if the run ended clean."""
+        if not scan.clean():
+            return
+        if scan.pending_listing is not None:
+            self.cache.put_listing(scan.pending_listing, proven=scan.wheel_sha256_checked is True)
+        for key, facts in scan.pending_facts:
+            self.cache.put_facts(key, facts)
+
+    def _keep(self, scan: WheelScan, name: str, record_sha: str | None, facts: CachedFacts) -> None:
+        """Cache facts just read: by content when the member's bytes were proven to be its
+        RECORD hash, else (held back) by where they came from."""
+        read = facts.read
+        with self._lock:
+            if record_sha:
+                self._memo[record_sha] = facts
+            if record_sha and read is not None and read.whole and read.sha256_checked:
+                self.cache.put_facts(record_sha, facts)
+            else:
+                scan.pending_facts.append(
+                    (origin_key(scan.wheel.sha256, scan.wheel.url, name), facts)
+                )
+
+    def _cached(self, scan: WheelScan, name: str, record_sha: str | None) -> CachedFacts | None:
+        if record_sha:
+            with self._lock:
+                memo = self._memo.get(record_sha)
+            if memo is not None:
+                return memo
+            proven = self.cache.facts(record_sha)
+            if proven is not None:
+                return proven
+        return self.cache.facts(origin_key(scan.wheel.sha256, scan.wheel.url, name))
+
+    def _failed(self, scan: WheelScan, text: str, *, malformed: bool = False) -> None:
+        """Note why this wheel could not be read: a network or server problem, or (malformed)
+        a wheel that does not hold together or breaks a limit."""
+        line = f"{scan.wheel.filename}: {text}"
+        with self._lock:
+            (scan.malformed if malformed else scan.errors).append(line)
 
     def _remote(
-        self, scan: WheelScan, client: httpx.Client, remotes: dict[str, RemoteWheel]
+        self, scan: WheelScan, client: httpx.Client, remotes: dict[tuple[str, str], RemoteWheel]
     ) -> RemoteWheel:
         with self._lock:
-            remote = remotes.get(scan.wheel.sha256)
+            remote = remotes.get(scan.wheel.key)
             if remote is None:
-                file = RemoteFile(client, scan.wheel.url, scan.wheel.size, Path(self._spool.name))
-                remote = remotes[scan.wheel.sha256] = RemoteWheel(file, scan.wheel.sha256)
+                file = RemoteFile(
+                    client, scan.wheel.url, scan.wheel.size, Path(self._spool.name), self._budget
+                )
+                remote = remotes[scan.wheel.key] = RemoteWheel(file, scan.wheel.sha256)
             return remote
 
-    def _remote_for(self, scan: WheelScan, remotes: dict[str, RemoteWheel]) -> RemoteWheel | None:
+    def _remote_for(
+        self, scan: WheelScan, remotes: dict[tuple[str, str], RemoteWheel]
+    ) -> RemoteWheel | None:
         """The wheel's remote, opened now where its listing came from the cache but a member's
         facts did not (an earlier run stopped part-way): online, a cached listing is no reason
         to call the member lacking."""
-        remote = remotes.get(scan.wheel.sha256)
+        remote = remotes.get(scan.wheel.key)
         if remote is None and not self.offline and self._scan_client is not None:
             remote = self._remote(scan, self._scan_client, remotes)
         return remote
 
     def _listing(
-        self, scan: WheelScan, client: httpx.Client | None, remotes: dict[str, RemoteWheel]
-    ) -> str | None:
-        cached = self.cache.listing(scan.wheel.sha256)
+        self,
+        scan: WheelScan,
+        client: httpx.Client | None,
+        remotes: dict[tuple[str, str], RemoteWheel],
+    ) -> None:
+        cached = self.cache.listing(scan.wheel.sha256, scan.wheel.url)
         if cached is not None:
             scan.listing = cached
             return None
@@ -181,32 +254,40 @@ class Scanner:
         try:
             remote.read_directory()
             scan.listing = remote.listing(scan.wheel.url)
-        except (FetchError, ZipFormatError, IntegrityError) as exc:
-            return f"{scan.wheel.filename}: {exc}"
-        self.cache.put_listing(scan.listing)
+        except FetchError as exc:
+            return self._failed(scan, str(exc))
+        except (*_FORMAT_ERRORS, IntegrityError) as exc:
+            return self._failed(scan, f"not a readable wheel: {exc}", malformed=True)
+        scan.pending_listing = scan.listing
         self._progress(f"listed {scan.wheel.filename}: {len(scan.listing.objects)} ELF candidates")
         return None
 
     def _object(
-        self, scan: WheelScan, name: str, record_sha: str | None, remotes: dict[str, RemoteWheel]
-    ) -> str | None:
+        self,
+        scan: WheelScan,
+        name: str,
+        record_sha: str | None,
+        remotes: dict[tuple[str, str], RemoteWheel],
+    ) -> None:
         """One member's facts; members with the same content (cupti ships in two wheels, and
         three times in triton's) are read once, the others wait for it and use the cache."""
-        key = _cache_key(record_sha, scan.wheel.sha256, name)
+        key = _gate_key(record_sha, scan.wheel, name)
         with self._lock:
             gate = self._keys.setdefault(key, threading.Lock())
         with gate:
-            return self._object_once(scan, name, record_sha, remotes, key)
+            try:
+                return self._object_once(scan, name, record_sha, remotes)
+            except _FORMAT_ERRORS as exc:
+                return self._failed(scan, f"{name}: not readable: {exc}", malformed=True)
 
     def _object_once(
         self,
         scan: WheelScan,
         name: str,
         record_sha: str | None,
-        remotes: dict[str, RemoteWheel],
-        key: str,
-    ) -> str | None:
-        cached = self.cache.facts(key)
+        remotes: dict[tuple[str, str], RemoteWheel],
+    ) -> None:
+        cached = self._cached(scan, name, record_sha)
         if cached is not None:
             with self._lock:
                 scan.facts[name] = cached
@@ -220,8 +301,8 @@ class Scanner:
         if not remote.members:
             try:
                 remote.read_directory()
-            except (FetchError, ZipFormatError) as exc:
-                return f"{scan.wheel.filename}: {exc}"
+            except FetchError as exc:
+                return self._failed(scan, str(exc))
         try:
             facts = remote.object_facts(name, record_sha, self.site / name)
         except IntegrityError as exc:
@@ -231,7 +312,9 @@ class Scanner:
         except ElfReadError as exc:
             cause = exc.__context__
             if isinstance(cause, FetchError):
-                return f"{scan.wheel.filename}: {cause}"
+                return self._failed(scan, str(cause))
+            if isinstance(cause, _FORMAT_ERRORS):
+                return self._failed(scan, f"{name}: not readable: {cause}", malformed=True)
             if isinstance(cause, IntegrityError):
                 with self._lock:
                     scan.integrity.append(str(cause))
@@ -240,10 +323,10 @@ class Scanner:
                 scan.unreadable.append((name, exc.reason))
             return None
         except FetchError as exc:
-            return f"{scan.wheel.filename}: {exc}"
+            return self._failed(scan, str(exc))
         except NotKnown as exc:  # pragma: no cover - the fetching stream always fetches
-            return f"{scan.wheel.filename}: {exc}"
-        self.cache.put_facts(key, facts)
+            return self._failed(scan, str(exc))
+        self._keep(scan, name, record_sha, facts)
         with self._lock:
             scan.facts[name] = facts
         self._progress(f"read {name} ({facts.read.compressed_read if facts.read else 0} bytes)")
@@ -269,25 +352,30 @@ class Scanner:
         return rest
 
     def _cubin(
-        self, scan: WheelScan, name: str, record_sha: str | None, remotes: dict[str, RemoteWheel]
-    ) -> str | None:
+        self,
+        scan: WheelScan,
+        name: str,
+        record_sha: str | None,
+        remotes: dict[tuple[str, str], RemoteWheel],
+    ) -> None:
         """A cubin whose name does not say its target: read as the installed group reads it
         (e_flags, and the a/f suffix from `.note.nv.tkinfo`), cached."""
-        key = _cache_key(record_sha, scan.wheel.sha256, name)
-        cached = self.cache.facts(key)
+        cached = self._cached(scan, name, record_sha)
         remote = self._remote_for(scan, remotes) if cached is None else None
         if cached is None and remote is not None and not self.offline:
             try:
                 if not remote.members:
                     remote.read_directory()
                 cached = _cubin_facts(remote, name, record_sha)
-            except (FetchError, ZipFormatError, zlib.error) as exc:
-                return f"{scan.wheel.filename}: {name}: {exc}"
+            except FetchError as exc:
+                return self._failed(scan, f"{name}: {exc}")
+            except _FORMAT_ERRORS as exc:
+                return self._failed(scan, f"{name}: not readable: {exc}", malformed=True)
             except IntegrityError as exc:
                 with self._lock:
                     scan.integrity.append(str(exc))
                 return None
-            self.cache.put_facts(key, cached)
+            self._keep(scan, name, record_sha, cached)
         with self._lock:
             if cached is None:
                 scan.lacking.append(name)

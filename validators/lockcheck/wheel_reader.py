@@ -24,6 +24,9 @@ from validators.lockcheck.zip_directory import (
 )
 
 TAIL_FIRST = 1 << 16
+# RECORD and METADATA are read whole into memory: torch's RECORD is ~1.5 MB, the longest
+# METADATA (a README inlined) a few hundred KB.
+MAX_SMALL_FILE = {"RECORD": 32 << 20, "METADATA": 8 << 20}
 
 
 def is_shared_object_name(name: str) -> bool:
@@ -61,11 +64,21 @@ class RemoteWheel:
     def view(self, member: Member, record_sha256: str | None) -> MemberView:
         head = self.remote.read(member.local_offset, member.local_offset + LOCAL_HEADER)
         start = data_offset(member, head)
+        if start + member.compressed_size > self.remote.size:
+            raise ZipFormatError(
+                f"{member.name}: its local header puts its data at {start}+"
+                f"{member.compressed_size}, past the wheel's {self.remote.size} bytes"
+            )
         # the local header's name/extra lengths were read; the data follows
         return MemberView(self.remote, member, start, record_sha256)
 
     def read_small(self, name: str) -> bytes:
         member = self.members[name]
+        limit = MAX_SMALL_FILE[name.rsplit("/", 1)[-1]]
+        if member.size > limit:
+            raise ZipFormatError(
+                f"{name}: {member.size} bytes inflated, more than the limit of {limit} for it"
+            )
         view = self.view(member, None)
         view.ensure(0, member.size)
         return view.get(0, member.size)
@@ -82,9 +95,12 @@ class RemoteWheel:
         hashes: dict[str, str | None] = {}
         if record_name in self.members:
             text = self.read_small(record_name).decode("utf-8", "replace")
-            for row in csv.reader(io.StringIO(text)):
-                if len(row) >= 2:
-                    hashes[row[0]] = record_hash(row[1])
+            try:
+                for row in csv.reader(io.StringIO(text)):
+                    if len(row) >= 2:
+                        hashes[row[0]] = record_hash(row[1])
+            except (csv.Error, ValueError) as exc:  # ValueError: bad base64 (binascii.Error)
+                raise ZipFormatError(f"{record_name}: not a RECORD file: {exc}") from None
         requires: list[str] = []
         name = version = ""
         meta_name = f"{dist_info[0]}/METADATA"

@@ -38,8 +38,23 @@ class Member:
     local_offset: int
 
 
+MAX_MEMBERS = 1 << 18  # torch's wheel has ~15,000; the entry count is read from the file
+MAX_DIRECTORY_BYTES = 64 << 20  # central directory bytes (torch's: ~2 MB)
+MAX_RATIO = 1100  # deflate cannot inflate more than 1032:1; a zip entry that claims more lies
+
+
 def parse_directory(tail: bytes, file_size: int) -> list[Member] | NeedMore:
-    """Members of the zip whose last `len(tail)` bytes are `tail`."""
+    """Members of the zip whose last `len(tail)` bytes are `tail`. A directory that does not
+    fit the file (offsets past the end or into the end record, more entries than bytes, names
+    that are not text, ZIP64 fields cut short, entries whose data overlaps the directory)
+    is a ZipFormatError, never an IndexError or struct.error."""
+    try:
+        return _parse(tail, file_size)
+    except (struct.error, IndexError, UnicodeDecodeError, ValueError) as exc:
+        raise ZipFormatError(f"malformed central directory: {exc}") from None
+
+
+def _parse(tail: bytes, file_size: int) -> list[Member] | NeedMore:
     base = file_size - len(tail)
     pos = tail.rfind(EOCD_SIG)
     if pos < 0 or len(tail) - pos < 22:
@@ -49,60 +64,109 @@ def parse_directory(tail: bytes, file_size: int) -> list[Member] | NeedMore:
     (_, _disk, _cd_disk, _n_here, count, cd_size, cd_offset, _clen) = struct.unpack_from(
         "<4sHHHHIIH", tail, pos
     )
+    directory_end = base + pos  # the directory ends where its end record starts
     if count == 0xFFFF or cd_size == 0xFFFFFFFF or cd_offset == 0xFFFFFFFF:
         loc = pos - 20
         if loc < 0 or tail[loc : loc + 4] != EOCD64_LOC_SIG:
             raise ZipFormatError("ZIP64 locator missing")
         (eocd64_offset,) = struct.unpack_from("<Q", tail, loc + 8)
+        if eocd64_offset + 56 > base + loc:
+            raise ZipFormatError(f"ZIP64 end record offset {eocd64_offset} is past the locator")
         rel = eocd64_offset - base
         if rel < 0:
             return NeedMore(eocd64_offset)
         if tail[rel : rel + 4] != EOCD64_SIG:
             raise ZipFormatError("ZIP64 end record missing")
         count, cd_size, cd_offset = struct.unpack_from("<QQQ", tail, rel + 32)
+        directory_end = eocd64_offset
+    if count > MAX_MEMBERS:
+        raise ZipFormatError(f"{count} entries: more than the limit of {MAX_MEMBERS}")
+    if cd_size > MAX_DIRECTORY_BYTES:
+        raise ZipFormatError(
+            f"central directory of {cd_size} bytes: more than the limit of {MAX_DIRECTORY_BYTES}"
+        )
+    if cd_offset + cd_size > directory_end:
+        raise ZipFormatError(
+            f"central directory at {cd_offset}+{cd_size} runs past its end record at "
+            f"{directory_end}"
+        )
+    if count * 46 > cd_size:
+        raise ZipFormatError(f"{count} entries cannot fit in {cd_size} directory bytes")
     rel = cd_offset - base
     if rel < 0:
         return NeedMore(cd_offset)
+    limit = rel + cd_size
     members: list[Member] = []
+    seen: set[str] = set()
     p = rel
     for _ in range(count):
-        if tail[p : p + 4] != CDIR_SIG:
+        if p + 46 > limit or tail[p : p + 4] != CDIR_SIG:
             raise ZipFormatError(f"bad central directory entry at offset {base + p}")
         (flags, method, _t, _d, crc, csize, usize, nlen, elen, clen) = struct.unpack_from(
             "<4xHHHHIIIHHH", tail, p + 4
         )
         (local,) = struct.unpack_from("<I", tail, p + 42)
-        name = tail[p + 46 : p + 46 + nlen].decode("utf-8" if flags & 0x800 else "cp437")
+        if p + 46 + nlen + elen + clen > limit:
+            raise ZipFormatError(f"central directory entry at offset {base + p} runs past it")
+        raw_name = tail[p + 46 : p + 46 + nlen]
+        try:
+            name = raw_name.decode("utf-8" if flags & 0x800 else "cp437")
+        except UnicodeDecodeError:
+            raise ZipFormatError(
+                f"entry at offset {base + p}: name {raw_name[:80]!r} is not valid UTF-8"
+            ) from None
+        if "\x00" in name or not name:
+            raise ZipFormatError(f"entry at offset {base + p}: empty name or a NUL in it")
         extra = tail[p + 46 + nlen : p + 46 + nlen + elen]
-        usize, csize, local = _zip64_sizes(extra, usize, csize, local)
+        usize, csize, local = _zip64_sizes(name, extra, usize, csize, local)
         if flags & 0x1:
             raise ZipFormatError(f"{name}: encrypted members are not supported")
+        if local + LOCAL_HEADER + csize > cd_offset:
+            raise ZipFormatError(
+                f"{name}: its data ({local}+{csize} bytes) runs into the central directory "
+                f"at {cd_offset}"
+            )
+        if usize > MAX_RATIO * csize + (1 << 16):
+            raise ZipFormatError(
+                f"{name}: {csize} compressed bytes claim to inflate to {usize} (more than the "
+                f"limit ratio of {MAX_RATIO}:1)"
+            )
+        if name in seen:
+            raise ZipFormatError(f"{name}: two entries of one name")
+        seen.add(name)
         members.append(Member(name, method, crc, csize, usize, local))
         p += 46 + nlen + elen + clen
     return members
 
 
-def _zip64_sizes(extra: bytes, usize: int, csize: int, local: int) -> tuple[int, int, int]:
+def _zip64_sizes(
+    name: str, extra: bytes, usize: int, csize: int, local: int
+) -> tuple[int, int, int]:
     i = 0
     while i + 4 <= len(extra):
         tag, length = struct.unpack_from("<HH", extra, i)
         if tag == 1:
-            j = i + 4
-            if usize == 0xFFFFFFFF:
-                (usize,) = struct.unpack_from("<Q", extra, j)
-                j += 8
-            if csize == 0xFFFFFFFF:
-                (csize,) = struct.unpack_from("<Q", extra, j)
-                j += 8
-            if local == 0xFFFFFFFF:
-                (local,) = struct.unpack_from("<Q", extra, j)
+            field = extra[i + 4 : i + 4 + length]
+            wanted = [usize == 0xFFFFFFFF, csize == 0xFFFFFFFF, local == 0xFFFFFFFF]
+            if len(field) < 8 * sum(wanted):
+                raise ZipFormatError(f"{name}: ZIP64 extra field cut short ({len(field)} bytes)")
+            values = iter(struct.unpack_from(f"<{sum(wanted)}Q", field, 0))
+            if wanted[0]:
+                usize = next(values)
+            if wanted[1]:
+                csize = next(values)
+            if wanted[2]:
+                local = next(values)
+            return usize, csize, local
         i += 4 + length
+    if 0xFFFFFFFF in (usize, csize, local):
+        raise ZipFormatError(f"{name}: sizes say ZIP64 but the entry has no ZIP64 field")
     return usize, csize, local
 
 
 def data_offset(member: Member, local_header: bytes) -> int:
     """Where the member's compressed bytes start, from its local header (30 bytes + lengths)."""
-    if local_header[:4] != LOCAL_SIG:
-        raise ZipFormatError(f"{member.name}: bad local header signature")
+    if len(local_header) < LOCAL_HEADER or local_header[:4] != LOCAL_SIG:
+        raise ZipFormatError(f"{member.name}: bad local header at offset {member.local_offset}")
     nlen, elen = struct.unpack_from("<HH", local_header, 26)
     return int(member.local_offset + LOCAL_HEADER + nlen + elen)

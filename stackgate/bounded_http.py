@@ -1,0 +1,272 @@
+"""The one way stackgate reads from a server it does not own: every GET bounded in bytes and in
+time, whatever the server says or does.
+
+- Bytes: an answer may carry at most `max_bytes` (a Content-Length above it is refused before
+  the body is read; a body that runs past it is cut off and refused).
+- Time: each request has a deadline (`Limits.request_s` plus the bytes asked for at
+  `Limits.min_rate` bytes/s), and a run of requests (one verdict, one wheelhouse) has one
+  more (`Limits.total_s`). The deadline bounds every socket operation of the request, headers
+  included: a server that sends a byte every few seconds is cut off when the deadline passes,
+  not when it stops sending. The socket timeouts of httpcore are per operation; the network
+  backend here clamps each operation's timeout to what is left of the deadline.
+
+Failures are `LimitExceeded` (naming the URL and the limit) or httpx's own errors.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import math
+import ssl
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import httpcore
+import httpx
+
+KIB = 1 << 10
+MIB = 1 << 20
+
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "stackgate_http_deadline", default=None
+)
+
+
+class LimitExceeded(Exception):
+    """A server's answer broke a bound: too many bytes, or too slow."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(f"{url}: {reason}")
+        self.url = url
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Limits:
+    request_s: float = 60.0  # base time of one request
+    min_rate: float = 128 * KIB  # bytes/s a request may take on top of request_s
+    total_s: float = 1800.0  # every request of one run together
+    connect_s: float = 15.0
+
+    def __post_init__(self) -> None:
+        for name in ("request_s", "min_rate", "total_s", "connect_s"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a positive number, not {value!r}")
+
+
+class Deadline:
+    """The end of a run of requests (monotonic clock)."""
+
+    def __init__(self, seconds: float, what: str) -> None:
+        self.seconds = seconds
+        self.what = what
+        self.end = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return self.end - time.monotonic()
+
+
+class Budget:
+    """Limits plus the run's deadline: what each request of the run may take."""
+
+    def __init__(self, limits: Limits | None = None, *, what: str = "this run") -> None:
+        self.limits = limits or Limits()
+        self.total = Deadline(self.limits.total_s, what)
+
+    def request_seconds(self, nbytes: int) -> float:
+        return self.limits.request_s + max(0, nbytes) / self.limits.min_rate
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _clamp(timeout: float | None) -> float | None:
+    end = _DEADLINE.get()
+    if end is None:
+        return timeout
+    left = end - time.monotonic()
+    if left <= 0:
+        raise _Timeout
+    return left if timeout is None else min(timeout, left)
+
+
+class _Stream(httpcore.NetworkStream):
+    def __init__(self, inner: httpcore.NetworkStream) -> None:
+        self._inner = inner
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        try:
+            return self._inner.read(max_bytes, _clamp(timeout))
+        except _Timeout:
+            raise httpcore.ReadTimeout("the request's deadline passed") from None
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        try:
+            self._inner.write(buffer, _clamp(timeout))
+        except _Timeout:
+            raise httpcore.WriteTimeout("the request's deadline passed") from None
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.NetworkStream:
+        try:
+            return _Stream(self._inner.start_tls(ssl_context, server_hostname, _clamp(timeout)))
+        except _Timeout:
+            raise httpcore.ConnectTimeout("the request's deadline passed") from None
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+class _Backend(httpcore.NetworkBackend):
+    def __init__(self) -> None:
+        self._inner = httpcore.SyncBackend()
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        try:
+            clamped = _clamp(timeout)
+        except _Timeout:
+            raise httpcore.ConnectTimeout("the request's deadline passed") from None
+        return _Stream(self._inner.connect_tcp(host, port, clamped, local_address, socket_options))
+
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore.NetworkStream:
+        raise httpcore.ConnectError("unix sockets are not used")
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+class _Transport(httpx.HTTPTransport):
+    """httpx's transport with the deadline-clamping network backend."""
+
+    def __init__(self, max_connections: int) -> None:
+        super().__init__()
+        self._pool = httpcore.ConnectionPool(
+            ssl_context=httpx.create_ssl_context(),
+            max_connections=max_connections,
+            max_keepalive_connections=max_connections,
+            keepalive_expiry=5.0,
+            network_backend=_Backend(),
+        )
+
+
+def make_client(
+    limits: Limits | None = None,
+    *,
+    max_connections: int = 16,
+    headers: Mapping[str, str] | None = None,
+    auth: httpx.Auth | None = None,
+) -> httpx.Client:
+    """A client whose requests honour the deadlines set by `get` (no proxies from the
+    environment: they would bypass the deadline)."""
+    lim = limits or Limits()
+    return httpx.Client(
+        transport=_Transport(max_connections),
+        trust_env=False,
+        timeout=httpx.Timeout(lim.request_s, connect=lim.connect_s),
+        follow_redirects=True,
+        max_redirects=5,
+        headers={"User-Agent": "stackgate", **(headers or {})},
+        auth=auth,
+    )
+
+
+@dataclass
+class Answer:
+    """An answer being read: status, headers, and its body as bounded chunks."""
+
+    url: str
+    status_code: int
+    headers: httpx.Headers
+    _response: httpx.Response
+    _max_bytes: int
+    _end: float
+    _limit_text: str
+    received: int = 0
+
+    def chunks(self) -> Iterator[bytes]:
+        """The body as it arrives (each network read), never more than max_bytes in all."""
+        length = self.headers.get("content-length", "").strip()
+        if length.isdigit() and int(length) > self._max_bytes:
+            raise LimitExceeded(
+                self.url,
+                f"the server announces {int(length)} bytes, more than {self._max_bytes} "
+                f"({self._limit_text})",
+            )
+        for chunk in self._response.iter_raw():
+            self.received += len(chunk)
+            if self.received > self._max_bytes:
+                raise LimitExceeded(
+                    self.url, f"the answer runs past {self._max_bytes} bytes ({self._limit_text})"
+                )
+            if time.monotonic() > self._end:
+                raise LimitExceeded(self.url, self._timeout_text())
+            yield chunk
+
+    def read(self) -> bytes:
+        return b"".join(self.chunks())
+
+    def _timeout_text(self) -> str:
+        return f"no complete answer within its deadline ({self._limit_text})"
+
+
+@contextmanager
+def get(
+    client: httpx.Client,
+    url: str,
+    budget: Budget,
+    *,
+    max_bytes: int,
+    expect_bytes: int | None = None,
+    headers: Mapping[str, str] | None = None,
+    limit_text: str = "",
+) -> Iterator[Answer]:
+    """GET `url`, its answer bounded to `max_bytes` and its time to the request's deadline
+    (`expect_bytes`, default max_bytes, sets it) and the run's. Deadline and size failures
+    are LimitExceeded; network failures httpx's errors."""
+    seconds = budget.request_seconds(max_bytes if expect_bytes is None else expect_bytes)
+    left = budget.total.left()
+    if left <= 0:
+        raise LimitExceeded(url, _total_text(budget))
+    end = time.monotonic() + min(seconds, left)
+    text = limit_text or f"{max_bytes} bytes, {min(seconds, left):.0f} s"
+    token = _DEADLINE.set(end)
+    try:
+        with client.stream(
+            "GET", url, headers={"Accept-Encoding": "identity", **(headers or {})}
+        ) as response:
+            yield Answer(
+                url, response.status_code, response.headers, response, max_bytes, end, text
+            )
+    except httpx.TimeoutException as exc:
+        if time.monotonic() >= end - 0.05:
+            if budget.total.left() <= 0:
+                raise LimitExceeded(url, _total_text(budget)) from None
+            raise LimitExceeded(url, f"no complete answer within its deadline ({text})") from None
+        raise exc
+    finally:
+        _DEADLINE.reset(token)
+
+
+def _total_text(budget: Budget) -> str:
+    return f"{budget.total.what} passed its {budget.total.seconds:g} s deadline"
