@@ -120,11 +120,19 @@ class AbiChecker:
     ) -> None:
         self.env = env
         self.source: ObjectSource = source if source is not None else DiskSource()
+        # what the env ships in nvidia/*/lib and torch/lib; `import torch` loads it first, and
+        # without torch only the nvidia libraries themselves find each other that way
+        self.shipped = preloaded_libraries(env.site_packages, self.source)
         self.resolver = Resolver(
-            preloaded=preloaded_libraries(env.site_packages, self.source),
+            preloaded=self.shipped,
             system_dirs=system_dirs if system_dirs is not None else system_library_dirs(),
             site_packages=self.source.real_path(env.site_packages),
             source=self.source,
+            preload_under=(
+                None
+                if "torch" in env.distributions
+                else self.source.real_path(env.site_packages / "nvidia")
+            ),
         )
         self._own_misses: dict[Path, list[Import]] = {}
         self._python = _site_python(env.site_packages)
@@ -261,7 +269,9 @@ class AbiChecker:
                 key = (requester.path, soname)
                 if key not in seen_sonames:
                     seen_sonames.add(key)
-                    findings.missing_sonames.append(MissingSoname(requester.path, soname, host))
+                    findings.missing_sonames.append(
+                        MissingSoname(requester.path, soname, host, self.shipped.get(soname))
+                    )
             scope = [*cl.order, *global_objs]
             by_name: dict[str, ElfObject] = {}
             for o in cl.order:

@@ -22,7 +22,7 @@ from validators.static.findings import MissingSoname, MissingSymbol
 from validators.static.loader import system_library_dirs
 from validators.static.overlay import designed_overlay
 from validators.static.source import ObjectSource
-from validators.static.verdict import PackageVerdict, apply_loads, classify, plan
+from validators.static.verdict import PackageVerdict, apply_loads, classify, cuda_major_of, plan
 
 MAX_LISTED = 12
 _result = functools.partial(make_result, group="static")
@@ -67,7 +67,7 @@ def abi_results(
     names = [m.symbol for m in findings.missing_symbols]
     names += [n for m in findings.missing_symbols for n in m.near_misses]
     readable = demangle.demangle(names)
-    have = set(checker.resolver.preloaded)
+    have = set(checker.shipped)
     roots = [p for p in [*extensions, *plugins]]
     verdicts = classify(env, findings, roots, have, deep=options.deep)
     seconds = time.perf_counter() - t
@@ -269,6 +269,21 @@ def _package_result(
             f"crashes at load ({', '.join(how)}): "
             + ", ".join(_step_text(r, env) for r in v.crashed)
         )
+    for name in v.undeclared_failed:
+        fails.append(
+            f"import fails: {v.label} imports {name} at import time "
+            f"({short(v.undeclared[name], env)}) without declaring it, and {name} is not installed: "
+            + "; ".join(
+                f"{_step_text(r, env)}: {r.error[:160]}"
+                for r in v.loads
+                if r.outcome == "error" and f"No module named '{name}'" in r.error
+            )[:400]
+        )
+    for name, where in v.undeclared_unconfirmed.items():
+        warns.append(
+            f"{v.label} imports {name} at import time ({short(where, env)}) without declaring "
+            f"it, and {name} is not installed (no load ran to confirm)"
+        )
     if v.crashed and v.unmet:
         fails.append("likely why: " + "; ".join(v.unmet))
     if v.symbols:
@@ -459,23 +474,49 @@ def _symbols_reason(
     return f"{head}: {'; '.join(shown)}"
 
 
+def _site_rel(path: Path) -> str:
+    """nvidia/cublas/lib/libcublas.so.12 from a path under site-packages."""
+    parts = path.parts
+    return (
+        "/".join(parts[parts.index("site-packages") + 1 :])
+        if "site-packages" in parts
+        else str(path)
+    )
+
+
 def _sonames_reason(label: str, sonames: list[MissingSoname], have: set[str]) -> str:
     """`have`: library file names the env ships where preloading finds them."""
     hints: list[str] = []
     for miss in sonames:
         base, _, major = miss.soname.rpartition(".so.")
         others = sorted(s for s in have if s.startswith(f"{base}.so.") and s != miss.soname)
-        if base and others:
-            hints.append(
-                f"{miss.soname} missing but the env has {', '.join(others)} "
-                f"(a CUDA-{major} build beside other CUDA libraries?)"
+        if not (base and others):
+            continue
+        cuda = cuda_major_of(miss.soname)
+        hints.append(
+            f"{miss.soname} missing but the env has {', '.join(others)} "
+            + (
+                f"(a CUDA-{cuda} build beside other CUDA libraries?)"
+                if cuda is not None
+                else f"(built for {base.removeprefix('lib')} {major}, the env has another major)"
             )
-    distinct = sorted({m.soname for m in sonames})
+        )
+    unreached = {m.soname: m.installed_at for m in sonames if m.installed_at is not None}
+    distinct = sorted({m.soname for m in sonames} - set(unreached))
     requesters = sorted({m.requester.name for m in sonames})
-    text = (
-        f"{label}: DT_NEEDED libraries found neither in the env nor on this host's library "
-        f"path: {', '.join(distinct[:MAX_LISTED])}"
-        + (f" (+{len(distinct) - MAX_LISTED} more)" if len(distinct) > MAX_LISTED else "")
-        + f"; needed by {', '.join(requesters[:6])}"
-    )
+    parts = []
+    if distinct:
+        parts.append(
+            "DT_NEEDED libraries found neither in the env nor on this host's library path: "
+            + ", ".join(distinct[:MAX_LISTED])
+            + (f" (+{len(distinct) - MAX_LISTED} more)" if len(distinct) > MAX_LISTED else "")
+        )
+    if unreached:
+        where = [f"{s} (at {_site_rel(p)})" for s, p in sorted(unreached.items())]
+        parts.append(
+            "DT_NEEDED libraries the env installs where its loader does not look (no "
+            "RUNPATH to them, no torch in the env to load them first): "
+            + ", ".join(where[:MAX_LISTED])
+        )
+    text = f"{label}: {'; '.join(parts)}; needed by {', '.join(requesters[:6])}"
     return text + (f" -- {'; '.join(dict.fromkeys(hints[:4]))}" if hints else "")

@@ -29,6 +29,8 @@ class MissingSoname:
     requester: Path
     soname: str
     host_provided: bool
+    # the env ships the file (nvidia/*/lib), but nothing on the requester's load path reaches it
+    installed_at: Path | None = None
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,9 @@
 Search order per soname (glibc's, with one addition):
 1. libraries the env's runtime loads before any extension: torch/lib/* and nvidia/*/lib/*
    (`import torch` dlopens them, and ld.so then matches later DT_NEEDED entries by soname
-   against already-loaded objects; sgl-kernel's extensions have no RPATH and rely on this);
+   against already-loaded objects; sgl-kernel's extensions have no RPATH and rely on this).
+   Only where something loads them: in an env without torch nothing does (cupy-cuda12x 13.4.1
+   does not search nvidia/*/lib), so there they serve only the nvidia libraries themselves;
 2. DT_RPATH of the requesting object and of the objects that loaded it (ignored when the
    requester has DT_RUNPATH), then DT_RUNPATH of the requester; $ORIGIN expanded;
 3. LD_LIBRARY_PATH is deliberately not used: a check must not depend on the caller's shell;
@@ -18,7 +20,7 @@ A candidate must be ELF of the same class and machine, as ld.so skips the others
 from __future__ import annotations
 
 import glob
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -80,6 +82,8 @@ class Resolver:
     preloaded: dict[str, Path]
     system_dirs: tuple[str, ...]
     site_packages: Path | None = None
+    # which roots (the object a load starts from) the preloaded libraries serve; None: all
+    preload_under: Path | None = None
     source: ObjectSource = field(default_factory=DiskSource)
     package_preloads: set[tuple[Path, str]] = field(default_factory=set)
     closures: dict[Path, Closure] = field(default_factory=dict)
@@ -122,12 +126,15 @@ class Resolver:
         return obj
 
     def find(
-        self, soname: str, requester: ElfObject, loaders: Iterable[ElfObject]
+        self, soname: str, requester: ElfObject, loaders: Sequence[ElfObject]
     ) -> ElfObject | None:
         if "/" in soname:
             return self._candidate(Path(soname), requester)
         pre = self.preloaded.get(soname)
-        if pre is not None:
+        root = loaders[-1] if loaders else requester
+        if pre is not None and (
+            self.preload_under is None or root.path.is_relative_to(self.preload_under)
+        ):
             found = self._candidate(pre, requester)
             if found is not None:
                 return found

@@ -30,11 +30,39 @@ from validators.static.confirm import Step, StepResult
 from validators.static.dist_check import applicable_requirements
 from validators.static.environment import Distribution, Environment
 from validators.static.findings import MissingSoname, MissingSymbol, MissingVersion, by_package
+from validators.static.imports import installed_top_levels, undeclared_imports
 
 Severity = Literal["FAIL", "WARN", "INFO", "PASS"]
 # build tags of runtime-chosen variants: cu12/, _cu13, _cuda128, -torch29 (one build per CUDA
 # major or per torch minor, the package loads the one matching the process)
 _CUDA_TAG = re.compile(r"(?:[_.-]?(?:cu|cuda)\d{2,3}x?)|(?:[_.-]?torch\d{2,3})|(?:^cu\d{2,3}$)")
+
+
+# Libraries whose soname major is the CUDA major they belong to (libcudart.so.12 is CUDA 12).
+# Not cuDNN (8, 9), cuFFT (11 in CUDA 12), cuRAND (10), cuSOLVER (11 in CUDA 12), NCCL (2).
+CUDA_MAJOR_SONAMES = frozenset(
+    {
+        "libcudart",
+        "libcublas",
+        "libcublasLt",
+        "libnvrtc",
+        "libnvJitLink",
+        "libcusparse",
+        "libcupti",
+        "libnvblas",
+        "libnppc",
+        "libnvjpeg",
+    }
+)
+
+
+def cuda_major_of(soname: str) -> int | None:
+    """12 for libcublas.so.12: the CUDA major a soname names, for the libraries whose major is
+    CUDA's; None for the others (libcudnn.so.8 is cuDNN 8, not a CUDA-8 build)."""
+    base, _, major = soname.rpartition(".so.")
+    if base not in CUDA_MAJOR_SONAMES or not major.split(".")[0].isdigit():
+        return None
+    return int(major.split(".")[0])
 
 
 def variant_key(path: Path, site: Path) -> str:
@@ -92,6 +120,9 @@ class PackageVerdict:
     needed_because: list[str] = field(default_factory=list)  # why absent libraries are needed
     loads: list[StepResult] = field(default_factory=list)  # confirming-load evidence
     confirmed: bool | None = None  # None: no load ran
+    # modules its import-time code imports that are not installed and not declared: {name: file}
+    undeclared: dict[str, Path] = field(default_factory=dict)
+    undeclared_failed: list[str] = field(default_factory=list)  # ... that `import` failed on
 
     @property
     def candidates(self) -> bool:
@@ -104,17 +135,24 @@ class PackageVerdict:
 
     @property
     def severity(self) -> Severity:
-        if self.crashed:
+        if self.crashed or self.undeclared_failed:
             return "FAIL"
         if self.candidates:
             return "FAIL" if self.confirmed is not False else "INFO"
         if self.confirmed is True:  # an import failed on an "optional" library
             return "FAIL"
-        if self.optional_sonames:
+        if self.optional_sonames or self.undeclared_unconfirmed:
             return "WARN"
         if self.variant_sonames or self.variant_objects or self.other_python or self.unmet:
             return "INFO"
         return "PASS"
+
+    @property
+    def undeclared_unconfirmed(self) -> dict[str, Path]:
+        """Undeclared imports no `import` of the package was run to confirm or refute."""
+        if any(r.step.kind == "import" and r.step.name != "torch" for r in self.loads):
+            return {}
+        return self.undeclared
 
     def objects_to_confirm(self) -> list[Path]:
         out = [m.importer for m in self.symbols] + [v.requester for v in self.versions]
@@ -220,7 +258,7 @@ def classify(
         absent_dists = _absent_requirements(env, v.dist)
         for obj, misses in missing_by_obj.items():
             other_major = any(
-                m.soname.rpartition(".so.")[0]
+                cuda_major_of(m.soname) is not None
                 and any(
                     s.startswith(m.soname.rpartition(".so.")[0] + ".so.") and s != m.soname
                     for s in shipped
@@ -229,6 +267,14 @@ def classify(
             )
             if variant_key(obj, site) in resolved_keys:  # a sibling variant resolves
                 v.variant_sonames.extend(misses)
+            elif all(m.installed_at for m in misses) and is_python_extension_path(obj, env):
+                # cupy-cuda12x 13.4.1's cublas module beside nvidia-cublas-cu12 and no torch:
+                # `import` searches RUNPATH and the system path, and nothing loads them first
+                v.needed_sonames.extend(misses)
+                v.needed_because.append(
+                    f"{obj.name} is an extension module; nothing in the env loads "
+                    "nvidia/*/lib before it (no torch) and its RUNPATH does not reach there"
+                )
             elif other_major:
                 v.needed_sonames.extend(misses)
             elif obj in load_bearing or absent_dists:
@@ -251,6 +297,7 @@ def classify(
         v.taken_down_by.append((root, broken))
         verdict(env.owner_label(broken)).takes_down.add(v.label)
     with_libs = {d.key for p in env.shared_objects() if (d := env.owner(p)) is not None}
+    installed = installed_top_levels(site)
     seen: set[str] = set()
     for p in roots:
         dist = env.owner(p)
@@ -260,6 +307,9 @@ def classify(
         unmet = _unmet_linked(env, dist, with_libs)
         if unmet or deep:
             verdict(dist.label()).unmet = unmet
+        missing = undeclared_imports(site, top_levels(dist, site), installed)
+        if missing:
+            verdict(dist.label()).undeclared = missing
     return dict(sorted(out.items()))
 
 
@@ -320,7 +370,7 @@ def plan(
         objects = v.objects_to_confirm()
         if v.unmet or deep:
             objects += roots_by_label.get(label, [])
-        wants_import = bool(objects or v.optional_sonames or v.needed_sonames)
+        wants_import = bool(objects or v.optional_sonames or v.needed_sonames or v.undeclared)
         if not wants_import:
             continue
         own: list[Step] = []
@@ -402,6 +452,11 @@ def apply_loads(
         v.loads = [by_step[s] for s in steps if s in by_step]
         objects = [r for r in v.loads if r.step.kind != "import"]
         imports = [r for r in v.loads if r.step.kind == "import"]
+        v.undeclared_failed = [
+            name
+            for name in v.undeclared
+            if any(f"No module named '{name}'" in r.error for r in imports if r.outcome == "error")
+        ]
         abi_failures = [
             r for r in objects if r.outcome == "error" and any(k in r.error for k in _ABI_ERROR)
         ]

@@ -1,0 +1,141 @@
+"""Libraries resolved the way each package's loader finds them (issue 25 item 4), on tiny real
+ELF envs (gcc) with real confirming loads.
+
+cupy-cuda12x 13.4.1 links libcublas.so.12 with no RUNPATH and does not search nvidia/*/lib:
+beside nvidia-cublas-cu12 and no torch, its cublas module cannot load; after `import torch`
+(which loads nvidia/*/lib first) it can. Its optional cudnn module needs libcudnn.so.8 where
+the env has libcudnn.so.9: cuDNN 8, not "a CUDA-8 build", and optional.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.validators import elf_env
+from tests.validators.static_run import static_results
+
+pytestmark = pytest.mark.skipif(not elf_env.have_compilers(), reason="needs gcc and g++")
+
+EXT = "cpython-312-x86_64-linux-gnu.so"
+
+
+def _nvidia_lib(site: Path, folder: str, soname: str, dist: str) -> Path:
+    lib = elf_env.gcc(
+        site / "nvidia" / folder / "lib" / soname,
+        f"int {folder}_fn(void) {{ return 1; }}\n",
+        f"-Wl,-soname,{soname}",
+    )
+    elf_env.add_dist(site, dist, "12.8.4.1", [lib])
+    return lib
+
+
+def _cupyish(tmp_path: Path, *, with_torch: bool) -> Path:
+    root = tmp_path / "env"
+    site = elf_env.new_env(root)
+    cublas = _nvidia_lib(site, "cublas", "libcublas.so.12", "nvidia-cublas-cu12")
+    cudnn9 = _nvidia_lib(site, "cudnn", "libcudnn.so.9", "nvidia-cudnn-cu12")
+    build = tmp_path / "build"
+    cudnn8 = elf_env.gcc(
+        build / "libcudnn.so.8", "int cudnn_fn(void){return 8;}\n", "-Wl,-soname,libcudnn.so.8"
+    )
+    mods = [
+        elf_env.gcc(
+            site / "cupyish" / f"cublas.{EXT}",
+            "extern int cublas_fn(void);\nint PyInit_cublas(void){return cublas_fn();}\n",
+            f"-L{cublas.parent}",
+            "-l:libcublas.so.12",
+        ),
+        elf_env.gcc(
+            site / "cupyish" / f"cudnn.{EXT}",
+            "extern int cudnn_fn(void);\nint PyInit_cudnn(void){return cudnn_fn();}\n",
+            f"-L{cudnn8.parent}",
+            "-l:libcudnn.so.8",
+        ),
+    ]
+    elf_env.add_package(site, "cupyish", mods)
+    assert cudnn9.exists()
+    if with_torch:
+        lib = elf_env.gcc(site / "torch" / "lib" / "libc10.so", "int c10(void){return 0;}\n")
+        elf_env.add_package(site, "torch", [lib])
+        (site / "torch" / "__init__.py").write_text(
+            "import ctypes, glob, os\n"
+            "site = os.path.dirname(os.path.dirname(__file__))\n"
+            "for p in sorted(glob.glob(os.path.join(site, 'nvidia', '*', 'lib', '*.so*'))):\n"
+            "    ctypes.CDLL(p, mode=ctypes.RTLD_GLOBAL)\n",
+            encoding="utf-8",
+        )
+    return root
+
+
+def test_pip_cublas_is_not_on_the_path_of_a_package_that_does_not_search_it(
+    tmp_path: Path,
+) -> None:
+    r = static_results(_cupyish(tmp_path, with_torch=False))["static.abi.cupyish"]
+    assert r.status == "FAIL", r.reason
+    assert (
+        "DT_NEEDED libraries the env installs where its loader does not look (no RUNPATH to "
+        "them, no torch in the env to load them first): libcublas.so.12 (at "
+        "nvidia/cublas/lib/libcublas.so.12)" in r.reason
+    )
+    assert "confirmed by a load: cupyish/cublas" in r.reason
+    assert "libcublas.so.12: cannot open shared object file" in r.reason
+    # the optional cuDNN 8 module is a warning, named for cuDNN
+    assert "libcudnn.so.8 missing but the env has libcudnn.so.9 (built for cudnn 8" in r.reason
+    assert "CUDA-8" not in r.reason
+
+
+def test_after_import_torch_the_same_library_is_found(tmp_path: Path) -> None:
+    r = static_results(_cupyish(tmp_path, with_torch=True))["static.abi.cupyish"]
+    assert r.status == "PASS", r.reason
+    assert r.evidence["severity"] == "WARN"
+    assert "optional:" in r.reason and "libcudnn.so.8" in r.reason
+    assert "libcublas" not in r.reason
+
+
+def _bnbish(tmp_path: Path, utils_py: str) -> Path:
+    """bitsandbytes 0.47.0's shape: a ctypes-loaded library, and an import-time module
+    (backends/utils.py, reached through `from ..utils import x`) that imports a module the
+    METADATA does not declare and the env does not have (`packaging` in a clean torch env)."""
+    root = tmp_path / "env"
+    site = elf_env.new_env(root)
+    lib = elf_env.gcc(site / "bnbish" / "libbnbish_cuda.so", "int bnb(void){return 0;}\n")
+    elf_env.add_package(site, "bnbish", [lib], requires=("numpy>=1.17",))
+    (site / "bnbish" / "__init__.py").write_text(
+        "import sys\nfrom .backends.cpu import ops as cpu_ops\n", encoding="utf-8"
+    )
+    cpu = site / "bnbish" / "backends" / "cpu"
+    cpu.mkdir(parents=True)
+    (site / "bnbish" / "backends" / "__init__.py").write_text("", encoding="utf-8")
+    (cpu / "__init__.py").write_text("", encoding="utf-8")
+    (cpu / "ops.py").write_text("import ctypes\nfrom ..utils import ipex_cpu\n", encoding="utf-8")
+    (site / "bnbish" / "backends" / "utils.py").write_text(utils_py, encoding="utf-8")
+    return root
+
+
+UNDECLARED = '"""Docstring.\nimport notinstalled_doc\n"""\nfrom notinstalled import version\nipex_cpu = None\n'
+
+
+def test_an_undeclared_import_that_fails_is_reported_as_such(tmp_path: Path) -> None:
+    env = _bnbish(tmp_path, UNDECLARED)
+    r = static_results(env)["static.abi.bnbish"]
+    assert r.status == "FAIL", r.reason
+    assert r.reason.startswith(
+        "import fails: bnbish 1.0 imports notinstalled at import time "
+        "(bnbish/backends/utils.py) without declaring it, and notinstalled is not installed: "
+        "import bnbish: ModuleNotFoundError: No module named 'notinstalled'"
+    )
+    assert "notinstalled_doc" not in r.reason  # column 0, but inside a docstring
+    # without loads: the static candidate, as a warning
+    quiet = static_results(env, confirm=False)["static.abi.bnbish"]
+    assert quiet.status == "PASS" and quiet.evidence["severity"] == "WARN", quiet.reason
+    assert "imports notinstalled at import time" in quiet.reason
+
+
+def test_a_guarded_import_is_not_a_finding(tmp_path: Path) -> None:
+    guarded = "try:\n    from notinstalled import version\nexcept ImportError:\n    pass\n"
+    env = _bnbish(tmp_path, guarded + "ipex_cpu = None\n")
+    r = static_results(env)["static.abi.bnbish"]
+    assert r.status == "PASS", r.reason
+    assert "notinstalled" not in r.reason

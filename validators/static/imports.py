@@ -1,0 +1,151 @@
+"""Modules a package imports at import time without declaring them (issue 25 item 4).
+
+bitsandbytes 0.47.0's `bitsandbytes/backends/utils.py` does `from packaging import version`
+and its METADATA requires only torch and numpy: in a clean torch 2.8 env (no `packaging`),
+`import bitsandbytes` fails while every symbol resolves. Found from the files alone:
+
+- the modules `import PKG` runs: the top-level package's `__init__.py` and, transitively, the
+  package's own modules it imports at column 0 (an unindented import runs whenever its module
+  does; an import under `try:`, `if TYPE_CHECKING:` or in a function is indented and skipped);
+- each such import whose top-level name is not the package's own, not the standard library
+  and not installed in the env is a candidate. A candidate is a finding only when the
+  confirming load's `import PKG` fails with "No module named '<name>'".
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import re
+import sys
+from pathlib import Path
+
+_IMPORT = re.compile(r"^import[ \t]+([\w.]+(?:[ \t]*,[ \t]*[\w.]+)*)", re.MULTILINE)
+_FROM = re.compile(r"^from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+(\(?[\w \t,.*]+)", re.MULTILINE)
+MAX_MODULES = 2000  # import-time modules read per package (torch's are ~1,300)
+
+
+def installed_top_levels(site: Path) -> set[str]:
+    """Importable top-level names in site-packages: packages (and namespace folders), modules
+    (`x.py`, `x.cpython-312-....so`), and the names dist-info top_level.txt files list."""
+    names: set[str] = set()
+    try:
+        entries = list(site.iterdir())
+    except OSError:
+        return names
+    for entry in entries:
+        name = entry.name
+        if name.endswith((".dist-info", ".egg-info")):
+            top = entry / "top_level.txt"
+            with contextlib.suppress(OSError):
+                names.update(n.strip() for n in top.read_text(errors="replace").splitlines())
+            continue
+        if entry.is_dir():
+            names.add(name)
+        elif name.endswith(".py") or name.endswith(".so") or ".cpython-" in name:
+            names.add(name.split(".", 1)[0])
+    return {n for n in names if n.isidentifier()}
+
+
+def _module_file(site: Path, dotted: str) -> Path | None:
+    base = site.joinpath(*dotted.split("."))
+    for candidate in (base / "__init__.py", base.with_suffix(".py")):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _package_of(site: Path, path: Path) -> str:
+    rel = path.relative_to(site).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def import_time_imports(site: Path, top: str) -> dict[str, Path]:
+    """Top-level names of modules outside `top` that `import top` imports unconditionally,
+    each with the first file that does."""
+    start = _module_file(site, top)
+    if start is None:
+        return {}
+    outside: dict[str, Path] = {}
+    seen: set[Path] = set()
+    queue = [start]
+    while queue and len(seen) < MAX_MODULES:
+        path = queue.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        module = _package_of(site, path)
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        targets: list[str] = []
+        for match in _IMPORT.finditer(text):
+            targets += [m.strip().split(" ")[0] for m in match.group(1).split(",")]
+        for match in _FROM.finditer(text):
+            dots, name, what = match.group(1), match.group(2), match.group(3)
+            if dots:
+                base = package.split(".")
+                base = base[: len(base) - (len(dots) - 1)] if len(dots) > 1 else base
+                dotted = ".".join([*base, name] if name else base)
+                # `from . import x`: x may be a submodule
+                subs = [s.strip() for s in what.strip("()").split(",") if s.strip()]
+                targets += [dotted] + [f"{dotted}.{s.split()[0]}" for s in subs if s != "*"]
+            else:
+                targets.append(name)
+        for dotted in targets:
+            first = dotted.split(".")[0]
+            if not first:
+                continue
+            if first != top:
+                outside.setdefault(first, path)
+                continue
+            found = _module_file(site, dotted)
+            if found is not None and found not in seen:
+                queue.append(found)
+            parent = dotted.rpartition(".")[0]
+            while parent:  # importing a.b.c runs a/__init__.py and a/b/__init__.py
+                init = _module_file(site, parent)
+                if init is not None and init not in seen:
+                    queue.append(init)
+                parent = parent.rpartition(".")[0]
+    return outside
+
+
+def undeclared_imports(site: Path, tops: list[str], installed: set[str]) -> dict[str, Path]:
+    """Names `import TOP` needs (for each of the distribution's top-level packages) that are
+    neither the standard library nor installed: {name: file that imports it}."""
+    stdlib = set(sys.stdlib_module_names)
+    out: dict[str, Path] = {}
+    for top in tops:
+        for name, where in import_time_imports(site, top).items():
+            if name in stdlib or name in installed or name in tops or name == "__future__":
+                continue
+            if name not in out and _imports_at_module_level(where, name):
+                out[name] = where
+    return out
+
+
+def _imports_at_module_level(path: Path, name: str) -> bool:
+    """Does `path` import `name` in a statement of its module body (the column-0 text could be
+    inside a docstring)? Parsed only for the rare candidate."""
+    try:
+        tree = ast.parse(path.read_bytes(), str(path))
+    except (OSError, SyntaxError, ValueError):
+        return False
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            if any(a.name.split(".")[0] == name for a in node.names):
+                return True
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and not node.level
+            and node.module
+            and node.module.split(".")[0] == name
+        ):
+            return True
+    return False
