@@ -3,6 +3,10 @@
 From the lock's own indexes: `uv sync --frozen`. Through mirrors (--index-map) or offline from
 a wheelhouse: the lock exported with its hashes, then `uv pip install --require-hashes
 --no-deps` of that export, so every file is still pinned by hash.
+
+Files are copied out of uv's cache (`--link-mode copy`), never hardlinked: with hardlinks an
+edit of one file in one env edits the cache and every env linked to it, and later builds copy
+the damage (issue 24 item 3; the cost is measured in benchmarks/results/link_mode.md).
 """
 
 from __future__ import annotations
@@ -15,6 +19,9 @@ from builder.lock import LockState
 from builder.uvproject import index_specs
 from stackgate.manifest import Manifest
 from stackgate.uvbin import uv_bin
+
+
+LINK_MODE = "copy"
 
 
 def requirements_path(stack_dir: Path) -> Path:
@@ -41,6 +48,8 @@ def install_commands(
             "sync",
             "--frozen",
             "--no-install-project",
+            "--link-mode",
+            LINK_MODE,
             "--python",
             python,
         ]
@@ -71,6 +80,8 @@ def install_commands(
         python,
         "--require-hashes",
         "--no-deps",
+        "--link-mode",
+        LINK_MODE,
         "-r",
         req,
     ]

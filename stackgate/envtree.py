@@ -198,7 +198,13 @@ def write_listing(env: Path, tree: Tree) -> Path:
 
 def read_listing(env: Path, *, max_bytes: int = 256 << 20) -> dict[str, tuple[str, str]] | None:
     """rel -> (kind, digest) from the env's listing; None when it has none or it is unreadable."""
-    path = env / LISTING_RELPATH
+    return read_listing_file(env / LISTING_RELPATH, max_bytes=max_bytes)
+
+
+def read_listing_file(
+    path: Path, *, max_bytes: int = 256 << 20
+) -> dict[str, tuple[str, str]] | None:
+    """A listing file (an env's, or a copy of one); None when absent or unreadable."""
     try:
         if not stat.S_ISREG(path.lstat().st_mode):
             return None

@@ -80,7 +80,9 @@ class SlurmCluster:
         return "\n".join(out)
 
 
-def _conf(root: Path, nodes: list[str], ctld_port: int, node_ports: list[int]) -> str:
+def _conf(
+    root: Path, nodes: list[str], ctld_port: int, node_ports: list[int], extra: tuple[str, ...] = ()
+) -> str:
     short = socket.gethostname().split(".")[0]
     lines = [
         "ClusterName=stackgate-ci",
@@ -105,6 +107,7 @@ def _conf(root: Path, nodes: list[str], ctld_port: int, node_ports: list[int]) -
         f"SlurmdLogFile={root}/slurmd-%n.log",
         f"SlurmctldPidFile={root}/slurmctld.pid",
         f"SlurmdPidFile={root}/slurmd-%n.pid",
+        *extra,
     ]
     for node, port in zip(nodes, node_ports, strict=True):
         # Each node claims the machine's CPUs; --exclusive gives an element a whole "node".
@@ -117,7 +120,8 @@ def _conf(root: Path, nodes: list[str], ctld_port: int, node_ports: list[int]) -
 
 
 @contextlib.contextmanager
-def slurm_cluster(nodes: list[str]) -> Iterator[SlurmCluster]:
+def slurm_cluster(nodes: list[str], extra_conf: tuple[str, ...] = ()) -> Iterator[SlurmCluster]:
+    """`extra_conf`: more slurm.conf lines (e.g. MaxArraySize=3, MinJobAge=5)."""
     # munged wants every folder on its socket's path searchable by all (pytest's tmp is 0700).
     root = Path(tempfile.mkdtemp(prefix="stackgate-slurm-"))
     root.chmod(0o755)
@@ -127,7 +131,7 @@ def slurm_cluster(nodes: list[str]) -> Iterator[SlurmCluster]:
     key.write_bytes(os.urandom(1024))
     key.chmod(0o400)
     conf = root / "slurm.conf"
-    conf.write_text(_conf(root, nodes, _free_port(), [_free_port() for _ in nodes]))
+    conf.write_text(_conf(root, nodes, _free_port(), [_free_port() for _ in nodes], extra_conf))
     cluster = SlurmCluster(root=root, nodes=nodes, conf=conf)
     logs: list[object] = []
 

@@ -90,14 +90,14 @@ def test_fleet_array_and_collector_on_real_slurm(fleet_stack: FleetStack) -> Non
         assert not jobs.exists() and not cluster.queue()  # a dry run touches nothing
         script = dry["files"]["slurm/validate.sbatch"]
         assert dry["files"]["fleet.json"].count("out_for_repair") == 1
-        assert "#SBATCH --array=0-3%3" in script and "#SBATCH --exclusive" in script
-        assert dry["commands"][0][:3] == ["sbatch", "--parsable", "--hold"]
+        assert "#SBATCH --exclusive" in script and "#SBATCH --no-requeue" in script
+        assert dry["commands"][0][:4] == ["sbatch", "--parsable", "--hold", "--array=0-3%3"]
         assert dry["commands"][1] == ["scontrol", "update", "JobId=<ARRAY_JOB_ID>_0", "NodeList=n1"]
         assert dry["commands"][-2][2] == "--dependency=afterany:<ARRAY_JOB_ID>"
 
         out = json.loads(stack.ok(*submit, "--json", env=env))
         job_dir = jobs / "ci-run"
-        array = out["submitted"]["array_job"]
+        [array] = out["submitted"]["arrays"]
         # The very scripts the dry run printed were submitted.
         assert (job_dir / "slurm" / "validate.sbatch").read_text() == script
 
@@ -117,7 +117,10 @@ def test_fleet_array_and_collector_on_real_slurm(fleet_stack: FleetStack) -> Non
         assert rows["n1"]["reported"] == "PASS" and "COMPLETED" in rows["n1"]["scheduler"]
         # A node whose validation failed is a failed element too (exit 1), seen from Slurm.
         assert rows["n5"]["reported"] == "FAIL" and "FAILED, exit 1:0" in rows["n5"]["scheduler"]
-        assert rows["n4"] == {"node": "n4", "reported": None, "phase": None, "scheduler": None}
+        assert rows["n4"] == {
+            "node": "n4", "reported": None, "phase": None,
+            "scheduler": "not submitted: slurm says drained (out_for_repair)",
+        }  # fmt: skip
 
     verdict = json.loads((job_dir / "verdict.json").read_text())
     by_node = {n["node"]: n for n in verdict["nodes"]}
@@ -189,3 +192,17 @@ def test_a_slow_node_among_healthy_peers_is_a_lemon(fleet_stack: FleetStack) -> 
     # The collector job's exit code is the verdict's: Slurm records the fleet as failed.
     collector = [line for line in states.splitlines() if "collect" in line]
     assert collector and "ExitCode=1:0" in collector[0], collector
+
+    # The lemon's record is kept as a candidate, never a known-good baseline (issue 24 item 2):
+    # gating the lemon's own slow runs against the store compares them with a healthy node.
+    store = str(stack.root / "team.sqlite")
+    listed = json.loads(stack.ok("validators", "records", "list", "--store", store, "--json"))
+    good = {r["record_id"] for r in listed if r["kind"] == "known-good"}
+    assert by_node["n6"]["record_id"] not in good and len(good) == len(nodes) - sum(
+        bool(n["lemon"]) for n in verdict["nodes"]
+    ), listed
+    runs = sorted((job_dir / "nodes" / "n6").glob("run-*.json"))
+    gate = stack.cli("validators", "gate", "fleetsmoke", *(a for r in runs for a in ("--run", str(r))),
+                     "--store", store, "--json")  # fmt: skip
+    assert gate.returncode == 1, gate.stderr
+    assert "REGRESSION" in gate.stdout, gate.stdout[-2000:]

@@ -50,6 +50,7 @@ def test_dry_run_without_pinning_submits_no_node_updates(tmp_path: Path) -> None
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     assert [c[:2] for c in out["commands"]] == [["sbatch", "--parsable"], ["sbatch", "--parsable"], ["scontrol", "release"]]
+    assert "--array=0-2%2" in out["commands"][0] and "--export=ALL,STACKGATE_FLEET_OFFSET=0" in out["commands"][0]
     script = next(v for k, v in out["files"].items() if k.endswith("validate.sbatch"))
-    assert "#SBATCH --array=0-2%2" in script and "#SBATCH --gres=gpu:8" in script
+    assert "#SBATCH --gres=gpu:8" in script and "#SBATCH --no-requeue" in script
     assert not (tmp_path / "jobs").exists()

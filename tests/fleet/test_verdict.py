@@ -12,12 +12,14 @@ from pathlib import Path
 import pytest
 
 from stackgate.errors import BadInput
+from validators.fleet.elements import Element
 from validators.fleet.outliers import find_lemons, lemon_metric
 from validators.fleet.spec import FleetSpec, expand_nodes
-from validators.fleet.status import FailedCheck, NodeStatus, write_status
+from validators.fleet.status import FailedCheck, NodeStatus, claim_attempt, write_status
 from validators.fleet.verdict import compute_verdict, host_class
 from validators.records.extract import run_metrics
-from validators.records.model import GpuInfo, HostFingerprint, Record
+from validators.records.model import BuildFacts, GpuInfo, HostFingerprint, Record
+from validators.records.store import RecordStore
 from validators.results import Report, Result
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,11 +97,13 @@ RTX = HostFingerprint(
 )
 
 
-def _record(node: str, host: HostFingerprint, metrics: dict[str, list[float]]) -> Record:
+def _record(node: str, host: HostFingerprint, metrics: dict[str, list[float]], tree: str = "a" * 64) -> Record:
     return Record(
         stack="cu130",
         created_at="2026-11-30T22:00:00+00:00",
         stackgate_version="0.1.0",
+        note=f"fleet t node {node}",
+        build=BuildFacts(lock_sha256="l" * 64, env_tree_sha256=tree, python="3.12.8"),
         host=host.model_copy(update={"hostname": node}),
         runs=8,
         metrics=metrics,
@@ -128,9 +132,11 @@ def _job(tmp_path: Path) -> FleetSpec:
         rel = f"records/cu130/{node}-{record.short_id}.json"
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(record.to_json())
+        claim_attempt(tmp_path, node, None, 0)
         write_status(tmp_path, NodeStatus(fleet_id="t", node=node, index=i, outcome="PASS", phase="done", exit_code=0, record_id=record.record_id, record_file=rel))
     failed = FailedCheck(check="runtime.nccl_latency", status="FAIL", reason="all-reduce returned wrong sums", runs=8)
-    write_status(tmp_path, NodeStatus(fleet_id="t", node="bad1", outcome="FAIL", phase="mark-good", exit_code=1, failed_checks=[failed], reasons=["run 1: runtime.nccl_latency FAIL"]))
+    claim_attempt(tmp_path, "bad1", None, 0)
+    write_status(tmp_path, NodeStatus(fleet_id="t", node="bad1", index=18, outcome="FAIL", phase="mark-good", exit_code=1, failed_checks=[failed], reasons=["run 1: runtime.nccl_latency FAIL"]))
     (tmp_path / "fleet.json").write_text(spec.to_json())
     return spec
 
@@ -151,9 +157,9 @@ def test_verdict_per_node_classes_and_lemons(tmp_path: Path) -> None:
 
 def test_a_missing_node_carries_the_schedulers_word(tmp_path: Path) -> None:
     spec = _job(tmp_path)
-    notes = {"gone1": "slurm 7_19: TIMEOUT, exit 0:15"}
-    by = {n.node: n for n in compute_verdict(spec, scheduler_notes=notes).nodes}
-    assert by["gone1"].verdict == "MISSING" and by["gone1"].reasons[-1] == notes["gone1"]
+    elements = {"gone1": Element(job="7_19", state="TIMEOUT", exit_code="0:15", node="gone1")}
+    by = {n.node: n for n in compute_verdict(spec, elements=elements).nodes}
+    assert by["gone1"].verdict == "MISSING" and by["gone1"].reasons[-1] == "slurm 7_19: TIMEOUT, exit 0:15"
 
 
 def test_a_record_changed_after_the_node_wrote_it_fails_that_node(tmp_path: Path) -> None:
@@ -181,7 +187,11 @@ def test_fleet_verdict_cli(tmp_path: Path) -> None:
     ("argv", "says"),
     [
         (["submit", "cu130", "--wheelhouse", "/nonexistent/wh", "--nodes", "a", "--jobs-root", "/tmp/j", "--dry-run"], "--wheelhouse /nonexistent/wh: no such folder"),
-        (["submit", "cu130", "--wheelhouse", ".", "--nodes", "a,b c", "--jobs-root", "/tmp/j", "--dry-run"], "nodes: Value error, not node names: b c"),
+        (["submit", "cu130", "--wheelhouse", ".", "--nodes", "a,b c", "--jobs-root", "/tmp/j", "--dry-run"], "nodes: Value error, not node names: 'b c'"),
+        # Ids and paths land on script lines: a newline there would be a shell line (issue 23).
+        (["submit", "cu130", "--wheelhouse", ".", "--nodes", "a", "--jobs-root", "/tmp/j", "--fleet-id", "x\ntouch PWNED\n#", "--dry-run"], "is not a fleet id"),
+        (["submit", "cu130", "--wheelhouse", ".", "--nodes", "a", "--jobs-root", "/tmp/j\nx", "--fleet-id", "ok", "--dry-run"], "job_dir: Value error"),
+        (["submit", "cu130", "--wheelhouse", ".", "--nodes", "a", "--jobs-root", "/tmp/j", "--fleet-id", "../up", "--dry-run"], "is not a fleet id"),
         (["submit", "cu130", "--wheelhouse", ".", "--nodes", "a,a", "--jobs-root", "/tmp/j", "--dry-run"], "listed twice: a"),
         (["verdict", "--job-dir", "/nonexistent/job"], "cannot read the fleet spec"),
     ],
@@ -205,7 +215,13 @@ def test_collect_imports_every_pass_record_once(tmp_path: Path) -> None:
     first = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False, env=env)
     assert first.returncode == 1, first.stderr  # a lemon, a FAIL and a MISSING node
     out = json.loads(first.stdout)
-    assert len(out["added"]) == 18 and out["present"] == []
-    assert (tmp_path / "job" / "verdict.json").is_file()
+    # 17 PASS nodes as known-good; the lemon (gpu03) as a candidate record, never a baseline.
+    assert len(out["added"]) == 17 and out["present"] == [] and len(out["lemons_as_candidates"]) == 1
+    assert (tmp_path / "job" / "verdict.json").is_file() and (tmp_path / "job" / "verdict.html").is_file()
     again = json.loads(subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False, env=env).stdout)
-    assert again["added"] == [] and sorted(again["present"]) == sorted(out["added"])
+    assert again["added"] == [] and sorted(again["present"]) == sorted(out["added"] + out["lemons_as_candidates"])
+    with RecordStore.open(store, read_only=True) as opened:
+        good = opened.records("cu130", "known-good")
+        [lemon] = opened.records("cu130", "candidate")
+    assert "gpu03" not in {r.host.hostname for r in good} and len(good) == 17
+    assert lemon.host.hostname == "gpu03" and "a lemon" in str(lemon.note)

@@ -16,25 +16,26 @@ import os
 from pathlib import Path
 
 from stackgate.cli import emit_json
-from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput, StackgateError
+from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.output import console_err, styled
-from validators.fleet import slurm
+from validators.fleet.elements import learn, read_submission
 from validators.fleet.node import exit_code_for, run_node
 from validators.fleet.outliers import LEMON_METRICS, MIN_PEERS
-from validators.fleet.render import render_verdict
+from validators.fleet.render import render_verdict, write_html
 from validators.fleet.spec import SPEC_FILENAME, FleetSpec, read_spec
-from validators.fleet.status import RECORDS_DIR, read_statuses
+from validators.fleet.status import read_node, status_summary
 from validators.fleet.submit import (
     execute,
     plan,
-    read_submission,
+    slurm_array_limit,
     spec_from_args,
     with_available_nodes,
 )
-from validators.fleet.verdict import FleetVerdict, compute_verdict, write_verdict
+from validators.fleet.verdict import FleetVerdict, Judged, judge, write_verdict
 from validators.gate.policy import DEFAULT_REPEATS
-from validators.records.json_files import import_dir
 from validators.records.store import RecordStore
+
+VERDICT_HTML = "verdict.html"
 
 NAME = "fleet"
 HELP = "validate a stack on many nodes via Slurm or Kubernetes; one verdict per node"
@@ -106,6 +107,9 @@ def _lemon_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--min-peers", type=int, default=MIN_PEERS, help="class size needed to call a lemon"
     )
+    parser.add_argument(
+        "--html", type=Path, default=None, metavar="FILE", help="also write the verdict page"
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -137,7 +141,9 @@ def _spec(args: argparse.Namespace) -> FleetSpec:
 
 
 def _submit(args: argparse.Namespace) -> int:
-    planned = plan(with_available_nodes(spec_from_args(args), dry_run=args.dry_run))
+    spec = with_available_nodes(spec_from_args(args), dry_run=args.dry_run)
+    limit = slurm_array_limit() if spec.scheduler == "slurm" else 0
+    planned = plan(spec, max_array=limit or 1)
     console = console_err()
     if args.dry_run:
         if args.json:
@@ -163,9 +169,10 @@ def _submit(args: argparse.Namespace) -> int:
     )
     for node, why in planned.spec.skipped.items():
         console.print(styled("  [yellow]{}[/]: {}", node, why))
-    for key in ("array_job", "collector_job"):
-        if key in submitted:
-            console.print(f"  {key.replace('_', ' ')}: {submitted[key]}", highlight=False)
+    if submitted.get("arrays"):
+        console.print(f"  array job(s): {', '.join(submitted['arrays'])}", highlight=False)
+    if submitted.get("collector_job"):
+        console.print(f"  collector job: {submitted['collector_job']}", highlight=False)
     return EXIT_OK
 
 
@@ -191,39 +198,15 @@ def _node(args: argparse.Namespace) -> int:
     return EXIT_OK if args.exit_zero else exit_code_for(status)
 
 
-def _scheduler_notes(spec: FleetSpec) -> dict[str, str]:
-    """Slurm's word on the elements, by node: why a MISSING node never reported."""
-    submitted = read_submission(spec.folder)
-    array = submitted.get("array_job")
-    if spec.scheduler != "slurm" or not array:
-        return {}
-    try:
-        states = slurm.element_states(str(array))
-    except StackgateError:  # no scontrol here (collecting on another machine): no notes
-        return {}
-    notes: dict[str, str] = {}
-    for e in states:
-        if e.task < len(spec.targets):
-            notes[spec.targets[e.task]] = (
-                f"slurm {array}_{e.task}: {e.state}, exit {e.exit_code}"
-                + (f", {e.reason}" if e.reason else "")
-            )
-    return notes
-
-
 def _status(args: argparse.Namespace) -> int:
     spec = _spec(args)
-    statuses = read_statuses(spec.folder)
-    notes = _scheduler_notes(spec)
-    rows = [
-        {
-            "node": node,
-            "reported": statuses[node].outcome if node in statuses else None,
-            "phase": statuses[node].phase if node in statuses else None,
-            "scheduler": notes.get(node),
-        }
-        for node in spec.nodes
-    ]
+    elements = learn(spec, read_submission(spec.folder))
+    rows = []
+    for node in spec.nodes:
+        element = elements.get(node)
+        row = {"node": node, **status_summary(read_node(spec.folder, node))}
+        row["scheduler"] = element.note() if element else spec.skipped.get(node)
+        rows.append(row)
     if args.json:
         emit_json({"fleet_id": spec.fleet_id, "nodes": rows})
     console = console_err()
@@ -231,6 +214,7 @@ def _status(args: argparse.Namespace) -> int:
         console.print(
             f"{row['node']}: {row['reported'] or 'not reported'}"
             + (f" ({row['phase']})" if row["phase"] else "")
+            + (f": {row['problem']}" if row.get("problem") else "")
             + (f"  [{row['scheduler']}]" if row["scheduler"] else ""),
             highlight=False,
             markup=False,
@@ -239,40 +223,64 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _finish(verdict: FleetVerdict, args: argparse.Namespace, extra: dict[str, object]) -> int:
+    if args.html is not None:
+        extra = {**extra, "html": str(write_html(args.html, verdict))}
     if args.json:
         emit_json({**verdict.model_dump(mode="json"), **extra, "ok": verdict.ok})
     render_verdict(verdict, console_err())
     return EXIT_OK if verdict.ok else EXIT_CHECK_FAILED
 
 
-def _verdict(args: argparse.Namespace, spec: FleetSpec) -> FleetVerdict:
-    return compute_verdict(
+def _judge(args: argparse.Namespace, spec: FleetSpec) -> Judged:
+    submission = read_submission(spec.folder)
+    return judge(
         spec,
-        scheduler_notes=_scheduler_notes(spec),
+        elements=learn(spec, submission),
+        submission=submission,
         patterns=args.lemon_metric or LEMON_METRICS,
         min_peers=args.min_peers,
     )
 
 
+def _lemon_note(spec: FleetSpec, node: str, verdict: FleetVerdict) -> str:
+    [mine] = [n for n in verdict.nodes if n.node == node]
+    metrics = ", ".join(f"{m.metric} {m.worse_by_pct:+.1f}%" for m in mine.lemon)
+    return f"fleet {spec.fleet_id} node {node}: a lemon ({metrics}); not a baseline"
+
+
 def _collect(args: argparse.Namespace) -> int:
+    """The verdict first (written whatever the store says), then the import: PASS records
+    that are no lemon as known-good; a lemon's as a candidate record (kept, never a baseline:
+    the gate takes known-good records only)."""
     spec = _spec(args)
-    records = spec.folder / RECORDS_DIR
-    store_path = args.store or (Path(spec.store) if spec.store else None)
-    added: list[str] = []
-    present: list[str] = []
-    with RecordStore.open(store_path) as store:
-        if records.is_dir():
-            result = import_dir(store, records)
-            added, present = result.added, result.present
-        where = store.path
-    verdict = _verdict(args, spec)
+    judged = _judge(args, spec)
+    verdict = judged.verdict
     path = write_verdict(spec.folder, verdict)
+    html = write_html(spec.folder / VERDICT_HTML, verdict)
+    lemons = [
+        r.model_copy(
+            update={"kind": "candidate", "note": _lemon_note(spec, node, verdict)}
+        ).sealed()
+        for node, r in sorted(judged.lemons().items())
+    ]
+    store_path = args.store or (Path(spec.store) if spec.store else None)
+    with RecordStore.open(store_path) as store:
+        result = store.add_many([*judged.known_good(), *lemons])
+        where = store.path
+    lemon_ids = {r.record_id for r in lemons}
+    added = [i for i in result.added if i not in lemon_ids]
     console_err().print(
-        f"imported {len(added)} record(s) into {where} ({len(present)} already there); "
-        f"verdict in {path}",
+        f"imported {len(added)} known-good record(s) into {where} ({len(result.present)} "
+        f"already there), {len(lemons)} lemon(s) as candidate records; verdict in {path}, {html}",
         highlight=False,
+        markup=False,
     )
-    extra: dict[str, object] = {"store": str(where), "added": added, "present": present}
+    extra: dict[str, object] = {
+        "store": str(where),
+        "added": added,
+        "present": result.present,
+        "lemons_as_candidates": sorted(lemon_ids),
+    }
     return _finish(verdict, args, extra)
 
 
@@ -285,4 +293,4 @@ def run(args: argparse.Namespace) -> int:
         return _status(args)
     if args.action == "collect":
         return _collect(args)
-    return _finish(_verdict(args, _spec(args)), args, {})
+    return _finish(_judge(args, _spec(args)).verdict, args, {})

@@ -4,6 +4,10 @@ Each step is the real command (`python -m builder build`, `python -m validators 
 `python -m validators mark-good`) as a subprocess, so a node does exactly what a person would
 type, and the builder's internals stay the builder's. The node writes into the job folder:
 
+    nodes/<node>/attempt-<n>.json  first: this start of the node step, claimed exclusively
+                                (a second start in one fleet run, a requeue, does not validate)
+    nodes/<node>/tree.tsv.gz    the env's file listing (the verdict names files that differ
+                                from the node's peers)
     nodes/<node>/run-<i>.json   each validation report (kept whatever the outcome)
     nodes/<node>/*.log          stderr of each step
     records/<stack>/<file>.json the node's record, when mark-good accepted it
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import time
 from collections import Counter
@@ -24,14 +29,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stackgate.envtree import LISTING_RELPATH
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK
 from stackgate.proc import Completed, run
 from validators.fleet.spec import FleetSpec
 from validators.fleet.status import (
     RECORDS_DIR,
+    TREE_LISTING,
     FailedCheck,
     NodeStatus,
     Phase,
+    claim_attempt,
     node_dir,
     write_status,
 )
@@ -54,6 +62,11 @@ def scheduler_job() -> str | None:
     if array and task:
         return f"{array}_{task}"
     return os.environ.get("SLURM_JOB_ID") or os.environ.get("JOB_NAME")
+
+
+def record_note(spec: FleetSpec, node: str) -> str:
+    """mark-good's --note: the verdict checks a node's record carries its own."""
+    return f"fleet {spec.fleet_id} node {node}"
 
 
 def _json(text: str) -> dict[str, Any] | None:
@@ -82,6 +95,7 @@ class NodeRun:
     spec: FleetSpec
     node: str
     index: int | None
+    attempt: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
     failed: list[FailedCheck] = field(default_factory=list)
 
@@ -112,6 +126,7 @@ class NodeRun:
             exit_code=code,
             seconds=dict(self.seconds),
             scheduler_job=scheduler_job(),
+            attempt=self.attempt,
             **fields,
         )
 
@@ -126,7 +141,11 @@ class NodeRun:
         if done.returncode != 0 or data is None or not data.get("env"):
             reasons = [f"build failed (exit {done.returncode})", *_error_lines(done)]
             return None, self.status("FAIL", "build", done.returncode, reasons=reasons)
-        return str(data["env"]), None
+        env = str(data["env"])
+        listing = Path(env) / LISTING_RELPATH
+        if listing.is_file() and not listing.is_symlink():
+            shutil.copyfile(listing, self.out / TREE_LISTING)
+        return env, None
 
     def validate(self, env: str) -> tuple[list[Path], NodeStatus | None]:
         spec = self.spec
@@ -172,7 +191,7 @@ class NodeRun:
         for report in reports:
             argv += ["--run", str(report)]
         argv += ["--store", str(store), "--export", str(spec.folder / RECORDS_DIR)]
-        argv += ["--note", f"fleet {spec.fleet_id} node {self.node}"]
+        argv += ["--note", record_note(spec, self.node)]
         if spec.allow_host_mismatch:
             argv.append("--allow-host-mismatch")
         done = self._cmd("mark-good", argv)
@@ -202,10 +221,25 @@ class NodeRun:
         )
 
 
+def _restarts() -> int:
+    text = os.environ.get("SLURM_RESTART_COUNT", "0")
+    return int(text) if text.isdigit() else 0
+
+
 def run_node(spec: FleetSpec, index: int | None, node: str | None = None) -> NodeStatus:
-    """The node step; always leaves a status.json (an unexpected error is a FAIL with its text)."""
+    """The node step; leaves a status.json (an unexpected error is a FAIL with its text),
+    except on a second start in one fleet run: that one validates nothing and writes no
+    status (the first may still be running); its attempt claim tells the verdict."""
     me = NodeRun(spec, node or node_name(), index)
-    me.out.mkdir(parents=True, exist_ok=True)
+    claim = claim_attempt(spec.folder, me.node, scheduler_job(), _restarts())
+    me.attempt = claim.attempt
+    if claim.attempt > 0:
+        why = (
+            f"attempt {claim.attempt} of node {me.node} in fleet run {spec.fleet_id} "
+            f"(scheduler job {claim.scheduler_job}, restarts {claim.restart_count}): a node is "
+            "validated once per fleet run; nothing was run"
+        )
+        return me.status("FAIL", "build", EXIT_CHECK_FAILED, reasons=[why])
     phase: Phase = "build"
     try:
         env, failed = me.build()

@@ -1,11 +1,20 @@
-"""The fleet verdict as text: one row per node, then the host classes and their noise."""
+"""The fleet verdict for people: a table on stderr, and one self-contained HTML page.
+
+Styles come from rich `Text` objects, never from markup in strings (every console has markup
+off, stackgate.output), so a node name or a reason is printed as it is.
+"""
 
 from __future__ import annotations
 
+from functools import cache
+from pathlib import Path
+
+import jinja2
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from stackgate.files import atomic_write_text
 from validators.fleet.verdict import FleetVerdict, NodeVerdict
 
 _STYLE = {"PASS": "green", "FAIL": "bold red", "MISSING": "yellow"}
@@ -28,15 +37,21 @@ def node_detail(node: NodeVerdict) -> str:
     return " ".join(parts)
 
 
+def label(node: NodeVerdict) -> str:
+    return "PASS (lemon)" if node.lemon else node.verdict
+
+
 def render_verdict(verdict: FleetVerdict, console: Console) -> None:
     table = Table(title=f"fleet {verdict.fleet_id}: stack {verdict.stack}")
     for col in ("node", "verdict", "host class", "why / record"):
         table.add_column(col, overflow="fold")
     for node in verdict.nodes:
-        label = "PASS (lemon)" if node.lemon else node.verdict
         style = "bold magenta" if node.lemon else _STYLE[node.verdict]
         table.add_row(
-            node.node, Text(label, style=style), node.host_class or "-", node_detail(node)
+            Text(node.node),
+            Text(label(node), style=style),
+            Text(node.host_class or "-"),
+            Text(node_detail(node)),
         )
     console.print(table)
     for cls in verdict.classes:
@@ -48,9 +63,45 @@ def render_verdict(verdict: FleetVerdict, console: Console) -> None:
                 f"run noise {n.within_pct:.2f}%, lemon beyond {n.threshold_pct:.2f}%",
                 highlight=False,
             )
+    for env in verdict.envs:
+        if env.differing:
+            console.print(
+                f"env of lock {str(env.lock_sha256)[:12]}: {len(env.differing)} node(s) differ "
+                f"from the majority tree {str(env.majority_tree)[:16]}: "
+                + ", ".join(env.differing),
+                highlight=False,
+            )
     c = verdict.counts
     console.print(
         f"{verdict.expected_nodes} node(s) expected: {c['PASS']} PASS ({c['LEMON']} lemon), "
         f"{c['FAIL']} FAIL, {c['MISSING']} MISSING",
         highlight=False,
     )
+
+
+@cache
+def _template() -> jinja2.Template:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("validators", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    return env.get_template("fleet_verdict.html.j2")
+
+
+def render_html(verdict: FleetVerdict) -> str:
+    """One page: counts, failures with reasons, lemons, nodes by host class, env hashes."""
+    by = {n.node: n for n in verdict.nodes}
+    return _template().render(
+        v=verdict,
+        failed=[n for n in verdict.nodes if n.verdict != "PASS"],
+        lemons=[n for n in verdict.nodes if n.lemon],
+        classes=[(c, [by[n] for n in c.nodes if n in by]) for c in verdict.classes],
+        detail=node_detail,
+        label=label,
+    )
+
+
+def write_html(path: Path, verdict: FleetVerdict) -> Path:
+    atomic_write_text(path, render_html(verdict))
+    return path

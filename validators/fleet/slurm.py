@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,24 +58,82 @@ def render(spec: FleetSpec) -> dict[str, str]:
     }
 
 
-def plan_commands(spec: FleetSpec, scripts_dir: Path, array_id: str = ARRAY_ID) -> list[list[str]]:
-    """Every command submit runs, in order (the array id is known only after the first)."""
-    commands = [["sbatch", "--parsable", "--hold", str(scripts_dir / ARRAY_SCRIPT)]]
-    if spec.slurm.pin:
-        commands += [
-            ["scontrol", "update", f"JobId={array_id}_{i}", f"NodeList={node}"]
-            for i, node in enumerate(spec.targets)
-        ]
+DEFAULT_MAX_ARRAY_SIZE = 1001  # Slurm's default MaxArraySize: indices 0..1000
+PIN_WORKERS = 8  # `scontrol update` calls at once (slurmctld serves RPCs on many threads)
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One array of the fleet: elements 0..count-1 are targets offset..offset+count-1."""
+
+    offset: int
+    count: int
+
+
+def chunks(targets: int, max_array_size: int) -> list[Chunk]:
+    """Slurm refuses an array index >= MaxArraySize: a fleet larger than that is several
+    arrays (each element finds its node index as offset + SLURM_ARRAY_TASK_ID)."""
+    size = max(1, max_array_size)
+    return [Chunk(o, min(size, targets - o)) for o in range(0, targets, size)]
+
+
+def max_array_size() -> int:
+    """MaxArraySize from `scontrol show config` (Slurm's default when it does not say)."""
+    done = run(["scontrol", "show", "config"], check=False)
+    match = re.search(r"^MaxArraySize\s*=\s*(\d+)", done.stdout, re.MULTILINE)
+    return int(match[1]) if done.returncode == 0 and match else DEFAULT_MAX_ARRAY_SIZE
+
+
+def array_id(i: int) -> str:
+    return ARRAY_ID if i == 0 else f"<ARRAY_JOB_ID_{i}>"
+
+
+def _array_command(spec: FleetSpec, script: Path, chunk: Chunk) -> list[str]:
+    throttle = f"%{spec.slurm.throttle}" if spec.slurm.throttle else ""
+    return [
+        "sbatch",
+        "--parsable",
+        "--hold",
+        f"--array=0-{chunk.count - 1}{throttle}",
+        # On the command line, one argv word: a path with a space needs no quoting here.
+        f"--output={spec.folder / 'logs' / 'validate-%A_%a.out'}",
+        f"--export=ALL,STACKGATE_FLEET_OFFSET={chunk.offset}",
+        str(script),
+    ]
+
+
+def plan_commands(
+    spec: FleetSpec,
+    scripts_dir: Path,
+    arrays: list[str] | None = None,
+    max_array: int = DEFAULT_MAX_ARRAY_SIZE,
+) -> list[list[str]]:
+    """Every command submit runs, in order (array ids are known only after their sbatch)."""
+    parts = chunks(len(spec.targets), max_array)
+    ids = arrays or [array_id(i) for i in range(len(parts))]
+    commands = [_array_command(spec, scripts_dir / ARRAY_SCRIPT, c) for c in parts]
+    commands += pin_commands(spec, ids, max_array)
     commands.append(
         [
             "sbatch",
             "--parsable",
-            f"--dependency=afterany:{array_id}",
+            f"--dependency=afterany:{':'.join(ids)}",
+            f"--output={spec.folder / 'logs' / 'collect-%j.out'}",
             str(scripts_dir / COLLECT_SCRIPT),
         ]
     )
-    commands.append(["scontrol", "release", array_id])
+    commands.append(["scontrol", "release", ",".join(ids)])
     return commands
+
+
+def pin_commands(spec: FleetSpec, ids: list[str], max_array: int) -> list[list[str]]:
+    if not spec.slurm.pin:
+        return []
+    size = max(1, max_array)
+    return [
+        ["scontrol", "update", f"JobId={ids[i // size]}_{i % size}", f"NodeList={node}"]
+        for i, node in enumerate(spec.targets)
+    ]
 
 
 def _released(stderr: str) -> bool:
@@ -95,29 +155,58 @@ def _job_id(stdout: str) -> str:
 
 @dataclass(frozen=True)
 class Submitted:
-    array_job: str
+    arrays: list[str]
+    offsets: list[int]
     collector_job: str
     commands: list[list[str]]
+    max_array_size: int
+
+    @property
+    def array_job(self) -> str:
+        return self.arrays[0]
 
 
-def submit(spec: FleetSpec, scripts_dir: Path) -> Submitted:
-    """Run the plan for real; the scripts must already be in scripts_dir."""
-    first, *_ = plan_commands(spec, scripts_dir)
-    array = _job_id(run(first).stdout)
-    collector = ""
-    done = [first]
+def _pin_all(commands: list[list[str]]) -> None:
+    """Every `scontrol update`, PIN_WORKERS at once; the first failure is raised."""
+    if not commands:
+        return
+    with ThreadPoolExecutor(max_workers=PIN_WORKERS) as pool:
+        for _ in pool.map(run, commands):
+            pass
+
+
+def submit(
+    spec: FleetSpec, scripts_dir: Path, *, before_release: Callable[[Submitted], None]
+) -> Submitted:
+    """Run the plan for real; the scripts must already be in scripts_dir. Held arrays, pins,
+    the collector, then `before_release` (the caller makes the job folder final), then
+    release. Any failure before the release cancels every job submitted: all or nothing."""
+    limit = max_array_size()
+    parts = chunks(len(spec.targets), limit)
+    arrays: list[str] = []
+    done: list[list[str]] = []
     try:
-        for argv in plan_commands(spec, scripts_dir, array)[1:]:
-            result = run(argv, check=argv[1] != "release")
+        for chunk in parts:
+            argv = _array_command(spec, scripts_dir / ARRAY_SCRIPT, chunk)
+            arrays.append(_job_id(run(argv).stdout))
             done.append(argv)
-            if argv[0] == "sbatch":
-                collector = _job_id(result.stdout)
-            elif result.returncode != 0 and not _released(result.stderr):
-                raise CommandFailed(argv, result.returncode, result.stdout, result.stderr)
+        *rest, release = plan_commands(spec, scripts_dir, arrays, limit)[len(parts) :]
+        pins, collect = rest[:-1], rest[-1]
+        _pin_all(pins)
+        done += pins
+        collector = _job_id(run(collect).stdout)
+        done.append(collect)
+        submitted = Submitted(arrays, [c.offset for c in parts], collector, done, limit)
+        before_release(submitted)
     except (StackgateError, OSError):
-        run(["scancel", array], check=False)
+        if arrays:
+            run(["scancel", *arrays], check=False)
         raise
-    return Submitted(array, collector, done)
+    result = run(release, check=False)
+    if result.returncode != 0 and not _released(result.stderr):
+        run(["scancel", *arrays], check=False)
+        raise CommandFailed(release, result.returncode, result.stdout, result.stderr)
+    return Submitted(arrays, submitted.offsets, collector, [*done, release], limit)
 
 
 _UNAVAILABLE = ("down", "drain", "fail", "maint", "inval", "future", "unknown", "power")
@@ -158,38 +247,92 @@ _FIELD = re.compile(r"(\w+)=(\S*)")
 
 @dataclass(frozen=True)
 class ElementState:
+    array: str
     task: int
     state: str
     node: str | None
     exit_code: str | None
     reason: str | None
+    source: str = "scontrol"
+
+    @property
+    def job(self) -> str:
+        return f"{self.array}_{self.task}"
 
 
 def parse_show_job(text: str) -> list[ElementState]:
-    """Elements of an array from `scontrol show job -o <A>` (one line per job record)."""
+    """Elements of arrays from `scontrol show job -o <A>` (one line per job record)."""
     out: list[ElementState] = []
     for line in text.splitlines():
         fields = dict(_FIELD.findall(line))
         task = fields.get("ArrayTaskId", "")
-        if not task.isdigit():
+        array = fields.get("ArrayJobId", "")
+        if not task.isdigit() or not array.isdigit():
             continue  # a still-pending remainder prints as e.g. 0-3%2
         node = fields.get("NodeList")
         reason = fields.get("Reason")
         out.append(
             ElementState(
+                array=array,
                 task=int(task),
                 state=fields.get("JobState", "UNKNOWN"),
-                node=None if node in (None, "(null)") else node,
+                node=None if node in (None, "(null)", "None assigned") else node,
                 exit_code=fields.get("ExitCode"),
                 reason=None if reason in (None, "None") else reason,
             )
         )
-    return sorted(out, key=lambda e: e.task)
+    return sorted(out, key=lambda e: (e.array, e.task))
 
 
-def element_states(array_job: str) -> list[ElementState]:
-    """What Slurm says about each element; [] when it no longer knows the job."""
-    done = run(["scontrol", "show", "job", "-o", array_job], check=False)
-    if done.returncode != 0:
-        return []
-    return parse_show_job(done.stdout)
+_SACCT_JOB = re.compile(r"^(\d+)_(\d+)\Z")
+
+
+def parse_sacct(text: str) -> list[ElementState]:
+    """Elements from `sacct -n -P -X -o JobID,State,ExitCode,NodeList,Reason -j A,...`."""
+    out: list[ElementState] = []
+    for line in text.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) != 5:
+            continue
+        match = _SACCT_JOB.match(parts[0])
+        if match is None:
+            continue  # a pending remainder (A_[0-3]) or a step line
+        state = parts[1].split()[0] if parts[1].strip() else "UNKNOWN"  # "CANCELLED by 0"
+        node, reason = parts[3], parts[4]
+        out.append(
+            ElementState(
+                array=match[1],
+                task=int(match[2]),
+                state=state,
+                node=None if node in ("", "None assigned", "(null)") else node,
+                exit_code=parts[2] or None,
+                reason=None if reason in ("", "None") else reason,
+                source="sacct",
+            )
+        )
+    return sorted(out, key=lambda e: (e.array, e.task))
+
+
+def element_states(arrays: list[str]) -> list[ElementState]:
+    """What Slurm says about each element: `scontrol show job` while slurmctld remembers the
+    job (MinJobAge, 300 s by default, after it ended), else `sacct` where accounting exists;
+    [] when neither knows (callers keep what they learned before)."""
+    found: list[ElementState] = []
+    forgotten: list[str] = []
+    for array in arrays:
+        done = run(["scontrol", "show", "job", "-o", array], check=False)
+        states = parse_show_job(done.stdout) if done.returncode == 0 else []
+        if states:
+            found += states
+        else:
+            forgotten.append(array)
+    if forgotten:
+        fields = "JobID,State,ExitCode,NodeList,Reason"
+        argv = ["sacct", "-n", "-P", "-X", "-o", fields, "-j", ",".join(forgotten)]
+        try:
+            done = run(argv, check=False)
+        except StackgateError:  # no sacct on this machine
+            return found
+        if done.returncode == 0:
+            found += parse_sacct(done.stdout)
+    return found

@@ -10,6 +10,7 @@ import argparse
 import json
 import logging
 import secrets
+import shutil
 import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -19,16 +20,17 @@ from typing import Any
 from pydantic import ValidationError
 
 from stackgate.errors import BadInput, EnvironmentProblem, StackgateError
+from stackgate.files import atomic_write_text
 from stackgate.loading import load_stack
 from stackgate.model import validation_problems
 from stackgate.paths import project_root
 from stackgate.proc import run
 from validators.fleet import kube, slurm
+from validators.fleet.elements import SUBMISSION_FILENAME
 from validators.fleet.spec import SPEC_FILENAME, FleetSpec, KubeOptions, SlurmOptions, expand_nodes
 
 log = logging.getLogger("stackgate.fleet")
 
-SUBMISSION_FILENAME = "submission.json"
 SCRIPTS_DIR = "slurm"
 MANIFEST_FILENAME = "kubernetes.json"
 
@@ -129,12 +131,20 @@ def with_available_nodes(spec: FleetSpec, *, dry_run: bool) -> FleetSpec:
     return spec.model_copy(update={"skipped": skipped})
 
 
-def plan(spec: FleetSpec) -> Plan:
+def slurm_array_limit() -> int:
+    """Slurm's MaxArraySize where Slurm answers; its default where not (a dry run elsewhere)."""
+    try:
+        return slurm.max_array_size()
+    except StackgateError:
+        return slurm.DEFAULT_MAX_ARRAY_SIZE
+
+
+def plan(spec: FleetSpec, *, max_array: int = slurm.DEFAULT_MAX_ARRAY_SIZE) -> Plan:
     files = {SPEC_FILENAME: spec.to_json()}
     if spec.scheduler == "slurm":
         for name, text in slurm.render(spec).items():
             files[f"{SCRIPTS_DIR}/{name}"] = text
-        commands = slurm.plan_commands(spec, spec.folder / SCRIPTS_DIR)
+        commands = slurm.plan_commands(spec, spec.folder / SCRIPTS_DIR, max_array=max_array)
     else:
         if spec.kubernetes is None:
             raise BadInput("--scheduler kubernetes needs --image (the stackgate image)")
@@ -145,36 +155,72 @@ def plan(spec: FleetSpec) -> Plan:
 
 
 def execute(planned: Plan) -> dict[str, Any]:
-    """Write the job folder, then submit; returns what submission.json records."""
+    """Write the job folder and submit, all or nothing; returns what submission.json records.
+
+    The folder is written as `.<fleet-id>.partial-<random>` beside its final place and renamed
+    into place only once every job is submitted (held) and submission.json is in it; then the
+    arrays are released. A failure before that cancels what was submitted and removes the
+    partial folder: no half-written job folder, and the same --fleet-id can be retried.
+    """
     folder = planned.spec.folder
-    if folder.exists():
+    if folder.exists() or folder.is_symlink():
         raise BadInput(f"{folder}: the job folder exists already (give another --fleet-id)")
-    (folder / "logs").mkdir(parents=True)
-    for rel, text in planned.files.items():
-        target = folder / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
-    submitted: dict[str, Any]
-    if planned.spec.scheduler == "slurm":
-        done = slurm.submit(planned.spec, folder / SCRIPTS_DIR)
-        submitted = {
-            "scheduler": "slurm",
-            "array_job": done.array_job,
-            "collector_job": done.collector_job,
-            "commands": done.commands,
-        }
-    else:
-        for argv in planned.commands:
-            run(argv)
-        submitted = {"scheduler": "kubernetes", "commands": planned.commands}
-    (folder / SUBMISSION_FILENAME).write_text(json.dumps(submitted, indent=2) + "\n", "utf-8")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    partial = folder.with_name(f".{folder.name}.partial-{secrets.token_hex(4)}")
+    (partial / "logs").mkdir(parents=True)
+    try:
+        for rel, text in planned.files.items():
+            target = partial / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+        if planned.spec.scheduler == "slurm":
+            submitted = _submit_slurm(planned, partial)
+        else:
+            _finish_folder(
+                partial, folder, {"scheduler": "kubernetes", "commands": planned.commands}
+            )
+            for argv in planned.commands:
+                run(argv)
+            submitted = {"scheduler": "kubernetes", "commands": planned.commands}
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
     return submitted
 
 
-def read_submission(job_dir: Path) -> dict[str, Any]:
-    path = job_dir / SUBMISSION_FILENAME
+def _submit_slurm(planned: Plan, partial: Path) -> dict[str, Any]:
+    folder = planned.spec.folder
+    record: dict[str, Any] = {}
+
+    def finish(done: slurm.Submitted) -> None:
+        # The scripts were read by sbatch from the partial folder; say where they live now.
+        commands = [[a.replace(str(partial), str(folder)) for a in argv] for argv in done.commands]
+        record.update(
+            scheduler="slurm",
+            arrays=done.arrays,
+            offsets=done.offsets,
+            max_array_size=done.max_array_size,
+            collector_job=done.collector_job,
+            commands=commands,
+        )
+        _finish_folder(partial, folder, record)
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+        done = slurm.submit(planned.spec, partial / SCRIPTS_DIR, before_release=finish)
+    except BaseException:
+        if not partial.exists() and folder.exists():  # renamed, then the release failed
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+    release = [a.replace(str(partial), str(folder)) for a in done.commands[-1]]
+    record["commands"].append(release)
+    atomic_write_text(folder / SUBMISSION_FILENAME, json.dumps(record, indent=2) + "\n")
+    return record
+
+
+def _finish_folder(partial: Path, folder: Path, submitted: dict[str, Any]) -> None:
+    """submission.json, then the rename that makes the job folder exist (refused if taken)."""
+    (partial / SUBMISSION_FILENAME).write_text(json.dumps(submitted, indent=2) + "\n", "utf-8")
+    try:
+        partial.rename(folder)  # an empty folder in the way would be replaced: checked before
+    except OSError as exc:
+        raise BadInput(f"{folder}: cannot make the job folder: {exc.strerror or exc}") from None

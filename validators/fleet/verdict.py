@@ -1,8 +1,11 @@
 """One verdict per node of the fleet run, read only from the job folder.
 
-- PASS: the node's status says mark-good accepted it and its record reads back intact;
+- PASS: the node's status says mark-good accepted it, its record reads back intact, and both
+  are bound to this node and this fleet run (checks.py); its env is the one its peers built;
 - FAIL: the node says which step stopped it and why (the failed checks of its runs, or the
-  build's or mark-good's own words);
+  build's or mark-good's own words); or its files cannot be trusted (unreadable, another
+  node's, another run's, contradicted by the scheduler, two attempts), naming the file; or its
+  env's tree hash differs from the majority of the nodes that built the same lock;
 - MISSING: an expected node that never wrote a status (never ran, killed, lost its disk);
   the scheduler's view of it is attached when there is one.
 
@@ -15,19 +18,22 @@ metrics that set it apart.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
 
-from stackgate.errors import BadInput
+from stackgate.envtree import read_listing_file
 from stackgate.files import atomic_write_text
 from stackgate.model import StrictModel
+from validators.fleet.checks import Expected, judge_node
+from validators.fleet.elements import Element, Submission
 from validators.fleet.outliers import LEMON_METRICS, MIN_PEERS, find_lemons
 from validators.fleet.spec import FleetSpec
-from validators.fleet.status import FailedCheck, NodeStatus, read_statuses
-from validators.records.json_files import read_record_file
+from validators.fleet.status import TREE_LISTING, FailedCheck, node_dir, reported_nodes
 from validators.records.model import HostFingerprint, Record
 
 VERDICT_FILENAME = "verdict.json"
@@ -51,6 +57,8 @@ class NodeVerdict(StrictModel):
     host_class: str | None = None
     lemon: list[LemonMetric] = Field(default_factory=list)
     expected: bool = Field(default=True, description="False: reported but not in the node set")
+    env_tree: str | None = Field(default=None, description="the env's tree sha256 (PASS)")
+    scheduler: str | None = Field(default=None, description="the scheduler's word on it")
 
 
 class ClassNoise(StrictModel):
@@ -69,6 +77,15 @@ class HostClass(StrictModel):
     note: str | None = None
 
 
+class EnvGroup(StrictModel):
+    """The nodes that built one lock (same Python, topology): they must hold one tree."""
+
+    lock_sha256: str | None
+    majority_tree: str | None
+    trees: dict[str, int] = Field(description="tree sha256 -> nodes")
+    differing: list[str] = Field(default_factory=list, description="nodes FAILed for it")
+
+
 class FleetVerdict(StrictModel):
     schema_version: Literal[1] = 1
     fleet_id: str
@@ -77,6 +94,7 @@ class FleetVerdict(StrictModel):
     counts: dict[str, int]
     nodes: list[NodeVerdict]
     classes: list[HostClass]
+    envs: list[EnvGroup] = Field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -91,63 +109,74 @@ def host_class(host: HostFingerprint) -> str:
     return f"{host.gpu.count}x {model} (CC {ccs}, {host.interconnect}, driver {driver})"
 
 
-def _pass_or_fail(status: NodeStatus, job_dir: Path) -> tuple[NodeVerdict, Record | None]:
-    if status.outcome != "PASS":
-        return (
-            NodeVerdict(
-                node=status.node,
-                verdict="FAIL",
-                phase=status.phase,
-                reasons=status.reasons,
-                failed_checks=status.failed_checks,
-            ),
-            None,
-        )
-    if status.record_file is None:
-        reasons = ["the node says PASS but names no record file"]
-        return NodeVerdict(node=status.node, verdict="FAIL", phase="collect", reasons=reasons), None
-    try:
-        record = read_record_file(job_dir / status.record_file)
-    except BadInput as exc:
-        return (
-            NodeVerdict(node=status.node, verdict="FAIL", phase="collect", reasons=exc.lines()),
-            None,
-        )
-    verdict = NodeVerdict(
-        node=status.node,
-        verdict="PASS",
-        phase=status.phase,
-        record_id=record.record_id,
-        host_class=host_class(record.host),
-        failed_checks=status.failed_checks,
-    )
-    return verdict, record
+@dataclass(frozen=True)
+class Judged:
+    """The verdict and the records of its PASS nodes, by node (collect imports them)."""
+
+    verdict: FleetVerdict
+    records: dict[str, Record]
+
+    def known_good(self) -> list[Record]:
+        """Records fit to be a baseline: PASS and not a lemon."""
+        by_node = {n.node: n for n in self.verdict.nodes}
+        return [r for node, r in self.records.items() if not by_node[node].lemon]
+
+    def lemons(self) -> dict[str, Record]:
+        by_node = {n.node: n for n in self.verdict.nodes}
+        return {node: r for node, r in self.records.items() if by_node[node].lemon}
 
 
 def compute_verdict(
     spec: FleetSpec,
     *,
-    scheduler_notes: Mapping[str, str] | None = None,
+    elements: Mapping[str, Element] | None = None,
+    submission: Submission | None = None,
     patterns: Sequence[str] = LEMON_METRICS,
     min_peers: int = MIN_PEERS,
 ) -> FleetVerdict:
-    job_dir = spec.folder
-    statuses = read_statuses(job_dir)
+    return judge(
+        spec, elements=elements, submission=submission, patterns=patterns, min_peers=min_peers
+    ).verdict
+
+
+def judge(
+    spec: FleetSpec,
+    *,
+    elements: Mapping[str, Element] | None = None,
+    submission: Submission | None = None,
+    patterns: Sequence[str] = LEMON_METRICS,
+    min_peers: int = MIN_PEERS,
+) -> Judged:
+    expected = Expected.of(spec, submission, elements or {})
     verdicts: dict[str, NodeVerdict] = {}
     records: dict[str, Record] = {}
-    for node in [*spec.nodes, *sorted(set(statuses) - set(spec.nodes))]:
-        status = statuses.get(node)
-        if status is None:
-            note = spec.skipped.get(node) or (scheduler_notes or {}).get(node)
-            reasons = ["never reported (no nodes/<node>/status.json)"] + ([note] if note else [])
-            verdicts[node] = NodeVerdict(node=node, verdict="MISSING", reasons=reasons)
-            continue
-        verdict, record = _pass_or_fail(status, job_dir)
-        if node not in spec.nodes:
-            verdict = verdict.model_copy(update={"expected": False})
-        verdicts[node] = verdict
-        if record is not None:
+    listed = set(spec.nodes)
+    strangers = [n for n in reported_nodes(spec.folder) if n not in listed]
+    for node in [*spec.nodes, *strangers]:
+        judged = judge_node(expected, node)
+        verdict = NodeVerdict(
+            node=node,
+            verdict=judged.verdict,
+            phase=judged.phase,
+            reasons=judged.reasons,
+            failed_checks=judged.failed_checks,
+            expected=node in listed,
+            scheduler=judged.scheduler,
+        )
+        if judged.record is not None:
+            record = judged.record
+            verdict = verdict.model_copy(
+                update={
+                    "record_id": record.record_id,
+                    "host_class": host_class(record.host),
+                    "env_tree": record.build.env_tree_sha256,
+                }
+            )
             records[node] = record
+        verdicts[node] = verdict
+    envs = _env_groups(spec.folder, verdicts, records)
+    for node in {n for g in envs for n in g.differing}:
+        records.pop(node, None)
     classes = _classes(verdicts, records, patterns, min_peers)
     for _cls, lemons in classes:
         for node, found in lemons.items():
@@ -156,14 +185,93 @@ def compute_verdict(
     for v in verdicts.values():
         counts[v.verdict] += 1
         counts["LEMON"] += bool(v.lemon)
-    return FleetVerdict(
+    fleet = FleetVerdict(
         fleet_id=spec.fleet_id,
         stack=spec.stack_name,
         expected_nodes=len(spec.nodes),
         counts=counts,
         nodes=list(verdicts.values()),
         classes=[cls for cls, _ in classes],
+        envs=envs,
     )
+    return Judged(fleet, records)
+
+
+def _env_key(record: Record) -> tuple[str | None, str | None, str | None]:
+    return (record.build.lock_sha256, record.build.python, record.build.topology)
+
+
+def _env_groups(
+    job_dir: Path, verdicts: dict[str, NodeVerdict], records: Mapping[str, Record]
+) -> list[EnvGroup]:
+    """Nodes that built one lock must hold one env: a node whose tree hash differs from the
+    majority's is FAIL (in place: `verdicts` is updated), naming the files that differ. With
+    no majority (a tie) every node of the group that differs from another is FAIL."""
+    groups: dict[tuple[str | None, str | None, str | None], list[str]] = {}
+    for node, record in records.items():
+        if record.build.env_tree_sha256:
+            groups.setdefault(_env_key(record), []).append(node)
+    out: list[EnvGroup] = []
+    for key, nodes in sorted(groups.items(), key=lambda kv: str(kv[0])):
+        trees = Counter(str(records[n].build.env_tree_sha256) for n in nodes)
+        [(top, count)] = trees.most_common(1)
+        majority = top if count * 2 > len(nodes) else None
+        differing = sorted(
+            n for n in nodes if len(trees) > 1 and records[n].build.env_tree_sha256 != majority
+        )
+        peer = next((n for n in nodes if records[n].build.env_tree_sha256 == majority), None)
+        for node in differing:
+            verdicts[node] = _tree_fail(
+                job_dir, verdicts[node], records[node], peer, majority, len(nodes)
+            )
+        out.append(
+            EnvGroup(
+                lock_sha256=key[0], majority_tree=majority, trees=dict(trees), differing=differing
+            )
+        )
+    return out
+
+
+def _tree_fail(
+    job_dir: Path,
+    verdict: NodeVerdict,
+    record: Record,
+    peer: str | None,
+    majority: str | None,
+    nodes: int,
+) -> NodeVerdict:
+    mine = str(record.build.env_tree_sha256)
+    if majority is None:
+        why = f"env tree {mine[:16]}: the {nodes} nodes that built this lock disagree, no majority"
+    else:
+        why = (
+            f"env tree {mine[:16]} differs from its peers' {majority[:16]} (the majority of "
+            f"{nodes} nodes that built lock {str(record.build.lock_sha256)[:12]})"
+        )
+    reasons = [why, *_differing_files(job_dir, verdict.node, peer)]
+    return verdict.model_copy(
+        update={"verdict": "FAIL", "phase": "collect", "reasons": reasons, "host_class": None}
+    )
+
+
+def _differing_files(job_dir: Path, node: str, peer: str | None, limit: int = 10) -> list[str]:
+    if peer is None:
+        return []
+    mine = read_listing_file(node_dir(job_dir, node) / TREE_LISTING)
+    theirs = read_listing_file(node_dir(job_dir, peer) / TREE_LISTING)
+    if mine is None or theirs is None:
+        return [f"(no file listing to compare: nodes/{node}/{TREE_LISTING} or nodes/{peer}/)"]
+    out: list[str] = []
+    for rel in sorted(set(mine) | set(theirs)):
+        if mine.get(rel) == theirs.get(rel):
+            continue
+        what = (
+            "only here" if rel not in theirs else "missing here" if rel not in mine else "differs"
+        )
+        out.append(f"{what} (vs {peer}): {rel}")
+        if len(out) >= limit:
+            break
+    return out
 
 
 def _classes(

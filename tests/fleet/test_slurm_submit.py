@@ -1,0 +1,95 @@
+"""`fleet submit` on a real Slurm, the submit side (issue 24 items 4-6, issue 23 section 4):
+
+- a submit Slurm refuses (a partition it does not have) leaves no job folder and no job, and
+  the same --fleet-id then submits;
+- a fleet larger than MaxArraySize (3 here) is several arrays, each element pinned to its node,
+  every element `--no-requeue` (Requeue=0: a NODE_FAIL never runs a node twice);
+- a --jobs-root with a space lands in --output as one argv word; the logs go there;
+- the reasons Slurm gives (CANCELLED) are kept in scheduler.json and still in the verdict after
+  slurmctld forgot the jobs (MinJobAge) and with no accounting (sacct says it is disabled).
+No node does real work here: the arrays are cancelled as soon as they are released.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from tests.fleet.conftest import FleetStack
+from tests.fleet.slurm_cluster import SlurmCluster, slurm_cluster
+from tests.helpers.interpreter import base_python
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+NODES = ["n1", "n2", "n3", "n4", "n5"]
+
+
+def _wait(predicate: object, timeout: float, what: str, cluster: SlurmCluster) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out: {what}\nqueue: {cluster.queue()}\n{cluster.logs()}")
+
+
+def test_submit_is_all_or_nothing_chunked_pinned_and_reasons_outlive_slurm(fleet_stack: FleetStack) -> None:
+    stack = fleet_stack
+    jobs = stack.root / "jobs root"  # a space: must reach sbatch as one word
+    submit = [
+        "validators", "fleet", "submit", "fleetsmoke",
+        "--wheelhouse", str(stack.wheelhouse), "--nodes", "n[1-5]", "--jobs-root", str(jobs),
+        "--local-root", str(stack.root / "local" / "{node}"), "--runs", "1",
+        "--build-python", base_python(), "--allow-host-mismatch", "--fleet-id", "chunked",
+        "--store", str(stack.root / "team.sqlite"),
+    ]  # fmt: skip
+    extra = ("MaxArraySize=3", "MinJobAge=20")  # the collector runs well within 20 s
+    with slurm_cluster(NODES, extra_conf=extra) as cluster:
+        env = {"SLURM_CONF": str(cluster.conf)}
+        refused = stack.cli(*submit, "--partition", "nosuch", env=env)
+        assert refused.returncode == 3, refused.stderr
+        assert "nosuch" in refused.stderr or "partition" in refused.stderr.lower()
+        assert not jobs.exists() or list(jobs.iterdir()) == [], list(jobs.iterdir())
+        assert cluster.queue() == []  # nothing held behind
+
+        out = json.loads(stack.ok(*submit, "--json", env=env))
+        submitted = out["submitted"]
+        arrays = submitted["arrays"]
+        job_dir = jobs / "chunked"
+        # Cancel at once: this test is about what Slurm was asked and what it says after.
+        cluster.cmd("scancel", *arrays)
+        assert len(arrays) == 2 and submitted["offsets"] == [0, 3], submitted
+        assert submitted["max_array_size"] == 3
+        sbatch = [c for c in submitted["commands"] if c[0] == "sbatch"]
+        assert "--array=0-2" in sbatch[0] and "--array=0-1" in sbatch[1]
+        assert f"--output={job_dir}/logs/validate-%A_%a.out" in sbatch[0]
+        assert sbatch[2][2] == f"--dependency=afterany:{arrays[0]}:{arrays[1]}"
+        pins = [c[2:] for c in submitted["commands"] if c[:2] == ["scontrol", "update"]]
+        assert pins == [
+            [f"JobId={arrays[0]}_0", "NodeList=n1"], [f"JobId={arrays[0]}_1", "NodeList=n2"],
+            [f"JobId={arrays[0]}_2", "NodeList=n3"], [f"JobId={arrays[1]}_0", "NodeList=n4"],
+            [f"JobId={arrays[1]}_1", "NodeList=n5"],
+        ]  # fmt: skip
+        assert sorted(p.name for p in jobs.iterdir()) == ["chunked"]  # no partial folder left
+        shown = cluster.cmd("scontrol", "show", "job", "-o", arrays[1]).stdout
+        assert "Requeue=0" in shown and "Requeue=1" not in shown, shown
+
+        # The collector (afterany) runs once the arrays ended; it learns the CANCELLED states.
+        _wait(lambda: (job_dir / "verdict.json").exists(), 120, "the collector", cluster)
+        assert cluster.wait_idle(60), cluster.queue()
+        learned = json.loads((job_dir / "scheduler.json").read_text())["elements"]
+        assert learned["n4"]["job"] == f"{arrays[1]}_0" and learned["n4"]["state"] == "CANCELLED"
+        # slurmctld forgets the jobs after MinJobAge (its purge runs about once a minute).
+        _wait(lambda: cluster.cmd("scontrol", "show", "job", arrays[0], check=False).returncode != 0,
+              150, "slurmctld to forget the array", cluster)  # fmt: skip
+        sacct = cluster.cmd("sacct", "-j", arrays[0], check=False)
+        assert sacct.returncode != 0, sacct.stdout  # no accounting on this cluster
+        done = stack.cli("validators", "fleet", "verdict", "--job-dir", str(job_dir), "--json", env=env)
+    assert done.returncode == 1, done.stderr
+    by = {n["node"]: n for n in json.loads(done.stdout)["nodes"]}
+    assert all(n["verdict"] in ("MISSING", "FAIL") for n in by.values()), by
+    for node in NODES:  # Slurm's word, kept although Slurm forgot it
+        assert str(by[node]["scheduler"]).startswith(f"slurm {learned[node]['job']}: CANCELLED"), by[node]
+    assert json.loads((job_dir / "scheduler.json").read_text())["elements"] == learned
