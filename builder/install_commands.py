@@ -20,7 +20,6 @@ from builder.uvproject import index_specs
 from stackgate.manifest import Manifest
 from stackgate.uvbin import uv_bin
 
-
 LINK_MODE = "copy"
 
 
