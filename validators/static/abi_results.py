@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import functools
+import mmap
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,13 +15,15 @@ from packaging.utils import canonicalize_name
 from validators.results import Result, Status, make_result
 from validators.static import demangle
 from validators.static.abi_check import AbiChecker, AbiFindings
-from validators.static.confirm import StepResult, run_steps
+from validators.static.confirm import LoadRun, Step, StepResult, run_steps
 from validators.static.dist_check import dependents
 from validators.static.driver_stub import StubBuildError, build_stubs
+from validators.static.driver_userland import ENV_VAR as USERLAND_VAR
+from validators.static.driver_userland import find_userland
 from validators.static.elf_symbols import ElfReadError
 from validators.static.environment import Environment
 from validators.static.findings import MissingSoname, MissingSymbol
-from validators.static.loader import system_library_dirs
+from validators.static.loader import HOST_PROVIDED, closure, system_library_dirs
 from validators.static.overlay import designed_overlay
 from validators.static.source import ObjectSource
 from validators.static.verdict import PackageVerdict, apply_loads, classify, cuda_major_of, plan
@@ -74,7 +78,9 @@ def abi_results(
     load_note, load_seconds = "", 0.0
     if options.confirm and source is None:
         native = [r for r in roots if _native(checker, r, env)]  # no aarch64 stubs to load
-        load_note, load_seconds = _confirm(env, verdicts, native, findings, options)
+        load_note, load_seconds = _confirm(
+            env, verdicts, native, findings, options, functools.partial(_reaches_driver, checker)
+        )
     out = [
         # One resolution serves every package: its time is the summary's, not each package's.
         _package_result(env, v, relevant, readable, have, 0.0)
@@ -190,12 +196,35 @@ def _native(checker: AbiChecker, path: Path, env: Environment) -> bool:
     return obj.machine == python.machine and obj.elf_class == python.elf_class
 
 
+def _reaches_driver(checker: AbiChecker, root: Path) -> bool:
+    """Does loading `root` reach the driver's libcuda.so.1 (absent here: a stub stands in)?
+    Through DT_NEEDED (its closure names libcuda or the CUDA runtime), or through a dlopen
+    of it by name (the static CUDA runtime's "libcuda.so.1" string in an object of the
+    closure: onnxruntime-gpu 1.22's CUDA provider). Asked only about modules that crashed."""
+    try:
+        cl = closure(checker.resolver, checker.resolver.load(root))
+    except ElfReadError:
+        return False
+    names = [*(s for _, s in cl.missing), *(o.soname or o.path.name for o in cl.order)]
+    if any(n in HOST_PROVIDED or n.startswith("libcudart.so") for n in names):
+        return True
+    for obj in cl.order:
+        try:
+            with obj.path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+                if m.find(b"libcuda.so") >= 0:
+                    return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
 def _confirm(
     env: Environment,
     verdicts: dict[str, PackageVerdict],
     roots: list[Path],
     findings: AbiFindings,
     options: AbiOptions,
+    reaches_driver: Callable[[Path], bool],
 ) -> tuple[str, float]:
     """Run the confirming loads; returns a note for the summary and the seconds spent."""
     if env.interpreter is None:
@@ -242,12 +271,78 @@ def _confirm(
                 "ok",
                 f"loads alone (in one process with its siblings: {crash.error[:120]})",
             )
+    if stub_dir is not None:
+        _recheck_with_real_driver(run, steps, python, env, stub_dir, reaches_driver, options)
     apply_loads(verdicts, mine, run.results, env.site_packages)
     return (
         f"; {len(steps)} confirming load steps in {run.children} child processes "
         f"({run.seconds:.1f} s)",
         run.seconds,
     )
+
+
+def _recheck_with_real_driver(
+    run: LoadRun,
+    steps: list[Step],
+    python: Path,
+    env: Environment,
+    stub_dir: Path,
+    reaches_driver: Callable[[Path], bool],
+    options: AbiOptions,
+) -> None:
+    """A module that crashes at load under the stub driver is loaded again with a real driver
+    userland (driver_userland.py) before the crash counts: onnxruntime-gpu 1.22's CUDA
+    provider segfaults with the stub and loads with Debian's libcuda1. The child repeats the
+    steps that loaded before it (what put its libraries in the process). Without a userland,
+    a crash of a module that reaches libcuda.so.1 is not confirmed (stub-crash: a WARN). A
+    module that does not reach the driver crashes on its own: nothing to recheck."""
+    crashes = [x for x in run.results if x.outcome == "crash" and x.step.kind != "import"]
+    if not crashes:
+        return
+    userland = find_userland()
+    ok = {r.step for r in run.results if r.outcome == "ok"}
+    for crash in crashes:
+        index = run.results.index(crash)
+        if not (crash.step.path and reaches_driver(Path(crash.step.path))):
+            continue  # the stub is not in its way: the crash is the module's own
+        if userland is None:
+            run.results[index] = StepResult(
+                crash.step,
+                "stub-crash",
+                f"{crash.error} (under the stub driver, and no real driver userland here to "
+                f"confirm it: set {USERLAND_VAR} or run .ci/bootstrap)",
+            )
+            continue
+        before = [s for s in steps[: steps.index(crash.step)] if s in ok]
+        again = run_steps(
+            python,
+            [*before, crash.step],
+            site_packages=env.site_packages,
+            library_path=[userland.folder, stub_dir],
+            timeout=options.timeout_s,
+        )
+        run.seconds += again.seconds
+        run.children += again.children
+        outcome = next((a for a in again.results if a.step == crash.step), None)
+        if outcome is not None and outcome.outcome == "ok":
+            run.results[index] = StepResult(
+                crash.step,
+                "ok",
+                f"loads with {userland.describe()}; crashed only under the stub driver "
+                f"({crash.error[:120]})",
+            )
+        elif outcome is not None and outcome.outcome in ("crash", "timeout"):
+            run.results[index] = StepResult(
+                crash.step, outcome.outcome, f"{crash.error} (also with {userland.describe()})"
+            )
+        else:
+            why = outcome.error[:160] if outcome is not None else "no result"
+            run.results[index] = StepResult(
+                crash.step,
+                "stub-crash",
+                f"{crash.error} under the stub driver; with {userland.describe()} the load "
+                f"did not get as far ({why})",
+            )
 
 
 def _package_result(
@@ -283,6 +378,11 @@ def _package_result(
         warns.append(
             f"{v.label} imports {name} at import time ({short(where, env)}) without declaring "
             f"it, and {name} is not installed (no load ran to confirm)"
+        )
+    if v.stub_crashes:
+        warns.append(
+            "crashes at load, not confirmed: "
+            + "; ".join(f"{_step_text(r, env)}: {r.error[:300]}" for r in v.stub_crashes)
         )
     if v.crashed and v.unmet:
         fails.append("likely why: " + "; ".join(v.unmet))

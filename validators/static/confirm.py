@@ -26,7 +26,8 @@ from typing import Literal
 
 # global: dlopen RTLD_GLOBAL (a module by name when no path), as cuda-core does with torch._C
 StepKind = Literal["import", "extension", "library", "global"]
-Outcome = Literal["ok", "error", "crash", "timeout"]
+# stub-crash: crashed under the stub driver, and no real driver userland could confirm it
+Outcome = Literal["ok", "error", "crash", "timeout", "stub-crash"]
 
 _CHILD = r"""
 import ctypes, importlib, importlib.machinery, importlib.util, json, site, sys
@@ -100,13 +101,16 @@ def run_steps(
     steps: Sequence[Step],
     *,
     site_packages: Path,
-    library_path: Path | None,
+    library_path: Path | Sequence[Path] | None,
     timeout: float = 300.0,
 ) -> LoadRun:
-    """Run `steps` in order in children of `python`; restart after a crash or a timeout."""
+    """Run `steps` in order in children of `python`; restart after a crash or a timeout.
+    `library_path`: the child's LD_LIBRARY_PATH (folders in order), nothing else."""
     env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "PYTHONPATH")}
-    if library_path is not None:
-        env["LD_LIBRARY_PATH"] = str(library_path)
+    if isinstance(library_path, Path):
+        library_path = [library_path]
+    if library_path:
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(str(p) for p in library_path)
     env["PYTHONWARNINGS"] = "ignore"
     out = LoadRun()
     started = time.perf_counter()

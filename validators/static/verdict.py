@@ -134,6 +134,11 @@ class PackageVerdict:
         return [r for r in self.loads if r.outcome in ("crash", "timeout")]
 
     @property
+    def stub_crashes(self) -> list[StepResult]:
+        """Crashes at load seen only under the stub driver, with no real userland to confirm."""
+        return [r for r in self.loads if r.outcome == "stub-crash"]
+
+    @property
     def severity(self) -> Severity:
         if self.crashed or self.undeclared_failed:
             return "FAIL"
@@ -141,7 +146,7 @@ class PackageVerdict:
             return "FAIL" if self.confirmed is not False else "INFO"
         if self.confirmed is True:  # an import failed on an "optional" library
             return "FAIL"
-        if self.optional_sonames or self.undeclared_unconfirmed:
+        if self.optional_sonames or self.undeclared_unconfirmed or self.stub_crashes:
             return "WARN"
         if self.variant_sonames or self.variant_objects or self.other_python or self.unmet:
             return "INFO"
