@@ -104,7 +104,7 @@ def tail(log: Path, lines: int = 15) -> list[str]:
 
 _PYTEST_SUMMARY = re.compile(r"^=+ (.+?) in ([\d.]+)s(?: \([\d:]+\))? =+$", re.M)
 _PYTEST_COUNT = re.compile(r"(\d+) (passed|failed|skipped|deselected|xfailed|xpassed|errors?|warnings?)")
-_BOOTSTRAP_MARK = re.compile(r"^bootstrap: (.+) \((\d+) s\)$", re.M)
+_BOOTSTRAP_MARK = re.compile(r"^bootstrap: (?!still )(.+) \((\d+) s\)$", re.M)  # not the heartbeats
 
 
 def measured(section: str) -> dict[str, object]:

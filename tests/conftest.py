@@ -12,6 +12,7 @@ import ipaddress
 import os
 import shutil
 import socket
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,8 @@ from typing import Any
 import pytest
 
 from tests.allowed_skips import ALLOWED_SKIPS, allowed
+from tests.helpers import heartbeat
+from tests.helpers.leftovers import MARKER, stderr_tail, tear_down
 
 IN_CI = os.environ.get("CI") == "true"
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,6 +39,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="tests marked `alone` (they compare measured rates) run with nothing beside them: "
         "`nox -s tests` runs the rest in parallel with --alone=exclude, then these with --alone=only",
     )
+
+
+@pytest.hookimpl(trylast=True)  # after the terminal reporter is registered
+def pytest_configure(config: pytest.Config) -> None:
+    """A line every 15 s of silence naming the tests still running (tests/helpers/heartbeat.py)."""
+    heartbeat.install(config)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -108,6 +117,18 @@ def _no_network_unless_marked(
     yield
 
 
+@pytest.fixture(autouse=True)
+def _processes_torn_down(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every process the test started (its servers and their orphaned workers included) is
+    gone after it: passed, failed or timed out (tests/helpers/leftovers.py)."""
+    token = uuid.uuid4().hex
+    monkeypatch.setenv(MARKER, token)
+    try:
+        yield
+    finally:
+        tear_down(token)
+
+
 @pytest.fixture
 def repo_root() -> Path:
     return ROOT
@@ -115,9 +136,15 @@ def repo_root() -> Path:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    """Under CI=true a skip whose reason is not in tests/allowed_skips.py is a failure."""
+    """A failure caused by a child process shows that child's stderr tail. Under CI=true a skip
+    whose reason is not in tests/allowed_skips.py is a failure."""
     outcome = yield
     report: pytest.TestReport = outcome.get_result()  # type: ignore[attr-defined]
+    if report.failed and call.excinfo is not None:
+        # A failed child's captured stderr says why; its CalledProcessError does not.
+        tail = stderr_tail(call.excinfo.value)
+        if tail:
+            report.sections.append(("child process output", tail))
     if not (IN_CI and report.skipped) or hasattr(report, "wasxfail"):
         return
     reason = _skip_reason(report)
