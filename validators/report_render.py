@@ -37,16 +37,26 @@ def counts_of(results: Sequence[Result]) -> Mapping[str, int]:
     return {s: sum(1 for r in results if r.status == s) for s in ORDER}
 
 
-def verdict_line(results: Sequence[Result], what: str, seconds: float | None) -> Text:
-    """One line: FAILED/OK, what was checked, the counts and the time."""
+def verdict_line(
+    results: Sequence[Result], what: str, seconds: float | None, incomplete: str | None = None
+) -> Text:
+    """One line: FAILED/OK, what was checked, the counts and the time. `incomplete` (why the
+    checks that decide the question were skipped) turns an OK into INCOMPLETE: "OK preflight
+    cu130 ... 4 skipped" on a host without a GPU read as "this host can run cu130"."""
     counts = counts_of(results)
     failed = counts["FAIL"] or counts["ERROR"]
-    verdict = "[bold red]FAILED[/]" if failed else "[bold green]OK[/]"
+    if failed:
+        verdict = "[bold red]FAILED[/]"
+    elif incomplete:
+        verdict = "[bold yellow]INCOMPLETE[/]"
+    else:
+        verdict = "[bold green]OK[/]"
     took = f" in {seconds:.1f} s" if seconds is not None else ""
+    why = f" ({incomplete})" if incomplete and not failed else ""
     return styled(
         verdict + " {}",
         f"{what}: {len(results)} checks, {counts['PASS']} passed, {counts['FAIL']} failed, "
-        f"{counts['ERROR']} errors, {counts['SKIP']} skipped{took}",
+        f"{counts['ERROR']} errors, {counts['SKIP']} skipped{took}{why}",
     )
 
 
@@ -58,7 +68,11 @@ def render(report: Report, console: Console) -> None:
 
 
 def render_results(
-    results: Sequence[Result], title: str, console: Console, seconds: float | None = None
+    results: Sequence[Result],
+    title: str,
+    console: Console,
+    seconds: float | None = None,
+    incomplete: str | None = None,
 ) -> None:
     console.print(results_table(results, title, console))
-    console.print(verdict_line(results, title, seconds))
+    console.print(verdict_line(results, title, seconds, incomplete))

@@ -37,7 +37,9 @@ def _sglang_profile(model: str, **extra: object) -> dict[str, object]:
 
 
 def test_a_missing_model_fails_before_any_launch(tmp_path: Path, env: Path) -> None:
-    stack = write_stack(tmp_path, "kimi", {"main": _sglang_profile("/nonexistent/Kimi-K2.5")})
+    # A profile that serves on CPU: this host could run it, so its missing model is a FAIL.
+    profile = _sglang_profile("/nonexistent/Kimi-K2.5", extra_args=["--device", "cpu"])
+    stack = write_stack(tmp_path, "kimi", {"main": profile})
     out = tmp_path / "out"
     done = _serve(stack, "--env", env, "--out-dir", out, "--json")
     assert done.returncode == 1, done.stderr
@@ -55,7 +57,8 @@ def test_a_missing_draft_model_fails_too(tmp_path: Path, env: Path) -> None:
     model = tmp_path / "model"
     model.mkdir()
     spec = {"algorithm": "EAGLE3", "draft_model_path": str(tmp_path / "no-draft")}
-    stack = write_stack(tmp_path, "kimi", {"main": _sglang_profile(str(model), speculative=spec)})
+    profile = _sglang_profile(str(model), speculative=spec, extra_args=["--device", "cpu"])
+    stack = write_stack(tmp_path, "kimi", {"main": profile})
     done = _serve(stack, "--env", env, "--out-dir", tmp_path / "out")
     assert done.returncode == 1
     assert "speculative.draft_model_path" in done.stderr and "does not exist" in done.stderr
@@ -115,3 +118,17 @@ def test_dry_run_prints_the_script_on_stdout(tmp_path: Path) -> None:
     assert "export FLASHINFER_CUDA_ARCH_LIST=12.0a" in lines
     assert "-m sglang.launch_server --model-path /models/moonshotai/Kimi-K2.5" in lines[-1]
     assert "sglang.launch_server" not in done.stderr
+
+
+def test_a_missing_model_on_a_host_without_gpus_is_the_gpu_skip_naming_it(
+    tmp_path: Path, env: Path
+) -> None:
+    """`run cu128` on a CPU host was FAILED by its model path while the README promised a
+    SKIP saying what the profile needs: no GPU decides first, and the model is named too."""
+    stack = write_stack(tmp_path, "kimi", {"main": _sglang_profile("/nonexistent/Kimi-K2.5")})
+    done = _serve(stack, "--env", env, "--out-dir", tmp_path / "out", "--json")
+    (launch,) = json.loads(done.stdout)["results"]
+    assert launch["status"] == "SKIP", launch
+    assert "profile needs 8 GPU(s) (tp=8)" in launch["reason"]
+    assert "also: model_path /nonexistent/Kimi-K2.5 does not exist" in launch["reason"]
+    assert done.returncode == 0

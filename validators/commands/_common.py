@@ -50,10 +50,18 @@ def finish_results(
     title: str,
     args: argparse.Namespace,
     started: float | None = None,
+    incomplete: str | None = None,
 ) -> int:
-    """JSON on stdout when asked; the table (failures first) and one verdict line on stderr."""
+    """JSON on stdout when asked; the table (failures first) and one verdict line on stderr
+    (INCOMPLETE instead of OK when `incomplete` says why the deciding checks were skipped)."""
     seconds = time.monotonic() - started if started is not None else None
     if args.json:
-        emit_json({"schema_version": 1, "results": [r.model_dump(mode="json") for r in results]})
-    render_results(results, title, console_err(), seconds)
+        payload: dict[str, object] = {
+            "schema_version": 1,
+            "results": [r.model_dump(mode="json") for r in results],
+        }
+        if incomplete:
+            payload["incomplete"] = incomplete
+        emit_json(payload)
+    render_results(results, title, console_err(), seconds, incomplete)
     return exit_code(results)

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from stackgate.loading import load_stack
+from stackgate.manifest import Manifest
 from stackgate.topology import TOPOLOGIES
 from validators.commands._common import env_path, finish_results
 from validators.preflight.group import evaluate_host, gather
+from validators.results import Result
 
 NAME = "preflight"
+# The checks without which "can this host run the stack?" has no answer.
+DECIDING = ("host.driver", "host.gpus")
 HELP = (
     "host checks: driver, GPUs and archs, interconnect, P2P, memory, swap, disk, nvcc, host rules"
 )
@@ -31,4 +36,28 @@ def run(args: argparse.Namespace) -> int:
     path = env_path(args.env)
     facts = gather(path or Path.cwd())
     results = evaluate_host(loaded.manifest, facts, env_path=path, topology=args.topology)
-    return finish_results(results, f"preflight {loaded.manifest.name}", args, started)
+    return finish_results(
+        results,
+        f"preflight {loaded.manifest.name}",
+        args,
+        started,
+        incomplete=not_decided(loaded.manifest, results),
+    )
+
+
+def not_decided(manifest: Manifest, results: Sequence[Result]) -> str | None:
+    """Why "can this host run the stack?" was not answered: the driver or GPU checks were
+    skipped (no driver, no GPU). None when they ran."""
+    skipped = [r.check for r in results if r.check in DECIDING and r.status == "SKIP"]
+    if not skipped:
+        return None
+    needs = [f"it targets {', '.join(manifest.host.target_archs)}"]
+    needs.append(f"driver >= {manifest.host.min_driver}")
+    name = manifest.validation.serve_profile or ""
+    profile = manifest.serving.get(name)
+    if profile is not None:
+        needs.append(f"serving profile {name} needs {profile.tp} GPU(s)")
+    return (
+        f"{' and '.join(skipped)} skipped: no NVIDIA driver or GPU here, so whether this host "
+        f"can run {manifest.name} was not checked; {', '.join(needs)}"
+    )

@@ -209,10 +209,7 @@ def _undecided_arch(
             r = r.model_copy(
                 update={
                     "status": "SKIP",
-                    "reason": "undecided before install: GPU code of "
-                    + ", ".join(files[:4])
-                    + " was read only in part; from the part read: "
-                    + r.reason,
+                    "reason": undecided_reason(r.check, files, r.evidence),
                     "evidence": {**r.evidence, "gpu_code_read_in_part": files},
                 }
             )
@@ -225,6 +222,24 @@ def _undecided_arch(
             )
         out.append(r)
     return out
+
+
+def undecided_reason(check: str, files: list[str], evidence: dict[str, Any]) -> str:
+    """The SKIP of an arch check whose GPU code was read only in part. It says what is not
+    known, never the FAIL's "has no SASS that runs on 9.0a ... (has )": read as a verdict,
+    that told a reader torch 2.9.1 cannot run on an H100 (issue 29 item 5)."""
+    seen: set[str] = set()
+    for codes in (evidence.get("libraries") or {}).values():
+        seen.update(str(c) for c in codes)
+    seen.update(str(c) for c in (evidence.get("cubins") or {}))
+    targets = ", ".join(str(t) for t in evidence.get("targets") or []) or "the stack's targets"
+    part = f"holds {', '.join(sorted(seen))}" if seen else "holds no GPU code this reader could see"
+    more = f" and {len(files) - 4} more" if len(files) > 4 else ""
+    return (
+        f"undecided before install: the GPU code of {', '.join(files[:4])}{more} lies past the "
+        f"bytes read; the part read {part}. Whether {check.removeprefix('static.arch.')} runs "
+        f"on {targets} is known after install (static --env)"
+    )
 
 
 def _pins(env: Environment, inputs: LockInputs) -> list[Result]:

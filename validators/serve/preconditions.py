@@ -1,9 +1,10 @@
 """What must hold before a serving profile is launched, checked in seconds: the model (and
 draft model) folders exist, the host has at least `tp` GPUs, and those GPUs have memory free.
 
-A launch that cannot succeed is never started: a missing model is a FAIL, a host without
-enough GPUs (CPU CI, a smaller box) a SKIP that says what the profile needs, a GPU whose
-memory another process holds a FAIL naming it.
+A launch that cannot succeed is never started: a host without GPUs (CPU CI) is a SKIP that
+says what the profile needs (and names a missing model too), a missing model on a host that
+could serve the profile is a FAIL, too few GPUs a FAIL, a GPU whose memory another process
+holds a FAIL naming it.
 """
 
 from __future__ import annotations
@@ -60,16 +61,22 @@ def check(profile: ServingProfile, base: Path) -> Unmet | None:
     if profile.engine not in GPU_ENGINES:
         return None
     missing = model_problems(profile, base)
-    if missing:
-        return Unmet("FAIL", "; ".join(missing) + " (set it in the profile); nothing launched")
     if targets_cpu(profile):
+        if missing:
+            return Unmet("FAIL", "; ".join(missing) + " (set it in the profile); nothing launched")
         return None
     snap = host_snapshot()
     inventory = snap.inventory
     count = len(inventory.gpus) if inventory is not None else 0
     if count == 0:
+        # A host without GPUs cannot serve this profile whatever else holds: a SKIP saying what
+        # the profile needs (README), with a missing model named too, so that the host the
+        # profile is for gets it right (a CPU host used to FAIL `run cu128` on its model path).
         why = snap.gpus.reason or "no GPU found"
-        return Unmet("SKIP", f"profile needs {profile.tp} GPU(s) (tp={profile.tp}); {why}")
+        also = f"; also: {'; '.join(missing)}" if missing else ""
+        return Unmet("SKIP", f"profile needs {profile.tp} GPU(s) (tp={profile.tp}); {why}{also}")
+    if missing:
+        return Unmet("FAIL", "; ".join(missing) + " (set it in the profile); nothing launched")
     if count < profile.tp:
         return Unmet("FAIL", f"profile needs {profile.tp} GPUs (tp={profile.tp}); host has {count}")
     usage = gpu_snapshot()
