@@ -44,6 +44,7 @@ from builder.lock import (
 )
 from builder.python_finder import Interpreter, find_python
 from builder.topology import TopologyChoice, choose_topology
+from builder.uv_cache import sweep_leftovers, uv_cache_dir
 from builder.uvproject import index_specs
 from builder.watchdog import WatchReport
 from builder.watched import StepResult, Terminal, run_watched
@@ -111,6 +112,10 @@ class Reporter:
         return None
 
     def line(self, text: str) -> None:
+        return None
+
+    def note(self, text: str) -> None:
+        """Something the user should know (always shown, piped or not)."""
         return None
 
     def done(self, name: str, seconds: float) -> None:
@@ -220,6 +225,22 @@ class _Build:
         if result.returncode != 0:
             _raise_step_failure(result, what, state, self.loaded, self.options)
 
+    def _sweep_uv_cache(self) -> None:
+        """Remove uv's partial extractions (`.tmp*` in its cache) when no uv is running."""
+        cache = uv_cache_dir(uv_env())
+        if cache is None:
+            return
+        try:
+            swept = sweep_leftovers(cache)
+        except OSError as exc:  # never the reason a build fails (nor masks why it did)
+            self.reporter.note(f"could not clean uv's cache {cache}: {exc}")
+            return
+        if swept.removed:
+            self.reporter.note(
+                f"removed {len(swept.removed)} partial extraction(s) an interrupted uv left in "
+                f"{cache} ({swept.bytes / 2**30:.2f} GiB)"
+            )
+
     def run(self) -> BuildOutcome:
         loaded, opts, layout, timer = self.loaded, self.options, self.layout, self.timer
         manifest = loaded.manifest
@@ -253,6 +274,7 @@ class _Build:
             timer.timings["wait-lock"] = round(waited, 3)
             self.reporter.done("wait-lock", waited)
             removed = atomic.remove_partials(layout)
+            self._sweep_uv_cache()  # what a killed earlier build's uv left in its cache
             final, existing = env_slot.pick_env(layout, state, choice, profile)
             if existing is not None:
                 with timer.step("check", f"hashing {display_path(final)} again"):
@@ -424,6 +446,7 @@ class _Build:
         finally:
             shutil.rmtree(src_root, ignore_errors=True)
             requirements_path(layout.stack_dir).unlink(missing_ok=True)
+            self._sweep_uv_cache()  # an install interrupted now leaves nothing behind
         if self.watch.jobs_seen and self.watch.peak_job_rss:
             write_history(
                 layout.stack_dir,

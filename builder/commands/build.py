@@ -94,6 +94,9 @@ class RichReporter(Reporter):
     def step(self, name: str, detail: str = "") -> None:
         self.progress.update(self.task, description=escape(name), detail=escape(detail))
 
+    def note(self, text: str) -> None:
+        self.console.print(text, markup=False, highlight=False)
+
     def line(self, text: str) -> None:
         text = text.strip()
         if not text:
