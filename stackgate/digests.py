@@ -25,6 +25,8 @@ import stat
 import time
 from pathlib import Path
 
+from stackgate.env_paths import folder_from_env
+
 Key = tuple[int, int, int, int, int]  # dev, ino, size, mtime_ns, ctime_ns
 RACY_WINDOW_NS = 3_000_000_000
 RETENTION_DAYS = 60
@@ -33,8 +35,8 @@ _DAY_NS = 86_400 * 10**9
 
 
 def cache_path() -> Path:
-    base = os.environ.get("STACKGATE_CACHE_DIR")
-    root = Path(base) if base else Path.home() / ".cache" / "stackgate"
+    base = folder_from_env("STACKGATE_CACHE_DIR", "the file digest cache")
+    root = base if base is not None else Path.home() / ".cache" / "stackgate"
     return root / "file-digests.sqlite"
 
 

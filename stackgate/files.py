@@ -9,17 +9,21 @@ disk or a kill leaves the old file or none, never half of one.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import stat
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 from stackgate.errors import BadInput
 
 DEFAULT_MAX_BYTES = 64 << 20
+TEMP_SUFFIX = ".tmp"  # atomic_write_bytes' temp files: .<name>.<random>.tmp
+STALE_TEMP_AGE_S = 60.0
 MAX_JSON_DEPTH = 64
 
 
@@ -133,9 +137,12 @@ def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o644, durable: b
     fsyncs cost seconds and the rename alone already rules out a half-written file.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
     tmp = Path(tmp_name)
     try:
+        # Held until the rename: a temp file nobody holds was left by a killed writer, and the
+        # next writer removes it (remove_stale_temps).
+        fcntl.flock(fd, fcntl.LOCK_EX)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             if durable:
@@ -146,6 +153,40 @@ def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o644, durable: b
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def remove_stale_temps(
+    folder: Path,
+    *,
+    pattern: str = f".*{TEMP_SUFFIX}",
+    recursive: bool = True,
+    min_age_s: float = STALE_TEMP_AGE_S,
+) -> list[Path]:
+    """Remove atomic_write_bytes' temp files below folder that a killed writer left.
+
+    A temp file is stale when no process holds its lock (a writer holds it until its rename)
+    and it is older than min_age_s (the instant between a writer's create and its lock).
+    Symlinks and anything not a regular file are left alone. Returns what was removed.
+    """
+    removed: list[Path] = []
+    for path in folder.rglob(pattern) if recursive else folder.glob(pattern):
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            continue  # a symlink (ELOOP), gone, unreadable: not ours to judge
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or time.time() - info.st_mtime < min_age_s:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # a live writer
+            path.unlink(missing_ok=True)
+            removed.append(path)
+        finally:
+            os.close(fd)
+    return removed
 
 
 def atomic_write_text(path: Path, text: str, *, mode: int = 0o644, durable: bool = True) -> None:

@@ -6,6 +6,7 @@ import difflib
 import os
 from pathlib import Path
 
+from stackgate.env_paths import folder_from_env
 from stackgate.errors import BadInput
 
 NON_MANIFEST_FILES = frozenset({"rules.toml"})
@@ -41,8 +42,8 @@ def working_dir() -> Path | None:
 
 
 def stacks_dir() -> Path:
-    override = os.environ.get("STACKGATE_STACKS_DIR")
-    return Path(override).resolve() if override else project_root() / "stacks"
+    override = folder_from_env("STACKGATE_STACKS_DIR", "stack manifests")
+    return override.resolve() if override is not None else project_root() / "stacks"
 
 
 def stack_names(directory: Path | None = None) -> list[str]:

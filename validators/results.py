@@ -7,10 +7,11 @@ missing interpreter), which is not the same as the stack failing it.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 from xml.etree import ElementTree as ET
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from stackgate.model import StrictModel
 from validators.checks import is_known
@@ -55,6 +56,19 @@ class Report(BaseModel):
     groups_skipped: dict[str, str] = Field(default_factory=dict)
     host: dict[str, Any] = Field(default_factory=dict)
     results: list[Result] = Field(default_factory=list)
+
+    @field_validator("started_at")
+    @classmethod
+    def _a_time(cls, value: str) -> str:
+        # Run sets are told apart and dated by it: "yesterday" or a time without a zone is
+        # not a time this tool wrote (pipeline.py writes datetime.now(UTC).isoformat()).
+        try:
+            stamp = datetime.fromisoformat(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not an ISO-8601 date and time") from None
+        if stamp.tzinfo is None:
+            raise ValueError(f"{value!r} has no time zone (runs are dated in UTC)")
+        return value
 
     @property
     def failed(self) -> bool:

@@ -19,6 +19,7 @@ from rich.progress import (
 from builder.lock import read_lock
 from builder.wheelhouse import Artifact, artifacts, download
 from stackgate.cli import emit_json
+from stackgate.cli_numbers import WORKERS
 from stackgate.errors import EXIT_OK
 from stackgate.host.resources import GIB
 from stackgate.layout import lock_files
@@ -34,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("stack", help="a stack name in stacks/ or a path to a manifest")
     parser.add_argument("--to", type=Path, required=True, help="the wheelhouse folder")
     parser.add_argument("--locks-dir", type=Path, default=None, help="default: stacks/locks")
-    parser.add_argument("--workers", type=int, default=4, help="parallel downloads")
+    parser.add_argument("--workers", type=WORKERS, default=4, help="parallel downloads (1-64)")
 
 
 def run(args: argparse.Namespace) -> int:

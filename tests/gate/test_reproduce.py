@@ -179,7 +179,7 @@ def test_bad_options_are_refused_with_exit_2_before_anything_is_built(project: P
     not_a_folder = project.root / "a-file"
     not_a_folder.write_text("")
     cases: list[tuple[list[str], str]] = [
-        (["--runs", "0"], "--runs 0"),
+        (["--runs", "0"], "argument --runs: 0 is outside [1, 1000]"),
         (["--index-map", "just-a-name"], "write NAME=URL"),
         (["--index-map", "nosuch=http://127.0.0.1:9/simple"], "no index or git package 'nosuch'"),
         (["--venv-root", str(not_a_folder)], "not a folder"),

@@ -50,7 +50,7 @@ def test_healthy_server_passes_every_check_and_leaves_nothing(make_ctx, tmp_path
     from validators.records.extract import run_metrics
     from validators.results import Report
 
-    metrics = run_metrics(Report(stack="synthetic", started_at="now", results=results)).metrics
+    metrics = run_metrics(Report(stack="synthetic", started_at="2026-01-01T00:00:00+00:00", results=results)).metrics
     assert "serve-bench.sweep/output_throughput@c4" in metrics
     assert "serve-bench.single_stream/single_stream_decode_tok_s" in metrics
 

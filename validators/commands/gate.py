@@ -12,6 +12,7 @@ from pathlib import Path
 
 from stackgate.build_record import build_record_path
 from stackgate.cli import emit_json
+from stackgate.cli_numbers import RUNS, float_in, int_in
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput, CheckFailed, ManifestError
 from stackgate.layout import current_env
 from stackgate.loading import load_stack
@@ -52,7 +53,7 @@ HELP = "compare a candidate with a known-good record (checks, noise-aware metric
 def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tolerance",
-        type=float,
+        type=float_in(0, 1, high_open=True),
         default=None,
         help=f"regression margin for means/medians/throughput (default: the baseline stack's "
         f"[validation.gate] tolerance, else {DEFAULT_TOLERANCE}; see "
@@ -60,20 +61,20 @@ def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--tail-tolerance",
-        type=float,
+        type=float_in(0, 1, high_open=True),
         default=None,
         help=f"margin for p90/p95/p99/max metrics (default: the stack's tail_tolerance, else "
         f"{DEFAULT_TAIL_TOLERANCE})",
     )
     parser.add_argument(
         "--confidence",
-        type=float,
+        type=float_in(0.5, 1, low_open=True, high_open=True),
         default=None,
         help=f"one-sided bootstrap confidence (default {DEFAULT_CONFIDENCE})",
     )
     parser.add_argument(
         "--min-repeats",
-        type=int,
+        type=int_in(2, 1000),
         default=None,
         help=f"runs needed on each side (default: the stack's repeats, else {DEFAULT_REPEATS})",
     )
@@ -101,7 +102,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--repeats",
-        type=int,
+        type=RUNS,
         default=None,
         help=f"validation runs (ABBA pairs with --interleave-with) to make when the gate runs "
         f"them (default: the baseline stack's [validation.gate] repeats, else {DEFAULT_REPEATS})",

@@ -9,6 +9,7 @@ import argparse
 from pathlib import Path
 
 from stackgate.cli import emit_json
+from stackgate.cli_numbers import RUNS
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.loading import load_stack
 from stackgate.output import console_err, styled
@@ -18,6 +19,7 @@ from validators.gate.policy import DEFAULT_REPEATS
 from validators.gate.stack_policy import GateFlags, decide
 from validators.records.build_facts import read_build_facts
 from validators.records.cli_args import add_run_argument, add_store_argument
+from validators.records.clock import own_clock, parse
 from validators.records.compose import compose_record, qualify
 from validators.records.fingerprint import target_mismatch
 from validators.records.json_files import export_records
@@ -42,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--repeats",
-        type=int,
+        type=RUNS,
         default=None,
         help="validation runs to make when no --run is given (default: what the stack's gate "
         f"needs per side: its [validation.gate] repeats, else {DEFAULT_REPEATS})",
@@ -117,6 +119,11 @@ def run(args: argparse.Namespace) -> int:
         host_mismatch=mismatch,
     )
     with RecordStore.open(args.store) as store:
+        # This host's clock dates the record: plainly wrong is exit 3 (nothing written),
+        # behind the store's newest record is a warning (records/clock.py).
+        made_from = [(f"run {i}'s start", r.started_at) for i, r in enumerate(reports, 1)]
+        for warning in own_clock(made_from, store.newest_created_at(), parse(record.created_at)):
+            console.print(styled("[bold yellow]warning[/]: {}", warning))
         added = store.add(record)
         exported = export_records(store, args.export, record.stack).written if args.export else []
         where = store.path

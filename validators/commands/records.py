@@ -13,6 +13,7 @@ from pathlib import Path
 from rich.table import Table
 
 from stackgate.cli import emit_json
+from stackgate.cli_numbers import int_in
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.output import console_err, styled
 from stackgate.paths import display_path
@@ -22,6 +23,7 @@ from validators.records.json_files import (
     exported_heads,
     import_dir,
     import_record_files,
+    missing_committed,
     verify_files,
 )
 from validators.records.model import Record
@@ -51,11 +53,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--limit",
-        type=int,
+        type=int_in(0, 1_000_000),
         default=DEFAULT_PAGE,
         help=f"list: records per page, newest first (default {DEFAULT_PAGE}; 0: all)",
     )
-    parser.add_argument("--offset", type=int, default=0, help="list: records to skip")
+    parser.add_argument(
+        "--offset", type=int_in(0, 1 << 62), default=0, help="list: records to skip"
+    )
     parser.add_argument("--kind", choices=["known-good", "candidate"], default=None)
     add_store_argument(parser)
 
@@ -121,6 +125,23 @@ def _list(args: argparse.Namespace, store: RecordStore) -> int:
 def _verify(args: argparse.Namespace, store: RecordStore, folder: Path) -> int:
     result = store.verify(exported_heads(folder, store))
     files, file_problems = verify_files(folder) if folder.is_dir() else (0, [])
+    if result.unmatched_heads and folder.is_dir():
+        # A committed head of another store that this store does not extend: fine for a
+        # teammate's store whose records were imported here, tampering when the store was
+        # re-created without records that were committed.
+        lacking, first = missing_committed(store, folder)
+        for source, head in result.unmatched_heads:
+            if lacking:
+                result.problems.append(
+                    f"{source} commits a head of {head.count} record(s) that this store does "
+                    f"not extend, and the store lacks {lacking} committed record(s) "
+                    f"({', '.join(first)}): re-created without them, or never imported "
+                    "(records import --dir)"
+                )
+            else:
+                result.notes.append(
+                    f"{source}: another store's head; every committed record is in this store"
+                )
     console = console_err()
     # A store that is not there verifies nothing: "ok: 0 records (hash chain intact)" read as a
     # pass for a mistyped --store or a deleted one. Record files alone can still be verified
@@ -197,6 +218,9 @@ def run(args: argparse.Namespace) -> int:
     if args.ref and args.action == "import":
         # `records import FILE` imports FILE (a folder: every record in it), never --dir
         target = Path(args.ref)
+        if target.is_dir() and target.suffix == ".json":
+            # "imported 0 record(s)" with exit 0 for what was meant as a file
+            raise BadInput(f"records import {target}: a folder, not a record file")
         if target.is_dir():
             folder = target
         elif target.exists():
@@ -208,6 +232,8 @@ def run(args: argparse.Namespace) -> int:
         what = "not a folder" if folder.exists() else "no such folder"
         raise BadInput(f"records import --dir {folder}: {what}")
     with RecordStore.open(args.store, read_only=args.action != "import") as store:
+        for note in store.notes:
+            console.print(styled("[bold yellow]note[/]: {}", note))
         if args.action == "list":
             return _list(args, store)
         if args.action == "verify":

@@ -8,6 +8,7 @@ from pathlib import Path
 from rich.table import Table
 
 from stackgate.cli import emit_json
+from stackgate.cli_numbers import RUNS
 from stackgate.credentials import redact
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.layout import venv_root
@@ -57,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--runs",
-        type=int,
+        type=RUNS,
         default=None,
         help=f"validation runs (default {DEFAULT_REPEATS} when the record has metrics, else 1)",
     )

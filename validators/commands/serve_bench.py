@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from stackgate.cli import emit_json
+from stackgate.cli_numbers import PORT
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.layout import current_env
 from stackgate.loading import LoadedStack, load_stack
@@ -75,7 +76,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="comma-separated concurrency levels, overriding the profile's",
     )
-    parser.add_argument("--port", type=int, default=None, help="fixed port (fail if taken)")
+    parser.add_argument("--port", type=PORT, default=None, help="fixed port (fail if taken)")
     parser.add_argument(
         "--dry-run",
         action="store_true",

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from stackgate.bounded_http import Limits
+from stackgate.cli_numbers import WORKERS
 from stackgate.errors import BadInput
 from stackgate.loading import load_stack
 from stackgate.output import console_err
@@ -49,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "~/.cache/stackgate/lockcheck)",
     )
     parser.add_argument(
-        "--jobs", type=int, default=6, help="with --lock: members fetched at once (default 6)"
+        "--jobs", type=WORKERS, default=6, help="with --lock: members fetched at once (default 6)"
     )
     parser.add_argument(
         "--deadline",

@@ -29,6 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from stackgate.env_paths import folder_from_env
 from validators.lockcheck.facts import FACTS_VERSION, CachedFacts
 
 
@@ -55,8 +56,8 @@ def origin_key(wheel_sha256: str, url: str, member: str = "") -> str:
 
 
 def default_root() -> Path:
-    base = os.environ.get("STACKGATE_CACHE")
-    root = Path(base) if base else Path.home() / ".cache" / "stackgate"
+    base = folder_from_env("STACKGATE_CACHE", "the pre-install facts cache")
+    root = base if base is not None else Path.home() / ".cache" / "stackgate"
     return root / "lockcheck"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from validators.records.store import default_store_path
+from validators.records.store import STORE_FILENAME
 
 
 def store_file(text: str) -> Path:
@@ -21,8 +21,10 @@ def add_store_argument(parser: argparse.ArgumentParser) -> None:
         "--store",
         type=store_file,
         default=None,
-        help=f"record store file (default {default_store_path()}; env STACKGATE_STATE_DIR "
-        "moves its folder)",
+        # the default is not computed here: a bad $STACKGATE_STATE_DIR is the command's exit 2,
+        # not a traceback while the parser is being built
+        help=f"record store file (default .state/{STORE_FILENAME} in the checkout; env "
+        "STACKGATE_STATE_DIR moves its folder)",
     )
 
 

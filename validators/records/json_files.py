@@ -26,8 +26,10 @@ from stackgate.files import (
     parse_json_text,
     read_bytes_bounded,
     read_json_file,
+    remove_stale_temps,
 )
 from validators.records.chain import HEADS_FOLDER, exported_head_path, write_head
+from validators.records.clock import ahead_of_clock
 from validators.records.model import Record, load_record
 from validators.records.store import ImportResult, RecordStore
 
@@ -49,22 +51,42 @@ def export_filename(record: Record) -> str:
 
 
 def read_record_file(path: Path) -> Record:
-    return load_record(read_json_file(path, MAX_RECORD_BYTES), where=str(path), secrets=True)
+    """A record from a file. Files carry only their dates (no chain orders them), so one
+    dated more than clock.MAX_SKEW ahead of this host is refused (records/clock.py)."""
+    record = load_record(read_json_file(path, MAX_RECORD_BYTES), where=str(path), secrets=True)
+    if problem := ahead_of_clock(record.created_at):
+        raise BadInput(
+            f"{path}: created_at is in the future: {problem}",
+            details=[
+                "fix the clock that is wrong; a record is never edited, so one with a wrong "
+                "date is removed (git rm) and made again"
+            ],
+        )
+    return record
 
 
 def record_files(folder: Path) -> Iterator[Path]:
-    """Every *.json below folder, sorted; symlinked folders are not followed."""
+    """Every *.json below folder, sorted; symlinked folders are not followed.
+
+    A folder named like a record file (`x.json/`) is bad input, not skipped: importing one
+    read as "imported 0 records" with exit 0.
+    """
     if not folder.is_dir():
         raise BadInput(f"{folder}: no such folder")
     for path in sorted(folder.rglob("*.json")):
-        if HEADS_FOLDER not in path.relative_to(folder).parts:
-            yield path
+        if HEADS_FOLDER in path.relative_to(folder).parts:
+            continue
+        if path.is_dir() and not path.is_symlink():
+            raise BadInput(f"{path}: a folder named like a record file (*.json)")
+        yield path
 
 
 def export_records(store: RecordStore, folder: Path, stack: str | None = None) -> ExportResult:
     """Write the store's records (of one stack, or all) under folder; repair damaged copies."""
     out = ExportResult()
     root = folder.resolve()
+    if folder.is_dir():
+        remove_stale_temps(folder)  # left by an export killed mid-write
     for record in store.iter_records(stack):
         target = folder / record.stack / export_filename(record)
         inside(root, target.parent)  # a symlinked stack folder may not lead elsewhere
@@ -144,8 +166,35 @@ def verify_files(folder: Path) -> tuple[int, list[str]]:
 
 
 def exported_heads(folder: Path, store: RecordStore) -> list[Path]:
-    """The head this store exported under folder, if any (for `records verify`)."""
-    if store.store_id is None:
-        return []
-    path = exported_head_path(folder, store.store_id)
-    return [path] if path.exists() or path.is_symlink() else []
+    """Every store head committed under folder (for `records verify`): this store's and any
+    other's. A head of another id is this store's predecessor or a teammate's; either way a
+    head longer than the store, or one that names records the store lacks, is looked at
+    (RecordStore.verify, missing_committed)."""
+    heads = folder / HEADS_FOLDER
+    found: list[Path] = []
+    if store.store_id is not None:
+        own = exported_head_path(folder, store.store_id)
+        if own.exists() or own.is_symlink():
+            found.append(own)
+    if heads.is_dir() and not heads.is_symlink():
+        found += sorted(p for p in heads.glob("*.head") if p not in found)
+    return found
+
+
+def missing_committed(store: RecordStore, folder: Path, limit: int = 5) -> tuple[int, list[str]]:
+    """Committed record files under folder whose record the store lacks: (count, first few).
+
+    Files that cannot be read are verify_files' to report, not counted here.
+    """
+    missing: list[str] = []
+    count = 0
+    for path in record_files(folder):
+        try:
+            record = read_record_file(path)
+        except BadInput:
+            continue
+        if not store.contains(record.record_id):
+            count += 1
+            if len(missing) < limit:
+                missing.append(f"{path} ({record.short_id})")
+    return count, missing

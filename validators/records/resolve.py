@@ -139,8 +139,12 @@ def latest_known_good(stack: str, store: RecordStore) -> Record:
     A baseline is refused (exit 1) unless its sealed body names that stack and kind: the store
     checks its columns against the body, this checks what is finally handed to the gate.
     """
-    stored = store.latest(stack, "known-good")
-    candidates = [*([stored] if stored else []), *newest_committed_known_good(stack)]
+    stored = store.latest(stack, "known-good")  # the last one the chain took in
+    # A committed record the store holds is ordered by the store's chain (it took the stored
+    # one in later, whatever the dates say); only records it lacks are compared by date, the
+    # one order they carry (records/clock.py).
+    outside = [r for r in newest_committed_known_good(stack) if not store.contains(r.record_id)]
+    candidates = [*([stored] if stored else []), *outside]
     for record in candidates:
         if (record.stack, record.kind) != (stack, "known-good"):
             raise CheckFailed(

@@ -18,7 +18,6 @@ store on a read-only share works; writes are batched, one transaction per import
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -26,8 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stackgate.env_paths import folder_from_env
 from stackgate.errors import BadInput, EnvironmentProblem
-from stackgate.files import parse_json_text
+from stackgate.files import TEMP_SUFFIX, parse_json_text, remove_stale_temps
 from stackgate.paths import project_root
 from validators.records import store_schema
 from validators.records.chain import (
@@ -40,6 +40,7 @@ from validators.records.chain import (
     sidecar_path,
     write_head,
 )
+from validators.records.clock import ahead_of_clock
 from validators.records.model import Record, canonical_json, content_sha256, load_record
 
 STORE_FILENAME = "stackgate.sqlite"
@@ -49,8 +50,8 @@ _SELECT = f"SELECT {_COLUMNS}, p.chain FROM records r LEFT JOIN records p ON p.s
 
 
 def default_store_path() -> Path:
-    state = os.environ.get("STACKGATE_STATE_DIR")
-    folder = Path(state) if state else project_root() / ".state"
+    state = folder_from_env("STACKGATE_STATE_DIR", "the record store")
+    folder = state if state is not None else project_root() / ".state"
     return folder / STORE_FILENAME
 
 
@@ -65,6 +66,8 @@ class Verification:
     count: int = 0
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # Committed heads of other stores, not longer than this one, that it does not extend.
+    unmatched_heads: list[tuple[Path, ChainHead]] = field(default_factory=list)
 
 
 class RecordStore:
@@ -76,6 +79,7 @@ class RecordStore:
         self.path = path
         self.store_id = store_id
         self.read_only = read_only
+        self.notes: list[str] = []  # what a reader should be told (an empty store file)
         self._conn = conn
 
     # -- opening -------------------------------------------------------------------------------
@@ -83,10 +87,14 @@ class RecordStore:
     @contextmanager
     def open(cls, path: Path | None = None, *, read_only: bool = False) -> Iterator[RecordStore]:
         target = path or default_store_path()
+        notes = _empty_file_notes(target) if read_only else []
+        if not read_only and target.parent.is_dir():
+            remove_stale_temps_here(target)
         conn = _connect(target, read_only=read_only)
         try:
             store_id = _prepare(conn, target, read_only=read_only)
             store = cls(target, conn, store_id, read_only=read_only)
+            store.notes = notes
             store._check_sidecar()
             yield store
         except sqlite3.DatabaseError as exc:
@@ -235,10 +243,14 @@ class RecordStore:
         limit: int | None = None,
         offset: int = 0,
     ) -> Iterator[Record]:
-        """Records in created_at order (then insertion order), streamed from the cursor."""
+        """Records in the chain's order (the order the store took them in), streamed.
+
+        Not by created_at: that is the maker's clock, and a host 3 days fast or a year slow
+        would put its record out of place (records/clock.py).
+        """
         query, params = _filtered(stack, kind)
         way = "DESC" if newest_first else "ASC"
-        query = f"{_SELECT}{query} ORDER BY r.created_at {way}, r.seq {way}"
+        query = f"{_SELECT}{query} ORDER BY r.seq {way}"
         if limit is not None or offset:
             query += " LIMIT ? OFFSET ?"
             params += [-1 if limit is None else limit, offset]
@@ -250,11 +262,21 @@ class RecordStore:
         return list(self.iter_records(stack, kind))
 
     def latest(self, stack: str, kind: str = "known-good") -> Record | None:
-        """The newest record of a stack and kind; its body must say that stack and kind."""
+        """The last record of a stack and kind the chain took in; its body must say that
+        stack and kind."""
         found = next(self.iter_records(stack, kind, newest_first=True, limit=1), None)
         if found is not None and (found.stack, found.kind) != (stack, kind):
             raise self._tampered(f"record {found.short_id} is not a {kind} record of {stack}")
         return found
+
+    def newest_created_at(self) -> str | None:
+        """The latest date any stored record carries (dates sort as text: model._CREATED_RE)."""
+        row = self._conn.execute("SELECT MAX(created_at) FROM records").fetchone()
+        return None if row is None or row[0] is None else str(row[0])
+
+    def contains(self, record_id: str) -> bool:
+        row = self._conn.execute("SELECT 1 FROM records WHERE record_id = ?", (record_id,))
+        return row.fetchone() is not None
 
     def count(self, stack: str | None = None, kind: str | None = None) -> int:
         query, params = _filtered(stack, kind)
@@ -299,9 +321,12 @@ class RecordStore:
                 out.problems.append(f"record {record_id[:12]} (row {seq}): hash chain broken")
             previous, expected = str(row[7]), seq + 1
             try:
-                self._check_body(row)
+                record = self._check_body(row)
             except TamperedStore as exc:
                 out.problems.append(exc.message.removeprefix(f"{self.path}: tampered store: "))
+                continue
+            if ahead := ahead_of_clock(record.created_at):
+                out.notes.append(f"record {record.short_id} is {ahead} (ordered by the chain)")
         for source in (sidecar_path(self.path), *exported):
             try:
                 head = read_head(source)
@@ -317,11 +342,38 @@ class RecordStore:
                 )
             elif head is None:
                 out.notes.append(f"no head at {source} to compare with")
+            elif head.store_id != self.store_id and source != sidecar_path(self.path):
+                self._foreign_head(head, source, out)
             elif problem := self.head_problem(head, source):
                 out.problems.append(problem)
             else:
                 out.notes.append(f"{source}: the store extends it ({head.count} record(s))")
         return out
+
+    def _foreign_head(self, head: ChainHead, source: Path, out: Verification) -> None:
+        """A committed head of another store id: this store's predecessor (deleted and
+        re-created, or an older copy re-labelled by the format-1 upgrade), or a teammate's.
+
+        The chain does not depend on the store id, so a store that holds the same records in
+        the same order extends it whatever its id. A head longer than this store is a store
+        cut short (tampering, or records never imported here: both need looking at); a shorter
+        one that this store does not extend is left to `unmatched_heads`, which the caller
+        resolves against the committed record files.
+        """
+        total = self.count()
+        row = self._conn.execute("SELECT chain FROM records WHERE seq = ?", (head.count,))
+        found = row.fetchone()
+        if head.count == 0 or (found is not None and found[0] == head.head):
+            out.notes.append(f"{source}: the store extends it ({head.count} record(s))")
+        elif head.count > total:
+            out.problems.append(
+                f"{source} commits a head of {head.count} record(s) (store {head.store_id}); "
+                f"this store ({self.store_id}) has {total}: a store deleted and re-created "
+                "from fewer records, or an older copy put back, unless those records were never "
+                "imported here (records import --dir)"
+            )
+        else:
+            out.unmatched_heads.append((source, head))
 
 
 def _filtered(stack: str | None, kind: str | None) -> tuple[str, list[Any]]:
@@ -338,14 +390,77 @@ def _rollback(conn: sqlite3.Connection) -> None:
         conn.execute("ROLLBACK")
 
 
+def _empty_file_notes(target: Path) -> list[str]:
+    """A 0-byte store file (a first write cut short by a full disk) reads as an empty store,
+    said so; unless the head beside it says records were written: then they are lost."""
+    if not target.is_file() or target.stat().st_size:
+        return []
+    head = read_head(sidecar_path(target))
+    if head is not None and head.count:
+        raise EnvironmentProblem(
+            f"{target}: the store file is empty (0 bytes) but its head says {head.count} "
+            "record(s) were written: the store was lost (a full disk?), not tampered with",
+            details=[
+                "restore it from a backup, or move it and its .head aside and rebuild it from "
+                "the committed records: python -m validators records import --dir records/"
+            ],
+        )
+    return [
+        f"{target} is an empty file (0 bytes: a first write cut short, e.g. by a full disk); "
+        "read as a store with no records, the next writing command makes it a store"
+    ]
+
+
+def remove_stale_temps_here(target: Path) -> None:
+    """A writer removes temp files of the store's head left by a killed writer."""
+    remove_stale_temps(target.parent, pattern=f".{target.name}.*{TEMP_SUFFIX}", recursive=False)
+
+
+def _roll_back_interrupted_write(target: Path) -> None:
+    """A write killed mid-transaction (SIGKILL during `records import`) leaves a hot rollback
+    journal, and a `mode=ro` connection cannot roll it back (SQLITE_READONLY_ROLLBACK): every
+    read-only command failed until a writer came. Roll it back here, as SQLite does for any
+    connection that may write; where this user cannot write, say what happened and what to do.
+    """
+    journal = target.with_name(target.name + "-journal")
+    try:
+        hot = journal.is_file() and journal.stat().st_size > 0
+    except OSError:
+        hot = False
+    if not hot:
+        return
+    try:
+        conn = sqlite3.connect(
+            f"{target.resolve().as_uri()}?mode=rw", uri=True, timeout=30, isolation_level=None
+        )
+        try:
+            # SQLite rolls a hot journal back on the first read of a connection that can write
+            # (and leaves a journal alone while its writer is still alive and holds its lock).
+            conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise EnvironmentProblem(
+            f"{target}: a write to the record store was interrupted (killed, power cut) and "
+            f"left {journal.name}, which must be rolled back before the store can be read; "
+            f"this user cannot do that here: {exc}",
+            details=[
+                "run one writing command where the store is writable (python -m validators "
+                "records import --dir records/), or ask the store's owner to; the last "
+                "completed write is kept, the interrupted one is undone"
+            ],
+        ) from None
+
+
 def _connect(target: Path, *, read_only: bool) -> sqlite3.Connection:
     if target.exists() and not target.is_file():
         # SQLite would open a FIFO and block on its first read, or a device and read it.
         raise BadInput(f"{target}: not a regular file (a record store is an SQLite file)")
     try:
         if read_only:
-            if not target.exists():
+            if not target.exists() or target.stat().st_size == 0:
                 return sqlite3.connect(":memory:", isolation_level=None)
+            _roll_back_interrupted_write(target)
             uri = f"{target.resolve().as_uri()}?mode=ro"
             return sqlite3.connect(uri, uri=True, timeout=30, isolation_level=None)
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,6 @@ real libcuda.so.1 is on the host's library path. Nothing here needs a GPU.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import shutil
 import subprocess
@@ -26,6 +25,8 @@ import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from stackgate.env_paths import folder_from_env
 
 DRIVER_LIBS = {"libcuda.so.1": ("cu", 100), "libnvidia-ml.so.1": ("nvml", 9)}
 _NAME = re.compile(r"^(cu[A-Z]\w*|nvml\w+)$")
@@ -53,9 +54,9 @@ def driver_names(imports: Iterable[str]) -> dict[str, list[str]]:
 
 
 def _cache_root() -> Path:
-    configured = os.environ.get(CACHE_ENV)
-    if configured:
-        return Path(configured)
+    configured = folder_from_env(CACHE_ENV, "the driver stub cache")
+    if configured is not None:
+        return configured
     return Path.home() / ".cache" / "stackgate" / "driver-stubs"
 
 

@@ -1,0 +1,98 @@
+"""What time means for records: the store's chain orders them, wall time only labels them.
+
+A record's `created_at` is this host's clock when it was made, and clocks are wrong: a host
+3 days fast, a board that boots in 1970, a VM a year slow. So:
+
+- Order. The newest record of a stack is the last one the store's hash chain took in, never
+  the one with the largest date: a record dated a year back, made today, is the baseline all
+  the same (store.RecordStore.latest), and one dated ahead does not stay "newest" forever.
+- Reading never judges time. A stored record dated ahead of this host's clock is not a
+  tampered store (the chain says nothing about clocks); `records verify` notes it.
+- Files still carry only their dates. A record file (import, committed `records/`,
+  `--baseline FILE`) dated more than MAX_SKEW ahead of this host is refused (exit 2) naming
+  both times: this host's clock or its maker's is wrong, and committed files not in the store
+  are compared by date.
+- Making a record checks this host's clock against what it can (`own_clock`): a clock before
+  EARLIEST (2024) or behind the runs it is sealing by more than MAX_SKEW is a clear error
+  (exit 3, nothing written; fix the clock and run again); one behind the store's newest record
+  by more than MAX_SKEW is a warning (which of the two hosts is wrong cannot be told here),
+  and the record is ordered after it by the chain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+
+from stackgate.errors import EnvironmentProblem
+
+MAX_SKEW = timedelta(days=1)
+EARLIEST = datetime(2024, 1, 1, tzinfo=UTC)  # no stackgate record was made before this
+
+
+def now_utc() -> datetime:
+    return datetime.now(UTC)
+
+
+def parse(stamp: str) -> datetime | None:
+    try:
+        value = datetime.fromisoformat(stamp)
+    except ValueError:
+        return None
+    return value if value.tzinfo is not None else None
+
+
+def _span(delta: timedelta) -> str:
+    seconds = abs(delta.total_seconds())
+    if seconds >= 86_400:
+        return f"{seconds / 86_400:.1f} days"
+    if seconds >= 3_600:
+        return f"{seconds / 3_600:.1f} hours"
+    return f"{seconds / 60:.0f} minutes"
+
+
+def ahead_of_clock(stamp: str, now: datetime | None = None) -> str | None:
+    """Why `stamp` cannot be a time that has passed on this host (None when it can)."""
+    when = parse(stamp)
+    clock = now or now_utc()
+    if when is None or when <= clock + MAX_SKEW:
+        return None
+    return (
+        f"dated {stamp}, {_span(when - clock)} ahead of this host's clock "
+        f"({clock.isoformat(timespec='seconds')}): this host's clock or the clock of the host "
+        "that made it is wrong"
+    )
+
+
+def own_clock(
+    made_from: Iterable[tuple[str, str]],
+    store_newest: str | None,
+    now: datetime | None = None,
+) -> list[str]:
+    """Check this host's clock before it dates a record; warnings to print.
+
+    made_from: (what, ISO time) this host wrote for the runs being sealed (run reports'
+    started_at). Raises EnvironmentProblem (exit 3) for a clock that is plainly wrong.
+    """
+    clock = now or now_utc()
+    shown = clock.isoformat(timespec="seconds")
+    fix = "fix the clock (timedatectl, NTP) and run again; nothing was written"
+    if clock < EARLIEST:
+        raise EnvironmentProblem(f"this host's clock reads {shown}, before 2024: {fix}")
+    for what, stamp in made_from:
+        when = parse(stamp)
+        if when is not None and clock < when - MAX_SKEW:
+            raise EnvironmentProblem(
+                f"this host's clock reads {shown}, {_span(when - clock)} before {what} "
+                f"({stamp}) that this record seals: the clock jumped back; {fix}"
+            )
+    warnings: list[str] = []
+    newest = parse(store_newest) if store_newest else None
+    if newest is not None and clock < newest - MAX_SKEW:
+        warnings.append(
+            f"this host's clock reads {shown}, {_span(newest - clock)} before the newest record "
+            f"in the store ({store_newest}): one of the two clocks is wrong. The store orders "
+            "records by its chain, so the new record is the newest all the same; check this "
+            "host's clock"
+        )
+    return warnings
