@@ -14,6 +14,7 @@ import sys
 from typing import TextIO
 
 from rich.console import Console
+from rich.table import Table
 from rich.text import Text
 
 WIDE = 100_000  # "no width": a piped table is as wide as its longest row
@@ -75,3 +76,22 @@ def styled(template: str, *values: object) -> Text:
             start = at + 1
     out.append_text(parsed[start:])
     return out
+
+
+def print_table(console: Console, table: Table) -> None:
+    """A table on a terminal as rich draws it; piped (logs, `| less`, CI) without borders, the
+    title on the left and no trailing padding, so a line is as long as its own row: a results
+    table padded every row to its longest reason, 2,400-2,700 characters wide (issue 29 item 4).
+    Rows stay whole (never wrapped); put the long free-text column last."""
+    if console.is_terminal:
+        console.print(table)
+        return
+    table.box = None
+    table.show_edge = False
+    table.title_justify = "left"
+    table.caption_justify = "left"
+    with console.capture() as captured:
+        console.print(table)
+    lines = [line.rstrip() for line in captured.get().splitlines()]
+    console.file.write("\n".join(lines) + "\n")
+    console.file.flush()

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from stackgate.output import styled
+from stackgate.output import print_table, styled
 from validators.results import Report, Result
 
 STYLE = {"PASS": "green", "FAIL": "bold red", "SKIP": "yellow", "ERROR": "bold magenta"}
@@ -22,14 +22,24 @@ def failures_first(results: Sequence[Result]) -> list[Result]:
 
 
 def results_table(results: Sequence[Result], title: str, console: Console) -> Table:
-    table = Table(title=title, show_lines=False, expand=console.is_terminal)
+    """On a terminal: status, check, reason (the flexible column), seconds. Piped: the reason
+    last, so that print_table's lines end where each reason does."""
+    terminal = console.is_terminal
+    table = Table(title=title, show_lines=False, expand=terminal)
     table.add_column("status", no_wrap=True)
+    if not terminal:
+        table.add_column("s", justify="right", no_wrap=True)
     table.add_column("check", no_wrap=True, overflow="fold")
-    table.add_column("reason", overflow="fold", ratio=1 if console.is_terminal else None)
-    table.add_column("s", justify="right", no_wrap=True)
+    table.add_column("reason", overflow="fold", ratio=1 if terminal else None)
+    if terminal:
+        table.add_column("s", justify="right", no_wrap=True)
     for r in failures_first(results):
         seconds = f"{r.duration_s:.2f}" if r.duration_s else "-"
-        table.add_row(Text(r.status, style=STYLE[r.status]), r.check, r.reason, seconds)
+        status = Text(r.status, style=STYLE[r.status])
+        if terminal:
+            table.add_row(status, r.check, r.reason, seconds)
+        else:
+            table.add_row(status, seconds, r.check, r.reason)
     return table
 
 
@@ -61,7 +71,9 @@ def verdict_line(
 
 
 def render(report: Report, console: Console) -> None:
-    console.print(results_table(report.results, f"stackgate validate {report.stack}", console))
+    print_table(
+        console, results_table(report.results, f"stackgate validate {report.stack}", console)
+    )
     for group, why in report.groups_skipped.items():
         console.print(styled("[yellow]{}[/]: {}", group, why))
     console.print(verdict_line(report.results, report.stack or "run", report.duration_s))
@@ -74,5 +86,5 @@ def render_results(
     seconds: float | None = None,
     incomplete: str | None = None,
 ) -> None:
-    console.print(results_table(results, title, console))
+    print_table(console, results_table(results, title, console))
     console.print(verdict_line(results, title, seconds, incomplete))
