@@ -20,6 +20,7 @@ from validators.commands._common import env_path, finish_results
 from validators.pipeline import apply_accepted
 from validators.static.abi_results import AbiOptions
 from validators.static.dist_check import lock_path
+from validators.static.file_facts import FileFactsCache
 from validators.static.group import StaticInputs, run_static, targets_from
 
 NAME = "static"
@@ -96,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
             manifest=manifest,
             targets=targets_from(args.targets, manifest),
             abi=AbiOptions(confirm=not args.no_confirm, deep=args.deep),
+            cache=FileFactsCache.default(),
         )
     )
     if manifest is not None:

@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import re
 import struct
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
@@ -41,8 +42,9 @@ from validators.static.fatbin import (
     may_embed_fatbins,
 )
 
-FACTS_VERSION = 4  # 2: listings carry METADATA Name/Version; 3: nameless cubins read whole;
-# 4: unproven facts keyed by origin (entries of 3 were keyed by unproven claims: not reused)
+FACTS_VERSION = 5  # 2: listings carry METADATA Name/Version; 3: nameless cubins read whole;
+# 4: unproven facts keyed by origin (entries of 3 were keyed by unproven claims: not reused);
+# 5: fatbins looked for in every allocated data section (cuFFT's .data)
 # Data sections that may hold fatbins a library loads itself, by name too: a section table
 # decoded leniently may read sh_flags as 0 (see _SHDR64_USED)
 _DATA_NAMES = (".data", ".rodata", ".ldata", ".lrodata")
@@ -91,6 +93,28 @@ class CachedFacts(BaseModel):
     version_needs: dict[str, list[str]] = {}
     gpu_codes: list[str] = []
     read: ReadEvidence | None = None
+
+    @classmethod
+    def from_object(
+        cls, obj: ElfObject, codes: Iterable[GpuCode] = (), read: ReadEvidence | None = None
+    ) -> CachedFacts:
+        return cls(
+            machine=obj.machine,
+            elf_class=obj.elf_class,
+            elf_type=obj.elf_type,
+            soname=obj.soname,
+            needed=list(obj.needed),
+            rpath=list(obj.rpath),
+            runpath=list(obj.runpath),
+            imports=[(i.name, i.version, i.version_file, i.weak) for i in obj.imports],
+            exports=obj.exports,
+            multi={k: list(v) for k, v in obj.multi.items()},
+            version_names=obj.version_names,
+            version_defs=sorted(obj.version_defs),
+            version_needs={k: sorted(v) for k, v in obj.version_needs.items()},
+            gpu_codes=[c.label() for c in codes],
+            read=read,
+        )
 
     def elf_object(self, path: Path) -> ElfObject:
         return ElfObject(
@@ -176,24 +200,10 @@ def extract(view: MemberView, virtual_path: Path) -> CachedFacts:
     codes, gpu = _gpu_codes(view, stream.overrides)
     if stream.synthetic_sections or (stream.names_unreliable and gpu != "none"):
         gpu = "partial"  # sections not found by name: GPU code not looked for
-    return CachedFacts(
-        machine=obj.machine,
-        elf_class=obj.elf_class,
-        elf_type=obj.elf_type,
-        soname=obj.soname,
-        needed=list(obj.needed),
-        rpath=list(obj.rpath),
-        runpath=list(obj.runpath),
-        imports=[(i.name, i.version, i.version_file, i.weak) for i in obj.imports],
-        exports=obj.exports,
-        multi={k: list(v) for k, v in obj.multi.items()},
-        version_names=obj.version_names,
-        version_defs=sorted(obj.version_defs),
-        version_needs={k: sorted(v) for k, v in obj.version_needs.items()},
-        gpu_codes=[c.label() for c in codes],
-        read=_evidence(
-            view, gpu, dynamic, "from PT_DYNAMIC" if stream.synthetic_sections else "read"
-        ),
+    return CachedFacts.from_object(
+        obj,
+        codes,
+        _evidence(view, gpu, dynamic, "from PT_DYNAMIC" if stream.synthetic_sections else "read"),
     )
 
 

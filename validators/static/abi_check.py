@@ -21,7 +21,7 @@ from validators.static.environment import Environment
 from validators.static.facts import python_tag
 from validators.static.findings import MissingSoname, MissingSymbol, MissingVersion, ScopeResolved
 from validators.static.loader import HOST_PROVIDED, Resolver, closure, system_library_dirs
-from validators.static.source import DiskSource, ObjectSource
+from validators.static.source import DiskSource, ElfReader, ObjectSource
 
 # Names libcuda.so.1 / libnvidia-ml.so.1 export (driver API), used only when the driver is absent.
 _DRIVER_NAME = re.compile(r"^(cu[A-Z]\w*|nvml\w+)$")
@@ -117,9 +117,10 @@ class AbiChecker:
         *,
         system_dirs: tuple[str, ...] | None = None,
         source: ObjectSource | None = None,
+        reader: ElfReader | None = None,
     ) -> None:
         self.env = env
-        self.source: ObjectSource = source if source is not None else DiskSource()
+        self.source: ObjectSource = source if source is not None else DiskSource(reader)
         # what the env ships in nvidia/*/lib and torch/lib; `import torch` loads it first, and
         # without torch only the nvidia libraries themselves find each other that way
         self.shipped = preloaded_libraries(env.site_packages, self.source)

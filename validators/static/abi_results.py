@@ -22,7 +22,9 @@ from validators.static.driver_userland import ENV_VAR as USERLAND_VAR
 from validators.static.driver_userland import find_userland
 from validators.static.elf_symbols import ElfReadError
 from validators.static.environment import Environment
+from validators.static.file_facts import FileFactsCache
 from validators.static.findings import MissingSoname, MissingSymbol
+from validators.static.load_cache import cached_loads, loads_key, store_loads
 from validators.static.loader import HOST_PROVIDED, closure, system_library_dirs
 from validators.static.overlay import designed_overlay
 from validators.static.source import ObjectSource
@@ -57,6 +59,7 @@ def abi_results(
     relevant: set[str] | None,
     source: ObjectSource | None = None,
     options: AbiOptions | None = None,
+    cache: FileFactsCache | None = None,
 ) -> list[Result]:
     """One result per distribution with ELF files. Problems in distributions the stack's pins
     do not need (per Requires-Dist) are SKIP with the finding, not FAIL. WARN and INFO
@@ -64,7 +67,7 @@ def abi_results(
     PASS results whose reason starts with the severity; evidence["severity"] says it too."""
     options = options or AbiOptions()
     t = time.perf_counter()
-    checker = AbiChecker(env, source=source)
+    checker = AbiChecker(env, source=source, reader=cache)
     extensions, plugins = checker.split_roots(shared)
     # plugins (torch.ops.load_library, ctypes) are checked like extensions: in their scope
     findings = checker.check([*extensions, *plugins])
@@ -73,13 +76,19 @@ def abi_results(
     readable = demangle.demangle(names)
     have = set(checker.shipped)
     roots = [p for p in [*extensions, *plugins]]
-    verdicts = classify(env, findings, roots, have, deep=options.deep)
+    verdicts = classify(env, findings, roots, have, deep=options.deep, cache=cache)
     seconds = time.perf_counter() - t
     load_note, load_seconds = "", 0.0
     if options.confirm and source is None:
         native = [r for r in roots if _native(checker, r, env)]  # no aarch64 stubs to load
         load_note, load_seconds = _confirm(
-            env, verdicts, native, findings, options, functools.partial(_reaches_driver, checker)
+            env,
+            verdicts,
+            native,
+            findings,
+            options,
+            functools.partial(_reaches_driver, checker),
+            cache,
         )
     out = [
         # One resolution serves every package: its time is the summary's, not each package's.
@@ -225,8 +234,10 @@ def _confirm(
     findings: AbiFindings,
     options: AbiOptions,
     reaches_driver: Callable[[Path], bool],
+    cache: FileFactsCache | None = None,
 ) -> tuple[str, float]:
-    """Run the confirming loads; returns a note for the summary and the seconds spent."""
+    """Run the confirming loads (or take an earlier run's outcome from `cache`, keyed by the
+    identity of the env's files); returns a note for the summary and the seconds spent."""
     if env.interpreter is None:
         return "; no interpreter: findings not confirmed by a load", 0.0
     by_label: dict[str, list[Path]] = {}
@@ -244,6 +255,31 @@ def _confirm(
         except StubBuildError as exc:
             return f"; confirming loads not run: {exc}", 0.0
     python = env.root / "bin" / "python"
+    key = loads_key(env, python, steps, stub_dir, find_userland()) if cache is not None else None
+    run = cached_loads(cache, key, steps) if cache is not None and key is not None else None
+    how = " (cached: the env's files and the steps are those of an earlier run)"
+    if run is None:
+        how = ""
+        run = _run_confirming(steps, python, env, stub_dir, reaches_driver, options)
+        if cache is not None and key is not None:
+            store_loads(cache, key, run)
+    apply_loads(verdicts, mine, run.results, env.site_packages)
+    seconds = 0.0 if how else run.seconds
+    return (
+        f"; {len(steps)} confirming load steps in {run.children} child processes "
+        f"({run.seconds:.1f} s){how}",
+        seconds,
+    )
+
+
+def _run_confirming(
+    steps: list[Step],
+    python: Path,
+    env: Environment,
+    stub_dir: Path | None,
+    reaches_driver: Callable[[Path], bool],
+    options: AbiOptions,
+) -> LoadRun:
     run = run_steps(
         python,
         steps,
@@ -273,12 +309,7 @@ def _confirm(
             )
     if stub_dir is not None:
         _recheck_with_real_driver(run, steps, python, env, stub_dir, reaches_driver, options)
-    apply_loads(verdicts, mine, run.results, env.site_packages)
-    return (
-        f"; {len(steps)} confirming load steps in {run.children} child processes "
-        f"({run.seconds:.1f} s)",
-        run.seconds,
-    )
+    return run
 
 
 def _recheck_with_real_driver(

@@ -12,6 +12,7 @@ from stackgate.manifest_values import arch_cc
 from validators.static.elf_symbols import ElfReadError
 from validators.static.environment import Environment
 from validators.static.fatbin import GpuCode, cubin_code, gpu_code
+from validators.static.file_facts import FileFactsCache
 
 EM_CUDA = 190
 
@@ -52,13 +53,15 @@ def _fast_cubin(path: Path) -> GpuCode | None:
     return cubin_code(path)
 
 
-def scan(env: Environment, shared_objects: list[Path]) -> dict[str, DistCode]:
+def scan(
+    env: Environment, shared_objects: list[Path], cache: FileFactsCache | None = None
+) -> dict[str, DistCode]:
     """GPU code per distribution label (files no RECORD owns are grouped by their folder)."""
     out: dict[str, DistCode] = {}
     for path in shared_objects:
         label = env.owner_label(path)
         try:
-            found = gpu_code(path)
+            found = cache.gpu(path) if cache is not None else gpu_code(path)
         except ElfReadError as exc:
             out.setdefault(label, DistCode()).unreadable.append((path, exc.reason))
             continue

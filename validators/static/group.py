@@ -31,6 +31,7 @@ from validators.static.dist_check import (
     requirement_closure,
 )
 from validators.static.environment import Environment, NotAnEnvironment, load_environment
+from validators.static.file_facts import FileFactsCache
 
 GROUP = "static"
 MAX_LISTED = 12
@@ -44,6 +45,8 @@ class StaticInputs:
     targets: tuple[str, ...] = ()
     lock: Path | None = None
     abi: AbiOptions = field(default_factory=AbiOptions)
+    # facts kept across runs by file identity; None: read everything (tests, --lock)
+    cache: FileFactsCache | None = None
 
 
 def run_group(ctx: RunContext) -> list[Result]:
@@ -59,6 +62,7 @@ def run_group(ctx: RunContext) -> list[Result]:
             manifest=manifest,
             targets=targets or tuple(manifest.host.target_archs),
             abi=abi,
+            cache=FileFactsCache.default(),
         )
     )
 
@@ -100,7 +104,7 @@ def run_static(inputs: StaticInputs) -> list[Result]:
         relevant = requirement_closure(
             env, {name: list(pin.extras) for name, pin in inputs.manifest.packages.items()}
         )
-    results.extend(abi_results(env, shared, relevant, options=inputs.abi))
+    results.extend(abi_results(env, shared, relevant, options=inputs.abi, cache=inputs.cache))
     results.extend(_arch_results(env, shared, inputs))
     return results
 
@@ -185,7 +189,7 @@ def _arch_results(env: Environment, shared: list[Path], inputs: StaticInputs) ->
     if not inputs.targets:
         return [_result("static.arch", "SKIP", "no target archs (give --targets or a stack)")]
     t = time.perf_counter()
-    per_dist = scan(env, shared)
+    per_dist = scan(env, shared, inputs.cache)
     return arch_results(env, per_dist, inputs, time.perf_counter() - t)
 
 

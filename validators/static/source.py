@@ -33,10 +33,16 @@ class ObjectSource(Protocol):
         ...
 
 
+class ElfReader(Protocol):
+    def elf(self, path: Path) -> ElfObject: ...
+
+
 @dataclass
 class DiskSource:
-    """The installed tree: one listdir per folder, one resolve per path (both cached)."""
+    """The installed tree: one listdir per folder, one resolve per path (both cached); objects
+    through `reader` (file_facts.FileFactsCache: facts kept across runs) when given."""
 
+    reader: ElfReader | None = None
     _real: dict[str, Path] = field(default_factory=dict)
     _listings: dict[str, frozenset[str]] = field(default_factory=dict)
 
@@ -60,7 +66,7 @@ class DiskSource:
     def read(self, path: Path) -> ElfObject:
         if not path.is_file():
             raise ElfReadError(path, "not a regular file")
-        return read_elf(path)
+        return self.reader.elf(path) if self.reader is not None else read_elf(path)
 
 
 @dataclass

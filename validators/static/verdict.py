@@ -29,6 +29,7 @@ from validators.static.abi_check import AbiFindings
 from validators.static.confirm import Step, StepResult
 from validators.static.dist_check import applicable_requirements
 from validators.static.environment import Distribution, Environment
+from validators.static.file_facts import FileFactsCache, file_identity
 from validators.static.findings import MissingSoname, MissingSymbol, MissingVersion, by_package
 from validators.static.imports import installed_top_levels, undeclared_imports
 
@@ -203,6 +204,7 @@ def classify(
     shipped: set[str],
     *,
     deep: bool = False,
+    cache: FileFactsCache | None = None,
 ) -> dict[str, PackageVerdict]:
     """`shipped`: library file names the env ships (to recognise another CUDA major)."""
     roots = list(roots)
@@ -312,10 +314,27 @@ def classify(
         unmet = _unmet_linked(env, dist, with_libs)
         if unmet or deep:
             verdict(dist.label()).unmet = unmet
-        missing = undeclared_imports(site, top_levels(dist, site), installed)
+        missing = _undeclared(site, dist, installed, cache)
         if missing:
             verdict(dist.label()).undeclared = missing
     return dict(sorted(out.items()))
+
+
+def _undeclared(
+    site: Path, dist: Distribution, installed: set[str], cache: FileFactsCache | None
+) -> dict[str, Path]:
+    """undeclared_imports of the distribution, cached by the identity of its RECORD (a
+    reinstall rewrites it) and of the installed names (an install beside it changes them)."""
+    record = file_identity(dist.dist_info / "RECORD")
+    key = f"{record}:{sorted(installed)}" if record is not None else None
+    if cache is not None and key is not None:
+        hit = cache.get("imports", key)
+        if isinstance(hit, dict):
+            return {str(k): Path(str(v)) for k, v in hit.items()}
+    found = undeclared_imports(site, top_levels(dist, site), installed)
+    if cache is not None and key is not None:
+        cache.put("imports", key, {k: str(v) for k, v in found.items()})
+    return found
 
 
 # --- confirming loads ----------------------------------------------------------------------

@@ -1,0 +1,133 @@
+"""Facts of installed files, cached across runs by file identity (issue 25 item 1).
+
+What a static run learns about a file that has not changed is the same on the next run: its
+dynamic-linking facts (ElfObject), its GPU code (CodeScan), and, per distribution, the
+modules its import-time code needs. A file's identity is (device, inode, size, mtime_ns,
+ctime_ns): pip and uv install new files (new inode, new ctime), and ctime cannot be set back,
+so an identity never names two contents (a hard link shares the identity and the bytes).
+
+Entries are JSON (the ElfObject in the lock check's CachedFacts model, validated on read),
+written to a temporary name and renamed into place; a damaged or stale entry is a miss.
+Files under MIN_SIZE are read directly (parsing a small ELF costs less than the lookup).
+Root: $STACKGATE_CACHE/static, else ~/.cache/stackgate/static. `run_static` uses no cache
+unless given one (tests stay hermetic); the CLI gives the default one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from validators.lockcheck.facts import CachedFacts
+from validators.static.elf_symbols import ElfObject, read_elf
+from validators.static.fatbin import CodeScan, gpu_code
+
+CACHE_VERSION = 1
+MIN_SIZE = 256 * 1024
+
+
+def file_identity(path: Path) -> str | None:
+    """The identity of the file `path` names (symlinks followed); None if it cannot be stat'd."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+
+
+def default_root() -> Path:
+    base = os.environ.get("STACKGATE_CACHE")
+    return (Path(base) if base else Path.home() / ".cache" / "stackgate") / "static"
+
+
+@dataclass
+class FileFactsCache:
+    root: Path
+    min_size: int = MIN_SIZE  # smaller files are read directly
+    hits: int = 0
+    misses: int = 0
+
+    @classmethod
+    def default(cls) -> FileFactsCache:
+        return cls(default_root())
+
+    def _path(self, kind: str, key: str) -> Path:
+        digest = hashlib.sha256(f"{kind}\0{key}".encode()).hexdigest()
+        return self.root / f"v{CACHE_VERSION}" / kind / digest[:2] / f"{digest}.json"
+
+    def get(self, kind: str, key: str) -> Any:
+        try:
+            value = json.loads(self._path(kind, key).read_bytes())
+        except (OSError, ValueError):
+            self.misses += 1
+            return None
+        self.hits += 1
+        return value
+
+    def get_text(self, kind: str, key: str) -> str | None:
+        try:
+            text = self._path(kind, key).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            self.misses += 1
+            return None
+        self.hits += 1
+        return text
+
+    def put(self, kind: str, key: str, value: Any) -> None:
+        self.put_text(kind, key, json.dumps(value))
+
+    def put_text(self, kind: str, key: str, text: str) -> None:
+        path = self._path(kind, key)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+            Path(tmp).replace(path)
+        except OSError:
+            return  # a cache that cannot be written is only slower
+
+    def elf(self, path: Path) -> ElfObject:
+        """read_elf(path), from the cache when the file is unchanged. ElfReadError as read_elf."""
+        ident = file_identity(path)
+        if ident is None or self._small(path):
+            return read_elf(path)
+        key = f"{ident}:{path.name}"
+        text = self.get_text("elf", key)
+        if text is not None:
+            try:
+                return CachedFacts.model_validate_json(text).elf_object(path)
+            except ValidationError:
+                pass
+        obj = read_elf(path)
+        self.put_text("elf", key, CachedFacts.from_object(obj).model_dump_json())
+        return obj
+
+    def gpu(self, path: Path) -> CodeScan:
+        """gpu_code(path), from the cache when the file is unchanged."""
+        ident = file_identity(path)
+        if ident is None or self._small(path):
+            return gpu_code(path)
+        hit = self.get("gpu", ident)
+        if isinstance(hit, dict):
+            try:
+                facts = CachedFacts(gpu_codes=hit["codes"])
+                return CodeScan(tuple(facts.codes()), tuple(str(u) for u in hit["unknown"]))
+            except (KeyError, TypeError, ValidationError):
+                pass
+        scan = gpu_code(path)
+        self.put("gpu", ident, {"codes": [c.label() for c in scan.codes], "unknown": scan.unknown})
+        return scan
+
+    def _small(self, path: Path) -> bool:
+        try:
+            return path.stat().st_size < self.min_size
+        except OSError:
+            return True
