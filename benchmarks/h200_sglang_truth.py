@@ -136,13 +136,13 @@ def arch_truth(report: Path, done: dict[str, dict[str, Any]]) -> list[dict[str, 
     site = next(env.glob("lib/python3.*/site-packages"))
     rows: list[dict[str, Any]] = []
     for check in data["results"]:
-        cid = check.get("id", "")
+        cid = check.get("check", "")
         if not cid.startswith("static.arch"):
             continue
         row: dict[str, Any] = {
             "check": cid,
             "status": check.get("status"),
-            "summary": check.get("summary") or check.get("message"),
+            "reason": check.get("reason"),
         }
         dist = cid.removeprefix("static.arch").lstrip(".")
         ops_for = {"sglang_kernel": "sgl_kernel", "flashinfer_python": "flashinfer"}
@@ -150,13 +150,15 @@ def arch_truth(report: Path, done: dict[str, dict[str, Any]]) -> list[dict[str, 
         if module:
             row["ops"] = {k: v.get("pass") for k, v in done.items() if k.startswith(module)}
         loads: dict[str, str] = {}
-        pkg = dist.replace("-", "_")
-        for so in sorted(site.glob(f"{pkg.split('_')[0]}*/**/*.so"))[:20]:
-            try:
-                ctypes.CDLL(str(so))
-                loads[str(so.relative_to(site))] = "loaded"
-            except OSError as exc:
-                loads[str(so.relative_to(site))] = f"dlopen failed: {exc}"[:200]
+        for info in site.glob(f"{dist.replace('-', '_')}-*.dist-info"):
+            record = (info / "RECORD").read_text(encoding="utf-8").splitlines()
+            objects = [line.split(",", 1)[0] for line in record if ".so" in line.split(",", 1)[0]]
+            for rel in objects[:20]:
+                try:
+                    ctypes.CDLL(str(site / rel))
+                    loads[rel] = "loaded"
+                except OSError as exc:
+                    loads[rel] = f"dlopen failed: {exc}"[:200]
         row["dlopen"] = loads
         rows.append(row)
     return rows
