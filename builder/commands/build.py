@@ -21,6 +21,7 @@ from builder.uvproject import index_map_credentials, parse_index_map
 from builder.watched import Terminal
 from stackgate.cli import emit_json
 from stackgate.errors import EXIT_OK, BadInput
+from stackgate.heartbeat import Heartbeat
 from stackgate.host.resources import GIB
 from stackgate.layout import venv_root
 from stackgate.loading import load_stack
@@ -90,20 +91,45 @@ class RichReporter(Reporter):
         self.piped = not console.is_terminal
         self.started = time.monotonic()
         self.task = progress.add_task("starting", total=None, detail="")
+        self._step = "starting"
+        self._step_started = self.started
+        self._uv_line = ""
+        # Piped, a quiet step says it is still running (a cold cu128 install printed nothing
+        # for 60-95 s after `done venv`: uv downloads without a line when piped).
+        self._beat = Heartbeat(self._print, self._still)
+
+    def __enter__(self) -> RichReporter:
+        if self.piped:
+            self._beat.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._beat.__exit__(None, None, None)
+
+    def _still(self, since_start: float) -> str:
+        last = f"; uv: {self._uv_line[:120]}" if self._uv_line else ""
+        running = time.monotonic() - self._step_started
+        return f"  ... {self._step} still running ({running:.0f} s, t+{since_start:.0f} s){last}"
+
+    def _print(self, text: str) -> None:
+        self._beat.touched()
+        self.console.print(text, markup=False, highlight=False)
 
     def step(self, name: str, detail: str = "") -> None:
+        self._step, self._step_started, self._uv_line = name, time.monotonic(), ""
         self.progress.update(self.task, description=escape(name), detail=escape(detail))
 
     def note(self, text: str) -> None:
-        self.console.print(text, markup=False, highlight=False)
+        self._print(text)
 
     def line(self, text: str) -> None:
         text = text.strip()
         if not text:
             return
         if self.piped:
+            self._uv_line = text
             if _COUNT.search(text):
-                self.console.print(f"    uv: {text}")
+                self._print(f"    uv: {text}")
             return
         self.progress.update(self.task, detail=escape(text[:120]))
 
@@ -126,6 +152,7 @@ class RichReporter(Reporter):
 
     def done(self, name: str, seconds: float) -> None:
         elapsed = time.monotonic() - self.started
+        self._beat.touched()
         self.console.print(
             styled("  [green]done[/] {}", f"{name:<10} {seconds:7.2f} s  (t+{elapsed:.0f} s)")
         )
@@ -202,8 +229,8 @@ def run(args: argparse.Namespace) -> int:
         transient=True,
         disable=not console.is_terminal,
     )
-    with progress:
-        outcome = build_env(loaded, options, with_fault_hook(RichReporter(progress, console)))
+    with progress, RichReporter(progress, console) as reporter:
+        outcome = build_env(loaded, options, with_fault_hook(reporter))
     if args.json:
         emit_json(
             {

@@ -17,12 +17,9 @@ from typing import Any
 
 import pytest
 
+from stackgate.heartbeat import took
+
 INTERVAL_S = 15.0
-
-
-def _took(seconds: float) -> str:
-    minutes, secs = divmod(int(seconds), 60)
-    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
 class Heartbeat:
@@ -59,10 +56,10 @@ class Heartbeat:
             self._last_output = now
             running = sorted(self._running.items(), key=lambda kv: kv[1])
             done = self._done
-        head = f"[{_took(now - self._started)} since start, {done} test(s) finished]"
+        head = f"[{took(now - self._started)} since start, {done} test(s) finished]"
         if not running:
             return f"{head} collecting or starting workers"
-        shown = ", ".join(f"{node} ({_took(now - t)})" for node, t in running[:4])
+        shown = ", ".join(f"{node} ({took(now - t)})" for node, t in running[:4])
         more = f" and {len(running) - 4} more" if len(running) > 4 else ""
         return f"{head} still running: {shown}{more}"
 

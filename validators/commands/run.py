@@ -96,7 +96,7 @@ def default_env(stack: str, groups: list[str]) -> Path | None:
     if set(groups) & {"static", "runtime", "serve-bench"}:
         raise BadInput(
             f"no --env given and no built environment at {current}",
-            details=[f"build it first: nox -s build-{stack}   (or pass --env PATH)"],
+            details=[f"build it first: stackgate build {stack}   (or pass --env PATH)"],
         )
     return None
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from stackgate.bounded_http import Limits
 from stackgate.cli_numbers import WORKERS
 from stackgate.errors import BadInput
+from stackgate.heartbeat import Heartbeat, took
 from stackgate.loading import load_stack
 from stackgate.output import console_err
 from validators.commands._common import env_path, finish_results
@@ -133,20 +134,39 @@ def _run_lock(args: argparse.Namespace, manifest: object) -> int:
     cache = FactsCache(Path(args.cache) if args.cache else default_root())
     err = console_err()
     verbose = bool(os.environ.get("STACKGATE_VERBOSE"))
-    results, _report = run_lock_check(
-        LockInputs(
-            lock=lock,
-            wheels=wheels,
-            cache=cache,
-            offline=args.offline,
-            jobs=args.jobs,
-            manifest=manifest,
-            targets=targets_from(args.targets, manifest),
-            interpreter=find_interpreter(wheels.python),
-            limits=limits,
-        ),
-        progress=(lambda m: err.print(m, highlight=False)) if verbose else None,
-    )
+    seen = {"listed": 0, "read": 0}
+
+    def progress(message: str) -> None:
+        word = message.split(" ", 1)[0]
+        if word in seen:
+            seen[word] += 1
+        if verbose:
+            beat.touched()
+            err.print(message, highlight=False, markup=False)
+
+    def status(seconds: float) -> str:
+        return (
+            f"static --lock: still reading the locked wheels by byte ranges "
+            f"({took(seconds)}): {seen['listed']}/{len(wheels.wheels)} wheels listed, "
+            f"{seen['read']} objects read"
+        )
+
+    beat = Heartbeat(lambda line: err.print(line, highlight=False, markup=False), status)
+    with beat:
+        results, _report = run_lock_check(
+            LockInputs(
+                lock=lock,
+                wheels=wheels,
+                cache=cache,
+                offline=args.offline,
+                jobs=args.jobs,
+                manifest=manifest,
+                targets=targets_from(args.targets, manifest),
+                interpreter=find_interpreter(wheels.python),
+                limits=limits,
+            ),
+            progress=progress,
+        )
     if manifest is not None:
         results = apply_accepted(results, manifest.validation.accepted_findings)
     return finish_results(results, f"static checks before install: {lock}", args)
