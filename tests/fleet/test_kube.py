@@ -120,3 +120,46 @@ def test_kubernetes_without_an_image_is_bad_input() -> None:
         cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert done.returncode == 2 and "--image" in done.stderr
+
+
+def test_pods_are_bounded_safe_and_the_collector_never_blocks_a_target(items: list[dict[str, Any]]) -> None:
+    """Issue 24 item 7: the collector's labels are not the ones the anti-affinity selects;
+    deadline, one attempt on disruption, requests, no privilege escalation."""
+    job, collector = items[1], items[5]
+    pod = job["spec"]["template"]
+    anti = pod["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+    selector = anti["labelSelector"]["matchLabels"]
+    assert selector.items() <= pod["metadata"]["labels"].items()
+    assert not selector.items() <= collector["spec"]["template"]["metadata"]["labels"].items()
+    assert pod["spec"]["activeDeadlineSeconds"] == 6 * 3600
+    assert job["spec"]["podFailurePolicy"]["rules"][0]["action"] == "FailIndex"
+    [container] = pod["spec"]["containers"]
+    assert container["resources"]["requests"] == {"cpu": "8", "memory": "64Gi"}
+    for c in [container, *collector["spec"]["template"]["spec"]["containers"], *collector["spec"]["template"]["spec"]["initContainers"]]:
+        assert c["securityContext"]["allowPrivilegeEscalation"] is False and c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+
+
+def test_without_checkout_the_pods_use_the_images_paths_and_emptydir_on_request() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "validators", "fleet", "submit", "cu130", "--scheduler", "kubernetes", "--image", IMAGE,
+         "--nodes", "gpu01", "--wheelhouse", "/fleet/wh", "--jobs-root", "/fleet/jobs", "--fleet-id", "x",
+         "--host-path", "", "--priority-class", "gpu-validation", "--dry-run", "--json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    items = json.loads(json.loads(done.stdout)["files"]["kubernetes.json"])["items"]
+    for item in items:
+        load(item)
+    pod = items[1]["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    assert container["workingDir"] == "/opt/stackgate" and container["command"][0] == "/opt/stackgate/.venv/bin/python"
+    assert {v["name"]: v for v in pod["volumes"]}["local"] == {"name": "local", "emptyDir": {}}
+    assert pod["priorityClassName"] == "gpu-validation"
+    # The image those paths come from pins what images/base-images.toml pins.
+    recipe = (ROOT / "fleet" / "kubernetes" / "Containerfile").read_text()
+    pins = (ROOT / "images" / "base-images.toml").read_text()
+    for ref in [line.split()[1] for line in recipe.splitlines() if line.startswith("FROM ")] + [
+        line.split("--from=")[1].split()[0] for line in recipe.splitlines() if "--from=" in line
+    ]:
+        assert ref in pins, ref
+    assert "WORKDIR /opt/stackgate\n" in recipe

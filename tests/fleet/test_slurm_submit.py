@@ -93,3 +93,45 @@ def test_submit_is_all_or_nothing_chunked_pinned_and_reasons_outlive_slurm(fleet
     for node in NODES:  # Slurm's word, kept although Slurm forgot it
         assert str(by[node]["scheduler"]).startswith(f"slurm {learned[node]['job']}: CANCELLED"), by[node]
     assert json.loads((job_dir / "scheduler.json").read_text())["elements"] == learned
+
+
+def test_a_node_whose_slurmd_dies_mid_job_is_never_pass_nor_validated_twice(fleet_stack: FleetStack) -> None:
+    """Issue 24 item 4: kill n2's slurmd while its element runs. Slurm marks n2 down and the
+    element NODE_FAIL; `--no-requeue` keeps it from running n2's step a second time, while the
+    first step goes on untracked and writes its PASS. The verdict is FAIL for n2: Slurm's
+    record (NODE_FAIL) contradicts the PASS."""
+    stack = fleet_stack
+    nodes = ["n1", "n2"]
+    jobs = stack.root / "jobs"
+    with slurm_cluster(nodes, extra_conf=("SlurmdTimeout=5",)) as cluster:
+        env = {"SLURM_CONF": str(cluster.conf)}
+        stack.ok(
+            "validators", "fleet", "submit", "fleetsmoke",
+            "--wheelhouse", str(stack.wheelhouse), "--nodes", "n1,n2", "--jobs-root", str(jobs),
+            "--local-root", str(stack.root / "local" / "{node}"), "--runs", "1",
+            "--build-python", base_python(), "--allow-host-mismatch", "--fleet-id", "slurmd-dies",
+            "--store", str(stack.root / "team.sqlite"), env=env,
+        )  # fmt: skip
+        job_dir = jobs / "slurmd-dies"
+        n2 = job_dir / "nodes" / "n2"
+        _wait(lambda: (n2 / "attempt-0.json").exists(), 120, "n2's step to start", cluster)
+        slurmd_n2 = cluster.procs[2 + nodes.index("n2")]  # munged, slurmctld, then one per node
+        assert "n2" in slurmd_n2.args
+        slurmd_n2.kill()
+        slurmd_n2.wait(timeout=15)
+        _wait(lambda: (job_dir / "verdict.json").exists(), 240, "the collector", cluster)
+        # The untracked first step finishes on its own; nothing starts a second one.
+        _wait(lambda: (n2 / "status.json").exists(), 240, "n2's untracked step to finish", cluster)
+        array = json.loads((job_dir / "submission.json").read_text())["arrays"][0]
+        shown = cluster.cmd("scontrol", "show", "job", "-o", f"{array}_1", check=False).stdout
+        done = stack.cli("validators", "fleet", "verdict", "--job-dir", str(job_dir), "--json", env=env)
+    assert "JobState=NODE_FAIL" in shown and "Restarts=0" in shown, shown
+    assert sorted(p.name for p in n2.glob("attempt-*.json")) == ["attempt-0.json"]
+    assert json.loads((n2 / "status.json").read_text())["outcome"] == "PASS"  # its own word
+    assert done.returncode == 1, done.stderr
+    by = {n["node"]: n for n in json.loads(done.stdout)["nodes"]}
+    assert by["n1"]["verdict"] == "PASS", by["n1"]
+    assert by["n2"]["verdict"] == "FAIL", by["n2"]
+    assert any("NODE_FAIL" in r for r in by["n2"]["reasons"]), by["n2"]
+    listed = json.loads(stack.ok("validators", "records", "list", "--store", str(stack.root / "team.sqlite"), "--json"))
+    assert [r["record_id"] for r in listed] == [by["n1"]["record_id"]]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from stackgate.cli import emit_json
@@ -33,6 +34,7 @@ from validators.fleet.submit import (
 )
 from validators.fleet.verdict import FleetVerdict, Judged, judge, write_verdict
 from validators.gate.policy import DEFAULT_REPEATS
+from validators.records.model import Record
 from validators.records.store import RecordStore
 
 VERDICT_HTML = "verdict.html"
@@ -93,7 +95,11 @@ def _submit_args(p: argparse.ArgumentParser) -> None:
     k.add_argument("--gpus", type=int, default=8, help="nvidia.com/gpu per pod")
     k.add_argument("--claim", default="stackgate-fleet", help="ReadWriteMany claim")
     k.add_argument("--claim-mount", default="/fleet")
-    k.add_argument("--host-path", default="/var/lib/stackgate", help="node-local hostPath")
+    k.add_argument(
+        "--host-path", default="/var/lib/stackgate", help="node-local hostPath ('': emptyDir)"
+    )
+    k.add_argument("--node-deadline", type=int, default=6 * 3600, help="seconds per pod")
+    k.add_argument("--priority-class", default=None, help="priorityClassName of the pods")
 
 
 def _lemon_args(parser: argparse.ArgumentParser) -> None:
@@ -251,27 +257,43 @@ def _lemon_note(spec: FleetSpec, node: str, verdict: FleetVerdict) -> str:
 def _collect(args: argparse.Namespace) -> int:
     """The verdict first (written whatever the store says), then the import: PASS records
     that are no lemon as known-good; a lemon's as a candidate record (kept, never a baseline:
-    the gate takes known-good records only)."""
+    the gate takes known-good records only). Each file is read again as it is imported, in
+    one transaction; one changed since it was judged is left out and named."""
     spec = _spec(args)
     judged = _judge(args, spec)
     verdict = judged.verdict
     path = write_verdict(spec.folder, verdict)
     html = write_html(spec.folder / VERDICT_HTML, verdict)
-    lemons = [
-        r.model_copy(
-            update={"kind": "candidate", "note": _lemon_note(spec, node, verdict)}
-        ).sealed()
-        for node, r in sorted(judged.lemons().items())
-    ]
+    changed: list[str] = []
+    lemon_ids: set[str] = set()
+
+    def records() -> Iterator[Record]:
+        for lemon, files in ((False, judged.known_good()), (True, judged.lemons())):
+            for node in sorted(files):
+                record = judged.read(node)
+                if record is None:
+                    changed.append(f"{files[node]}: changed after it was judged; not imported")
+                elif lemon:
+                    note = _lemon_note(spec, node, verdict)
+                    record = record.model_copy(update={"kind": "candidate", "note": note})
+                    record = record.sealed()
+                    lemon_ids.add(record.record_id)
+                    yield record
+                else:
+                    yield record
+
     store_path = args.store or (Path(spec.store) if spec.store else None)
     with RecordStore.open(store_path) as store:
-        result = store.add_many([*judged.known_good(), *lemons])
+        result = store.add_many(records())
         where = store.path
-    lemon_ids = {r.record_id for r in lemons}
     added = [i for i in result.added if i not in lemon_ids]
-    console_err().print(
+    console = console_err()
+    for line in changed:
+        console.print(line, highlight=False, markup=False)
+    console.print(
         f"imported {len(added)} known-good record(s) into {where} ({len(result.present)} "
-        f"already there), {len(lemons)} lemon(s) as candidate records; verdict in {path}, {html}",
+        f"already there), {len(lemon_ids)} lemon(s) as candidate records; verdict in {path}, "
+        f"{html}",
         highlight=False,
         markup=False,
     )
@@ -280,6 +302,7 @@ def _collect(args: argparse.Namespace) -> int:
         "added": added,
         "present": result.present,
         "lemons_as_candidates": sorted(lemon_ids),
+        "not_imported": changed,
     }
     return _finish(verdict, args, extra)
 

@@ -70,6 +70,7 @@ class NodeJudgement:
     reasons: list[str] = field(default_factory=list)
     failed_checks: list[FailedCheck] = field(default_factory=list)
     record: Record | None = None
+    record_file: str | None = None
     scheduler: str | None = None
 
 
@@ -106,7 +107,12 @@ def judge_node(expected: Expected, node: str) -> NodeJudgement:
     if record is None:
         return _fail([problem or "no record"], scheduler=note)
     return NodeJudgement(
-        "PASS", status.phase, failed_checks=status.failed_checks, record=record, scheduler=note
+        "PASS",
+        status.phase,
+        failed_checks=status.failed_checks,
+        record=record,
+        record_file=status.record_file,
+        scheduler=note,
     )
 
 

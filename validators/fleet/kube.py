@@ -15,7 +15,17 @@ into the `kubernetes` client's models (tests/fleet/test_kube.py), never applied.
   and `backoffLimitPerIndex: 0` (Kubernetes >= 1.29) keeps one crashed pod from failing the
   others; nothing is retried.
 - The collector's init container polls the Job until it is Complete or Failed (afterany), with
-  a ServiceAccount allowed only to read Jobs in the namespace.
+  a ServiceAccount allowed only to read Jobs in the namespace. Its pod carries another role
+  label than the validation pods, so their anti-affinity never keeps a target node from
+  scheduling because the collector landed there.
+- Bounds and safety: each validation pod has `activeDeadlineSeconds` (`--node-deadline`), a pod
+  disrupted (node drained, preempted) fails its index instead of running the node again
+  (`podFailurePolicy` FailIndex on DisruptionTarget: one attempt per node per run), CPU and
+  memory requests, an optional PriorityClass, and containers without privilege escalation,
+  with every capability dropped and the runtime's seccomp profile.
+- The `hostPath` volume (the env reused across runs) is refused by Pod Security "baseline":
+  the namespace must allow it ("privileged"), or `--host-path ''` uses an emptyDir (built
+  afresh every run).
 """
 
 from __future__ import annotations
@@ -56,6 +66,14 @@ def _shared_mounts(k: KubeOptions) -> list[dict[str, Any]]:
     ]
 
 
+def _local_volume(k: KubeOptions) -> dict[str, Any]:
+    """The node-local folder: hostPath (reused across runs), or an emptyDir where Pod
+    Security forbids hostPath (`--host-path ''`)."""
+    if not k.host_path:
+        return {"name": "local", "emptyDir": {}}
+    return {"name": "local", "hostPath": {"path": k.host_path, "type": "DirectoryOrCreate"}}
+
+
 def manifests(spec: FleetSpec) -> list[dict[str, Any]]:
     """ConfigMap (the spec), the Indexed Job, the collector's RBAC and the collector Job."""
     k = _options(spec)
@@ -63,6 +81,16 @@ def manifests(spec: FleetSpec) -> list[dict[str, Any]]:
     collect = k8s_name(f"stackgate-{spec.fleet_id}", "-collect")
     labels = {"app.kubernetes.io/name": "stackgate-fleet", "stackgate.dev/fleet": name}
     meta = {"namespace": k.namespace, "labels": labels}
+    # The anti-affinity selects validation pods only: a collector pod on a target node must not
+    # keep that node's validation pod from scheduling.
+    validate_labels = {**labels, "stackgate.dev/role": "validate"}
+    collect_labels = {**labels, "stackgate.dev/role": "collect"}
+    safe = {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    priority = {"priorityClassName": k.priority_class} if k.priority_class else {}
     config_map = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -71,7 +99,9 @@ def manifests(spec: FleetSpec) -> list[dict[str, Any]]:
     }
     node_cmd = [spec.python, "-m", "validators", "fleet", "node"]
     node_cmd += ["--spec", SPEC_PATH, "--job-dir", spec.job_dir, "--exit-zero"]
-    resources = {"limits": {"nvidia.com/gpu": str(k.gpus)}} if k.gpus else {}
+    resources: dict[str, Any] = {"requests": {"cpu": k.cpu, "memory": k.memory}}
+    if k.gpus:
+        resources["limits"] = {"nvidia.com/gpu": str(k.gpus)}
     validate = {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -81,10 +111,20 @@ def manifests(spec: FleetSpec) -> list[dict[str, Any]]:
             "completions": len(spec.targets),
             "parallelism": k.parallelism or len(spec.targets),
             "backoffLimitPerIndex": 0,
+            "podFailurePolicy": {
+                "rules": [
+                    {
+                        "action": "FailIndex",
+                        "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+                    }
+                ]
+            },
             "template": {
-                "metadata": {"labels": labels},
+                "metadata": {"labels": validate_labels},
                 "spec": {
                     "restartPolicy": "Never",
+                    "activeDeadlineSeconds": k.node_deadline_s,
+                    **priority,
                     "affinity": {
                         "nodeAffinity": {
                             "requiredDuringSchedulingIgnoredDuringExecution": {
@@ -104,7 +144,12 @@ def manifests(spec: FleetSpec) -> list[dict[str, Any]]:
                         "podAntiAffinity": {
                             "requiredDuringSchedulingIgnoredDuringExecution": [
                                 {
-                                    "labelSelector": {"matchLabels": {"stackgate.dev/fleet": name}},
+                                    "labelSelector": {
+                                        "matchLabels": {
+                                            "stackgate.dev/fleet": name,
+                                            "stackgate.dev/role": "validate",
+                                        }
+                                    },
                                     "topologyKey": "kubernetes.io/hostname",
                                 }
                             ]
@@ -127,6 +172,7 @@ def manifests(spec: FleetSpec) -> list[dict[str, Any]]:
                                 }
                             ],
                             "resources": resources,
+                            "securityContext": safe,
                             "volumeMounts": [
                                 *_shared_mounts(k),
                                 {"name": "local", "mountPath": spec.local_root},
@@ -136,10 +182,7 @@ def manifests(spec: FleetSpec) -> list[dict[str, Any]]:
                     ],
                     "volumes": [
                         *_shared_volumes(k, name),
-                        {
-                            "name": "local",
-                            "hostPath": {"path": k.host_path, "type": "DirectoryOrCreate"},
-                        },
+                        _local_volume(k),
                         # NCCL needs more than the 64 MiB default /dev/shm
                         {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}},
                     ],
@@ -177,12 +220,19 @@ def manifests(spec: FleetSpec) -> list[dict[str, Any]]:
         "spec": {
             "backoffLimit": 0,
             "template": {
-                "metadata": {"labels": labels},
+                "metadata": {"labels": collect_labels},
                 "spec": {
                     "restartPolicy": "Never",
                     "serviceAccountName": collect,
+                    **priority,
                     "initContainers": [
-                        {"name": "wait", "image": k.kubectl_image, "command": ["sh", "-c", wait]}
+                        {
+                            "name": "wait",
+                            "image": k.kubectl_image,
+                            "command": ["sh", "-c", wait],
+                            "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}},
+                            "securityContext": safe,
+                        }
                     ],
                     "containers": [
                         {
@@ -201,6 +251,8 @@ def manifests(spec: FleetSpec) -> list[dict[str, Any]]:
                                 spec.job_dir,
                             ],
                             "volumeMounts": _shared_mounts(k),
+                            "resources": {"requests": {"cpu": "1", "memory": "2Gi"}},
+                            "securityContext": safe,
                         }
                     ],
                     "volumes": _shared_volumes(k, name),

@@ -70,13 +70,20 @@ class KubeOptions(StrictModel):
     claim_mount: str = "/fleet"
     host_path: str = Field(
         default="/var/lib/stackgate",
-        description="node-local folder (hostPath) the env is built in and reused from",
+        description="node-local folder (hostPath) the env is built in and reused from; "
+        "empty: an emptyDir (Pod Security baseline refuses hostPath)",
     )
     kubectl_image: str = Field(
         default="registry.k8s.io/kubectl:v1.31.0",
         description="image of the collector's wait step (needs `kubectl`)",
     )
     parallelism: int | None = Field(default=None, ge=1, description="pods at once")
+    node_deadline_s: int = Field(
+        default=6 * 3600, ge=60, description="activeDeadlineSeconds of one validation pod"
+    )
+    cpu: str = Field(default="8", description="CPU request of a validation pod")
+    memory: str = Field(default="64Gi", description="memory request of a validation pod")
+    priority_class: str | None = Field(default=None, description="priorityClassName")
 
 
 class FleetSpec(StrictModel):

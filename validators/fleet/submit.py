@@ -32,6 +32,8 @@ from validators.fleet.spec import SPEC_FILENAME, FleetSpec, KubeOptions, SlurmOp
 log = logging.getLogger("stackgate.fleet")
 
 SCRIPTS_DIR = "slurm"
+KUBE_CHECKOUT = "/opt/stackgate"  # fleet/kubernetes/Containerfile
+KUBE_PYTHON = f"{KUBE_CHECKOUT}/.venv/bin/python"
 MANIFEST_FILENAME = "kubernetes.json"
 
 
@@ -58,8 +60,10 @@ def spec_from_args(args: argparse.Namespace) -> FleetSpec:
             wheelhouse=place(args.wheelhouse),
             nodes=expand_nodes(args.nodes),
             job_dir=str(Path(place(args.jobs_root)) / fleet_id),
-            checkout=place(args.checkout or str(project_root())),
-            python=args.python or ("python3" if kubernetes else sys.executable),
+            # In a pod the checkout is the image's (fleet/kubernetes/Containerfile), never
+            # this machine's path.
+            checkout=place(args.checkout or (KUBE_CHECKOUT if kubernetes else str(project_root()))),
+            python=args.python or (KUBE_PYTHON if kubernetes else sys.executable),
             build_python=args.build_python,
             local_root=args.local_root,
             runs=args.runs,
@@ -85,6 +89,8 @@ def spec_from_args(args: argparse.Namespace) -> FleetSpec:
                 claim_mount=args.claim_mount,
                 host_path=args.host_path,
                 parallelism=args.throttle,
+                node_deadline_s=args.node_deadline,
+                priority_class=args.priority_class,
             )
             if kubernetes and args.image
             else None,

@@ -27,13 +27,15 @@ from typing import Literal
 from pydantic import Field
 
 from stackgate.envtree import read_listing_file
+from stackgate.errors import BadInput
 from stackgate.files import atomic_write_text
 from stackgate.model import StrictModel
 from validators.fleet.checks import Expected, judge_node
 from validators.fleet.elements import Element, Submission
-from validators.fleet.outliers import LEMON_METRICS, MIN_PEERS, find_lemons
+from validators.fleet.outliers import LEMON_METRICS, MIN_PEERS, find_lemons, lemon_metric
 from validators.fleet.spec import FleetSpec
 from validators.fleet.status import TREE_LISTING, FailedCheck, node_dir, reported_nodes
+from validators.records.json_files import read_record_file
 from validators.records.model import HostFingerprint, Record
 
 VERDICT_FILENAME = "verdict.json"
@@ -111,19 +113,48 @@ def host_class(host: HostFingerprint) -> str:
 
 @dataclass(frozen=True)
 class Judged:
-    """The verdict and the records of its PASS nodes, by node (collect imports them)."""
+    """The verdict, and for its PASS nodes a slim copy of each record (build, host, lemon
+    metrics: what judging needs; ~70 KB less per node than the whole record) with its file."""
 
     verdict: FleetVerdict
     records: dict[str, Record]
+    files: dict[str, Path]
 
-    def known_good(self) -> list[Record]:
-        """Records fit to be a baseline: PASS and not a lemon."""
+    def _split(self, lemon: bool) -> dict[str, Path]:
         by_node = {n.node: n for n in self.verdict.nodes}
-        return [r for node, r in self.records.items() if not by_node[node].lemon]
+        return {n: self.files[n] for n in self.records if bool(by_node[n].lemon) == lemon}
 
-    def lemons(self) -> dict[str, Record]:
-        by_node = {n.node: n for n in self.verdict.nodes}
-        return {node: r for node, r in self.records.items() if by_node[node].lemon}
+    def known_good(self) -> dict[str, Path]:
+        """Record files fit to be a baseline: PASS and not a lemon, by node."""
+        return self._split(False)
+
+    def lemons(self) -> dict[str, Path]:
+        return self._split(True)
+
+    def read(self, node: str) -> Record | None:
+        """The node's whole record, read again; None if the file changed since it was judged."""
+        try:
+            record = read_record_file(self.files[node])
+        except BadInput:
+            return None
+        return record if record.record_id == self.records[node].record_id else None
+
+
+def _slim(record: Record, keep: dict[str, bool], patterns: Sequence[str]) -> Record:
+    for key in record.metrics:
+        if key not in keep:
+            keep[key] = lemon_metric(key, patterns)
+    metrics = {k: v for k, v in record.metrics.items() if keep[k]}
+    return record.model_construct(
+        **{
+            **dict(record),
+            "checks": [],
+            "distributions": {},
+            "golden_outputs": {},
+            "manifest": {},
+            "metrics": metrics,
+        }
+    )
 
 
 def compute_verdict(
@@ -150,6 +181,8 @@ def judge(
     expected = Expected.of(spec, submission, elements or {})
     verdicts: dict[str, NodeVerdict] = {}
     records: dict[str, Record] = {}
+    files: dict[str, Path] = {}
+    keep: dict[str, bool] = {}
     listed = set(spec.nodes)
     strangers = [n for n in reported_nodes(spec.folder) if n not in listed]
     for node in [*spec.nodes, *strangers]:
@@ -172,7 +205,8 @@ def judge(
                     "env_tree": record.build.env_tree_sha256,
                 }
             )
-            records[node] = record
+            records[node] = _slim(record, keep, patterns)
+            files[node] = spec.folder / str(judged.record_file)
         verdicts[node] = verdict
     envs = _env_groups(spec.folder, verdicts, records)
     for node in {n for g in envs for n in g.differing}:
@@ -194,7 +228,7 @@ def judge(
         classes=[cls for cls, _ in classes],
         envs=envs,
     )
-    return Judged(fleet, records)
+    return Judged(fleet, records, files)
 
 
 def _env_key(record: Record) -> tuple[str | None, str | None, str | None]:
