@@ -54,3 +54,25 @@ def test_dry_run_without_pinning_submits_no_node_updates(tmp_path: Path) -> None
     script = next(v for k, v in out["files"].items() if k.endswith("validate.sbatch"))
     assert "#SBATCH --gres=gpu:8" in script and "#SBATCH --no-requeue" in script
     assert not (tmp_path / "jobs").exists()
+
+
+def test_sacct_elements_for_arrays_slurmctld_forgot() -> None:
+    """`sacct -n -P -X -o JobID,State,ExitCode,NodeList,Reason -j 7,9` output, written by hand
+    in sacct's parsable format (the CI cluster has no accounting database to record one): the
+    pending remainder `9_[2-3]` and a `CANCELLED by 0` state as sacct prints them."""
+    from validators.fleet.slurm import parse_sacct
+
+    text = (
+        "7_0|COMPLETED|0:0|n1|None\n"
+        "7_1|NODE_FAIL|0:0|n2|None\n"
+        "9_0|CANCELLED by 0|0:15|n4|None\n"
+        "9_1|CANCELLED by 0|0:0|None assigned|JobHeldUser\n"
+        "9_[2-3]|PENDING|0:0|None assigned|JobHeldUser\n"
+    )
+    got = [(e.job, e.state, e.exit_code, e.node, e.reason, e.source) for e in parse_sacct(text)]
+    assert got == [
+        ("7_0", "COMPLETED", "0:0", "n1", None, "sacct"),
+        ("7_1", "NODE_FAIL", "0:0", "n2", None, "sacct"),
+        ("9_0", "CANCELLED", "0:15", "n4", None, "sacct"),
+        ("9_1", "CANCELLED", "0:0", None, "JobHeldUser", "sacct"),
+    ]
