@@ -22,6 +22,7 @@ from pathlib import Path
 
 from stackgate.errors import EnvironmentProblem
 from stackgate.layout import PARTIAL_SUFFIX, EnvLayout
+from stackgate.owned_files import open_owned
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,8 @@ def build_lock(layout: EnvLayout, *, wait: bool = True) -> Iterator[HeldLock]:
     deleting the folder under it.
     """
     layout.stack_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(layout.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    # Never through a symlink or hard link planted at the name (stackgate.owned_files).
+    fd = open_owned(layout.lock_path, os.O_RDWR | os.O_CREAT)
     started = time.monotonic()
     try:
         flags = fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB

@@ -21,6 +21,7 @@ Tests kill it before every step through a Reporter wrapper (builder.fault_hook).
 from __future__ import annotations
 
 import errno
+import os
 import shutil
 import time
 from collections.abc import Iterator
@@ -64,6 +65,7 @@ from stackgate.files import sha256_file
 from stackgate.host.snapshot import host_snapshot
 from stackgate.layout import PARTIAL_SUFFIX, EnvLayout, lock_files
 from stackgate.loading import LoadedStack
+from stackgate.owned_files import open_owned
 from stackgate.paths import display_path
 from stackgate.topology import Topology
 from stackgate.uvbin import uv_bin
@@ -309,7 +311,7 @@ class _Build:
         partial = final.with_name(final.name + PARTIAL_SUFFIX)
         src_root = final.with_name(final.name + ".src" + PARTIAL_SUFFIX)
         self.log.parent.mkdir(parents=True, exist_ok=True)
-        self.log.write_text("", encoding="utf-8")
+        os.close(open_owned(self.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC))  # never a link
         try:
             with timer.step("sources", "fetching sources and applying patches"):
                 trees: list[tuple[patches.SourcePackage, Path]] = []

@@ -25,6 +25,7 @@ from builder.terminal_lines import TerminalLines
 from builder.watchdog import Watchdog, WatchReport
 from stackgate import proc
 from stackgate.credentials import redact
+from stackgate.owned_files import open_owned
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,8 @@ def run_watched(
     if "/" not in args[0]:
         args[0] = proc.which(args[0], path=env.get("PATH"))
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with log_path.open("a", encoding="utf-8") as log:
+    log_fd = open_owned(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)  # never a link
+    with os.fdopen(log_fd, "a", encoding="utf-8") as log:
         log.write(redact(f"+ {shlex.join(args)}\n"))
         log.flush()
         lines = _Lines(log, on_line)

@@ -17,6 +17,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from stackgate.build_record import build_record_path, read_build_record
 from stackgate.errors import BadInput
 from stackgate.paths import project_root, stacks_dir
 
@@ -63,6 +64,43 @@ class EnvLayout:
     def lock_path(self) -> Path:
         return self.stack_dir / LOCK_NAME
 
+    def selected(self) -> Path:
+        """`current`, once it is known to belong to this stack (it may not exist yet).
+
+        The builder makes it a relative link to a folder beside it named `<stack>-<hash>`
+        (atomic.switch_current). A `current` that is something else, leads out of the stack's
+        folder or to an env whose build record names another stack made `builder verify` and
+        `validators run` judge another stack's env and say OK: bad input (exit 2), naming
+        where it leads.
+        """
+        link = self.current
+        if not link.is_symlink():
+            if link.exists():
+                raise BadInput(
+                    f"{link}: not the link the builder makes (a folder or file in its place)"
+                )
+            return link
+        target = str(link.readlink())
+        resolved = link.resolve()
+        if (
+            "/" in target
+            or resolved.parent != self.stack_dir.resolve()
+            or not target.startswith(f"{self.stack}-")
+        ):
+            raise BadInput(
+                f"{link} leads to {target} ({resolved}), not an env of stack '{self.stack}' "
+                f"in {self.stack_dir}",
+                details=["select one with: python -m builder build " + self.stack],
+            )
+        record = build_record_path(resolved)
+        if record.is_file():
+            built_for = read_build_record(resolved).stack
+            if built_for != self.stack:
+                raise BadInput(
+                    f"{link} leads to {resolved}, built for stack '{built_for}', not '{self.stack}'"
+                )
+        return link
+
     def env_name(self, lock_hash: str) -> str:
         return f"{self.stack}-{lock_hash[:12]}"
 
@@ -74,8 +112,8 @@ class EnvLayout:
 
 
 def current_env(stack: str, root: Path | None = None) -> Path:
-    """<venv root>/<stack>/current: the env the builder selected last."""
-    return EnvLayout(venv_root(root), stack).current
+    """<venv root>/<stack>/current: the env the builder selected last (checked: selected())."""
+    return EnvLayout(venv_root(root), stack).selected()
 
 
 def locks_dir(stacks: Path | None = None) -> Path:

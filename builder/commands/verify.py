@@ -36,10 +36,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     name = load_stack(args.stack).manifest.name
     layout = EnvLayout(venv_root(args.venv_root).resolve(), name)
-    env: Path = args.env or layout.current
+    env: Path = args.env or layout.selected()
     if not env.is_dir():
         raise BadInput(f"{display_path(env)}: no env selected for {name}; build it first")
     record = read_build_record(env)
+    if record.stack != name:
+        # its own tree would match its own record: OK for an env of another stack
+        raise BadInput(f"{display_path(env)}: built for stack '{record.stack}', not '{name}'")
     started = time.monotonic()
     with DigestCache() as cache:
         check = check_tree(env, record.tree.sha256, scheme=record.tree.scheme, cache=cache)
