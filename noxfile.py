@@ -180,7 +180,8 @@ SUITE_DISK_GB = {
 
 
 def _cache_home() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    return Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
 
 
 def _du_gb(path: Path) -> float:
@@ -233,7 +234,9 @@ def _check_disk(session: nox.Session) -> None:
         return
     import tempfile
 
-    cache = Path(os.environ.get("STACKGATE_CACHE") or _cache_home() / "stackgate")
+    # stackgate/settings.py cache_root(), without importing stackgate into nox's own venv
+    named = os.environ.get("STACKGATE_CACHE") or os.environ.get("STACKGATE_CACHE_DIR")
+    cache = Path(named) if named else _cache_home() / "stackgate"
     places = {"cache": cache, "tmp": Path(tempfile.gettempdir()), "checkout": ROOT}
     needed, short = disk_shortfalls(session.posargs, places, cached_gb=_du_gb(cache))
     if short:

@@ -25,7 +25,7 @@ import stat
 import time
 from pathlib import Path
 
-from stackgate.env_paths import folder_from_env
+from stackgate.settings import cache_root
 
 Key = tuple[int, int, int, int, int]  # dev, ino, size, mtime_ns, ctime_ns
 RACY_WINDOW_NS = 3_000_000_000
@@ -35,9 +35,7 @@ _DAY_NS = 86_400 * 10**9
 
 
 def cache_path() -> Path:
-    base = folder_from_env("STACKGATE_CACHE_DIR", "the file digest cache")
-    root = base if base is not None else Path.home() / ".cache" / "stackgate"
-    return root / "file-digests.sqlite"
+    return cache_root() / "file-digests.sqlite"  # stackgate/settings.py
 
 
 def key_of(st: os.stat_result) -> Key:

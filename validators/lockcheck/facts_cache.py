@@ -14,7 +14,8 @@ network error for it (the scanner holds the entries back until then).
 
 Files are gzip'd JSON written to a temporary name and renamed into place, so concurrent runs
 never see half a file (two writers of one key write the same content; the last rename wins).
-Default root: $STACKGATE_CACHE/lockcheck, else ~/.cache/stackgate/lockcheck.
+Default root: lockcheck/ under stackgate's cache root ($STACKGATE_CACHE, else
+$XDG_CACHE_HOME/stackgate, else ~/.cache/stackgate; stackgate/settings.py).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from stackgate.env_paths import folder_from_env
+from stackgate.settings import cache_root
 from validators.lockcheck.facts import FACTS_VERSION, CachedFacts
 
 
@@ -56,9 +57,7 @@ def origin_key(wheel_sha256: str, url: str, member: str = "") -> str:
 
 
 def default_root() -> Path:
-    base = folder_from_env("STACKGATE_CACHE", "the pre-install facts cache")
-    root = base if base is not None else Path.home() / ".cache" / "stackgate"
-    return root / "lockcheck"
+    return cache_root() / "lockcheck"  # stackgate/settings.py: one root for every cache
 
 
 class FactsCache:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stackgate.env_paths import folder_from_env
+from stackgate.settings import cache_root
 
 DRIVER_LIBS = {"libcuda.so.1": ("cu", 100), "libnvidia-ml.so.1": ("nvml", 9)}
 _NAME = re.compile(r"^(cu[A-Z]\w*|nvml\w+)$")
@@ -57,7 +58,7 @@ def _cache_root() -> Path:
     configured = folder_from_env(CACHE_ENV, "the driver stub cache")
     if configured is not None:
         return configured
-    return Path.home() / ".cache" / "stackgate" / "driver-stubs"
+    return cache_root() / "driver-stubs"  # stackgate/settings.py
 
 
 def build_stubs(imports: Iterable[str], cache: Path | None = None) -> DriverStubs:

@@ -9,7 +9,7 @@ so an identity never names two contents (a hard link shares the identity and the
 Entries are JSON (the ElfObject in the lock check's CachedFacts model, validated on read),
 written to a temporary name and renamed into place; a damaged or stale entry is a miss.
 Files under MIN_SIZE are read directly (parsing a small ELF costs less than the lookup).
-Root: $STACKGATE_CACHE/static, else ~/.cache/stackgate/static. `run_static` uses no cache
+Root: static/ under stackgate's cache root (stackgate/settings.py). `run_static` uses no cache
 unless given one (tests stay hermetic); the CLI gives the default one.
 """
 
@@ -25,6 +25,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from stackgate.settings import cache_root
 from validators.lockcheck.facts import CachedFacts
 from validators.static.elf_symbols import ElfObject, read_elf
 from validators.static.fatbin import CodeScan, gpu_code
@@ -43,8 +44,7 @@ def file_identity(path: Path) -> str | None:
 
 
 def default_root() -> Path:
-    base = os.environ.get("STACKGATE_CACHE")
-    return (Path(base) if base else Path.home() / ".cache" / "stackgate") / "static"
+    return cache_root() / "static"  # stackgate/settings.py: one root for every cache
 
 
 @dataclass
