@@ -49,6 +49,7 @@ from builder.uv_cache import sweep_leftovers, uv_cache_dir
 from builder.uvproject import index_specs
 from builder.watchdog import WatchReport
 from builder.watched import StepResult, Terminal, run_watched
+from builder.wheel_record import record_mismatches
 from stackgate import __version__, proc
 from stackgate.build_record import (
     BuildHost,
@@ -386,6 +387,7 @@ class _Build:
                 envprofile.apply_profile(partial, profile, choice)
             with timer.step("verify", "comparing installed packages with the lock"):
                 installed = verify_against_lock(partial, state)
+                _check_wheel_records(partial)
             layered = None
             if checked.base_site is not None:
                 with timer.step("layer", f"appending {checked.base_site} through a .pth"):
@@ -466,3 +468,15 @@ def build_env(
     loaded: LoadedStack, options: BuildOptions, reporter: Reporter | None = None
 ) -> BuildOutcome:
     return _Build(loaded, options, reporter or Reporter()).run()
+
+
+def _check_wheel_records(env: Path) -> None:
+    """Refuse an install whose files differ from their wheels' RECORD (a damaged uv cache)."""
+    _checked, problems = record_mismatches(env)
+    if problems:
+        raise EnvironmentProblem(
+            f"{display_path(env)}: installed files differ from the sha256 their wheel's RECORD "
+            "lists: uv's cache holds damaged copies; clear them with `uv cache clean <package>` "
+            "and build again",
+            details=problems,
+        )
