@@ -201,3 +201,15 @@ def read_lock_packages(lockfile: Path) -> dict[str, dict[str, object]]:
 
     data = tomllib.loads(lockfile.read_text())
     return {p["name"]: p for p in data["package"]}
+
+
+def uv_wrapper(path: Path, before_sync: str) -> Path:
+    """An executable at `path` for STACKGATE_UV: runs the shell line `before_sync` when called
+    as `uv sync ...`, then the real uv with the same arguments (a slow or meddling uv, for real)."""
+    from stackgate.uvbin import uv_bin
+
+    path.write_text(
+        f'#!/bin/sh\nif [ "$1" = sync ]; then {before_sync}; fi\nexec {uv_bin()} "$@"\n'
+    )
+    path.chmod(0o755)
+    return path

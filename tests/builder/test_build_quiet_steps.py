@@ -6,22 +6,14 @@ running while it waits."""
 
 from __future__ import annotations
 
-import stat
 from pathlib import Path
 
-from stackgate.uvbin import uv_bin
-from tests.builder.conftest import LocalStack
+from tests.builder.conftest import LocalStack, uv_wrapper
 
 
 def test_a_quiet_step_says_it_is_still_running(local_stack: LocalStack, tmp_path: Path) -> None:
     assert local_stack.lock().returncode == 0
-    wrapper = tmp_path / "slow-uv"
-    wrapper.write_text(
-        "#!/bin/sh\n"
-        'if [ "$1" = sync ]; then sleep 20; fi\n'
-        f'exec {uv_bin()} "$@"\n'
-    )
-    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    wrapper = uv_wrapper(tmp_path / "slow-uv", "sleep 20")
     done = local_stack.build("--topology", "pcie", env={"STACKGATE_UV": str(wrapper)})
     assert done.returncode == 0, done.stderr
     beats = [line for line in done.stderr.splitlines() if "still running" in line]

@@ -9,24 +9,19 @@ uv.lock (a comment line: same packages, other bytes) and then runs the real uv."
 
 from __future__ import annotations
 
-import stat
 from pathlib import Path
 
-from stackgate.uvbin import uv_bin
-from tests.builder.conftest import LocalStack
+from tests.builder.conftest import LocalStack, uv_wrapper
 
 
 def test_a_lock_rewritten_during_the_install_fails_the_build(
     local_stack: LocalStack, tmp_path: Path
 ) -> None:
     assert local_stack.lock().returncode == 0
-    wrapper = tmp_path / "uv-touching-the-lock"
-    wrapper.write_text(
-        "#!/bin/sh\n"
-        'if [ "$1" = sync ]; then printf "\\n# rewritten during the install\\n" >> uv.lock; fi\n'
-        f'exec {uv_bin()} "$@"\n'
+    wrapper = uv_wrapper(
+        tmp_path / "uv-touching-the-lock",
+        'printf "\\n# rewritten during the install\\n" >> uv.lock',
     )
-    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
     done = local_stack.build(env={"STACKGATE_UV": str(wrapper)})
     assert done.returncode == 3, done.stderr
     assert "uv.lock changed while it was being installed" in done.stderr
