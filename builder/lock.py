@@ -217,9 +217,10 @@ def read_lock(loaded: LoadedStack, files: LockFiles) -> LockState:
         lock_bytes = read_bytes_bounded(files.lockfile, MAX_LOCK_BYTES)
         lock = parse_uv_lock(lock_bytes.decode("utf-8"), where=str(files.lockfile))
     except (ValueError, RecursionError, BadInput) as exc:  # ValueError: TOMLDecodeError, ints
+        fields = exc.details if isinstance(exc, BadInput) else []  # which field, and why
         raise BadInput(
             f"unreadable lock in {display_path(files.folder)}: {exc}",
-            details=[f"regenerate it with: {regenerate_command(stack)}"],
+            details=[*fields, f"regenerate it with: {regenerate_command(stack)}"],
         ) from None
     leaked = _credential_urls(project)
     if leaked:

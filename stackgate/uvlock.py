@@ -22,7 +22,9 @@ from stackgate.model import StrictModel, validation_problems
 
 
 class _LockModel(StrictModel):
-    model_config = ConfigDict(extra="ignore")
+    # strict: a lock is TOML, whose types are exact; `version = "1"` or `size = "12"` is not a
+    # lock uv wrote, and coercing it let stackgate read what uv then refused (exit 3, not 2).
+    model_config = ConfigDict(extra="ignore", strict=True)
 
 
 class LockedFile(_LockModel):
@@ -93,7 +95,7 @@ class LockedPackage(_LockModel):
 
 
 class UvLock(_LockModel):
-    version: int
+    version: int = Field(ge=1)
     requires_python: str | None = Field(default=None, alias="requires-python")
     package: list[LockedPackage] = Field(default_factory=list)
 

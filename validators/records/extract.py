@@ -94,6 +94,27 @@ def _concurrency(block: Mapping[str, Any]) -> int | None:
     return None
 
 
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _level_problem(point: Mapping[str, Any], block: Mapping[str, Any]) -> str | None:
+    """Why a sweep level's concurrency is unusable (None when it is a count >= 1 or absent).
+
+    `concurrency` alone may be bench_serving's measured average (a float): not judged here.
+    """
+    for where in (point, block):
+        for key in ("max_concurrency", "concurrency_level"):
+            value = where.get(key)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                return f"{key} is {value!r}, not a count of streams"
+            return None
+    return None
+
+
 class RunMetrics:
     """Metrics of one run: {key: samples} and {key: raw per-request samples}."""
 
@@ -120,7 +141,7 @@ class RunMetrics:
             return  # not measured
         nums = _numbers(value)
         if nums is None:
-            if gated and isinstance(value, str | bool | list):
+            if gated:  # a string, a boolean, a list of anything else, an object: all refused
                 self._refuse(key, value)
             return
         bad = [v for v in nums if not _is_sample(v)]
@@ -156,14 +177,34 @@ class RunMetrics:
         metrics = evidence.get("metrics")
         if isinstance(metrics, Mapping):
             self._point(check, metrics, _concurrency(metrics) or conc)
+        strict = group == BENCH_GROUP
         for list_key in _POINT_LISTS:
-            points = evidence.get(list_key)
-            if isinstance(points, list):
-                for point in points:
-                    if isinstance(point, Mapping):
-                        inner = point.get("metrics")
-                        block = inner if isinstance(inner, Mapping) else point
-                        self._point(check, block, _concurrency(point) or _concurrency(block))
+            if list_key not in evidence:
+                continue
+            points = evidence[list_key]
+            if not isinstance(points, list):
+                if strict:
+                    self.invalid.append(f"{check}/{list_key} = {_short(points)}, not a list")
+                continue
+            for i, point in enumerate(points):
+                if not isinstance(point, Mapping):
+                    if strict:
+                        self.invalid.append(
+                            f"{check}/{list_key}[{i}] = {_short(point)}, not a level"
+                        )
+                    continue
+                inner = point.get("metrics")
+                block = inner if isinstance(inner, Mapping) else point
+                level = _concurrency(point) or _concurrency(block)
+                problem = _level_problem(point, block)
+                if problem is None and level is None and len(points) > 1:
+                    problem = "no max_concurrency (the levels would be filed as one)"
+                if strict and problem:
+                    # Its numbers would be filed under another key (or as repeats of one
+                    # level), and the gate would call the run TOO_FEW instead of naming this.
+                    self.invalid.append(f"{check}/{list_key}[{i}]: {problem}")
+                    continue
+                self._point(check, block, level)
         for raw_key in (*_RAW_SECONDS, *_RAW_MS):
             if raw_key in evidence:
                 self._point(check, {raw_key: evidence[raw_key]}, conc)
@@ -187,8 +228,9 @@ def refuse_invalid(runs: Iterable[RunMetrics], *, where: Iterable[str]) -> None:
     problems = [f"{w}: {item}" for run, w in zip(runs, where, strict=False) for item in run.invalid]
     if problems:
         raise BadInput(
-            f"{len(problems)} metric sample(s) are not finite non-negative numbers "
-            "(a NaN or a string cannot be compared)",
+            f"{len(problems)} metric sample(s) or sweep level(s) are malformed: a sample must "
+            "be a finite non-negative number (a NaN or a string cannot be compared), a level a "
+            "mapping with its max_concurrency",
             details=problems[:20],
         )
 
