@@ -141,9 +141,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     outcome = yield
     report: pytest.TestReport = outcome.get_result()  # type: ignore[attr-defined]
     if report.failed and call.excinfo is not None:
-        # A failed child's captured stderr says why; its CalledProcessError does not.
+        # A failed child's captured stderr says why; its CalledProcessError does not. The
+        # traceback is kept short: the long one printed ~90 lines of CPython's subprocess.run.
         tail = stderr_tail(call.excinfo.value)
         if tail:
+            # pytest's own rendering (its internal frames cut), in its "short" style
+            report.longrepr = item._repr_failure_py(call.excinfo, style="short")  # type: ignore[attr-defined]
             report.sections.append(("child process output", tail))
     if not (IN_CI and report.skipped) or hasattr(report, "wasxfail"):
         return

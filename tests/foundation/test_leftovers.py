@@ -63,6 +63,8 @@ def test_an_orphaned_server_is_torn_down_and_a_childs_stderr_is_shown(tmp_path: 
     # the CalledProcessError's captured stderr, under its own heading
     assert "child process output" in done.stdout
     assert "uv: No space left on device" in done.stdout
+    # a short traceback: not the source of CPython's subprocess.run (its docstring's first line)
+    assert "Run command with arguments and return a CompletedProcess instance" not in done.stdout
     pid = int((tmp_path / "server.pid").read_text())
     deadline = time.monotonic() + 10
     while _alive(pid) and time.monotonic() < deadline:
