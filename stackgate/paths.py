@@ -20,9 +20,9 @@ def project_root() -> Path:
     """The checkout holding stacks/: env STACKGATE_ROOT wins, then the package's parent (a
     checkout or an editable install), then the nearest checkout at or above the cwd (stackgate
     installed as a tool, `uv tool install .`, run from inside a checkout)."""
-    override = os.environ.get("STACKGATE_ROOT")
-    if override:
-        return Path(override).resolve()
+    override = folder_from_env("STACKGATE_ROOT", "the checkout (stacks/, records/, .state/)")
+    if override is not None:
+        return override.resolve()
     package_parent = Path(__file__).resolve().parent.parent
     if _is_checkout(package_parent):
         return package_parent

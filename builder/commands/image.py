@@ -19,6 +19,7 @@ from stackgate.cli import emit_json
 from stackgate.containers.buildah import StorageConfig
 from stackgate.containers.docker import DockerConfig
 from stackgate.containers.select import ENGINE_CHOICES
+from stackgate.env_paths import folder_from_env
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.loading import load_stack
 from stackgate.output import console_err, styled
@@ -150,7 +151,7 @@ def _sources(items: list[str]) -> dict[str, Path]:
 
 def request_from(args: argparse.Namespace) -> ImageRequest:
     """CLI > environment > defaults."""
-    root = args.storage_root or os.environ.get("STACKGATE_STORAGE_ROOT")
+    root = args.storage_root or folder_from_env("STACKGATE_STORAGE_ROOT", "image storage")
     driver = args.storage_driver or os.environ.get("STACKGATE_STORAGE_DRIVER")
     storage = StorageConfig(
         root=Path(root) / "root" if root else None,

@@ -252,18 +252,19 @@ def test_list_paging_numbers_are_bounded(tmp_path: Path, argv: list[str]) -> Non
     assert argv[0] in done.stderr and "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize("var", ["STACKGATE_STATE_DIR", "STACKGATE_ROOT"])
 @pytest.mark.parametrize("value", ["/etc/passwd", "/dev/null", "/etc/passwd/below"])
-def test_state_dir_naming_a_file_is_bad_input_naming_the_variable(tmp_path: Path,
-                                                                  value: str) -> None:
-    done = _cli(tmp_path, "records", "list", env={"STACKGATE_STATE_DIR": value})
+def test_a_folder_variable_naming_a_file_is_bad_input_naming_it(tmp_path: Path, var: str,
+                                                                 value: str) -> None:
+    done = _cli(tmp_path, "records", "list", env={var: value})
     assert done.returncode == 2, done.stderr
-    assert "$STACKGATE_STATE_DIR" in done.stderr and "not a folder" in done.stderr
+    assert f"${var}" in done.stderr and "not a folder" in done.stderr
     assert Path("/etc/passwd").is_file()
 
 
 @pytest.mark.parametrize(
     "var", ["STACKGATE_CACHE", "STACKGATE_CACHE_DIR", "STACKGATE_STACKS_DIR",
-            "STACKGATE_DRIVER_STUB_CACHE"],
+            "STACKGATE_DRIVER_STUB_CACHE", "STACKGATE_STORAGE_ROOT"],
 )
 def test_every_folder_variable_is_checked_the_same_way(
     monkeypatch: pytest.MonkeyPatch, var: str
@@ -273,3 +274,17 @@ def test_every_folder_variable_is_checked_the_same_way(
         folder_from_env(var, "test")
     monkeypatch.setenv(var, "")
     assert folder_from_env(var, "test") is None
+
+
+def test_the_cache_variable_is_named_by_a_command_that_reads_it(tmp_path: Path) -> None:
+    """`STACKGATE_CACHE=/dev/null` failed without naming the variable."""
+    lock = ROOT / "stacks" / "locks" / "cu128" / "uv.lock"
+    done = subprocess.run(
+        [sys.executable, "-m", "validators", "static", "cu128", "--lock", str(lock), "--offline"],
+        cwd=ROOT, env={"PATH": "/usr/bin:/bin", "NO_COLOR": "1", "STACKGATE_CACHE": "/dev/null",
+                       "HOME": str(tmp_path)},
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "$STACKGATE_CACHE=/dev/null is not a folder" in done.stderr
+    assert "Traceback" not in done.stderr
