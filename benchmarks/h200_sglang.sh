@@ -14,7 +14,10 @@
 #     the Kimi-K2.5-shaped INT4 miniature (tests/serve/make_kimi_mini.py) and the 1.03B Llama
 #  3. SGLang 0.5.17's own parser on the profile's argv (prepare_server_args); ground truth of
 #     the GPU libraries: real sgl_kernel / flashinfer ops and a cuFFT on the H200
-#  4. validators run (host, static, runtime, serve-bench) x RUNS0 -> mark-good, export record
+#  4. the greedy reference (serve-bench --record-reference), then validators run (host, static,
+#     runtime, serve-bench) x RUNS0 -> mark-good, export record. Machine 1 (benchmarks/results/
+#     h200_sglang/README.md): greedy outputs of the random-weight miniature matched a reference
+#     from another server only 56-62%, so mark-good refuses; that is the stack's real state.
 #  5. the llama-1b control profile, one serve-bench
 #  6. equal candidate: interleaved gate (ABBA, PAIRS pairs) under the tool's DEFAULT policy
 #  7. the pre-registered rule (benchmarks/gate_h200_tolerance.py, committed before this run) on
@@ -95,6 +98,12 @@ wait $LLAMA_PID; echo "llama rc=$?" | tee -a "$RES/steps.log"
 step "SGLang 0.5.17's own parser on the profiles' argv"
 timeout 300 "$EPY" benchmarks/h200_sglang_truth.py parse --repo "$REPO" >"$RES/parse.json" 2>"$RES/parse.err"
 echo "parse rc=$?" | tee -a "$RES/steps.log"
+
+step "greedy reference of kimi-mini (the profile's correctness_reference)"
+timeout 400 $SG serve-bench h200-sglang --env "$ENV" --out-dir /tmp/sg/out/ref \
+  --record-reference stacks/references/h200-sglang-kimi-mini.json --json >"$RES/ref.json" 2>"$RES/ref.err"
+echo "reference rc=$?" | tee -a "$RES/steps.log"
+cp stacks/references/h200-sglang-kimi-mini.json "$RES/" 2>/dev/null
 
 step "validators run x $RUNS0 (host, static, runtime, serve-bench: kimi-mini)"
 mkdir -p "$RES/runs0"
