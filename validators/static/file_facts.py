@@ -2,9 +2,12 @@
 
 What a static run learns about a file that has not changed is the same on the next run: its
 dynamic-linking facts (ElfObject), its GPU code (CodeScan), and, per distribution, the
-modules its import-time code needs. A file's identity is (device, inode, size, mtime_ns,
-ctime_ns): pip and uv install new files (new inode, new ctime), and ctime cannot be set back,
-so an identity never names two contents (a hard link shares the identity and the bytes).
+modules its import-time code needs. A file's identity is (device, inode, size, mtime_ns):
+pip and uv write new files (a new inode, an mtime to the nanosecond), so an identity does not
+name two contents; a hard link shares the identity and the bytes. Not ctime: uv hard-links
+installed files from its cache, so any install of the same wheel elsewhere changes the link
+count, hence the ctime, of every file this env shares with it (measured: every warm run
+missed while other installs ran).
 
 Entries are JSON (the ElfObject in the lock check's CachedFacts model, validated on read),
 written to a temporary name and renamed into place; a damaged or stale entry is a miss.
@@ -30,7 +33,7 @@ from validators.lockcheck.facts import CachedFacts
 from validators.static.elf_symbols import ElfObject, read_elf
 from validators.static.fatbin import CodeScan, gpu_code
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: identity without ctime
 MIN_SIZE = 256 * 1024
 
 
@@ -40,7 +43,7 @@ def file_identity(path: Path) -> str | None:
         st = path.stat()
     except OSError:
         return None
-    return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+    return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
 
 
 def default_root() -> Path:
