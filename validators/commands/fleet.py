@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from stackgate.cli import emit_json
+from stackgate.cli_numbers import RUNS, int_in
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.output import console_err, styled
 from validators.fleet.elements import learn, read_submission
@@ -70,7 +71,7 @@ def _submit_args(p: argparse.ArgumentParser) -> None:
         default="/var/tmp/stackgate",
         help="node-local folder for envs ({node} is replaced by the node name)",
     )
-    p.add_argument("--runs", type=int, default=DEFAULT_REPEATS, help="validation runs per node")
+    p.add_argument("--runs", type=RUNS, default=DEFAULT_REPEATS, help="validation runs per node")
     p.add_argument("--only", nargs="+", metavar="GROUP", help="validator groups to run")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--allow-host-mismatch", action="store_true", help="test stands only")
@@ -80,7 +81,9 @@ def _submit_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--build-python", default=None, help="`builder build --python` on the nodes")
     p.add_argument("--fleet-id", default=None, help="default <stack>-<UTC time>-<random>")
     p.add_argument("--scheduler", choices=["slurm", "kubernetes"], default="slurm")
-    p.add_argument("--throttle", type=int, default=None, help="nodes at once (Slurm %%K)")
+    p.add_argument(
+        "--throttle", type=int_in(1, 1_000_000), default=None, help="nodes at once (Slurm %%K)"
+    )
     p.add_argument("--dry-run", action="store_true", help="print what would be submitted")
     s = p.add_argument_group("slurm")
     s.add_argument("--partition")
@@ -92,13 +95,15 @@ def _submit_args(p: argparse.ArgumentParser) -> None:
     k = p.add_argument_group("kubernetes")
     k.add_argument("--image", help="the stackgate image, by digest")
     k.add_argument("--namespace", default="default")
-    k.add_argument("--gpus", type=int, default=8, help="nvidia.com/gpu per pod")
+    k.add_argument("--gpus", type=int_in(0, 64), default=8, help="nvidia.com/gpu per pod")
     k.add_argument("--claim", default="stackgate-fleet", help="ReadWriteMany claim")
     k.add_argument("--claim-mount", default="/fleet")
     k.add_argument(
         "--host-path", default="/var/lib/stackgate", help="node-local hostPath ('': emptyDir)"
     )
-    k.add_argument("--node-deadline", type=int, default=6 * 3600, help="seconds per pod")
+    k.add_argument(
+        "--node-deadline", type=int_in(1, 30 * 86_400), default=6 * 3600, help="seconds per pod"
+    )
     k.add_argument("--priority-class", default=None, help="priorityClassName of the pods")
 
 
@@ -111,7 +116,10 @@ def _lemon_args(parser: argparse.ArgumentParser) -> None:
         help=f"metrics judged for lemons (fnmatch; default {' '.join(LEMON_METRICS)})",
     )
     parser.add_argument(
-        "--min-peers", type=int, default=MIN_PEERS, help="class size needed to call a lemon"
+        "--min-peers",
+        type=int_in(1, 1_000_000),
+        default=MIN_PEERS,
+        help="class size needed to call a lemon",
     )
     parser.add_argument(
         "--html", type=Path, default=None, metavar="FILE", help="also write the verdict page"
@@ -123,7 +131,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _submit_args(_sub(sub, "submit", "submit the per-node jobs and the collector"))
     node = _sub(sub, "node", "the per-node step (run by the scheduler)")
     _job_dir_args(node)
-    node.add_argument("--index", type=int, default=None, help="default $JOB_COMPLETION_INDEX")
+    node.add_argument(
+        "--index", type=int_in(0, 10_000_000), default=None, help="default $JOB_COMPLETION_INDEX"
+    )
     node.add_argument("--node", default=None, help="default $STACKGATE_HOSTNAME / Slurm's")
     node.add_argument(
         "--exit-zero", action="store_true", help="exit 0 once status.json is written (k8s)"
