@@ -34,13 +34,8 @@ step() { echo "== $(($(date +%s) - T0)) s: $*" | tee -a "$RES/steps.log"; }
 step "tool wheels"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
   "$CARRY"/tool/*.whl >"$RES/host/pip-tool.log" 2>&1 || { step "tool wheels FAILED"; exit 3; }
-export PYTHONPATH="/tmp/site:$REPO" PATH="/tmp/site/bin:$PATH"
-export STACKGATE_STATE_DIR=/tmp/sg/state STACKGATE_VENV_ROOT=/tmp/sg/envs
-MPY=$(python3 -c 'import sys; print(sys.executable)')
-SITE=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-SG="python3 -m validators"
-TORCH_ENV=$(dirname "$(dirname "$MPY")")
-[ -e "$TORCH_ENV/bin/python" ] || ln -s python3 "$TORCH_ENV/bin/python"
+# shellcheck source=benchmarks/device_env.sh
+. "$REPO/benchmarks/device_env.sh"
 # taskset where the image has it; otherwise run unpinned (and say so)
 if command -v taskset >/dev/null; then pin() { taskset -c "$@"; }; else
   echo "no taskset: runs are not pinned to cores" | tee -a "$RES/steps.log"; pin() { shift; "$@"; }; fi

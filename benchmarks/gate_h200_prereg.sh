@@ -34,13 +34,8 @@ sed -n '/^\[validation.gate\]/,/^$/p' "$REPO/stacks/h200-transformers.toml" | te
 step "tool wheels"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
   "$CARRY"/tool/*.whl >"$RES/host/pip-tool.log" 2>&1 || { step "tool wheels FAILED"; exit 3; }
-export PYTHONPATH="/tmp/site:$REPO" PATH="/tmp/site/bin:$PATH"
-export STACKGATE_STATE_DIR=/tmp/sg/state STACKGATE_VENV_ROOT=/tmp/sg/envs
-MPY=$(python3 -c 'import sys; print(sys.executable)')
-SITE=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-SG="python3 -m validators"
-TORCH_ENV=$(dirname "$(dirname "$MPY")")
-[ -e "$TORCH_ENV/bin/python" ] || ln -s python3 "$TORCH_ENV/bin/python"
+# shellcheck source=benchmarks/device_env.sh
+. "$REPO/benchmarks/device_env.sh"
 
 step "host facts"
 nvidia-smi --query-gpu=index,name,driver_version,compute_cap,memory.used,memory.total,pci.bus_id,clocks.sm,clocks.max.sm,temperature.gpu,power.draw \

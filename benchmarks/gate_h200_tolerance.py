@@ -60,6 +60,8 @@ CHUNK = 50
 def load_runs(folder: Path) -> tuple[list[str], np.ndarray, list[str]]:
     """(gated metric keys, runs x metrics array, run names) of every kept run report."""
     names = sorted(p.name for p in folder.glob("pair-*.json"))
+    if not names:  # a gate that made no runs (it refused before them): say so, not a TypeError
+        raise SystemExit(f"{folder}: no pair-*.json run reports (did the gate run?)")
     per_run = []
     for name in names:
         merged, _, _ = merge_runs([run_metrics(read_report(folder / name))])

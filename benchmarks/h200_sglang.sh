@@ -58,13 +58,8 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --tar
   /tmp/sg/carry/tool/*.whl "$WH"/pydantic-*.whl "$WH"/pydantic_core-*.whl \
   "$WH"/annotated_types-*.whl "$WH"/typing_inspection-*.whl >"$RES/host/pip-tool.log" 2>&1 \
   || finish "tool wheels failed"
-export PYTHONPATH="/tmp/site:$REPO" PATH="/tmp/site/bin:$PATH"
-export STACKGATE_STATE_DIR=/tmp/sg/state STACKGATE_VENV_ROOT=/tmp/sg/envs
-MPY=$(python3 -c 'import sys; print(sys.executable)')
-SITE=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-SG="python3 -m validators"
-TORCH_ENV=$(dirname "$(dirname "$MPY")")
-[ -e "$TORCH_ENV/bin/python" ] || ln -s python3 "$TORCH_ENV/bin/python"
+# shellcheck source=benchmarks/device_env.sh
+. "$REPO/benchmarks/device_env.sh"
 
 step "host facts"
 nvidia-smi --query-gpu=index,name,driver_version,compute_cap,memory.used,memory.total,clocks.sm,clocks.max.sm,temperature.gpu,power.draw \
