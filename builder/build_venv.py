@@ -289,7 +289,7 @@ class _Build:
                 if not opts.repair:
                     raise CheckFailed(
                         f"{final} was built for this lock but its files changed since; "
-                        f"repair it with: python -m builder build {manifest.name} --repair "
+                        f"repair it with: stackgate build {manifest.name} --repair "
                         "(builds a fresh copy beside it; the damaged one is left as it is)",
                         details=damage,
                     )

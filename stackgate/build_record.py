@@ -180,8 +180,7 @@ def read_build_record(env: Path) -> BuildRecord:
     path = build_record_path(env)
     if not path.exists():
         raise BadInput(
-            f"{env}: no build record at {path}; was this environment built by "
-            "`python -m builder build`?"
+            f"{env}: no build record at {path}; was this environment built by `stackgate build`?"
         )
     # Bounded, regular file only, duplicate keys refused (stackgate.files).
     data = read_json_file(path, MAX_BUILD_RECORD_BYTES)

@@ -90,7 +90,7 @@ class EnvLayout:
             raise BadInput(
                 f"{link} leads to {target} ({resolved}), not an env of stack '{self.stack}' "
                 f"in {self.stack_dir}",
-                details=["select one with: python -m builder build " + self.stack],
+                details=["select one with: stackgate build " + self.stack],
             )
         record = build_record_path(resolved)
         if record.is_file():

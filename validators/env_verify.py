@@ -39,7 +39,7 @@ def require_env_matches(env: Path, build: BuildFacts) -> TreeCheck:
         raise CheckFailed(
             f"{env}: its files no longer match its build record (tree "
             f"{check.tree.sha256[:16]} now, {check.recorded_sha256[:16]} recorded); rebuild "
-            "it (python -m builder build STACK --repair) and validate again",
+            "it (stackgate build STACK --repair) and validate again",
             details=check.explain(),
         )
     return check

@@ -31,9 +31,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({"ok": not stale, "stale": stale, "folder": str(folder)})
     if stale:
-        console_err().print(
-            f"stale schemas: {', '.join(stale)}; run `python -m builder schema --write`"
-        )
+        console_err().print(f"stale schemas: {', '.join(stale)}; run `stackgate schema --write`")
         return EXIT_CHECK_FAILED
     console_err().print("schemas written" if args.write else "schemas are current")
     return EXIT_OK

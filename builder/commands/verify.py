@@ -79,5 +79,5 @@ def run(args: argparse.Namespace) -> int:
     )
     for line in check.explain():
         console.print(f"  - {line}", markup=False, highlight=False)
-    console.print(f"repair: python -m builder build {name} --repair (a fresh copy beside it)")
+    console.print(f"repair: stackgate build {name} --repair (a fresh copy beside it)")
     return EXIT_CHECK_FAILED

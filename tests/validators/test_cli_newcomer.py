@@ -121,7 +121,7 @@ def test_report_without_records_mentions_reporting_a_run_file(tmp_path: Path) ->
                        "--store", tmp_path / "s.sqlite")
     assert done.returncode == 2
     assert "no known-good record" in done.stderr
-    assert "validators report RESULT.json --out" in done.stderr
+    assert "stackgate report RESULT.json --out" in done.stderr
     assert not (tmp_path / "r.html").exists()
 
 

@@ -266,7 +266,7 @@ def run(args: argparse.Namespace) -> int:
         # A baseline named by file or id can be any record; only a proven one is a baseline.
         raise CheckFailed(
             f"baseline {baseline.label} is a {baseline.kind} record, not known-good; refusing "
-            f"to gate against it (mark it good first: python -m validators mark-good)"
+            f"to gate against it (mark it good first: stackgate mark-good)"
         )
     policy, loosened = under_baseline(args, policy, baseline, args.interleave_with is not None)
     if loosened:

@@ -89,8 +89,8 @@ def _list(args: argparse.Namespace, store: RecordStore) -> int:
     if total == 0:
         what = f"for '{args.ref}' " if args.ref else ""
         console_err().print(
-            f"no records {what}in {store.path}. Make one: python -m validators mark-good STACK "
-            "--env ENV; or import the committed ones: python -m validators records import "
+            f"no records {what}in {store.path}. Make one: stackgate mark-good STACK "
+            "--env ENV; or import the committed ones: stackgate records import "
             f"--dir {display_path(committed_records_dir())}"
         )
         return EXIT_OK

@@ -42,8 +42,8 @@ def run(args: argparse.Namespace) -> int:
                     exc.message,
                     details=[
                         *exc.details,
-                        "or report one run: python -m validators run STACK --json > RESULT.json, "
-                        "then python -m validators report RESULT.json --out report.html",
+                        "or report one run: stackgate run STACK --json > RESULT.json, "
+                        "then stackgate report RESULT.json --out report.html",
                     ],
                 ) from None
         baseline = resolve_record(args.baseline, store) if args.baseline else None

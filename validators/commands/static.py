@@ -120,7 +120,7 @@ def _run_lock(args: argparse.Namespace, manifest: object) -> int:
     else:
         raise BadInput("--lock: give a uv.lock path or a stack")
     if not lock.is_file():
-        raise BadInput(f"--lock {lock}: no such file (run `python -m builder lock` first)")
+        raise BadInput(f"--lock {lock}: no such file (run `stackgate lock` first)")
     if args.jobs < 1:
         raise BadInput(f"--jobs {args.jobs}: must be >= 1")
     try:

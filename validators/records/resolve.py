@@ -156,8 +156,8 @@ def latest_known_good(stack: str, store: RecordStore) -> Record:
             f"no known-good record for stack '{stack}' in {store.path} or "
             f"{committed_records_dir()}",
             details=[
-                f"make one: python -m validators mark-good {stack} --run RESULT.json",
-                "or import committed ones: python -m validators records import records/",
+                f"make one: stackgate mark-good {stack} --run RESULT.json",
+                "or import committed ones: stackgate records import records/",
             ],
         )
     return max(candidates, key=lambda r: (r.created_at, r.record_id))

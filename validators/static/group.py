@@ -138,9 +138,7 @@ def _dist_results(env: Environment, inputs: StaticInputs) -> list[Result]:
         out.append(_result("static.dists.lock", "SKIP", "no stack given: no lock to compare"))
     elif not lock.is_file():
         out.append(
-            _result(
-                "static.dists.lock", "SKIP", f"no lock at {lock} (run `python -m builder lock`)"
-            )
+            _result("static.dists.lock", "SKIP", f"no lock at {lock} (run `stackgate lock`)")
         )
     else:
         try:
