@@ -43,6 +43,7 @@ from builder.lock import (
     uv_env,
     uv_version,
 )
+from builder.lock_origin import check_origins
 from builder.python_finder import Interpreter, find_python
 from builder.topology import TopologyChoice, choose_topology
 from builder.uv_cache import sweep_leftovers, uv_cache_dir
@@ -182,6 +183,10 @@ def _raise_step_failure(
     raise explain_uv_failure(failure, index_specs(loaded.manifest, mapping), {}) from None
 
 
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in {"1", "true", "yes", "on"}
+
+
 class _Build:
     def __init__(self, loaded: LoadedStack, options: BuildOptions, reporter: Reporter) -> None:
         self.loaded = loaded
@@ -251,6 +256,15 @@ class _Build:
         # (exit 2) leaves the venv root exactly as it was.
         with timer.step("lock", "reading the lock and checking the patches it needs"):
             state = read_lock(loaded, lock_files(manifest.name, opts.locks_root))
+            # `uv sync --frozen` fetches the lock's own URLs: each must be a file its index
+            # lists (mirrors and wheelhouses install by hash through `uv pip install`)
+            check_origins(
+                manifest,
+                state,
+                listing=not opts.offline and not opts.index_map,
+                network=not _truthy(os.environ.get("UV_OFFLINE")),
+                extra_map=opts.index_map,
+            )
             sources = patches.source_packages(loaded, state)
             patch_records = [r for pkg in sources for r in patches.verify_patch_hashes(pkg)]
         with timer.step("python", f"finding Python {manifest.python}"):

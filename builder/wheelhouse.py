@@ -6,12 +6,20 @@ lent here reach no registry; air-gapped sites are the same).
 target (the manifest's Python minor, CPython, its platform) can install; the sdist only where
 no wheel fits. Files are written as `<name>.part` and renamed after their sha256 matched the
 lock; an existing file with the right hash is kept (re-runs resume).
+
+The lock is input (issue 23): every file name is the validated wheel/sdist name
+(`stackgate.uvlock.artifact_name`), never a piece of the URL; every artifact must be one the
+index the manifest names for its package lists, with the lock's sha256
+(`builder.lock_origin`), checked before the first byte is downloaded; every download goes
+through the bounded reader (`stackgate.bounded_http`): at most the lock's size, within a
+deadline per file and one for the whole wheelhouse.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -24,13 +32,18 @@ from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import parse_wheel_filename
 
 from builder.lock import LockState
-from stackgate.errors import EnvironmentProblem
+from builder.lock_origin import check_origins
+from stackgate.bounded_http import Budget, LimitExceeded, Limits, get, make_client
+from stackgate.errors import BadInput, EnvironmentProblem
 from stackgate.files import atomic_write_text, sha256_file
 from stackgate.manifest import Manifest
-from stackgate.uvlock import LockedFile
+from stackgate.paths import display_path
+from stackgate.uvlock import LockedFile, artifact_name
 
 MANIFEST_NAME = "wheelhouse.json"
 _MAX_GLIBC_MINOR = 40
+MAX_UNSIZED = 8 << 30  # an artifact whose size the lock does not give (flat/local indexes)
+UNSIZED_EXPECTED = 1 << 30  # its request's deadline: this many bytes at the minimum rate
 
 
 @dataclass(frozen=True)
@@ -41,10 +54,7 @@ class Artifact:
     sha256: str
     size: int | None
     registry: str
-
-    @property
-    def filename(self) -> str:
-        return unquote(urlsplit(self.url).path.rsplit("/", 1)[-1])
+    filename: str  # validated (artifact_name): the only name written in the wheelhouse
 
 
 def target_tags(manifest: Manifest) -> set[Tag]:
@@ -71,56 +81,104 @@ def artifacts(state: LockState, manifest: Manifest) -> tuple[list[Artifact], lis
     tags = target_tags(manifest)
     out: list[Artifact] = []
     skipped: list[str] = []
+    lockfile = display_path(state.files.lockfile)
     for pkg in state.lock.dependencies():
         name, version = pkg.name, pkg.version or ""
         registry = pkg.source.registry
         if registry is None:
             skipped.append(f"{name} ({pkg.source.kind} source)")
             continue
-        chosen: list[LockedFile] = []
-        for wheel in pkg.wheels:
-            _, _, _, wheel_tags = parse_wheel_filename(unquote(wheel.filename))
+        where = f"{lockfile}: package {name} {version}"
+        chosen: list[tuple[LockedFile, str]] = []
+        for j, wheel in enumerate(pkg.wheels):
+            filename = artifact_name(wheel, name, pkg.version, where=f"{where}: wheels[{j}]")
+            _, _, _, wheel_tags = parse_wheel_filename(filename)
             if wheel_tags & tags:
-                chosen.append(wheel)
+                chosen.append((wheel, filename))
         if not chosen and pkg.sdist is not None:
-            chosen = [pkg.sdist]
-        for entry in chosen:
-            out.append(Artifact(name, version, entry.location, _hash(entry), entry.size, registry))
+            sdist = artifact_name(pkg.sdist, name, pkg.version, where=f"{where}: sdist")
+            chosen = [(pkg.sdist, sdist)]
+        for entry, filename in chosen:
+            out.append(
+                Artifact(
+                    name,
+                    version,
+                    entry.location,
+                    _hash(entry),
+                    entry.size,
+                    registry,
+                    filename,
+                )
+            )
     return out, skipped
 
 
 Progress = Callable[[Artifact, int], None]
 
 
-def _fetch(art: Artifact, dest: Path, client: httpx.Client, progress: Progress) -> bool:
+def _fetch(
+    art: Artifact, dest: Path, client: httpx.Client, budget: Budget, progress: Progress
+) -> bool:
     """Fetch one artifact; True when downloaded, False when an identical copy was kept."""
     target = dest / art.filename
-    if target.is_file() and sha256_file(target) == art.sha256:
+    if target.is_file() and not target.is_symlink() and sha256_file(target) == art.sha256:
         progress(art, art.size or target.stat().st_size)
         return False
     part = target.with_name(target.name + ".part")
     digest = hashlib.sha256()
     parts = urlsplit(art.url)
+    limit = art.size if art.size is not None else MAX_UNSIZED
+    got = 0
     try:
-        if parts.scheme == "file":
-            with Path(unquote(parts.path)).open("rb") as src, part.open("wb") as out:
-                for chunk in iter(lambda: src.read(1 << 20), b""):
-                    digest.update(chunk)
-                    out.write(chunk)
-                    progress(art, len(chunk))
-        else:
-            with client.stream("GET", art.url) as response, part.open("wb") as out:
-                response.raise_for_status()
-                for chunk in response.iter_bytes(1 << 20):
-                    digest.update(chunk)
-                    out.write(chunk)
-                    progress(art, len(chunk))
+        # a `.part` left behind (or planted: a symlink) is removed, never written through
+        part.unlink(missing_ok=True)
+        fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "wb") as out:
+            if parts.scheme == "file":
+                with Path(unquote(parts.path)).open("rb") as src:
+                    for chunk in iter(lambda: src.read(1 << 20), b""):
+                        got += len(chunk)
+                        if got > limit:
+                            raise LimitExceeded(art.url, f"the file runs past {limit} bytes")
+                        digest.update(chunk)
+                        out.write(chunk)
+                        progress(art, len(chunk))
+            else:
+                with get(
+                    client,
+                    art.url,
+                    budget,
+                    max_bytes=limit,
+                    expect_bytes=art.size if art.size is not None else UNSIZED_EXPECTED,
+                    limit_text=f"the lock's size, {limit} bytes"
+                    if art.size is not None
+                    else f"{limit} bytes for a file the lock gives no size",
+                ) as answer:
+                    if answer.status_code != 200:
+                        raise EnvironmentProblem(
+                            f"cannot download {art.filename} from index {art.registry}: "
+                            f"HTTP {answer.status_code}",
+                            details=[art.url],
+                        )
+                    for chunk in answer.chunks():
+                        got += len(chunk)
+                        digest.update(chunk)
+                        out.write(chunk)
+                        progress(art, len(chunk))
+    except LimitExceeded as exc:
+        part.unlink(missing_ok=True)
+        raise EnvironmentProblem(
+            f"{art.filename} ({art.package} {art.version}): {exc.reason}", details=[art.url]
+        ) from None
     except (httpx.HTTPError, OSError) as exc:
         part.unlink(missing_ok=True)
         raise EnvironmentProblem(
             f"cannot download {art.filename} from index {art.registry}: {exc}",
             details=[art.url],
-        ) from exc
+        ) from None
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise
     if digest.hexdigest() != art.sha256:
         part.unlink(missing_ok=True)
         raise EnvironmentProblem(
@@ -139,15 +197,28 @@ def download(
     *,
     progress: Progress | None = None,
     workers: int = 4,
+    limits: Limits | None = None,
 ) -> dict[str, Any]:
+    if workers < 1:
+        raise BadInput(f"--workers {workers}: must be at least 1")
     arts, skipped = artifacts(state, manifest)
-    dest.mkdir(parents=True, exist_ok=True)
-    report = progress or (lambda _a, _n: None)
-    with (
-        httpx.Client(follow_redirects=True, timeout=httpx.Timeout(60.0)) as client,
-        ThreadPoolExecutor(max_workers=workers) as pool,
-    ):
-        results = list(pool.map(lambda a: _fetch(a, dest, client, report), arts))
+    base = limits or Limits()
+    total = sum(a.size or 0 for a in arts)
+    # the whole wheelhouse: every file at the minimum rate, and a request's time per file
+    limits = Limits(
+        request_s=base.request_s,
+        min_rate=base.min_rate,
+        total_s=max(base.total_s, base.request_s * len(arts) / workers + total / base.min_rate),
+        connect_s=base.connect_s,
+    )
+    budget = Budget(limits, what="the wheelhouse")
+    with make_client(limits, max_connections=max(4, workers)) as client:
+        # before the first byte of an artifact, and before the folder is created
+        check_origins(manifest, state, listing=True, client=client, budget=budget)
+        dest.mkdir(parents=True, exist_ok=True)
+        report = progress or (lambda _a, _n: None)
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            results = list(pool.map(lambda a: _fetch(a, dest, client, budget, report), arts))
     index = {
         "stack": manifest.name,
         "lock_hash": state.lock_hash,

@@ -15,6 +15,7 @@ Failures are `LimitExceeded` (naming the URL and the limit) or httpx's own error
 
 from __future__ import annotations
 
+import argparse
 import contextvars
 import math
 import ssl
@@ -26,6 +27,8 @@ from typing import Any
 
 import httpcore
 import httpx
+
+from stackgate.cli_numbers import float_in
 
 KIB = 1 << 10
 MIB = 1 << 20
@@ -204,6 +207,11 @@ class Answer:
     _limit_text: str
     received: int = 0
 
+    @property
+    def final_url(self) -> str:
+        """The URL answered, after redirects."""
+        return str(self._response.url)
+
     def chunks(self) -> Iterator[bytes]:
         """The body as it arrives (each network read), never more than max_bytes in all."""
         length = self.headers.get("content-length", "").strip()
@@ -240,6 +248,7 @@ def get(
     expect_bytes: int | None = None,
     headers: Mapping[str, str] | None = None,
     limit_text: str = "",
+    auth: httpx.Auth | None = None,
 ) -> Iterator[Answer]:
     """GET `url`, its answer bounded to `max_bytes` and its time to the request's deadline
     (`expect_bytes`, default max_bytes, sets it) and the run's. Deadline and size failures
@@ -253,7 +262,10 @@ def get(
     token = _DEADLINE.set(end)
     try:
         with client.stream(
-            "GET", url, headers={"Accept-Encoding": "identity", **(headers or {})}
+            "GET",
+            url,
+            headers={"Accept-Encoding": "identity", **(headers or {})},
+            auth=auth if auth is not None else httpx.USE_CLIENT_DEFAULT,
         ) as response:
             yield Answer(
                 url, response.status_code, response.headers, response, max_bytes, end, text
@@ -270,3 +282,32 @@ def get(
 
 def _total_text(budget: Budget) -> str:
     return f"{budget.total.what} passed its {budget.total.seconds:g} s deadline"
+
+
+def add_limit_arguments(parser: argparse.ArgumentParser, when: str = "") -> None:
+    """`--request-timeout` and `--deadline` (`when`: "with --lock: " where they apply only so)."""
+    seconds = float_in(0.0, 7 * 86400.0, low_open=True)
+    parser.add_argument(
+        "--request-timeout",
+        type=seconds,
+        default=Limits.request_s,
+        metavar="SECONDS",
+        help=f"{when}time per request, plus the bytes asked for at "
+        f"{Limits.min_rate / 1024:g} KiB/s (default {Limits.request_s:g})",
+    )
+    parser.add_argument(
+        "--deadline",
+        type=seconds,
+        default=Limits.total_s,
+        metavar="SECONDS",
+        help=f"{when}time for every request together (default {Limits.total_s:g})",
+    )
+
+
+def limits_from(args: argparse.Namespace) -> Limits:
+    """The Limits the two flags ask for; ValueError naming the flag when they bound nothing."""
+    try:
+        return Limits(request_s=args.request_timeout, total_s=args.deadline)
+    except ValueError as exc:
+        flag = "--deadline" if "total_s" in str(exc) else "--request-timeout"
+        raise ValueError(f"{flag}: {exc}") from None

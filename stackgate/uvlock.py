@@ -9,11 +9,19 @@ the file.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
-from packaging.utils import canonicalize_name
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
+from packaging.version import InvalidVersion, Version
 from pydantic import ConfigDict, Field, ValidationError
 
 from stackgate.errors import BadInput
@@ -44,6 +52,45 @@ class LockedFile(_LockModel):
     @property
     def filename(self) -> str:
         return self.location.rsplit("/", 1)[-1]
+
+
+# A file name a folder can hold as is: no separator, no NUL or control character, no leading
+# dot; the characters of wheel and sdist names (PEP 427/625) plus `+` (local versions) and `!`.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+!-]*")
+
+
+def artifact_name(entry: LockedFile, package: str, version: str | None, *, where: str) -> str:
+    """The file name of a locked wheel or sdist, validated: the last path segment of its URL
+    (or path), percent-decoded, must be a plain file name and a wheel or sdist name of this
+    package and version. Every destination and message uses this name, never the raw URL
+    (issue 23: `.../%2Ftmp%2FPWNED?x/pkg-0.2.0-py3-none-any.whl` named /tmp/PWNED). BadInput
+    names `where` (the lock file and field)."""
+    raw = entry.url if entry.url is not None else (entry.path or "")
+    parts = urlsplit(raw) if entry.url is not None else None
+    path = parts.path if parts is not None else raw
+    segment = path.rsplit("/", 1)[-1]
+    if re.search(r"%(2f|5c|00)", segment, re.IGNORECASE):
+        raise BadInput(f"{where}: {raw!r}: an encoded separator or NUL in the file name")
+    name = unquote(segment)
+    if not _PLAIN_NAME.fullmatch(name) or name in {".", ".."}:
+        raise BadInput(f"{where}: {raw!r}: {name!r} is not a plain wheel or sdist file name")
+    try:
+        if name.endswith(".whl"):
+            got_name, got_version, _build, _tags = parse_wheel_filename(name)
+        else:
+            got_name, got_version = parse_sdist_filename(name)
+    except (InvalidWheelFilename, InvalidSdistFilename) as exc:
+        raise BadInput(f"{where}: {raw!r}: not a wheel or sdist name: {exc}") from None
+    if got_name != canonicalize_name(package):
+        raise BadInput(f"{where}: {raw!r}: a file of {got_name}, not of {package}")
+    if version is not None:
+        try:
+            same = got_version == Version(version)
+        except InvalidVersion:
+            same = str(got_version) == version
+        if not same:
+            raise BadInput(f"{where}: {raw!r}: version {got_version}, the lock says {version}")
+    return name
 
 
 class LockSource(_LockModel):

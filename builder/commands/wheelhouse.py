@@ -18,9 +18,10 @@ from rich.progress import (
 
 from builder.lock import read_lock
 from builder.wheelhouse import Artifact, artifacts, download
+from stackgate.bounded_http import add_limit_arguments, limits_from
 from stackgate.cli import emit_json
 from stackgate.cli_numbers import WORKERS
-from stackgate.errors import EXIT_OK
+from stackgate.errors import EXIT_OK, BadInput
 from stackgate.host.resources import GIB
 from stackgate.layout import lock_files
 from stackgate.loading import load_stack
@@ -36,9 +37,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--to", type=Path, required=True, help="the wheelhouse folder")
     parser.add_argument("--locks-dir", type=Path, default=None, help="default: stacks/locks")
     parser.add_argument("--workers", type=WORKERS, default=4, help="parallel downloads (1-64)")
+    add_limit_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        limits = limits_from(args)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
     loaded = load_stack(args.stack)
     state = read_lock(loaded, lock_files(loaded.manifest.name, args.locks_dir))
     arts, _ = artifacts(state, loaded.manifest)
@@ -63,7 +69,14 @@ def run(args: argparse.Namespace) -> int:
             with lock:
                 progress.advance(task, nbytes)
 
-        result = download(state, loaded.manifest, args.to, progress=advance, workers=args.workers)
+        result = download(
+            state,
+            loaded.manifest,
+            args.to,
+            progress=advance,
+            workers=args.workers,
+            limits=limits,
+        )
     seconds = time.monotonic() - started
     if args.json:
         emit_json(

@@ -11,7 +11,9 @@ Server behaviours (`HostileServer.mode`, changeable while it runs):
 - "overlong": 206 that sends 64 KiB more than asked for;
 - "wrong-range": 206 whose Content-Range starts elsewhere than asked;
 - "ignore-range": 200 and the whole file.
-Every request's path is counted in `requests`.
+Every request's path is counted in `requests`. With `only_suffix` set, only paths ending so
+get the behaviour (the others are served honestly); a path ending in `/` serves its
+folder's index.html (a PEP 503 index page).
 """
 
 from __future__ import annotations
@@ -34,24 +36,45 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:
         pass
 
+    def do_HEAD(self) -> None:
+        rel = self.path.split("?")[0].lstrip("/")
+        path = self.server.root / rel
+        if path.is_dir():
+            path = path / "index.html"
+        if not path.is_file():
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("Content-Length", str(path.stat().st_size))
+        self.send_header("Accept-Ranges", "bytes")
+        self.end_headers()
+
     def do_GET(self) -> None:
         srv = self.server
         srv.requests.append(self.path)
-        path = srv.root / self.path.lstrip("/").split("?")[0]
+        rel = self.path.split("?")[0].lstrip("/")
+        path = srv.root / rel
+        if path.is_dir():
+            path = path / "index.html"
         data = path.read_bytes() if path.is_file() else b""
-        if not data and srv.mode in ("ranges", "ignore-range", "overlong", "wrong-range"):
+        mode = srv.mode
+        if srv.only_suffix is not None and not rel.endswith(srv.only_suffix):
+            mode = "ranges"
+        if not data and mode in ("ranges", "ignore-range", "overlong", "wrong-range"):
             self.send_error(404)
             return
         with suppress(BrokenPipeError, ConnectionResetError):
-            self._answer(srv, data)
+            self._answer(srv, data, mode)
 
-    def _answer(self, srv: HostileServer, data: bytes) -> None:
-        mode = srv.mode
+    def _answer(self, srv: HostileServer, data: bytes, mode: str) -> None:
         header = self.headers.get("Range", "")
         start, end = 0, len(data) - 1
         if header:
             first, _, last = header.removeprefix("bytes=").partition("-")
-            start, end = int(first), min(len(data) - 1, int(last) if last else len(data) - 1)
+            if not first:  # "bytes=-N": the last N bytes
+                start, end = max(0, len(data) - int(last)), len(data) - 1
+            else:
+                start, end = int(first), min(len(data) - 1, int(last) if last else len(data) - 1)
         if mode == "flood" or mode == "flood-unannounced":
             self.send_response(200)
             if mode == "flood":
@@ -85,6 +108,8 @@ class _Handler(BaseHTTPRequestHandler):
             if mode == "overlong":
                 body += b"\0" * (1 << 16)
         self.send_header("Content-Length", str(len(body)))
+        kind = "text/html" if self.path.split("?")[0].endswith("/") else "application/octet-stream"
+        self.send_header("Content-Type", kind)
         self.end_headers()
         if mode == "drip":
             for i in range(len(body)):
@@ -104,6 +129,7 @@ class HostileServer(ThreadingHTTPServer):
         self.mode = mode
         self.flood_bytes = 1 << 30
         self.drip_s = 1.0
+        self.only_suffix: str | None = None
         self.requests: list[str] = []
 
     @property

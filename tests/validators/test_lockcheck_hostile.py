@@ -280,4 +280,4 @@ def test_cli_refuses_a_deadline_that_bounds_nothing(value: str, tmp_path: Path) 
         cwd=ROOT,
     )
     assert done.returncode == 2, done.stderr
-    assert "total_s" in done.stderr and "Traceback" not in done.stderr
+    assert "--deadline" in done.stderr and "Traceback" not in done.stderr

@@ -11,7 +11,7 @@ import os
 import time
 from pathlib import Path
 
-from stackgate.bounded_http import Limits
+from stackgate.bounded_http import add_limit_arguments, limits_from
 from stackgate.cli_numbers import WORKERS
 from stackgate.errors import BadInput
 from stackgate.heartbeat import Heartbeat, took
@@ -54,21 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--jobs", type=WORKERS, default=6, help="with --lock: members fetched at once (default 6)"
     )
-    parser.add_argument(
-        "--deadline",
-        type=float,
-        default=Limits.total_s,
-        metavar="SECONDS",
-        help=f"with --lock: time for every request together (default {Limits.total_s:g})",
-    )
-    parser.add_argument(
-        "--request-timeout",
-        type=float,
-        default=Limits.request_s,
-        metavar="SECONDS",
-        help="with --lock: time per request, plus the bytes asked for at "
-        f"{Limits.min_rate / 1024:g} KiB/s (default {Limits.request_s:g})",
-    )
+    add_limit_arguments(parser, "with --lock: ")
     parser.add_argument(
         "--deep",
         action="store_true",
@@ -124,9 +110,9 @@ def _run_lock(args: argparse.Namespace, manifest: object) -> int:
     if args.jobs < 1:
         raise BadInput(f"--jobs {args.jobs}: must be >= 1")
     try:
-        limits = Limits(request_s=args.request_timeout, total_s=args.deadline)
+        limits = limits_from(args)
     except ValueError as exc:
-        raise BadInput(f"--request-timeout/--deadline: {exc}") from None
+        raise BadInput(str(exc)) from None
     try:
         wheels = read_lock(lock)
     except LockError as exc:

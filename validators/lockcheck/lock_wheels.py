@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
 
 from packaging.tags import Tag, compatible_tags, cpython_tags
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from stackgate.errors import BadInput
-from stackgate.uvlock import LockedFile, UvLock, read_uv_lock
+from stackgate.uvlock import LockedFile, UvLock, artifact_name, read_uv_lock
 
 MAX_GLIBC_MINOR = 40
 
@@ -27,10 +26,7 @@ class LockedWheel:
     url: str
     sha256: str
     size: int
-
-    @property
-    def filename(self) -> str:
-        return unquote(urlsplit(self.url).path.rsplit("/", 1)[-1])
+    filename: str  # validated (stackgate.uvlock.artifact_name), never a piece of the raw URL
 
     @property
     def key(self) -> tuple[str, str]:
@@ -81,22 +77,23 @@ def read_lock(path: Path, python: tuple[int, int] | None = None) -> LockWheels:
         if pkg.source.is_project:
             continue
         name, version = pkg.name, str(pkg.version)
-        best: tuple[int, LockedFile] | None = None
+        best: tuple[int, LockedFile, str] | None = None
         for j, entry in enumerate(pkg.wheels):
             url = entry.url
             if url is None:
                 continue
             try:
-                _n, _v, _b, tags = parse_wheel_filename(
-                    unquote(urlsplit(url).path.rsplit("/", 1)[-1])
+                filename = artifact_name(
+                    entry, name, pkg.version, where=f"{path}: package[{i}].wheels[{j}].url"
                 )
-            except InvalidWheelFilename:
-                raise LockError(
-                    f"{path}: package[{i}].wheels[{j}].url: not a wheel name: {url}"
-                ) from None
+                if not filename.endswith(".whl"):
+                    raise BadInput(f"{path}: package[{i}].wheels[{j}].url: not a wheel: {url}")
+            except BadInput as exc:
+                raise LockError("; ".join(exc.lines())) from None
+            _n, _v, _b, tags = parse_wheel_filename(filename)
             score = min((rank[t] for t in tags if t in rank), default=None)
             if score is not None and (best is None or score < best[0]):
-                best = (score, entry)
+                best = (score, entry, filename)
         if best is None:
             no_wheel.append(f"{name} {version}")
             continue
@@ -107,6 +104,8 @@ def read_lock(path: Path, python: tuple[int, int] | None = None) -> LockWheels:
         if entry.size is None:
             raise LockError(f"{path}: package[{i}] ({name}).wheels: no size")
         wheels.append(
-            LockedWheel(canonicalize_name(name), version, str(entry.url), digest[7:], entry.size)
+            LockedWheel(
+                canonicalize_name(name), version, str(entry.url), digest[7:], entry.size, best[2]
+            )
         )
     return LockWheels(wheels=wheels, no_wheel=no_wheel, python=python)

@@ -1,0 +1,237 @@
+"""Issue 23 section 1: the lock is input, not authority. A uv.lock edited after `lock` (URLs
+with encoded separators, another package's file name, a wheel on another host or path with
+its own correct sha256, another registry, a direct-URL source) is refused by `wheelhouse` and
+`build` before a byte is downloaded or a folder created (exit 2, naming the lock and the
+package); and `wheelhouse` downloads through the bounded reader (a flooding or dripping file
+server is cut off, exit 3, naming the wheel and the bound).
+
+Real parts: the builder tests' three PEP 503 indexes served over HTTP on 127.0.0.1, locked by
+real uv; an attacker's server on another port; a real planted wheel whose import would write a
+file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from tests.builder.conftest import LocalStack, write_manifest
+from tests.helpers.hostile import HostileServer, hostile_server
+from tests.helpers.wheels import make_index, make_wheel
+
+ONLINE = {"UV_OFFLINE": ""}  # loopback only
+NUMPY = "numpy-2.0.0-py3-none-any.whl"
+
+
+@dataclass
+class Served:
+    stack: LocalStack
+    server: HostileServer
+    base: str  # http://127.0.0.1:PORT
+
+    @property
+    def lockfile(self) -> Path:
+        return self.stack.locks / "localstack" / "uv.lock"
+
+    def edit(self, old: str, new: str) -> None:
+        text = self.lockfile.read_text(encoding="utf-8")
+        assert old in text, old
+        self.lockfile.write_text(text.replace(old, new), encoding="utf-8")
+
+    def numpy_url(self) -> str:
+        return f"{self.base}/idx-pypi/simple/numpy/{NUMPY}"
+
+    def wheelhouse(self, *extra: str) -> tuple[int, str, Path]:
+        house = self.stack.root / "house"
+        done = self.stack.cli(
+            "wheelhouse", self.stack.manifest, "--locks-dir", self.stack.locks, "--to", house,
+            *extra, env=ONLINE,
+        )
+        assert "Traceback" not in done.stderr, done.stderr
+        return done.returncode, done.stderr, house
+
+
+@pytest.fixture
+def served(local_stack: LocalStack) -> Iterator[Served]:
+    with hostile_server(local_stack.root) as server:
+        base = f"http://127.0.0.1:{server.server_port}"
+        urls = {"pypi": f"{base}/idx-pypi/simple", "cuda": f"{base}/idx-cuda/simple",
+                "kernel": f"{base}/idx-kernel/simple"}
+        local_stack.manifest = write_manifest(local_stack.root / "stacks", "localstack", urls)
+        lock = local_stack.lock(env=ONLINE)
+        assert lock.returncode == 0, lock.stderr
+        yield Served(local_stack, server, base)
+
+
+def _encoded_path(target: Path) -> str:
+    return "%2F".join(quote(part, safe="") for part in str(target).split("/"))
+
+
+NAMES = {
+    "encoded-absolute-path-and-query": lambda t: f"{_encoded_path(t / 'PWNED')}?x/{NUMPY}",
+    "encoded-dot-dot": lambda t: f"..%2F..%2F..%2F{NUMPY}",
+    "encoded-backslash": lambda t: f"..%5C{NUMPY}",
+    "encoded-nul": lambda t: f"{NUMPY}%00.whl",
+    "dot-dot-segment": lambda t: "..",
+    "another-package": lambda t: "evil-2.0.0-py3-none-any.whl",
+    "another-version": lambda t: "numpy-9.9.9-py3-none-any.whl",
+    "hidden-name": lambda t: f".{NUMPY}",
+}
+
+
+@pytest.mark.parametrize("attack", sorted(NAMES))
+def test_file_names_come_from_the_validated_wheel_name(served: Served, attack: str) -> None:
+    outside = served.stack.root / "outside"
+    outside.mkdir()
+    served.edit(served.numpy_url(), f"{served.base}/idx-pypi/simple/numpy/{NAMES[attack](outside)}")
+    code, err, house = served.wheelhouse()
+    assert code == 2, err
+    assert "uv.lock" in err and "numpy" in err, err
+    assert not house.exists()
+    assert not list(outside.iterdir()) and not (served.stack.root / NUMPY).exists()
+
+
+def _evil_numpy(folder: Path, sentinel: Path) -> Path:
+    return make_wheel(folder, "numpy", "2.0.0",
+                      files={"numpy/__init__.py": f"open({str(sentinel)!r}, 'w').write('x')\n"})
+
+
+def _point_numpy_at(served: Served, url: str, wheel: Path) -> None:
+    text = served.lockfile.read_text(encoding="utf-8")
+    line = next(ln for ln in text.splitlines() if served.numpy_url() in ln)
+    data = wheel.read_bytes()
+    new = re.sub(r'url = "[^"]*"', f'url = "{url}"', line)
+    new = re.sub(r'hash = "sha256:[0-9a-f]+"', f'hash = "sha256:{hashlib.sha256(data).hexdigest()}"', new)
+    new = re.sub(r"size = \d+", f"size = {len(data)}", new)
+    served.edit(line, new)
+
+
+def test_wheel_on_another_host_with_its_own_sha256_is_refused_before_download(
+    served: Served, tmp_path: Path
+) -> None:
+    sentinel = tmp_path / "PLANTED"
+    evil = _evil_numpy(tmp_path / "attacker", sentinel)
+    with hostile_server(tmp_path / "attacker") as attacker:
+        _point_numpy_at(served, f"{attacker.base}{evil.name}", evil)
+        code, err, house = served.wheelhouse()
+        assert code == 2, err
+        assert "is not a file index" in err and "numpy" in err, err
+        built = served.stack.build("--json", env=ONLINE)
+        assert built.returncode == 2, built.stderr
+        assert "is not a file index" in built.stderr
+        assert not [p for p in attacker.requests if p.endswith(".whl")]  # never downloaded
+    assert not house.exists() and not sentinel.exists()
+    assert not served.stack.stack_dir.exists() or not list(served.stack.stack_dir.glob("*-env*"))
+
+
+def test_wheel_on_the_index_host_but_not_on_its_page_is_refused(
+    served: Served, tmp_path: Path
+) -> None:
+    evil = _evil_numpy(served.stack.root / "elsewhere", tmp_path / "PLANTED")
+    _point_numpy_at(served, f"{served.base}/elsewhere/{evil.name}", evil)
+    code, err, _ = served.wheelhouse()
+    assert code == 2 and "is not a file index" in err, err
+
+
+def test_listed_file_with_another_sha256_in_the_lock_is_refused(served: Served) -> None:
+    text = served.lockfile.read_text(encoding="utf-8")
+    line = next(ln for ln in text.splitlines() if served.numpy_url() in ln)
+    served.edit(line, re.sub(r"sha256:[0-9a-f]+", "sha256:" + "0" * 64, line))
+    code, err, _ = served.wheelhouse()
+    assert code == 2 and "the index lists sha256" in err, err
+
+
+def _block(served: Served, name: str) -> str:
+    """The lock's [[package]] entry of `name` (not another entry that depends on it)."""
+    text = served.lockfile.read_text(encoding="utf-8")
+    return next(b for b in text.split("[[package]]") if b.lstrip().startswith(f'name = "{name}"'))
+
+
+def test_package_moved_to_another_registry_is_refused(served: Served, tmp_path: Path) -> None:
+    """The attacker's own index lists its wheel: only the manifest decides where numpy comes
+    from, so the lock's registry is refused before any page is read."""
+    evil = _evil_numpy(tmp_path / "w", tmp_path / "PLANTED")
+    make_index(tmp_path / "attacker", [evil])
+    with hostile_server(tmp_path / "attacker") as attacker:
+        block = _block(served, "numpy")
+        moved = block.replace(f"{served.base}/idx-pypi/simple", f"{attacker.base}simple")
+        served.edit(block, moved)
+        code, err, _ = served.wheelhouse()
+        assert code == 2, err
+        assert "locked from index" in err and "the manifest allows 'pypi'" in err, err
+        assert not attacker.requests
+
+
+def test_pinned_package_from_an_open_index_is_refused(served: Served) -> None:
+    """torch is pinned to the explicit cuda index; the same file from the pypi index's URL
+    (uv would never lock that) is refused."""
+    block = _block(served, "torch")
+    assert "/idx-cuda/simple" in block
+    served.edit(block, block.replace("/idx-cuda/simple", "/idx-pypi/simple"))
+    code, err, _ = served.wheelhouse()
+    assert code == 2 and "the manifest allows 'pytorch-cu130'" in err, err
+
+
+def test_direct_url_source_is_refused(served: Served, tmp_path: Path) -> None:
+    block = _block(served, "numpy")
+    source = re.search(r"source = \{[^}]*\}", block)
+    assert source is not None
+    served.edit(block, block.replace(source.group(0),
+                                     f'source = {{ url = "{served.base}/x/{NUMPY}" }}'))
+    built = served.stack.build("--json", env=ONLINE)
+    assert built.returncode == 2, built.stderr
+    assert "a url source" in built.stderr and "Traceback" not in built.stderr
+
+
+def _add_sizes(served: Served) -> None:
+    text = served.lockfile.read_text(encoding="utf-8")
+
+    def sized(match: re.Match[str]) -> str:
+        rel = match.group(1).removeprefix(served.base + "/")
+        size = (served.stack.root / rel).stat().st_size
+        return f'{match.group(0)}, size = {size}'
+
+    new = re.sub(r'url = "([^"]+\.whl)", hash = "sha256:[0-9a-f]+"(?!, size)', sized, text)
+    assert new != text
+    served.lockfile.write_text(new, encoding="utf-8")
+
+
+@pytest.mark.parametrize(("mode", "said"), [("flood", "announces 1073741824 bytes"),
+                                            ("flood-unannounced", "runs past"),
+                                            ("drip", "deadline")])
+def test_file_server_flooding_or_dripping_is_cut_off(served: Served, mode: str, said: str) -> None:
+    _add_sizes(served)  # as PyPI's locks have them (these loopback pages give none)
+    served.server.mode = mode
+    served.server.only_suffix = ".whl"  # the index pages stay honest
+    served.server.drip_s = 0.5
+    code, err, house = served.wheelhouse("--request-timeout", "2", "--workers", "2")
+    assert code == 3, err
+    assert said in err and ".whl" in err, err
+    assert not list(house.glob("*.part"))
+
+
+def test_planted_part_symlink_is_replaced_not_written_through(served: Served) -> None:
+    house = served.stack.root / "house"
+    house.mkdir()
+    victim = served.stack.root / "victim.txt"
+    victim.write_text("keep me\n")
+    (house / f"{NUMPY}.part").symlink_to(victim)
+    code, err, _ = served.wheelhouse()
+    assert code == 0, err
+    assert victim.read_text() == "keep me\n"
+    assert (house / NUMPY).is_file() and not (house / NUMPY).is_symlink()
+
+
+@pytest.mark.parametrize("flag", [("--workers", "0"), ("--deadline", "nan"),
+                                  ("--request-timeout", "-1")])
+def test_bounds_that_bound_nothing_are_refused(served: Served, flag: tuple[str, str]) -> None:
+    code, err, house = served.wheelhouse(*flag)
+    assert code == 2, err
+    assert flag[0] in err, err
+    assert not house.exists()
