@@ -12,11 +12,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from stackgate import proc
 from stackgate.errors import CommandFailed, EnvironmentProblem
+from stackgate.heartbeat import Heartbeat
 from stackgate.uvbin import uv_bin
 
 _PROBE = "import json,sys,platform;print(json.dumps([sys.version_info[:3], sys.executable]))"
@@ -134,8 +136,14 @@ def _from_uv(wanted: str, may_download: bool) -> tuple[Interpreter | None, str]:
     why = f"uv python find --managed-python {wanted}: none"
     if not may_download:
         return None, why
+    # A download (or its failure: ~50 s of DNS retries where the host is unreachable) said
+    # nothing before: the first hour's `lock cu128` sat 55 s without a line.
+    say = _say_stderr
+    say(f"no Python {wanted} on PATH, in pyenv or among uv's: uv python install {wanted} ...")
+    still = Heartbeat(say, lambda s: f"  ... uv python install {wanted} still running ({s:.0f} s)")
     try:
-        proc.run([uv, "python", "install", wanted], timeout=900)
+        with still:
+            proc.run([uv, "python", "install", wanted], timeout=900)
     except (CommandFailed, EnvironmentProblem) as exc:
         last = (exc.details[-1:] if exc.details else [exc.message])[0]
         return None, f"{why}; uv python install {wanted}: {last}"
@@ -143,6 +151,11 @@ def _from_uv(wanted: str, may_download: bool) -> tuple[Interpreter | None, str]:
     if found is not None and found.version.startswith(wanted):
         return found, ""
     return None, why
+
+
+def _say_stderr(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
 
 
 def _uv_find(argv: list[str]) -> Interpreter | None:

@@ -176,6 +176,8 @@ def test_the_interpreter_finder_asks_uv_and_lets_it_download_where_allowed(
     else:  # it tried to fetch one (offline here, so that failed) instead of refusing
         assert "python install 3.12" in tried
         assert "UV_PYTHON_DOWNLOADS" not in payload["error"]
+        # and said so before the wait (a failing download took 55 s without a line)
+        assert "uv python install 3.12 ..." in done.stderr.splitlines()[0]
     assert not (tmp_path / "locks").exists()
 
 
