@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +66,31 @@ def write_stack(folder: Path, name: str, profiles: dict[str, dict[str, Any]], ex
     path = folder / f"{name}.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+@contextmanager
+def synthetic_server(*flags: str) -> Iterator[str]:
+    """The synthetic token server on a free 127.0.0.1 port, ready; its base URL.
+
+    Its stderr is not ours: a server whose client gave up on it (a lie refused mid-stream)
+    logs a broken pipe, which must not read as the client's traceback."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, str(SYNTHETIC), "--port", str(port), "--load-s", "0", *flags],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if b"ready to roll" in line:
+            break
+    proc.stdout.close()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
 def synthetic_command(*flags: str) -> list[str]:

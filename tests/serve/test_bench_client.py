@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -20,8 +17,9 @@ from validators.serve import bench_client
 from validators.serve.bench_client import RequestOutcome, SseParser, compute_metrics
 from validators.serve.sse_transport import StreamingClient
 
+from .conftest import synthetic_server
+
 FIXTURES = Path(__file__).with_name("fixtures")
-SYNTHETIC = Path(__file__).with_name("synthetic_server.py")
 
 
 def test_sglang_stream_with_continuous_usage() -> None:
@@ -79,22 +77,8 @@ def test_prompts_are_fixed_length_and_seeded() -> None:
 
 @pytest.fixture
 def synthetic_url() -> Iterator[str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, str(SYNTHETIC), "--port", str(port), "--load-s", "0",
-                             "--rate", "2000", "--tokens-per-chunk", "3", "--no-done"],
-                            stdout=subprocess.PIPE, start_new_session=True)
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if b"ready to roll" in line:
-            break
-    proc.stdout.close()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(10)
+    with synthetic_server("--rate", "2000", "--tokens-per-chunk", "3", "--no-done") as url:
+        yield url
 
 
 def test_level_against_a_real_server(synthetic_url: str) -> None:

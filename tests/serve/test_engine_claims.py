@@ -10,11 +10,6 @@ throughput, and never print a traceback.
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import sys
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -23,32 +18,9 @@ from validators.serve import bench_client
 from validators.serve.bench_client import SseParser
 from validators.serve.group import run_group
 
-from .conftest import by_check
+from .conftest import by_check, synthetic_server
 
-SYNTHETIC = Path(__file__).with_name("synthetic_server.py")
 pytestmark = pytest.mark.timeout(120)
-
-
-def _serve(*flags: str) -> Iterator[str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [sys.executable, str(SYNTHETIC), "--port", str(port), "--load-s", "0", "--rate", "4000",
-         *flags],
-        # the server's own stderr (a broken pipe when the client gives up on a lie) is not ours
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if b"ready to roll" in line:
-            break
-    proc.stdout.close()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 SETTINGS = BenchSettings(input_len=8, output_len=16, rounds=1, request_timeout_s=30)
@@ -77,7 +49,7 @@ def test_a_lying_server_fails_the_level_naming_the_claim(
     name: str, capfd: pytest.CaptureFixture[str]
 ) -> None:
     flags, said = LIES[name]
-    for url in _serve(*flags):
+    with synthetic_server("--rate", "4000", *flags) as url:
         m = bench_client.run_level(bench_client.Target(url, "synthetic"), SETTINGS, 2)
     assert m["completed"] == 0 and m["failed"] == 8, m.get("errors")
     assert any(said in e for e in m["errors"]), m["errors"]
@@ -89,7 +61,7 @@ def test_a_lying_server_fails_the_level_naming_the_claim(
 
 
 def test_an_honest_server_with_multi_token_chunks_still_passes() -> None:
-    for url in _serve("--tokens-per-chunk", "3"):
+    with synthetic_server("--rate", "4000", "--tokens-per-chunk", "3") as url:
         m = bench_client.run_level(bench_client.Target(url, "synthetic"), SETTINGS, 2)
     assert m["completed"] == 8 and m["failed"] == 0
     assert m["total_output_tokens"] == 16 * 8
