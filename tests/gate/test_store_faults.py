@@ -288,3 +288,15 @@ def test_the_cache_variable_is_named_by_a_command_that_reads_it(tmp_path: Path) 
     assert done.returncode == 2, done.stdout + done.stderr
     assert "$STACKGATE_CACHE=/dev/null is not a folder" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_uv_variable_naming_a_folder_is_named(tmp_path: Path) -> None:
+    """STACKGATE_UV=/etc (a folder is 'executable') went on to run it."""
+    done = subprocess.run(
+        [sys.executable, "-m", "builder", "lock", "cu128", "--locks-dir", str(tmp_path / "l")],
+        cwd=ROOT, env={"PATH": "/usr/bin:/bin", "NO_COLOR": "1", "STACKGATE_UV": "/etc",
+                       "HOME": str(tmp_path)},
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "STACKGATE_UV names no executable uv" in done.stderr and "Traceback" not in done.stderr
