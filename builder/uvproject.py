@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,22 +138,36 @@ def _source(name: str, pin: Package, mapping: Mapping[str, str]) -> dict[str, An
     return None
 
 
-def _toml_value(value: Any) -> str:
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+\Z")
+
+
+def toml_key(key: str) -> str:
+    return key if _BARE_KEY.match(key) else json.dumps(key)
+
+
+def toml_value(value: Any) -> str:
+    """One TOML value, inline (tables as inline tables); also writes bisect's manifests."""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"cannot write {value} as TOML")
+        return repr(value)
     if isinstance(value, str):
         return json.dumps(value)  # a JSON string is a valid TOML basic string
     if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, Mapping):
+        return "{ " + ", ".join(f"{toml_key(k)} = {toml_value(v)}" for k, v in value.items()) + " }"
     raise TypeError(f"cannot write {type(value).__name__} as TOML")
 
 
 def _lines(key: str, items: list[str]) -> list[str]:
     if not items:
         return [f"{key} = []"]
-    return [f"{key} = [", *(f"    {_toml_value(i)}," for i in items), "]"]
+    return [f"{key} = [", *(f"    {toml_value(i)}," for i in items), "]"]
 
 
 def render_pyproject(
@@ -179,8 +195,8 @@ def render_pyproject(
     for spec in index_specs(manifest, mapping):
         out += [
             "[[tool.uv.index]]",
-            f"name = {_toml_value(spec.name)}",
-            f"url = {_toml_value(spec.url)}",
+            f"name = {toml_value(spec.name)}",
+            f"url = {toml_value(spec.url)}",
         ]
         if spec.explicit:
             out.append("explicit = true")
@@ -194,15 +210,15 @@ def render_pyproject(
     }
     if sources:
         out.append("[tool.uv.sources]")
-        out += [f"{_toml_value(name)} = {_toml_value(src)}" for name, src in sources.items()]
+        out += [f"{toml_value(name)} = {toml_value(src)}" for name, src in sources.items()]
         out.append("")
     out += [
         "[tool.stackgate]",
-        f"stack = {_toml_value(manifest.name)}",
-        f"manifest = {_toml_value(manifest_path)}",
-        f"manifest_hash = {_toml_value(manifest_hash(manifest))}",
+        f"stack = {toml_value(manifest.name)}",
+        f"manifest = {toml_value(manifest_path)}",
+        f"manifest_hash = {toml_value(manifest_hash(manifest))}",
         *_lines("manifest_fields", list(LOCK_FIELDS)),
-        f"index_map = {_toml_value(mapping) if mapping else '{}'}",
+        f"index_map = {toml_value(mapping) if mapping else '{}'}",
         "",
     ]
     return "\n".join(out)

@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+JSON_INDEX = "application/vnd.pypi.simple.v1+json"
+
 
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
@@ -21,8 +23,22 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:
         pass
 
+    def do_HEAD(self) -> None:  # uv asks a wheel's size first
+        path = self.server.root / self.path.lstrip("/").split("?")[0]
+        if not path.is_file():
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("Content-Length", str(path.stat().st_size))
+        self.send_header("Accept-Ranges", "none" if self.server.mode == "ignore-range" else "bytes")
+        self.end_headers()
+
     def do_GET(self) -> None:
         path = self.server.root / self.path.lstrip("/").split("?")[0]
+        if path.is_dir():  # an index page: PEP 691 JSON where asked for and made, else PEP 503
+            wants_json = JSON_INDEX in self.headers.get("Accept", "")
+            path = path / ("index.json" if wants_json and (path / "index.json").is_file()
+                           else "index.html")  # fmt: skip
         if not path.is_file():
             self.send_error(404)
             return
@@ -39,6 +55,8 @@ class _Handler(BaseHTTPRequestHandler):
             body = data
             self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
+        if path.suffix in (".html", ".json"):
+            self.send_header("Content-Type", JSON_INDEX if path.suffix == ".json" else "text/html")
         self.send_header("Accept-Ranges", "none" if self.server.mode == "ignore-range" else "bytes")
         self.end_headers()
         if self.server.mode == "drop-once" and not self.server.dropped and len(body) > 65536:

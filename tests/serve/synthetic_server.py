@@ -243,6 +243,19 @@ def spawn_orphan() -> None:
     subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
 
 
+def plugin_factor() -> float:
+    """The product of the installed packages' rate factors (0.5: half the tokens/s). An entry
+    point that fails to load fails the server's start, as a broken import fails an engine's."""
+    from importlib.metadata import entry_points
+
+    factor = 1.0
+    for ep in sorted(entry_points(group="synthetic_server.rate"), key=lambda e: e.name):
+        value = float(ep.load()())
+        log(f"rate plugin {ep.name}: x{value}")
+        factor *= value
+    return factor
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--host", default="127.0.0.1")
@@ -264,7 +277,12 @@ async def main() -> None:
                         help="send this as a `data:` event before the first token")
     parser.add_argument("--oom-after", type=int, default=0,
                         help="log a CUDA OOM after this many requests, and keep serving")
+    parser.add_argument("--rate-plugins", action="store_true",
+                        help="multiply --rate by every installed 'synthetic_server.rate' entry "
+                        "point's factor() (packages of the env change the server's speed)")
     args = parser.parse_args()
+    if args.rate_plugins:
+        args.rate *= plugin_factor()
     if args.orphan:
         spawn_orphan()
     server = Server(args)

@@ -1,0 +1,176 @@
+"""The bisect's searches on 1,000 simulated candidates, with the gate's measured noise.
+
+Each candidate: 10-60 change units (uniform), 1-3 culprit groups: a single unit that regresses
+alone, or (with probability --interaction) a pair that regresses only together. A step (a
+subset of units applied to the baseline) truly regresses when it holds every member of some
+group. The gate answering for it is noisy at the rates measured for the gate's defaults
+(benchmarks/results/gate_power.json, `verified`: power on a 3% regression and the gate false
+alarm over 25 metrics): a regressing step is caught with probability `power`, an equal one
+is refused with probability `gate_false_alarm`. The search code is validators/bisect/search.py,
+the same functions `validators bisect` runs; each distinct subset is gated once per bisect (the
+state file answers repeats), and the first gate is the whole candidate's: if it passes, it is
+gated once more, and if that passes too the bisect names nothing (exit 1): wrong here.
+
+Right: the named groups equal the true groups (binary search can name one unit only, so for
+it "right" is: the named unit is a single-unit culprit, or a member of a pair). Reported per
+search and per class: how often right, median and p90 gates, and the goal (>= 95% right at
+<= log2(units)+2 gates for single culprits).
+
+Run:  .venv/bin/python benchmarks/bisect_search.py [--trials 1000] [--seed 26]
+Writes benchmarks/results/bisect_search.json and .md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from validators.bisect.search import MODES, Mode, search  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    units: int
+    groups: tuple[frozenset[int], ...]
+
+    @property
+    def kind(self) -> str:
+        if len(self.groups) == 1:
+            return "single" if len(self.groups[0]) == 1 else "pair"
+        return f"{len(self.groups)} groups"
+
+    def regresses(self, subset: frozenset[int]) -> bool:
+        return any(g <= subset for g in self.groups)
+
+
+def draw(rng: random.Random, interaction: float, singles_only: bool) -> Candidate:
+    n = rng.randint(10, 60)
+    count = 1 if singles_only else rng.choice((1, 1, 2, 3))
+    picked = rng.sample(range(n), 2 * count)
+    groups = []
+    for i in range(count):
+        pair = not singles_only and rng.random() < interaction
+        groups.append(frozenset(picked[2 * i : 2 * i + 2] if pair else picked[2 * i : 2 * i + 1]))
+    return Candidate(n, tuple(groups))
+
+
+def run_one(
+    cand: Candidate, mode: Mode, power: float, alarm: float, rng: random.Random
+) -> dict[str, object]:
+    answers: dict[frozenset[int], bool] = {}
+
+    def test(subset: frozenset[int]) -> bool:
+        if subset not in answers:
+            truth = cand.regresses(subset)
+            answers[subset] = rng.random() < (power if truth else alarm)
+        return answers[subset]
+
+    gates = 0
+    whole = frozenset(range(cand.units))
+    if not test(whole):
+        # validators/bisect/session.py: a passing whole candidate is gated once more
+        gates = 1
+        if rng.random() >= (power if cand.regresses(whole) else alarm):
+            return {"right": False, "gates": len(answers) + gates, "named": []}
+    found = search(mode, cand.units, test)
+    truth = set(cand.groups)
+    if mode == "binary":
+        unit = next(iter(found[0]))
+        right = any(unit in g for g in truth)
+    else:
+        right = set(found) == truth
+    return {"right": right, "gates": len(answers) + gates, "named": [sorted(g) for g in found]}
+
+
+def summarize(rows: list[dict[str, object]]) -> dict[str, object]:
+    gates = [int(r["gates"]) for r in rows]  # type: ignore[call-overload]
+    within = [r for r in rows if int(r["gates"]) <= math.log2(int(r["units"])) + 2]  # type: ignore[call-overload]
+    right = sum(bool(r["right"]) for r in rows)
+    return {
+        "n": len(rows),
+        "right": right / len(rows) if rows else None,
+        "median_gates": statistics.median(gates) if gates else None,
+        "p90_gates": sorted(gates)[int(0.9 * (len(gates) - 1))] if gates else None,
+        "right_within_log2_plus_2": sum(bool(r["right"]) for r in within) / len(rows)
+        if rows
+        else None,
+        "median_log2_units_plus_2": statistics.median(math.log2(int(r["units"])) + 2 for r in rows)
+        if rows
+        else None,  # type: ignore[call-overload]
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--trials", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=26)
+    parser.add_argument("--interaction", type=float, default=0.3, help="P(a group is a pair)")
+    args = parser.parse_args()
+    measured = json.loads((RESULTS / "gate_power.json").read_text())["verified"]
+    power, alarm = float(measured["power"]), float(measured["gate_false_alarm"])
+    started = time.monotonic()
+    out: dict[str, object] = {
+        "trials": args.trials, "seed": args.seed, "interaction": args.interaction,
+        "power": power, "gate_false_alarm": alarm,
+        "noise_source": "benchmarks/results/gate_power.json verified (repeats 8, 1.25%, cv 1%)",
+    }  # fmt: skip
+    tables: dict[str, dict[str, object]] = {}
+    for population in ("mixed", "single"):
+        rng = random.Random(f"{args.seed}-{population}")
+        cands = [draw(rng, args.interaction, population == "single") for _ in range(args.trials)]
+        for noise in ("measured", "noiseless"):
+            p, a = (power, alarm) if noise == "measured" else (1.0, 0.0)
+            for mode in MODES:
+                mrng = random.Random(f"{args.seed}-{population}-{noise}-{mode}")
+                rows = []
+                for cand in cands:
+                    row = run_one(cand, mode, p, a, mrng)
+                    rows.append({**row, "units": cand.units, "kind": cand.kind})
+                by_kind: dict[str, object] = {"all": summarize(rows)}
+                for kind in sorted({str(r["kind"]) for r in rows}):
+                    by_kind[kind] = summarize([r for r in rows if r["kind"] == kind])
+                tables[f"{population}/{noise}/{mode}"] = by_kind
+    out["results"] = tables
+    out["seconds"] = round(time.monotonic() - started, 1)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "bisect_search.json").write_text(json.dumps(out, indent=1) + "\n")
+    lines = [
+        "# Bisect searches on simulated candidates (benchmarks/bisect_search.py)",
+        "",
+        f"{args.trials} candidates per population, 10-60 units; gate noise from "
+        f"gate_power.json (`verified`): power {power:.4f}, gate false alarm {alarm:.4f}. "
+        f"Mixed population: 1-3 culprit groups (1 with p=1/2, 2 and 3 with 1/4 each), a "
+        f"group is a pair regressing only together with p={args.interaction}. Gates include "
+        f"the whole candidate's. Right for binary: the named unit belongs to a culprit group; "
+        f"for interaction: exactly the culprit groups named. seed {args.seed}, "
+        f"{out['seconds']} s.",
+        "",
+        "| population | noise | search | class | n | right | median gates | p90 gates | right within log2(units)+2 gates | median log2(units)+2 |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for key, by_kind in tables.items():
+        population, noise, mode = key.split("/")
+        for kind, s in by_kind.items():  # type: ignore[attr-defined]
+            lines.append(
+                f"| {population} | {noise} | {mode} | {kind} | {s['n']} | {100 * s['right']:.1f}% | "
+                f"{s['median_gates']} | {s['p90_gates']} | {100 * s['right_within_log2_plus_2']:.1f}% | "
+                f"{s['median_log2_units_plus_2']:.2f} |"
+            )
+    (RESULTS / "bisect_search.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

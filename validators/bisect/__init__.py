@@ -1,0 +1,1 @@
+"""`validators bisect`: the change of a regressing upgrade that caused the regression."""
