@@ -15,7 +15,7 @@ check, against the pairwise count it replaced (measured in the same run), and `p
 scripts and every command).
 
 `--slurm` (root, Debian's slurmctld/slurmd/munge, tests/fleet/slurm_cluster.py): a one-host
-cluster of 8 nodes with MaxArraySize=1001 (Slurm's default), and the submit path's Slurm work
+cluster of 8 nodes with MaxArraySize=1001 (Slurm's default) and MaxJobCount=60000, and the submit path's Slurm work
 for N elements: the held arrays (`sbatch`, N/1001 of them), N pinning `scontrol update`s
 (slurm.PIN_WORKERS at once; element i pinned to node i mod 8: the cluster has 8 nodes, the
 cost is per update), the collector's `sbatch`; then everything is cancelled.
@@ -130,7 +130,10 @@ def slurm_side(n: int, workdir: Path) -> dict[str, Any]:
     nodes = [f"s{i}" for i in range(8)]
     script = workdir / "hold.sbatch"
     script.write_text("#!/bin/bash\n#SBATCH --no-requeue\ntrue\n")
-    with slurm_cluster(nodes) as cluster:
+    # Slurm's default MaxJobCount (10,000 job records) is below what 10,000 pinned elements
+    # (each its own record once pinned) plus the collector need; a cluster that runs such a
+    # fleet raises it (docs/fleet.md). MaxArraySize stays at Slurm's default.
+    with slurm_cluster(nodes, extra_conf=("MaxJobCount=60000",)) as cluster:
         os.environ["SLURM_CONF"] = str(cluster.conf)
         limit = slurm.max_array_size()
         parts = slurm.chunks(n, limit)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
 from stackgate.errors import ToolNotFound
 
@@ -18,7 +19,7 @@ def uv_bin() -> str:
     override = os.environ.get("STACKGATE_UV")
     if override:
         found = override if "/" in override else shutil.which(override)
-        if found is None or not os.access(found, os.X_OK):
+        if found is None or not Path(found).is_file() or not os.access(found, os.X_OK):
             raise ToolNotFound(override, "STACKGATE_UV names no executable uv")
         return found
     try:

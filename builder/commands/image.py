@@ -130,12 +130,12 @@ def _render_target(value: str | None) -> Path | None:
     return target
 
 
-def _ca_bundle(value: str | None) -> Path | None:
+def _ca_bundle(value: str | None, source: str = "--ca-bundle") -> Path | None:
     if not value:
         return None
     path = Path(value).resolve()
     if not path.is_file():
-        raise BadInput(f"--ca-bundle {value}: no such file")
+        raise BadInput(f"{source} {value}: no such file (a CA bundle is a PEM file)")
     return path
 
 
@@ -168,7 +168,10 @@ def request_from(args: argparse.Namespace) -> ImageRequest:
         uv_image=args.uv_image,
         base_python=args.base_python,
         include_tool=not args.no_tool,
-        ca_bundle=_ca_bundle(args.ca_bundle or os.environ.get("STACKGATE_CA_BUNDLE")),
+        ca_bundle=_ca_bundle(
+            args.ca_bundle or os.environ.get("STACKGATE_CA_BUNDLE"),
+            "--ca-bundle" if args.ca_bundle else "$STACKGATE_CA_BUNDLE",
+        ),
         sources=_sources(args.source),
         storage=storage,
         docker=DockerConfig(base_url=args.docker_host, build_network=args.build_network),

@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.fleet.test_verdict import H200, _fleet, _job, _record
 from validators.fleet.elements import Element, Submission
 from validators.fleet.status import NodeStatus, claim_attempt, node_dir, write_status
@@ -145,3 +147,18 @@ def test_the_html_page_and_the_table_carry_no_raw_markup(tmp_path: Path) -> None
     assert "\x1b[" in done.stderr  # styled for real
     page = html.read_text()
     assert "gpu03" in page and "Lemons (1)" in page and "Failures (2)" in page and "<script" not in page
+
+
+def test_a_fleet_judged_by_worker_processes_gets_the_same_verdict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Large fleets are judged in chunks by a process pool (validators/fleet/verdict.py); the
+    verdict is the one a single process gives."""
+    import validators.fleet.verdict as verdict_module
+
+    spec = _job(tmp_path)
+    (node_dir(tmp_path, "gpu01") / "status.json").write_text("{")  # one bad file among them
+    alone = judge(spec)
+    monkeypatch.setattr(verdict_module, "PARALLEL_FROM", 1)
+    monkeypatch.setattr(verdict_module, "_CHUNK", 3)
+    pooled = judge(spec)
+    assert pooled.verdict == alone.verdict and pooled.files == alone.files
+    assert pooled.verdict.counts == {"PASS": 17, "FAIL": 2, "MISSING": 1, "LEMON": 1}

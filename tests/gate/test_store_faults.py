@@ -28,7 +28,7 @@ from stackgate.errors import BadInput
 from tests.gate.record_factory import make_record
 from validators.records.chain import sidecar_path
 from validators.records.model import Record
-from validators.records.store import RecordStore
+from validators.records.store import RecordStore, _interrupted_write
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -131,7 +131,7 @@ _KILLED_IMPORT = textwrap.dedent(
     from pathlib import Path
     sys.path.insert(0, {root!r})
     from tests.gate.record_factory import make_record
-    from validators.records.store import RecordStore
+    from validators.records.store import RecordStore, _interrupted_write
 
     def records():
         for minute in range(40):  # ~8 MB of records: SQLite spills pages, the journal is hot
@@ -167,6 +167,27 @@ def test_sigkill_during_import_leaves_a_store_readers_recover(tmp_path: Path) ->
     assert verified.returncode == 0, verified.stdout + verified.stderr
     shown = _cli(tmp_path, "records", "show", "smoke", "--json")
     assert shown.returncode == 0 and json.loads(shown.stdout)["record_id"] == kept.record_id
+
+
+def test_a_hot_journal_this_user_cannot_roll_back_is_explained(tmp_path: Path) -> None:
+    """Where the rollback cannot be done (a store on a share this user cannot write; as root
+    here that cannot be staged), the read's real SQLITE_READONLY_ROLLBACK is explained (exit 3),
+    not 'not a readable record store' (exit 2)."""
+    path = _store_path(tmp_path)
+    _add(path, make_record("smoke", minute=1))
+    killed = subprocess.run([sys.executable, "-c",
+                             _KILLED_IMPORT.format(root=str(ROOT), path=str(path))],
+                            capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert killed.returncode == -9
+    with (
+        closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)) as ro,
+        pytest.raises(sqlite3.OperationalError) as refused,
+    ):
+        ro.execute("SELECT COUNT(*) FROM records").fetchone()
+    explained = _interrupted_write(path, refused.value)
+    assert explained is not None and explained.exit_code == 3
+    assert "interrupted" in explained.message and "records import" in explained.details[0]
+    assert _interrupted_write(path, sqlite3.DatabaseError("file is not a database")) is None
 
 
 # -- a 0-byte store file ------------------------------------------------------------------------
@@ -288,3 +309,15 @@ def test_the_cache_variable_is_named_by_a_command_that_reads_it(tmp_path: Path) 
     assert done.returncode == 2, done.stdout + done.stderr
     assert "$STACKGATE_CACHE=/dev/null is not a folder" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_uv_variable_naming_a_folder_is_named(tmp_path: Path) -> None:
+    """STACKGATE_UV=/etc (a folder is 'executable') went on to run it."""
+    done = subprocess.run(
+        [sys.executable, "-m", "builder", "lock", "cu128", "--locks-dir", str(tmp_path / "l")],
+        cwd=ROOT, env={"PATH": "/usr/bin:/bin", "NO_COLOR": "1", "STACKGATE_UV": "/etc",
+                       "HOME": str(tmp_path)},
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "STACKGATE_UV names no executable uv" in done.stderr and "Traceback" not in done.stderr

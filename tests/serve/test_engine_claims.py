@@ -102,6 +102,14 @@ def test_parser_checks_without_a_server() -> None:
         p.feed(f"data: {json.dumps(e)}\n\n".encode())
     assert "claims 2 completion tokens, the stream carried 5 chunks" in p.check_claims()
 
+    # Not a false alarm: end-of-sequence tokens (ignore_eos) stream as chunks with empty text
+    # and a growing count, then vLLM's usage-only chunk repeats the total.
+    eos = [{"choices": [{"text": ""}], "usage": {"completion_tokens": i}} for i in (4, 5, 6, 7)]
+    p = SseParser(max_tokens=8)
+    for e in [*honest[:3], *eos, {"choices": [], "usage": {"completion_tokens": 7}}]:
+        p.feed(f"data: {json.dumps(e)}\n\n".encode())
+    assert not p.error and p.check_claims() == "" and p.output_tokens == 7
+
     p = SseParser(max_tokens=4)
     for _ in range(6):
         p.feed(b'data: {"choices": [{"text": "x"}]}\n\n')

@@ -25,6 +25,10 @@ WHOLE_BELOW = 1 << 20  # compressed bytes: members this small are read whole (RE
 # prefix is read only as far as its headers need. A member inflating past its zip entry's
 # size is refused as it happens, not after.
 MAX_INFLATED = 3 << 30
+# Past HELD_FREELY inflated bytes in memory, a member's data may inflate at most HELD_RATIO:1
+# (libraries inflate 2-10:1; a zip bomb's 1000:1 is refused at 256 MiB, not at its size).
+HELD_FREELY = 256 << 20
+HELD_RATIO = 200
 FIRST_PREFIX = 1 << 16
 TAIL_MARGIN = 256 << 10
 # First guesses, as fractions of (uncompressed bytes x the member's ratio): symbol tables and
@@ -109,6 +113,7 @@ class MemberView:
                         f"{self.member.name}: inflates past the {self.size} bytes its zip "
                         "entry declares"
                     )
+                _check_ratio(self.member.name, len(self._prefix), self._cpos - self.start)
         self.log.prefix_bytes = len(self._prefix)
         if self._cpos >= self.end:
             self._finish_whole()
@@ -163,6 +168,8 @@ class MemberView:
                 decoded = decode_tail(self._tail_comp, self.size)
             except NoBlockStart:
                 decoded = None
+            if decoded is not None:
+                _check_ratio(self.member.name, len(decoded.data), have)
             if decoded is not None and decoded.start <= from_offset:
                 self._tail = decoded.data
                 self._tail_start = decoded.start
@@ -271,6 +278,14 @@ class MemberView:
         except NotKnown:
             return False
         return True
+
+
+def _check_ratio(name: str, inflated: int, compressed: int) -> None:
+    if inflated > HELD_FREELY and inflated > HELD_RATIO * max(1, compressed):
+        raise ZipFormatError(
+            f"{name}: {inflated} bytes inflated from {compressed} compressed, past the "
+            f"{HELD_RATIO}:1 ratio allowed beyond {HELD_FREELY >> 20} MiB in memory"
+        )
 
 
 class MemberStream(io.RawIOBase):

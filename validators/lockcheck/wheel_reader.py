@@ -27,6 +27,9 @@ TAIL_FIRST = 1 << 16
 # RECORD and METADATA are read whole into memory: torch's RECORD is ~1.5 MB, the longest
 # METADATA (a README inlined) a few hundred KB.
 MAX_SMALL_FILE = {"RECORD": 32 << 20, "METADATA": 8 << 20}
+# Members a wheel may ask the check to read (ELF candidates and cubins): torch has ~100,
+# flashinfer-cubin ~320.
+MAX_READ_MEMBERS = 20_000
 
 
 def is_shared_object_name(name: str) -> bool:
@@ -111,6 +114,11 @@ class RemoteWheel:
             name, version = str(headers.get("Name", "")), str(headers.get("Version", ""))
         objects = {n: hashes.get(n) for n in sorted(self.members) if is_shared_object_name(n)}
         cubins = {n: hashes.get(n) for n in sorted(self.members) if n.endswith(".cubin")}
+        if len(objects) + len(cubins) > MAX_READ_MEMBERS:
+            raise ZipFormatError(
+                f"{len(objects)} shared objects and {len(cubins)} cubins: more than the limit "
+                f"of {MAX_READ_MEMBERS} members to read"
+            )
         return WheelListing(
             url=url,
             sha256=self.sha256,

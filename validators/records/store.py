@@ -98,6 +98,8 @@ class RecordStore:
             store._check_sidecar()
             yield store
         except sqlite3.DatabaseError as exc:
+            if (explained := _interrupted_write(target, exc)) is not None:
+                raise explained from None
             raise BadInput(f"{target}: not a readable record store: {exc}") from None
         finally:
             conn.close()
@@ -439,17 +441,26 @@ def _roll_back_interrupted_write(target: Path) -> None:
             conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
         finally:
             conn.close()
-    except sqlite3.Error as exc:
-        raise EnvironmentProblem(
-            f"{target}: a write to the record store was interrupted (killed, power cut) and "
-            f"left {journal.name}, which must be rolled back before the store can be read; "
-            f"this user cannot do that here: {exc}",
-            details=[
-                "run one writing command where the store is writable (python -m validators "
-                "records import --dir records/), or ask the store's owner to; the last "
-                "completed write is kept, the interrupted one is undone"
-            ],
-        ) from None
+    except sqlite3.Error:
+        # Not writable by this user (or busy): read as before. A journal that is really hot
+        # then fails the read with SQLITE_READONLY_ROLLBACK, which open() explains.
+        return
+
+
+def _interrupted_write(target: Path, exc: sqlite3.DatabaseError) -> EnvironmentProblem | None:
+    """The explanation for a read refused because a hot journal could not be rolled back."""
+    if getattr(exc, "sqlite_errorname", "") != "SQLITE_READONLY_ROLLBACK":
+        return None
+    return EnvironmentProblem(
+        f"{target}: a write to the record store was interrupted (killed, power cut) and left "
+        f"{target.name}-journal, which must be rolled back before the store can be read; this "
+        "user cannot write there to do it",
+        details=[
+            "run one writing command where the store is writable (python -m validators "
+            "records import --dir records/), or ask the store's owner to; the last "
+            "completed write is kept, the interrupted one is undone"
+        ],
+    )
 
 
 def _connect(target: Path, *, read_only: bool) -> sqlite3.Connection:

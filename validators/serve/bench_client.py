@@ -127,9 +127,10 @@ class SseParser:
     Token counts a server reports are claims, checked against the stream itself
     (`check_claims`): `usage.completion_tokens` must be a whole number, never above the
     request's `max_tokens`, never decrease, be at least the number of chunks that carried text
-    (each carries a token or more), and the final count may not run ahead of the count the
-    text-carrying chunks showed by more than CLAIM_SLACK_*. A malformed event (`data: [1, 2]`,
-    a string count, text that is not a string) fails the request, naming what it was.
+    (each carries a token or more), and the count of a usage-only chunk may not run ahead of
+    the count the chunks carrying a choice showed by more than CLAIM_SLACK_*. A malformed
+    event (`data: [1, 2]`, a string count, text that is not a string) fails the request,
+    naming what it was.
     """
 
     def __init__(self, max_tokens: int | None = None) -> None:
@@ -139,8 +140,10 @@ class SseParser:
         self.counted = 0
         self.saw_usage = False
         self.text_events = 0
-        # The cumulative count carried by the last chunk that also carried text (vLLM/SGLang
-        # continuous_usage_stats): what the stream itself showed, before any usage-only chunk.
+        # The cumulative count carried by the last chunk that also carried a choice (vLLM/SGLang
+        # continuous_usage_stats), text or not: an end-of-sequence token streamed as "" is a
+        # token the stream showed. What a usage-only chunk (`choices: []`) claims after it is
+        # checked against this.
         self.streamed_usage: int | None = None
         self.prompt_tokens: int | None = None
         self.done = False
@@ -201,7 +204,7 @@ class SseParser:
         if "error" in data:
             self.error = f"stream error: {str(data['error'])[:300]}"
             return 0
-        text = self._text(data.get("choices"))
+        has_choice, text = self._choice(data.get("choices"))
         usage = data.get("usage")
         if usage is not None and not isinstance(usage, dict):
             raise MalformedStream(f"usage is {usage!r:.80}, not an object")
@@ -218,7 +221,7 @@ class SseParser:
                 )
             self.saw_usage = True
             self.usage_tokens = claim
-            if text:
+            if has_choice:
                 self.streamed_usage = claim
             self.counted = max(self.counted, claim)
             if usage.get("prompt_tokens") is not None:
@@ -235,20 +238,21 @@ class SseParser:
         return self.counted - before
 
     @staticmethod
-    def _text(choices: object) -> str:
+    def _choice(choices: object) -> tuple[bool, str]:
+        """(whether the event carries a choice, its text)."""
         if choices is None:
-            return ""
+            return False, ""
         if not isinstance(choices, list):
             raise MalformedStream(f"choices is {choices!r:.80}, not a list")
         if not choices:
-            return ""
+            return False, ""
         first = choices[0]
         if not isinstance(first, dict):
             raise MalformedStream(f"choices[0] is {first!r:.80}, not an object")
         text = first.get("text")
         if text is not None and not isinstance(text, str):
             raise MalformedStream(f"choices[0].text is {text!r:.80}, not a string")
-        return text or ""
+        return True, text or ""
 
 
 async def one_request(

