@@ -76,3 +76,15 @@ def test_gate_exits_2_naming_the_field(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 2, done.stdout + done.stderr
     assert "max_concurrency is '16'" in done.stderr and "TOO_FEW" not in done.stderr
+
+
+@pytest.mark.parametrize("started_at", ["yesterday", "2026-11-30 12:00", "2026-11-30T12:00:00"])
+def test_a_run_report_started_at_must_be_a_time_with_a_zone(tmp_path: Path,
+                                                            started_at: str) -> None:
+    path = _report(tmp_path, GOOD)
+    data = json.loads(path.read_text())
+    data["started_at"] = started_at
+    path.write_text(json.dumps(data))
+    with pytest.raises(BadInput) as caught:
+        read_report(path)
+    assert any("started_at" in line for line in caught.value.lines()), caught.value.lines()
