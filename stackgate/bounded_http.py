@@ -20,6 +20,7 @@ import contextvars
 import math
 import ssl
 import time
+import urllib.request
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -160,17 +161,57 @@ class _Backend(httpcore.NetworkBackend):
 
 
 class _Transport(httpx.HTTPTransport):
-    """httpx's transport with the deadline-clamping network backend."""
+    """httpx's transport with the deadline-clamping network backend (through `proxy`, an
+    http:// forward proxy, when given)."""
 
-    def __init__(self, max_connections: int) -> None:
+    def __init__(self, max_connections: int, proxy: str | None = None) -> None:
         super().__init__()
-        self._pool = httpcore.ConnectionPool(
-            ssl_context=httpx.create_ssl_context(),
+        context = httpx.create_ssl_context()
+        if proxy is None:
+            self._pool = httpcore.ConnectionPool(
+                ssl_context=context,
+                max_connections=max_connections,
+                max_keepalive_connections=max_connections,
+                keepalive_expiry=5.0,
+                network_backend=_Backend(),
+            )
+            return
+        spec = httpx.Proxy(url=proxy)
+        self._pool = httpcore.HTTPProxy(
+            proxy_url=httpcore.URL(
+                scheme=spec.url.raw_scheme,
+                host=spec.url.raw_host,
+                port=spec.url.port,
+                target=spec.url.raw_path,
+            ),
+            proxy_auth=spec.raw_auth,
+            proxy_headers=spec.headers.raw,
+            ssl_context=context,
             max_connections=max_connections,
             max_keepalive_connections=max_connections,
             keepalive_expiry=5.0,
             network_backend=_Backend(),
         )
+
+
+def _mounts(max_connections: int) -> dict[str, httpx.BaseTransport]:
+    """The proxies of the environment (HTTP(S)_PROXY, ALL_PROXY, NO_PROXY, as curl and uv read
+    them), each through the deadline-clamping transport: httpx's own would bypass it."""
+    found = urllib.request.getproxies_environment()
+    mounts: dict[str, httpx.BaseTransport] = {}
+    for scheme in ("http", "https"):
+        url = found.get(scheme) or found.get("all")
+        if url:
+            if "://" not in url:
+                url = f"http://{url}"
+            mounts[f"{scheme}://"] = _Transport(max_connections, proxy=url)
+    for host in (h.strip() for h in found.get("no", "").split(",")):
+        if host == "*":
+            return {}
+        if host and "/" not in host:  # a CIDR range is not a host pattern httpx takes
+            pattern = f"all://*{host}" if host.startswith(".") else f"all://{host}"
+            mounts[pattern] = _Transport(max_connections)
+    return mounts
 
 
 def make_client(
@@ -180,11 +221,12 @@ def make_client(
     headers: Mapping[str, str] | None = None,
     auth: httpx.Auth | None = None,
 ) -> httpx.Client:
-    """A client whose requests honour the deadlines set by `get` (no proxies from the
-    environment: they would bypass the deadline)."""
+    """A client whose requests honour the deadlines set by `get`, through the environment's
+    proxies (`_mounts`)."""
     lim = limits or Limits()
     return httpx.Client(
         transport=_Transport(max_connections),
+        mounts=_mounts(max_connections),
         trust_env=False,
         timeout=httpx.Timeout(lim.request_s, connect=lim.connect_s),
         follow_redirects=True,

@@ -7,11 +7,18 @@ a traceback, and in bounded time.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
 import struct
 import subprocess
 import sys
+import threading
+import time
+import urllib.error
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -289,3 +296,94 @@ def test_cli_refuses_a_deadline_that_bounds_nothing(value: str, tmp_path: Path) 
     )
     assert done.returncode == 2, done.stderr
     assert "--deadline" in done.stderr and "Traceback" not in done.stderr
+
+
+class _Proxy(BaseHTTPRequestHandler):
+    """A forward proxy on 127.0.0.1 (absolute-URI GETs relayed with urllib), or one that sends
+    its status line and then nothing (`server.stall`)."""
+
+    server: _ProxyServer
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self.server.seen.append(self.path)
+        if self.server.stall:
+            with contextlib.suppress(OSError):
+                self.wfile.write(b"HTTP/1.1 206 Partial Content\r\n")
+                self.wfile.flush()
+                time.sleep(30)
+            return
+        headers = {
+            k: v for k, v in self.headers.items() if k.lower() in ("range", "accept-encoding")
+        }
+        request = urllib.request.Request(self.path, headers=headers)
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        try:
+            with opener.open(request, timeout=30) as upstream:
+                status, body, got = upstream.status, upstream.read(), upstream.headers
+        except urllib.error.HTTPError as exc:
+            status, body, got = exc.code, exc.read(), exc.headers
+        self.send_response(status)
+        for key in ("Content-Range", "Content-Type"):
+            if got.get(key):
+                self.send_header(key, got[key])
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+class _ProxyServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, stall: bool) -> None:
+        super().__init__(("127.0.0.1", 0), _Proxy)
+        self.stall = stall
+        self.seen: list[str] = []
+
+
+@pytest.mark.parametrize("stall", [False, True])
+def test_environment_proxy_is_used_and_bounded_too(stall: bool, tmp_path: Path) -> None:
+    """HTTP_PROXY is honoured (as uv and curl do) through the same deadline: a proxy that
+    stalls after its status line is cut off like a server."""
+    wheel = crafted_wheel(tmp_path / "served", "evil", "1.0", honest())
+    proxy = _ProxyServer(stall)
+    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with hostile_server(tmp_path / "served") as server:
+            lock = write_lock(tmp_path / "uv.lock", server.base + wheel.name, wheel.read_bytes())
+            env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+            env["HTTP_PROXY"] = f"http://127.0.0.1:{proxy.server_port}"
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "validators",
+                    "static",
+                    "--lock",
+                    str(lock),
+                    "--cache",
+                    str(tmp_path / "c"),
+                    "--request-timeout",
+                    "2",
+                    "--deadline",
+                    "30",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=HANG_GUARD_S,
+                cwd=ROOT,
+                env=env,
+            )
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+    assert proxy.seen and all(p.startswith(server.base) for p in proxy.seen), proxy.seen
+    assert "Traceback" not in done.stderr
+    if stall:
+        assert done.returncode == 3, done.stdout + done.stderr
+        assert "deadline" in done.stdout + done.stderr
+    else:
+        assert done.returncode == 0, done.stdout + done.stderr
