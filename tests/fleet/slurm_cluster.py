@@ -17,7 +17,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,7 +26,10 @@ CLIENTS = ("sbatch", "squeue", "scontrol", "scancel", "sinfo", "munge")
 
 
 def missing_tools() -> list[str]:
-    found = {name: shutil.which(name, path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin") for name in (*DAEMONS, *CLIENTS)}
+    found = {
+        name: shutil.which(name, path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin")
+        for name in (*DAEMONS, *CLIENTS)
+    }
     return [name for name, path in found.items() if path is None]
 
 
@@ -62,7 +65,9 @@ class SlurmCluster:
         return done
 
     def queue(self) -> list[str]:
-        return [line for line in self.cmd("squeue", "-h", "-o", "%i %T %r").stdout.splitlines() if line]
+        return [
+            line for line in self.cmd("squeue", "-h", "-o", "%i %T %r").stdout.splitlines() if line
+        ]
 
     def wait_idle(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
@@ -71,6 +76,15 @@ class SlurmCluster:
                 return True
             time.sleep(0.5)
         return False
+
+    def wait(self, predicate: Callable[[], bool], timeout: float, what: str) -> None:
+        """Poll `predicate` until it holds; on a timeout fail with the queue and the logs."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return
+            time.sleep(0.5)
+        raise AssertionError(f"timed out: {what}\nqueue: {self.queue()}\n{self.logs()}")
 
     def logs(self) -> str:
         out = []

@@ -16,13 +16,12 @@ The collector (afterany) imports n1's record into the team's store and writes th
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.fleet.conftest import FleetStack
-from tests.fleet.slurm_cluster import SlurmCluster, slurm_cluster
+from tests.fleet.slurm_cluster import slurm_cluster
 from tests.helpers.interpreter import base_python
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -48,15 +47,6 @@ def _drift_env_of_n3(stack: FleetStack, local: Path) -> None:
     stray = site / "strayed-1.0.dist-info"
     stray.mkdir()
     (stray / "METADATA").write_text("Metadata-Version: 2.1\nName: strayed\nVersion: 1.0\n")
-
-
-def _wait(predicate: object, timeout: float, what: str, cluster: SlurmCluster) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out: {what}\nqueue: {cluster.queue()}\n{cluster.logs()}")
 
 
 def test_fleet_array_and_collector_on_real_slurm(fleet_stack: FleetStack) -> None:
@@ -104,10 +94,10 @@ def test_fleet_array_and_collector_on_real_slurm(fleet_stack: FleetStack) -> Non
         def reported() -> int:
             return len(list((job_dir / "nodes").glob("*/status.json")))
 
-        _wait(lambda: reported() == 4, 400, "n1, n2, n3, n5 report", cluster)
+        cluster.wait(lambda: reported() == 4, 400, "n1, n2, n3, n5 report")
         states = cluster.cmd("scontrol", "show", "job", "-o", array).stdout
         assert "NodeList=n5" in states and "NodeList=n4" not in states
-        _wait(lambda: (job_dir / "verdict.json").exists(), 120, "the collector", cluster)
+        cluster.wait(lambda: (job_dir / "verdict.json").exists(), 120, "the collector")
         assert cluster.wait_idle(60), cluster.queue()
         collect_log = next((job_dir / "logs").glob("collect-*.out")).read_text()
         status = json.loads(
@@ -177,7 +167,7 @@ def test_a_slow_node_among_healthy_peers_is_a_lemon(fleet_stack: FleetStack) -> 
             env=env,
         )  # fmt: skip
         job_dir = jobs / "lemons"
-        _wait(lambda: (job_dir / "verdict.json").exists(), 600, "the collector", cluster)
+        cluster.wait(lambda: (job_dir / "verdict.json").exists(), 600, "the collector")
         assert cluster.wait_idle(60), cluster.queue()
         states = cluster.cmd("scontrol", "show", "job", "-o", "--details").stdout
     verdict = json.loads((job_dir / "verdict.json").read_text())

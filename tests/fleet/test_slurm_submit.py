@@ -13,26 +13,16 @@ No node does real work here: the arrays are cancelled as soon as they are releas
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
 from tests.fleet.conftest import FleetStack
-from tests.fleet.slurm_cluster import SlurmCluster, slurm_cluster
+from tests.fleet.slurm_cluster import slurm_cluster
 from tests.helpers.interpreter import base_python
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 NODES = ["n1", "n2", "n3", "n4", "n5"]
-
-
-def _wait(predicate: object, timeout: float, what: str, cluster: SlurmCluster) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out: {what}\nqueue: {cluster.queue()}\n{cluster.logs()}")
 
 
 def test_submit_is_all_or_nothing_chunked_pinned_and_reasons_outlive_slurm(fleet_stack: FleetStack) -> None:
@@ -77,13 +67,13 @@ def test_submit_is_all_or_nothing_chunked_pinned_and_reasons_outlive_slurm(fleet
         assert "Requeue=0" in shown and "Requeue=1" not in shown, shown
 
         # The collector (afterany) runs once the arrays ended; it learns the CANCELLED states.
-        _wait(lambda: (job_dir / "verdict.json").exists(), 120, "the collector", cluster)
+        cluster.wait(lambda: (job_dir / "verdict.json").exists(), 120, "the collector")
         assert cluster.wait_idle(60), cluster.queue()
         learned = json.loads((job_dir / "scheduler.json").read_text())["elements"]
         assert learned["n4"]["job"] == f"{arrays[1]}_0" and learned["n4"]["state"] == "CANCELLED"
         # slurmctld forgets the jobs after MinJobAge (its purge runs about once a minute).
-        _wait(lambda: cluster.cmd("scontrol", "show", "job", arrays[0], check=False).returncode != 0,
-              150, "slurmctld to forget the array", cluster)  # fmt: skip
+        cluster.wait(lambda: cluster.cmd("scontrol", "show", "job", arrays[0], check=False).returncode != 0,
+                     150, "slurmctld to forget the array")  # fmt: skip
         sacct = cluster.cmd("sacct", "-j", arrays[0], check=False)
         assert sacct.returncode != 0, sacct.stdout  # no accounting on this cluster
         done = stack.cli("validators", "fleet", "verdict", "--job-dir", str(job_dir), "--json", env=env)
@@ -114,14 +104,14 @@ def test_a_node_whose_slurmd_dies_mid_job_is_never_pass_nor_validated_twice(flee
         )  # fmt: skip
         job_dir = jobs / "slurmd-dies"
         n2 = job_dir / "nodes" / "n2"
-        _wait(lambda: (n2 / "attempt-0.json").exists(), 120, "n2's step to start", cluster)
+        cluster.wait(lambda: (n2 / "attempt-0.json").exists(), 120, "n2's step to start")
         slurmd_n2 = cluster.procs[2 + nodes.index("n2")]  # munged, slurmctld, then one per node
         assert "n2" in slurmd_n2.args
         slurmd_n2.kill()
         slurmd_n2.wait(timeout=15)
-        _wait(lambda: (job_dir / "verdict.json").exists(), 240, "the collector", cluster)
+        cluster.wait(lambda: (job_dir / "verdict.json").exists(), 240, "the collector")
         # The untracked first step finishes on its own; nothing starts a second one.
-        _wait(lambda: (n2 / "status.json").exists(), 240, "n2's untracked step to finish", cluster)
+        cluster.wait(lambda: (n2 / "status.json").exists(), 240, "n2's untracked step to finish")
         array = json.loads((job_dir / "submission.json").read_text())["arrays"][0]
         shown = cluster.cmd("scontrol", "show", "job", "-o", f"{array}_1", check=False).stdout
         done = stack.cli("validators", "fleet", "verdict", "--job-dir", str(job_dir), "--json", env=env)
