@@ -15,7 +15,7 @@ from rich.table import Table
 from stackgate.cli import emit_json
 from stackgate.cli_numbers import int_in
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
-from stackgate.output import console_err, styled
+from stackgate.output import console_err, print_table, styled
 from stackgate.paths import display_path
 from validators.records.cli_args import add_store_argument
 from validators.records.json_files import (
@@ -112,7 +112,7 @@ def _list(args: argparse.Namespace, store: RecordStore) -> int:
             (r.build.env_tree_sha256 or "-")[:12],
         )
     console = console_err()
-    console.print(table)
+    print_table(console, table)
     if shown < total:
         first = args.offset + 1 if shown else args.offset
         console.print(

@@ -12,7 +12,7 @@ from stackgate.cli_numbers import RUNS
 from stackgate.credentials import redact
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.layout import venv_root
-from stackgate.output import console_err, styled
+from stackgate.output import console_err, print_table, styled
 from stackgate.topology import TOPOLOGIES
 from validators.commands.gate import add_policy_arguments, policy_from
 from validators.gate.policy import DEFAULT_REPEATS
@@ -77,11 +77,11 @@ def _render(outcome: ReproduceOutcome) -> None:
             table.add_column(col)
         for d in outcome.host:
             table.add_row(d.field, d.recorded, d.here, d.impact)
-        console.print(table)
+        print_table(console, table)
     if outcome.gate is not None:
         print_checks(console, outcome.gate, show_ok=False)
         if outcome.gate.metrics:
-            console.print(metrics_table(outcome.gate))
+            print_table(console, metrics_table(outcome.gate))
     console.print(
         f"env tree: recorded {str(outcome.recorded_tree)[:16]}, built "
         f"{str(outcome.built_tree)[:16]}"

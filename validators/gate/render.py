@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from stackgate.output import styled
+from stackgate.output import print_table, styled
 from validators.gate.compare import GateResult, MetricVerdict
 from validators.gate.diffs import Change
 
@@ -77,7 +77,7 @@ def print_checks(console: Console, result: GateResult, *, show_ok: bool) -> None
     if not show_ok and all(c.status == "OK" for c in result.checks):
         console.print(f"checks: all {len(result.checks)} OK")
         return
-    console.print(checks_table(result, show_ok=show_ok))
+    print_table(console, checks_table(result, show_ok=show_ok))
 
 
 def metrics_table(result: GateResult) -> Table:
@@ -150,13 +150,13 @@ def render_gate(console: Console, result: GateResult, *, show_ok_checks: bool = 
     if result.baseline_numbers != "record":
         console.print(f"baseline numbers: {result.baseline_numbers}")
     if result.versions:
-        console.print(changes_table("package versions", result.versions))
+        print_table(console, changes_table("package versions", result.versions))
     if result.env:
-        console.print(changes_table("environment variables", result.env))
+        print_table(console, changes_table("environment variables", result.env))
     if result.manifest:
-        console.print(changes_table("manifest", result.manifest))
+        print_table(console, changes_table("manifest", result.manifest))
     if result.host:
-        console.print(host_table(result))
+        print_table(console, host_table(result))
         if any(h.impact != "info" for h in result.host):
             console.print(
                 styled(
@@ -166,7 +166,7 @@ def render_gate(console: Console, result: GateResult, *, show_ok_checks: bool = 
             )
     print_checks(console, result, show_ok=show_ok_checks)
     if result.metrics:
-        console.print(metrics_table(result))
+        print_table(console, metrics_table(result))
     if result.underpowered:
         console.print(
             styled(
