@@ -95,9 +95,10 @@ def artifacts(state: LockState, manifest: Manifest) -> tuple[list[Artifact], lis
             _, _, _, wheel_tags = parse_wheel_filename(filename)
             if wheel_tags & tags:
                 chosen.append((wheel, filename))
-        if not chosen and pkg.sdist is not None:
+        if pkg.sdist is not None:  # validated whether or not it is fetched
             sdist = artifact_name(pkg.sdist, name, pkg.version, where=f"{where}: sdist")
-            chosen = [(pkg.sdist, sdist)]
+            if not chosen:
+                chosen = [(pkg.sdist, sdist)]
         for entry, filename in chosen:
             out.append(
                 Artifact(

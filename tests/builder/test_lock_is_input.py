@@ -97,6 +97,16 @@ def test_file_names_come_from_the_validated_wheel_name(served: Served, attack: s
     assert not list(outside.iterdir()) and not (served.stack.root / NUMPY).exists()
 
 
+def test_sdist_name_is_validated_too(served: Served) -> None:
+    """An sdist entry whose URL climbs out with encoded `..` (issue 23's second example)."""
+    block = _block(served, "numpy")
+    sdist = f'sdist = {{ url = "{served.base}/idx-pypi/simple/numpy/..%2F..%2Fnumpy-2.0.0.tar.gz", hash = "sha256:{"1" * 64}" }}\n'
+    served.edit(block, block.replace("wheels = [", sdist + "wheels = [", 1))
+    code, err, house = served.wheelhouse()
+    assert code == 2 and "sdist" in err and "numpy" in err, err
+    assert not house.exists()
+
+
 def _evil_numpy(folder: Path, sentinel: Path) -> Path:
     return make_wheel(folder, "numpy", "2.0.0",
                       files={"numpy/__init__.py": f"open({str(sentinel)!r}, 'w').write('x')\n"})
