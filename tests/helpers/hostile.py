@@ -19,7 +19,6 @@ folder's index.html (a PEP 503 index page).
 from __future__ import annotations
 
 import struct
-import threading
 import time
 import zlib
 from collections.abc import Iterator, Sequence
@@ -27,6 +26,8 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+from tests.helpers.range_server import running
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -140,14 +141,8 @@ class HostileServer(ThreadingHTTPServer):
 @contextmanager
 def hostile_server(root: Path, mode: str = "ranges") -> Iterator[HostileServer]:
     server = HostileServer(root, mode)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with running(server):
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
 
 
 @dataclass

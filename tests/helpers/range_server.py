@@ -81,14 +81,21 @@ class _Server(ThreadingHTTPServer):
 
 
 @contextmanager
-def serve(root: Path, mode: str = "ranges") -> Iterator[_Server]:
-    """Serve `root`; the server's base URL is `f"http://127.0.0.1:{server.server_port}/"`."""
-    server = _Server(root, mode)
+def running(server: ThreadingHTTPServer) -> Iterator[None]:
+    """Serve on a thread until the block ends, then shut down and close."""
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield server
+        yield
     finally:
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
+
+
+@contextmanager
+def serve(root: Path, mode: str = "ranges") -> Iterator[_Server]:
+    """Serve `root`; the server's base URL is `f"http://127.0.0.1:{server.server_port}/"`."""
+    server = _Server(root, mode)
+    with running(server):
+        yield server

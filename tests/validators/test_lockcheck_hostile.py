@@ -13,7 +13,6 @@ import os
 import struct
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -33,6 +32,7 @@ from tests.helpers.hostile import (
     raw_zip,
     stored_member,
 )
+from tests.helpers.range_server import running
 from validators.lockcheck.check import LockInputs, run_lock_check
 from validators.lockcheck.facts_cache import FactsCache
 from validators.lockcheck.lock_wheels import read_lock
@@ -239,7 +239,9 @@ def test_the_verdict_has_one_deadline_for_all_requests(tmp_path: Path) -> None:
     assert "the pre-install verdict passed its 1.5 s deadline" in fetch.reason, fetch.reason
 
 
-def _cli(lock: Path, cache: Path) -> subprocess.CompletedProcess[str]:
+def _cli(
+    lock: Path, cache: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [
             sys.executable,
@@ -259,6 +261,7 @@ def _cli(lock: Path, cache: Path) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=HANG_GUARD_S,
         cwd=ROOT,
+        env=env,
     )
 
 
@@ -349,37 +352,11 @@ def test_environment_proxy_is_used_and_bounded_too(stall: bool, tmp_path: Path) 
     stalls after its status line is cut off like a server."""
     wheel = crafted_wheel(tmp_path / "served", "evil", "1.0", honest())
     proxy = _ProxyServer(stall)
-    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
-    thread.start()
-    try:
-        with hostile_server(tmp_path / "served") as server:
-            lock = write_lock(tmp_path / "uv.lock", server.base + wheel.name, wheel.read_bytes())
-            env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
-            env["HTTP_PROXY"] = f"http://127.0.0.1:{proxy.server_port}"
-            done = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "validators",
-                    "static",
-                    "--lock",
-                    str(lock),
-                    "--cache",
-                    str(tmp_path / "c"),
-                    "--request-timeout",
-                    "2",
-                    "--deadline",
-                    "30",
-                ],
-                capture_output=True,
-                text=True,
-                timeout=HANG_GUARD_S,
-                cwd=ROOT,
-                env=env,
-            )
-    finally:
-        proxy.shutdown()
-        proxy.server_close()
+    with running(proxy), hostile_server(tmp_path / "served") as server:
+        lock = write_lock(tmp_path / "uv.lock", server.base + wheel.name, wheel.read_bytes())
+        env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+        env["HTTP_PROXY"] = f"http://127.0.0.1:{proxy.server_port}"
+        done = _cli(lock, tmp_path / "c", env)
     assert proxy.seen and all(p.startswith(server.base) for p in proxy.seen), proxy.seen
     assert "Traceback" not in done.stderr
     if stall:
