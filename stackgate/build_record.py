@@ -171,6 +171,19 @@ class BuildRecord(StrictModel):
         return target
 
 
+class BuildOutput(StrictModel):
+    """`builder build --json` on success (builder/commands/build.py writes it; reproduce reads
+    it with model_validate). A refusal prints stackgate.cli_output.ErrorOutput instead."""
+
+    ok: Literal[True] = True
+    stack: str
+    env: str
+    reused: bool
+    removed_partials: list[str] = Field(default_factory=list)
+    log: str
+    record: BuildRecord
+
+
 def build_record_path(env: Path) -> Path:
     return env / RECORD_RELPATH
 

@@ -239,14 +239,10 @@ def _main_for(packages: Sequence[str], prog: str, description: str, words: list[
         if args.debug:
             traceback.print_exc()
         if args.json:
-            emit_json(
-                {
-                    "ok": False,
-                    "exit_code": exc.exit_code,
-                    "error": exc.message,
-                    "details": exc.details,
-                }
-            )
+            from stackgate.cli_output import ErrorOutput  # pydantic: only on this path
+
+            failed = ErrorOutput(exit_code=exc.exit_code, error=exc.message, details=exc.details)
+            emit_json(failed.model_dump(mode="json"))
         err = lines_err()
         err.styled("[bold red]error:[/] {}", exc.message)
         for line in exc.details:

@@ -14,7 +14,6 @@ host in a way that matters), each reason listed; FAILED (could not build, or a c
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import sys
 import tempfile
@@ -28,9 +27,17 @@ from typing import Literal
 from pydantic import ValidationError
 
 from stackgate import proc
-from stackgate.build_record import BuildRecord
-from stackgate.errors import EXIT_BAD_INPUT, BadInput, CommandFailed, StackgateError
+from stackgate.build_record import BuildOutput
+from stackgate.cli_output import ErrorOutput
+from stackgate.errors import (
+    EXIT_BAD_INPUT,
+    BadInput,
+    CommandFailed,
+    EnvironmentProblem,
+    StackgateError,
+)
 from stackgate.loading import load_stack
+from stackgate.model import validation_problems
 from stackgate.paths import project_root, stacks_dir
 from validators.env_verify import recheck_env
 from validators.gate.candidate import parse_run_output
@@ -225,7 +232,7 @@ def base_site_of(record: Record) -> str | None:
     return path if isinstance(path, str) and path else None
 
 
-def _build(record: Record, sources: Sources, options: ReproduceOptions) -> dict[str, object]:
+def _build(record: Record, sources: Sources, options: ReproduceOptions) -> BuildOutput:
     argv: list[str | Path] = [
         sys.executable,
         "-m",
@@ -254,26 +261,30 @@ def _build(record: Record, sources: Sources, options: ReproduceOptions) -> dict[
         argv += ["--base-site", base]
     env = {**os.environ, "STACKGATE_STACKS_DIR": str(sources.stacks)}
     done = proc.run(argv, env=env, check=False)
+    if done.returncode == 0:
+        try:
+            return BuildOutput.model_validate_json(done.stdout)
+        except ValidationError as exc:
+            raise EnvironmentProblem(
+                "`builder build --json` exited 0 without a valid build result",
+                details=validation_problems(exc)[:10],
+            ) from None
     try:
-        data = json.loads(done.stdout)
-    except json.JSONDecodeError:
-        data = {}
+        message: str | None = ErrorOutput.model_validate_json(done.stdout).error
+    except ValidationError:
+        message = None
     if done.returncode == EXIT_BAD_INPUT:
         # The builder refuses bad input before it creates anything: an option given to
         # reproduce (--index-map, --venv-root, --python ...) or the record's manifest/lock.
         # That is exit 2 here as well, not a FAILED reproduction.
-        message = data.get("error") if isinstance(data, dict) else None
         tail = [line for line in done.stderr.splitlines() if line.strip()][-8:]
         raise BadInput(
             f"the builder refused its input: {message or (tail[-1] if tail else 'no message')}",
             details=tail,
         )
-    if done.returncode != 0 or not isinstance(data, dict) or not data.get("ok"):
-        message = data.get("error") if isinstance(data, dict) else None
-        raise CommandFailed(
-            [str(a) for a in argv], done.returncode, str(message or done.stdout), done.stderr
-        )
-    return data
+    raise CommandFailed(
+        [str(a) for a in argv], done.returncode, message or done.stdout, done.stderr
+    )
 
 
 def _validate(record: Record, env: Path, sources: Sources, runs: int) -> list[Report]:
@@ -323,13 +334,9 @@ def reproduce(
             outcome.fail(f"build: {exc.message}")
             outcome.notes += exc.details[-5:]
             return outcome
-        env = Path(str(built.get("env")))
+        env = Path(built.env)
         outcome.env = str(env)
-        try:
-            facts = build_facts(BuildRecord.model_validate(built.get("record")))
-        except ValidationError as exc:
-            outcome.fail(f"build: the builder's JSON carries no valid build record: {exc}")
-            return outcome
+        facts = build_facts(built.record)
         outcome.built_tree = facts.env_tree_sha256
         check = recheck_env(env, facts)
         if not check.ok:

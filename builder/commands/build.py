@@ -19,6 +19,7 @@ from builder.build_venv import BuildOptions, BuildOutcome, Reporter, build_env
 from builder.fault_hook import with_fault_hook
 from builder.uvproject import index_map_credentials, parse_index_map
 from builder.watched import Terminal
+from stackgate.build_record import BuildOutput
 from stackgate.cli import emit_json
 from stackgate.errors import EXIT_OK, BadInput
 from stackgate.heartbeat import Heartbeat
@@ -232,17 +233,15 @@ def run(args: argparse.Namespace) -> int:
     with progress, RichReporter(progress, console) as reporter:
         outcome = build_env(loaded, options, with_fault_hook(reporter))
     if args.json:
-        emit_json(
-            {
-                "ok": True,
-                "stack": loaded.manifest.name,
-                "env": str(outcome.env),
-                "reused": outcome.reused,
-                "removed_partials": [str(p) for p in outcome.removed_partials],
-                "log": str(outcome.log),
-                "record": outcome.record.model_dump(mode="json"),
-            }
+        built = BuildOutput(
+            stack=loaded.manifest.name,
+            env=str(outcome.env),
+            reused=outcome.reused,
+            removed_partials=[str(p) for p in outcome.removed_partials],
+            log=str(outcome.log),
+            record=outcome.record,
         )
+        emit_json(built.model_dump(mode="json"))
     source_builds = any(p.git for p in loaded.manifest.packages.values())
     _summary(console, outcome, source_builds, time.monotonic() - started)
     if source_builds:

@@ -8,10 +8,7 @@ inside a built image (its env at /opt/stackgate/env) and its JSON report comes b
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
-
-from pydantic import ValidationError
 
 from stackgate.errors import BadInput, EnvironmentProblem
 from stackgate.layout import current_env
@@ -125,12 +122,9 @@ def _run_in_image(args: argparse.Namespace, stack: str, groups: list[str]) -> Re
     for item in args.option:
         argv += ["--option", item]
     # Only the static group runs without GPUs (then buildah, which cannot pass GPUs, works too).
+    from validators.gate.candidate import parse_run_output
+
     done = container_run.run_in_image(args.image, argv, gpus=set(groups) != {"static"})
-    try:
-        return Report.model_validate(json.loads(done.stdout))
-    except (ValueError, ValidationError) as exc:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-15:]
-        raise EnvironmentProblem(
-            f"the validators inside {args.image} gave no report (exit {done.returncode}): {exc}",
-            details=tail,
-        ) from None
+    return parse_run_output(
+        done.stdout, done.stderr, done.returncode, what=f"inside the image {args.image}"
+    )

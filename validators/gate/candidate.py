@@ -157,10 +157,7 @@ def parse_run_output(stdout: str, stderr: str, returncode: int, *, what: str = "
     keep the child's stderr tail (its stdout when stderr is empty): the only trace of why it
     died once the gate has moved on."""
     try:
-        data = json.loads(stdout)
-        if isinstance(data, dict) and isinstance(data.get("report"), dict):
-            data = data["report"]
-        return Report.model_validate(data)
+        return Report.model_validate(json.loads(stdout))
     except (json.JSONDecodeError, ValidationError):
         source, text = ("stderr", stderr) if stderr.strip() else ("stdout", stdout)
         lines = text.strip().splitlines()

@@ -166,8 +166,6 @@ def latest_known_good(stack: str, store: RecordStore) -> Record:
 def read_report(path: Path) -> Report:
     """A `python -m validators run --json` report from a file."""
     data = read_json_file(path)
-    if isinstance(data, dict) and isinstance(data.get("report"), dict):
-        data = data["report"]  # a --json envelope {"ok": ..., "report": {...}}
     try:
         report = Report.model_validate(data)
     except ValidationError as exc:
