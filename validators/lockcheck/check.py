@@ -52,6 +52,9 @@ class LockInputs:
     targets: tuple[str, ...] = ()
     interpreter: Path | None = None
     limits: Limits = field(default_factory=Limits)
+    # check only these distributions' objects (canonical names); empty: every distribution.
+    # `validators compat` judges one package beside torch's closure, not the closure itself
+    only: frozenset[str] = frozenset()
 
 
 def installed_path(site: Path, root: Path, member: str) -> Path | None:
@@ -175,6 +178,8 @@ def run_lock_check(inputs: LockInputs, progress: Any = None) -> tuple[list[Resul
             env, {name: list(pin.extras) for name, pin in inputs.manifest.packages.items()}
         )
     shared = env.shared_objects()
+    if inputs.only:
+        shared = [p for p in shared if _owned_by(env, p, inputs.only)]
     results.extend(_pins(env, inputs))
     results.extend(abi_results(env, shared, relevant, source=source))
     t = time.perf_counter()
@@ -187,6 +192,11 @@ def run_lock_check(inputs: LockInputs, progress: Any = None) -> tuple[list[Resul
     results.extend(_undecided_arch(arch, env, report, site, root))
     results.extend(stable_abi_results(env, facts, inputs.cache))
     return results, report
+
+
+def _owned_by(env: Environment, path: Path, names: frozenset[str]) -> bool:
+    dist = env.owner(path)
+    return dist is not None and canonicalize_name(dist.name) in names
 
 
 def _undecided_arch(
