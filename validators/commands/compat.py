@@ -1,0 +1,202 @@
+"""`python -m validators compat PACKAGE [--versions SPEC] --against torch[==SPEC]`: which
+versions of a binary package load beside which torch, from byte ranges of the index's wheels
+(no install, no GPU). Prints the matrix, the proposed rules and the hand-written rules'
+agreement; `--json` the whole matrix, `--html FILE` a heat map."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import time
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
+
+from stackgate.cli import emit_json
+from stackgate.errors import EXIT_OK, BadInput, EnvironmentProblem
+from stackgate.files import atomic_write_text
+from stackgate.output import console_err
+from stackgate.rules import load_rules
+from validators.compat.decide import PairVerdict
+from validators.compat.index import PYPI, IndexError_
+from validators.compat.matrix import Request, compute
+from validators.compat.proposals import check_rules, propose, uncovered
+from validators.compat.render import html_report, text_table
+from validators.lockcheck.check import find_interpreter
+from validators.lockcheck.facts_cache import FactsCache, default_root
+
+NAME = "compat"
+HELP = "which versions of a binary package load beside which torch (from the wheels' bytes)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("package", help="the package to judge, e.g. sgl-kernel")
+    parser.add_argument(
+        "--versions",
+        action="append",
+        default=[],
+        help="its versions, a specifier (repeat for a union; default: all)",
+    )
+    parser.add_argument(
+        "--against",
+        action="append",
+        required=True,
+        metavar="torch[SPEC]",
+        help="the torch versions, e.g. 'torch>=2.6,<2.15' or 'torch==2.9.*' (repeat for a union)",
+    )
+    parser.add_argument("--index", default=PYPI, help="the package's index (PEP 691/503)")
+    parser.add_argument("--torch-index", default=None, help="torch's index (default: --index)")
+    parser.add_argument("--python", default="3.12", help="target CPython X.Y (default 3.12)")
+    parser.add_argument(
+        "--glibc", default=None, help="target glibc X.Y (default: this host's, else 2.35)"
+    )
+    parser.add_argument(
+        "--targets", action="append", default=[], help="GPU archs to require, e.g. 12.0a"
+    )
+    parser.add_argument("--limit", type=int, default=None, help="only the newest N versions")
+    parser.add_argument("--pre", action="store_true", help="include pre-releases")
+    parser.add_argument("--offline", action="store_true", help="caches only, no network")
+    parser.add_argument("--cache", help="facts cache (default $STACKGATE_CACHE/lockcheck)")
+    parser.add_argument("--jobs", type=int, default=6, help="members fetched at once")
+    parser.add_argument("--html", help="write the heat map report here")
+    parser.add_argument("--rules", help="rules file to check (default: stacks/rules.toml)")
+
+
+def _xy(value: str, what: str) -> tuple[int, int]:
+    parts = value.split(".")
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        raise BadInput(f"{what} {value!r}: want X.Y")
+    return int(parts[0]), int(parts[1])
+
+
+def _host_glibc() -> tuple[int, int]:
+    name, version = platform.libc_ver()
+    if name == "glibc" and version.count(".") >= 1:
+        major, minor = version.split(".")[:2]
+        if major.isdigit() and minor.isdigit():
+            return int(major), int(minor)
+    return (2, 35)
+
+
+def request_from(args: argparse.Namespace) -> Request:
+    torch: list[SpecifierSet] = []
+    for value in args.against:
+        try:
+            against = Requirement(value)
+        except InvalidRequirement as exc:
+            raise BadInput(f"--against {value!r}: {exc}") from None
+        if canonicalize_name(against.name) != "torch":
+            raise BadInput(f"--against {value!r}: only torch is judged against (torch[SPEC])")
+        torch.append(against.specifier)
+    versions: list[SpecifierSet] = []
+    for value in args.versions or [""]:
+        try:
+            versions.append(SpecifierSet(value))
+        except InvalidSpecifier as exc:
+            raise BadInput(f"--versions {value!r}: {exc}") from None
+    targets = tuple(t for value in args.targets for t in value.split(",") if t)
+    if args.limit is not None and args.limit < 1:
+        raise BadInput(f"--limit {args.limit}: must be >= 1")
+    if args.jobs < 1:
+        raise BadInput(f"--jobs {args.jobs}: must be >= 1")
+    return Request(
+        package=canonicalize_name(args.package),
+        versions=tuple(versions),
+        torch=tuple(torch),
+        python=_xy(args.python, "--python"),
+        glibc=_xy(args.glibc, "--glibc") if args.glibc else _host_glibc(),
+        index=args.index.rstrip("/"),
+        torch_index=(args.torch_index or args.index).rstrip("/"),
+        targets=targets,
+        offline=args.offline,
+        jobs=args.jobs,
+        prereleases=args.pre,
+        limit=args.limit,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    request = request_from(args)
+    rules = load_rules(Path(args.rules) if args.rules else None)
+    cache = FactsCache(Path(args.cache) if args.cache else default_root())
+    err = console_err()
+    verbose = bool(os.environ.get("STACKGATE_VERBOSE"))
+
+    def progress(p: PairVerdict) -> None:
+        if verbose:
+            err.print(f"{p.package} {p.version} + torch {p.torch}: {p.verdict}", highlight=False)
+
+    try:
+        matrix = compute(request, cache, find_interpreter(request.python), progress)
+    except IndexError_ as exc:
+        if "HTTP 404" in str(exc):
+            raise BadInput(f"{request.package}: not on the index ({exc})") from None
+        raise EnvironmentProblem(f"index unreadable: {exc}") from None
+    if not matrix.versions:
+        raise BadInput(f"{request.package}: no version matches --versions {args.versions!r}")
+    if not matrix.torch_versions:
+        raise BadInput(f"--against {args.against!r}: no torch version on the index matches")
+    proposals = propose(matrix)
+    checks = check_rules(matrix, rules)
+    loose = uncovered(matrix, rules)
+    if args.html:
+        atomic_write_text(Path(args.html), html_report(matrix, proposals, checks))
+    counts = {
+        k: sum(p.verdict == k for p in matrix.pairs) for k in ("loads", "breaks", "undecidable")
+    }
+    if args.json:
+        emit_json(
+            {
+                "schema_version": 1,
+                "matrix": matrix.model_dump(mode="json"),
+                "counts": counts,
+                "proposed_rules": [p.toml(matrix.package) for p in proposals],
+                "rule_checks": [c.__dict__ for c in checks],
+                "breaks_no_rule_covers": len(loose),
+            }
+        )
+    for line in text_table(matrix):
+        err.print(line, highlight=False, markup=False, soft_wrap=True)
+    for p in matrix.pairs:
+        if p.verdict != "loads":
+            why = p.first if p.verdict == "breaks" else p.reason
+            err.print(
+                f"{p.verdict.upper()} {matrix.package} {p.version} + torch {p.torch}: "
+                f"{p.kind}: {why[:240]}",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            )
+    for c in checks:
+        state = (
+            f"not compared ({c.note})"
+            if not c.comparable
+            else (
+                f"DISAGREES: forbids {len(c.disagreements)} pairs that load: "
+                + "; ".join(c.disagreements[:3])
+                if c.disagreements
+                else f"agrees ({c.agreements} pairs it forbids break)"
+            )
+        )
+        err.print(f"rule {c.rule}: {state}", highlight=False, markup=False, soft_wrap=True)
+    if proposals:
+        err.print(
+            f"{len(proposals)} proposed rules (copy into stacks/rules.toml to accept; --json "
+            "or --html for the text); "
+            f"{len(loose)} breaking pairs no rule covers",
+            highlight=False,
+        )
+    seconds = time.monotonic() - started
+    err.print(
+        f"OK {matrix.package}: {len(matrix.versions)} versions x {len(matrix.torch_versions)} "
+        f"torch: {counts['loads']} load, {counts['breaks']} break, "
+        f"{counts['undecidable']} undecidable; read {matrix.bytes_fetched / 1e6:.1f} MB of "
+        f"{matrix.wheel_bytes / 1e6:.1f} MB of wheels in {seconds:.1f} s",
+        highlight=False,
+        soft_wrap=True,
+    )
+    return EXIT_OK

@@ -1,0 +1,243 @@
+"""One (package version, torch version) pair: loads / breaks / undecidable, from the
+pre-install check (validators.lockcheck) run on a virtual lock of the package's wheel beside
+torch's closure. Every wheel's facts come from the facts cache (keyed by sha256) or from
+byte ranges of the wheel, so a wheel is read once ever."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from pydantic import BaseModel, ConfigDict
+
+from validators.lockcheck.check import LockInputs, run_lock_check
+from validators.lockcheck.facts_cache import FactsCache
+from validators.lockcheck.lock_wheels import LockedWheel, LockWheels
+from validators.lockcheck.scan import ScanReport, WheelScan
+from validators.results import Result
+from validators.static.abi_results import check_key
+
+Verdict = Literal["loads", "breaks", "undecidable"]
+_CUDA = re.compile(r"^libcudart\.so\.(\d+)$")  # the runtime names the CUDA major
+
+
+class PairVerdict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    package: str
+    version: str
+    torch: str
+    verdict: Verdict
+    kind: str = ""  # symbol / library / version-node / taken-down / arch / no-wheel / ...
+    reason: str
+    first: str = ""  # the first missing symbol or library, as a person reads it
+    wheel: str | None = None
+    cuda_needed: list[str] = []  # CUDA majors the package's objects link (libcudart.so.12 -> 12)
+    torch_cuda: list[str] = []  # CUDA majors torch's closure provides
+    stable_abi: bool = False  # its torch extensions use only the stable C shim
+    declared: str = ""  # the package's own Requires-Dist on torch, where unmet by this pair
+    bytes_fetched: int = 0
+    wheel_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class PairInputs:
+    package: str
+    version: str
+    torch: str
+    wheel: LockedWheel | None  # None: no wheel for the target
+    closure: LockWheels
+    cache: FactsCache
+    targets: tuple[str, ...] = ()
+    interpreter: Path | None = None
+    offline: bool = False
+    jobs: int = 6
+    no_wheel_reason: str = ""
+
+
+def decide(inputs: PairInputs) -> PairVerdict:
+    base: dict[str, Any] = {
+        "package": inputs.package,
+        "version": inputs.version,
+        "torch": inputs.torch,
+    }
+    if inputs.wheel is None:
+        return PairVerdict(
+            **base,
+            verdict="breaks",
+            kind="no-wheel",
+            reason=inputs.no_wheel_reason,
+            first=inputs.no_wheel_reason,
+        )
+    wheels = [w for w in inputs.closure.wheels if w.name != inputs.wheel.name] + [inputs.wheel]
+    lock = LockWheels(wheels=wheels, no_wheel=[], python=inputs.closure.python)
+    virtual = Path("/stackgate-compat") / f"{inputs.package}-{inputs.version}+torch-{inputs.torch}"
+    results, report = run_lock_check(
+        LockInputs(
+            lock=virtual / "uv.lock",
+            wheels=lock,
+            cache=inputs.cache,
+            offline=inputs.offline,
+            jobs=inputs.jobs,
+            targets=inputs.targets,
+            interpreter=inputs.interpreter,
+            only=frozenset({canonicalize_name(inputs.package)}),
+        )
+    )
+    base["wheel"] = inputs.wheel.filename
+    verdict = judge(inputs, {r.check: r for r in results}, report)
+    return verdict.model_copy(update={**base, **_cuda(inputs, report)})
+
+
+def _cuda(inputs: PairInputs, report: ScanReport) -> dict[str, Any]:
+    needed: set[str] = set()
+    provided: set[str] = set()
+    fetched = 0
+    for scan in report.wheels:
+        mine = scan.wheel.name == inputs.wheel.name if inputs.wheel else False
+        if mine:
+            fetched += scan.bytes_fetched
+        for cached in scan.facts.values():
+            for soname in cached.needed if mine else [cached.soname or ""]:
+                m = _CUDA.match(soname)
+                if m:
+                    (needed if mine else provided).add(m.group(1))
+    return {
+        "cuda_needed": sorted(needed),
+        "torch_cuda": sorted(provided),
+        "bytes_fetched": report.bytes_fetched,
+        "wheel_bytes": inputs.wheel.size if inputs.wheel else 0,
+    }
+
+
+def _first_cause(r: Result) -> tuple[str, str]:
+    ev = r.evidence
+    if ev.get("missing_sonames"):
+        return "library", str(ev["missing_sonames"][0])
+    if ev.get("missing_symbols"):
+        m = ev["missing_symbols"][0]
+        where = f" (not exported by {m['expected_from']})" if m.get("expected_from") else ""
+        return "symbol", f"{Path(m['importer']).name} imports {m['symbol']}{where}"
+    if ev.get("missing_versions"):
+        return "version-node", str(ev["missing_versions"][0])
+    if ev.get("taken_down_by"):
+        return "taken-down", "below it: " + ", ".join(ev["taken_down_by"])
+    return "other", r.reason[:200]
+
+
+def judge(inputs: PairInputs, by: dict[str, Result], report: ScanReport) -> PairVerdict:
+    """The pair's verdict from the lock check's results (text of the reason only here)."""
+    key = check_key(inputs.package)
+    common: dict[str, Any] = {
+        "package": inputs.package,
+        "version": inputs.version,
+        "torch": inputs.torch,
+    }
+    fetch = by.get("static.lock.fetch")
+    if fetch is not None and fetch.status == "ERROR":
+        return PairVerdict(**common, verdict="undecidable", kind="fetch", reason=fetch.reason)
+    integrity = by.get("static.lock.integrity")
+    if integrity is not None and integrity.status == "FAIL":
+        return PairVerdict(
+            **common, verdict="undecidable", kind="integrity", reason=integrity.reason
+        )
+    torch = by.get("static.abi.torch")
+    if torch is not None and torch.status == "FAIL":
+        return PairVerdict(
+            **common,
+            verdict="undecidable",
+            kind="torch-closure",
+            reason=f"torch {inputs.torch}'s own closure does not load here: {torch.reason[:300]}",
+        )
+    unreadable = by.get("static.abi.unreadable")
+    mine = inputs.wheel.name.replace("-", "_") if inputs.wheel else key
+    if unreadable is not None and any(mine in f for f in unreadable.evidence.get("files", [])):
+        return PairVerdict(
+            **common, verdict="undecidable", kind="unreadable", reason=unreadable.reason
+        )
+    scan = next(
+        (w for w in report.wheels if inputs.wheel and w.wheel.name == inputs.wheel.name), None
+    )
+    declared = _declared(scan, inputs.torch, inputs.closure.python)
+    links_torch = scan is not None and any(
+        n.startswith(("libtorch", "libc10")) for f in scan.facts.values() for n in f.needed
+    )
+    stable = by.get(f"static.abi.stable.{key}")
+    extra: dict[str, Any] = {"declared": declared, "stable_abi": stable is not None}
+    abi = by.get(f"static.abi.{key}")
+    if abi is not None and abi.status == "FAIL":
+        kind, first = _first_cause(abi)
+        return PairVerdict(
+            **common, **extra, verdict="breaks", kind=kind, reason=abi.reason, first=first
+        )
+    arch = by.get(f"static.arch.{key}")
+    if arch is not None and arch.status == "FAIL":
+        return PairVerdict(
+            **common,
+            **extra,
+            verdict="breaks",
+            kind="arch",
+            reason=arch.reason,
+            first=arch.reason[:200],
+        )
+    if arch is not None and arch.status == "SKIP" and inputs.targets and "undecided" in arch.reason:
+        return PairVerdict(
+            **common, **extra, verdict="undecidable", kind="arch", reason=arch.reason
+        )
+    if declared and links_torch and stable is None:
+        # torchvision 0.23.0 (requires torch==2.8.0) beside torch 2.9.1: every symbol resolves
+        # and the load still dies with SIGSEGV (benchmarks/results/compat_truth.md). A changed
+        # struct layout or vtable under an unchanged mangled name is in no symbol table.
+        return PairVerdict(
+            **common,
+            **extra,
+            verdict="undecidable",
+            kind="declared-torch",
+            reason=(
+                f"every symbol resolves, but its C++ extensions link libtorch and it declares "
+                f"{declared}: a layout change under unchanged symbol names can still crash "
+                "at load, which the binaries' symbol tables cannot show"
+            ),
+        )
+    if abi is None:
+        reason = "no extension modules or libraries of its own link anything missing"
+        if scan is None or not scan.facts:
+            reason = "no ELF objects: nothing to load but Python"
+        return PairVerdict(**common, **extra, verdict="loads", reason=reason)
+    return PairVerdict(**common, **extra, verdict="loads", reason=abi.reason[:400])
+
+
+def _declared(scan: WheelScan | None, torch: str, python: tuple[int, int]) -> str:
+    """The package's own Requires-Dist on torch (for Linux x86_64), where this torch does not
+    meet it: "requires torch==2.8.0"."""
+    if scan is None or scan.listing is None:
+        return ""
+    target = {
+        "sys_platform": "linux",
+        "platform_system": "Linux",
+        "platform_machine": "x86_64",
+        "python_version": f"{python[0]}.{python[1]}",
+        "python_full_version": f"{python[0]}.{python[1]}.0",
+        "implementation_name": "cpython",
+        "platform_python_implementation": "CPython",
+    }
+    for text in scan.listing.requires:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(req.name) != "torch":
+            continue
+        if req.marker is not None:
+            try:
+                if not req.marker.evaluate({**target, "extra": ""}):
+                    continue
+            except Exception:  # a marker naming an unknown variable: not ours to judge
+                continue
+        if req.specifier and not req.specifier.contains(torch, prereleases=True):
+            return f"requires torch{req.specifier}"
+    return ""

@@ -1,0 +1,129 @@
+"""The files of one project on a package index (PEP 691 JSON, else PEP 503 HTML), and the
+wheel an installer would pick for the target (CPython X.Y, Linux x86_64, glibc <= host's)."""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass
+from urllib.parse import urljoin, urlsplit
+
+import httpx
+from packaging.tags import Tag
+from packaging.utils import (
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_wheel_filename,
+)
+from packaging.version import Version
+
+from validators.lockcheck.lock_wheels import LockedWheel, target_tags
+
+PYPI = "https://pypi.org/simple"
+_JSON = "application/vnd.pypi.simple.v1+json"
+_ANCHOR = re.compile(r"<a\s[^>]*href=\"([^\"]+)\"[^>]*>", re.IGNORECASE)
+_MANYLINUX = re.compile(r"^manylinux_(\d+)_(\d+)_")
+_LEGACY = {"manylinux1": 5, "manylinux2010": 12, "manylinux2014": 17}
+
+
+class IndexError_(Exception):
+    """The index could not be read for this project (network, HTTP status, format)."""
+
+
+@dataclass(frozen=True)
+class IndexFile:
+    filename: str
+    url: str
+    sha256: str
+    size: int | None
+    version: Version
+    tags: frozenset[Tag]
+    yanked: bool = False
+
+    def locked(self, name: str, size: int) -> LockedWheel:
+        return LockedWheel(canonicalize_name(name), str(self.version), self.url, self.sha256, size)
+
+
+def project_files(client: httpx.Client, index: str, project: str) -> list[IndexFile]:
+    """Every wheel of `project` with a sha256 on the index (sdists are not judged)."""
+    url = f"{index.rstrip('/')}/{canonicalize_name(project)}/"
+    try:
+        answer = client.get(url, headers={"Accept": f"{_JSON}, text/html;q=0.1"})
+    except httpx.HTTPError as exc:
+        raise IndexError_(f"{url}: {type(exc).__name__}: {exc}") from None
+    if answer.status_code != 200:
+        raise IndexError_(f"{url}: HTTP {answer.status_code}")
+    kind = answer.headers.get("content-type", "").split(";")[0].strip()
+    rows: list[tuple[str, str, str | None, int | None, bool]] = []  # name, url, sha, size, yanked
+    if kind == _JSON:
+        try:
+            data = answer.json()
+            for f in data["files"]:
+                rows.append(
+                    (
+                        f["filename"],
+                        urljoin(url, f["url"]),
+                        (f.get("hashes") or {}).get("sha256"),
+                        f.get("size"),
+                        bool(f.get("yanked")),
+                    )
+                )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise IndexError_(f"{url}: not a PEP 691 page ({exc})") from None
+    else:
+        for href in _ANCHOR.findall(answer.text):
+            target = urljoin(url, html.unescape(href))
+            base, _, fragment = target.partition("#")
+            sha = fragment[7:] if fragment.startswith("sha256=") else None
+            rows.append((urlsplit(base).path.rsplit("/", 1)[-1], base, sha, None, False))
+    out: list[IndexFile] = []
+    for filename, link, sha, size, yanked in rows:
+        if not filename.endswith(".whl") or not sha:
+            continue
+        try:
+            _name, version, _build, tags = parse_wheel_filename(filename)
+        except InvalidWheelFilename:
+            continue
+        out.append(IndexFile(filename, link, sha, size, version, tags, yanked))
+    return out
+
+
+def glibc_minor(platform: str) -> int | None:
+    match = _MANYLINUX.match(platform)
+    if match:
+        return int(match.group(2))
+    for legacy, minor in _LEGACY.items():
+        if platform.startswith(legacy + "_"):
+            return minor
+    return None
+
+
+def best_wheel(
+    files: list[IndexFile], version: Version, python: tuple[int, int], glibc: tuple[int, int]
+) -> IndexFile | None:
+    """The wheel of `version` an installer picks for CPython X.Y on Linux x86_64 with this
+    glibc: the most specific compatible tag (abi3 and py3-none count), never a yanked one."""
+    rank = {
+        tag: i
+        for i, tag in enumerate(target_tags(python))
+        if (m := glibc_minor(tag.platform)) is None or m <= glibc[1]
+    }
+    best: tuple[int, IndexFile] | None = None
+    for f in files:
+        if f.version != version or f.yanked:
+            continue
+        score = min((rank[t] for t in f.tags if t in rank), default=None)
+        if score is not None and (best is None or score < best[0]):
+            best = (score, f)
+    return best[1] if best else None
+
+
+def size_of(client: httpx.Client, f: IndexFile) -> int:
+    """The file's size (PEP 503 pages do not say it): from a HEAD request."""
+    if f.size is not None:
+        return f.size
+    try:
+        answer = client.head(f.url)
+        return int(answer.headers["content-length"])
+    except (httpx.HTTPError, KeyError, ValueError) as exc:
+        raise IndexError_(f"{f.url}: size unknown ({exc})") from None

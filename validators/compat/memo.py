@@ -1,0 +1,48 @@
+"""A FactsCache that keeps what it read in memory for the length of one matrix: torch's
+closure (~30 wheels, its libraries' export tables) is the same for every package version
+judged beside it, and decoding it from gzip'd JSON for each pair was most of a warm pair."""
+
+from __future__ import annotations
+
+import threading
+
+from validators.lockcheck.facts import CachedFacts
+from validators.lockcheck.facts_cache import FactsCache, WheelListing
+
+
+class MemoCache(FactsCache):
+    def __init__(self, inner: FactsCache) -> None:
+        super().__init__(inner.root)
+        self._facts: dict[str, CachedFacts] = {}
+        self._listings: dict[str, WheelListing] = {}
+        self._lock = threading.Lock()
+
+    def facts(self, sha256: str) -> CachedFacts | None:
+        with self._lock:
+            hit = self._facts.get(sha256)
+        if hit is None:
+            hit = super().facts(sha256)
+            if hit is not None:
+                with self._lock:
+                    self._facts[sha256] = hit
+        return hit
+
+    def put_facts(self, sha256: str, facts: CachedFacts) -> None:
+        super().put_facts(sha256, facts)
+        with self._lock:
+            self._facts[sha256] = facts
+
+    def listing(self, wheel_sha256: str) -> WheelListing | None:
+        with self._lock:
+            hit = self._listings.get(wheel_sha256)
+        if hit is None:
+            hit = super().listing(wheel_sha256)
+            if hit is not None:
+                with self._lock:
+                    self._listings[wheel_sha256] = hit
+        return hit
+
+    def put_listing(self, listing: WheelListing) -> None:
+        super().put_listing(listing)
+        with self._lock:
+            self._listings[listing.sha256] = listing
