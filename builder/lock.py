@@ -17,7 +17,7 @@ import re
 import shutil
 import tempfile
 import tomllib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -136,15 +136,18 @@ def run_lock(
     index_map: Mapping[str, str],
     upgrade: bool = False,
     timeout: float = 900,
+    vet: Callable[[Path], None] | None = None,
 ) -> LockState:
     """Generate the project and lock it in a scratch folder; only a successful lock replaces
     the committed files (uv.lock first, the pyproject carrying the hash last, so a kill in
     between reads as stale, never as current). An existing lock is kept as a preference
-    (uv only moves what the manifest change forces) unless `upgrade`."""
+    (uv only moves what the manifest change forces) unless `upgrade`. `vet` is called with
+    the new uv.lock before it replaces the committed one; what it raises leaves them as they
+    were (the compatibility check of `lock` refuses a lock that way)."""
     files.folder.parent.mkdir(parents=True, exist_ok=True)
     with _locking(files):
         return _run_lock(
-            loaded, files, python, index_map=index_map, upgrade=upgrade, timeout=timeout
+            loaded, files, python, index_map=index_map, upgrade=upgrade, timeout=timeout, vet=vet
         )
 
 
@@ -172,6 +175,7 @@ def _run_lock(
     index_map: Mapping[str, str],
     upgrade: bool,
     timeout: float,
+    vet: Callable[[Path], None] | None = None,
 ) -> LockState:
     scratch = Path(tempfile.mkdtemp(prefix=f".{files.folder.name}-lock-", dir=files.folder.parent))
     try:
@@ -194,6 +198,8 @@ def _run_lock(
             }
             specs = index_specs(loaded.manifest, index_map)
             raise explain_uv_failure(exc, specs, git_sources) from exc
+        if vet is not None:
+            vet(work.lockfile)
         files.folder.mkdir(parents=True, exist_ok=True)
         work.lockfile.replace(files.lockfile)
         work.pyproject.replace(files.pyproject)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from rich.text import Text
 
+from builder.compat_vet import CompatVet
 from builder.lock import locked_packages, run_lock
 from builder.python_finder import find_python
 from builder.uvproject import index_map_credentials, parse_index_map
@@ -37,6 +38,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--upgrade", action="store_true", help="re-resolve everything, not just what changed"
     )
+    parser.add_argument(
+        "--no-compat",
+        action="store_true",
+        help="do not check that the lock's binary packages load beside its torch "
+        "(recorded as off in the lock folder's compat.json)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,8 +56,17 @@ def run(args: argparse.Namespace) -> int:
     files = lock_files(manifest.name, args.locks_dir)
     console = console_err()
     started = time.monotonic()
+    compat = CompatVet(files.folder)
     with console.status(Text(f"locking {manifest.name} with uv ({python.path})")):
-        state = run_lock(loaded, files, python, index_map=index_map, upgrade=args.upgrade)
+        state = run_lock(
+            loaded,
+            files,
+            python,
+            index_map=index_map,
+            upgrade=args.upgrade,
+            vet=None if args.no_compat else compat,
+        )
+    record = compat.record(state.lock_hash, off=args.no_compat)
     seconds = time.monotonic() - started
     packages = locked_packages(state)
     if args.json:
@@ -63,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
                 "manifest_hash": state.manifest_hash,
                 "packages": len(packages),
                 "index_map": index_map,
+                "compat": record,
                 "seconds": round(seconds, 2),
             }
         )
@@ -75,4 +92,5 @@ def run(args: argparse.Namespace) -> int:
     )
     for name in sorted(manifest.packages):
         console.print(f"  {name} == {packages.get(name, '?')}", highlight=False)
+    console.print(compat.line(off=args.no_compat), highlight=False, markup=False, soft_wrap=True)
     return EXIT_OK

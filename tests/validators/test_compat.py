@@ -2,13 +2,7 @@
 decided from byte ranges of real wheels on a real PEP 691 index served on 127.0.0.1, with
 torch's closure resolved by real `uv lock`.
 
-The wheels hold real ELF objects built here with gcc/g++:
-- torch 2.9.1: libc10_cuda.so with c10's 2.9 signatures, libcudart.so.12;
-- torch 2.10.0: c10's 2.10 signatures (as c10 changed them), libcudart.so.12;
-- torch 2.11.0: the 2.9 signatures but libcudart.so.13 only (a CUDA 13 build);
-- sgl-kernel 0.3.21: an extension linked against the 2.9.1 libc10_cuda.so and libcudart.so.12;
-- sgl-kernel 0.3.0: a wheel for CPython 3.9 only;
-- tvlike 1.0: an extension linked against the 2.9.1 libc10_cuda.so that requires torch==2.9.1.
+The wheels hold real ELF objects built with gcc/g++ (tests/helpers/compat_wheels.py).
 """
 
 from __future__ import annotations
@@ -25,8 +19,8 @@ import pytest
 from packaging.specifiers import SpecifierSet
 
 from stackgate.rules import RuleFile, load_rules
+from tests.helpers.compat_wheels import compat_wheels
 from tests.helpers.json_index import serve_index, write_index
-from tests.helpers.wheels import make_wheel
 from tests.validators import elf_env
 from validators.compat.matrix import Matrix, Request, compute
 from validators.compat.proposals import check_rules, propose, uncovered
@@ -35,8 +29,6 @@ from validators.lockcheck.facts_cache import FactsCache
 
 pytestmark = pytest.mark.skipif(not elf_env.have_compilers(), reason="needs gcc and g++")
 
-TAG_TORCH = "cp312-cp312-manylinux_2_28_x86_64"
-TAG_KERNEL = "cp310-abi3-manylinux2014_x86_64"
 PY = (3, 12)
 
 
@@ -48,84 +40,8 @@ class Index:
 @pytest.fixture(scope="module")
 def index(tmp_path_factory: pytest.TempPathFactory) -> Index:
     tmp = tmp_path_factory.mktemp("compat")
-    build = tmp / "build"
-    old = elf_env.gxx(
-        build / "old" / "libc10_cuda.so", elf_env.CORE_OLD_CPP, "-Wl,-soname,libc10_cuda.so"
-    )
-    new = elf_env.gxx(
-        build / "new" / "libc10_cuda.so", elf_env.CORE_NEW_CPP, "-Wl,-soname,libc10_cuda.so"
-    )
-    cudart = {
-        major: elf_env.gcc(
-            build / f"cudart{major}" / f"libcudart.so.{major}",
-            elf_env.CUDART_C,
-            f"-Wl,-soname,libcudart.so.{major}",
-        )
-        for major in (12, 13)
-    }
-    kernel = elf_env.gxx(
-        build / "kernel" / "common_ops.abi3.so",
-        elf_env.KERNEL_CPP,
-        "-Wl,--no-as-needed",
-        f"-L{old.parent}",
-        "-l:libc10_cuda.so",
-        f"-L{cudart[12].parent}",
-        "-l:libcudart.so.12",
-    )
-    tv = elf_env.gxx(
-        build / "tv" / "_C.so",
-        elf_env.KERNEL_CPP.replace("PyInit_common_ops", "PyInit__C"),
-        "-Wl,--no-as-needed",
-        f"-L{old.parent}",
-        "-l:libc10_cuda.so",
-    )
-
-    def torch(version: str, c10: Path, cuda: int) -> Path:
-        return make_wheel(
-            build / "wheels",
-            "torch",
-            version,
-            files={
-                "torch/__init__.py": "",
-                "torch/lib/libc10_cuda.so": c10.read_bytes(),
-                f"torch/lib/libcudart.so.{cuda}": cudart[cuda].read_bytes(),
-            },
-            tag=TAG_TORCH,
-            deflate=True,
-        )
-
-    wheels = [
-        torch("2.9.1", old, 12),
-        torch("2.10.0", new, 12),
-        torch("2.11.0", old, 13),
-        make_wheel(
-            build / "wheels",
-            "sgl-kernel",
-            "0.3.21",
-            files={"sgl_kernel/common_ops.abi3.so": kernel.read_bytes()},
-            tag=TAG_KERNEL,
-            deflate=True,
-        ),
-        make_wheel(
-            build / "wheels",
-            "sgl-kernel",
-            "0.3.0",
-            files={"sgl_kernel/common_ops.abi3.so": kernel.read_bytes()},
-            tag="cp39-cp39-manylinux2014_x86_64",
-            deflate=True,
-        ),
-        make_wheel(
-            build / "wheels",
-            "tvlike",
-            "1.0",
-            requires=["torch==2.9.1"],
-            files={"tvlike/_C.so": tv.read_bytes()},
-            tag=TAG_TORCH,
-            deflate=True,
-        ),
-    ]
     root = tmp / "served"
-    write_index(root, wheels)
+    write_index(root, compat_wheels(tmp / "build"))
     return Index(root)
 
 

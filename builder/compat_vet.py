@@ -1,0 +1,95 @@
+"""The compatibility check `builder lock` runs on a new uv.lock before it replaces the
+committed one: the validators' verdict (validators.compat.lockgate: every binary package
+that links torch, judged beside the locked torch from byte ranges of the locked wheels) is
+asked for, never made here; a pair that breaks refuses the lock (exit 1) naming what loads
+instead. The outcome, or that the check was off (--no-compat), is kept beside the lock in
+compat.json, tied to the lock by its sha256."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from stackgate.errors import CheckFailed
+from stackgate.files import atomic_write_text
+
+RECORD = "compat.json"
+
+
+class CompatVet:
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.result: Any = None
+
+    def __call__(self, lockfile: Path) -> None:
+        from validators.compat.lockgate import check_lock
+        from validators.lockcheck.facts_cache import FactsCache, default_root
+
+        result = check_lock(lockfile, FactsCache(default_root()))
+        self.result = result
+        broken = result.breaking
+        if broken:
+            details = []
+            for p in broken:
+                details.append(f"{p.package} {p.version} + torch {p.torch}: {p.kind}: {p.first}")
+                alt = result.alternatives.get(f"{p.package} {p.version}")
+                if alt:
+                    details.append(f"  instead: {alt}")
+            raise CheckFailed(
+                f"lock refused: {len(broken)} binary packages cannot load beside torch "
+                f"{result.torch} (the committed lock is unchanged; --no-compat to lock anyway)",
+                details=details,
+            )
+
+    def record(self, lock_sha256: str, *, off: bool) -> dict[str, Any]:
+        if off:
+            data: dict[str, Any] = {
+                "lock_sha256": lock_sha256,
+                "checked": False,
+                "why": "--no-compat",
+            }
+        elif self.result is None:
+            data = {"lock_sha256": lock_sha256, "checked": False, "why": "not run"}
+        else:
+            data = {
+                "lock_sha256": lock_sha256,
+                "checked": True,
+                "torch": self.result.torch,
+                "pairs": [
+                    {
+                        "package": p.package,
+                        "version": p.version,
+                        "verdict": p.verdict,
+                        "kind": p.kind,
+                        "why": p.first or p.reason[:300],
+                    }
+                    for p in self.result.pairs
+                ],
+                "note": self.result.note,
+                "seconds": self.result.seconds,
+                "from_cache": self.result.from_cache,
+            }
+        atomic_write_text(self.folder / RECORD, json.dumps(data, indent=1, sort_keys=True) + "\n")
+        return data
+
+    def line(self, *, off: bool) -> str:
+        if off:
+            return "  compat: OFF (--no-compat): binary packages not checked against torch"
+        r = self.result
+        if r is None:
+            return "  compat: not run"
+        if r.note:
+            return f"  compat: {r.note}"
+        if r.torch is None:
+            return "  compat: no torch in the lock, nothing to check"
+        und = [p for p in r.pairs if p.verdict == "undecidable"]
+        text = (
+            f"  compat: {len(r.pairs)} binary packages linking torch load beside torch {r.torch}"
+            f" ({r.seconds:.1f} s{', cached' if r.from_cache else ''})"
+        )
+        if und:
+            text += "; undecidable: " + "; ".join(
+                f"{p.package} {p.version}: {p.reason[:160]}" for p in und
+            )
+        return text

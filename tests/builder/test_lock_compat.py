@@ -1,0 +1,93 @@
+"""`builder lock` checks that the lock's binary packages load beside its torch, from byte
+ranges of the locked wheels, before the new lock replaces the committed one: real ELF wheels
+(tests/helpers/compat_wheels.py) on a PEP 691 index served on 127.0.0.1, real uv lock."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.builder.conftest import run_builder, write_manifest
+from tests.helpers.compat_wheels import compat_wheels
+from tests.helpers.interpreter import PY_MINOR, base_python
+from tests.helpers.json_index import serve_index, write_index
+from tests.helpers.wheels import make_wheel
+from tests.validators import elf_env
+
+pytestmark = pytest.mark.skipif(not elf_env.have_compilers(), reason="needs gcc and g++")
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("lockcompat")
+    pure = tmp / "pure"
+    wheels = compat_wheels(tmp / "build", kernel_version="0.3.21+cu130", python=PY_MINOR)
+    wheels += [
+        make_wheel(
+            pure,
+            "sglang",
+            "0.5.9",
+            requires=["torch==2.9.1", "flashinfer-python==0.6.3", "sgl-kernel==0.3.21", "numpy"],
+        ),
+        make_wheel(pure, "flashinfer-python", "0.6.4", requires=["torch"]),
+        make_wheel(pure, "numpy", "2.0.0"),
+    ]
+    root = tmp / "served"
+    write_index(root, wheels)
+    return root
+
+
+def _lock(url: str, tmp: Path, torch: str, *extra: str) -> tuple[int, str, Path]:
+    locks = tmp / "locks"
+    env = {"STACKGATE_CACHE": str(tmp / "cache"), "UV_OFFLINE": ""}  # loopback only
+    manifest = write_manifest(
+        tmp / "stacks",
+        "compatstack",
+        {"pypi": url, "cuda": url, "kernel": url},
+        torch=torch,
+        overrides=f'"flashinfer-python==0.6.4", "torch=={torch}", "sgl-kernel==0.3.21+cu130"',
+    )
+    done = run_builder(
+        ["lock", manifest, "--locks-dir", locks, "--python", base_python(), *extra],
+        env=env,
+        timeout=600,
+    )
+    return done.returncode, done.stderr, locks / "compatstack"
+
+
+def test_a_pair_that_cannot_load_refuses_the_lock_naming_what_loads(
+    served: Path, tmp_path: Path
+) -> None:
+    with serve_index(served) as url:
+        rc, err, folder = _lock(url, tmp_path, "2.10.0")
+    assert rc == 1, err
+    assert "lock refused: 1 binary packages cannot load beside torch 2.10.0" in err
+    assert "sgl-kernel 0.3.21+cu130 + torch 2.10.0: symbol: common_ops.abi3.so imports c10::" in err
+    assert "instead: sgl-kernel 0.3.21+cu130 loads with torch 2.9.1" in err
+    assert not (folder / "uv.lock").exists()  # nothing committed
+
+
+def test_no_compat_locks_anyway_and_records_that_it_did_not_check(
+    served: Path, tmp_path: Path
+) -> None:
+    with serve_index(served) as url:
+        rc, err, folder = _lock(url, tmp_path, "2.10.0", "--no-compat")
+    assert rc == 0, err
+    assert "compat: OFF (--no-compat)" in err
+    record = json.loads((folder / "compat.json").read_text())
+    assert record["checked"] is False and record["why"] == "--no-compat"
+    assert record["lock_sha256"]
+
+
+def test_a_loading_pair_locks_and_records_the_check(served: Path, tmp_path: Path) -> None:
+    with serve_index(served) as url:  # one URL: the lock (and its sha256) stays the same
+        rc, err, folder = _lock(url, tmp_path, "2.9.1")
+        assert rc == 0, err
+        record = json.loads((folder / "compat.json").read_text())
+        assert record["checked"] is True and record["torch"] == "2.9.1"
+        assert [(p["package"], p["verdict"]) for p in record["pairs"]] == [("sgl-kernel", "loads")]
+        again_rc, again_err, _ = _lock(url, tmp_path, "2.9.1")
+    assert again_rc == 0, again_err
+    assert json.loads((folder / "compat.json").read_text())["from_cache"] is True

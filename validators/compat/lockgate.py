@@ -1,0 +1,249 @@
+"""The compatibility check of a uv.lock, for `builder lock`: every binary package of the lock
+that links torch (its ELF objects need libtorch*/libc10*) is judged beside the locked torch,
+from byte ranges of the locked wheels (the facts cache first). A pair that breaks refuses the
+lock, naming the nearest versions that load (a small matrix around the pair, computed on the
+refusal only). The verdict of a lock is cached by the lock's sha256: a warm lock reads one
+small file."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from pathlib import Path
+
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from stackgate.errors import BadInput
+from stackgate.uvlock import read_uv_lock
+from validators.compat.decide import PairInputs, PairVerdict, judge
+from validators.compat.index import PYPI, IndexError_
+from validators.compat.matrix import COMPAT_VERSION, Request, compute
+from validators.compat.memo import MemoCache
+from validators.compat.proposals import nearest
+from validators.lockcheck.check import LockInputs, find_interpreter, run_lock_check
+from validators.lockcheck.facts import FACTS_VERSION
+from validators.lockcheck.facts_cache import FactsCache
+from validators.lockcheck.lock_wheels import LockError, LockWheels, read_lock
+from validators.lockcheck.scan import Scanner
+
+NEAR_VERSIONS = 4  # package versions on each side of the locked one, for the alternatives
+NEAR_TORCH = 2  # torch versions on each side of the locked one
+
+
+class LockCompat(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    lock_sha256: str
+    torch: str | None
+    pairs: list[PairVerdict]
+    alternatives: dict[str, str]  # "package version" -> what loads instead
+    seconds: float
+    bytes_fetched: int
+    from_cache: bool = False
+    note: str = ""  # why nothing was checked (a lock without sizes, wheels not over HTTP)
+
+    @property
+    def breaking(self) -> list[PairVerdict]:
+        return [p for p in self.pairs if p.verdict == "breaks"]
+
+
+def _cache_path(cache: FactsCache, lock_sha: str) -> Path:
+    key = hashlib.sha256(f"{COMPAT_VERSION}:{FACTS_VERSION}:{lock_sha}".encode()).hexdigest()
+    return cache.root / "compat" / "locks" / f"{key}.json"
+
+
+def torch_linkers(report_wheels: list[object]) -> list[str]:
+    """Distributions (canonical names) whose objects need libtorch*/libc10* (torch aside)."""
+    out: list[str] = []
+    for scan in report_wheels:
+        name = scan.wheel.name  # type: ignore[attr-defined]
+        if name == "torch":
+            continue
+        facts = scan.facts.values()  # type: ignore[attr-defined]
+        if any(n.startswith(("libtorch", "libc10")) for f in facts for n in f.needed):
+            out.append(name)
+    return sorted(out)
+
+
+def check_lock(
+    lock: Path,
+    cache: FactsCache,
+    *,
+    index: str = PYPI,
+    offline: bool = False,
+    jobs: int = 6,
+) -> LockCompat:
+    started = time.perf_counter()
+    data = lock.read_bytes()
+    lock_sha = hashlib.sha256(data).hexdigest()
+    cached = _cache_path(cache, lock_sha)
+    try:
+        hit = LockCompat.model_validate_json(cached.read_text(encoding="utf-8"))
+        return hit.model_copy(
+            update={"from_cache": True, "seconds": round(time.perf_counter() - started, 3)}
+        )
+    except (OSError, ValidationError):
+        pass
+    try:
+        wheels = read_lock(lock)
+    except LockError as exc:  # a file:// index gives no sizes: nothing is read, nothing judged
+        return LockCompat(
+            lock_sha256=lock_sha,
+            torch=None,
+            pairs=[],
+            alternatives={},
+            seconds=round(time.perf_counter() - started, 3),
+            bytes_fetched=0,
+            note=f"not checked: {exc}",
+        )
+    wheels.wheels = [w for w in wheels.wheels if w.url.startswith(("http://", "https://"))]
+    torch = next((w for w in wheels.wheels if w.name == "torch"), None)
+    memo = MemoCache(cache)
+    interpreter = find_interpreter(wheels.python)
+    if torch is None:
+        result = LockCompat(
+            lock_sha256=lock_sha,
+            torch=None,
+            pairs=[],
+            alternatives={},
+            seconds=0.0,
+            bytes_fetched=0,
+        )
+    else:
+        result = _judge_lock(lock, wheels, torch.version, memo, interpreter, index, offline, jobs)
+    result = result.model_copy(update={"seconds": round(time.perf_counter() - started, 3)})
+    if not any(p.verdict == "undecidable" and p.kind == "fetch" for p in result.pairs):
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(result.model_dump_json(), encoding="utf-8")
+        tmp.replace(cached)
+    return result
+
+
+def _judge_lock(
+    lock: Path,
+    wheels: LockWheels,
+    torch: str,
+    cache: MemoCache,
+    interpreter: Path | None,
+    index: str,
+    offline: bool,
+    jobs: int,
+) -> LockCompat:
+    scanner = Scanner(cache, offline=offline, virtual_site=Path("/stackgate-compat"), jobs=jobs)
+    try:
+        first = scanner.scan(wheels.wheels)
+    finally:
+        scanner.close()
+    linkers = torch_linkers(list(first.wheels))
+    pairs: list[PairVerdict] = []
+    fetched = first.bytes_fetched
+    if linkers:
+        results, report = run_lock_check(
+            LockInputs(
+                lock=lock,
+                wheels=wheels,
+                cache=cache,
+                offline=offline,
+                jobs=jobs,
+                interpreter=interpreter,
+                only=frozenset(linkers),
+            )
+        )
+        by = {r.check: r for r in results}
+        for name in linkers:
+            wheel = next(w for w in wheels.wheels if w.name == name)
+            inputs = PairInputs(name, wheel.version, torch, wheel, wheels, cache)
+            verdict = judge(inputs, by, report)
+            pairs.append(verdict.model_copy(update={"wheel": wheel.filename}))
+    alternatives: dict[str, str] = {}
+    registries = _registries(lock)
+    for p in pairs:
+        if p.verdict == "breaks":
+            alternatives[f"{p.package} {p.version}"] = _alternatives(
+                p,
+                torch,
+                wheels.python,
+                cache,
+                (registries.get(p.package, index), registries.get("torch", index)),
+                offline,
+                jobs,
+                interpreter,
+            )
+    return LockCompat(
+        lock_sha256=hashlib.sha256(lock.read_bytes()).hexdigest(),
+        torch=torch,
+        pairs=pairs,
+        alternatives=alternatives,
+        seconds=0.0,
+        bytes_fetched=fetched,
+    )
+
+
+def _alternatives(
+    pair: PairVerdict,
+    torch: str,
+    python: tuple[int, int],
+    cache: FactsCache,
+    indexes: tuple[str, str],
+    offline: bool,
+    jobs: int,
+    interpreter: Path | None,
+) -> str:
+    """A small matrix around the pair: the package's nearest versions beside the locked torch,
+    and the locked version beside the nearest torch versions."""
+    try:
+        from validators.compat.index import project_files
+        from validators.lockcheck.http_ranges import make_client
+
+        index, torch_index = indexes
+        with make_client() as client:
+            versions = sorted({f.version for f in project_files(client, index, pair.package)})
+            torches = sorted(
+                {f.version for f in project_files(client, torch_index, "torch") if not f.yanked}
+            )
+    except IndexError_ as exc:
+        return f"(alternatives not computed: {exc})"
+    mine, my_torch = Version(pair.version), _version(torch)
+    at = versions.index(mine) if mine in versions else len(versions)
+    near_v = versions[max(0, at - NEAR_VERSIONS) : at + NEAR_VERSIONS + 1]
+    near_v = [v for v in near_v if not v.is_prerelease]
+    torches = [t for t in torches if not t.is_prerelease]
+    tat = torches.index(my_torch) if my_torch in torches else len(torches)
+    near_t = torches[max(0, tat - NEAR_TORCH) : tat + NEAR_TORCH + 1]
+    request = Request(
+        package=pair.package,
+        versions=tuple(SpecifierSet(f"=={v}") for v in near_v),
+        torch=tuple(SpecifierSet(f"=={t}") for t in near_t),
+        python=python,
+        index=index,
+        torch_index=torch_index,
+        offline=offline,
+        jobs=jobs,
+    )
+    matrix = compute(request, cache, interpreter)
+    return nearest(matrix, pair.version, torch)
+
+
+def _registries(lock: Path) -> dict[str, str]:
+    """The index each locked package came from (uv.lock's source.registry)."""
+    try:
+        parsed = read_uv_lock(lock)
+    except BadInput:
+        return {}
+    return {
+        str(canonicalize_name(p.name)): p.source.registry.rstrip("/")
+        for p in parsed.package
+        if p.source.registry and p.source.registry.startswith(("http://", "https://"))
+    }
+
+
+def _version(text: str) -> Version:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return Version("0")
