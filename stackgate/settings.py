@@ -127,8 +127,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "STACKGATE_VERBOSE",
         "unset",
-        "set: `static --lock` prints every wheel listed and object read",
-        ("validators/commands/static.py",),
+        "set: `static --lock` prints every wheel listed and object read; `compat` every pair "
+        "as it is judged",
+        ("validators/commands/static.py", "validators/commands/compat.py"),
     ),
     Setting(
         "STACKGATE_DIST_BACKEND",

@@ -14,7 +14,7 @@ class MemoCache(FactsCache):
     def __init__(self, inner: FactsCache) -> None:
         super().__init__(inner.root)
         self._facts: dict[str, CachedFacts] = {}
-        self._listings: dict[str, WheelListing] = {}
+        self._listings: dict[tuple[str, str], WheelListing] = {}
         self._lock = threading.Lock()
 
     def facts(self, sha256: str) -> CachedFacts | None:
@@ -32,17 +32,17 @@ class MemoCache(FactsCache):
         with self._lock:
             self._facts[sha256] = facts
 
-    def listing(self, wheel_sha256: str) -> WheelListing | None:
+    def listing(self, wheel_sha256: str, url: str) -> WheelListing | None:
         with self._lock:
-            hit = self._listings.get(wheel_sha256)
+            hit = self._listings.get((wheel_sha256, url))
         if hit is None:
-            hit = super().listing(wheel_sha256)
+            hit = super().listing(wheel_sha256, url)
             if hit is not None:
                 with self._lock:
-                    self._listings[wheel_sha256] = hit
+                    self._listings[(wheel_sha256, url)] = hit
         return hit
 
-    def put_listing(self, listing: WheelListing) -> None:
-        super().put_listing(listing)
+    def put_listing(self, listing: WheelListing, *, proven: bool) -> None:
+        super().put_listing(listing, proven=proven)
         with self._lock:
-            self._listings[listing.sha256] = listing
+            self._listings[(listing.sha256, listing.url)] = listing
