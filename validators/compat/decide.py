@@ -140,6 +140,11 @@ def judge(inputs: PairInputs, by: dict[str, Result], report: ScanReport) -> Pair
     fetch = by.get("static.lock.fetch")
     if fetch is not None and fetch.status == "ERROR":
         return PairVerdict(**common, verdict="undecidable", kind="fetch", reason=fetch.reason)
+    malformed = by.get("static.lock.wheels")
+    if malformed is not None and malformed.status == "ERROR":
+        return PairVerdict(
+            **common, verdict="undecidable", kind="malformed", reason=malformed.reason
+        )
     integrity = by.get("static.lock.integrity")
     if integrity is not None and integrity.status == "FAIL":
         return PairVerdict(

@@ -41,7 +41,9 @@ class IndexFile:
     yanked: bool = False
 
     def locked(self, name: str, size: int) -> LockedWheel:
-        return LockedWheel(canonicalize_name(name), str(self.version), self.url, self.sha256, size)
+        return LockedWheel(
+            canonicalize_name(name), str(self.version), self.url, self.sha256, size, self.filename
+        )
 
 
 def project_files(client: httpx.Client, index: str, project: str) -> list[IndexFile]:
@@ -80,6 +82,8 @@ def project_files(client: httpx.Client, index: str, project: str) -> list[IndexF
     for filename, link, sha, size, yanked in rows:
         if not filename.endswith(".whl") or not sha:
             continue
+        if any(c in filename for c in "/\\\x00") or filename.startswith("."):
+            continue  # a file name is one plain segment (issue 23: names are input too)
         try:
             _name, version, _build, tags = parse_wheel_filename(filename)
         except InvalidWheelFilename:
