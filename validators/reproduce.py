@@ -40,7 +40,6 @@ from stackgate.loading import load_stack
 from stackgate.model import validation_problems
 from stackgate.paths import project_root, stacks_dir
 from validators.env_verify import recheck_env
-from validators.gate.candidate import parse_run_output
 from validators.gate.compare import GateResult, gate
 from validators.gate.policy import GatePolicy
 from validators.records.build_facts import build_facts
@@ -48,6 +47,7 @@ from validators.records.compose import compose_record
 from validators.records.fingerprint import HostDifference, diff_hosts, probe_host
 from validators.records.model import HostFingerprint, Record
 from validators.results import Report
+from validators.runs import validate_once
 
 Verdict = Literal["REPRODUCED", "DIFFERS", "FAILED"]
 
@@ -288,25 +288,8 @@ def _build(record: Record, sources: Sources, options: ReproduceOptions) -> Build
 
 
 def _validate(record: Record, env: Path, sources: Sources, runs: int) -> list[Report]:
-    reports = []
-    for _ in range(runs):
-        done = proc.run(
-            [
-                sys.executable,
-                "-m",
-                "validators",
-                "run",
-                record.stack,
-                "--env",
-                env,
-                "--keep-going",
-                "--json",
-            ],
-            env={**os.environ, "STACKGATE_STACKS_DIR": str(sources.stacks)},
-            check=False,
-        )
-        reports.append(parse_run_output(done.stdout, done.stderr, done.returncode))
-    return reports
+    env_vars = {**os.environ, "STACKGATE_STACKS_DIR": str(sources.stacks)}
+    return [validate_once(record.stack, env, env_vars=env_vars) for _ in range(runs)]
 
 
 def reproduce(

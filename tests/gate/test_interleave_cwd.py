@@ -23,7 +23,7 @@ from stackgate.errors import EnvironmentProblem
 from tests.gate.conftest import ROOT, Project
 from tests.gate.synthetic_stack import write_synthetic_stack
 from tests.helpers.interpreter import base_python
-from validators.gate.candidate import parse_run_output
+from validators.runs import parse_run_output
 
 PAIRS = "3"
 

@@ -26,10 +26,11 @@ from validators.bisect.intermediate import (
 from validators.bisect.search import Mode, search
 from validators.bisect.steps import MetricNumber, Step, StepStore
 from validators.bisect.units import ChangeUnit, canonical, lock_versions, merge
-from validators.gate.candidate import candidate_record, run_interleaved, run_validations
+from validators.gate.candidate import candidate_record
 from validators.gate.compare import GateResult, gate
 from validators.gate.policy import GatePolicy
 from validators.records.model import Record
+from validators.runs import run_interleaved, run_validations
 
 
 class BudgetSpent(Exception):

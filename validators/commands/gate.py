@@ -20,7 +20,7 @@ from stackgate.manifest import GateSettings
 from stackgate.output import console_err
 from stackgate.paths import stack_names
 from validators.env_verify import recheck_env, require_env_matches
-from validators.gate.candidate import candidate_record, run_interleaved, run_validations
+from validators.gate.candidate import candidate_record
 from validators.gate.compare import gate
 from validators.gate.policy import (
     DEFAULT_CONFIDENCE,
@@ -45,6 +45,7 @@ from validators.records.model import Record
 from validators.records.resolve import is_record_file, read_report, resolve_record
 from validators.records.store import RecordStore
 from validators.report_html import write_report
+from validators.runs import run_interleaved, run_validations
 
 NAME = "gate"
 HELP = "compare a candidate with a known-good record (checks, noise-aware metrics, versions)"

@@ -122,7 +122,7 @@ def _run_in_image(args: argparse.Namespace, stack: str, groups: list[str]) -> Re
     for item in args.option:
         argv += ["--option", item]
     # Only the static group runs without GPUs (then buildah, which cannot pass GPUs, works too).
-    from validators.gate.candidate import parse_run_output
+    from validators.runs import parse_run_output
 
     done = container_run.run_in_image(args.image, argv, gpus=set(groups) != {"static"})
     return parse_run_output(
