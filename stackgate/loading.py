@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 
 from stackgate.credentials import find_token, has_credentials, index_env_names, redact
 from stackgate.errors import BadInput, ManifestError
-from stackgate.files import read_text_bounded
+from stackgate.files import read_text_bounded, sha256_file
 from stackgate.manifest import Manifest
 from stackgate.manifest_files import inside_folder, sha256_regular
 from stackgate.paths import display_path, resolve_stack
@@ -45,6 +45,11 @@ class LoadedStack:
 
     def patch_path(self, relative: str) -> Path:
         return self.folder / relative
+
+    def file_sha256(self) -> str:
+        """sha256 of the manifest file as it is on disk now: the one manifest digest that run
+        reports, records and image labels carry (a regular file, read in chunks)."""
+        return sha256_file(self.path)
 
 
 def load_stack(stack: str | Path) -> LoadedStack:

@@ -7,7 +7,6 @@ Groups are imported lazily, when they run.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -80,7 +79,7 @@ def run_pipeline(
     t0 = time.perf_counter()
     report = Report(
         stack=ctx.stack.manifest.name,
-        manifest_sha256=hashlib.sha256(ctx.stack.path.read_bytes()).hexdigest(),
+        manifest_sha256=ctx.stack.file_sha256(),
         env_path=str(ctx.env_path) if ctx.env_path else None,
         env_tree_sha256=_recorded_tree(ctx.env_path),
         started_at=started,

@@ -149,7 +149,7 @@ def prepare(loaded: LoadedStack, request: ImageRequest) -> Prepared:
         loaded,
         pins=pins,
         plan=plan,
-        manifest_sha256=sha256_file(loaded.path),
+        manifest_sha256=loaded.file_sha256(),
         lock_sha256=state.lock_hash,
         source_commit=commit,
         created=created,

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from stackgate import __version__
 from stackgate.errors import BadInput
-from stackgate.files import inside, read_json_file, sha256_file
+from stackgate.files import inside, read_json_file
 from stackgate.loading import LoadedStack
 from stackgate.manifest import Manifest
 from validators.records.extract import merge_runs, refuse_invalid, run_metrics
@@ -27,16 +27,12 @@ from validators.records.model import (
 from validators.results import Report, Result
 
 
-def manifest_file_sha256(loaded: LoadedStack) -> str:
-    return sha256_file(loaded.path)  # a regular file, read in chunks
-
-
 def qualify(loaded: LoadedStack, reports: Sequence[Report]) -> list[str]:
     """Why these runs do not show every required validator passing ([] when they do)."""
     manifest = loaded.manifest
     required = list(manifest.validation.required)
     problems: list[str] = []
-    file_sha = manifest_file_sha256(loaded)
+    file_sha = loaded.file_sha256()
     env_paths = {r.env_path for r in reports if r.env_path}
     if len(env_paths) > 1:
         problems.append(f"the runs judged different environments: {', '.join(sorted(env_paths))}")
@@ -156,7 +152,7 @@ def compose_record(
         created_by=who,
         stackgate_version=__version__,
         note=note,
-        manifest_sha256=manifest_file_sha256(loaded),
+        manifest_sha256=loaded.file_sha256(),
         manifest=loaded.raw,
         build=build,
         host=host,
