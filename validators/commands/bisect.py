@@ -21,10 +21,9 @@ from validators.bisect.render import payload, render_text, write_html
 from validators.bisect.search import MODES
 from validators.bisect.session import Bisect, Settings
 from validators.bisect.units import change_units
-from validators.commands.gate import add_policy_arguments
+from validators.commands.gate import add_policy_arguments, flags_from
 from validators.env_verify import recheck_env
 from validators.gate.stack_policy import (
-    GateFlags,
     decide,
     require_interleave,
     stack_gate,
@@ -139,9 +138,10 @@ def run(args: argparse.Namespace) -> int:
     declared = stack_gate(baseline.stack)
     interleave = not args.no_interleave
     require_interleave(declared, interleave)
-    decision = decide(GateFlags.from_args(args), declared.settings)
+    flags = flags_from(args)
+    decision = decide(flags, declared.settings)
     policy, repeats = decision.policy, decision.runs
-    policy, _loosened = under_baseline(args, policy, baseline, interleave)
+    policy, _loosened = under_baseline(flags, policy, baseline, interleave)
     base_env = None
     if interleave:
         base_env = (args.good_env or current_env(baseline.stack)).absolute()

@@ -34,7 +34,6 @@ from validators.gate.stack_policy import (
     GateFlags,
     StackGate,
     decide,
-    policy_for,
     require_interleave,
     stack_gate,
     under_baseline,
@@ -81,9 +80,20 @@ def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def flags_from(args: argparse.Namespace) -> GateFlags:
+    """The policy flags of `gate`, `report`, `reproduce` or `bisect` (each has some of them)."""
+    return GateFlags(
+        tolerance=getattr(args, "tolerance", None),
+        tail_tolerance=getattr(args, "tail_tolerance", None),
+        confidence=getattr(args, "confidence", None),
+        min_repeats=getattr(args, "min_repeats", None),
+        repeats=getattr(args, "repeats", None),
+    )
+
+
 def policy_from(args: argparse.Namespace) -> GatePolicy:
     """The flags over the defaults (report, reproduce); `gate` adds the stack's own settings."""
-    return policy_for(args)
+    return decide(flags_from(args)).policy
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -255,7 +265,8 @@ def run(args: argparse.Namespace) -> int:
     with RecordStore.open(args.store, read_only=True) as store:
         declared: StackGate = stack_gate(baseline_stack(args, store))
         require_interleave(declared, args.interleave_with is not None)
-        decision = decide(GateFlags.from_args(args), declared.settings)
+        flags = flags_from(args)
+        decision = decide(flags, declared.settings)
         policy, args.repeats = decision.policy, decision.runs
         if declared.source is not None and declared.settings != GateSettings():
             console_err().print(f"gate policy: {declared.source} [validation.gate] under the flags")
@@ -269,7 +280,7 @@ def run(args: argparse.Namespace) -> int:
             f"baseline {baseline.label} is a {baseline.kind} record, not known-good; refusing "
             f"to gate against it (mark it good first: stackgate mark-good)"
         )
-    policy, loosened = under_baseline(args, policy, baseline, args.interleave_with is not None)
+    policy, loosened = under_baseline(flags, policy, baseline, args.interleave_with is not None)
     if loosened:
         console_err().print(
             "gate policy: the working tree's [validation.gate] is looser than the one the "

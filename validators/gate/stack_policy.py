@@ -10,7 +10,6 @@ defaults in validators/gate/policy.py.
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -68,17 +67,6 @@ class GateFlags:
     min_repeats: int | None = None
     repeats: int | None = None  # runs (or ABBA pairs) to make, where the command makes them
 
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> GateFlags:
-        """The flags of `gate`, `report`, `reproduce` or `mark-good` (each has some of them)."""
-        return cls(
-            tolerance=getattr(args, "tolerance", None),
-            tail_tolerance=getattr(args, "tail_tolerance", None),
-            confidence=getattr(args, "confidence", None),
-            min_repeats=getattr(args, "min_repeats", None),
-            repeats=getattr(args, "repeats", None),
-        )
-
 
 @dataclass(frozen=True)
 class GateDecision:
@@ -108,11 +96,6 @@ def decide(flags: GateFlags, settings: GateSettings | None = None) -> GateDecisi
     return GateDecision(policy, _pick(flags.repeats, declared.repeats, DEFAULT_REPEATS))
 
 
-def policy_for(args: argparse.Namespace, settings: GateSettings | None = None) -> GatePolicy:
-    """GatePolicy from the flags over the stack's settings over the defaults (exit 2 when bad)."""
-    return decide(GateFlags.from_args(args), settings).policy
-
-
 def proven_settings(baseline: Record) -> GateSettings:
     """The [validation.gate] of the manifest the baseline was proven under (its sealed copy);
     the defaults when it had none."""
@@ -137,7 +120,7 @@ def stricter(a: GatePolicy, b: GatePolicy) -> GatePolicy:
 
 
 def under_baseline(
-    args: argparse.Namespace, policy: GatePolicy, baseline: Record, interleaving: bool
+    flags: GateFlags, policy: GatePolicy, baseline: Record, interleaving: bool
 ) -> tuple[GatePolicy, list[str]]:
     """The working tree's manifest may tighten its stack's gate, never loosen it below what the
     baseline record was proven under: the manifest is edited by the very change being gated
@@ -148,7 +131,7 @@ def under_baseline(
     require_interleave(
         StackGate(baseline.stack, f"{baseline.label}'s manifest", proven), interleaving
     )
-    theirs = policy_for(args, proven)
+    theirs = decide(flags, proven).policy
     applied = stricter(policy, theirs)
     loosened = [
         f"{name} {getattr(policy, name)} (baseline {baseline.short_id}: {getattr(theirs, name)})"
