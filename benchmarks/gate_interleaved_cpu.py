@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.gate.synthetic_stack import write_synthetic_stack  # noqa: E402
 from tests.helpers.interpreter import base_python  # noqa: E402
+from tests.helpers.project_env import isolated_env  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "gate_interleaved_cpu"
 SHOWN = (
@@ -137,15 +138,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="stackgate-gate-interleaved-"))
     stacks = work / "stacks"
     stacks.mkdir()
-    env = {
-        **os.environ,
-        "STACKGATE_ROOT": str(work),
-        "STACKGATE_STACKS_DIR": str(stacks),
-        "STACKGATE_STATE_DIR": str(work / "state"),
-        "STACKGATE_VENV_ROOT": str(work / "envs"),
-        "UV_PYTHON_DOWNLOADS": "never",
-        "NO_COLOR": "1",
-    }
+    env = isolated_env(work, stacks)
     py = base_python()
     base = work / "base-venv"
     subprocess.run(["uv", "venv", "-q", "--python", py, str(base)], check=True, env=env)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -32,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.gate.synthetic_stack import write_synthetic_stack  # noqa: E402
 from tests.helpers.interpreter import base_python  # noqa: E402
+from tests.helpers.project_env import isolated_env  # noqa: E402
 from validators.records.metrics import direction, parse_metric_key  # noqa: E402
 
 KEY_METRICS = (
@@ -92,15 +92,7 @@ def main() -> int:
     write_synthetic_stack(stacks, work, "known", args.rate)
     write_synthetic_stack(stacks, work, "same", args.rate)
     write_synthetic_stack(stacks, work, "slower", args.rate * 0.95)
-    env = {
-        **os.environ,
-        "STACKGATE_ROOT": str(work),
-        "STACKGATE_STACKS_DIR": str(stacks),
-        "STACKGATE_STATE_DIR": str(work / "state"),
-        "STACKGATE_VENV_ROOT": str(work / "envs"),
-        "UV_PYTHON_DOWNLOADS": "never",
-        "NO_COLOR": "1",
-    }
+    env = isolated_env(work, stacks)
     envs = {}
     for name in ("known", "same", "slower"):
         cli(env, "builder", "lock", name, "--python", base_python())

@@ -3,7 +3,6 @@ dir) and a tiny real stack served from a local index of wheels made on the spot.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.build_records import write_hashed_sample_env
+from tests.helpers.project_env import isolated_env
 from tests.helpers.tiny_stack import tiny_index, tiny_manifest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,17 +48,8 @@ def project(tmp_path: Path) -> Iterator[Project]:
     stacks.mkdir()
     for name in ("cu128.toml", "rules.toml"):
         (stacks / name).write_bytes((ROOT / "stacks" / name).read_bytes())
-    state = tmp_path / "state"
-    env = {
-        **os.environ,
-        "STACKGATE_ROOT": str(tmp_path),  # so records/ is this test's, not the checkout's
-        "STACKGATE_STACKS_DIR": str(stacks),
-        "STACKGATE_STATE_DIR": str(state),
-        "STACKGATE_VENV_ROOT": str(tmp_path / "envs"),
-        "UV_PYTHON_DOWNLOADS": "never",
-        "NO_COLOR": "1",
-    }
-    yield Project(root=tmp_path, stacks=stacks, state=state, env=env)
+    env = isolated_env(tmp_path, stacks)
+    yield Project(root=tmp_path, stacks=stacks, state=tmp_path / "state", env=env)
 
 
 def write_tiny_stack(
