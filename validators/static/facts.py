@@ -2,7 +2,7 @@
 
 This is the seam between "read an object" and "resolve a set of objects": the resolver
 (`AbiChecker` over an `ObjectSource`) only ever sees `ElfObject`s, so facts extracted from wheel
-members fetched over HTTP resolve exactly like an installed tree. See /work/notes/static-api.md.
+members fetched over HTTP resolve exactly like an installed tree.
 """
 
 from __future__ import annotations
