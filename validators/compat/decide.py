@@ -115,15 +115,17 @@ def _cuda(inputs: PairInputs, report: ScanReport) -> dict[str, Any]:
 
 
 def _first_cause(r: Result) -> tuple[str, str]:
+    """A missing symbol first: the libraries the evidence lists may be optional ones (the
+    static verdict's WARN class: torchaudio's libsox backend) beside the symbol that fails."""
     ev = r.evidence
-    if ev.get("missing_sonames"):
-        return "library", str(ev["missing_sonames"][0])
     if ev.get("missing_symbols"):
         m = ev["missing_symbols"][0]
         where = f" (not exported by {m['expected_from']})" if m.get("expected_from") else ""
         return "symbol", f"{Path(m['importer']).name} imports {m['symbol']}{where}"
     if ev.get("missing_versions"):
         return "version-node", str(ev["missing_versions"][0])
+    if ev.get("missing_sonames"):
+        return "library", str(ev["missing_sonames"][0])
     if ev.get("taken_down_by"):
         return "taken-down", "below it: " + ", ".join(ev["taken_down_by"])
     return "other", r.reason[:200]

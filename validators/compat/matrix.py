@@ -27,7 +27,7 @@ from validators.lockcheck.facts import FACTS_VERSION
 from validators.lockcheck.facts_cache import FactsCache
 from validators.lockcheck.lock_wheels import LockWheels
 
-COMPAT_VERSION = 2  # bump when a verdict's meaning changes: cached verdicts are then redone
+COMPAT_VERSION = 3  # bump when a verdict's meaning changes: cached verdicts are then redone
 
 
 class Matrix(BaseModel):
