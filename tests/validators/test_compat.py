@@ -120,7 +120,7 @@ def test_proposed_rules_parse_and_fire_only_on_the_breaking_pairs(
     proposals = propose(m)
     text = "schema_version = 1\n\n" + "\n".join(p.toml(m.package) for p in proposals)
     rules = RuleFile.model_validate(tomllib.loads(text)).rules
-    assert [r.when.packages for r in rules] == [{"sgl-kernel": "==0.3.21", "torch": ">=2.10.0"}], (
+    assert [r.when.packages for r in rules] == [{"sgl-kernel": "==0.3.21", "torch": ">=2.10.0,<=2.11.0"}], (
         text
     )
     assert "torch 2.9.1" in rules[0].remedy  # type: ignore[operator]

@@ -57,15 +57,12 @@ def _runs(torches: list[str], bad: set[str]) -> list[list[str]]:
     return runs
 
 
-def _spec(run: list[str], torches: list[str]) -> str:
+def _spec(run: list[str]) -> str:
+    """Only the torch versions tested: a run at the end of the matrix is not extended to
+    untested newer (or older) torch."""
     if len(run) == 1:
         return f"=={run[0]}"
-    parts = []
-    if run[0] != torches[0]:
-        parts.append(f">={run[0]}")
-    if run[-1] != torches[-1]:
-        parts.append(f"<={run[-1]}")
-    return ",".join(parts) or ">=0"
+    return f">={run[0]},<={run[-1]}"
 
 
 def nearest(matrix: Matrix, version: str, torch: str) -> str:
@@ -103,7 +100,7 @@ def propose(matrix: Matrix) -> list[Proposal]:
             continue
         for run in _runs(matrix.torch_versions, set(breaks)):
             first = breaks[run[0]]
-            spec = _spec(run, matrix.torch_versions)
+            spec = _spec(run)
             tested = ", ".join(run)
             out.append(
                 Proposal(
