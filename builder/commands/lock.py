@@ -7,6 +7,7 @@ import os
 import time
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
 from rich.text import Text
 
 from builder.compat_vet import CompatVet
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     files = lock_files(manifest.name, args.locks_dir)
     console = console_err()
     started = time.monotonic()
-    compat = CompatVet(files.folder)
+    compat = CompatVet(files.folder, frozenset(canonicalize_name(n) for n in manifest.packages))
     with console.status(Text(f"locking {manifest.name} with uv ({python.path})")):
         state = run_lock(
             loaded,
