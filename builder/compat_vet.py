@@ -8,11 +8,17 @@ compat.json, tied to the lock by its sha256."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from packaging.utils import canonicalize_name
 
 from stackgate.errors import CheckFailed
 from stackgate.files import atomic_write_text
+
+if TYPE_CHECKING:
+    from stackgate.manifest import Manifest
 
 RECORD = "compat.json"
 
@@ -21,12 +27,38 @@ class CompatVet:
     """`pinned`: the manifest's packages. A pinned package that cannot load refuses the lock;
     one pulled in by them (sglang 0.5.9's torchao 0.9.0 beside torch 2.9.1 in cu128: its
     _C.abi3.so misses a torch::Library constructor, torchao imports without its C++ ops) is
-    reported and recorded, not refused: the stack did not choose it."""
+    reported and recorded, not refused: the stack did not choose it.
 
-    def __init__(self, folder: Path, pinned: frozenset[str] = frozenset()) -> None:
+    `accepted`: canonical package name -> the manifest's reason, for each `static.abi.<name>`
+    finding its [validation.accepted_findings] accepts. A pinned package whose break the stack
+    already accepted (cu128 and cu130 pin torchao 0.9.0 and accept exactly this break) is
+    reported with that reason, not refused: the lock check agrees with the validators."""
+
+    def __init__(
+        self,
+        folder: Path,
+        pinned: frozenset[str] = frozenset(),
+        accepted: Mapping[str, str] | None = None,
+    ) -> None:
         self.folder = folder
         self.pinned = pinned
+        self.accepted = dict(accepted or {})
         self.result: Any = None
+
+    @classmethod
+    def for_manifest(cls, folder: Path, manifest: Manifest) -> CompatVet:
+        """The manifest's pins, and the ABI breaks it accepts (check id `static.abi.<dist>`)."""
+        prefix = "static.abi."
+        accepted = {
+            str(canonicalize_name(check[len(prefix) :])): why
+            for check, why in manifest.validation.accepted_findings.items()
+            if check.startswith(prefix)
+        }
+        pinned = frozenset(canonicalize_name(n) for n in manifest.packages)
+        return cls(folder, pinned, accepted)
+
+    def _refusing(self, package: str) -> bool:
+        return package in self.pinned and package not in self.accepted
 
     def __call__(self, lockfile: Path) -> None:
         from validators.compat.lockgate import check_lock
@@ -34,7 +66,7 @@ class CompatVet:
 
         result = check_lock(lockfile, FactsCache(default_root()))
         self.result = result
-        broken = [p for p in result.breaking if p.package in self.pinned]
+        broken = [p for p in result.breaking if self._refusing(p.package)]
         if broken:
             details = []
             for p in broken:
@@ -72,6 +104,11 @@ class CompatVet:
                     }
                     for p in self.result.pairs
                 ],
+                "accepted_by_manifest": {
+                    p.package: self.accepted[p.package]
+                    for p in self.result.breaking
+                    if p.package in self.pinned and not self._refusing(p.package)
+                },
                 "note": self.result.note,
                 "seconds": self.result.seconds,
                 "from_cache": self.result.from_cache,
@@ -91,6 +128,9 @@ class CompatVet:
             return "  compat: no torch in the lock, nothing to check"
         und = [p for p in r.pairs if p.verdict == "undecidable"]
         unpinned = [p for p in r.breaking if p.package not in self.pinned]
+        accepted = [
+            p for p in r.breaking if p.package in self.pinned and not self._refusing(p.package)
+        ]
         text = (
             f"  compat: {len(r.pairs)} binary packages linking torch judged beside torch {r.torch}"
             f" ({r.seconds:.1f} s{', cached' if r.from_cache else ''})"
@@ -98,6 +138,10 @@ class CompatVet:
         if unpinned:
             text += "; WARN not loadable, pulled in by the pins (not refused): " + "; ".join(
                 f"{p.package} {p.version}: {p.kind}: {p.first[:160]}" for p in unpinned
+            )
+        if accepted:
+            text += "; WARN not loadable, accepted by the manifest (not refused): " + "; ".join(
+                f"{p.package} {p.version}: {self.accepted[p.package][:160]}" for p in accepted
             )
         if und:
             text += "; undecidable: " + "; ".join(

@@ -7,7 +7,6 @@ import os
 import time
 from pathlib import Path
 
-from packaging.utils import canonicalize_name
 from rich.text import Text
 
 from builder.compat_vet import CompatVet
@@ -57,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     files = lock_files(manifest.name, args.locks_dir)
     console = console_err()
     started = time.monotonic()
-    compat = CompatVet(files.folder, frozenset(canonicalize_name(n) for n in manifest.packages))
+    compat = CompatVet.for_manifest(files.folder, manifest)
     with console.status(Text(f"locking {manifest.name} with uv ({python.path})")):
         state = run_lock(
             loaded,

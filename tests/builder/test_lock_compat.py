@@ -39,7 +39,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _lock(url: str, tmp: Path, torch: str, *extra: str) -> tuple[int, str, Path]:
+def _lock(
+    url: str, tmp: Path, torch: str, *extra: str, append: str = ""
+) -> tuple[int, str, Path]:
     locks = tmp / "locks"
     env = {"STACKGATE_CACHE": str(tmp / "cache"), "UV_OFFLINE": ""}  # loopback only
     manifest = write_manifest(
@@ -49,6 +51,8 @@ def _lock(url: str, tmp: Path, torch: str, *extra: str) -> tuple[int, str, Path]
         torch=torch,
         overrides=f'"flashinfer-python==0.6.4", "torch=={torch}", "sgl-kernel==0.3.21+cu130"',
     )
+    if append:
+        manifest.write_text(manifest.read_text() + append)
     done = run_builder(
         ["lock", manifest, "--locks-dir", locks, "--python", base_python(), *extra],
         env=env,
@@ -91,3 +95,18 @@ def test_a_loading_pair_locks_and_records_the_check(served: Path, tmp_path: Path
         again_rc, again_err, _ = _lock(url, tmp_path, "2.9.1")
     assert again_rc == 0, again_err
     assert json.loads((folder / "compat.json").read_text())["from_cache"] is True
+
+
+def test_a_pinned_break_the_manifest_accepts_locks_with_a_warning(
+    served: Path, tmp_path: Path
+) -> None:
+    """cu128 and cu130 pin torchao 0.9.0 and accept its ABI break (static.abi.torchao): the
+    lock check agrees with the validators and names the manifest's reason, not refusing."""
+    reason = "true break, confirmed by a load; not used to serve"
+    accepted = f'\n[validation.accepted_findings]\n"static.abi.sgl-kernel" = "{reason}"\n'
+    with serve_index(served) as url:
+        rc, err, folder = _lock(url, tmp_path, "2.10.0", append=accepted)
+    assert rc == 0, err
+    assert "WARN not loadable, accepted by the manifest (not refused): sgl-kernel" in err
+    record = json.loads((folder / "compat.json").read_text())
+    assert record["accepted_by_manifest"] == {"sgl-kernel": reason}

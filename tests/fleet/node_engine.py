@@ -6,6 +6,9 @@ The node is STACKGATE_HOSTNAME (the fleet's batch script sets it from Slurm's no
   results would: the serve-bench correctness checks fail there, and only there.
 - On `--slow-node` it streams `--slow-factor` times slower, as a lemon would (throttled
   clocks, a bad PCIe link): every check passes, its numbers are worse than its peers'.
+- STACKGATE_TEST_SLOW_START=<node>=<seconds> makes that node's engine take that long to load,
+  as a 10-minute Kimi-K2.5 load would: a test that kills the node's slurmd mid-job needs the
+  job still running when slurmctld notices (on a quiet machine the whole step took 13 s).
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ def main(argv: list[str]) -> None:
     if node == ours.get("--slow-node"):
         at = rest.index("--rate") + 1
         rest[at] = str(float(rest[at]) * float(ours["--slow-factor"]))
+    slow_node, _, seconds = os.environ.get("STACKGATE_TEST_SLOW_START", "").partition("=")
+    if node and node == slow_node:
+        rest += ["--load-s", seconds]
     os.execv(sys.executable, [sys.executable, str(SERVER), *rest])
 
 

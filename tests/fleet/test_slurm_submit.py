@@ -94,7 +94,9 @@ def test_a_node_whose_slurmd_dies_mid_job_is_never_pass_nor_validated_twice(flee
     nodes = ["n1", "n2"]
     jobs = stack.root / "jobs"
     with slurm_cluster(nodes, extra_conf=("SlurmdTimeout=5",)) as cluster:
-        env = {"SLURM_CONF": str(cluster.conf)}
+        # n2's engine loads for 30 s (tests/fleet/node_engine.py): slurmctld marks n2 down
+        # ~5-10 s after its slurmd dies, while the element still runs, whatever the load.
+        env = {"SLURM_CONF": str(cluster.conf), "STACKGATE_TEST_SLOW_START": "n2=30"}
         stack.ok(
             "validators", "fleet", "submit", "fleetsmoke",
             "--wheelhouse", str(stack.wheelhouse), "--nodes", "n1,n2", "--jobs-root", str(jobs),

@@ -16,6 +16,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 
 from stackgate.cli import emit_json
+from stackgate.cli_numbers import WORKERS, int_in
 from stackgate.errors import EXIT_OK, BadInput, EnvironmentProblem
 from stackgate.files import atomic_write_text
 from stackgate.output import console_err
@@ -56,11 +57,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--targets", action="append", default=[], help="GPU archs to require, e.g. 12.0a"
     )
-    parser.add_argument("--limit", type=int, default=None, help="only the newest N versions")
+    parser.add_argument(
+        "--limit", type=int_in(1, 100_000), default=None, help="only the newest N versions"
+    )
     parser.add_argument("--pre", action="store_true", help="include pre-releases")
     parser.add_argument("--offline", action="store_true", help="caches only, no network")
     parser.add_argument("--cache", help="facts cache (default $STACKGATE_CACHE/lockcheck)")
-    parser.add_argument("--jobs", type=int, default=6, help="members fetched at once")
+    parser.add_argument("--jobs", type=WORKERS, default=6, help="members fetched at once")
     parser.add_argument("--html", help="write the heat map report here")
     parser.add_argument("--rules", help="rules file to check (default: stacks/rules.toml)")
 
@@ -98,10 +101,6 @@ def request_from(args: argparse.Namespace) -> Request:
         except InvalidSpecifier as exc:
             raise BadInput(f"--versions {value!r}: {exc}") from None
     targets = tuple(t for value in args.targets for t in value.split(",") if t)
-    if args.limit is not None and args.limit < 1:
-        raise BadInput(f"--limit {args.limit}: must be >= 1")
-    if args.jobs < 1:
-        raise BadInput(f"--jobs {args.jobs}: must be >= 1")
     return Request(
         package=canonicalize_name(args.package),
         versions=tuple(versions),
