@@ -27,6 +27,7 @@ from stackgate.files import read_text_bounded, sha256_file
 from stackgate.manifest import Manifest
 from stackgate.manifest_files import inside_folder, sha256_regular
 from stackgate.paths import display_path, resolve_stack
+from stackgate.validator_groups import specs
 
 MAX_MANIFEST_BYTES = 1 << 20
 
@@ -213,8 +214,13 @@ def _cross_references(raw: dict[str, Any], path: Path) -> Iterator[str]:
                 _did_you_mean(wanted, profile_names, "profiles")
             )
         required = validation.get("required")
-        if isinstance(required, list) and "serve-bench" in required and not isinstance(wanted, str):
-            yield "validation.serve_profile: required when 'serve-bench' is in validation.required"
+        if isinstance(required, list) and not isinstance(wanted, str):
+            for spec in specs(r for r in required if isinstance(r, str)):
+                if spec.needs_serve_profile:
+                    yield (
+                        f"validation.serve_profile: required when '{spec.name}' is in "
+                        "validation.required"
+                    )
 
 
 def _check_patch(where: str, patch: Any, manifest_path: Path) -> Iterator[str]:

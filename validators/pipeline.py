@@ -16,7 +16,7 @@ from typing import cast
 
 from stackgate.build_record import build_record_path, read_build_record
 from stackgate.errors import BadInput, StackgateError
-from stackgate.validator_groups import MODULES, ORDER, ValidatorGroup
+from stackgate.validator_groups import MODULES, ORDER, SPECS, ValidatorGroup
 from validators.context import GroupRunner, RunContext
 from validators.results import Report, Result, make_result
 
@@ -108,7 +108,7 @@ def run_pipeline(
         results = apply_accepted(results, ctx.stack.manifest.validation.accepted_findings)
         report.results.extend(results)
         report.groups_run.append(name)
-        if name == "host":
+        if SPECS[name].host_facts:
             report.host = {r.check: r.evidence for r in results if r.evidence}
         if not ctx.keep_going and any(r.status in ("FAIL", "ERROR") for r in results):
             stopped_by = name

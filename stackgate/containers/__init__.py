@@ -7,6 +7,7 @@ docker.py   Docker Engine through the docker SDK
 select.py   open_engine: the engine asked for, or the first usable one
 run.py      the layout inside a stack image and run_in_image
 
-Adding a container engine is one module with a ContainerEngine subclass, its name in
-base.ENGINES/EngineName and select._make, and its tests.
+Adding a container engine is one module with a ContainerEngine subclass (its capabilities,
+can_run_gpus and reproducible, are class attributes), its name in base.EngineName, its class
+in select.ENGINE_CLASSES (checked against each other on import), and its tests.
 """

@@ -21,19 +21,24 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Literal, Self
+from typing import TYPE_CHECKING, Literal, Self, get_args
 
 from packaging.version import InvalidVersion, Version
 
 from stackgate.errors import CheckFailed, EnvironmentProblem
 
+if TYPE_CHECKING:  # the engines' own configs; their modules import this one
+    from stackgate.containers.buildah import StorageConfig
+    from stackgate.containers.docker import DockerConfig
+
 log = logging.getLogger("stackgate.containers")
 
+# The engines' names, in the one auto-selection order, for builds and runs: a Docker daemon
+# when one answers, else buildah (daemonless, measured here), else podman. A run that needs
+# GPUs passes over an engine that cannot give them (buildah), so it gets podman with CDI.
+# The classes are registered in select.ENGINE_CLASSES (checked against this list on import).
 EngineName = Literal["docker", "buildah", "podman"]
-# The one auto-selection order, for builds and runs: a Docker daemon when one answers, else
-# buildah (daemonless, measured here), else podman. A run that needs GPUs passes over an
-# engine that cannot give them (buildah), so it gets podman with CDI.
-ENGINES: tuple[EngineName, ...] = ("docker", "buildah", "podman")
+ENGINES: tuple[EngineName, ...] = get_args(EngineName)
 KEEP_ENV = "STACKGATE_KEEP_BUILDS"
 # Keep the container after a run (debugging): STACKGATE_KEEP_CONTAINERS=1
 KEEP_CONTAINERS_ENV = "STACKGATE_KEEP_CONTAINERS"
@@ -226,6 +231,11 @@ class ContainerEngine(ABC):
     def __init__(self) -> None:
         self.version = "unknown"
         self._made: list[str] = []
+
+    @classmethod
+    @abstractmethod
+    def configured(cls, storage: StorageConfig, docker: DockerConfig) -> ContainerEngine:
+        """The engine made from the configs the caller has (each engine takes its own)."""
 
     def __enter__(self) -> Self:
         self.version = self.probe_version()

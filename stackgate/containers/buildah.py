@@ -15,7 +15,7 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from stackgate import proc
 from stackgate.containers.base import (
@@ -33,6 +33,9 @@ from stackgate.containers.base import (
     parse_version,
 )
 from stackgate.errors import CommandFailed, EnvironmentProblem, ToolNotFound
+
+if TYPE_CHECKING:
+    from stackgate.containers.docker import DockerConfig
 
 Isolation = Literal["chroot", "oci", "rootless"]
 BUILD_TIMEOUT_S = 6 * 3600  # a CUDA source build can take hours; a stuck one must still end
@@ -84,6 +87,10 @@ class _ContainersEngine(ContainerEngine):
     def __init__(self, config: StorageConfig) -> None:
         super().__init__()
         self.config = config
+
+    @classmethod
+    def configured(cls, storage: StorageConfig, docker: DockerConfig) -> ContainerEngine:
+        return cls(storage)
 
     def _cli(self, *args: str | Path) -> list[str | Path]:
         return [self.program, *self.config.global_args(), *args]

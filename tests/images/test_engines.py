@@ -12,6 +12,7 @@ import pytest
 
 from builder.image.build import _compare
 from stackgate.containers.base import (
+    ENGINES,
     KEEP_ENV,
     BuildSpec,
     BuiltImage,
@@ -21,8 +22,9 @@ from stackgate.containers.base import (
     parse_version,
     require_version,
 )
+from stackgate.containers.buildah import StorageConfig
 from stackgate.containers.docker import DockerConfig
-from stackgate.containers.select import open_engine
+from stackgate.containers.select import ENGINE_CHOICES, ENGINE_CLASSES, open_engine
 from stackgate.errors import EnvironmentProblem
 
 DATA = Path(__file__).parent / "data"
@@ -61,6 +63,10 @@ class _Recording(ContainerEngine):
     def __init__(self) -> None:
         super().__init__()
         self.removed: list[str] = []
+
+    @classmethod
+    def configured(cls, storage: StorageConfig, docker: DockerConfig) -> ContainerEngine:
+        return cls()
 
     def probe_version(self) -> str:
         return "1.2"
@@ -168,3 +174,20 @@ def test_unpullable_base_is_explained() -> None:
     )
     other = CommandFailed(["buildah", "build"], 1, "", "RUN failed")
     assert _explain(other) is other
+
+
+def test_the_registry_holds_every_engine_and_its_capabilities() -> None:
+    """One list of names (base.EngineName, in auto order), one class per name; what an engine
+    can do is asked of its class, so a run needing GPUs passes over exactly those that cannot."""
+    assert tuple(ENGINE_CLASSES) == ENGINES == ENGINE_CHOICES[1:]
+    for name, cls in ENGINE_CLASSES.items():
+        engine = cls.configured(StorageConfig(), DockerConfig())
+        assert engine.name == name and isinstance(engine, cls)
+    no_gpus = [name for name, cls in ENGINE_CLASSES.items() if not cls.can_run_gpus]
+    assert no_gpus == ["buildah"]
+    for name in no_gpus:
+        with (
+            pytest.raises(EnvironmentProblem, match="cannot give a container GPUs"),
+            open_engine(name, gpus=True),
+        ):
+            pass

@@ -14,7 +14,7 @@ from stackgate.errors import BadInput, EnvironmentProblem
 from stackgate.layout import current_env
 from stackgate.loading import load_stack
 from stackgate.topology import TOPOLOGIES
-from stackgate.validator_groups import ORDER
+from stackgate.validator_groups import ORDER, need_env, need_gpus
 from validators.checks import is_known
 from validators.commands._common import env_path, finish_report
 from validators.context import RunContext
@@ -90,7 +90,7 @@ def default_env(stack: str, groups: list[str]) -> Path | None:
     current = current_env(stack)
     if current.exists():
         return current
-    if set(groups) & {"static", "runtime", "serve-bench"}:
+    if need_env(groups):
         raise BadInput(
             f"no --env given and no built environment at {current}",
             details=[f"build it first: stackgate build {stack}   (or pass --env PATH)"],
@@ -121,10 +121,10 @@ def _run_in_image(args: argparse.Namespace, stack: str, groups: list[str]) -> Re
         argv += ["--topology", args.topology]
     for item in args.option:
         argv += ["--option", item]
-    # Only the static group runs without GPUs (then buildah, which cannot pass GPUs, works too).
+    # Groups that need no GPUs (static) run on any engine, buildah too, which cannot pass them.
     from validators.runs import parse_run_output
 
-    done = container_run.run_in_image(args.image, argv, gpus=set(groups) != {"static"})
+    done = container_run.run_in_image(args.image, argv, gpus=need_gpus(groups))
     return parse_run_output(
         done.stdout, done.stderr, done.returncode, what=f"inside the image {args.image}"
     )

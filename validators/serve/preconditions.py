@@ -13,12 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from stackgate.engines import ENGINES
 from stackgate.host.snapshot import host_snapshot
 from stackgate.manifest import ServingProfile
 from validators.serve.gpu import snapshot as gpu_snapshot
 
-# Engines that load a model onto GPUs themselves; an openai-command server is the user's own.
-GPU_ENGINES = frozenset({"sglang", "vllm"})
 # A GPU with less than this share of its memory free is held by someone else.
 MIN_FREE_SHARE = 0.5
 
@@ -58,7 +57,7 @@ def targets_cpu(profile: ServingProfile) -> bool:
 
 def check(profile: ServingProfile, base: Path) -> Unmet | None:
     """The first precondition that does not hold, or None."""
-    if profile.engine not in GPU_ENGINES:
+    if not ENGINES[profile.engine].loads_onto_gpus:
         return None
     missing = model_problems(profile, base)
     if targets_cpu(profile):
