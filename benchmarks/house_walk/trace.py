@@ -12,6 +12,8 @@ Consecutive events in one module are one visit. entered = distinct modules visit
 returns = visits to a module already visited before (each time control comes back to a room
 it had left, whether by a call or by a return; loops over items count every pass);
 returned_to = how many distinct modules were come back to at least once.
+calls = how often each function of COUNTED ran (issue 28 §2: each manifest loaded and each
+record resolved once per command).
 """
 
 from __future__ import annotations
@@ -24,15 +26,31 @@ from types import FrameType
 from typing import Any
 
 PROJECT = ("stackgate", "builder", "validators", "fleet")
+# (module, function) pairs whose calls are counted: loading a manifest, resolving a record,
+# parsing a record file or a run report (*_from_file_data: the parse once the JSON is read;
+# a tree without them reads through read_record_file / read_report alone).
+COUNTED = (
+    ("stackgate.loading", "load_stack"),
+    ("validators.records.resolve", "resolve_record"),
+    ("validators.records.json_files", "read_record_file"),
+    ("validators.records.json_files", "record_from_file_data"),
+    ("validators.records.resolve", "read_report"),
+    ("validators.records.resolve", "report_from_file_data"),
+)
 
 
 def main(argv: list[str]) -> int:
     out, module, *args = argv
     walk: list[str] = []
+    calls = {f"{m}.{f}": 0 for m, f in COUNTED}
 
     def profile(frame: FrameType, event: str, arg: Any) -> None:
         if event not in ("call", "return"):
             return
+        if event == "call":
+            key = f"{frame.f_globals.get('__name__', '')}.{frame.f_code.co_name}"
+            if key in calls:
+                calls[key] += 1
         if event == "return":
             back = frame.f_back
             if back is None:
@@ -65,6 +83,7 @@ def main(argv: list[str]) -> int:
         "visits": len(walk),
         "returns": len(walk) - len(entered),
         "returned_to": sum(1 for m in entered if walk.count(m) > 1),
+        "calls": calls,
         "most_returned": {m: walk.count(m) - 1 for m in sorted(entered, key=walk.count)[::-1][:8]},
         "modules": entered,
     }

@@ -21,8 +21,8 @@ from validators.bisect.render import payload, render_text, write_html
 from validators.bisect.search import MODES
 from validators.bisect.session import Bisect, Settings
 from validators.bisect.units import change_units
-from validators.commands.gate import add_policy_arguments, flags_from
 from validators.env_verify import recheck_env
+from validators.gate.cli_args import add_policy_arguments, flags_from
 from validators.gate.stack_policy import (
     decide,
     require_interleave,

@@ -8,20 +8,17 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from stackgate.cli import emit_json
-from stackgate.errors import EXIT_OK, BadInput
-from stackgate.loading import load_stack
+from stackgate.errors import EXIT_OK
 from stackgate.output import console_err, styled
-from stackgate.paths import stack_names
 from validators.gate.compare import gate
 from validators.gate.diffs import Change, diff_flat, diff_manifests
 from validators.gate.policy import GatePolicy
 from validators.gate.render import changes_table, host_table, metrics_table, print_checks
 from validators.records.cli_args import add_store_argument
 from validators.records.model import Record
-from validators.records.resolve import resolve_record
+from validators.records.reference import Lookup, Reference, parse_reference
 from validators.records.store import RecordStore
 
 NAME = "diff"
@@ -38,9 +35,9 @@ class Side:
     notes: list[str] = field(default_factory=list)
 
 
-def _side(ref: str, store: RecordStore) -> Side:
-    if ref in stack_names() or ref.endswith(".toml"):
-        loaded = load_stack(ref)
+def _side(ref: Reference, lookup: Lookup) -> Side:
+    if ref.is_stack:
+        loaded = lookup.stack(ref)
         pins = {
             name: pin.version or f"{pin.git}@{pin.ref}"
             for name, pin in loaded.manifest.packages.items()
@@ -51,9 +48,7 @@ def _side(ref: str, store: RecordStore) -> Side:
             packages=pins,
             env=loaded.manifest.env_for(None),
         )
-    if Path(ref).is_dir():
-        raise BadInput(f"{ref} is a folder; give a stack name, a record file or a record id")
-    record = resolve_record(ref, store)
+    record = lookup.any_record(ref)
     packages = record.build.packages or {
         str(k): str(v.get("version") if isinstance(v, dict) else v)
         for k, v in record.manifest.get("packages", {}).items()
@@ -74,8 +69,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    a_ref, b_ref = parse_reference(args.a), parse_reference(args.b)
     with RecordStore.open(args.store, read_only=True) as store:
-        a, b = _side(args.a, store), _side(args.b, store)
+        lookup = Lookup(store)
+        a, b = _side(a_ref, lookup), _side(b_ref, lookup)
     versions: list[Change] = diff_flat(a.packages, b.packages)
     env = diff_flat(a.env, b.env)
     manifest = diff_manifests(a.manifest, b.manifest)

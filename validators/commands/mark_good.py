@@ -24,6 +24,7 @@ from validators.records.compose import compose_record, qualify
 from validators.records.fingerprint import target_mismatch
 from validators.records.json_files import export_records
 from validators.records.model import BuildFacts
+from validators.records.reference import parse_reference
 from validators.records.resolve import read_report
 from validators.records.run_set import run_set_problems
 from validators.records.store import RecordStore
@@ -69,7 +70,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    loaded = load_stack(args.stack)
+    ref = parse_reference(args.stack)
+    if ref.kind == "file":
+        raise BadInput(
+            f"{ref}: a record or run report file, not a stack (give the stack's name or its "
+            "manifest .toml; the runs go in --run)"
+        )
+    loaded = load_stack(ref.text)  # a name not in stacks/: exit 2 with the known stacks
     decision = decide(GateFlags(repeats=args.repeats), loaded.manifest.validation.gate)
     if args.runs:
         reports = [read_report(p) for p in args.runs]

@@ -8,10 +8,11 @@ from pathlib import Path
 from stackgate.cli import emit_json
 from stackgate.errors import EXIT_OK, BadInput
 from stackgate.output import console_err
-from validators.commands.gate import add_policy_arguments, policy_from, resolve_candidate
+from validators.gate.cli_args import add_policy_arguments, policy_from, request_from
 from validators.gate.compare import gate
+from validators.gate.flow import candidate_side
 from validators.records.cli_args import add_run_argument, add_store_argument
-from validators.records.resolve import resolve_record
+from validators.records.reference import Lookup
 from validators.records.store import RecordStore
 from validators.report_html import write_report
 
@@ -30,13 +31,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    request = request_from(args)
     with RecordStore.open(args.store, read_only=True) as store:
+        lookup = Lookup(store)
         # A report never runs validators itself: runs come as files, else it shows a record.
-        if args.runs or Path(args.candidate).is_file():
-            record = resolve_candidate(args, store)
+        if request.runs or request.candidate.kind == "file":
+            record = candidate_side(request, lookup, runs=0)
         else:
             try:
-                record = resolve_record(args.candidate, store)
+                record = lookup.any_record(request.candidate)
             except BadInput as exc:
                 raise BadInput(
                     exc.message,
@@ -46,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
                         "then stackgate report RESULT.json --out report.html",
                     ],
                 ) from None
-        baseline = resolve_record(args.baseline, store) if args.baseline else None
+        baseline = lookup.any_record(request.baseline) if request.baseline else None
     result = gate(baseline, record, policy_from(args)) if baseline else None
     path = write_report(args.out, record, baseline=baseline, gate_result=result)
     if args.json:

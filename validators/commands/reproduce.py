@@ -14,7 +14,7 @@ from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.layout import venv_root
 from stackgate.output import console_err, print_table, styled
 from stackgate.topology import TOPOLOGIES
-from validators.commands.gate import add_policy_arguments, policy_from
+from validators.gate.cli_args import add_policy_arguments, policy_from
 from validators.gate.policy import DEFAULT_REPEATS
 from validators.gate.render import metrics_table, print_checks
 from validators.records.cli_args import add_store_argument

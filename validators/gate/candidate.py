@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from stackgate.build_record import build_record_path
 from stackgate.errors import BadInput
-from stackgate.loading import load_stack
+from stackgate.loading import LoadedStack, load_stack
 from validators.records.build_facts import read_build_facts
 from validators.records.compose import compose_record
 from validators.records.fingerprint import fingerprint_for_run, probe_host
@@ -40,11 +40,14 @@ def candidate_record(
     *,
     env: Path | None = None,
     image_digest: str | None = None,
+    load: Callable[[str], LoadedStack] = load_stack,
 ) -> Record:
+    """The runs as one record of `stack` (default: the stack the first run names); `load` reads
+    its manifest (a command passes its Lookup's, so the manifest is read once)."""
     if not reports:
         raise BadInput("no run reports for the candidate")
     name = stack or reports[0].stack
-    loaded = load_stack(name)
+    loaded = load(name)
     env_path = env_of(reports, env)
     build = BuildFacts()
     if env_path is not None and build_record_path(env_path).is_file():

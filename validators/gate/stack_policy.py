@@ -10,13 +10,14 @@ defaults in validators/gate/policy.py.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from pydantic import ValidationError
 
 from stackgate.errors import BadInput
-from stackgate.loading import load_stack
+from stackgate.loading import LoadedStack, load_stack
 from stackgate.manifest import GateSettings
 from stackgate.paths import display_path, stack_names
 from validators.gate.policy import (
@@ -38,13 +39,13 @@ class StackGate:
     settings: GateSettings = field(default_factory=GateSettings)
 
 
-def stack_gate(stack: str | None) -> StackGate:
+def stack_gate(stack: str | None, load: Callable[[str], LoadedStack] = load_stack) -> StackGate:
     """The settings of STACK's manifest in the stacks folder; a stack that is not there (a
     record of a stack since removed) gets the defaults. A bad [validation.gate] is exit 2
-    naming the file and field (load_stack)."""
+    naming the file and field (load_stack; `load`: a command's Lookup, read once)."""
     if stack is None or stack not in stack_names():
         return StackGate(stack)
-    loaded = load_stack(stack)
+    loaded = load(stack)
     return StackGate(stack, display_path(loaded.path), loaded.manifest.validation.gate)
 
 

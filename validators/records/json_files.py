@@ -53,7 +53,17 @@ def export_filename(record: Record) -> str:
 def read_record_file(path: Path) -> Record:
     """A record from a file. Files carry only their dates (no chain orders them), so one
     dated more than clock.MAX_SKEW ahead of this host is refused (records/clock.py)."""
-    record = load_record(read_json_file(path, MAX_RECORD_BYTES), where=str(path), secrets=True)
+    return record_from_file_data(read_json_file(path, MAX_RECORD_BYTES), path)
+
+
+def is_record_data(data: object) -> bool:
+    """JSON that holds a record (vs a run report): what a file argument is told apart by."""
+    return isinstance(data, dict) and "record_id" in data and "checks" in data
+
+
+def record_from_file_data(data: object, path: Path) -> Record:
+    """read_record_file for JSON already read from path (read once, told apart, parsed)."""
+    record = load_record(data, where=str(path), secrets=True)
     if problem := ahead_of_clock(record.created_at):
         raise BadInput(
             f"{path}: created_at is in the future: {problem}",

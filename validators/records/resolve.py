@@ -21,7 +21,6 @@ from stackgate.paths import project_root, stack_names
 from validators.records.extract import refuse_invalid, run_metrics
 from validators.records.json_files import (
     EXPORT_NAME,
-    MAX_RECORD_BYTES,
     read_record_file,
     record_files,
 )
@@ -165,7 +164,11 @@ def latest_known_good(stack: str, store: RecordStore) -> Record:
 
 def read_report(path: Path) -> Report:
     """A `python -m validators run --json` report from a file."""
-    data = read_json_file(path)
+    return report_from_file_data(read_json_file(path), path)
+
+
+def report_from_file_data(data: object, path: Path) -> Report:
+    """read_report for JSON already read from path."""
     try:
         report = Report.model_validate(data)
     except ValidationError as exc:
@@ -173,12 +176,3 @@ def read_report(path: Path) -> Report:
         raise BadInput(f"{path}: not a validation report", details=problems[:10]) from None
     refuse_invalid([run_metrics(report)], where=[str(path)])
     return report
-
-
-def is_record_file(path: Path) -> bool:
-    """A file that holds a record (vs a run report); unreadable files count as neither."""
-    try:
-        data = read_json_file(path, MAX_RECORD_BYTES)
-    except BadInput:
-        return False
-    return isinstance(data, dict) and "record_id" in data and "checks" in data
