@@ -51,8 +51,8 @@ def main() -> int:
 
     sys.path.insert(0, str(ROOT))
     from builder.lock import lock_files, read_lock
-    from builder.python_finder import find_python
     from stackgate.loading import load_stack
+    from stackgate.python_finder import find_python
 
     loaded = load_stack(args.stack)
     state = read_lock(loaded, lock_files(loaded.manifest.name, args.locks_dir))

@@ -26,8 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from builder.lock import LockFiles, run_lock  # noqa: E402
-from builder.python_finder import Interpreter  # noqa: E402
 from stackgate.loading import load_stack  # noqa: E402
+from stackgate.python_finder import Interpreter  # noqa: E402
 from tests.helpers.wheels import make_index, make_wheel  # noqa: E402
 from tests.images.conftest import PY_MINOR, TINY_MANIFEST, _Quiet  # noqa: E402
 from tests.images.localbase import make_base_image, make_uv_image  # noqa: E402

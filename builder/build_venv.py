@@ -44,7 +44,6 @@ from builder.lock import (
     uv_version,
 )
 from builder.lock_origin import check_origins
-from builder.python_finder import Interpreter, find_python
 from builder.topology import TopologyChoice, choose_topology
 from builder.uv_cache import sweep_leftovers, uv_cache_dir
 from builder.uvproject import index_specs
@@ -69,6 +68,7 @@ from stackgate.layout import PARTIAL_SUFFIX, EnvLayout, lock_files
 from stackgate.loading import LoadedStack
 from stackgate.owned_files import open_owned
 from stackgate.paths import display_path
+from stackgate.python_finder import Interpreter, find_python
 from stackgate.topology import Topology
 from stackgate.uvbin import uv_bin
 

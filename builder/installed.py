@@ -1,17 +1,20 @@
-"""What an env has installed, read from each distribution's METADATA (importlib.metadata, no
-subprocess), and the check that it is exactly its lock."""
+"""What an env has installed (stackgate.installed's one reader) and the check that it is
+exactly its lock (stackgate.installed's one rule)."""
 
 from __future__ import annotations
 
-import importlib.metadata
-from importlib.metadata import PackageMetadata
 from pathlib import Path
 
-from packaging.utils import canonicalize_name
-
 from builder import envprofile
-from builder.lock import LockState, locked_packages
+from builder.lock import LockState
 from stackgate.errors import EnvironmentProblem
+from stackgate.installed import lock_differences
+from stackgate.installed import read_distributions as read_site
+
+
+def read_distributions(site: Path) -> dict[str, str]:
+    """canonical name -> version of every distribution installed in one site-packages folder."""
+    return {key: dist.version for key, dist in read_site(site).items()}
 
 
 def installed_distributions(env: Path) -> dict[str, str]:
@@ -19,37 +22,24 @@ def installed_distributions(env: Path) -> dict[str, str]:
     return read_distributions(envprofile.site_packages(env))
 
 
-def _header(meta: PackageMetadata, key: str) -> str | None:
-    """One METADATA header, None when absent (`meta[key]` warns on a missing key)."""
-    values = meta.get_all(key)
-    return str(values[0]) if values else None
-
-
-def read_distributions(site: Path) -> dict[str, str]:
-    """canonical name -> version of every distribution installed in one site-packages folder
-    (importlib.metadata reads their METADATA; a folder without Name or Version is left out)."""
-    out: dict[str, str] = {}
-    for dist in importlib.metadata.distributions(path=[str(site)]):
-        name, version = _header(dist.metadata, "Name"), _header(dist.metadata, "Version")
-        if name and version:
-            out[str(canonicalize_name(name))] = version
-    return dict(sorted(out.items()))
-
-
 def verify_against_lock(env: Path, state: LockState) -> dict[str, str]:
     """The env's installed distributions, when they are exactly the lock's packages and
     versions; EnvironmentProblem naming every difference otherwise."""
     installed = installed_distributions(env)
-    wanted = {str(canonicalize_name(k)): v for k, v in locked_packages(state).items()}
+    locked: dict[str, list[str]] = {}
+    for key, packages in state.lock.by_name().items():
+        locked[key] = [p.version for p in packages if p.version is not None]
+    diff = lock_differences(installed, locked)
     wrong = [
-        f"{name}: locked {version}, installed {installed.get(name, 'nothing')}"
-        for name, version in sorted(wanted.items())
-        if installed.get(name) != version
+        *(f"{name}: locked {', '.join(v)}, installed {have}" for name, v, have in diff.mismatched),
+        *(f"{name}: locked {', '.join(v)}, installed nothing" for name, v in diff.not_installed),
     ]
-    extra = sorted(set(installed) - set(wanted))
-    if wrong or extra:
+    if not diff.exact():
         raise EnvironmentProblem(
             "the installed packages differ from the lock",
-            details=[*wrong, *(f"{name}: installed but not locked" for name in extra)],
+            details=[
+                *sorted(wrong),
+                *(f"{name}: installed but not locked" for name in diff.not_locked),
+            ],
         )
     return dict(sorted(installed.items()))

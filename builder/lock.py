@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from builder.lock_pins import contradictions
-from builder.python_finder import Interpreter
 from builder.uvproject import (
     IndexSpec,
     index_specs,
@@ -37,6 +36,7 @@ from stackgate.files import read_bytes_bounded, read_text_bounded
 from stackgate.layout import LockFiles
 from stackgate.loading import LoadedStack
 from stackgate.paths import display_path, stacks_dir
+from stackgate.python_finder import Interpreter
 from stackgate.uvbin import uv_bin
 from stackgate.uvlock import MAX_LOCK_BYTES, UvLock, parse_uv_lock
 

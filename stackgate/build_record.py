@@ -64,9 +64,6 @@ class JobPlan(StrictModel):
             "UV_CONCURRENT_BUILDS": "1",
         }
 
-    def ninja_args(self) -> list[str]:
-        return ["-j", str(self.jobs)]
-
     def summary(self) -> str:
         return (
             f"{self.jobs} job(s) x {self.nvcc_threads} nvcc thread(s), limited by "

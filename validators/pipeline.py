@@ -17,6 +17,7 @@ from typing import cast
 from stackgate.build_record import build_record_path, read_build_record
 from stackgate.errors import BadInput, StackgateError
 from stackgate.validator_groups import MODULES, ORDER, SPECS, ValidatorGroup
+from validators.checks import available_check, crashed_check
 from validators.context import GroupRunner, RunContext
 from validators.results import Report, Result, make_result
 
@@ -92,7 +93,7 @@ def run_pipeline(
         runner = loader(name)
         t = time.perf_counter()
         if isinstance(runner, str):
-            results = [make_result(f"{name}.available", "ERROR", runner, group=name)]
+            results = [make_result(available_check(name), "ERROR", runner, group=name)]
         else:
             try:
                 results = runner(ctx)
@@ -103,7 +104,7 @@ def run_pipeline(
                     reason += ": " + "; ".join(exc.details[:3])
                 seconds = time.perf_counter() - t
                 results = [
-                    make_result(f"{name}.crashed", "ERROR", reason, None, seconds, group=name)
+                    make_result(crashed_check(name), "ERROR", reason, None, seconds, group=name)
                 ]
         results = apply_accepted(results, ctx.stack.manifest.validation.accepted_findings)
         report.results.extend(results)

@@ -14,7 +14,7 @@ from xml.etree import ElementTree as ET
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from stackgate.model import StrictModel
-from validators.checks import is_known
+from validators.checks import CheckId, FamilyId, is_known
 
 Status = Literal["PASS", "FAIL", "SKIP", "ERROR"]
 
@@ -82,7 +82,7 @@ class Report(BaseModel):
 
 
 def make_result(
-    check: str,
+    check: CheckId | FamilyId,
     status: Status,
     reason: str,
     evidence: dict[str, Any] | None = None,

@@ -11,7 +11,6 @@ from rich.text import Text
 
 from builder.compat_vet import CompatVet
 from builder.lock import locked_packages, run_lock
-from builder.python_finder import find_python
 from builder.uvproject import index_map_credentials, parse_index_map
 from stackgate.cli import emit_json
 from stackgate.errors import EXIT_OK
@@ -19,6 +18,7 @@ from stackgate.layout import lock_files
 from stackgate.loading import load_stack
 from stackgate.output import console_err, styled
 from stackgate.paths import display_path
+from stackgate.python_finder import find_python
 
 NAME = "lock"
 HELP = "resolve a manifest with uv into stacks/locks/<stack>/ (pyproject.toml + uv.lock)"

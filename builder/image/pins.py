@@ -47,10 +47,6 @@ class PinnedImage(StrictModel):
     tag: str = Field(description="repository:tag the digest was resolved from (readable)")
 
     @property
-    def repository(self) -> str:
-        return self.ref.split("@", 1)[0]
-
-    @property
     def digest(self) -> str:
         return self.ref.split("@", 1)[1]
 

@@ -37,11 +37,6 @@ ENV_PYTHON = f"{IMAGE_ENV}/bin/python"
 TOOL_PYTHON = f"{IMAGE_TOOL}/bin/python"
 
 
-def image_lock_dir(stack: str) -> str:
-    """The generated uv project and uv.lock inside an image of `stack`."""
-    return f"{IMAGE_STACK_DIR}/locks/{stack}"
-
-
 def run_in_image(
     image: str,
     argv: Sequence[str],

@@ -14,8 +14,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from builder.tree_hash import tree_hash
 from stackgate.build_record import read_build_record as read_record
+from stackgate.envtree import compute_tree
 from tests.builder.conftest import LocalStack, popen_builder
 from tests.helpers.small_disk import small_tmpfs
 
@@ -54,7 +54,7 @@ def _move_to_second_lock(stack: LocalStack) -> None:
 def _assert_intact(stack: LocalStack, env: Path) -> None:
     record = read_record(env)
     assert record is not None
-    assert tree_hash(env, own_paths=(env,)).sha256 == record.tree.sha256
+    assert compute_tree(env, own_paths=(env,)).sha256 == record.tree.sha256
     assert (stack.stack_dir / "current").resolve() == env.resolve()
 
 
@@ -84,7 +84,7 @@ def test_sigkill_at_each_step_keeps_the_previous_env(local_stack: LocalStack, st
     assert (local_stack.stack_dir / "current").resolve() == Path(out["env"]).resolve()
     record = read_record(first)
     assert record is not None
-    assert tree_hash(first, own_paths=(first,)).sha256 == record.tree.sha256
+    assert compute_tree(first, own_paths=(first,)).sha256 == record.tree.sha256
     if step == "switch":
         # Killed after the rename: the finished env was reused, not rebuilt.
         assert out["reused"] is True
@@ -184,6 +184,6 @@ def test_disk_full_exits_3_and_keeps_the_previous_env(local_stack: LocalStack,
     assert "disk full" in done.stderr
     record = read_record(first_env)
     assert record is not None
-    assert tree_hash(first_env, own_paths=(first_env,)).sha256 == record.tree.sha256
+    assert compute_tree(first_env, own_paths=(first_env,)).sha256 == record.tree.sha256
     assert (venvs / "localstack" / "current").resolve() == first_env.resolve()
     assert not list((venvs / "localstack").glob("*.partial"))

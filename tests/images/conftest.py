@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 from builder.lock import run_lock
-from builder.python_finder import Interpreter
 from stackgate.containers.base import KEEP_ENV
 from stackgate.containers.buildah import StorageConfig
 from stackgate.layout import LockFiles
 from stackgate.loading import LoadedStack, load_stack
+from stackgate.python_finder import Interpreter
 from tests.helpers.interpreter import PY_MINOR
 from tests.helpers.wheels import make_index, make_wheel
 from tests.images.localbase import LocalImage, make_base_image, make_uv_image

@@ -9,7 +9,18 @@ from pathlib import Path
 import pytest
 
 from stackgate.validator_groups import ORDER
-from validators.checks import EXACT, FAMILIES, group_of, is_known
+from validators.checks import (
+    EXACT,
+    FAMILIES,
+    GROUP_CHECKS,
+    HOST_RULE,
+    STATIC_ABI,
+    available_check,
+    crashed_check,
+    family_id,
+    group_of,
+    is_known,
+)
 from validators.results import make_result
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -18,7 +29,9 @@ _QUOTED = re.compile(r"""["']((?:host|static|runtime|serve-bench)\.[A-Za-z0-9_.+
 _FILE_NAMES = (".json", ".jsonl", ".txt", ".log", ".toml", ".py", ".md", ".html", ".so")
 # Every kind of file a fixture or a recorded report lives in, under tests/ and the benchmark
 # scripts and results (benchmarks/*.py build gate fixtures through tests/gate/synth.py too).
-_SCANNED = ("*.py", "*.json", "*.jsonl", "*.toml", "*.xml", "*.html", "*.md")
+# Prose (Markdown) is not scanned: the ids the validators emit are Literal types per group
+# (validators.checks), which mypy checks at every make_result.
+_SCANNED = ("*.py", "*.json", "*.jsonl", "*.toml", "*.xml", "*.html")
 
 
 def _named_ids() -> dict[str, list[str]]:
@@ -74,3 +87,18 @@ def test_shipped_stacks_accept_only_ids_a_validator_emits() -> None:
     for name in stack_names():
         accepted = load_stack(name).manifest.validation.accepted_findings
         assert [c for c in accepted if not is_known(c)] == [], name
+
+
+def test_each_group_has_its_own_ids_and_families_take_only_names() -> None:
+    """The per-group Literal types are the registry: each group's ids sit under its prefix, the
+    pipeline's own ids exist for every group, and a family member is made from a name only."""
+    assert sorted(GROUP_CHECKS) == sorted(ORDER)
+    for group, checks in GROUP_CHECKS.items():
+        assert checks and all(c.startswith(f"{group}.") for c in checks)
+        assert len(set(checks)) == len(checks)
+        assert group_of(available_check(group)) == group == group_of(crashed_check(group))
+    assert family_id(HOST_RULE, "host-driver-too-old") == "host.rule.host-driver-too-old"
+    assert is_known(family_id(STATIC_ABI, "torch.files"))
+    for bad in ("", "a b", "../x", "x/y"):
+        with pytest.raises(ValueError, match="cannot name a member"):
+            family_id(STATIC_ABI, bad)

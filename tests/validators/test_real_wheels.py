@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from builder.python_finder import find_python
 from stackgate.errors import EnvironmentProblem
+from stackgate.python_finder import find_python
 from tests.helpers.cache_lock import cache_lock
 from tests.validators import elf_env
 from validators.static.abi_check import AbiChecker

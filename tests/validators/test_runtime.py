@@ -4,6 +4,7 @@ explanation on the real message, NCCL statistics, and the probe runner with real
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -197,3 +198,19 @@ def test_fusion_flag_on_sm120_is_a_fail_and_pcie_tp8_has_no_custom_allreduce() -
     assert by["runtime.sglang.allreduce_fusion"].status == "FAIL"
     assert "0.6.17" in by["runtime.sglang.allreduce_fusion"].reason
     assert "custom all-reduce off" in by["runtime.sglang.custom_allreduce"].reason
+
+
+def test_the_probe_table_and_the_probe_script_name_the_same_probes() -> None:
+    """probes/smoke.py runs in the env's interpreter and keeps its own map; the script, asked
+    for a probe it lacks, lists what it knows: exactly the table's probes, no more, no fewer."""
+    from validators.checks import GROUP_CHECKS
+    from validators.runtime.probe_table import PROBES
+
+    script = Path(__file__).resolve().parents[2] / "validators" / "runtime" / "probes" / "smoke.py"
+    done = subprocess.run([sys.executable, str(script), "no-such-probe"], capture_output=True, text=True)
+    assert done.returncode == 2
+    lines = done.stdout.splitlines()
+    said = next(json.loads(x.split(" ", 1)[1]) for x in lines if x.startswith("STACKGATE_PROBE "))
+    known = said["reason"].split("known: ", 1)[1].split(", ")
+    assert sorted(known) == sorted(p.name for p in PROBES)
+    assert {p.check for p in PROBES} <= set(GROUP_CHECKS["runtime"])

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from builder.python_finder import find_python
 from stackgate.errors import EnvironmentProblem
+from stackgate.python_finder import find_python
 from tests.helpers.cache_lock import cache_lock
 from validators.results import Result
 from validators.static.abi_results import AbiOptions

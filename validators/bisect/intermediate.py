@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from builder.lock import read_lock, run_lock
-from builder.python_finder import Interpreter
 from stackgate.errors import BadInput, EnvironmentProblem
 from stackgate.files import atomic_write_text
 from stackgate.layout import LockFiles
 from stackgate.loading import LoadedStack, load_stack
+from stackgate.python_finder import Interpreter
 from stackgate.uvlock import UvLock
 from validators.bisect.manifest_text import toml_text
 from validators.bisect.units import ChangeUnit, canonical

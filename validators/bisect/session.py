@@ -11,11 +11,11 @@ from pathlib import Path
 
 from builder.build_venv import BuildOptions, build_env
 from builder.lock import read_lock
-from builder.python_finder import Interpreter
 from stackgate.errors import BadInput, StackgateError
 from stackgate.layout import EnvLayout, LockFiles
 from stackgate.loading import LoadedStack
 from stackgate.output import console_err
+from stackgate.python_finder import Interpreter
 from validators.bisect.intermediate import (
     Sides,
     check_before_install,

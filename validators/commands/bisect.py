@@ -9,13 +9,13 @@ import json
 from pathlib import Path
 
 from builder.lock import read_lock
-from builder.python_finder import find_python
 from stackgate.cli import emit_json
 from stackgate.cli_numbers import RUNS, int_in
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.layout import current_env, lock_files, venv_root
 from stackgate.loading import load_stack
 from stackgate.output import console_err
+from stackgate.python_finder import find_python
 from validators.bisect.intermediate import Sides
 from validators.bisect.render import payload, render_text, write_html
 from validators.bisect.search import MODES

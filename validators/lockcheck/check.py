@@ -5,9 +5,6 @@ results carry the same check ids and texts as `validators static --env`."""
 from __future__ import annotations
 
 import functools
-import shutil
-import subprocess
-import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -17,7 +14,9 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from stackgate.bounded_http import Limits
+from stackgate.installed import Distribution
 from stackgate.manifest import Manifest
+from stackgate.python_finder import find_host_python
 from validators.lockcheck.facts_cache import FactsCache
 from validators.lockcheck.lock_wheels import LockWheels
 from validators.lockcheck.scan import Scanner, ScanReport, WheelScan
@@ -31,7 +30,7 @@ from validators.static.dist_check import (
     check_requirements,
     requirement_closure,
 )
-from validators.static.environment import Distribution, Environment
+from validators.static.environment import Environment
 from validators.static.facts import ObjectFacts, source_from_facts
 from validators.static.fatbin import GpuCode
 from validators.static.group import StaticInputs, arch_results
@@ -71,34 +70,10 @@ def installed_path(site: Path, root: Path, member: str) -> Path | None:
 
 def find_interpreter(python: tuple[int, int]) -> Path | None:
     """The host's CPython X.Y, standing in for the env's (its C-API exports are the same):
-    this interpreter when it is X.Y, else pythonX.Y on PATH (a pyenv shim is followed to
-    its prefix)."""
-    if sys.version_info[:2] == python:
-        return Path(sys.executable).resolve()
-    name = f"python{python[0]}.{python[1]}"
-    found = shutil.which(name)
-    if found is not None and _is_elf(Path(found).resolve()):
-        return Path(found).resolve()
-    if shutil.which("pyenv"):
-        try:
-            prefix = (
-                subprocess.run(
-                    ["pyenv", "prefix", f"{python[0]}.{python[1]}"],
-                    capture_output=True,
-                    text=True,
-                    check=True,
-                    timeout=20,
-                )
-                .stdout.strip()
-                .splitlines()
-            )
-        except (subprocess.SubprocessError, OSError):
-            prefix = []
-        for line in prefix:
-            candidate = (Path(line) / "bin" / name).resolve()
-            if _is_elf(candidate):
-                return candidate
-    return None
+    stackgate.python_finder's, never downloaded; None when the host has none, or the one found
+    is not an ELF executable (a wrapper script exports nothing)."""
+    found = find_host_python(f"{python[0]}.{python[1]}")
+    return found.path if found is not None and _is_elf(found.path) else None
 
 
 def _is_elf(path: Path) -> bool:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from validators.checks import STATIC_ABI, family_id
 from validators.lockcheck.facts_cache import FactsCache
 from validators.results import Result, make_result
 from validators.static.abi_results import check_key
@@ -111,7 +112,7 @@ def stable_abi_results(
             reason += f"; no torch seen by this cache ({', '.join(seen)}) exports all of them"
         out.append(
             _result(
-                f"static.abi.stable.{check_key(label)}",
+                family_id(STATIC_ABI, f"stable.{check_key(label)}"),
                 "PASS",
                 reason,
                 {
@@ -128,7 +129,7 @@ def stable_abi_results(
     if abi3:
         out.append(
             _result(
-                "static.abi.stable.abi3",
+                family_id(STATIC_ABI, "stable.abi3"),
                 "PASS",
                 f"{len(abi3)} distributions ship abi3 (limited C API) extensions: any CPython >= "
                 "their minimum loads them",

@@ -20,6 +20,7 @@ from stackgate.manifest import Manifest
 from stackgate.manifest_values import arch_cc
 from stackgate.rules import StackFacts, default_rules_path, evaluate, load_rules
 from stackgate.topology import Topology
+from validators.checks import HOST_RULE, family_id
 from validators.context import RunContext
 from validators.results import Result, Status, make_result
 
@@ -302,7 +303,7 @@ def _rules(manifest: Manifest, snap: HostSnapshot) -> list[Result]:
         reason = f.message if f.severity == "error" else f"warning: {f.message}"
         if f.remedy:
             reason += f" -- remedy: {f.remedy}"
-        out.append(_r(f"host.rule.{f.rule}", status, reason, {"evidence": f.evidence}))
+        out.append(_r(family_id(HOST_RULE, f.rule), status, reason, {"evidence": f.evidence}))
     if not out:
         out.append(_r("host.rules", "PASS", "no host rule fires", {"rules": str(path)}))
     return out

@@ -10,6 +10,7 @@ from typing import Any
 
 from stackgate.manifest import Manifest
 from stackgate.topology import Topology
+from validators.checks import RuntimeCheck
 from validators.context import RunContext
 from validators.results import Result, Status, make_result
 from validators.runtime import nccl_latency as nl
@@ -22,7 +23,7 @@ NCCL_PREFIX = "NCCL_"
 _r = functools.partial(make_result, group=GROUP)
 
 
-def _from(check: str, o: ProbeOutcome) -> Result:
+def _from(check: RuntimeCheck, o: ProbeOutcome) -> Result:
     return _r(check, o.status, o.reason, o.evidence, o.seconds)
 
 

@@ -11,25 +11,21 @@ from stackgate.host.snapshot import host_snapshot
 from stackgate.manifest import Manifest
 from stackgate.manifest_values import arch_cc
 from stackgate.topology import Topology
+from validators.checks import RuntimeCheck
 from validators.context import RunContext
 from validators.results import Result, make_result
 from validators.runtime import sglang_rules as sr
 from validators.runtime.distributed import distributed_checks
+from validators.runtime.probe_table import FLASHINFER_COMM_ARCH, FLASHINFER_JIT, PROBES, TORCH
 from validators.runtime.runner import ProbeOutcome, probe_env, run_probe
 
 GROUP = "runtime"
-# probe name in probes/smoke.py -> the distribution a stack pins for it
-PROBED_PACKAGES = {
-    "sgl_kernel": "sgl-kernel",
-    "flashinfer": "flashinfer-python",
-    "sglang": "sglang",
-}
 
 
 _r = functools.partial(make_result, group=GROUP)
 
 
-def _from(check: str, o: ProbeOutcome) -> Result:
+def _from(check: RuntimeCheck, o: ProbeOutcome) -> Result:
     return _r(check, o.status, o.reason, o.evidence, o.seconds)
 
 
@@ -51,26 +47,28 @@ def run_group(ctx: RunContext) -> list[Result]:
     out: list[Result] = []
     # Probes of SGLang's packages run for stacks that pin them; a stack without them (e.g. one
     # serving with `transformers serve`) gets no SKIP for what it never claimed to contain.
-    pinned = {name for name, dist in PROBED_PACKAGES.items() if manifest.package(dist)}
+    pinned = {p.name for p in PROBES if p.package is None or manifest.package(p.package)}
     # The fusion module's arch gate needs no GPU when the stack names its archs.
-    if "flashinfer" in pinned and (env.get("FLASHINFER_CUDA_ARCH_LIST") or inv is not None):
+    if FLASHINFER_COMM_ARCH.name in pinned and (
+        env.get("FLASHINFER_CUDA_ARCH_LIST") or inv is not None
+    ):
         out.append(_comm_arch(manifest, python, env, timeout, nvcc))
     if inv is None or not inv.gpus:
         why = gpus.reason or "the driver reports no GPU"
         out.append(_r("runtime.gpu", "SKIP", f"no GPU on this host: {why}"))
         return out
 
-    torch_o = run_probe(python, "torch", env=env, timeout=timeout)
-    out.append(_from("runtime.torch", torch_o))
+    torch_o = run_probe(python, TORCH.name, env=env, timeout=timeout)
+    out.append(_from(TORCH.check, torch_o))
     out.append(_torch_cuda(manifest, torch_o))
     sglang_o = ProbeOutcome("SKIP", "not run")
-    for name in (n for n in PROBED_PACKAGES if n in pinned):
-        o = run_probe(python, name, env=env, timeout=timeout)
-        sglang_o = o if name == "sglang" else sglang_o
-        out.append(_from(f"runtime.{name}", o))
+    for probe in (p for p in PROBES if p.imports and p.name in pinned):
+        o = run_probe(python, probe.name, env=env, timeout=timeout)
+        sglang_o = o if probe.name == "sglang" else sglang_o
+        out.append(_from(probe.check, o))
     devices = torch_o.evidence.get("devices") or []
     cc = tuple(devices[0]["cc"]) if devices else None
-    if "flashinfer" in pinned:
+    if FLASHINFER_JIT.name in pinned:
         out.extend(_jit(ctx, python, env, cc, nvcc))
     if "sglang" in pinned:
         real_keys = sglang_o.evidence.get("symm_mem_max_sizes_keys")
@@ -92,8 +90,8 @@ def _jit(
     arch_list = env.get("FLASHINFER_CUDA_ARCH_LIST")
     out = [
         _explained(
-            "runtime.flashinfer_jit",
-            run_probe(python, "flashinfer_jit", env=env, timeout=timeout),
+            FLASHINFER_JIT.check,
+            run_probe(python, FLASHINFER_JIT.name, env=env, timeout=timeout),
             cc,
             nvcc,
             arch_list,
@@ -105,7 +103,7 @@ def _jit(
             # Not the stack's target GPU: the stack's arch list cannot run here by design. JIT
             # for this device's arch instead, so the compile-and-run path is still proven.
             own = {k: v for k, v in env.items() if k != "FLASHINFER_CUDA_ARCH_LIST"}
-            o = run_probe(python, "flashinfer_jit", env=own, timeout=timeout)
+            o = run_probe(python, FLASHINFER_JIT.name, env=own, timeout=timeout)
             out.append(_explained("runtime.flashinfer_jit.device_arch", o, cc, nvcc, None))
             out[0] = out[0].model_copy(
                 update={
@@ -119,7 +117,7 @@ def _jit(
 
 
 def _explained(
-    check: str,
+    check: RuntimeCheck,
     o: ProbeOutcome,
     cc: tuple[int, ...] | None,
     nvcc: Version | None,
@@ -135,9 +133,9 @@ def _comm_arch(
     manifest: Manifest, python: Path, env: dict[str, str], timeout: float, nvcc: Version | None
 ) -> Result:
     """FlashInfer's all-reduce fusion module vs the target archs; FAIL only when it will be used."""
-    o = run_probe(python, "flashinfer_comm_arch", env=env, timeout=timeout)
+    o = run_probe(python, FLASHINFER_COMM_ARCH.name, env=env, timeout=timeout)
     result = _explained(
-        "runtime.flashinfer_fusion_arch", o, None, nvcc, env.get("FLASHINFER_CUDA_ARCH_LIST")
+        FLASHINFER_COMM_ARCH.check, o, None, nvcc, env.get("FLASHINFER_CUDA_ARCH_LIST")
     )
     _, flags = _profile_flags(manifest)
     if result.status == "FAIL" and "--enable-flashinfer-allreduce-fusion" not in flags:

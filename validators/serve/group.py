@@ -30,6 +30,7 @@ from stackgate.host.snapshot import host_snapshot
 from stackgate.manifest import BenchSettings, ServingProfile
 from stackgate.model import validation_problems
 from stackgate.output import console_err
+from validators.checks import ServeBenchCheck
 from validators.context import RunContext
 from validators.results import Result, Status, make_result
 from validators.serve import bench_client, correctness, preconditions
@@ -43,10 +44,10 @@ from validators.serve.teardown import teardown
 GROUP = "serve-bench"
 
 
-def _result(check: str, status: Status, reason: str, evidence: dict[str, Any], t0: float) -> Result:
-    return make_result(
-        f"{GROUP}.{check}", status, reason, evidence, time.monotonic() - t0, group=GROUP
-    )
+def _result(
+    check: ServeBenchCheck, status: Status, reason: str, evidence: dict[str, Any], t0: float
+) -> Result:
+    return make_result(check, status, reason, evidence, time.monotonic() - t0, group=GROUP)
 
 
 class _PhasePrinter:
@@ -120,24 +121,42 @@ def _run_group(ctx: RunContext, intr: Interrupts) -> list[Result]:
     t0 = time.monotonic()
     if name is None:
         return [
-            _result("launch", "SKIP", "no serving profile given and none in [validation]", {}, t0)
+            _result(
+                "serve-bench.launch",
+                "SKIP",
+                "no serving profile given and none in [validation]",
+                {},
+                t0,
+            )
         ]
     profile = manifest.serving.get(name)
     if profile is None:
         known = ", ".join(sorted(manifest.serving)) or "none"
         return [
-            _result("launch", "ERROR", f"unknown serving profile '{name}' (known: {known})", {}, t0)
+            _result(
+                "serve-bench.launch",
+                "ERROR",
+                f"unknown serving profile '{name}' (known: {known})",
+                {},
+                t0,
+            )
         ]
     _bench_settings(profile, ctx)  # levels given as options are bad input before any launch
     python = _python(ctx)
     if python is None and ENGINES[profile.engine].needs_env:
         return [
-            _result("launch", "SKIP", "no environment given (--env): nothing to serve from", {}, t0)
+            _result(
+                "serve-bench.launch",
+                "SKIP",
+                "no environment given (--env): nothing to serve from",
+                {},
+                t0,
+            )
         ]
     python = python or sys.executable
     unmet = preconditions.check(profile, ctx.stack.folder)
     if unmet is not None:  # in seconds, before anything is launched
-        return [_result("launch", unmet.status, unmet.reason, {"launched": False}, t0)]
+        return [_result("serve-bench.launch", unmet.status, unmet.reason, {"launched": False}, t0)]
     host = ctx.options.serve.host
     fixed = ctx.options.serve.port or profile.port
     # The stack's NCCL tuning belongs to the interconnect: take the one asked for, else the
@@ -150,7 +169,7 @@ def _run_group(ctx: RunContext, intr: Interrupts) -> list[Result]:
             manifest, profile, python=python, host=host, port=port, topology=topology
         )
     except StackgateError as exc:
-        return [_result("launch", "FAIL", exc.message, {"details": exc.details}, t0)]
+        return [_result("serve-bench.launch", "FAIL", exc.message, {"details": exc.details}, t0)]
     if ctx.out_dir is None:
         # Never litter the working directory: logs and records go to a fresh folder, named in
         # the results' evidence.
@@ -174,7 +193,7 @@ def _run_group(ctx: RunContext, intr: Interrupts) -> list[Result]:
             "topology": topology or "none",
         }
         why_port = f"{spec.engine} started on {host}:{port} ({why})"
-        results.append(_result("launch", "PASS", why_port, launch_evidence, t0))
+        results.append(_result("serve-bench.launch", "PASS", why_port, launch_evidence, t0))
         results += _while_up(ctx, name, profile, spec, server, python, intr)
     finally:
         t1 = time.monotonic()
@@ -192,7 +211,13 @@ def _run_group(ctx: RunContext, intr: Interrupts) -> list[Result]:
         server.tracker.close()
         report.evidence["log"] = str(log_path)
         results.append(
-            _result("teardown", "PASS" if report.ok else "FAIL", report.reason, report.evidence, t1)
+            _result(
+                "serve-bench.teardown",
+                "PASS" if report.ok else "FAIL",
+                report.reason,
+                report.evidence,
+                t1,
+            )
         )
     return results
 
@@ -216,8 +241,14 @@ def _while_up(
     )
     status: Status = "PASS" if outcome.verdict == "ready" else "FAIL"
     evidence = {"verdict": outcome.verdict, **outcome.evidence}
-    results = [_result("ready", status, outcome.reason, evidence, t0)]
-    later = ("correctness.greedy", "correctness.arithmetic", "single_stream", "sweep", "serving")
+    results = [_result("serve-bench.ready", status, outcome.reason, evidence, t0)]
+    later: tuple[ServeBenchCheck, ...] = (
+        "serve-bench.correctness.greedy",
+        "serve-bench.correctness.arithmetic",
+        "serve-bench.single_stream",
+        "serve-bench.sweep",
+        "serve-bench.serving",
+    )
     if outcome.verdict != "ready":
         why = f"server not ready ({outcome.verdict})"
         return results + [_result(c, "SKIP", why, {}, time.monotonic()) for c in later]
@@ -240,13 +271,19 @@ def _serving_health(server: Server, t0: float) -> Result:
     if watch.fatal is not None:
         evidence["last_log_lines"] = watch.last_lines(20)
         reason = f"fatal signature '{watch.fatal.label}' while serving: {watch.fatal.line}"
-        return _result("serving", "FAIL", reason, evidence, t0)
+        return _result("serve-bench.serving", "FAIL", reason, evidence, t0)
     if code is not None:
         evidence["last_log_lines"] = watch.last_lines(20)
         return _result(
-            "serving", "FAIL", f"server exited with code {code} while serving", evidence, t0
+            "serve-bench.serving",
+            "FAIL",
+            f"server exited with code {code} while serving",
+            evidence,
+            t0,
         )
-    return _result("serving", "PASS", "still running, no fatal signature in the log", evidence, t0)
+    return _result(
+        "serve-bench.serving", "PASS", "still running, no fatal signature in the log", evidence, t0
+    )
 
 
 def _reference_path(ctx: RunContext, profile: ServingProfile) -> Path | None:
@@ -277,7 +314,7 @@ def _correctness(
         reason = f"greedy requests failed: {type(exc).__name__}: {exc}"
         return [
             _result(c, "FAIL", reason, {}, t0)
-            for c in ("correctness.greedy", "correctness.arithmetic")
+            for c in ("serve-bench.correctness.greedy", "serve-bench.correctness.arithmetic")
         ]
     correct, wrong = correctness.arithmetic_score(arithmetic)
     record_to = ctx.options.serve.record_reference
@@ -292,9 +329,9 @@ def _correctness(
         )
         msg = f"recorded {len(greedy)} greedy outputs as the reference in {record_to}"
         return [
-            _result("correctness.greedy", "PASS", msg, {"reference": record_to}, t0),
+            _result("serve-bench.correctness.greedy", "PASS", msg, {"reference": record_to}, t0),
             _result(
-                "correctness.arithmetic",
+                "serve-bench.correctness.arithmetic",
                 "PASS",
                 f"{correct}/{len(arithmetic)} correct, recorded as the reference",
                 {"wrong": wrong[:5]},
@@ -311,14 +348,14 @@ def _correctness(
         )
         return [
             _result(
-                "correctness.greedy",
+                "serve-bench.correctness.greedy",
                 "SKIP",
                 why,
                 {"samples": [s.text[:60] for s in greedy[:3]]},
                 t0,
             ),
             _result(
-                "correctness.arithmetic",
+                "serve-bench.correctness.arithmetic",
                 "SKIP",
                 why + f" (this run: {correct}/{len(arithmetic)})",
                 {"correct": correct},
@@ -339,7 +376,7 @@ def _correctness(
     arith_ok = correct >= ref.arithmetic_correct
     return [
         _result(
-            "correctness.greedy",
+            "serve-bench.correctness.greedy",
             "PASS" if ok else "FAIL",
             greedy_reason,
             {
@@ -352,7 +389,7 @@ def _correctness(
             t0,
         ),
         _result(
-            "correctness.arithmetic",
+            "serve-bench.correctness.arithmetic",
             "PASS" if arith_ok else "FAIL",
             f"{correct}/{len(arithmetic)} correct (known-good: {ref.arithmetic_correct})",
             {"correct": correct, "reference_correct": ref.arithmetic_correct, "wrong": wrong[:5]},
@@ -406,7 +443,7 @@ def _benchmark(
     else:
         status = "PASS" if tok_s >= threshold else "FAIL"
         reason = f"{tok_s:.1f} tok/s single-stream decode (threshold {threshold:.1f})"
-    results = [_result("single_stream", status, reason, ev, t0)]
+    results = [_result("serve-bench.single_stream", status, reason, ev, t0)]
 
     t1 = time.monotonic()
     levels: list[dict[str, Any]] = []
@@ -432,7 +469,7 @@ def _benchmark(
     errors = sorted({e for m in levels for e in m.get("errors", [])})[:5]
     results.append(
         _result(
-            "sweep",
+            "serve-bench.sweep",
             sweep_status,
             sweep_reason,
             {"levels": summary, "errors": errors, "jsonl": str(jsonl)},

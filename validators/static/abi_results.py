@@ -12,6 +12,7 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
+from validators.checks import STATIC_ABI, family_id
 from validators.results import Result, Status, make_result
 from validators.static import demangle
 from validators.static.abi_check import AbiChecker, AbiFindings
@@ -170,7 +171,7 @@ def _clash_results(env: Environment, seconds: float) -> list[Result]:
         paths.setdefault(loser.label(), []).append(str(clash.path))
     out = [
         _result(
-            f"static.abi.{check_key(label)}.files",
+            family_id(STATIC_ABI, f"{check_key(label)}.files"),
             "FAIL",
             f"{label}: {len(files)} of its extension files were overwritten by another "
             f"distribution's build: {'; '.join(files[:MAX_LISTED])}",
@@ -181,7 +182,7 @@ def _clash_results(env: Environment, seconds: float) -> list[Result]:
     ]
     out += [
         _result(
-            f"static.abi.{check_key(label)}.files",
+            family_id(STATIC_ABI, f"{check_key(label)}.files"),
             "PASS",
             f"INFO: {label}: {len(files)} of its extension files are a variant laid over it by "
             f"a package that pins this exact version: {'; '.join(files[:MAX_LISTED])}",
@@ -384,7 +385,7 @@ def _package_result(
     have: set[str],
     seconds: float,
 ) -> Result:
-    check = f"static.abi.{check_key(v.label)}"
+    check = family_id(STATIC_ABI, check_key(v.label))
     fails: list[str] = []
     warns: list[str] = []
     infos: list[str] = []

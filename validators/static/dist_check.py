@@ -11,41 +11,23 @@ ABI check does.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.markers import UndefinedEnvironmentName
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
-from stackgate import uvlock
+from stackgate.installed import Distribution, lock_differences, same_version
 from stackgate.layout import lock_files
 from stackgate.manifest import Manifest
-from validators.static.environment import Distribution, Environment
+from stackgate.uvlock import UvLock
+from validators.static.environment import Environment
 
 
 def lock_path(stack: str) -> Path:
     return lock_files(stack).lockfile
-
-
-@dataclass(frozen=True)
-class LockedPackage:
-    name: str
-    version: str
-    source: str
-
-
-def read_uv_lock(path: Path) -> dict[str, list[LockedPackage]]:
-    """Packages of a uv.lock by canonical name (a universal lock may hold several versions)."""
-    return {
-        key: [
-            LockedPackage(p.name, p.version or "", f"{p.source.kind}={p.source.location}")
-            for p in pkgs
-        ]
-        for key, pkgs in uvlock.read_uv_lock(path).by_name().items()
-    }
 
 
 @dataclass
@@ -56,13 +38,6 @@ class DistFindings:
     lock_mismatches: list[str] = field(default_factory=list)
     unmet_requirements: list[str] = field(default_factory=list)
     pins_checked: int = 0
-
-
-def _same(a: str, b: str) -> bool:
-    try:
-        return Version(a) == Version(b)
-    except InvalidVersion:
-        return a == b
 
 
 def check_pins(manifest: Manifest, env: Environment, findings: DistFindings) -> None:
@@ -77,7 +52,7 @@ def check_pins(manifest: Manifest, env: Environment, findings: DistFindings) -> 
                     f"{name}: pinned {pin.version or pin.ref}, not installed"
                 )
             continue
-        if pin.version is not None and not _same(have.version, pin.version):
+        if pin.version is not None and not same_version(have.version, pin.version):
             findings.pin_mismatches.append(
                 f"{name}: manifest pins {pin.version}, installed {have.version}"
                 + (" (silent torch swap?)" if canonicalize_name(name) == "torch" else "")
@@ -90,21 +65,18 @@ def check_pins(manifest: Manifest, env: Environment, findings: DistFindings) -> 
                 )
 
 
-def check_lock(
-    locked: Mapping[str, list[LockedPackage]], env: Environment, findings: DistFindings
-) -> None:
-    for key, dist in sorted(env.distributions.items()):
-        if key in ("pip", "setuptools", "wheel"):
-            continue  # seeded into venvs, not part of a uv lock
-        candidates = locked.get(key)
-        if not candidates:
-            findings.not_in_lock.append(f"{dist.name} {dist.version}")
-            continue
-        if not any(_same(dist.version, c.version) for c in candidates):
-            versions = ", ".join(sorted({c.version for c in candidates}))
-            findings.lock_mismatches.append(
-                f"{dist.name}: lock has {versions}, installed {dist.version}"
-            )
+def check_lock(locked: UvLock, env: Environment, findings: DistFindings) -> None:
+    """The env against its lock by stackgate.installed's one rule (the builder's too); a
+    locked package not installed is no finding here: a universal lock holds other platforms'."""
+    installed = {key: dist.version for key, dist in env.distributions.items()}
+    wanted = {k: [p.version or "" for p in pkgs] for k, pkgs in locked.by_name().items()}
+    diff = lock_differences(installed, wanted)
+    for key in diff.not_locked:
+        dist = env.distributions[key]
+        findings.not_in_lock.append(f"{dist.name} {dist.version}")
+    for key, versions, have in diff.mismatched:
+        name = env.distributions[key].name
+        findings.lock_mismatches.append(f"{name}: lock has {', '.join(versions)}, installed {have}")
 
 
 def applies(env: Environment, req: Requirement, extras: tuple[str, ...] = ()) -> bool:

@@ -5,53 +5,21 @@ from __future__ import annotations
 
 import base64
 import csv
-import functools
 import hashlib
 import io
 import os
 import re
 from dataclasses import dataclass, field
-from importlib.metadata import PackageMetadata, PathDistribution
 from pathlib import Path
 
 from packaging.markers import default_environment
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
 
+from stackgate.installed import Distribution, read_dist_infos
 from validators.static.elf_symbols import is_elf
 
 
 class NotAnEnvironment(Exception):
     """The path is not a Python environment (no interpreter, no site-packages)."""
-
-
-@dataclass(frozen=True)
-class Distribution:
-    name: str
-    version: str
-    dist_info: Path
-    requires: tuple[str, ...] = ()
-
-    @property
-    def key(self) -> str:
-        return canonicalize_name(self.name)
-
-    def label(self) -> str:
-        return f"{self.name} {self.version}"
-
-    def requirements(self) -> list[Requirement]:
-        """Its Requires-Dist entries that parse (an unparseable one names nothing to check)."""
-        return list(self._parsed)
-
-    @functools.cached_property
-    def _parsed(self) -> tuple[Requirement, ...]:  # parsed once: 5,761 parses per cu128 run
-        out = []
-        for text in self.requires:
-            try:
-                out.append(Requirement(text))
-            except InvalidRequirement:
-                continue
-        return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -191,24 +159,6 @@ def venv_python_version(env: Path) -> str | None:
     return None
 
 
-def _header(meta: PackageMetadata, key: str) -> str | None:
-    """One METADATA header, None when absent (`meta[key]` warns on a missing key)."""
-    values = meta.get_all(key)
-    return str(values[0]) if values else None
-
-
-def _read_metadata(dist_info: Path) -> Distribution | None:
-    try:
-        headers = PathDistribution(dist_info).metadata
-    except (OSError, UnicodeDecodeError):
-        return None
-    name, version = _header(headers, "Name"), _header(headers, "Version")
-    if not name or not version:
-        return None
-    requires = tuple(headers.get_all("Requires-Dist") or ())
-    return Distribution(name=name, version=version, dist_info=dist_info, requires=requires)
-
-
 def load_environment(env: Path, *, with_owners: bool = True) -> Environment:
     if not env.is_dir():
         raise NotAnEnvironment(f"{env}: no such directory")
@@ -217,13 +167,11 @@ def load_environment(env: Path, *, with_owners: bool = True) -> Environment:
     owners: dict[Path, Distribution] = {}
     hashes: dict[Path, str] = {}
     clashes: list[SharedFile] = []
-    for dist_info in sorted(site.glob("*.dist-info")):
-        dist = _read_metadata(dist_info)
-        if dist is None:
-            continue
+    for dist in read_dist_infos(site):
         dists[dist.key] = dist
         if not with_owners:
             continue
+        dist_info = dist.dist_info
         try:
             record = (dist_info / "RECORD").read_text(encoding="utf-8", errors="replace")
         except OSError:

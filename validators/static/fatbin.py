@@ -172,14 +172,6 @@ def _embedded(stream: BinaryIO, start: int, size: int, unknown: list[str]) -> li
         return _embedded_in(stream, mapped, start, size, unknown)
 
 
-def embedded_fatbins(
-    stream: BinaryIO, data: mmap.mmap | bytes, start: int, size: int, unknown: list[str]
-) -> list[GpuCode]:
-    """Entries of the fatbins found by their magic (8-byte aligned) in data[start:start+size],
-    where `stream` reads the same bytes at the same offsets."""
-    return _embedded_in(stream, data, start, size, unknown)
-
-
 def _embedded_in(
     stream: BinaryIO, data: mmap.mmap | bytes, start: int, size: int, unknown: list[str]
 ) -> list[GpuCode]:
@@ -223,10 +215,6 @@ def gpu_code(path: Path) -> CodeScan:
 def fatbin_codes_bytes(data: bytes, path: Path) -> list[GpuCode]:
     """The same from bytes in memory (a wheel member); `path` names it in errors."""
     return list(gpu_code_stream(io.BytesIO(data), path).codes)
-
-
-def fatbin_codes_stream(stream: BinaryIO, path: Path) -> list[GpuCode]:
-    return list(gpu_code_stream(stream, path).codes)
 
 
 def gpu_code_stream(stream: BinaryIO, path: Path) -> CodeScan:

@@ -17,6 +17,8 @@ from packaging.utils import canonicalize_name
 from stackgate.errors import BadInput
 from stackgate.manifest import Manifest
 from stackgate.manifest_values import parse_arch
+from stackgate.uvlock import read_uv_lock
+from validators.checks import STATIC_ARCH, family_id
 from validators.context import RunContext
 from validators.results import Result, make_result
 from validators.static.abi_results import AbiOptions, abi_results, check_key, short
@@ -27,7 +29,6 @@ from validators.static.dist_check import (
     check_pins,
     check_requirements,
     lock_path,
-    read_uv_lock,
     requirement_closure,
 )
 from validators.static.environment import Environment, NotAnEnvironment, load_environment
@@ -209,7 +210,7 @@ def arch_results(
     )
     out: list[Result] = []
     for label, code in sorted(per_dist.items()):
-        check = f"static.arch.{check_key(label)}"
+        check = family_id(STATIC_ARCH, check_key(label))
         listing = {
             short(p, env): [c.label() for c in codes] for p, codes in sorted(code.libraries.items())
         }

@@ -12,8 +12,9 @@ from __future__ import annotations
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from stackgate.installed import Distribution
 from validators.static.dist_check import applicable_requirements
-from validators.static.environment import Distribution, Environment
+from validators.static.environment import Environment
 
 
 def designed_overlay(env: Environment, winner: Distribution, loser: Distribution) -> str | None:

@@ -1,10 +1,16 @@
-"""Find the interpreter a stack needs.
+"""Find the interpreter a stack needs: the one finder the builder (lock, build), bisect and
+the static checks of a lock (validators static --lock, compat: the host's CPython standing in
+for the env's) share.
 
-Order: `--python` (a path, or a version that the next steps look for), the system PATH
-(`python3.12`), pyenv (`pyenv prefix 3.12`), then uv: an interpreter uv already manages, or,
-where uv may download (`UV_PYTHON_DOWNLOADS` is not `never`/`manual`: the usual case for
-users; CI sets `never`), `uv python install` fetches one. Each candidate is asked for its
-version, so a pyenv shim that points nowhere or a wrong minor is never taken. None: exit 3.
+Order: `--python` (a path, or a version that the next steps look for); then uv, which knows
+every place an interpreter lives (`uv python find --system --no-project 3.12`: its managed
+installs and the search path, never a virtual environment or this project's own .venv);
+where uv cannot answer (no uv, or it stops at a pyenv shim that points nowhere, as it does on
+this project's machines), the system PATH (`python3.12`), pyenv (`pyenv prefix 3.12`), then an
+interpreter uv manages, or, where uv may download (`UV_PYTHON_DOWNLOADS` is not
+`never`/`manual`: the usual case for users; CI sets `never`), `uv python install` fetches one.
+Each candidate is asked for its version, so a pyenv shim that points nowhere or a wrong minor
+is never taken. None: exit 3.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ _PROBE = "import json,sys,platform;print(json.dumps([sys.version_info[:3], sys.e
 class Interpreter:
     path: Path
     version: str  # full x.y.z
-    found_by: str  # "--python", "PATH", "pyenv"
+    found_by: str  # "--python", "uv python find", "PATH", "pyenv", "uv", "self"
 
     @property
     def minor(self) -> str:
@@ -69,8 +75,9 @@ def _pyenv_candidate(minor: str) -> Path | None:
     return None
 
 
-def find_python(minor: str, explicit: str | None = None) -> Interpreter:
-    """An interpreter whose version is `minor` (e.g. '3.12'), or EnvironmentProblem (exit 3)."""
+def find_python(minor: str, explicit: str | None = None, *, download: bool = True) -> Interpreter:
+    """An interpreter whose version is `minor` (e.g. '3.12'), or EnvironmentProblem (exit 3).
+    download=False: never `uv python install` (a check, not a build, is asking)."""
     tried: list[str] = []
     if explicit is not None and ("/" in explicit or Path(explicit).is_file()):
         found = _probe(Path(explicit), "--python")
@@ -84,6 +91,10 @@ def find_python(minor: str, explicit: str | None = None) -> Interpreter:
     wanted = explicit or minor
     if not wanted.startswith(minor):
         raise EnvironmentProblem(f"--python {explicit}: the stack needs Python {minor}")
+    found, why = _uv_first(wanted)
+    if found is not None:
+        return found
+    tried.append(why)
     on_path = shutil.which(f"python{minor}")
     if on_path is not None:
         found = _probe(Path(on_path), "PATH")
@@ -98,13 +109,13 @@ def find_python(minor: str, explicit: str | None = None) -> Interpreter:
         if found is not None and found.version.startswith(wanted):
             return found
     tried.append(f"pyenv prefix {wanted}: not installed" if shutil.which("pyenv") else "no pyenv")
-    found, why = _from_uv(wanted, downloads_allowed())
+    found, why = _from_uv(wanted, download and downloads_allowed())
     if found is not None:
         return found
     tried.append(why)
     may = (
         ""
-        if downloads_allowed()
+        if download and downloads_allowed()
         else " (uv may not download one: UV_PYTHON_DOWNLOADS="
         + (os.environ.get("UV_PYTHON_DOWNLOADS", "") + ")")
     )
@@ -113,6 +124,29 @@ def find_python(minor: str, explicit: str | None = None) -> Interpreter:
         f"{minor}` or `pyenv install {minor}`) or pass --python /path/to/python{minor}",
         details=tried,
     )
+
+
+def find_host_python(minor: str) -> Interpreter | None:
+    """This interpreter when it is `minor`, else find_python's without a download; None when
+    the host has none (the caller says what it cannot check without one)."""
+    if f"{sys.version_info[0]}.{sys.version_info[1]}" == minor:
+        return Interpreter(
+            Path(sys.executable).resolve(), ".".join(map(str, sys.version_info[:3])), "self"
+        )
+    try:
+        return find_python(minor, download=False)
+    except EnvironmentProblem:
+        return None
+
+
+def _uv_first(wanted: str) -> tuple[Interpreter | None, str]:
+    """What uv finds first, outside any virtual environment or project."""
+    try:
+        uv = uv_bin()
+    except EnvironmentProblem as exc:
+        return None, f"uv: {exc.message}"
+    found = _uv_find([uv, "python", "find", "--system", "--no-project", wanted], "uv python find")
+    return found, "" if found is not None else f"uv python find {wanted}: none it could run"
 
 
 def downloads_allowed() -> bool:
@@ -130,7 +164,7 @@ def _from_uv(wanted: str, may_download: bool) -> tuple[Interpreter | None, str]:
     except EnvironmentProblem as exc:
         return None, f"uv: {exc.message}"
     find = [uv, "python", "find", "--managed-python", wanted]
-    found = _uv_find(find)
+    found = _uv_find(find, "uv")
     if found is not None:
         return found, ""
     why = f"uv python find --managed-python {wanted}: none"
@@ -147,7 +181,7 @@ def _from_uv(wanted: str, may_download: bool) -> tuple[Interpreter | None, str]:
     except (CommandFailed, EnvironmentProblem) as exc:
         last = (exc.details[-1:] if exc.details else [exc.message])[0]
         return None, f"{why}; uv python install {wanted}: {last}"
-    found = _uv_find(find)
+    found = _uv_find(find, "uv")
     if found is not None and found.version.startswith(wanted):
         return found, ""
     return None, why
@@ -158,11 +192,11 @@ def _say_stderr(line: str) -> None:
     sys.stderr.flush()
 
 
-def _uv_find(argv: list[str]) -> Interpreter | None:
+def _uv_find(argv: list[str], found_by: str) -> Interpreter | None:
     try:
         done = proc.run(argv, timeout=60)
     except (CommandFailed, EnvironmentProblem):
         return None
     lines = done.stdout.strip().splitlines()
-    found = _probe(Path(lines[-1]), "uv") if lines else None
+    found = _probe(Path(lines[-1]), found_by) if lines else None
     return found if found is not None and found.version.startswith(argv[-1]) else None
