@@ -1,16 +1,28 @@
-"""Default static verdict time on one env: cold (empty facts cache) then warm (same cache),
-optionally interleaved with another checkout of the tool (the code before a change).
+"""Static verdict time on one env (or one lock): cold, warm facts, warm, with wall AND CPU time
+and the load average during each run, optionally interleaved with another checkout of the tool.
 
     python benchmarks/static_speed.py ENV [--targets 9.0,12.0a] [--warm 2] \
         [--before-tree /path/to/old/checkout] [--out benchmarks/results/static_speed_x.json]
+    python benchmarks/static_speed.py --lock path/to/uv.lock [--seed-lockcheck DIR] ...
 
-Each run is `python -m validators static --env ENV --targets ... --json` in a child process
-(the CLI a user runs, with the default caches under a fresh $STACKGATE_CACHE), timed for
-wall and CPU (user+sys of the child and its children, i.e. the confirming loads too), with
-the load average beside it: this machine's 2 cores are shared, so wall times move with load
-and CPU times are the steadier number. Bytecode writing is left on (a user's Python writes
-.pyc files; this harness's PYTHONDONTWRITEBYTECODE=1 would make every run compile the tool
-and torch again). Runs in the order: before (if given), after cold, after warm x N, before.
+Each run is the CLI a user runs, `python -m validators static --env ENV --targets ... --json`
+(or `static --lock LOCK --offline ...`), in a child process with the default caches under a
+fresh $STACKGATE_CACHE. In this order:
+
+- before (if --before-tree): the old code, on the same cache;
+- cold: an empty cache (with --lock, a copy of --seed-lockcheck's wheel facts: the fetches
+  are not what is timed; without a seed the cold lock run fetches from the index);
+- warm-facts: every file's facts cached, the resolution memo (env_memo.py) removed: what a
+  run costs after a change to the env;
+- warm x N: nothing changed since the last run;
+- before again.
+
+CPU is user+sys of the child and its children (the confirming loads too). The load average
+is sampled every 0.25 s while the child runs (min / mean / max of the 1-minute value): this
+machine's 2 cores are shared, so a wall time means little without the load beside it; the
+summary line says whether the runs were quiet (max 1-min load < the core count). Bytecode
+writing is left on (a user's Python writes .pyc files; PYTHONDONTWRITEBYTECODE=1 would make
+every run compile the tool and torch again).
 """
 
 from __future__ import annotations
@@ -19,9 +31,11 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -29,76 +43,147 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 
 
-def one_run(tree: Path, env: Path, targets: str, cache: Path, label: str) -> dict[str, Any]:
+class LoadSampler:
+    """The 1-minute load average, sampled while a child runs."""
+
+    def __init__(self, every: float = 0.25) -> None:
+        self.every = every
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.samples.append(os.getloadavg()[0])
+            self._stop.wait(self.every)
+
+    def __enter__(self) -> LoadSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def summary(self) -> dict[str, float]:
+        s = self.samples or [os.getloadavg()[0]]
+        return {
+            "load_min": round(min(s), 2),
+            "load_mean": round(sum(s) / len(s), 2),
+            "load_max": round(max(s), 2),
+        }
+
+
+def _items(report: dict[str, Any]) -> list[dict[str, Any]]:
+    results = report["results"]
+    if isinstance(results, list):
+        return results
+    return [dict(check=k, **v) for k, v in results.items()]
+
+
+def one_run(
+    tree: Path, what: list[str], targets: str, cache: Path, label: str
+) -> dict[str, Any]:
     child_env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     child_env["STACKGATE_CACHE"] = str(cache)
+    argv = [sys.executable, "-m", "validators", "static", *what, "--targets", targets, "--json"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    load = os.getloadavg()[0]
-    started = time.perf_counter()
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "validators",
-            "static",
-            "--env",
-            str(env),
-            "--targets",
-            targets,
-            "--json",
-        ],
-        cwd=tree,
-        env=child_env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    wall = time.perf_counter() - started
+    with LoadSampler() as load:
+        started = time.perf_counter()
+        done = subprocess.run(
+            argv, cwd=tree, env=child_env, capture_output=True, text=True, check=False
+        )
+        wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    report = json.loads(done.stdout)
-    results = report["results"]
-    items = (
-        results if isinstance(results, list) else [dict(check=k, **v) for k, v in results.items()]
-    )
-    summary = next(r for r in items if r["check"] == "static.abi.summary")
+    try:
+        items = _items(json.loads(done.stdout))
+    except (ValueError, KeyError):
+        raise SystemExit(f"{label}: no JSON report (exit {done.returncode}): {done.stderr[-2000:]}")
+    summary = next((r for r in items if r["check"] == "static.abi.summary"), None)
     arch = [r for r in items if r["check"].startswith("static.arch.")]
+    evidence = summary["evidence"] if summary else {}
     row = {
         "label": label,
         "tree": str(tree),
+        "argv": argv[3:],
         "exit": done.returncode,
         "wall_s": round(wall, 2),
         "cpu_s": round(cpu, 2),
-        "load_1min_at_start": round(load, 2),
-        "abi_s": summary["duration_s"],
-        "confirm_s": summary["evidence"].get("confirm_seconds"),
+        **load.summary(),
+        "abi_s": summary["duration_s"] if summary else None,
+        "confirm_s": evidence.get("confirm_seconds"),
+        "resolution_memo": evidence.get("resolution_memo"),
         "arch_scan_s": arch[0]["evidence"].get("scan_s") if arch else None,
         "verdicts": {r["check"]: r["status"] for r in items if r["status"] != "PASS"},
-        "summary": summary["reason"],
+        "summary": summary["reason"] if summary else None,
     }
-    print(json.dumps({k: row[k] for k in ("label", "wall_s", "cpu_s", "load_1min_at_start")}))
+    shown = ("label", "wall_s", "cpu_s", "load_min", "load_mean", "load_max", "resolution_memo")
+    print(json.dumps({k: row[k] for k in shown}), flush=True)
     return row
+
+
+def drop_memo(cache: Path) -> None:
+    """Remove the resolution memo, keep every file's facts (static/v*/memo-*)."""
+    for folder in cache.glob("static/v*/memo-*"):
+        shutil.rmtree(folder)
+    for folder in cache.glob("lockcheck/memo-*"):
+        shutil.rmtree(folder)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("env", type=Path)
+    parser.add_argument("env", type=Path, nargs="?")
+    parser.add_argument("--lock", type=Path, help="time `static --lock LOCK --offline` instead")
+    parser.add_argument(
+        "--seed-lockcheck",
+        type=Path,
+        help="with --lock: a lockcheck facts folder copied into the fresh cache (e.g. "
+        "~/.cache/stackgate/lockcheck), so that no run fetches",
+    )
     parser.add_argument("--targets", default="9.0,12.0a")
     parser.add_argument("--warm", type=int, default=2)
     parser.add_argument("--before-tree", type=Path)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    if (args.env is None) == (args.lock is None):
+        parser.error("give ENV or --lock LOCK")
+    if args.lock is not None:
+        what = ["--lock", str(args.lock.resolve())]
+        what += ["--offline"] if args.seed_lockcheck else []
+    else:
+        what = ["--env", str(args.env.resolve())]
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="static-speed-") as scratch:
         cache = Path(scratch) / "cache"
+        cache.mkdir()
+        if args.seed_lockcheck:
+            shutil.copytree(args.seed_lockcheck, cache / "lockcheck")
+            drop_memo(cache)
         if args.before_tree:
-            runs.append(one_run(args.before_tree, args.env, args.targets, cache, "before"))
-        runs.append(one_run(REPO, args.env, args.targets, cache, "after-cold"))
+            runs.append(one_run(args.before_tree, what, args.targets, cache, "before"))
+            shutil.rmtree(cache / "static", ignore_errors=True)
+        runs.append(one_run(REPO, what, args.targets, cache, "cold"))
+        drop_memo(cache)
+        runs.append(one_run(REPO, what, args.targets, cache, "warm-facts"))
         for i in range(args.warm):
-            runs.append(one_run(REPO, args.env, args.targets, cache, f"after-warm-{i + 1}"))
+            runs.append(one_run(REPO, what, args.targets, cache, f"warm-{i + 1}"))
         if args.before_tree:
-            runs.append(one_run(args.before_tree, args.env, args.targets, cache, "before"))
-    out = {"env": str(args.env), "targets": args.targets, "cpus": os.cpu_count(), "runs": runs}
+            runs.append(one_run(args.before_tree, what, args.targets, cache, "before"))
+    cpus = os.cpu_count() or 1
+    quiet = all(r["load_max"] < cpus for r in runs)
+    out = {
+        "what": what,
+        "targets": args.targets,
+        "cpus": cpus,
+        "quiet": quiet,
+        "runs": runs,
+    }
+    print(
+        f"{'quiet' if quiet else 'NOT quiet'}: max 1-min load {max(r['load_max'] for r in runs)} "
+        f"on {cpus} cores; wall times under load are not a quiet machine's",
+        flush=True,
+    )
     if args.out:
         args.out.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
     return 0

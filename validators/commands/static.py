@@ -150,6 +150,7 @@ def _run_lock(args: argparse.Namespace, manifest: object) -> int:
                 targets=targets_from(args.targets, manifest),
                 interpreter=find_interpreter(wheels.python),
                 limits=limits,
+                memo=True,
             ),
             progress=progress,
         )

@@ -5,6 +5,7 @@ results carry the same check ids and texts as `validators static --env`."""
 from __future__ import annotations
 
 import functools
+import json
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from stackgate.installed import Distribution
 from stackgate.manifest import Manifest
 from stackgate.python_finder import find_host_python
 from validators.lockcheck.facts_cache import FactsCache
+from validators.lockcheck.lock_memo import cached_results, memo_key, store_results
 from validators.lockcheck.lock_wheels import LockWheels
 from validators.lockcheck.scan import Scanner, ScanReport, WheelScan
 from validators.lockcheck.stable_abi import stable_abi_results
@@ -30,10 +32,13 @@ from validators.static.dist_check import (
     check_requirements,
     requirement_closure,
 )
+from validators.static.env_memo import answers_of
 from validators.static.environment import Environment
 from validators.static.facts import ObjectFacts, source_from_facts
 from validators.static.fatbin import GpuCode
+from validators.static.file_facts import file_identity
 from validators.static.group import StaticInputs, arch_results
+from validators.static.source import DiskSource
 
 GROUP = "static"
 VIRTUAL_ROOT = Path("/stackgate-lock-virtual")
@@ -54,6 +59,8 @@ class LockInputs:
     # check only these distributions' objects (canonical names); empty: every distribution.
     # `validators compat` judges one package beside torch's closure, not the closure itself
     only: frozenset[str] = frozenset()
+    # keep/reuse the whole verdict of an all-cached run (lock_memo.py); the CLI's choice
+    memo: bool = False
 
 
 def installed_path(site: Path, root: Path, member: str) -> Path | None:
@@ -85,6 +92,48 @@ def _is_elf(path: Path) -> bool:
 
 
 def run_lock_check(inputs: LockInputs, progress: Any = None) -> tuple[list[Result], ScanReport]:
+    """The pre-install verdict. With inputs.memo, from lock_memo.py when nothing it depends
+    on changed since a run that read everything from the cache (the report is then empty:
+    no wheel was scanned)."""
+    key = None
+    if inputs.memo:
+        key = memo_key(inputs.cache, inputs.wheels.wheels, _inputs_text(inputs))
+        hit = cached_results(inputs.cache, key) if key is not None else None
+        if hit is not None:
+            return hit, ScanReport([], 0.0, inputs.offline)
+    host = DiskSource()
+    results, report = _run_lock_check(inputs, progress, host)
+    from_cache = all(w.fetch_mode == "cache" and not w.lacking for w in report.wheels)
+    if key is not None and report.wheels and from_cache and not report.errors:
+        # the run may have added this torch to the shim index: the key as it is now
+        after = memo_key(inputs.cache, inputs.wheels.wheels, _inputs_text(inputs))
+        if after is not None:
+            results = store_results(inputs.cache, after, answers_of(host), results)
+    return results, report
+
+
+def _inputs_text(inputs: LockInputs) -> str:
+    """Everything of the inputs the verdict depends on besides the cached facts."""
+    interp = inputs.interpreter
+    manifest = inputs.manifest.model_dump_json() if inputs.manifest is not None else ""
+    return json.dumps(
+        [
+            str(inputs.lock.resolve()),
+            list(inputs.wheels.python),
+            sorted(inputs.wheels.no_wheel),
+            inputs.offline,
+            list(inputs.targets),
+            sorted(inputs.only),
+            str(interp),
+            file_identity(interp) if interp is not None else None,
+            manifest,
+        ]
+    )
+
+
+def _run_lock_check(
+    inputs: LockInputs, progress: Any, host: DiskSource
+) -> tuple[list[Result], ScanReport]:
     python = inputs.wheels.python
     root = VIRTUAL_ROOT / inputs.lock.resolve().parent.name / "env"
     site = root / "lib" / f"python{python[0]}.{python[1]}" / "site-packages"
@@ -146,7 +195,7 @@ def run_lock_check(inputs: LockInputs, progress: Any = None) -> tuple[list[Resul
     if report.errors or lacking:
         return results, report
     env, facts, codes = _virtual_env(inputs, report, root, site)
-    source = source_from_facts(facts, roots=(root,))
+    source = source_from_facts(facts, roots=(root,), fallback=host)
     relevant = None
     if inputs.manifest is not None:
         relevant = requirement_closure(

@@ -64,17 +64,31 @@ class FactsCache:
     def __init__(self, root: Path) -> None:
         self.root = root
 
-    def _path(self, kind: str, key: str) -> Path:
+    def path(self, kind: str, key: str) -> Path:
+        """Where the entry `key` of `kind` (objects, wheels) lives, whether or not it exists."""
         return self.root / f"v{FACTS_VERSION}" / kind / key[:2] / f"{key}.json.gz"
 
+    _path = path
+
     def _load(self, path: Path) -> Any:
+        text = self.load_text(path)
+        if text is None:
+            return None
+        try:
+            return json.loads(text)
+        except ValueError:
+            return None  # a damaged entry is a miss; it is rewritten
+
+    def load_text(self, path: Path) -> str | None:
+        """An entry's text; None when absent or damaged."""
         try:
             with gzip.open(path, "rt", encoding="utf-8") as f:
-                return json.load(f)
-        except FileNotFoundError:
+                return f.read()
+        except (OSError, EOFError, UnicodeDecodeError):
             return None
-        except (OSError, ValueError, EOFError):
-            return None  # a damaged entry is a miss; it is rewritten
+
+    def store_text(self, path: Path, data: str) -> None:
+        self._store(path, data)
 
     def _store(self, path: Path, data: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -34,14 +34,14 @@ def _torch_version(env: Environment) -> str | None:
     return dist.version if dist else None
 
 
-def _index_path(cache: FactsCache) -> Path:
+def index_path(cache: FactsCache) -> Path:
     return cache.root / "torch-shim-exports.json"
 
 
 def _update_index(
     cache: FactsCache, env: Environment, facts: list[ObjectFacts]
 ) -> dict[str, list[str]]:
-    path = _index_path(cache)
+    path = index_path(cache)
     try:
         index: dict[str, list[str]] = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -16,7 +16,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from validators.static.elf_symbols import ElfObject, ElfReadError, Import, satisfies
+from validators.static.elf_symbols import (
+    VERSYM_HIDDEN,
+    ElfObject,
+    ElfReadError,
+    Import,
+    satisfies,
+)
 from validators.static.environment import Environment
 from validators.static.facts import python_tag
 from validators.static.findings import MissingSoname, MissingSymbol, MissingVersion, ScopeResolved
@@ -167,14 +173,34 @@ class AbiChecker:
 
     @staticmethod
     def _unresolved(obj: ElfObject, scope: Iterable[ElfObject]) -> list[Import]:
-        providers = list(scope)
-        out: list[Import] = []
+        """The strong imports no object of `scope` satisfies (a weak undefined symbol may
+        stay unresolved: its address is 0). Per provider, the names it defines at all come
+        from one set intersection (the smaller side iterated, in C); versions are checked
+        only for those: 99,371 imports against ~40 providers each in the cu128 env."""
+        pending: dict[str, list[Import]] = {}
         for imp in obj.imports:
-            if imp.weak:
-                continue  # a weak undefined symbol may stay unresolved (its address is 0)
-            if not any(satisfies(p, imp) for p in providers if imp.name in p.exports):
-                out.append(imp)
-        return out
+            if not imp.weak:
+                pending.setdefault(imp.name, []).append(imp)
+        for provider in scope:
+            if not pending:
+                break
+            exports, multi = provider.exports, provider.multi
+            for name in pending.keys() & exports.keys():
+                imps = pending[name]
+                if (
+                    len(imps) == 1
+                    and imps[0].version is None
+                    and name not in multi
+                    and not exports[name] & VERSYM_HIDDEN
+                ):
+                    del pending[name]  # satisfies()'s common case: one default definition
+                    continue
+                rest = [imp for imp in imps if not satisfies(provider, imp)]
+                if rest:
+                    pending[name] = rest
+                else:
+                    del pending[name]
+        return [imp for imp in obj.imports if imp in pending.get(imp.name, ())]
 
     def is_extension(self, path: Path) -> bool:
         """A Python extension module (what `import` dlopens), as opposed to a bundled library."""

@@ -22,6 +22,7 @@ from validators.static.driver_stub import StubBuildError, build_stubs
 from validators.static.driver_userland import ENV_VAR as USERLAND_VAR
 from validators.static.driver_userland import find_userland
 from validators.static.elf_symbols import ElfReadError
+from validators.static.env_memo import resolve
 from validators.static.environment import Environment
 from validators.static.file_facts import FileFactsCache
 from validators.static.findings import MissingSoname, MissingSymbol
@@ -68,27 +69,32 @@ def abi_results(
     PASS results whose reason starts with the severity; evidence["severity"] says it too."""
     options = options or AbiOptions()
     t = time.perf_counter()
-    checker = AbiChecker(env, source=source, reader=cache)
-    extensions, plugins = checker.split_roots(shared)
     # plugins (torch.ops.load_library, ctypes) are checked like extensions: in their scope
-    findings = checker.check([*extensions, *plugins])
+    resolution = resolve(
+        env,
+        shared,
+        lambda: AbiChecker(env, source=source, reader=cache),
+        cache,
+        memo=source is None,
+    )
+    extensions, plugins, findings = resolution.extensions, resolution.plugins, resolution.findings
     names = [m.symbol for m in findings.missing_symbols]
     names += [n for m in findings.missing_symbols for n in m.near_misses]
     readable = demangle.demangle(names)
-    have = set(checker.shipped)
+    have = set(resolution.shipped)
     roots = [p for p in [*extensions, *plugins]]
     verdicts = classify(env, findings, roots, have, deep=options.deep, cache=cache)
     seconds = time.perf_counter() - t
     load_note, load_seconds = "", 0.0
     if options.confirm and source is None:
-        native = [r for r in roots if _native(checker, r, env)]  # no aarch64 stubs to load
+        native = [r for r in roots if r in resolution.native]  # no aarch64 stubs to load
         load_note, load_seconds = _confirm(
             env,
             verdicts,
             native,
             findings,
             options,
-            functools.partial(_reaches_driver, checker),
+            lambda root: _reaches_driver(resolution.checker(), root),
             cache,
         )
     out = [
@@ -110,11 +116,14 @@ def abi_results(
         "other_python_modules": len(findings.other_python),
         "package_preloaded_sonames": sorted(
             f"{env.owner_label(p)}: {p.name} -> {soname}"
-            for p, soname in checker.resolver.package_preloads
+            for p, soname in resolution.package_preloads
         ),
         "demangler": "c++filt" if demangle.available() else "none (binutils not installed)",
         "seconds": round(seconds, 3),
         "confirm_seconds": round(load_seconds, 3),
+        # hit: the env's files and every folder and file the resolution read are those of an
+        # earlier run (env_memo.py); stored: resolved now and kept; off: no cache / not on disk
+        "resolution_memo": resolution.memo,
     }
     out.extend(_clash_results(env, seconds))
     unreadable = [f"{p}: {why}" for p, why in env.unreadable + findings.unreadable]
@@ -193,17 +202,6 @@ def _clash_results(env: Environment, seconds: float) -> list[Result]:
         if label not in hurt
     ]
     return out
-
-
-def _native(checker: AbiChecker, path: Path, env: Environment) -> bool:
-    """An object this host's interpreter can load (same ELF machine and class)."""
-    if env.interpreter is None:
-        return True
-    try:
-        obj, python = checker.resolver.load(path), checker.resolver.load(env.interpreter)
-    except ElfReadError:
-        return False
-    return obj.machine == python.machine and obj.elf_class == python.elf_class
 
 
 def _reaches_driver(checker: AbiChecker, root: Path) -> bool:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import struct
 from collections import Counter
 from dataclasses import dataclass, field
@@ -69,25 +68,20 @@ def scan(
             out.setdefault(label, DistCode()).libraries[path] = list(found.codes)
         if found.unknown:
             out[label].unknown[path] = found.unknown
-    labels: dict[str, str] = {}
-    for dirpath, dirnames, filenames in os.walk(env.site_packages):
-        dirnames.sort()
-        for name in filenames:
-            if not name.endswith(".cubin"):
-                continue
-            path = Path(dirpath) / name
-            cubin_label = labels.get(dirpath)
-            if cubin_label is None:  # one owner per folder (8,934 cubins in flashinfer-cubin 0.6.4)
-                cubin_label = labels[dirpath] = _cubin_owner(env, path)
-            label = cubin_label
-            try:
-                code = _fast_cubin(path)
-            except (ElfReadError, OSError) as exc:
-                reason = exc.reason if isinstance(exc, ElfReadError) else str(exc)
-                out.setdefault(label, DistCode()).unreadable.append((path, reason))
-                continue
-            if code is not None:
-                out.setdefault(label, DistCode()).cubins[code] += 1
+    labels: dict[Path, str] = {}
+    for path in env.cubin_files():
+        owner = labels.get(path.parent)
+        if owner is None:  # one owner per folder (8,934 cubins in flashinfer-cubin 0.6.4)
+            owner = labels[path.parent] = _cubin_owner(env, path)
+        label = owner
+        try:
+            code = _fast_cubin(path)
+        except (ElfReadError, OSError) as exc:
+            reason = exc.reason if isinstance(exc, ElfReadError) else str(exc)
+            out.setdefault(label, DistCode()).unreadable.append((path, reason))
+            continue
+        if code is not None:
+            out.setdefault(label, DistCode()).cubins[code] += 1
     return out
 
 

@@ -66,6 +66,7 @@ class Environment:
     _markers: dict[str, str] | None = field(default=None, repr=False)
     _resolved: dict[Path, Path] = field(default_factory=dict, repr=False)
     _walked: tuple[Path, ...] | None = field(default=None, repr=False)
+    _cubins: tuple[Path, ...] | None = field(default=None, repr=False)
 
     def owner(self, path: Path) -> Distribution | None:
         real = self._resolved.get(path)
@@ -103,12 +104,29 @@ class Environment:
         """Every ELF shared object under site-packages (extensions and bundled libraries)."""
         if self.objects is not None:
             return list(self.objects)
-        if self._walked is not None:
-            return list(self._walked)
+        if self._walked is None:
+            self._walk()
+        assert self._walked is not None
+        return list(self._walked)
+
+    def cubin_files(self) -> list[Path]:
+        """Every standalone *.cubin under site-packages (found by the same walk)."""
+        if self._cubins is None:
+            if self.objects is not None:
+                return []
+            self._walk()
+        assert self._cubins is not None
+        return list(self._cubins)
+
+    def _walk(self) -> None:
         found: list[Path] = []
+        cubins: list[Path] = []
         for dirpath, dirnames, filenames in os.walk(self.site_packages):
             dirnames.sort()
             for name in sorted(filenames):
+                if name.endswith(".cubin"):
+                    cubins.append(Path(dirpath) / name)
+                    continue
                 if ".so" not in name:
                     continue
                 if not (name.endswith(".so") or ".so." in name):
@@ -125,7 +143,7 @@ class Environment:
                     continue
                 found.append(path)
         self._walked = tuple(found)
-        return found
+        self._cubins = tuple(cubins)
 
 
 def find_site_packages(env: Path) -> Path:

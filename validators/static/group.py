@@ -31,6 +31,7 @@ from validators.static.dist_check import (
     lock_path,
     requirement_closure,
 )
+from validators.static.env_memo import scan_memo
 from validators.static.environment import Environment, NotAnEnvironment, load_environment
 from validators.static.file_facts import FileFactsCache
 
@@ -188,7 +189,7 @@ def _arch_results(env: Environment, shared: list[Path], inputs: StaticInputs) ->
     if not inputs.targets:
         return [_result("static.arch", "SKIP", "no target archs (give --targets or a stack)")]
     t = time.perf_counter()
-    per_dist = scan(env, shared, inputs.cache)
+    per_dist = scan_memo(env, shared, inputs.cache, lambda: scan(env, shared, inputs.cache))
     return arch_results(env, per_dist, inputs, time.perf_counter() - t)
 
 

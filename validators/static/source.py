@@ -45,6 +45,7 @@ class DiskSource:
     reader: ElfReader | None = None
     _real: dict[str, Path] = field(default_factory=dict)
     _listings: dict[str, frozenset[str]] = field(default_factory=dict)
+    _read: dict[Path, None] = field(default_factory=dict)  # paths read, in order
 
     def real_path(self, path: Path) -> Path:
         key = str(path)
@@ -63,7 +64,20 @@ class DiskSource:
             self._listings[directory] = names
         return names
 
+    def listed(self) -> list[str]:
+        """The folders listed so far."""
+        return list(self._listings)
+
+    def resolved(self) -> dict[str, Path]:
+        """Every path resolved so far -> its real path."""
+        return dict(self._real)
+
+    def read_paths(self) -> list[Path]:
+        """Every path read (or tried) so far."""
+        return list(self._read)
+
     def read(self, path: Path) -> ElfObject:
+        self._read[path] = None
         if not path.is_file():
             raise ElfReadError(path, "not a regular file")
         return self.reader.elf(path) if self.reader is not None else read_elf(path)

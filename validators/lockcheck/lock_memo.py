@@ -1,0 +1,95 @@
+"""The pre-install verdict of a lock whose facts are all cached, kept across runs (issue 25).
+
+A warm `static --lock` of the cu128 lock spent ~5 s of CPU: loading 530 objects' facts from
+the cache (gzip'd JSON, validated), building the virtual env, resolving 99,371 imports, for
+the verdict the previous run reached from the same facts. The verdict is a function of this
+tool's code (env_memo.code_digest), the inputs (the lock's wheels, targets, stack, `only`,
+the interpreter whose closure is the global scope), the facts cache entries the scan reads
+for those wheels, the torch shim index (stable_abi.py) and what the host's disk told the
+resolution (system libraries: listings, links, identities; env_memo.Answers).
+
+The key names the cache files the scan would read (a wheel's listing under its proven and
+origin keys, each member's facts under both) by identity, without reading them; a run is
+memoised only when every wheel came from the cache (nothing fetched: a replay must not say
+"fetched 111 MB"), and a later run takes the results only when the key and every host answer
+are the same. The stored key is recomputed after the run (the run may add to the shim index).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from validators.lockcheck.facts_cache import FactsCache, origin_key
+from validators.lockcheck.lock_wheels import LockedWheel
+from validators.lockcheck.stable_abi import index_path
+from validators.results import Result
+from validators.static.env_memo import Answers, code_digest
+from validators.static.file_facts import file_identity
+
+
+class _LockEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    answers: Answers
+    results: list[Result]
+
+
+def memo_key(cache: FactsCache, wheels: list[LockedWheel], inputs_text: str) -> str | None:
+    """None when a wheel's listing is not cached (the scan would fetch: nothing to reuse)."""
+    h = hashlib.sha256(f"lock\0{code_digest()}\0{inputs_text}".encode())
+    index = index_path(cache)
+    h.update(f"\0{index}={file_identity(index)}".encode())
+    for wheel in wheels:
+        listing = cache.listing(wheel.sha256, wheel.url)
+        if listing is None:
+            return None
+        h.update(f"\0{wheel.filename} {wheel.sha256} {wheel.url} {wheel.size}".encode())
+        for key in (wheel.sha256, origin_key(wheel.sha256, wheel.url)):
+            path = cache.path("wheels", key)
+            h.update(f"\0{path}={file_identity(path)}".encode())
+        for member, record_sha in sorted({**listing.objects, **listing.cubins}.items()):
+            keys = [record_sha] if record_sha else []
+            keys.append(origin_key(wheel.sha256, wheel.url, member))
+            for key in keys:
+                path = cache.path("objects", key)
+                h.update(f"\0{member}:{path}={file_identity(path)}".encode())
+    return h.hexdigest()
+
+
+def _memo_path(cache: FactsCache, key: str) -> Path:
+    return cache.root / "memo" / key[:2] / f"{key}.json.gz"
+
+
+def cached_results(cache: FactsCache, key: str) -> list[Result] | None:
+    text = cache.load_text(_memo_path(cache, key))
+    if text is None:
+        return None
+    try:
+        entry = _LockEntry.model_validate_json(text)
+    except ValidationError:
+        return None
+    if not entry.answers.still_true():
+        return None
+    return [_mark(r, "hit") for r in entry.results]
+
+
+def store_results(
+    cache: FactsCache, key: str, answers: Answers, results: list[Result]
+) -> list[Result]:
+    """Keep `results`; returns them marked as stored."""
+    stored = [_mark(r, "stored") for r in results]
+    entry = _LockEntry(answers=answers, results=stored)
+    try:
+        cache.store_text(_memo_path(cache, key), entry.model_dump_json())
+    except OSError:
+        return results  # a memo that cannot be written is only slower
+    return stored
+
+
+def _mark(result: Result, how: str) -> Result:
+    if result.check != "static.abi.summary":
+        return result
+    return result.model_copy(update={"evidence": {**result.evidence, "resolution_memo": how}})

@@ -1,0 +1,294 @@
+"""The ABI resolution and the GPU-code scan of an unchanged env, kept across runs (issue 25).
+
+With every file's facts cached (file_facts.py), a warm run of the cu128 SGLang env still
+spent ~3 s of CPU re-resolving 99,371 imports and re-reading 5,363 cubin headers to reach the
+answer it reached last time. That answer is a function of this tool's code and of what the
+file system told the run. So the memo keeps, beside the outcome, every answer the resolution
+got from the file system:
+
+- the listing of every folder it listed (the env's, the system library folders', RPATHs'),
+- the identity (file_facts.file_identity) of every file it read facts from, in or out of the
+  env (libstdc++.so.6 and the interpreter's closure too),
+- where every path it resolved through a symlink led,
+
+and it is keyed by the code, the env's paths, its distributions and RECORD ownership, its ELF
+files' identities, the interpreter and the system library folders. A later run asks those
+questions again (~1,100 stats, listings and realpaths: milliseconds) and takes the outcome
+only when every answer is the same; otherwise it resolves from the per-file facts as before
+and records again. Nothing here decides a verdict: the outcome is what the resolver returned.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from validators.lockcheck.facts import CachedFacts
+from validators.static.abi_check import AbiChecker, AbiFindings
+from validators.static.arch_check import DistCode
+from validators.static.elf_symbols import ElfReadError
+from validators.static.environment import Environment
+from validators.static.fatbin import GpuCode
+from validators.static.file_facts import FileFactsCache, file_identity
+from validators.static.source import DiskSource
+
+MEMO_VERSION = 1
+_HERE = Path(__file__).resolve().parent
+
+
+@functools.cache
+def code_digest() -> str:
+    """The digest of the code whose outcome is kept: the static group's modules, the
+    pre-install reader's (lockcheck/) and the result model. Any edit makes every memo a miss."""
+    h = hashlib.sha256(f"memo {MEMO_VERSION}".encode())
+    folders = [_HERE, _HERE.parent / "lockcheck"]
+    for path in [
+        *(p for f in folders for p in sorted(f.glob("*.py"))),
+        _HERE.parent / "results.py",
+    ]:
+        h.update(f"{path.parent.name}/{path.name}".encode() + b"\0")
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def _listing_digest(directory: str) -> str:
+    try:
+        names = sorted(os.listdir(directory))  # noqa: PTH208 (names only, fast)
+    except OSError:
+        names = []
+    return hashlib.sha256("\0".join(names).encode()).hexdigest()
+
+
+class Answers(BaseModel):
+    """What the file system told one run: folder -> digest of its names, path -> the real
+    path it resolved to (only where a symlink was followed), file -> identity (None: absent)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    listings: dict[str, str] = {}
+    links: dict[str, str] = {}
+    files: dict[str, str | None] = {}
+
+    def still_true(self) -> bool:
+        for path, ident in self.files.items():
+            if file_identity(Path(path)) != ident:
+                return False
+        for path, real in self.links.items():
+            if os.path.realpath(path) != real:
+                return False
+        return all(_listing_digest(d) == digest for d, digest in self.listings.items())
+
+
+def answers_of(source: DiskSource) -> Answers:
+    """What `source` was asked and answered so far."""
+    return Answers(
+        listings={d: _listing_digest(d) for d in source.listed()},
+        links={p: str(real) for p, real in source.resolved().items() if p != str(real)},
+        files={str(p): file_identity(p) for p in source.read_paths()},
+    )
+
+
+@dataclass
+class Resolution:
+    """What `AbiChecker` found for an env's roots, and what abi_results asks it afterwards."""
+
+    extensions: list[Path]
+    plugins: list[Path]
+    findings: AbiFindings
+    shipped: dict[str, Path]
+    package_preloads: set[tuple[Path, str]]
+    native: set[Path]  # roots this host's interpreter can load (same ELF machine and class)
+    memo: str = "off"  # off / hit / stored / miss (not stored)
+    _checker: AbiChecker | None = field(default=None, repr=False)
+
+    def checker(self) -> AbiChecker:
+        """The checker (after a memo hit, one that has read nothing yet: it reads what the
+        rare question only a resolver answers needs, e.g. does a crashed module reach
+        libcuda.so.1?)."""
+        assert self._checker is not None
+        return self._checker
+
+
+class _AbiEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    answers: Answers
+    extensions: list[Path]
+    plugins: list[Path]
+    findings: AbiFindings
+    shipped: dict[str, Path]
+    package_preloads: list[tuple[Path, str]]
+    native: list[Path]
+
+
+def _env_key(kind: str, env: Environment, shared: list[Path], system_dirs: Iterable[str]) -> str:
+    """The env as the resolution sees it: paths, interpreter, distributions and which of them
+    owns each file (RECORD), every ELF file's identity, the system library folders."""
+    h = hashlib.sha256(f"{kind}\0{code_digest()}\0{env.root}\0{env.site_packages}".encode())
+    interp = env.interpreter
+    h.update(f"\0{interp}\0{file_identity(interp) if interp else None}".encode())
+    h.update(f"\0{env.python_version}\0{'|'.join(system_dirs)}".encode())
+    for key, dist in sorted(env.distributions.items()):
+        h.update(f"\0{key}={dist.name} {dist.version} {dist.dist_info}".encode())
+    for path, dist in sorted(env.owners.items()):
+        h.update(f"\0{path}>{dist.key}".encode())
+    for path in shared:
+        h.update(f"\0{path}={file_identity(path)}".encode())
+    return h.hexdigest()
+
+
+def resolve(
+    env: Environment,
+    shared: list[Path],
+    make_checker: Callable[[], AbiChecker],
+    cache: FileFactsCache | None,
+    *,
+    memo: bool,
+) -> Resolution:
+    """The env's resolution: from the memo when every answer it was reached from still
+    holds (memo=True needs a DiskSource checker and a cache), else from the resolver."""
+    checker = make_checker()
+    key = None
+    if memo and cache is not None and isinstance(checker.source, DiskSource):
+        key = _env_key("abi", env, shared, checker.resolver.system_dirs)
+        hit = _load(cache, "memo-abi", key)
+        if hit is not None:
+            return Resolution(
+                hit.extensions,
+                hit.plugins,
+                hit.findings,
+                hit.shipped,
+                set(hit.package_preloads),
+                set(hit.native),
+                memo="hit",
+                _checker=checker,  # nothing read yet: reads only if asked (checker())
+            )
+    extensions, plugins = checker.split_roots(shared)
+    findings = checker.check([*extensions, *plugins])
+    native = {r for r in [*extensions, *plugins] if _native(checker, r, env)}
+    out = Resolution(
+        extensions,
+        plugins,
+        findings,
+        dict(checker.shipped),
+        set(checker.resolver.package_preloads),
+        native,
+        memo="off" if key is None else "miss",
+        _checker=checker,
+    )
+    if key is not None and cache is not None and isinstance(checker.source, DiskSource):
+        entry = _AbiEntry(
+            answers=answers_of(checker.source),
+            extensions=extensions,
+            plugins=plugins,
+            findings=findings,
+            shipped=out.shipped,
+            package_preloads=sorted(out.package_preloads),
+            native=sorted(native),
+        )
+        cache.put_text("memo-abi", key, entry.model_dump_json())
+        out.memo = "stored"
+    return out
+
+
+def _load(cache: FileFactsCache, kind: str, key: str) -> _AbiEntry | None:
+    text = cache.get_text(kind, key)
+    if text is None:
+        return None
+    try:
+        entry = _AbiEntry.model_validate_json(text)
+    except ValidationError:
+        return None
+    return entry if entry.answers.still_true() else None
+
+
+def _native(checker: AbiChecker, path: Path, env: Environment) -> bool:
+    """An object this host's interpreter can load (same ELF machine and class)."""
+    if env.interpreter is None:
+        return True
+    try:
+        obj, python = checker.resolver.load(path), checker.resolver.load(env.interpreter)
+    except ElfReadError:
+        return False
+    return obj.machine == python.machine and obj.elf_class == python.elf_class
+
+
+# --- the GPU-code scan ---------------------------------------------------------------------
+
+
+class _ArchEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    # label -> (library -> code labels, [code label, count] of cubins, unreadable, unknown)
+    per_dist: dict[
+        str,
+        tuple[
+            dict[Path, list[str]],
+            list[tuple[str, int]],
+            list[tuple[Path, str]],
+            dict[Path, list[str]],
+        ],
+    ]
+
+
+def scan_memo(
+    env: Environment,
+    shared: list[Path],
+    cache: FileFactsCache | None,
+    scan: Callable[[], dict[str, DistCode]],
+) -> dict[str, DistCode]:
+    """The arch scan's outcome, kept while the env's ELF files and cubins are the same files
+    (the scan reads nothing else: each file's GPU code, and RECORD ownership)."""
+    if cache is None:
+        return scan()
+    h = hashlib.sha256(_env_key("arch", env, shared, ()).encode())
+    for path in env.cubin_files():
+        h.update(f"\0{path}={file_identity(path)}".encode())
+    key = h.hexdigest()
+    text = cache.get_text("memo-arch", key)
+    if text is not None:
+        try:
+            return _dist_codes(_ArchEntry.model_validate_json(text))
+        except ValidationError:
+            pass
+    out = scan()
+    entry = _ArchEntry(
+        per_dist={
+            label: (
+                {p: [c.label() for c in codes] for p, codes in code.libraries.items()},
+                [(c.label(), n) for c, n in code.cubins.items()],
+                list(code.unreadable),
+                {p: list(why) for p, why in code.unknown.items()},
+            )
+            for label, code in out.items()
+        }
+    )
+    cache.put_text("memo-arch", key, entry.model_dump_json())
+    return out
+
+
+def _codes(labels: list[str]) -> list[GpuCode]:
+    return CachedFacts(gpu_codes=labels).codes()
+
+
+def _dist_codes(entry: _ArchEntry) -> dict[str, DistCode]:
+    out: dict[str, DistCode] = {}
+    for label, (libraries, cubins, unreadable, unknown) in entry.per_dist.items():
+        counted: Counter[GpuCode] = Counter()
+        for code_label, n in cubins:
+            for code in _codes([code_label]):
+                counted[code] += n
+        out[label] = DistCode(
+            libraries={p: _codes(c) for p, c in libraries.items()},
+            cubins=counted,
+            unreadable=list(unreadable),
+            unknown={p: tuple(w) for p, w in unknown.items()},
+        )
+    return out
