@@ -81,9 +81,7 @@ def _items(report: dict[str, Any]) -> list[dict[str, Any]]:
     return [dict(check=k, **v) for k, v in results.items()]
 
 
-def one_run(
-    tree: Path, what: list[str], targets: str, cache: Path, label: str
-) -> dict[str, Any]:
+def one_run(tree: Path, what: list[str], targets: str, cache: Path, label: str) -> dict[str, Any]:
     child_env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     child_env["STACKGATE_CACHE"] = str(cache)
     argv = [sys.executable, "-m", "validators", "static", *what, "--targets", targets, "--json"]
@@ -99,7 +97,9 @@ def one_run(
     try:
         items = _items(json.loads(done.stdout))
     except (ValueError, KeyError):
-        raise SystemExit(f"{label}: no JSON report (exit {done.returncode}): {done.stderr[-2000:]}")
+        raise SystemExit(
+            f"{label}: no JSON report (exit {done.returncode}): {done.stderr[-2000:]}"
+        ) from None
     summary = next((r for r in items if r["check"] == "static.abi.summary"), None)
     arch = [r for r in items if r["check"].startswith("static.arch.")]
     evidence = summary["evidence"] if summary else {}
