@@ -39,6 +39,12 @@ def _check(
     return results
 
 
+def _lock(built: Built, folder: Path, base: str, torch: str) -> Path:
+    """A lock of `torch` (a key of built.wheels) and the sgl-kernel built against 2.9.1."""
+    wheels = [built.wheels[torch], built.wheels["sgl-kernel"]]
+    return write_lock(folder / "uv.lock", base, wheels)
+
+
 def _memo(results: list[Result]) -> Any:
     return by_check(results)["static.abi.summary"].evidence.get("resolution_memo")
 
@@ -56,11 +62,7 @@ def test_an_all_cached_lock_is_replayed_and_a_fetching_run_never(
 ) -> None:
     with serve(built.root) as server:
         base = f"http://127.0.0.1:{server.server_port}/"
-        lock = write_lock(
-            tmp_path / "l" / "uv.lock",
-            base,
-            [built.wheels["torch-2.10.0"], built.wheels["sgl-kernel"]],
-        )
+        lock = _lock(built, tmp_path / "l", base, "torch-2.10.0")
         cache = tmp_path / "cache"
         fetched = _check(lock, cache)
         assert "fetched 0.0 MB" not in by_check(fetched)["static.lock.fetch"].reason
@@ -76,16 +78,8 @@ def test_an_all_cached_lock_is_replayed_and_a_fetching_run_never(
 def test_other_inputs_or_a_lost_facts_entry_run_again(built: Built, tmp_path: Path) -> None:
     with serve(built.root) as server:
         base = f"http://127.0.0.1:{server.server_port}/"
-        broken = write_lock(
-            tmp_path / "a" / "uv.lock",
-            base,
-            [built.wheels["torch-2.10.0"], built.wheels["sgl-kernel"]],
-        )
-        fine = write_lock(
-            tmp_path / "b" / "uv.lock",
-            base,
-            [built.wheels["torch-2.9.1"], built.wheels["sgl-kernel"]],
-        )
+        broken = _lock(built, tmp_path / "a", base, "torch-2.10.0")
+        fine = _lock(built, tmp_path / "b", base, "torch-2.9.1")
         cache = tmp_path / "cache"
         for lock in (broken, fine):
             _check(lock, cache)  # fetch
