@@ -163,3 +163,91 @@ def test_without_checkout_the_pods_use_the_images_paths_and_emptydir_on_request(
     ]:
         assert ref in pins, ref
     assert "WORKDIR /opt/stackgate\n" in recipe
+
+
+# The Kubernetes API's own OpenAPI schema (PyPI `kubernetes-validate`: the JSON schemas
+# generated from each release's OpenAPI document, "strict" = additionalProperties false, so an
+# unknown field is refused as the API server's strict field validation would).
+OLDEST = "1.29.0"  # backoffLimitPerIndex is in batch/v1 Job from 1.29 (docs/fleet.md)
+
+
+def _schema_errors(item: dict[str, Any], version: str) -> list[str]:
+    import kubernetes_validate
+
+    try:
+        kubernetes_validate.validate(item, version, strict=True)
+    except kubernetes_validate.ValidationError as exc:
+        return [f"{'.'.join(map(str, exc.path))}: {exc.message}"]
+    return []
+
+
+@pytest.mark.parametrize("version", [OLDEST, "latest"])
+def test_every_object_passes_the_kubernetes_openapi_schema_strictly(items: list[dict[str, Any]], version: str) -> None:
+    import kubernetes_validate
+
+    wanted = kubernetes_validate.latest_version() if version == "latest" else version
+    assert {item["kind"]: _schema_errors(item, wanted) for item in items} == {
+        "ConfigMap": [], "Job": [], "ServiceAccount": [], "Role": [], "RoleBinding": [],
+    }  # fmt: skip
+    for item in items:
+        assert _schema_errors(item, wanted) == [], item["kind"]
+
+
+def test_a_kubernetes_older_than_the_docs_name_refuses_the_job(items: list[dict[str, Any]]) -> None:
+    """1.27's schema has no backoffLimitPerIndex (1.28's has it, alpha behind a feature gate
+    that is off by default: an API server drops the field; beta and on from 1.29)."""
+    assert _schema_errors(items[1], "1.27.0") == [
+        "spec: Additional properties are not allowed ('backoffLimitPerIndex' was unexpected)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("path", "key", "value", "says"),
+    [
+        (("spec",), "completionmode", "Indexed", "'completionmode' was unexpected"),
+        (("spec", "template", "spec"), "nodeSelecter", {}, "'nodeSelecter' was unexpected"),
+        (("spec", "template", "spec", "containers", 0, "securityContext"), "runAsNonroot", True, "'runAsNonroot' was unexpected"),
+        (("spec",), "completions", "4", "'4' is not of type 'integer'"),
+        (("spec", "template", "spec"), "activeDeadlineSeconds", 1.5, "1.5 is not of type 'integer'"),
+        (("spec", "template", "spec", "volumes", 0), "hostPath", {"type": "Directory"}, "'path' is a required property"),
+        (("spec", "template", "spec", "containers", 0), "env", [{"value": "x"}], "'name' is a required property"),
+    ],
+)
+def test_the_schema_refuses_variants_of_a_broken_job(
+    items: list[dict[str, Any]], path: tuple[Any, ...], key: str, value: Any, says: str
+) -> None:
+    broken = copy.deepcopy(items[1])
+    node = broken
+    for part in path:
+        node = node[part]
+    node[key] = value
+    errors = _schema_errors(broken, OLDEST)
+    assert len(errors) == 1 and says in errors[0], errors
+
+
+def test_pod_security_baseline_refuses_only_the_hostpath_and_restricted_wants_non_root() -> None:
+    """What the PodSecurity admission would say (tests/fleet/pod_security.py stands for it):
+    with the default hostPath the validation pods are refused by "baseline" for that volume
+    alone; with `--host-path ''` every pod passes "baseline"; "restricted" further asks for
+    runAsNonRoot on every container, which the manifests do not set (the claim's files are
+    written as the image's user, root)."""
+    from tests.fleet.pod_security import baseline, restricted
+
+    def pods(*extra: str) -> dict[str, dict[str, Any]]:
+        done = _dry_run(*extra)
+        assert done.returncode == 0, done.stderr
+        doc = json.loads(json.loads(done.stdout)["files"]["kubernetes.json"])
+        return {i["metadata"]["name"]: i["spec"]["template"]["spec"] for i in doc["items"] if i["kind"] == "Job"}
+
+    hostpath = pods()
+    assert {name: baseline(pod) for name, pod in hostpath.items()} == {
+        "stackgate-nightly-cu130": [("HostPath Volumes", "volumes[local]", "hostPath /var/lib/stackgate")],
+        "stackgate-nightly-cu130-collect": [],
+    }
+    emptydir = pods("--host-path", "")
+    assert {name: baseline(pod) for name, pod in emptydir.items()} == {
+        "stackgate-nightly-cu130": [], "stackgate-nightly-cu130-collect": [],
+    }  # fmt: skip
+    for name, pod in emptydir.items():
+        left = {control for control, _, _ in restricted(pod)}
+        assert left == {"Running as Non-root"}, (name, restricted(pod))

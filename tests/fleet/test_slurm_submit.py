@@ -2,8 +2,11 @@
 
 - a submit Slurm refuses (a partition it does not have) leaves no job folder and no job, and
   the same --fleet-id then submits;
-- a fleet larger than MaxArraySize (3 here) is several arrays, each element pinned to its node,
-  every element `--no-requeue` (Requeue=0: a NODE_FAIL never runs a node twice);
+- a fleet larger than MaxArraySize (3 here) is several arrays, each element pinned to its node
+  (read back from Slurm), every element `--no-requeue` (Requeue=0: a NODE_FAIL never runs a
+  node twice); with --throttle 2 the second array waits for the first (at most 2 at once);
+- a fleet larger than MaxJobCount allows is refused before anything is submitted (exit 3,
+  naming MaxJobCount), and a pin Slurm refuses is named, not ignored;
 - a --jobs-root with a space lands in --output as one argv word; the logs go there;
 - the reasons Slurm gives (CANCELLED) are kept in scheduler.json and still in the verdict after
   slurmctld forgot the jobs (MinJobAge) and with no accounting (sacct says it is disabled).
@@ -13,19 +16,27 @@ No node does real work here: the arrays are cancelled as soon as they are releas
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
+from stackgate.errors import EnvironmentProblem
 from tests.fleet.conftest import FleetStack
 from tests.fleet.slurm_cluster import slurm_cluster
 from tests.helpers.interpreter import base_python
+from validators.fleet import slurm
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 NODES = ["n1", "n2", "n3", "n4", "n5"]
+ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_submit_is_all_or_nothing_chunked_pinned_and_reasons_outlive_slurm(fleet_stack: FleetStack) -> None:
+def test_submit_is_all_or_nothing_chunked_pinned_and_reasons_outlive_slurm(
+    fleet_stack: FleetStack,
+) -> None:
     stack = fleet_stack
     jobs = stack.root / "jobs root"  # a space: must reach sbatch as one word
     submit = [
@@ -33,7 +44,7 @@ def test_submit_is_all_or_nothing_chunked_pinned_and_reasons_outlive_slurm(fleet
         "--wheelhouse", str(stack.wheelhouse), "--nodes", "n[1-5]", "--jobs-root", str(jobs),
         "--local-root", str(stack.root / "local" / "{node}"), "--runs", "1",
         "--build-python", base_python(), "--allow-host-mismatch", "--fleet-id", "chunked",
-        "--store", str(stack.root / "team.sqlite"),
+        "--store", str(stack.root / "team.sqlite"), "--throttle", "2",
     ]  # fmt: skip
     extra = ("MaxArraySize=3", "MinJobAge=20")  # the collector runs well within 20 s
     with slurm_cluster(NODES, extra_conf=extra) as cluster:
@@ -53,7 +64,9 @@ def test_submit_is_all_or_nothing_chunked_pinned_and_reasons_outlive_slurm(fleet
         assert len(arrays) == 2 and submitted["offsets"] == [0, 3], submitted
         assert submitted["max_array_size"] == 3
         sbatch = [c for c in submitted["commands"] if c[0] == "sbatch"]
-        assert "--array=0-2" in sbatch[0] and "--array=0-1" in sbatch[1]
+        assert "--array=0-2%2" in sbatch[0] and "--array=0-1%2" in sbatch[1]
+        assert f"--dependency=afterany:{arrays[0]}" in sbatch[1]  # --throttle 2 across arrays
+        assert not any(a.startswith("--dependency") for a in sbatch[0])
         assert f"--output={job_dir}/logs/validate-%A_%a.out" in sbatch[0]
         assert sbatch[2][2] == f"--dependency=afterany:{arrays[0]}:{arrays[1]}"
         pins = [c[2:] for c in submitted["commands"] if c[:2] == ["scontrol", "update"]]
@@ -62,6 +75,12 @@ def test_submit_is_all_or_nothing_chunked_pinned_and_reasons_outlive_slurm(fleet
             [f"JobId={arrays[0]}_2", "NodeList=n3"], [f"JobId={arrays[1]}_0", "NodeList=n4"],
             [f"JobId={arrays[1]}_1", "NodeList=n5"],
         ]  # fmt: skip
+        requested = cluster.cmd(
+            "squeue", "-h", "-r", "-t", "all", "-j", ",".join(arrays), "-o", "%i|%n"
+        ).stdout
+        assert sorted(requested.split()) == sorted(
+            f"{arrays[i // 3]}_{i % 3}|{node}" for i, node in enumerate(NODES)
+        )  # what Slurm holds: each element requests its own node
         assert sorted(p.name for p in jobs.iterdir()) == ["chunked"]  # no partial folder left
         shown = cluster.cmd("scontrol", "show", "job", "-o", arrays[1]).stdout
         assert "Requeue=0" in shown and "Requeue=1" not in shown, shown
@@ -76,16 +95,22 @@ def test_submit_is_all_or_nothing_chunked_pinned_and_reasons_outlive_slurm(fleet
                      150, "slurmctld to forget the array")  # fmt: skip
         sacct = cluster.cmd("sacct", "-j", arrays[0], check=False)
         assert sacct.returncode != 0, sacct.stdout  # no accounting on this cluster
-        done = stack.cli("validators", "fleet", "verdict", "--job-dir", str(job_dir), "--json", env=env)
+        done = stack.cli(
+            "validators", "fleet", "verdict", "--job-dir", str(job_dir), "--json", env=env
+        )
     assert done.returncode == 1, done.stderr
     by = {n["node"]: n for n in json.loads(done.stdout)["nodes"]}
     assert all(n["verdict"] in ("MISSING", "FAIL") for n in by.values()), by
     for node in NODES:  # Slurm's word, kept although Slurm forgot it
-        assert str(by[node]["scheduler"]).startswith(f"slurm {learned[node]['job']}: CANCELLED"), by[node]
+        assert str(by[node]["scheduler"]).startswith(f"slurm {learned[node]['job']}: CANCELLED"), (
+            by[node]
+        )
     assert json.loads((job_dir / "scheduler.json").read_text())["elements"] == learned
 
 
-def test_a_node_whose_slurmd_dies_mid_job_is_never_pass_nor_validated_twice(fleet_stack: FleetStack) -> None:
+def test_a_node_whose_slurmd_dies_mid_job_is_never_pass_nor_validated_twice(
+    fleet_stack: FleetStack,
+) -> None:
     """Issue 24 item 4: kill n2's slurmd while its element runs. Slurm marks n2 down and the
     element NODE_FAIL; `--no-requeue` keeps it from running n2's step a second time, while the
     first step goes on untracked and writes its PASS. The verdict is FAIL for n2: Slurm's
@@ -116,7 +141,9 @@ def test_a_node_whose_slurmd_dies_mid_job_is_never_pass_nor_validated_twice(flee
         cluster.wait(lambda: (n2 / "status.json").exists(), 240, "n2's untracked step to finish")
         array = json.loads((job_dir / "submission.json").read_text())["arrays"][0]
         shown = cluster.cmd("scontrol", "show", "job", "-o", f"{array}_1", check=False).stdout
-        done = stack.cli("validators", "fleet", "verdict", "--job-dir", str(job_dir), "--json", env=env)
+        done = stack.cli(
+            "validators", "fleet", "verdict", "--job-dir", str(job_dir), "--json", env=env
+        )
     assert "JobState=NODE_FAIL" in shown and "Restarts=0" in shown, shown
     assert sorted(p.name for p in n2.glob("attempt-*.json")) == ["attempt-0.json"]
     assert json.loads((n2 / "status.json").read_text())["outcome"] == "PASS"  # its own word
@@ -125,5 +152,56 @@ def test_a_node_whose_slurmd_dies_mid_job_is_never_pass_nor_validated_twice(flee
     assert by["n1"]["verdict"] == "PASS", by["n1"]
     assert by["n2"]["verdict"] == "FAIL", by["n2"]
     assert any("NODE_FAIL" in r for r in by["n2"]["reasons"]), by["n2"]
-    listed = json.loads(stack.ok("validators", "records", "list", "--store", str(stack.root / "team.sqlite"), "--json"))
+    listed = json.loads(
+        stack.ok(
+            "validators", "records", "list", "--store", str(stack.root / "team.sqlite"), "--json"
+        )
+    )
     assert [r["record_id"] for r in listed] == [by["n1"]["record_id"]]
+
+
+def test_a_fleet_over_max_job_count_is_refused_and_a_refused_pin_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MaxJobCount=3: a 3-node fleet needs 4 job records (one per element, the collector).
+    sbatch alone would sleep and retry for ever; submit says why and submits nothing."""
+    (tmp_path / "wheelhouse").mkdir()
+    jobs = tmp_path / "jobs"
+    submit = [
+        sys.executable, "-m", "validators", "fleet", "submit", "cu130",
+        "--wheelhouse", str(tmp_path / "wheelhouse"), "--nodes", "n[1-3]",
+        "--jobs-root", str(jobs), "--local-root", "/local/{node}", "--fleet-id", "too-many",
+    ]  # fmt: skip
+    with slurm_cluster(["n1", "n2", "n3"], extra_conf=("MaxJobCount=3",)) as cluster:
+        env = {**cluster.env, "STACKGATE_STATE_DIR": str(tmp_path / "state"), "NO_COLOR": "1"}
+        done = subprocess.run(
+            submit, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
+        )
+        assert done.returncode == 3, done.stderr
+        assert "MaxJobCount (3)" in done.stderr and "needs 4" in done.stderr, done.stderr
+        assert "MaxJobCount >= 4" in done.stderr, done.stderr
+        assert cluster.queue() == [] and (not jobs.exists() or list(jobs.iterdir()) == [])
+
+        # A pin Slurm refuses (a node it does not have) fails the submit, naming the element.
+        monkeypatch.setenv("SLURM_CONF", str(cluster.conf))
+        script = tmp_path / "hold.sbatch"
+        script.write_text("#!/bin/bash\ntrue\n")
+        array = cluster.cmd(
+            "sbatch",
+            "--parsable",
+            "--hold",
+            "--array=0-1",
+            f"--output={tmp_path}/%A_%a.out",
+            str(script),
+        ).stdout.strip()
+        pins = [
+            ["scontrol", "update", f"JobId={array}_0", "NodeList=n2"],
+            ["scontrol", "update", f"JobId={array}_1", "NodeList=n9"],
+        ]
+        with pytest.raises(EnvironmentProblem) as refused:
+            slurm._pin_all(pins)
+        assert refused.value.message == "Slurm did not pin 1 of 2 element(s) to their node"
+        assert refused.value.details[0] == f"{array}_1: wanted n9, Slurm holds no node", (
+            refused.value.details
+        )
+        cluster.cmd("scancel", array)

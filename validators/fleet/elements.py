@@ -10,12 +10,14 @@ and node Slurm recorded for an element, to check the node's own status against.
 
 from __future__ import annotations
 
+import bisect
+import functools
 import json
 import logging
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
 from stackgate.errors import BadInput, StackgateError
 from stackgate.files import atomic_write_text, read_json_file
@@ -40,16 +42,34 @@ class Submission(StrictModel):
     collector_job: str | None = None
     commands: list[list[str]] = Field(default_factory=list)
 
+    @model_validator(mode="after")
+    def _one_offset_per_array_ascending(self) -> Submission:
+        if len(self.offsets) != len(self.arrays):
+            raise ValueError(f"{len(self.arrays)} arrays but {len(self.offsets)} offsets")
+        if any(b <= a for a, b in zip(self.offsets, self.offsets[1:], strict=False)):
+            raise ValueError("offsets must ascend (one first node index per array)")
+        return self
+
     def element_of(self, index: int) -> str | None:
-        """Slurm's `<array>_<task>` that was to run node index `index`."""
-        for array, offset in reversed(list(zip(self.arrays, self.offsets, strict=False))):
-            if index >= offset:
-                return f"{array}_{index - offset}"
-        return None
+        """Slurm's `<array>_<task>` that was to run node index `index` (a binary search:
+        a fleet is up to MaxArraySize/100-element arrays, offsets ascending)."""
+        starts = self._starts
+        at = bisect.bisect_right(starts, index) - 1
+        if at < 0:
+            return None
+        return f"{self.arrays[at]}_{index - starts[at]}"
 
     def index_of(self, array: str, task: int) -> int | None:
-        offsets = dict(zip(self.arrays, self.offsets, strict=False))
-        return offsets[array] + task if array in offsets else None
+        offset = self._offset_by_array.get(array)
+        return None if offset is None else offset + task
+
+    @functools.cached_property
+    def _starts(self) -> list[int]:
+        return self.offsets[: len(self.arrays)]
+
+    @functools.cached_property
+    def _offset_by_array(self) -> dict[str, int]:
+        return dict(zip(self.arrays, self.offsets, strict=False))
 
 
 def read_submission(job_dir: Path) -> Submission | None:

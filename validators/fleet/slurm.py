@@ -1,21 +1,26 @@
-"""Slurm: a job array (one element per node) and an `afterany` collector, from fleet/slurm/.
+"""Slurm: job arrays (one element per node) and an `afterany` collector, from fleet/slurm/.
 
 Submission, in order (every step a real Slurm command; `plan_commands` lists them for --dry-run):
 
-1. `sbatch --parsable --hold validate.sbatch` -> the array job id A (held: nothing starts yet)
-2. with pinning, `scontrol update JobId=A_i NodeList=<node i>` for every element: a job array
-   has one node request for all its elements, so Slurm alone may run two elements on one node
-   and none on another; updating a pending element splits it off with its own node.
+1. `sbatch --parsable --hold validate.sbatch` -> the array job ids A1, A2... (held: nothing
+   starts yet); with pinning, arrays of at most PIN_ARRAY_SIZE elements (see `array_size`)
+2. with pinning, `update JobId=A_i NodeList=<node i>` for every element, fed as lines to a few
+   `scontrol` processes on their stdin, then read back with one `squeue` (`_verify_pins`):
+   a job array has one node request for all its elements, so Slurm alone may run two
+   elements on one node and none on another; updating a pending element splits it off with
+   its own node.
    The price: when Slurm cannot start one element of an array, its schedulers skip the rest of
    that array in the same pass (an optimization, src/slurmctld/job_scheduler.c
    `fill_array_reasons`), so an element pinned to a busy node holds back the ones behind it.
    Nodes Slurm already calls unavailable (down, drained, draining, failing, not responding)
    are therefore left out at submit time (`unavailable_nodes`) and reported MISSING with
    Slurm's reason; `--no-pin` trades the pinning for no waiting.
-3. `sbatch --parsable --dependency=afterany:A collect.sbatch` -> the collector C
-4. `scontrol release A`
+3. `sbatch --parsable --dependency=afterany:A1:A2... collect.sbatch` -> the collector C
+4. `scontrol release A1,A2...`
 
-A failure after step 1 cancels A, so no held array is left behind.
+Before step 1, `check_room` refuses a fleet that Slurm's MaxJobCount cannot hold (sbatch would
+otherwise sleep and retry forever). A failure after step 1 cancels every array, so no held
+array is left behind.
 """
 
 from __future__ import annotations
@@ -59,7 +64,15 @@ def render(spec: FleetSpec) -> dict[str, str]:
 
 
 DEFAULT_MAX_ARRAY_SIZE = 1001  # Slurm's default MaxArraySize: indices 0..1000
-PIN_WORKERS = 8  # `scontrol update` calls at once (slurmctld serves RPCs on many threads)
+DEFAULT_MAX_JOB_COUNT = 10_000  # Slurm's default MaxJobCount: job records slurmctld holds
+# `scontrol update JobId=A_i` first loads array A's job records (REQUEST_JOB_INFO_SINGLE in
+# slurmctld's debug log: every element already split off), so one update costs more the larger
+# the array: 9.8 ms per update in arrays of 1,000 and 4.2 ms in arrays of 100 on one-host Slurm
+# 22.05, one scontrol; 8.3 ms and 2.0 ms with 4 scontrols at once
+# (benchmarks/results/fleet_pin.md). Pinned fleets are therefore arrays of at most 100.
+PIN_ARRAY_SIZE = 100
+PIN_WORKERS = 8  # scontrol processes at once, each reading its share of the updates on stdin
+SBATCH_TIMEOUT_S = 120.0  # sbatch sleeps and retries forever while slurmctld says "not now"
 
 
 @dataclass(frozen=True)
@@ -77,23 +90,90 @@ def chunks(targets: int, max_array_size: int) -> list[Chunk]:
     return [Chunk(o, min(size, targets - o)) for o in range(0, targets, size)]
 
 
-def max_array_size() -> int:
-    """MaxArraySize from `scontrol show config` (Slurm's default when it does not say)."""
+@dataclass(frozen=True)
+class Limits:
+    """The slurm.conf limits a fleet runs into."""
+
+    max_array_size: int = DEFAULT_MAX_ARRAY_SIZE
+    max_job_count: int = DEFAULT_MAX_JOB_COUNT
+
+
+def parse_limits(config: str) -> Limits:
+    """MaxArraySize and MaxJobCount from `scontrol show config` (Slurm's defaults if absent)."""
+
+    def value(name: str, default: int) -> int:
+        match = re.search(rf"^{name}\s*=\s*(\d+)", config, re.MULTILINE)
+        return int(match[1]) if match else default
+
+    return Limits(
+        value("MaxArraySize", DEFAULT_MAX_ARRAY_SIZE), value("MaxJobCount", DEFAULT_MAX_JOB_COUNT)
+    )
+
+
+def limits() -> Limits:
     done = run(["scontrol", "show", "config"], check=False)
-    match = re.search(r"^MaxArraySize\s*=\s*(\d+)", done.stdout, re.MULTILINE)
-    return int(match[1]) if done.returncode == 0 and match else DEFAULT_MAX_ARRAY_SIZE
+    return parse_limits(done.stdout) if done.returncode == 0 else Limits()
+
+
+def max_array_size() -> int:
+    return limits().max_array_size
+
+
+def array_size(spec: FleetSpec, max_array: int) -> int:
+    """Elements per array: MaxArraySize, or PIN_ARRAY_SIZE when pinning (cheaper updates)."""
+    size = max(1, max_array)
+    return min(size, PIN_ARRAY_SIZE) if spec.slurm.pin else size
+
+
+def job_records() -> int:
+    """Job records slurmctld holds now, finished ones not yet purged included (one line per
+    record: a pending array's remainder is one)."""
+    done = run(["squeue", "-h", "-t", "all", "-o", "%i"])
+    return sum(1 for line in done.stdout.splitlines() if line.strip())
+
+
+def check_room(targets: int, limit: Limits, held: int) -> None:
+    """Refuse a fleet that MaxJobCount cannot hold: every element is a job record of its own
+    once pinned or started, and so is the collector. slurmctld answers a submit over the
+    limit with EAGAIN, and sbatch then sleeps and retries for ever."""
+    need = targets + 1
+    room = limit.max_job_count - held
+    if need > room:
+        raise EnvironmentProblem(
+            f"Slurm's MaxJobCount ({limit.max_job_count}) leaves room for {max(room, 0)} job "
+            f"record(s); this fleet needs {need} ({targets} node(s), one job record each, "
+            "and the collector)",
+            details=[
+                f"slurmctld holds {held} job record(s) now (squeue -t all)",
+                f"set MaxJobCount >= {need + held} in slurm.conf and restart slurmctld, "
+                "or submit fewer nodes at once",
+            ],
+        )
 
 
 def array_id(i: int) -> str:
     return ARRAY_ID if i == 0 else f"<ARRAY_JOB_ID_{i}>"
 
 
-def _array_command(spec: FleetSpec, script: Path, chunk: Chunk) -> list[str]:
+def throttle_lag(spec: FleetSpec, size: int) -> int:
+    """With --throttle K, array i waits for array i - lag to end (`afterany`): at most lag
+    arrays run at once, each `%K`, so at most K elements of the fleet (lag = K // size)."""
+    throttle = spec.slurm.throttle
+    return max(1, throttle // max(1, size)) if throttle else 0
+
+
+def _after(ids: list[str], i: int, lag: int) -> str | None:
+    return ids[i - lag] if lag and i >= lag else None
+
+
+def _array_command(spec: FleetSpec, script: Path, chunk: Chunk, after: str | None) -> list[str]:
     throttle = f"%{spec.slurm.throttle}" if spec.slurm.throttle else ""
+    chain = [f"--dependency=afterany:{after}"] if after else []
     return [
         "sbatch",
         "--parsable",
         "--hold",
+        *chain,
         f"--array=0-{chunk.count - 1}{throttle}",
         # On the command line, one argv word: a path with a space needs no quoting here.
         f"--output={spec.folder / 'logs' / 'validate-%A_%a.out'}",
@@ -109,10 +189,15 @@ def plan_commands(
     max_array: int = DEFAULT_MAX_ARRAY_SIZE,
 ) -> list[list[str]]:
     """Every command submit runs, in order (array ids are known only after their sbatch)."""
-    parts = chunks(len(spec.targets), max_array)
+    size = array_size(spec, max_array)
+    parts = chunks(len(spec.targets), size)
     ids = arrays or [array_id(i) for i in range(len(parts))]
-    commands = [_array_command(spec, scripts_dir / ARRAY_SCRIPT, c) for c in parts]
-    commands += pin_commands(spec, ids, max_array)
+    lag = throttle_lag(spec, size)
+    commands = [
+        _array_command(spec, scripts_dir / ARRAY_SCRIPT, c, _after(ids, i, lag))
+        for i, c in enumerate(parts)
+    ]
+    commands += pin_commands(spec, ids, size)
     commands.append(
         [
             "sbatch",
@@ -126,10 +211,10 @@ def plan_commands(
     return commands
 
 
-def pin_commands(spec: FleetSpec, ids: list[str], max_array: int) -> list[list[str]]:
+def pin_commands(spec: FleetSpec, ids: list[str], size: int) -> list[list[str]]:
+    """One `scontrol update` per element (`_pin_all` feeds them to scontrol on stdin)."""
     if not spec.slurm.pin:
         return []
-    size = max(1, max_array)
     return [
         ["scontrol", "update", f"JobId={ids[i // size]}_{i % size}", f"NodeList={node}"]
         for i, node in enumerate(spec.targets)
@@ -167,12 +252,48 @@ class Submitted:
 
 
 def _pin_all(commands: list[list[str]]) -> None:
-    """Every `scontrol update`, PIN_WORKERS at once; the first failure is raised."""
+    """Every `scontrol update`, as lines on the stdin of PIN_WORKERS scontrol processes (one
+    process start per share, not per element), then `_verify_pins` reads back what Slurm
+    holds: scontrol reading commands exits 1 when one failed without saying which."""
     if not commands:
         return
-    with ThreadPoolExecutor(max_workers=PIN_WORKERS) as pool:
-        for _ in pool.map(run, commands):
-            pass
+    lines = [shlex.join(argv[1:]) for argv in commands]  # "update JobId=A_i NodeList=node"
+    shares = [lines[k::PIN_WORKERS] for k in range(min(PIN_WORKERS, len(lines)))]
+
+    def feed(share: list[str]) -> str:
+        done = run(["scontrol"], input_text="\n".join(share) + "\n", check=False)
+        return done.stderr.strip() if done.returncode else ""
+
+    with ThreadPoolExecutor(max_workers=len(shares)) as pool:
+        errors = [e for e in pool.map(feed, shares) if e]
+    _verify_pins(commands, errors)
+
+
+def parse_requested(text: str) -> dict[str, str]:
+    """{`A_i`: requested nodes} from `squeue -h -r -o %i|%n` (an element not pinned: '')."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        job, _, nodes = line.strip().partition("|")
+        if job:
+            out[job] = nodes
+    return out
+
+
+def _verify_pins(commands: list[list[str]], errors: list[str]) -> None:
+    """Every element's requested node is the one it was pinned to, as squeue reads it back."""
+    wanted = {
+        argv[2].removeprefix("JobId="): argv[3].removeprefix("NodeList=") for argv in commands
+    }
+    arrays = sorted({job.split("_")[0] for job in wanted})
+    done = run(["squeue", "-h", "-r", "-t", "all", "-j", ",".join(arrays), "-o", "%i|%n"])
+    held = parse_requested(done.stdout)
+    wrong = [f"{job}: wanted {node}, Slurm holds {held.get(job) or 'no node'}"
+             for job, node in wanted.items() if held.get(job) != node]  # fmt: skip
+    if wrong:
+        raise EnvironmentProblem(
+            f"Slurm did not pin {len(wrong)} of {len(wanted)} element(s) to their node",
+            details=[*wrong[:20], *(e for text in errors[:3] for e in text.splitlines()[-3:])],
+        )
 
 
 def submit(
@@ -181,22 +302,27 @@ def submit(
     """Run the plan for real; the scripts must already be in scripts_dir. Held arrays, pins,
     the collector, then `before_release` (the caller makes the job folder final), then
     release. Any failure before the release cancels every job submitted: all or nothing."""
-    limit = max_array_size()
-    parts = chunks(len(spec.targets), limit)
+    limit = limits()
+    check_room(len(spec.targets), limit, job_records())
+    size = array_size(spec, limit.max_array_size)
+    parts = chunks(len(spec.targets), size)
+    lag = throttle_lag(spec, size)
     arrays: list[str] = []
     done: list[list[str]] = []
     try:
-        for chunk in parts:
-            argv = _array_command(spec, scripts_dir / ARRAY_SCRIPT, chunk)
-            arrays.append(_job_id(run(argv).stdout))
+        for i, chunk in enumerate(parts):
+            argv = _array_command(spec, scripts_dir / ARRAY_SCRIPT, chunk, _after(arrays, i, lag))
+            arrays.append(_job_id(run(argv, timeout=SBATCH_TIMEOUT_S).stdout))
             done.append(argv)
-        *rest, release = plan_commands(spec, scripts_dir, arrays, limit)[len(parts) :]
+        planned = plan_commands(spec, scripts_dir, arrays, limit.max_array_size)
+        *rest, release = planned[len(parts) :]
         pins, collect = rest[:-1], rest[-1]
         _pin_all(pins)
         done += pins
-        collector = _job_id(run(collect).stdout)
+        collector = _job_id(run(collect, timeout=SBATCH_TIMEOUT_S).stdout)
         done.append(collect)
-        submitted = Submitted(arrays, [c.offset for c in parts], collector, done, limit)
+        offsets = [c.offset for c in parts]
+        submitted = Submitted(arrays, offsets, collector, done, limit.max_array_size)
         before_release(submitted)
     except (StackgateError, OSError):
         if arrays:
@@ -206,7 +332,7 @@ def submit(
     if result.returncode != 0 and not _released(result.stderr):
         run(["scancel", *arrays], check=False)
         raise CommandFailed(release, result.returncode, result.stdout, result.stderr)
-    return Submitted(arrays, submitted.offsets, collector, [*done, release], limit)
+    return Submitted(arrays, offsets, collector, [*done, release], limit.max_array_size)
 
 
 _UNAVAILABLE = ("down", "drain", "fail", "maint", "inval", "future", "unknown", "power")
@@ -238,7 +364,9 @@ def unavailable_nodes(nodes: list[str], text: str) -> dict[str, str]:
 
 
 def probe_unavailable(nodes: list[str]) -> dict[str, str]:
-    done = run(["sinfo", "-h", "-N", "-n", ",".join(nodes), "-o", "%N|%T|%E"])
+    """Every node of the cluster in one `sinfo`, filtered here: `sinfo -n <10,000 names>`
+    was the slow way at 10,000 nodes (benchmarks/results/fleet_pin.md)."""
+    done = run(["sinfo", "-h", "-N", "-o", "%N|%T|%E"])
     return unavailable_nodes(nodes, done.stdout)
 
 

@@ -1,0 +1,192 @@
+"""Pinning a fleet's array elements to their nodes on a real Slurm 22.05 (issue 24 gap 1).
+
+    python benchmarks/fleet_pin.py [--nodes 10000] [--sample 2000]
+
+Root, Debian's slurmctld/slurmd/munge (tests/fleet/slurm_cluster.py): a one-host cluster of
+8 running nodes (s0-s7), plus `--nodes` node names f00000... that slurmctld knows (State=DOWN,
+partition `big`, no slurmd): a 10,000-node fleet pins each element to a node of its own, as on
+a real cluster; being down, nothing runs.
+
+1. The candidates, each on `--sample` elements of fresh held arrays (ms per element):
+   - `scontrol update` one process per element, 8 at once, arrays of 1,000 (what submit did);
+   - `update` lines on the stdin of 1 or 8 scontrol processes, arrays of 1,000 / 100 / 25;
+   - `sbatch --nodelist=<node>` per node (one job per node, no array; a smaller sample).
+2. The submit as `fleet submit` runs it (validators.fleet.submit.execute: job folder, held
+   arrays of 100, stdin pinning, the squeue read-back, collector, release) for `--nodes`
+   nodes, plus the `sinfo` probe that submit runs first (every node, filtered here), and the
+   probe it replaced (`sinfo -n <every node name>`).
+
+Writes benchmarks/results/fleet_pin.json (and prints it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.fleet.slurm_cluster import SlurmCluster, slurm_cluster  # noqa: E402
+from validators.fleet import slurm  # noqa: E402
+from validators.fleet.spec import FleetSpec, SlurmOptions  # noqa: E402
+from validators.fleet.submit import execute, plan  # noqa: E402
+
+RUNNING = [f"s{i}" for i in range(8)]
+
+
+def _held_arrays(c: SlurmCluster, script: Path, total: int, size: int) -> list[str]:
+    out = []
+    for start in range(0, total, size):
+        count = min(size, total - start)
+        argv = ["sbatch", "--parsable", "--hold", f"--array=0-{count - 1}",
+                f"--output={script.parent}/%A_%a.out", str(script)]  # fmt: skip
+        out.append(c.cmd(*argv).stdout.strip().split(";")[0])
+    return out
+
+
+def _updates(arrays: list[str], total: int, size: int) -> list[str]:
+    return [
+        f"update JobId={arrays[i // size]}_{i % size} NodeList={RUNNING[i % 8]}"
+        for i in range(total)
+    ]
+
+
+def per_process(c: SlurmCluster, script: Path, total: int) -> dict[str, Any]:
+    arrays = _held_arrays(c, script, total, 1000)
+    argvs = [["scontrol", *line.split()] for line in _updates(arrays, total, 1000)]
+    start = time.perf_counter()
+    with ThreadPoolExecutor(8) as pool:
+        codes = list(
+            pool.map(lambda a: subprocess.run(a, env=c.env, capture_output=True).returncode, argvs)
+        )
+    took = time.perf_counter() - start
+    c.cmd("scancel", *arrays)
+    return {"how": "one scontrol process per element, 8 at once", "array_size": 1000,
+            "elements": total, "s": round(took, 2), "ms_per_element": round(1000 * took / total, 2),
+            "failed": sum(1 for x in codes if x)}  # fmt: skip
+
+
+def stdin_fed(c: SlurmCluster, script: Path, total: int, size: int, workers: int) -> dict[str, Any]:
+    arrays = _held_arrays(c, script, total, size)
+    lines = _updates(arrays, total, size)
+    shares = [lines[k::workers] for k in range(workers)]
+
+    def feed(share: list[str]) -> int:
+        text = "\n".join(share) + "\n"
+        return subprocess.run(
+            ["scontrol"], input=text, env=c.env, capture_output=True, text=True
+        ).returncode
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(workers) as pool:
+        codes = list(pool.map(feed, shares))
+    took = time.perf_counter() - start
+    c.cmd("scancel", *arrays)
+    return {"how": f"update lines on the stdin of {workers} scontrol process(es)", "array_size": size,
+            "elements": total, "s": round(took, 2), "ms_per_element": round(1000 * took / total, 2),
+            "failed": sum(1 for x in codes if x)}  # fmt: skip
+
+
+def sbatch_per_node(c: SlurmCluster, script: Path, total: int) -> dict[str, Any]:
+    start = time.perf_counter()
+    ids = [
+        c.cmd("sbatch", "--parsable", "--hold", f"--nodelist={RUNNING[i % 8]}",
+              f"--output={script.parent}/one.out", str(script)).stdout.strip()
+        for i in range(total)
+    ]  # fmt: skip
+    took = time.perf_counter() - start
+    c.cmd("scancel", *ids)
+    return {"how": "sbatch --nodelist=<node> per node (one job each, serial)", "elements": total,
+            "s": round(took, 2), "ms_per_element": round(1000 * took / total, 2)}  # fmt: skip
+
+
+def full_submit(n: int, workdir: Path) -> dict[str, Any]:
+    nodes = [f"f{i:05d}" for i in range(n)]
+    start = time.perf_counter()
+    slurm.run(["sinfo", "-h", "-N", "-n", ",".join(nodes), "-o", "%N|%T|%E"])  # what submit did
+    probe_named_s = time.perf_counter() - start
+    start = time.perf_counter()
+    unavailable = slurm.probe_unavailable(nodes)  # every node, filtered in Python
+    probe_s = time.perf_counter() - start
+    spec = FleetSpec(
+        fleet_id="pin-scale", stack="cu130", stack_name="cu130", wheelhouse="/w", nodes=nodes,
+        job_dir=str(workdir / "jobs" / "pin-scale"), checkout=str(ROOT), python=sys.executable,
+        local_root="/l", slurm=SlurmOptions(partition="big"),
+    )  # fmt: skip
+    start = time.perf_counter()
+    planned = plan(spec, max_array=slurm.max_array_size())
+    plan_s = time.perf_counter() - start
+    start = time.perf_counter()
+    submitted = execute(planned)
+    submit_s = time.perf_counter() - start
+    arrays = submitted["arrays"]
+    held = slurm.parse_requested(
+        slurm.run(["squeue", "-h", "-r", "-j", ",".join(arrays), "-o", "%i|%n"]).stdout
+    )
+    pinned = sum(
+        1 for i, node in enumerate(nodes) if held.get(f"{arrays[i // 100]}_{i % 100}") == node
+    )
+    slurm.run(["scancel", *arrays, submitted["collector_job"]])
+    return {
+        "nodes": n,
+        "sinfo_probe_named_nodes_s": round(probe_named_s, 2),
+        "sinfo_probe_s": round(probe_s, 2),
+        "probe_says_unavailable": len(unavailable),
+        "plan_s": round(plan_s, 2),
+        "submit_s": round(submit_s, 2),
+        "arrays": len(arrays),
+        "elements_pinned_as_asked": pinned,
+        "commands": len(submitted["commands"]),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--nodes", type=int, default=10_000)
+    parser.add_argument("--sample", type=int, default=2000)
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="fleet-pin-"))
+    workdir.chmod(0o755)
+    script = workdir / "hold.sbatch"
+    script.write_text("#!/bin/bash\n#SBATCH --no-requeue\ntrue\n")
+    fake = f"f[00000-{args.nodes - 1:05d}]"
+    extra = (
+        f"MaxJobCount={3 * args.nodes + 10 * args.sample}",
+        f"NodeName={fake} NodeAddr=127.0.0.1 CPUs=1 RealMemory=1024 State=DOWN",
+        f"PartitionName=big Nodes={fake} State=UP",
+    )
+    result: dict[str, Any] = {"cpus": os.cpu_count(), "load_before": os.getloadavg()[0]}
+    try:
+        with slurm_cluster(RUNNING, extra_conf=extra) as c:
+            os.environ["SLURM_CONF"] = str(c.conf)
+            n = args.sample
+            result["candidates"] = [
+                per_process(c, script, n // 2),
+                stdin_fed(c, script, n, 1000, 1),
+                stdin_fed(c, script, n, 1000, 8),
+                stdin_fed(c, script, n, 100, 1),
+                stdin_fed(c, script, n, 100, 8),
+                stdin_fed(c, script, n, 25, 8),
+                sbatch_per_node(c, script, max(1, n // 10)),
+            ]
+            result["submit"] = full_submit(args.nodes, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    result["load_after"] = os.getloadavg()[0]
+    out = ROOT / "benchmarks" / "results" / "fleet_pin.json"
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
