@@ -28,8 +28,9 @@ sys.path.insert(0, str(ROOT))
 from builder.lock import LockFiles, run_lock  # noqa: E402
 from stackgate.loading import load_stack  # noqa: E402
 from stackgate.python_finder import Interpreter  # noqa: E402
+from tests.helpers.interpreter import PY_MINOR  # noqa: E402
+from tests.helpers.tiny_image import TINY_MANIFEST, QuietHandler  # noqa: E402
 from tests.helpers.wheels import make_index, make_wheel  # noqa: E402
-from tests.images.conftest import PY_MINOR, TINY_MANIFEST, _Quiet  # noqa: E402
 from tests.images.localbase import make_base_image, make_uv_image  # noqa: E402
 
 
@@ -44,7 +45,7 @@ def main() -> None:
             make_wheel(index_root / "wheels", "tinydep", "2.0"),
         ]
         make_index(index_root, wheels)
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(index_root)))
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(index_root)))
         threading.Thread(target=server.serve_forever, daemon=True).start()
         url = f"http://127.0.0.1:{server.server_address[1]}/simple"
 

@@ -24,44 +24,9 @@ from stackgate.layout import LockFiles
 from stackgate.loading import LoadedStack, load_stack
 from stackgate.python_finder import Interpreter
 from tests.helpers.interpreter import PY_MINOR
+from tests.helpers.tiny_image import TINY_MANIFEST, QuietHandler
 from tests.helpers.wheels import make_index, make_wheel
 from tests.images.localbase import LocalImage, make_base_image, make_uv_image
-
-TINY_MANIFEST = """\
-schema_version = 1
-name = "tiny"
-description = "A two-package stack for image tests"
-python = "{python}"
-
-[host]
-min_driver = "580"
-cuda = "13.0.1"
-target_archs = ["12.0a"]
-
-[indexes.local]
-url = "{index}"
-explicit = false
-
-[packages.tinyapp]
-version = "1.0"
-index = "local"
-
-[build]
-memory_per_job_gb = 1.0
-max_jobs = 3
-
-[environment.common]
-TINY_STACK_MARK = "from-the-manifest"
-CUDA_DEVICE_ORDER = "PCI_BUS_ID"
-
-[validation]
-required = ["host"]
-"""
-
-
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:
-        pass
 
 
 @pytest.fixture(scope="session")
@@ -74,7 +39,7 @@ def wheel_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         make_wheel(root / "wheels", "tinydep", "2.0"),
     ]
     make_index(root, wheels)
-    handler = functools.partial(_Quiet, directory=str(root))
+    handler = functools.partial(QuietHandler, directory=str(root))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
