@@ -8,7 +8,10 @@ time, whatever the server says or does.
   more (`Limits.total_s`). The deadline bounds every socket operation of the request, headers
   included: a server that sends a byte every few seconds is cut off when the deadline passes,
   not when it stops sending. The socket timeouts of httpcore are per operation; the network
-  backend here clamps each operation's timeout to what is left of the deadline.
+  backend here clamps each operation's timeout to what is left of the deadline. Name
+  resolution is one of them: getaddrinfo has no timeout of its own (a resolver that never
+  answers hung the request), so it runs in a thread the request waits for only until its
+  connect timeout or deadline.
 
 Failures are `LimitExceeded` (naming the URL and the limit) or httpx's own errors.
 """
@@ -18,10 +21,12 @@ from __future__ import annotations
 import argparse
 import contextvars
 import math
+import socket
 import ssl
+import threading
 import time
 import urllib.request
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -133,9 +138,53 @@ class _Stream(httpcore.NetworkStream):
         return self._inner.get_extra_info(info)
 
 
+# (host, port) -> the addresses to connect to, as the system's resolver gives them; tests
+# inject one that stands for a resolver that never answers.
+Resolver = Callable[[str, int], Sequence[str]]
+
+
+def system_resolver(host: str, port: int) -> list[str]:
+    """The host's addresses for TCP, in the order getaddrinfo gives them."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+def _resolve(resolver: Resolver, host: str, port: int, timeout: float | None) -> list[str]:
+    """`resolver(host, port)`, waited for at most `timeout` seconds (in a daemon thread: a
+    resolver stuck in getaddrinfo cannot be interrupted, only left behind)."""
+    done = threading.Event()
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["addresses"] = list(resolver(host, port))
+        except Exception as exc:  # handed to the caller
+            box["error"] = exc
+        done.set()
+
+    threading.Thread(target=work, name=f"resolve {host}", daemon=True).start()
+    if not done.wait(timeout):
+        raise httpcore.ConnectTimeout(f"resolving {host} took over {timeout:.3g} s")
+    if "error" in box:
+        raise httpcore.ConnectError(f"cannot resolve {host}: {box['error']}")
+    addresses: list[str] = box["addresses"]
+    if not addresses:
+        raise httpcore.ConnectError(f"cannot resolve {host}: no address")
+    return addresses
+
+
+def _is_address(host: str) -> bool:
+    try:
+        socket.inet_pton(socket.AF_INET6 if ":" in host else socket.AF_INET, host)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 class _Backend(httpcore.NetworkBackend):
-    def __init__(self) -> None:
+    def __init__(self, resolver: Resolver | None = None) -> None:
         self._inner = httpcore.SyncBackend()
+        self._resolver = resolver or system_resolver
 
     def connect_tcp(
         self,
@@ -149,7 +198,22 @@ class _Backend(httpcore.NetworkBackend):
             clamped = _clamp(timeout)
         except _Timeout:
             raise httpcore.ConnectTimeout("the request's deadline passed") from None
-        return _Stream(self._inner.connect_tcp(host, port, clamped, local_address, socket_options))
+        end = None if clamped is None else time.monotonic() + clamped
+        options = list(socket_options or [])
+        addresses = [host] if _is_address(host) else _resolve(self._resolver, host, port, clamped)
+        failure: Exception | None = None
+        for address in addresses:
+            left = None if end is None else end - time.monotonic()
+            if left is not None and left <= 0:
+                raise httpcore.ConnectTimeout(f"connecting to {host} took over {clamped:.3g} s")
+            try:
+                stream = self._inner.connect_tcp(address, port, left, local_address, options)
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+                failure = exc
+                continue
+            return _Stream(stream)
+        assert failure is not None
+        raise failure
 
     def connect_unix_socket(
         self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
@@ -164,7 +228,9 @@ class _Transport(httpx.HTTPTransport):
     """httpx's transport with the deadline-clamping network backend (through `proxy`, an
     http:// forward proxy, when given)."""
 
-    def __init__(self, max_connections: int, proxy: str | None = None) -> None:
+    def __init__(
+        self, max_connections: int, proxy: str | None = None, resolver: Resolver | None = None
+    ) -> None:
         super().__init__()
         context = httpx.create_ssl_context()
         if proxy is None:
@@ -173,7 +239,7 @@ class _Transport(httpx.HTTPTransport):
                 max_connections=max_connections,
                 max_keepalive_connections=max_connections,
                 keepalive_expiry=5.0,
-                network_backend=_Backend(),
+                network_backend=_Backend(resolver),
             )
             return
         spec = httpx.Proxy(url=proxy)
@@ -190,11 +256,11 @@ class _Transport(httpx.HTTPTransport):
             max_connections=max_connections,
             max_keepalive_connections=max_connections,
             keepalive_expiry=5.0,
-            network_backend=_Backend(),
+            network_backend=_Backend(resolver),
         )
 
 
-def _mounts(max_connections: int) -> dict[str, httpx.BaseTransport]:
+def _mounts(max_connections: int, resolver: Resolver | None) -> dict[str, httpx.BaseTransport]:
     """The proxies of the environment (HTTP(S)_PROXY, ALL_PROXY, NO_PROXY, as curl and uv read
     them), each through the deadline-clamping transport: httpx's own would bypass it."""
     found = urllib.request.getproxies_environment()
@@ -204,13 +270,13 @@ def _mounts(max_connections: int) -> dict[str, httpx.BaseTransport]:
         if url:
             if "://" not in url:
                 url = f"http://{url}"
-            mounts[f"{scheme}://"] = _Transport(max_connections, proxy=url)
+            mounts[f"{scheme}://"] = _Transport(max_connections, proxy=url, resolver=resolver)
     for host in (h.strip() for h in found.get("no", "").split(",")):
         if host == "*":
             return {}
         if host and "/" not in host:  # a CIDR range is not a host pattern httpx takes
             pattern = f"all://*{host}" if host.startswith(".") else f"all://{host}"
-            mounts[pattern] = _Transport(max_connections)
+            mounts[pattern] = _Transport(max_connections, resolver=resolver)
     return mounts
 
 
@@ -220,13 +286,14 @@ def make_client(
     max_connections: int = 16,
     headers: Mapping[str, str] | None = None,
     auth: httpx.Auth | None = None,
+    resolver: Resolver | None = None,
 ) -> httpx.Client:
     """A client whose requests honour the deadlines set by `get`, through the environment's
-    proxies (`_mounts`)."""
+    proxies (`_mounts`); `resolver` (tests) stands for the system's name resolution."""
     lim = limits or Limits()
     return httpx.Client(
-        transport=_Transport(max_connections),
-        mounts=_mounts(max_connections),
+        transport=_Transport(max_connections, resolver=resolver),
+        mounts=_mounts(max_connections, resolver),
         trust_env=False,
         timeout=httpx.Timeout(lim.request_s, connect=lim.connect_s),
         follow_redirects=True,

@@ -48,6 +48,7 @@ StaticCheck = Literal[
     "static.arch",
     "static.lock.fetch",  # validators static --lock (validators/lockcheck)
     "static.lock.integrity",
+    "static.lock.origin",  # the lock's files from the manifest's indexes (lockcheck/origin.py)
     "static.lock.wheels",  # a locked wheel that is not a readable wheel (exit 2)
 ]
 RuntimeCheck = Literal[
@@ -76,6 +77,7 @@ ServeBenchCheck = Literal[
     "serve-bench.correctness.arithmetic",
     "serve-bench.single_stream",
     "serve-bench.sweep",
+    "serve-bench.token_counts",
 ]
 # The pipeline's own results for a group that could not be imported or crashed.
 PipelineCheck = Literal[

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,9 +23,13 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.builder.conftest import LocalStack, write_manifest
+from stackgate.bounded_http import Limits
+from stackgate.errors import BadInput
+from stackgate.loading import load_stack
+from tests.builder.conftest import ROOT, LocalStack, builder_env, write_manifest
 from tests.helpers.hostile import HostileServer, hostile_server
 from tests.helpers.wheels import make_index, make_wheel
+from validators.lockcheck.origin import OriginChecked, check_lock_origin, origin_result
 
 ONLINE = {"UV_OFFLINE": ""}  # loopback only
 NUMPY = "numpy-2.0.0-py3-none-any.whl"
@@ -55,6 +61,16 @@ class Served:
         )
         assert "Traceback" not in done.stderr, done.stderr
         return done.returncode, done.stderr, house
+
+    def static(self, *extra: str) -> tuple[int, str]:
+        """`validators static STACK --lock`: the pre-install verdict on the (edited) lock."""
+        done = subprocess.run(
+            [sys.executable, "-m", "validators", "static", str(self.stack.manifest), "--lock",
+             str(self.lockfile), "--cache", str(self.stack.root / "facts"), "--json", *extra],
+            env=builder_env(ONLINE), capture_output=True, text=True, timeout=300, cwd=ROOT,
+        )  # fmt: skip
+        assert "Traceback" not in done.stderr, done.stderr
+        return done.returncode, done.stdout + done.stderr
 
 
 @pytest.fixture
@@ -245,3 +261,75 @@ def test_bounds_that_bound_nothing_are_refused(served: Served, flag: tuple[str, 
     assert code == 2, err
     assert flag[0] in err, err
     assert not house.exists()
+
+
+# Each lock edit of section 1, as the pre-install verdict meets it: `validators static STACK
+# --lock` runs the origin check (validators/lockcheck/origin.py) before it reads a byte of any
+# wheel. Called in-process for each attack (a CLI start costs ~10 s here), through the CLI once.
+STATIC_ATTACKS = ["another-host", "off-the-page", "other-sha256", "moved-registry",
+                  "pinned-from-open-index", "direct-url"]
+
+
+def _origin(served: Served, offline: bool = False) -> OriginChecked:
+    manifest = load_stack(served.stack.manifest).manifest
+    return check_lock_origin(served.lockfile, manifest, Limits(total_s=60), offline=offline)
+
+
+def test_pre_install_verdict_refuses_a_lock_from_elsewhere_before_any_fetch(
+    served: Served, tmp_path: Path
+) -> None:
+    """Each attack on the same locked stack (the lock is put back between them)."""
+    evil = _evil_numpy(tmp_path / "attacker", tmp_path / "PLANTED")
+    make_index(tmp_path / "attacker", [evil])
+    honest = served.lockfile.read_text(encoding="utf-8")
+    (served.stack.root / "elsewhere").mkdir()
+    with hostile_server(tmp_path / "attacker") as attacker:
+        for attack in STATIC_ATTACKS:
+            served.lockfile.write_text(honest, encoding="utf-8")
+            block = _block(served, "numpy")
+            if attack == "another-host":
+                _point_numpy_at(served, f"{attacker.base}{evil.name}", evil)
+            elif attack == "off-the-page":
+                _point_numpy_at(served, f"{served.base}/elsewhere/{evil.name}", evil)
+            elif attack == "other-sha256":
+                line = next(ln for ln in block.splitlines() if served.numpy_url() in ln)
+                served.edit(line, re.sub(r"sha256:[0-9a-f]+", "sha256:" + "0" * 64, line))
+            elif attack == "moved-registry":
+                served.edit(block, block.replace(f"{served.base}/idx-pypi/simple",
+                                                 f"{attacker.base}simple"))
+            elif attack == "pinned-from-open-index":
+                torch = _block(served, "torch")
+                served.edit(torch, torch.replace("/idx-cuda/simple", "/idx-pypi/simple"))
+            else:
+                source = re.search(r"source = \{[^}]*\}", block)
+                assert source is not None
+                served.edit(block, block.replace(
+                    source.group(0), f'source = {{ url = "{attacker.base}{evil.name}" }}'))
+            with pytest.raises(BadInput, match="do not come from the index the manifest names"):
+                _origin(served)
+        # The command: exit 2 before any wheel is fetched, from either server.
+        served.lockfile.write_text(honest, encoding="utf-8")
+        _point_numpy_at(served, f"{attacker.base}{evil.name}", evil)
+        before = len(served.server.requests)  # `builder lock` fetched wheels: not ours
+        code, out = served.static()
+        assert code == 2 and "is not a file index" in out and "numpy" in out, out
+        assert not [p for p in attacker.requests if p.endswith(".whl")]
+        assert not [p for p in served.server.requests[before:] if p.endswith(".whl")]
+
+
+def test_pre_install_verdict_checks_origin_offline_and_says_when_it_cannot(
+    served: Served,
+) -> None:
+    """The honest lock passes static.lock.origin; offline, the registry check still refuses a
+    moved registry (no network needed for it); without a stack the verdict says it did not
+    check origins (SKIP), never silently."""
+    manifest = load_stack(served.stack.manifest).manifest
+    assert origin_result(_origin(served), manifest, offline=False).status == "PASS"
+    block = _block(served, "numpy")
+    served.edit(block, block.replace(f"{served.base}/idx-pypi/simple", "http://127.0.0.1:9/simple"))
+    with pytest.raises(BadInput, match="do not come from the index") as refused:
+        _origin(served, offline=True)
+    assert "numpy 2.0.0: locked from index http://127.0.0.1:9/simple" in refused.value.details[0]
+    bare = check_lock_origin(served.lockfile, None, Limits(), offline=True)
+    skipped = origin_result(bare, None, offline=True)
+    assert skipped.status == "SKIP" and "no stack given" in skipped.reason

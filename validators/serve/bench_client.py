@@ -12,7 +12,9 @@ most C in flight. TTFT is the first chunk carrying text; when chunks report cumu
 bench_serving does for its native backend; otherwise each chunk is one ITL. Output lengths come
 from `usage.completion_tokens` when the server reports it, else from the chunk count; the
 server's count is a claim checked against the stream (SseParser.check_claims): a request whose
-claim disagrees fails, naming both numbers, and so does its level (serve-bench FAIL).
+claim disagrees fails, naming both numbers, and so does its level (serve-bench FAIL). The
+streamed text is kept per request so that serve-bench can re-count it with the model's own
+tokenizer (`run_level(check=...)`, validators/serve/recount.py).
 """
 
 from __future__ import annotations
@@ -65,6 +67,10 @@ class RequestOutcome:
     itl: list[float] = field(default_factory=list)
     start: float = 0.0
     token_times: list[tuple[float, int]] = field(default_factory=list)
+    # What the stream carried, for the re-count with the model's tokenizer (recount.py).
+    text: str = ""
+    empty_chunks: int = 0
+    claimed: bool = False  # output_len is the server's usage.completion_tokens
 
 
 def make_prompts(settings: BenchSettings, count: int, stream: int) -> list[list[int] | str]:
@@ -99,6 +105,10 @@ CLAIM_SLACK_FRACTION = 0.02
 CLAIM_SLACK_TOKENS = 1
 # prompt_tokens beyond this is not a prompt this client sent (input_len is bounded far below).
 _MAX_PROMPT_TOKENS = 10_000_000
+# Streamed text kept per request for the re-count: 1 MiB plus 1 KiB per token allowed (a token
+# is rarely 100 characters); a server sending more is not streaming tokens.
+_TEXT_BASE_CHARS = 1 << 20
+_TEXT_CHARS_PER_TOKEN = 1024
 
 
 class MalformedStream(Exception):
@@ -140,6 +150,12 @@ class SseParser:
         self.counted = 0
         self.saw_usage = False
         self.text_events = 0
+        # Chunks carrying a choice with empty text (an end-of-sequence token under ignore_eos),
+        # and the text itself: what the re-count with the model's tokenizer reads.
+        self.empty_chunks = 0
+        self.text_parts: list[str] = []
+        self._text_chars = 0
+        self._text_cap = _TEXT_BASE_CHARS + _TEXT_CHARS_PER_TOKEN * (max_tokens or 0)
         # The cumulative count carried by the last chunk that also carried a choice (vLLM/SGLang
         # continuous_usage_stats), text or not: an end-of-sequence token streamed as "" is a
         # token the stream showed. What a usage-only chunk (`choices: []`) claims after it is
@@ -152,6 +168,10 @@ class SseParser:
     @property
     def output_tokens(self) -> int:
         return self.usage_tokens if self.saw_usage else self.text_events
+
+    @property
+    def text(self) -> str:
+        return "".join(self.text_parts)
 
     def feed(self, raw: bytes) -> int:
         """Take bytes as they arrived; return how many new tokens they completed."""
@@ -211,6 +231,15 @@ class SseParser:
         before = self.counted
         if text:
             self.text_events += 1
+            self._text_chars += len(text)
+            if self._text_chars > self._text_cap:
+                raise MalformedStream(
+                    f"the stream carried over {self._text_cap} characters of text, more than "
+                    f"{self.max_tokens} tokens hold"
+                )
+            self.text_parts.append(text)
+        elif has_choice:
+            self.empty_chunks += 1
         if usage and usage.get("completion_tokens") is not None:
             # Cumulative count (SGLang/vLLM continuous_usage_stats, or only the final chunk
             # as transformers serve sends it): tokens not yet counted arrive now.
@@ -300,6 +329,8 @@ async def one_request(
     if parser.prompt_tokens is not None:
         out.input_len = parser.prompt_tokens
     out.output_len = parser.output_tokens
+    out.text, out.empty_chunks = parser.text, parser.empty_chunks
+    out.claimed = parser.saw_usage
     if out.output_len == 0:
         out.error = "no tokens streamed"
         return out
@@ -416,9 +447,12 @@ def run_level(
     num_prompts: int | None = None,
     *,
     pending: Callable[[], int | None] | None = None,
+    check: Callable[[Sequence[RequestOutcome]], None] | None = None,
 ) -> dict[str, Any]:
     """Warm up with max(2, C) requests, then measure num_prompts requests at concurrency C.
-    `pending`: a signal recorded before the level's loop took the signals (run_owned)."""
+    `pending`: a signal recorded before the level's loop took the signals (run_owned).
+    `check`: judges the measured outcomes after the timed window, before any number is made
+    of them (the re-count of their tokens, recount.py); it fails the ones it refuses."""
     count = num_prompts if num_prompts is not None else level_requests(settings, concurrency)
 
     async def both() -> tuple[list[RequestOutcome], float, list[RequestOutcome]]:
@@ -436,6 +470,8 @@ def run_level(
 
     # The loop owns SIGTERM/SIGINT while it runs (owned_loop.py says why asyncio.run hung).
     outcomes, duration, warm_out = run_owned(both(), pending=pending)
+    if check is not None:
+        check(outcomes)
     metrics = compute_metrics(outcomes, duration)
     ok = [o for o in outcomes if o.success]
     metrics.update(

@@ -7,6 +7,9 @@ Checks, in order (each a Result in group 'serve-bench'):
   correctness.greedy / correctness.arithmetic   against the known-good recording
   single_stream   decode tok/s at C=1 against the manifest threshold
   sweep        the concurrency sweep; every request must succeed
+  token_counts every measured request's claimed completion tokens against its streamed text
+               re-counted with the model's tokenizer in the env (recount.py); SKIP naming why
+               when no tokenizer loads
   serving      after the load: still running, no fatal signature logged meanwhile
   teardown     no process of ours left, NVML clean, GPU memory released, port free
 Teardown runs whatever happened before it. Context options (RunContext.options, all strings):
@@ -39,6 +42,7 @@ from validators.serve.interrupts import Interrupts
 from validators.serve.lifecycle import ReadyOutcome, Server, choose_port, start, wait_ready
 from validators.serve.logwatch import LogWatch
 from validators.serve.metadata import run_metadata
+from validators.serve.recount import Recheck
 from validators.serve.teardown import teardown
 
 GROUP = "serve-bench"
@@ -247,6 +251,7 @@ def _while_up(
         "serve-bench.correctness.arithmetic",
         "serve-bench.single_stream",
         "serve-bench.sweep",
+        "serve-bench.token_counts",
         "serve-bench.serving",
     )
     if outcome.verdict != "ready":
@@ -413,12 +418,33 @@ def _benchmark(
     out_dir = ctx.out_dir or Path(tempfile.gettempdir())  # run_group always sets it
     jsonl = ctx.options.serve.jsonl or out_dir / "serve-bench.jsonl"
     threshold = ctx.stack.manifest.validation.thresholds.single_stream_decode_tok_s
-    err = console_err()
-
     t0 = time.monotonic()
+    # The server's token counts are claims: the env's tokenizer re-counts what it streamed.
+    with intr.interruptible():
+        recheck = Recheck.start(python, profile)
+    try:
+        results = _levels(settings, target, metadata, jsonl, threshold, recheck, intr, t0)
+    finally:
+        recheck.close()
+    status, reason, evidence = recheck.verdict()
+    results.append(_result("serve-bench.token_counts", status, reason, evidence, t0))
+    return results
+
+
+def _levels(
+    settings: BenchSettings,
+    target: bench_client.Target,
+    metadata: dict[str, Any],
+    jsonl: Path,
+    threshold: float | None,
+    recheck: Recheck,
+    intr: Interrupts,
+    t0: float,
+) -> list[Result]:
+    err = console_err()
     err.print("  [serve] single-stream decode", highlight=False, markup=False)
     single = bench_client.run_level(
-        target, settings, 1, settings.single_stream_requests, pending=intr.pending
+        target, settings, 1, settings.single_stream_requests, pending=intr.pending, check=recheck
     )
     single["single_stream_decode_tok_s"] = bench_client.decode_tok_s(single)
     bench_client.append_jsonl(
@@ -450,7 +476,9 @@ def _benchmark(
     for conc in settings.concurrencies:
         err.print(f"  [serve] concurrency {conc}", highlight=False, markup=False)
         intr.checkpoint()
-        metrics = bench_client.run_level(target, settings, conc, pending=intr.pending)
+        metrics = bench_client.run_level(
+            target, settings, conc, pending=intr.pending, check=recheck
+        )
         bench_client.append_jsonl(
             jsonl, [bench_client.bench_record(settings, metrics, metadata, f"sweep-c{conc}")]
         )
