@@ -19,6 +19,7 @@ from stackgate.errors import BadInput, StackgateError
 from stackgate.validator_groups import MODULES, ORDER, SPECS, ValidatorGroup
 from validators.checks import available_check, crashed_check
 from validators.context import GroupRunner, RunContext
+from validators.preflight.host_facts import HostFacts
 from validators.results import Report, Result, make_result
 
 
@@ -110,7 +111,7 @@ def run_pipeline(
         report.results.extend(results)
         report.groups_run.append(name)
         if SPECS[name].host_facts:
-            report.host = {r.check: r.evidence for r in results if r.evidence}
+            report.host = HostFacts.of_evidence({r.check: r.evidence for r in results})
         if not ctx.keep_going and any(r.status in ("FAIL", "ERROR") for r in results):
             stopped_by = name
     report.duration_s = round(time.perf_counter() - t0, 3)

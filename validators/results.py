@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from stackgate.model import StrictModel
 from validators.checks import CheckId, FamilyId, is_known
+from validators.preflight.host_facts import HostFacts
 
 Status = Literal["PASS", "FAIL", "SKIP", "ERROR"]
 
@@ -54,7 +55,10 @@ class Report(BaseModel):
     duration_s: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     groups_run: list[str] = Field(default_factory=list)
     groups_skipped: dict[str, str] = Field(default_factory=dict)
-    host: dict[str, Any] = Field(default_factory=dict)
+    host: HostFacts = Field(
+        default_factory=HostFacts,
+        description="What the host group measured (validators/preflight/host_facts.py).",
+    )
     results: list[Result] = Field(default_factory=list)
 
     @field_validator("started_at")

@@ -6,6 +6,7 @@ from stackgate.host.gpus import Gpu, GpuInventory, Probed
 from stackgate.host.parsers import parse_cpuinfo, parse_meminfo, parse_nvcc_version
 from stackgate.host.snapshot import HostIdentity, HostSnapshot, MemoryFacts, NvccInfo
 from stackgate.loading import load_stack
+from validators.preflight.host_facts import HostFacts
 from validators.records.fingerprint import (
     diff_hosts,
     fingerprint_for_run,
@@ -26,7 +27,7 @@ CPUINFO = "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC\nfl
 NVCC = "Cuda compilation tools, release 13.0, V13.0.88\nBuild cuda_13.0.r13.0/compiler.36424714_0\n"
 
 # The host group's evidence as validators/preflight writes it (Report.host), for 8 x SM120.
-HOST_EVIDENCE = {
+HOST_EVIDENCE = HostFacts.model_validate({
     "host.driver": {"driver": "590.48.01", "min_driver": "580", "cuda": "13.0.1",
                     "driver_cuda": "13.1"},
     "host.gpus": {"count": 8, "models": ["NVIDIA RTX PRO 6000 Blackwell Server Edition"],
@@ -34,7 +35,7 @@ HOST_EVIDENCE = {
     "host.interconnect": {"links": {}, "nvlink_pairs": 0, "detected": "pcie"},
     "host.nvcc": {"nvcc": "13.0.88", "path": "/usr/local/cuda/bin/nvcc", "needed": "12.9"},
     "host.memory": {"MemTotal": 1099511627776, "MemAvailable": 1000000000000, "SwapTotal": 0},
-}  # fmt: skip
+})  # fmt: skip
 
 RTX = HostFingerprint(
     hostname="gpu-1",
@@ -131,4 +132,4 @@ def test_a_run_from_another_machine_keeps_its_own_gpus() -> None:
     assert far.gpu.count == 8 and far.hostname is None and far.cpu_model is None
     here = fingerprint_for_run(HOST_EVIDENCE, RTX)
     assert here.hostname == "gpu-1" and here.source == "run report + local probe"
-    assert fingerprint_for_run({}, collector) == collector
+    assert fingerprint_for_run(HostFacts(), collector) == collector

@@ -20,6 +20,7 @@ from tests.gate.conftest import Project, fake_env_with_build_record
 from tests.gate.synth import make_report, measured_cv
 from tests.gate.test_cli import _mark_baseline
 from validators.gate.policy import DEFAULT_REPEATS
+from validators.preflight.host_facts import HostFacts
 from validators.records.model import HostFingerprint
 
 
@@ -119,9 +120,9 @@ def test_an_env_built_for_another_stack(project: Project) -> None:
 def test_runs_from_two_hosts_are_not_repeats(project: Project) -> None:
     env = fake_env_with_build_record(project.root / "a", "cu128")
 
-    def host(i: int) -> dict[str, Any]:
+    def host(i: int) -> HostFacts:
         name = "node-a" if i % 2 else "node-b"
-        return {"fingerprint": HostFingerprint(hostname=name).model_dump(mode="json")}
+        return HostFacts(fingerprint=HostFingerprint(hostname=name).model_dump(mode="json"))
 
     runs = _runs(project, "r", env, host=host)
     done = _mark_good(project, *runs)

@@ -20,7 +20,7 @@ def host_of(reports: Sequence[Report]) -> HostFingerprint:
     """The host the runs were made on (see fingerprint_for_run)."""
     local = probe_host()
     for report in reports:
-        if report.host:
+        if not report.host.empty:
             return fingerprint_for_run(report.host, local)
     return local
 

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from stackgate.host.snapshot import HostSnapshot, host_snapshot
 from stackgate.manifest import Manifest
 from stackgate.manifest_values import arch_cc
+from validators.preflight.host_facts import HostFacts
 from validators.records.model import GpuInfo, HostFingerprint, Interconnect
 
 Impact = Literal["blocks", "performance", "info"]
@@ -217,55 +218,46 @@ def diff_hosts(recorded: HostFingerprint, here: HostFingerprint) -> list[HostDif
     return out
 
 
-def parse_host_evidence(host: dict[str, Any]) -> dict[str, Any]:
-    """Fingerprint fields from a run report's host block ({check: evidence} of the host group).
+def parse_host_evidence(host: HostFacts) -> dict[str, Any]:
+    """Fingerprint fields from a run report's host block (validators/preflight/host_facts.py).
 
     Only what the host group measured: GPUs, driver, interconnect, nvcc, memory. Pure.
     """
     out: dict[str, Any] = {}
-    gpus = host.get("host.gpus")
-    if isinstance(gpus, dict) and isinstance(gpus.get("count"), int):
-        models = gpus.get("models") or []
-        ccs = gpus.get("ccs") or []
+    if host.gpus is not None:
+        gpus = host.gpus
         out["gpu"] = GpuInfo(
-            model=str(models[0]) if models else None,
-            count=int(gpus["count"]),
-            compute_capabilities=sorted(
-                {f"{c[0]}.{c[1]}" for c in ccs if isinstance(c, list | tuple) and len(c) == 2}
-            ),
+            model=gpus.models[0] if gpus.models else None,
+            count=gpus.count,
+            compute_capabilities=sorted({f"{major}.{minor}" for major, minor in gpus.ccs}),
         )
-    driver = host.get("host.driver")
-    if isinstance(driver, dict):
-        if isinstance(driver.get("driver"), str):
-            out["driver"] = driver["driver"]
-        if isinstance(driver.get("driver_cuda"), str):
-            out["cuda_driver"] = driver["driver_cuda"]
-    link = host.get("host.interconnect")
-    if isinstance(link, dict) and link.get("detected") in ("pcie", "nvlink"):
-        out["interconnect"] = link["detected"]
-    nvcc = host.get("host.nvcc")
-    if isinstance(nvcc, dict) and isinstance(nvcc.get("nvcc"), str):
+    if host.driver is not None:
+        if host.driver.driver is not None:
+            out["driver"] = host.driver.driver
+        if host.driver.driver_cuda is not None:
+            out["cuda_driver"] = host.driver.driver_cuda
+    if host.interconnect is not None and host.interconnect.detected is not None:
+        out["interconnect"] = host.interconnect.detected
+    if host.nvcc is not None and host.nvcc.nvcc is not None:
         # preflight writes the full version (13.0.88); a fingerprint keeps major.minor
-        out["nvcc"] = ".".join(nvcc["nvcc"].split(".")[:2])
-    memory = host.get("host.memory")
-    if isinstance(memory, dict):
-        for key, field in (("MemTotal", "ram_gib"), ("SwapTotal", "swap_gib")):
-            if isinstance(memory.get(key), int):
-                out[field] = round(memory[key] / _GIB, 1)
+        out["nvcc"] = ".".join(host.nvcc.nvcc.split(".")[:2])
+    if host.memory is not None:
+        for value, name in ((host.memory.MemTotal, "ram_gib"), (host.memory.SwapTotal, "swap_gib")):
+            if value is not None:
+                out[name] = round(value / _GIB, 1)
     return out
 
 
-def fingerprint_for_run(host: dict[str, Any], local: HostFingerprint) -> HostFingerprint:
+def fingerprint_for_run(host: HostFacts, local: HostFingerprint) -> HostFingerprint:
     """The host a run report was made on.
 
     A `fingerprint` block wins; else the host group's evidence, completed with this machine's
     probe only when this machine has the same GPUs and driver (so it is that host, or its twin);
     else the local probe (no host group ran: mark-good/gate run where the validation ran).
     """
-    explicit = host.get("fingerprint")
-    if isinstance(explicit, dict):
+    if host.fingerprint is not None:
         try:
-            return HostFingerprint.model_validate({**explicit, "source": "run report"})
+            return HostFingerprint.model_validate({**host.fingerprint, "source": "run report"})
         except ValueError:
             pass
     measured = parse_host_evidence(host)

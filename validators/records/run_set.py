@@ -89,14 +89,18 @@ def run_set_problems(
     """Every reason these reports cannot make one record with these build facts."""
     problems = duplicate_runs(reports) + mixed_manifests(reports)
     problems += env_mismatches(stack, reports, env, build)
-    if sum(1 for r in reports if r.host) > 1:
+    if sum(1 for r in reports if not r.host.empty) > 1:
         problems += mixed_hosts(reports, probe_host())
     return problems
 
 
 def mixed_hosts(reports: Sequence[Report], local: HostFingerprint) -> list[str]:
     """Runs from different machines (or GPUs, drivers) are not repeats of one measurement."""
-    hosts = [(i, fingerprint_for_run(r.host, local)) for i, r in enumerate(reports, 1) if r.host]
+    hosts = [
+        (i, fingerprint_for_run(r.host, local))
+        for i, r in enumerate(reports, 1)
+        if not r.host.empty
+    ]
     out: list[str] = []
     for i, host in hosts[1:]:
         first_i, first = hosts[0]
