@@ -7,17 +7,41 @@ missing interpreter), which is not the same as the stack failing it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from xml.etree import ElementTree as ET
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict, field_validator, model_validator
 
 from stackgate.model import StrictModel
 from validators.checks import CheckId, FamilyId, is_known
 from validators.preflight.host_facts import HostFacts
 
 Status = Literal["PASS", "FAIL", "SKIP", "ERROR"]
+Better = Literal["higher", "lower", "none"]
+Sample = Annotated[float, Strict(), Field(ge=0, allow_inf_nan=False)]
+
+
+class Measurement(StrictModel):
+    """One number (or one list of per-request samples) a check measured, with its unit and
+    which way is better, declared where it is measured (validators/serve/bench_client.py's
+    METRICS). A record files it under `<check>/<name>[@c<concurrency>]` (records/metrics.py);
+    `better: none` is reported, never gated. A sample is a finite non-negative number: a NaN
+    compares false with every threshold and would pass any gate."""
+
+    name: str = Field(min_length=1, pattern=r"^[^/@]+$", description="bench_serving field name")
+    unit: str = Field(min_length=1, description="e.g. tok/s, ms, requests")
+    better: Better
+    concurrency: int | None = Field(default=None, ge=1, description="the level it was taken at")
+    value: Sample | None = Field(default=None, description="one number of this run")
+    samples: list[Sample] | None = Field(default=None, description="per-request samples")
+
+    @model_validator(mode="after")
+    def _one_of(self) -> Measurement:
+        if (self.value is None) == (self.samples is None):
+            raise ValueError(f"{self.name}: give a value or samples, exactly one")
+        return self
 
 
 class Result(StrictModel):
@@ -29,6 +53,9 @@ class Result(StrictModel):
     reason: str
     evidence: dict[str, Any] = Field(default_factory=dict)
     duration_s: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    # Left out of the JSON when empty: records (whose ids hash their checks) and reports
+    # written before measurements read and write the same bytes.
+    measurements: list[Measurement] = Field(default_factory=list, exclude_if=lambda v: not v)
 
     @model_validator(mode="after")
     def _skip_says_why(self) -> Result:
@@ -93,6 +120,7 @@ def make_result(
     seconds: float = 0.0,
     *,
     group: str,
+    measurements: Sequence[Measurement] = (),
 ) -> Result:
     """The one Result factory the groups share (each binds its group with functools.partial).
 
@@ -107,6 +135,7 @@ def make_result(
         reason=reason,
         evidence=evidence or {},
         duration_s=round(seconds, 4),
+        measurements=list(measurements),
     )
 
 

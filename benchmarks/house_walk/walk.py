@@ -3,7 +3,10 @@
 `validators static --lock` (that stack's lock) and `validators gate` (cu128 candidate runs
 against a baseline made by mark-good, as tests/gate/test_cli.py does).
 
-Usage: python benchmarks/house_walk/walk.py RESULTS.json   (from the checkout root)
+Usage: python benchmarks/house_walk/walk.py RESULTS.json [--measured]   (from the checkout root)
+--measured: the gate's run reports carry typed measurements, as the serve-bench group writes
+them since issue 28 §1 (without it: as reports before measurements, which a tree before
+that change can read too).
 Each walk runs in its own `python benchmarks/house_walk/trace.py`; see trace.py for how
 modules and returns are counted.
 """
@@ -31,20 +34,25 @@ from tests.helpers.tiny_stack import tiny_index, tiny_manifest  # noqa: E402
 TRACE = Path(__file__).with_name("trace.py")
 
 
-def _runs(work: Path, name: str, env: Path, sha: str, seed: int) -> list[str]:
+def _runs(work: Path, name: str, env: Path, sha: str, seed: int, measured: bool) -> list[str]:
     rng = np.random.default_rng(seed)
     args: list[str] = []
     for i in range(8):
         report = make_report(
-            rng, stack="cu128", cv=measured_cv(), env_path=str(env), manifest_sha256=sha
-        )  # type: ignore[arg-type]
+            rng,
+            stack="cu128",
+            cv=measured_cv(),
+            env_path=str(env),
+            manifest_sha256=sha,
+            measured=measured,
+        )
         path = work / f"{name}-{i}.json"
         path.write_text(report.model_dump_json())
         args += ["--run", str(path)]
     return args
 
 
-def main(out: Path) -> int:
+def main(out: Path, measured: bool) -> int:
     with tempfile.TemporaryDirectory(prefix="house-walk-") as tmp:
         work = Path(tmp)
         stacks = work / "stacks"
@@ -110,14 +118,19 @@ def main(out: Path) -> int:
             "validators",
             "mark-good",
             "cu128",
-            *_runs(work, "base", base_env, sha, 11),
+            *_runs(work, "base", base_env, sha, 11, measured),
             "--allow-host-mismatch",
             "--json",
         )
         assert marked.returncode == 0, marked.stderr
         cand_env = write_hashed_sample_env(work / "cand", "cu128", seed="ab" * 32)
         walks["validators gate"] = traced(
-            "gate", "validators", "gate", "cu128", *_runs(work, "cand", cand_env, sha, 13), "--json"
+            "gate",
+            "validators",
+            "gate",
+            "cu128",
+            *_runs(work, "cand", cand_env, sha, 13, measured),
+            "--json",
         )
         commit = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"],
@@ -126,9 +139,11 @@ def main(out: Path) -> int:
             text=True,
             check=False,
         ).stdout.strip()
-        out.write_text(json.dumps({"commit": commit, "walks": walks}, indent=2) + "\n")
+        out.write_text(
+            json.dumps({"commit": commit, "measured": measured, "walks": walks}, indent=2) + "\n"
+        )
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(Path(sys.argv[1])))
+    raise SystemExit(main(Path(sys.argv[1]), "--measured" in sys.argv[2:]))

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from validators.results import Report, Result, make_result
+from validators.serve.measures import SAMPLES, measurements
 
 CONCURRENCIES = (1, 4, 16, 64)
 # Per-concurrency levels loosely shaped like a TP8 MoE server (tok/s, ms).
@@ -78,7 +79,11 @@ def make_report(
     manifest_sha256: str | None = None,
     required: tuple[str, ...] = ("host", "static", "runtime", "serve-bench"),
     levels: tuple[int, ...] = CONCURRENCIES,
+    measured: bool = False,
 ) -> Report:
+    """measured: the sweep as the serve group writes it now (typed measurements, the levels'
+    scalars in the evidence); else as reports before measurements did (numbers in the
+    evidence only), which records still read."""
     results: list[Result] = []
     for check, group in CHECKS:
         if group not in required:
@@ -89,9 +94,19 @@ def make_report(
             results.append(make_result(check, "PASS", "ok", group=group))
     if "serve-bench" in required:
         points = bench_points(rng, slowdown=slowdown, cv=cv, raw=raw, levels=levels)
+        typed = []
+        if measured:  # run_level keeps no ITL samples (one per token)
+            points = [{k: v for k, v in p.items() if k != "itls_ms"} for p in points]
+            typed = [m for p in points for m in measurements(p, int(p["max_concurrency"]))]
+            points = [{k: v for k, v in p.items() if k not in SAMPLES} for p in points]
         results.append(
             make_result(
-                "serve-bench.sweep", "PASS", "sweep done", {"levels": points}, group="serve-bench"
+                "serve-bench.sweep",
+                "PASS",
+                "sweep done",
+                {"levels": points},
+                group="serve-bench",
+                measurements=typed,
             )
         )
     return Report(

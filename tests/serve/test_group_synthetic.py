@@ -50,13 +50,17 @@ def test_healthy_server_passes_every_check_and_leaves_nothing(make_ctx, tmp_path
         assert r["metadata"]["stack"] == "synthetic" and r["metadata"]["profile"] == "main"
     assert_no_leftovers(results)
 
-    # The records side reads the sweep's levels and the single-stream numbers.
+    # The records side reads the sweep's and single-stream's typed measurements.
     from validators.records.extract import run_metrics
     from validators.results import Report
 
-    metrics = run_metrics(Report(stack="synthetic", started_at="2026-01-01T00:00:00+00:00", results=results)).metrics
-    assert "serve-bench.sweep/output_throughput@c4" in metrics
-    assert "serve-bench.single_stream/single_stream_decode_tok_s" in metrics
+    assert checks["sweep"].measurements and checks["single_stream"].measurements
+    assert all("ttfts_ms" not in level for level in checks["sweep"].evidence["levels"])
+    run = run_metrics(Report(stack="synthetic", started_at="2026-01-01T00:00:00+00:00", results=results))
+    assert run.invalid == []
+    assert "serve-bench.sweep/output_throughput@c4" in run.metrics
+    assert "serve-bench.single_stream/single_stream_decode_tok_s" in run.metrics
+    assert len(run.distributions["serve-bench.sweep/ttft_ms@c4"]) == records[2]["completed"]
 
 
 def test_garbled_output_fails_correctness_against_known_good(make_ctx, tmp_path: Path) -> None:

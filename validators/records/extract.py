@@ -1,27 +1,35 @@
 """Pull benchmark numbers, raw samples and golden outputs out of validation reports.
 
-serve-bench results carry bench_serving field names in their evidence. Shapes accepted
-(any result, any group; the evidence decides):
+A result's typed `measurements` (validators.results.Measurement: name, unit, which way is
+better, the level, a value or per-request samples), declared where they are measured
+(validators/serve/measures.py), are what a record is made of: each is filed under
+`<check>/<name>[@c<level>]` (records/metrics.py), a value as one sample of a metric, samples
+as a distribution. A declaration the gate would read the other way (records.metrics.direction
+of the key) is refused here, so no metric is gated backwards.
+
+Reports written before results carried measurements are read by their evidence, as they
+always were (any result, any group; the evidence decides):
 
 - `evidence["metrics"]`: {name: number | [numbers]} for one measurement (a `concurrency` or
   `max_concurrency` key beside it says at which level);
 - in the serve-bench group, a result whose evidence has `output_throughput` at the top level
   (validators/serve's single-stream: single_stream_decode_tok_s, median_tpot_ms, ...);
-- `evidence["levels"]` (validators/serve's sweep) / `["points"]` / `["runs"]`: a list of bench_serving-like dicts, each with
-  its `max_concurrency` (or `concurrency`) and numeric fields;
+- `evidence["levels"]` (validators/serve's sweep) / `["points"]` / `["runs"]`: a list of
+  bench_serving-like dicts, each with its `max_concurrency` (or `concurrency`) and numeric
+  fields;
 - raw per-request samples (`ttfts_ms`, `itls_ms`, `e2e_latencies_ms`, or bench_serving's
-  `ttfts`/`itls` in seconds) beside them go to distributions, converted to ms;
-- correctness checks' `golden_outputs` / `outputs` go to golden outputs.
+  `ttfts`/`itls` in seconds) beside them go to distributions, converted to ms.
 
+Correctness checks' `golden_outputs` / `outputs` go to golden outputs (either way).
 Several reports (repeated runs) append: each run adds one sample per metric.
 
-A sample must be a finite, non-negative number. What is not is collected in
-`RunMetrics.invalid` (check, metric, value) and refused by whoever reads the report: a NaN
-compares false with every threshold, so letting one through would pass any gate. A gated
-metric (validators/records/metrics.py: `direction`) given as a string, a boolean, an empty or
-mixed list is invalid too; `null` means "not measured" and is left out (the gate then calls a
-metric the baseline has MISSING). A neutral field that is not finite (bench_serving's
-`request_rate: inf`, "all at once") describes the run and is left out.
+A sample must be a finite, non-negative number (a Measurement cannot be anything else). In
+evidence, what is not is collected in `RunMetrics.invalid` (check, metric, value) and refused
+by whoever reads the report: a NaN compares false with every threshold, so letting one through
+would pass any gate. A gated metric (validators/records/metrics.py: `direction`) given as a
+string, a boolean, an empty or mixed list is invalid too; `null` means "not measured" and is
+left out (the gate then calls a metric the baseline has MISSING). A neutral field that is not
+finite (bench_serving's `request_rate: inf`, "all at once") describes the run and is left out.
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ from typing import Any
 
 from stackgate.errors import BadInput
 from validators.records.metrics import direction, metric_key
-from validators.results import Report
+from validators.results import Measurement, Report
 
 BENCH_GROUP = "serve-bench"
 _POINT_LISTS = ("points", "sweep", "runs", "levels", "results")
@@ -208,17 +216,40 @@ class RunMetrics:
         for raw_key in (*_RAW_SECONDS, *_RAW_MS):
             if raw_key in evidence:
                 self._point(check, {raw_key: evidence[raw_key]}, conc)
+        self.add_golden(check, evidence)
+
+    def add_golden(self, check: str, evidence: Mapping[str, Any]) -> None:
         for golden_key in _GOLDEN_KEYS:
             value = evidence.get(golden_key)
             if value:
                 self.golden[check] = value
                 break
 
+    def add_measurements(self, check: str, measured: Iterable[Measurement]) -> None:
+        """A result's typed measurements: no guessing of shapes, names or units."""
+        for m in measured:
+            key = metric_key(m.name, m.concurrency, check)
+            if m.samples is not None:
+                self.distributions.setdefault(key, []).extend(m.samples)
+                continue
+            gate_reads = direction(key)
+            if gate_reads != m.better:
+                self.invalid.append(
+                    f"{key}: measured as better={m.better}, but the gate reads "
+                    f"better={gate_reads} for this name (records/metrics.py)"
+                )
+                continue
+            if m.value is not None:
+                self.metrics.setdefault(key, []).append(m.value)
+
 
 def run_metrics(report: Report) -> RunMetrics:
     out = RunMetrics()
     for result in report.results:
-        if result.evidence:
+        if result.measurements:
+            out.add_measurements(result.check, result.measurements)
+            out.add_golden(result.check, result.evidence)
+        elif result.evidence:  # a report written before measurements
             out.add_evidence(result.check, result.group, result.evidence)
     return out
 

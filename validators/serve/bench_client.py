@@ -472,6 +472,18 @@ def run_level(
     outcomes, duration, warm_out = run_owned(both(), pending=pending)
     if check is not None:
         check(outcomes)
+    return level_fields(outcomes, duration, concurrency, count, warm_out)
+
+
+def level_fields(
+    outcomes: Sequence[RequestOutcome],
+    duration: float,
+    concurrency: int,
+    count: int,
+    warm_out: Sequence[RequestOutcome],
+) -> dict[str, Any]:
+    """One level's fields: compute_metrics' and the level's own (its per-request samples,
+    level, size and warm-up); serve/measures.py declares each."""
     metrics = compute_metrics(outcomes, duration)
     ok = [o for o in outcomes if o.success]
     metrics.update(

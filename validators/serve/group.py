@@ -22,6 +22,7 @@ import dataclasses
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +36,8 @@ from stackgate.model import validation_problems
 from stackgate.output import console_err
 from validators.checks import ServeBenchCheck
 from validators.context import RunContext
-from validators.results import Result, Status, make_result
-from validators.serve import bench_client, correctness, preconditions
+from validators.results import Measurement, Result, Status, make_result
+from validators.serve import bench_client, correctness, measures, preconditions
 from validators.serve.adapters import LaunchSpec, build_launch
 from validators.serve.interrupts import Interrupts
 from validators.serve.lifecycle import ReadyOutcome, Server, choose_port, start, wait_ready
@@ -49,9 +50,16 @@ GROUP = "serve-bench"
 
 
 def _result(
-    check: ServeBenchCheck, status: Status, reason: str, evidence: dict[str, Any], t0: float
+    check: ServeBenchCheck,
+    status: Status,
+    reason: str,
+    evidence: dict[str, Any],
+    t0: float,
+    measured: Sequence[Measurement] = (),
 ) -> Result:
-    return make_result(check, status, reason, evidence, time.monotonic() - t0, group=GROUP)
+    return make_result(
+        check, status, reason, evidence, time.monotonic() - t0, group=GROUP, measurements=measured
+    )
 
 
 class _PhasePrinter:
@@ -460,7 +468,8 @@ def _levels(
         "failed",
         "errors",
     )
-    ev = {k: single[k] for k in keep if k in single} | {"jsonl": str(jsonl)}
+    kept = {k: single[k] for k in keep if k in single}
+    ev = kept | {"jsonl": str(jsonl)}
     if single["failed"]:
         status: Status = "FAIL"
         reason = f"{single['failed']} of {settings.single_stream_requests} requests failed"
@@ -469,7 +478,8 @@ def _levels(
     else:
         status = "PASS" if tok_s >= threshold else "FAIL"
         reason = f"{tok_s:.1f} tok/s single-stream decode (threshold {threshold:.1f})"
-    results = [_result("serve-bench.single_stream", status, reason, ev, t0)]
+    single_measured = measures.measurements(kept, None)
+    results = [_result("serve-bench.single_stream", status, reason, ev, t0, single_measured)]
 
     t1 = time.monotonic()
     levels: list[dict[str, Any]] = []
@@ -484,9 +494,13 @@ def _levels(
         )
         levels.append(metrics)
     failed = sum(int(m["failed"]) for m in levels)
-    # Every level's bench_serving fields and per-request samples: the records and the HTML
-    # report read them from here (validators/records/extract.py, "levels").
-    summary = [{k: v for k, v in m.items() if k != "errors"} for m in levels]
+    # Every level's numbers as typed measurements (the records read them: records/extract.py);
+    # the levels' bench_serving fields stay in the evidence for people, without the
+    # per-request samples (those are in the measurements).
+    measured = [x for m in levels for x in measures.measurements(m, int(m["max_concurrency"]))]
+    summary = [
+        {k: v for k, v in m.items() if k != "errors" and k not in measures.SAMPLES} for m in levels
+    ]
     best = max(levels, key=lambda m: float(m["output_throughput"]))
     sweep_status: Status = "FAIL" if failed else "PASS"
     sweep_reason = (
@@ -502,6 +516,7 @@ def _levels(
             sweep_reason,
             {"levels": summary, "errors": errors, "jsonl": str(jsonl)},
             t1,
+            measured,
         )
     )
     return results
