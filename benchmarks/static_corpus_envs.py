@@ -28,6 +28,21 @@ from pathlib import Path
 CORPUS = Path(os.environ.get("STACKGATE_CORPUS", "/work/corpus"))
 
 
+# the CUDA 12 libraries torch 2.9.1 installs: an env of other CUDA users pinned to them shares
+# their files with the torch envs (uv hard-links them from its cache)
+CU12_AS_TORCH_291 = (
+    "nvidia-cublas-cu12==12.8.4.1",
+    "nvidia-cuda-nvrtc-cu12==12.8.93",
+    "nvidia-cuda-runtime-cu12==12.8.90",
+    "nvidia-cudnn-cu12==9.10.2.21",
+    "nvidia-cufft-cu12==11.3.3.83",
+    "nvidia-curand-cu12==10.3.9.90",
+    "nvidia-cusolver-cu12==11.7.3.90",
+    "nvidia-cusparse-cu12==12.5.8.93",
+    "nvidia-nvjitlink-cu12==12.8.93",
+)
+
+
 @dataclass(frozen=True)
 class CorpusEnv:
     name: str
@@ -168,6 +183,47 @@ ENVS: tuple[CorpusEnv, ...] = (
         uninstall=("nvidia-cusparselt-cu12",),
         expect="broken",
         note="a DT_NEEDED library uninstalled: libtorch_cuda.so needs libcusparseLt.so.0",
+    ),
+    # issue 25 wave 2: one env per class the first wave fixed, plus variants of each
+    CorpusEnv(
+        "cufft11213-only",
+        ("nvidia-cufft-cu12==11.2.1.3",),
+        note="kernels outside .nv_fatbin: 17,607 fatbins in .data (408-byte .nv_fatbin stub); "
+        "GPU truth: FFTs run on SM90 (benchmarks/results/h200_sglang/cufft)",
+    ),
+    CorpusEnv(
+        "cufft11304-only",
+        ("nvidia-cufft-cu12==11.3.0.4",),
+        note="kernels outside .nv_fatbin, another layout (22,705 fatbins in .data)",
+    ),
+    CorpusEnv(
+        "cufft11213-t291",
+        ("torch==2.9.1",),
+        ("nvidia-cufft-cu12==11.2.1.3",),
+        "healthy?",
+        "torch 2.9.1 with the cuFFT of torch 2.6 forced under it (the 11.2 fatbin layout)",
+    ),
+    CorpusEnv(
+        "ort122-cuda12",
+        ("onnxruntime-gpu[cuda,cudnn]==1.22.0", *CU12_AS_TORCH_291),
+        note="libonnxruntime_providers_cuda.so segfaults at load under a stub libcuda, loads "
+        "with Debian's libcuda1 userland (truth: static_truth.py --userland)",
+    ),
+    CorpusEnv(
+        "bnb047-t291",
+        ("torch==2.9.1", "bitsandbytes==0.47.0"),
+        expect="broken",
+        note="bitsandbytes 0.47.0 imports packaging without declaring it; nothing installs it",
+    ),
+    CorpusEnv(
+        "cupy1341-cuda12",
+        ("cupy-cuda12x==13.4.1", *CU12_AS_TORCH_291),
+        note="cupy 13.4.1 does not search nvidia/*/lib; libcudnn.so.8 is optional (cuDNN 8)",
+    ),
+    CorpusEnv(
+        "vllm0110",
+        ("vllm==0.11.0",),
+        note="requirement lines under markers: numba==0.60.0 only for python_version == '3.9'",
     ),
 )
 

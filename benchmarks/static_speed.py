@@ -114,21 +114,23 @@ def one_run(tree: Path, what: list[str], targets: str, cache: Path, label: str) 
         "abi_s": summary["duration_s"] if summary else None,
         "confirm_s": evidence.get("confirm_seconds"),
         "resolution_memo": evidence.get("resolution_memo"),
+        "resolution_memo_changed": evidence.get("resolution_memo_changed"),
         "arch_scan_s": arch[0]["evidence"].get("scan_s") if arch else None,
         "verdicts": {r["check"]: r["status"] for r in items if r["status"] != "PASS"},
         "summary": summary["reason"] if summary else None,
     }
     shown = ("label", "wall_s", "cpu_s", "load_min", "load_mean", "load_max", "resolution_memo")
+    shown += ("resolution_memo_changed",) if row["resolution_memo_changed"] else ()
     print(json.dumps({k: row[k] for k in shown}), flush=True)
     return row
 
 
 def drop_memo(cache: Path) -> None:
-    """Remove the resolution memo, keep every file's facts (static/v*/memo-*)."""
+    """Remove the resolution memos (static/v*/memo-*, lockcheck/memo), keep every file's
+    facts."""
     for folder in cache.glob("static/v*/memo-*"):
         shutil.rmtree(folder)
-    for folder in cache.glob("lockcheck/memo-*"):
-        shutil.rmtree(folder)
+    shutil.rmtree(cache / "lockcheck" / "memo", ignore_errors=True)
 
 
 def main() -> int:

@@ -13,7 +13,11 @@ Outcome per object: ok | missing-lib (a DT_NEEDED file absent: "cannot open shar
 file") | abi (undefined symbol / version not found) | crash (signal) | error (other) |
 other-python (extension for another Python ABI, cannot be imported by design).
 
-    python benchmarks/static_truth.py ENV [--out truth.json]
+    python benchmarks/static_truth.py ENV [--out truth.json] [--userland]
+
+--userland: Debian's real libcuda1 userland (validators/static/driver_userland.py, unpacked by
+.ci/bootstrap) ahead of the stubs, as a host with the driver installed but no GPU has it: a
+library that crashes only under the stub (onnxruntime-gpu 1.22's CUDA provider) loads there.
 """
 
 from __future__ import annotations
@@ -28,12 +32,14 @@ from pathlib import Path
 
 from validators.static.confirm import Step, run_steps
 from validators.static.driver_stub import build_stubs
+from validators.static.driver_userland import find_userland
 from validators.static.elf_symbols import ElfReadError, read_elf
 from validators.static.environment import load_environment
 from validators.static.facts import is_python_extension, python_tag
 from validators.static.verdict import installed_torch, torch_tag
 
 CHUNK = 12  # distributions per child process: each child pays one `import torch`
+USERLAND: list[Path] = []  # --userland: the real driver userland's folder, ahead of the stubs
 
 
 def classify(error: str) -> str:
@@ -127,7 +133,9 @@ def truth(env_path: Path) -> dict:  # type: ignore[type-arg]
             for i in items
         ]
         owner_of = {i["path"]: label for label in chunk for i in per_dist[label]}
-        run = run_steps(python, steps, site_packages=site, library_path=stubs.folder, timeout=1800)
+        run = run_steps(
+            python, steps, site_packages=site, library_path=[*USERLAND, stubs.folder], timeout=1800
+        )
         for r in run.results:
             if r.step.kind == "import":
                 msg = {"ok": r.outcome == "ok", "outcome": r.outcome, "error": r.error}
@@ -155,6 +163,7 @@ def truth(env_path: Path) -> dict:  # type: ignore[type-arg]
         "imports": imports,
         "seconds": round(time.perf_counter() - started, 1),
         "stub_names": stubs.names,
+        "driver_userland": [str(p) for p in USERLAND],
     }
 
 
@@ -204,7 +213,11 @@ def retry_artefacts(env_path: Path, outcome: dict[str, dict]) -> None:  # type: 
             attempts = [[*steps, *torch_global, target], [*steps, *own_global, target]]
         for attempt in attempts:
             again = run_steps(
-                python, attempt, site_packages=site, library_path=stubs.folder, timeout=900
+                python,
+                attempt,
+                site_packages=site,
+                library_path=[*USERLAND, stubs.folder],
+                timeout=900,
             )
             last = next((r for r in again.results if r.step == target), None)
             if last is not None and last.outcome == "ok":
@@ -225,7 +238,13 @@ def main() -> int:
     parser.add_argument("env", type=Path)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--retry-only", action="store_true", help="redo only the retries on --out")
+    parser.add_argument("--userland", action="store_true", help="the real libcuda1 userland too")
     args = parser.parse_args()
+    if args.userland:
+        found = find_userland()
+        if found is None:
+            raise SystemExit("--userland: no driver userland (run .ci/bootstrap)")
+        USERLAND.append(found.folder)
     if args.retry_only:
         data = json.loads(args.out.read_text())
         retry_artefacts(args.env, data["objects"])

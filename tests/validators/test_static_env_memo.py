@@ -111,6 +111,8 @@ def test_a_library_appearing_outside_the_env_is_seen(tmp_path: Path) -> None:
     shutil.copy2(tmp_path / "build" / "libbar.so.1", outside / "libbar.so.1")
     again = _run(tmp_path / "env", cache)
     assert _memo(again) == "stored"
+    changed = again["static.abi.summary"].evidence["resolution_memo_changed"]
+    assert changed == f"the listing of {outside} changed"
     assert again["static.abi.user"].status == "PASS"
     assert "libbar.so.1" not in again["static.abi.user"].reason
 
@@ -127,6 +129,8 @@ def test_a_symlink_outside_the_env_pointed_elsewhere_is_seen(tmp_path: Path) -> 
     (outside / "libbar.so.1").symlink_to(empty)  # same name, a library without bar()
     again = _run(tmp_path / "env", cache)
     assert _memo(again) == "stored"
+    changed = again["static.abi.summary"].evidence["resolution_memo_changed"]
+    assert changed == f"{outside / 'libbar.so.1'} no longer leads to {good}"
     assert again["static.abi.user"].status == "FAIL"
     assert "bar" in again["static.abi.user"].reason
 

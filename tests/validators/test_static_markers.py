@@ -5,6 +5,7 @@ as "requires numpy<2.0". Tiny real ELF envs (gcc), real confirming loads."""
 
 from __future__ import annotations
 
+import platform
 from pathlib import Path
 
 import pytest
@@ -68,3 +69,34 @@ def test_full_python_version_comes_from_pyvenv_cfg(tmp_path: Path) -> None:
     cfg = cfg.replace("3.12.3", "3.12.1")
     (env / "pyvenv.cfg").write_text(cfg, encoding="utf-8")
     assert static_results(env)["static.dists.requirements"].status == "FAIL"
+
+
+_HOST = platform.machine()
+_OTHER = "aarch64" if _HOST != "aarch64" else "x86_64"
+
+
+@pytest.mark.parametrize(
+    ("marker", "applies"),
+    [
+        # the env runs on this host: its machine and OS are this host's
+        (f'platform_machine == "{_OTHER}"', False),
+        (f'platform_machine == "{_HOST}"', True),
+        ('sys_platform == "darwin"', False),
+        (f'sys_platform == "linux" and platform_machine != "{_OTHER}"', True),
+        ('platform_system == "Windows"', False),
+        # an extra's requirement applies only to who asks for the extra (pip check agrees)
+        ('extra == "cuda"', False),
+        ('python_version >= "3.10" and extra == "cuda"', False),
+        # the env's Python (3.12), not this tool's interpreter
+        ('implementation_version < "3.12"', False),
+        ('implementation_version >= "3.12" and implementation_name == "cpython"', True),
+        ('python_version == "3.11"', False),
+    ],
+)
+def test_markers_of_other_kinds_are_evaluated_for_the_env(
+    tmp_path: Path, marker: str, applies: bool
+) -> None:
+    """Variants of the vLLM numba line: machine, OS, extras, implementation version."""
+    env = _env(tmp_path, (f"numbaish==0.60.0; {marker}",))
+    reqs = static_results(env)["static.dists.requirements"]
+    assert reqs.status == ("FAIL" if applies else "PASS"), reqs.reason

@@ -38,6 +38,7 @@ from validators.static.facts import ObjectFacts, source_from_facts
 from validators.static.fatbin import GpuCode
 from validators.static.file_facts import file_identity
 from validators.static.group import StaticInputs, arch_results
+from validators.static.loader import system_library_dirs
 from validators.static.source import DiskSource
 
 GROUP = "static"
@@ -95,10 +96,10 @@ def run_lock_check(inputs: LockInputs, progress: Any = None) -> tuple[list[Resul
     """The pre-install verdict. With inputs.memo, from lock_memo.py when nothing it depends
     on changed since a run that read everything from the cache (the report is then empty:
     no wheel was scanned)."""
-    key = None
+    key, changed = None, None
     if inputs.memo:
         key = memo_key(inputs.cache, inputs.wheels.wheels, _inputs_text(inputs))
-        hit = cached_results(inputs.cache, key) if key is not None else None
+        hit, changed = cached_results(inputs.cache, key) if key is not None else (None, None)
         if hit is not None:
             return hit, ScanReport([], 0.0, inputs.offline)
     host = DiskSource()
@@ -108,7 +109,9 @@ def run_lock_check(inputs: LockInputs, progress: Any = None) -> tuple[list[Resul
         # the run may have added this torch to the shim index: the key as it is now
         after = memo_key(inputs.cache, inputs.wheels.wheels, _inputs_text(inputs))
         if after is not None:
-            results = store_results(inputs.cache, after, answers_of(host), results)
+            results = store_results(
+                inputs.cache, after, inputs.wheels.wheels, answers_of(host), results, changed
+            )
     return results, report
 
 
@@ -127,6 +130,7 @@ def _inputs_text(inputs: LockInputs) -> str:
             str(interp),
             file_identity(interp) if interp is not None else None,
             manifest,
+            system_library_dirs(),  # ld.so.conf: where host libraries are looked for
         ]
     )
 

@@ -8,11 +8,12 @@ the interpreter whose closure is the global scope), the facts cache entries the 
 for those wheels, the torch shim index (stable_abi.py) and what the host's disk told the
 resolution (system libraries: listings, links, identities; env_memo.Answers).
 
-The key names the cache files the scan would read (a wheel's listing under its proven and
-origin keys, each member's facts under both) by identity, without reading them; a run is
-memoised only when every wheel came from the cache (nothing fetched: a replay must not say
-"fetched 111 MB"), and a later run takes the results only when the key and every host answer
-are the same. The stored key is recomputed after the run (the run may add to the shim index).
+The key names each wheel's listing in the cache (under its proven and origin keys) by
+identity, without reading it; the entry holds the identities of the cache files the scan may
+read each member's facts from (both keys), beside the host's answers. A run is memoised only
+when every wheel came from the cache (nothing fetched: a replay must not say "fetched
+111 MB"), and a later run takes the results only when the key and every recorded answer are
+the same. The stored key is recomputed after the run (the run may add to the shim index).
 """
 
 from __future__ import annotations
@@ -33,63 +34,90 @@ from validators.static.file_facts import file_identity
 class _LockEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    answers: Answers
+    answers: Answers  # the host's, and (files) the facts cache's entries for these wheels
     results: list[Result]
 
 
 def memo_key(cache: FactsCache, wheels: list[LockedWheel], inputs_text: str) -> str | None:
-    """None when a wheel's listing is not cached (the scan would fetch: nothing to reuse)."""
+    """None when a wheel's listing is not cached (the scan would fetch: nothing to reuse).
+    The listings are named by identity, not read: the facts files they lead to are the
+    entry's to check (`facts_files`)."""
     h = hashlib.sha256(f"lock\0{code_digest()}\0{inputs_text}".encode())
     index = index_path(cache)
     h.update(f"\0{index}={file_identity(index)}".encode())
     for wheel in wheels:
-        listing = cache.listing(wheel.sha256, wheel.url)
-        if listing is None:
-            return None
         h.update(f"\0{wheel.filename} {wheel.sha256} {wheel.url} {wheel.size}".encode())
+        listed = False
         for key in (wheel.sha256, origin_key(wheel.sha256, wheel.url)):
             path = cache.path("wheels", key)
-            h.update(f"\0{path}={file_identity(path)}".encode())
+            ident = file_identity(path)
+            listed = listed or ident is not None
+            h.update(f"\0{path}={ident}".encode())
+        if not listed:
+            return None
+    return h.hexdigest()
+
+
+def facts_files(cache: FactsCache, wheels: list[LockedWheel]) -> dict[str, str | None]:
+    """Every cache file the scan may read a member's facts from (under its proven key and its
+    origin key), with its identity now; read from the listings (a run that stores a memo)."""
+    out: dict[str, str | None] = {}
+    for wheel in wheels:
+        listing = cache.listing(wheel.sha256, wheel.url)
+        if listing is None:
+            continue
         for member, record_sha in sorted({**listing.objects, **listing.cubins}.items()):
             keys = [record_sha] if record_sha else []
             keys.append(origin_key(wheel.sha256, wheel.url, member))
             for key in keys:
                 path = cache.path("objects", key)
-                h.update(f"\0{member}:{path}={file_identity(path)}".encode())
-    return h.hexdigest()
+                out[str(path)] = file_identity(path)
+    return out
 
 
 def _memo_path(cache: FactsCache, key: str) -> Path:
     return cache.root / "memo" / key[:2] / f"{key}.json.gz"
 
 
-def cached_results(cache: FactsCache, key: str) -> list[Result] | None:
+def cached_results(cache: FactsCache, key: str) -> tuple[list[Result] | None, str | None]:
+    """(the kept results if every host answer still holds, what changed if one does not)."""
     text = cache.load_text(_memo_path(cache, key))
     if text is None:
-        return None
+        return None, None
     try:
         entry = _LockEntry.model_validate_json(text)
     except ValidationError:
-        return None
-    if not entry.answers.still_true():
-        return None
-    return [_mark(r, "hit") for r in entry.results]
+        return None, None
+    changed = entry.answers.first_change()
+    if changed is not None:
+        return None, changed
+    return [_mark(r, "hit") for r in entry.results], None
 
 
 def store_results(
-    cache: FactsCache, key: str, answers: Answers, results: list[Result]
+    cache: FactsCache,
+    key: str,
+    wheels: list[LockedWheel],
+    answers: Answers,
+    results: list[Result],
+    changed: str | None,
 ) -> list[Result]:
-    """Keep `results`; returns them marked as stored."""
+    """Keep `results`; returns them marked as stored (and why a kept verdict was not reused).
+    The facts cache files of the wheels' members join the host's answers."""
     stored = [_mark(r, "stored") for r in results]
+    answers = answers.model_copy(update={"files": {**answers.files, **facts_files(cache, wheels)}})
     entry = _LockEntry(answers=answers, results=stored)
     try:
         cache.store_text(_memo_path(cache, key), entry.model_dump_json())
     except OSError:
         return results  # a memo that cannot be written is only slower
-    return stored
+    return [_mark(r, "stored", changed) for r in results]
 
 
-def _mark(result: Result, how: str) -> Result:
+def _mark(result: Result, how: str, changed: str | None = None) -> Result:
     if result.check != "static.abi.summary":
         return result
-    return result.model_copy(update={"evidence": {**result.evidence, "resolution_memo": how}})
+    evidence = {**result.evidence, "resolution_memo": how}
+    if changed:
+        evidence["resolution_memo_changed"] = changed
+    return result.model_copy(update={"evidence": evidence})

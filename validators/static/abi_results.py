@@ -125,6 +125,8 @@ def abi_results(
         # earlier run (env_memo.py); stored: resolved now and kept; off: no cache / not on disk
         "resolution_memo": resolution.memo,
     }
+    if resolution.changed:
+        summary["resolution_memo_changed"] = resolution.changed
     out.extend(_clash_results(env, seconds))
     unreadable = [f"{p}: {why}" for p, why in env.unreadable + findings.unreadable]
     if unreadable:

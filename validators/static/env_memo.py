@@ -76,14 +76,19 @@ class Answers(BaseModel):
     links: dict[str, str] = {}
     files: dict[str, str | None] = {}
 
-    def still_true(self) -> bool:
+    def first_change(self) -> str | None:
+        """The first recorded answer the file system now gives differently (None: all the
+        same), said so a reader knows why a run was not reused."""
         for path, ident in self.files.items():
             if file_identity(Path(path)) != ident:
-                return False
+                return f"{path} changed"
         for path, real in self.links.items():
             if os.path.realpath(path) != real:
-                return False
-        return all(_listing_digest(d) == digest for d, digest in self.listings.items())
+                return f"{path} no longer leads to {real}"
+        for folder, digest in self.listings.items():
+            if _listing_digest(folder) != digest:
+                return f"the listing of {folder} changed"
+        return None
 
 
 def answers_of(source: DiskSource) -> Answers:
@@ -106,6 +111,7 @@ class Resolution:
     package_preloads: set[tuple[Path, str]]
     native: set[Path]  # roots this host's interpreter can load (same ELF machine and class)
     memo: str = "off"  # off / hit / stored / miss (not stored)
+    changed: str | None = None  # why a kept resolution was not reused (an answer changed)
     _checker: AbiChecker | None = field(default=None, repr=False)
 
     def checker(self) -> AbiChecker:
@@ -155,10 +161,10 @@ def resolve(
     """The env's resolution: from the memo when every answer it was reached from still
     holds (memo=True needs a DiskSource checker and a cache), else from the resolver."""
     checker = make_checker()
-    key = None
+    key, changed = None, None
     if memo and cache is not None and isinstance(checker.source, DiskSource):
         key = _env_key("abi", env, shared, checker.resolver.system_dirs)
-        hit = _load(cache, "memo-abi", key)
+        hit, changed = _load(cache, "memo-abi", key)
         if hit is not None:
             return Resolution(
                 hit.extensions,
@@ -181,6 +187,7 @@ def resolve(
         set(checker.resolver.package_preloads),
         native,
         memo="off" if key is None else "miss",
+        changed=changed if key is not None else None,
         _checker=checker,
     )
     if key is not None and cache is not None and isinstance(checker.source, DiskSource):
@@ -198,15 +205,17 @@ def resolve(
     return out
 
 
-def _load(cache: FileFactsCache, kind: str, key: str) -> _AbiEntry | None:
+def _load(cache: FileFactsCache, kind: str, key: str) -> tuple[_AbiEntry | None, str | None]:
+    """(the kept entry if every answer still holds, what changed if one does not)."""
     text = cache.get_text(kind, key)
     if text is None:
-        return None
+        return None, None
     try:
         entry = _AbiEntry.model_validate_json(text)
     except ValidationError:
-        return None
-    return entry if entry.answers.still_true() else None
+        return None, None
+    changed = entry.answers.first_change()
+    return (entry, None) if changed is None else (None, changed)
 
 
 def _native(checker: AbiChecker, path: Path, env: Environment) -> bool:

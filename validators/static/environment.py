@@ -96,6 +96,10 @@ class Environment:
             if version is not None:
                 values["python_version"] = ".".join(version.split(".")[:2])
                 values["python_full_version"] = version
+                if values.get("implementation_name") == "cpython":
+                    # CPython's implementation_version is its version: the env's, not the
+                    # interpreter this tool runs on (a 3.11 checking a 3.12 env)
+                    values["implementation_version"] = version
             values["extra"] = ""
             self._markers = values
         return self._markers
