@@ -17,3 +17,29 @@ class ErrorOutput(BaseModel):
     exit_code: int
     error: str
     details: list[str] = Field(default_factory=list)
+
+
+class MarkGoodOutput(BaseModel):
+    """`validators mark-good --json` when the runs made a known-good record (exit 0); the
+    fleet's node step reads it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ok: Literal[True] = True
+    record_id: str
+    stack: str
+    added: bool
+    store: str
+    exported: list[str] = Field(default_factory=list)
+    metrics: list[str] = Field(default_factory=list)
+    runs: int
+
+
+class MarkGoodRefusal(BaseModel):
+    """`validators mark-good --json` when the runs cannot make a record (exit 1): every reason."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ok: Literal[False] = False
+    stack: str
+    refused: list[str]

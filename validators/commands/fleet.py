@@ -24,13 +24,14 @@ from validators.fleet.elements import learn, read_submission
 from validators.fleet.node import exit_code_for, run_node
 from validators.fleet.outliers import LEMON_METRICS, MIN_PEERS
 from validators.fleet.render import render_verdict, write_html
+from validators.fleet.schedulers import SCHEDULERS, scheduler_of
 from validators.fleet.spec import SPEC_FILENAME, FleetSpec, read_spec
 from validators.fleet.status import read_node, status_summary
 from validators.fleet.submit import (
+    SubmitRequest,
     execute,
     plan,
-    slurm_array_limit,
-    spec_from_args,
+    spec_from_request,
     with_available_nodes,
 )
 from validators.fleet.verdict import FleetVerdict, Judged, judge, write_verdict
@@ -80,7 +81,7 @@ def _submit_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--python", default=None, help="interpreter on the nodes (default: this one)")
     p.add_argument("--build-python", default=None, help="`builder build --python` on the nodes")
     p.add_argument("--fleet-id", default=None, help="default <stack>-<UTC time>-<random>")
-    p.add_argument("--scheduler", choices=["slurm", "kubernetes"], default="slurm")
+    p.add_argument("--scheduler", choices=list(SCHEDULERS), default="slurm")
     p.add_argument(
         "--throttle", type=int_in(1, 1_000_000), default=None, help="nodes at once (Slurm %%K)"
     )
@@ -156,10 +157,45 @@ def _spec(args: argparse.Namespace) -> FleetSpec:
     return spec
 
 
+def submit_request(args: argparse.Namespace) -> SubmitRequest:
+    """The typed request of `fleet submit`'s flags (the library never sees argparse)."""
+    return SubmitRequest(
+        stack=args.stack,
+        wheelhouse=args.wheelhouse,
+        nodes=args.nodes,
+        jobs_root=args.jobs_root,
+        local_root=args.local_root,
+        runs=args.runs,
+        only=args.only or [],
+        options=args.option,
+        allow_host_mismatch=args.allow_host_mismatch,
+        store=args.store,
+        checkout=args.checkout,
+        python=args.python,
+        build_python=args.build_python,
+        fleet_id=args.fleet_id,
+        scheduler=args.scheduler,
+        throttle=args.throttle,
+        partition=args.partition,
+        collect_partition=args.collect_partition,
+        time=args.time,
+        gres=args.gres,
+        account=args.account,
+        pin=not args.no_pin,
+        image=args.image,
+        namespace=args.namespace,
+        gpus=args.gpus,
+        claim=args.claim,
+        claim_mount=args.claim_mount,
+        host_path=args.host_path,
+        node_deadline_s=args.node_deadline,
+        priority_class=args.priority_class,
+    )
+
+
 def _submit(args: argparse.Namespace) -> int:
-    spec = with_available_nodes(spec_from_args(args), dry_run=args.dry_run)
-    limit = slurm_array_limit() if spec.scheduler == "slurm" else 0
-    planned = plan(spec, max_array=limit or 1)
+    spec = with_available_nodes(spec_from_request(submit_request(args)), dry_run=args.dry_run)
+    planned = plan(spec, max_array=scheduler_of(spec).array_limit())
     console = console_err()
     if args.dry_run:
         if args.json:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from stackgate.cli import emit_json
 from stackgate.cli_numbers import RUNS
+from stackgate.cli_output import MarkGoodOutput, MarkGoodRefusal
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.loading import load_stack
 from stackgate.output import console_err, styled
@@ -107,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         problems.extend(run_set_problems(loaded.manifest.name, reports, env, build))
     if problems:
         if args.json:
-            emit_json({"ok": False, "stack": loaded.manifest.name, "refused": problems})
+            emit_json(MarkGoodRefusal(stack=loaded.manifest.name, refused=problems).model_dump())
         console.print(styled("[bold red]REFUSED[/] {} is not marked good:", loaded.manifest.name))
         for p in problems:
             console.print(f"  - {p}", markup=False, highlight=False)
@@ -136,18 +137,16 @@ def run(args: argparse.Namespace) -> int:
         exported = export_records(store, args.export, record.stack).written if args.export else []
         where = store.path
     if args.json:
-        emit_json(
-            {
-                "ok": True,
-                "record_id": record.record_id,
-                "stack": record.stack,
-                "added": added,
-                "store": str(where),
-                "exported": [str(p) for p in exported],
-                "metrics": sorted(record.metrics),
-                "runs": record.runs,
-            }
+        output = MarkGoodOutput(
+            record_id=record.record_id,
+            stack=record.stack,
+            added=added,
+            store=str(where),
+            exported=[str(p) for p in exported],
+            metrics=sorted(record.metrics),
+            runs=record.runs,
         )
+        emit_json(output.model_dump())
     verb = "recorded" if added else "already recorded"
     console.print(
         styled(

@@ -25,6 +25,7 @@ from typing import Literal
 from stackgate.errors import BadInput
 from validators.fleet.elements import Element, Submission
 from validators.fleet.node import record_note
+from validators.fleet.schedulers import scheduler_of
 from validators.fleet.spec import FleetSpec
 from validators.fleet.status import (
     RECORDS_DIR,
@@ -141,7 +142,7 @@ def _binding(
     if status.attempt not in files.attempts:
         out.append(f"written by attempt {status.attempt}, which never claimed its number")
     index = expected.index.get(node)
-    pinned = spec.scheduler == "kubernetes" or spec.slurm.pin
+    pinned = scheduler_of(spec).pins(spec)
     if pinned and index is not None and status.index != index:
         out.append(f"names element index {status.index}, the node's is {index}")
     if expected.slurm and expected.submission is not None and status.index is not None:

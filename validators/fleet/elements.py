@@ -23,7 +23,7 @@ from stackgate.errors import BadInput, StackgateError
 from stackgate.files import atomic_write_text, read_json_file
 from stackgate.model import StrictModel
 from validators.fleet import slurm
-from validators.fleet.spec import FleetSpec
+from validators.fleet.spec import FleetSpec, SchedulerName
 
 log = logging.getLogger("stackgate.fleet")
 
@@ -35,7 +35,7 @@ _MAX_BYTES = 64 << 20
 class Submission(StrictModel):
     """`submission.json`: the scheduler's ids for this fleet run, written before release."""
 
-    scheduler: Literal["slurm", "kubernetes"]
+    scheduler: SchedulerName
     arrays: list[str] = Field(default_factory=list, description="Slurm array job ids")
     offsets: list[int] = Field(default_factory=list, description="first node index per array")
     max_array_size: int | None = None

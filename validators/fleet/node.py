@@ -19,7 +19,6 @@ this run's record and nothing older.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import socket
@@ -27,8 +26,12 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from pydantic import BaseModel, ValidationError
+
+from stackgate.build_record import BuildOutput
+from stackgate.cli_output import ErrorOutput, MarkGoodOutput, MarkGoodRefusal
 from stackgate.envtree import LISTING_RELPATH
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK
 from stackgate.proc import Completed, run
@@ -43,6 +46,7 @@ from validators.fleet.status import (
     node_dir,
     write_status,
 )
+from validators.results import Report
 
 # One step may not hang a node forever; a scheduler's own time limit is the real bound.
 STEP_TIMEOUT_S = 6 * 3600
@@ -64,25 +68,27 @@ def scheduler_job() -> str | None:
     return os.environ.get("SLURM_JOB_ID") or os.environ.get("JOB_NAME")
 
 
+M = TypeVar("M", bound=BaseModel)
+
+
 def record_note(spec: FleetSpec, node: str) -> str:
     """mark-good's --note: the verdict checks a node's record carries its own."""
     return f"fleet {spec.fleet_id} node {node}"
 
 
-def _json(text: str) -> dict[str, Any] | None:
+def _parsed(model: type[M], text: str) -> M | None:
+    """`text` as the command's --json model, None when it is not that output."""
     try:
-        data = json.loads(text)
-    except ValueError:
+        return model.model_validate_json(text)
+    except ValidationError:
         return None
-    return data if isinstance(data, dict) else None
 
 
 def _error_lines(done: Completed) -> list[str]:
     """The command's own words: its JSON error and details, else the tail of stderr."""
-    data = _json(done.stdout)
-    if data is not None and data.get("ok") is False and data.get("error"):
-        details = [str(d) for d in data.get("details") or []]
-        return [str(data["error"]), *details[:8]]
+    error = _parsed(ErrorOutput, done.stdout)
+    if error is not None and error.error:
+        return [error.error, *error.details[:8]]
     lines = [line.rstrip() for line in done.stderr.splitlines() if line.strip()]
     starts = [i for i, line in enumerate(lines) if line.startswith("error:")]
     if starts:  # the CLI contract: `error: <message>` then indented details
@@ -137,11 +143,11 @@ class NodeRun:
         if spec.build_python:
             argv += ["--python", spec.build_python]
         done = self._cmd("build", argv)
-        data = _json(done.stdout)
-        if done.returncode != 0 or data is None or not data.get("env"):
+        built = _parsed(BuildOutput, done.stdout)
+        if done.returncode != 0 or built is None or not built.env:
             reasons = [f"build failed (exit {done.returncode})", *_error_lines(done)]
             return None, self.status("FAIL", "build", done.returncode, reasons=reasons)
-        env = str(data["env"])
+        env = built.env
         listing = Path(env) / LISTING_RELPATH
         if listing.is_file() and not listing.is_symlink():
             shutil.copyfile(listing, self.out / TREE_LISTING)
@@ -159,8 +165,8 @@ class NodeRun:
             for option in spec.options:
                 argv += ["--option", option]
             done = self._cmd("validate", argv)
-            data = _json(done.stdout)
-            if data is None or "results" not in data:
+            report = _parsed(Report, done.stdout)
+            if report is None:
                 reasons_ = [f"validation run {i} gave no report (exit {done.returncode})"]
                 return reports, self.status(
                     "FAIL",
@@ -173,11 +179,11 @@ class NodeRun:
             path = self.out / f"run-{i}.json"
             path.write_text(done.stdout, encoding="utf-8")
             reports.append(path)
-            for result in data["results"]:
-                if result.get("status") in ("FAIL", "ERROR"):
-                    key = (str(result.get("check")), str(result.get("status")))
+            for result in report.results:
+                if result.status in ("FAIL", "ERROR"):
+                    key = (result.check, result.status)
                     not_passed[key] += 1
-                    reasons.setdefault(key, str(result.get("reason", "")))
+                    reasons.setdefault(key, result.reason)
         self.failed = [
             FailedCheck(check=c, status=s, reason=reasons[(c, s)], runs=n)
             for (c, s), n in sorted(not_passed.items())
@@ -195,22 +201,23 @@ class NodeRun:
         if spec.allow_host_mismatch:
             argv.append("--allow-host-mismatch")
         done = self._cmd("mark-good", argv)
-        data = _json(done.stdout) or {}
         common: dict[str, Any] = {"env": env, "runs": len(reports)}
-        if done.returncode == EXIT_OK and data.get("ok"):
-            exported = [Path(p) for p in data.get("exported") or []]
-            mine = [p for p in exported if str(data.get("record_id", ""))[:12] in p.name]
+        made = _parsed(MarkGoodOutput, done.stdout) if done.returncode == EXIT_OK else None
+        if made is not None:
+            exported = [Path(p) for p in made.exported]
+            mine = [p for p in exported if made.record_id[:12] in p.name]
             record_file = str(mine[0].relative_to(spec.folder)) if mine else None
             return self.status(
                 "PASS",
                 "done",
                 EXIT_OK,
-                record_id=data.get("record_id"),
+                record_id=made.record_id,
                 record_file=record_file,
                 failed_checks=self.failed,
                 **common,
             )
-        refused = [str(r) for r in data.get("refused") or []] or _error_lines(done)
+        refusal = _parsed(MarkGoodRefusal, done.stdout)
+        refused = (refusal.refused if refusal is not None else []) or _error_lines(done)
         return self.status(
             "FAIL",
             "mark-good",

@@ -36,6 +36,10 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _RANGE = re.compile(r"^(?P<prefix>[^\[\]]*)\[(?P<body>[0-9,-]+)\](?P<suffix>[^\[\]]*)\Z")
 
 
+# The schedulers a fleet run can go through (validators.fleet.schedulers: one class each).
+SchedulerName = Literal["slurm", "kubernetes"]
+
+
 class SlurmOptions(StrictModel):
     partition: str | None = None
     collect_partition: str | None = Field(
@@ -112,7 +116,7 @@ class FleetSpec(StrictModel):
         default=False, description="test stands only: record nodes that miss the targets"
     )
     store: str | None = Field(default=None, description="the team's store the collector fills")
-    scheduler: Literal["slurm", "kubernetes"] = "slurm"
+    scheduler: SchedulerName = "slurm"
     slurm: SlurmOptions = Field(default_factory=SlurmOptions)
     kubernetes: KubeOptions | None = None
 

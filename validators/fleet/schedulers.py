@@ -1,0 +1,190 @@
+"""The schedulers a fleet run can go through, one class each behind one Protocol, and the
+registry `--scheduler` and the spec's `scheduler` name them from.
+
+What differs between them lives on the class: whose paths the spec holds (this machine's,
+made absolute, or the pods'), the checkout and interpreter the nodes use by default, whether
+every element is pinned to its node, which nodes to leave out before submitting, what the job
+folder holds and which commands submit it. Adding a scheduler: a class here, its name in
+SchedulerName (the spec's field and the CLI's choices follow), its tests.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol, get_args
+
+from stackgate.errors import BadInput, EnvironmentProblem, StackgateError
+from stackgate.files import atomic_write_text
+from stackgate.paths import project_root
+from stackgate.proc import run
+from validators.fleet import kube, slurm
+from validators.fleet.elements import SUBMISSION_FILENAME
+from validators.fleet.spec import FleetSpec, SchedulerName
+
+log = logging.getLogger("stackgate.fleet")
+
+SCRIPTS_DIR = "slurm"
+KUBE_CHECKOUT = "/opt/stackgate"  # fleet/kubernetes/Containerfile
+KUBE_PYTHON = f"{KUBE_CHECKOUT}/.venv/bin/python"
+MANIFEST_FILENAME = "kubernetes.json"
+
+# finish(record): write submission.json into the partial folder and rename it into place.
+Finish = Callable[[dict[str, Any]], None]
+
+
+class Scheduler(Protocol):
+    @property
+    def name(self) -> SchedulerName: ...
+
+    @property
+    def local_paths(self) -> bool:
+        """Whether the spec's paths are this machine's (made absolute at submit) or the
+        scheduler's workers' own (a pod's mount)."""
+
+    def default_checkout(self) -> str: ...
+
+    def default_python(self) -> str: ...
+
+    def pins(self, spec: FleetSpec) -> bool:
+        """Whether each element runs on the node it is for (its index names the node)."""
+
+    def array_limit(self) -> int:
+        """The most elements one submission may hold (asked of the scheduler where it can)."""
+
+    def with_available_nodes(self, spec: FleetSpec, *, dry_run: bool) -> FleetSpec:
+        """The spec without the nodes the scheduler would not start an element on."""
+
+    def plan(self, spec: FleetSpec, max_array: int) -> tuple[dict[str, str], list[list[str]]]:
+        """(files of the job folder by relative path, the commands that submit it)."""
+
+    def submit(
+        self, spec: FleetSpec, commands: list[list[str]], partial: Path, finish: Finish
+    ) -> dict[str, Any]:
+        """Submit from the partial folder, calling finish(record) once it may become the job
+        folder; returns what submission.json records."""
+
+
+class Slurm:
+    name: SchedulerName = "slurm"
+    local_paths = True
+
+    def default_checkout(self) -> str:
+        return str(project_root())
+
+    def default_python(self) -> str:
+        return sys.executable
+
+    def pins(self, spec: FleetSpec) -> bool:
+        return spec.slurm.pin
+
+    def array_limit(self) -> int:
+        """Slurm's MaxArraySize where Slurm answers; its default where not (a dry run)."""
+        try:
+            return slurm.max_array_size()
+        except StackgateError:
+            return slurm.DEFAULT_MAX_ARRAY_SIZE
+
+    def with_available_nodes(self, spec: FleetSpec, *, dry_run: bool) -> FleetSpec:
+        """With pinning: leave out the nodes Slurm would not start a job on (slurm.py says why
+        an element pinned to one would hold back the others). A dry run where Slurm cannot be
+        asked prints the plan for every node."""
+        if not spec.slurm.pin:
+            return spec
+        try:
+            skipped = slurm.probe_unavailable(spec.nodes)
+        except StackgateError as exc:
+            if dry_run:  # printing the plan needs no cluster; the real submit asks again
+                log.warning("node states not checked (%s): every node is in the plan", exc.message)
+                return spec
+            raise
+        if len(skipped) == len(spec.nodes):
+            raise EnvironmentProblem(
+                "no node of the set is available to Slurm",
+                details=[f"{n}: {why}" for n, why in skipped.items()],
+            )
+        return spec.model_copy(update={"skipped": skipped})
+
+    def plan(self, spec: FleetSpec, max_array: int) -> tuple[dict[str, str], list[list[str]]]:
+        files = {f"{SCRIPTS_DIR}/{name}": text for name, text in slurm.render(spec).items()}
+        commands = slurm.plan_commands(spec, spec.folder / SCRIPTS_DIR, max_array=max_array)
+        return files, commands
+
+    def submit(
+        self, spec: FleetSpec, commands: list[list[str]], partial: Path, finish: Finish
+    ) -> dict[str, Any]:
+        folder = spec.folder
+        record: dict[str, Any] = {}
+
+        def held(done: slurm.Submitted) -> None:
+            # The scripts were read by sbatch from the partial folder; say where they live now.
+            moved = [[a.replace(str(partial), str(folder)) for a in argv] for argv in done.commands]
+            record.update(
+                scheduler="slurm",
+                arrays=done.arrays,
+                offsets=done.offsets,
+                max_array_size=done.max_array_size,
+                collector_job=done.collector_job,
+                commands=moved,
+            )
+            finish(record)
+
+        try:
+            done = slurm.submit(spec, partial / SCRIPTS_DIR, before_release=held)
+        except BaseException:
+            if not partial.exists() and folder.exists():  # renamed, then the release failed
+                shutil.rmtree(folder, ignore_errors=True)
+            raise
+        release = [a.replace(str(partial), str(folder)) for a in done.commands[-1]]
+        record["commands"].append(release)
+        atomic_write_text(folder / SUBMISSION_FILENAME, json.dumps(record, indent=2) + "\n")
+        return record
+
+
+class Kubernetes:
+    name: SchedulerName = "kubernetes"
+    local_paths = False  # the paths are the pods' (the claim's mount), not this machine's
+
+    def default_checkout(self) -> str:
+        return KUBE_CHECKOUT  # the image's, never this machine's path
+
+    def default_python(self) -> str:
+        return KUBE_PYTHON
+
+    def pins(self, spec: FleetSpec) -> bool:
+        return True  # an Indexed Job's pod N is placed on node N
+
+    def array_limit(self) -> int:
+        return 1  # one Indexed Job; no array to split
+
+    def with_available_nodes(self, spec: FleetSpec, *, dry_run: bool) -> FleetSpec:
+        return spec
+
+    def plan(self, spec: FleetSpec, max_array: int) -> tuple[dict[str, str], list[list[str]]]:
+        if spec.kubernetes is None:
+            raise BadInput("--scheduler kubernetes needs --image (the stackgate image)")
+        doc = kube.as_list(kube.manifests(spec))
+        files = {MANIFEST_FILENAME: json.dumps(doc, indent=2) + "\n"}
+        return files, [["kubectl", "apply", "-f", str(spec.folder / MANIFEST_FILENAME)]]
+
+    def submit(
+        self, spec: FleetSpec, commands: list[list[str]], partial: Path, finish: Finish
+    ) -> dict[str, Any]:
+        record: dict[str, Any] = {"scheduler": "kubernetes", "commands": commands}
+        finish(record)
+        for argv in commands:
+            run(argv)
+        return record
+
+
+SCHEDULERS: dict[SchedulerName, Scheduler] = {s.name: s for s in (Slurm(), Kubernetes())}
+if sorted(SCHEDULERS) != sorted(get_args(SchedulerName)):  # pragma: no cover - import guard
+    raise RuntimeError("validators.fleet.schedulers: SCHEDULERS and SchedulerName disagree")
+
+
+def scheduler_of(spec: FleetSpec) -> Scheduler:
+    return SCHEDULERS[spec.scheduler]
