@@ -39,7 +39,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from stackgate.errors import BadInput
-from validators.records.metrics import direction, metric_key
+from validators.records.metrics import direction, filed, metric_key
 from validators.results import Measurement, Report
 
 BENCH_GROUP = "serve-bench"
@@ -228,11 +228,10 @@ class RunMetrics:
     def add_measurements(self, check: str, measured: Iterable[Measurement]) -> None:
         """A result's typed measurements: no guessing of shapes, names or units."""
         for m in measured:
-            key = metric_key(m.name, m.concurrency, check)
+            key, gate_reads = filed(m.name, m.concurrency, check)
             if m.samples is not None:
                 self.distributions.setdefault(key, []).extend(m.samples)
                 continue
-            gate_reads = direction(key)
             if gate_reads != m.better:
                 self.invalid.append(
                     f"{key}: measured as better={m.better}, but the gate reads "

@@ -76,7 +76,17 @@ def parse_metric_key(key: str) -> MetricKey:
 
 def direction(key: str) -> Direction:
     """Which way is better for this metric ('none': reported, never gated)."""
-    name = parse_metric_key(key).name.lower()
+    return _name_direction(parse_metric_key(key).name)
+
+
+def filed(name: str, concurrency: int | None, scope: str) -> tuple[str, Direction]:
+    """The key a measurement is filed under and the direction the gate reads for it: one
+    call per measurement (records/extract.py)."""
+    return metric_key(name, concurrency, scope), _name_direction(name)
+
+
+def _name_direction(field: str) -> Direction:
+    name = field.lower()
     if name in _NEUTRAL or name.startswith("std_") or name.endswith("_tokens"):
         # A standard deviation is noise, not performance; token totals count work, not speed.
         return "none"
