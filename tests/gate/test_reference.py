@@ -109,3 +109,36 @@ def test_a_record_given_as_a_run_is_refused_by_name(here: Project) -> None:
     exported = next((here.root / "exported").rglob("*.json"))
     with pytest.raises(BadInput, match="a record, not a run report"):
         _gate(GateRequest(parse_reference("cu128"), runs=(*runs, exported)))
+
+
+def test_diff_and_report_read_each_side_once_and_name_the_wrong_kind(here: Project) -> None:
+    runs, record_id = _baseline(here)
+    exported = next((here.root / "exported").rglob("*.json"))
+    from validators.commands.diff import _side
+
+    with RecordStore.open(None, read_only=True) as store:
+        lookup = Lookup(store)
+        # the same stack twice, the same record by file and by id prefix twice
+        for text in ("cu128", "cu128", str(exported), record_id[:12], record_id[:12]):
+            _side(parse_reference(text), lookup)
+        assert all(n == 1 for n in lookup.loads.values()), lookup.loads
+        assert lookup.counts[f"record {record_id[:12]}"] == 2
+        with pytest.raises(BadInput, match="a run report, not a record"):
+            _side(parse_reference(str(runs[0])), lookup)
+
+    for argv, said in (
+        (["diff", "cu128", str(here.root)], "is a folder; give a stack name"),
+        (["diff", str(runs[0]), "cu128"], "a run report, not a record"),
+        (["mark-good", str(runs[0]), "--run", str(runs[0])], "not a stack"),
+        (["report", str(here.root), "--out", str(here.root / "r.html")], "is a folder"),
+        (["gate", "cu128", "--run", str(exported)], "a record, not a run report"),
+    ):
+        done = here.run("validators", *argv)
+        assert done.returncode == 2, (argv, done.stderr)
+        assert said in done.stderr and "Traceback" not in done.stderr, (argv, done.stderr)
+    # a record file and a record id prefix as report's candidate and baseline
+    html = here.root / "pair.html"
+    done = here.run(
+        "validators", "report", str(exported), "--baseline", record_id[:12], "--out", str(html)
+    )
+    assert done.returncode == 0 and html.is_file(), done.stderr

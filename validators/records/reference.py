@@ -93,11 +93,6 @@ class Lookup:
             self._stacks[path] = load_stack(str(ref))
         return self._stacks[path]
 
-    def stack_of_name(self, name: str) -> LoadedStack | None:
-        """The manifest in stacks/ of a stack named by a record or a report; None when stacks/
-        has none by that name (a record of a stack since removed)."""
-        return self.stack(name) if name in stack_names() else None
-
     def record(self, ref: Reference | str) -> Record:
         """A record named by id, file or stack (its newest known-good): resolve_record."""
         text = str(ref)
