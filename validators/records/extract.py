@@ -258,9 +258,10 @@ def refuse_invalid(runs: Iterable[RunMetrics], *, where: Iterable[str]) -> None:
     problems = [f"{w}: {item}" for run, w in zip(runs, where, strict=False) for item in run.invalid]
     if problems:
         raise BadInput(
-            f"{len(problems)} metric sample(s) or sweep level(s) are malformed: a sample must "
-            "be a finite non-negative number (a NaN or a string cannot be compared), a level a "
-            "mapping with its max_concurrency",
+            f"{len(problems)} metric sample(s), sweep level(s) or measurement(s) are malformed: "
+            "a sample must be a finite non-negative number (a NaN or a string cannot be "
+            "compared), a level a mapping with its max_concurrency, a measurement better the "
+            "way the gate reads its name",
             details=problems[:20],
         )
 
