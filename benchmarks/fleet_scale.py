@@ -26,6 +26,7 @@ Writes benchmarks/results/fleet_scale.json (and prints it).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import random
@@ -75,6 +76,39 @@ def spec_side(n: int, workdir: Path) -> dict[str, Any]:
         "plan_s": round(plan_s, 3),
         "plan_commands": len(planned.commands),
     }
+
+
+def per_node_side(sizes: list[int], workdir: Path) -> list[dict[str, Any]]:
+    """What one node step (and each node's judging) pays that grows with the fleet: reading
+    and validating fleet.json (every node name, the one-pass duplicate check), the index
+    dict, and finding its Slurm element among N/100 arrays. Best of 5, in this process."""
+    from validators.fleet.elements import Submission
+    from validators.fleet.spec import read_spec
+
+    def best(fn: Any) -> float:
+        times = []
+        for _ in range(5):
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    out = []
+    for n in sizes:
+        nodes = [f"gpu{i:06d}" for i in range(n)]
+        path = workdir / f"fleet-{n}.json"
+        path.write_text(_spec(nodes, workdir / "job").to_json())
+        spec = read_spec(path)
+        arrays = [str(1000 + a) for a in range((n + 99) // 100)]
+        submission = Submission(scheduler="slurm", arrays=arrays, offsets=[100 * a for a in range(len(arrays))])
+        out.append({
+            "nodes": n,
+            "read_spec_ms": round(1000 * best(functools.partial(read_spec, path)), 2),
+            "index_dict_ms": round(1000 * best(spec.index_of), 2),
+            "element_of_us": round(1e6 * best(functools.partial(submission.element_of, n - 1)), 2),
+            "spec_bytes": path.stat().st_size,
+        })  # fmt: skip
+    return out
 
 
 def make_job(n: int, job_dir: Path) -> dict[str, Any]:
@@ -179,6 +213,7 @@ def main() -> None:
     result: dict[str, Any] = {"nodes": args.nodes, "cpus": os.cpu_count()}
     try:
         result["spec"] = spec_side(args.nodes, workdir)
+        result["per_node"] = per_node_side([1_000, 10_000, 30_000], workdir)
         if not args.no_collect:
             result["collect"] = collect_side(args.nodes, workdir)
         if args.slurm:

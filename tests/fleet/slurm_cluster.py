@@ -23,12 +23,14 @@ from pathlib import Path
 
 DAEMONS = ("munged", "slurmctld", "slurmd")
 CLIENTS = ("sbatch", "squeue", "scontrol", "scancel", "sinfo", "munge")
+# Job accounting (`accounting=True`): Debian's slurmdbd and MariaDB (apt: slurmdbd mariadb-server).
+ACCOUNTING = ("slurmdbd", "sacctmgr", "sacct", "mariadbd", "mariadb-install-db", "mariadb")
 
 
-def missing_tools() -> list[str]:
+def missing_tools(names: tuple[str, ...] = (*DAEMONS, *CLIENTS)) -> list[str]:
     found = {
         name: shutil.which(name, path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin")
-        for name in (*DAEMONS, *CLIENTS)
+        for name in names
     }
     return [name for name, path in found.items() if path is None]
 
@@ -133,9 +135,33 @@ def _conf(
     return "\n".join(lines) + "\n"
 
 
+def _accounting_conf(root: Path, dbd_port: int, db_port: int) -> str:
+    short = socket.gethostname().split(".")[0]
+    return "\n".join([
+        "AuthType=auth/munge",
+        f"AuthInfo=socket={root}/munge.socket",
+        f"DbdHost={short}",
+        "DbdAddr=127.0.0.1",
+        f"DbdPort={dbd_port}",
+        "SlurmUser=root",
+        f"LogFile={root}/slurmdbd.log",
+        f"PidFile={root}/slurmdbd.pid",
+        "StorageType=accounting_storage/mysql",
+        "StorageHost=127.0.0.1",
+        f"StoragePort={db_port}",
+        "StorageUser=slurm",
+        "StoragePass=stackgate-ci",
+        "StorageLoc=slurm_acct_db",
+    ]) + "\n"  # fmt: skip
+
+
 @contextlib.contextmanager
-def slurm_cluster(nodes: list[str], extra_conf: tuple[str, ...] = ()) -> Iterator[SlurmCluster]:
-    """`extra_conf`: more slurm.conf lines (e.g. MaxArraySize=3, MinJobAge=5)."""
+def slurm_cluster(
+    nodes: list[str], extra_conf: tuple[str, ...] = (), *, accounting: bool = False
+) -> Iterator[SlurmCluster]:
+    """`extra_conf`: more slurm.conf lines (e.g. MaxArraySize=3, MinJobAge=5). `accounting`:
+    also a MariaDB server (its own data folder, 127.0.0.1 on a free port) and slurmdbd, the
+    cluster registered with sacctmgr, slurmctld storing every job there (sacct reads it)."""
     # munged wants every folder on its socket's path searchable by all (pytest's tmp is 0700).
     root = Path(tempfile.mkdtemp(prefix="stackgate-slurm-"))
     root.chmod(0o755)
@@ -145,6 +171,19 @@ def slurm_cluster(nodes: list[str], extra_conf: tuple[str, ...] = ()) -> Iterato
     key.write_bytes(os.urandom(1024))
     key.chmod(0o400)
     conf = root / "slurm.conf"
+    dbd_port, db_port = _free_port(), _free_port()
+    if accounting:
+        extra_conf = (
+            *extra_conf,
+            "AccountingStorageType=accounting_storage/slurmdbd",
+            "AccountingStorageHost=127.0.0.1",
+            f"AccountingStoragePort={dbd_port}",
+            # For slurmdbd, the munge socket clients use (slurm.conf's AuthInfo is not).
+            f"AccountingStoragePass={root}/munge.socket",
+        )
+        dbd = root / "slurmdbd.conf"  # beside slurm.conf, where slurmdbd looks; root only
+        dbd.write_text(_accounting_conf(root, dbd_port, db_port))
+        dbd.chmod(0o600)
     conf.write_text(_conf(root, nodes, _free_port(), [_free_port() for _ in nodes], extra_conf))
     cluster = SlurmCluster(root=root, nodes=nodes, conf=conf)
     logs: list[object] = []
@@ -171,6 +210,8 @@ def slurm_cluster(nodes: list[str], extra_conf: tuple[str, ...] = ()) -> Iterato
             "munged.out.log",
         )
         _wait_for(lambda: (root / "munge.socket").exists(), 20, "munged socket", cluster)
+        if accounting:
+            _start_accounting(cluster, start, db_port)
         start([_sbin("slurmctld"), "-D", "-f", str(conf)], "slurmctld.out.log")
         for node in nodes:
             start([_sbin("slurmd"), "-D", "-N", node, "-f", str(conf)], f"slurmd-{node}.out.log")
@@ -192,6 +233,42 @@ def slurm_cluster(nodes: list[str], extra_conf: tuple[str, ...] = ()) -> Iterato
             handle.close()  # type: ignore[attr-defined]
         if not os.environ.get("STACKGATE_KEEP_SLURM"):
             shutil.rmtree(root, ignore_errors=True)
+
+
+def _start_accounting(
+    cluster: SlurmCluster, start: Callable[[list[str], str], None], db_port: int
+) -> None:
+    """MariaDB in root/db (a user `slurm` for slurmdbd), slurmdbd, the cluster registered."""
+    root = cluster.root
+    db = root / "db"
+    init = [_sbin("mariadb-install-db"), "--no-defaults", f"--datadir={db}", "--user=root",
+            "--auth-root-authentication-method=socket", "--skip-test-db"]  # fmt: skip
+    done = subprocess.run(init, capture_output=True, text=True, timeout=120, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"mariadb-install-db exited {done.returncode}\n{done.stderr[-2000:]}")
+    sock = root / "mysql.sock"
+    start(
+        [_sbin("mariadbd"), "--no-defaults", f"--datadir={db}", f"--socket={sock}",
+         f"--port={db_port}", "--bind-address=127.0.0.1", "--skip-name-resolve", "--user=root",
+         f"--pid-file={root}/mariadb.pid", f"--log-error={root}/mariadb.log"],
+        "mariadb.out.log",
+    )  # fmt: skip
+    _wait_for(sock.exists, 60, "the MariaDB socket", cluster)
+    grant = (
+        "CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY 'stackgate-ci'; "
+        "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';"
+    )
+    sql = [_sbin("mariadb"), "--no-defaults", f"--socket={sock}", "-u", "root", "-e", grant]
+    done = subprocess.run(sql, capture_output=True, text=True, timeout=60, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"mariadb: {done.stderr}")
+    start([_sbin("slurmdbd"), "-D"], "slurmdbd.out.log")
+
+    def registered() -> bool:
+        add = cluster.cmd("sacctmgr", "-i", "add", "cluster", "stackgate-ci", check=False)
+        return add.returncode == 0 or "already exists" in add.stdout + add.stderr
+
+    _wait_for(registered, 60, "slurmdbd to register the cluster", cluster)
 
 
 def _all_idle(cluster: SlurmCluster) -> bool:

@@ -160,7 +160,7 @@ def test_a_node_whose_slurmd_dies_mid_job_is_never_pass_nor_validated_twice(
     assert [r["record_id"] for r in listed] == [by["n1"]["record_id"]]
 
 
-def test_a_fleet_over_max_job_count_is_refused_and_a_refused_pin_is_named(
+def test_a_fleet_over_max_job_count_is_refused_a_refused_pin_is_named_and_drained_is_skipped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """MaxJobCount=3: a 3-node fleet needs 4 job records (one per element, the collector).
@@ -205,3 +205,10 @@ def test_a_fleet_over_max_job_count_is_refused_and_a_refused_pin_is_named(
             refused.value.details
         )
         cluster.cmd("scancel", array)
+
+        # The probe before pinning: one `sinfo` line per state, hostlists expanded by Slurm.
+        cluster.cmd("scontrol", "update", "NodeName=n2", "State=DRAIN", "Reason=bad fan")
+        assert slurm.probe_unavailable(["n1", "n2", "n3", "n9"]) == {
+            "n2": "not submitted: slurm says drained (bad fan)",
+            "n9": "not a node of this Slurm cluster (sinfo does not list it)",
+        }

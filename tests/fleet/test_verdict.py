@@ -8,6 +8,7 @@ import random
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -225,3 +226,63 @@ def test_collect_imports_every_pass_record_once(tmp_path: Path) -> None:
         [lemon] = opened.records("cu130", "candidate")
     assert "gpu03" not in {r.host.hostname for r in good} and len(good) == 17
     assert lemon.host.hostname == "gpu03" and "a lemon" in str(lemon.note)
+
+
+def test_collect_imports_each_record_as_judged_whatever_its_file_holds_after(tmp_path: Path) -> None:
+    """The judged copy is what enters the store: a record file replaced after judging (here by
+    another node's valid record, and by garbage) changes nothing; every imported record is the
+    one its node was judged PASS for, byte for byte its canonical content."""
+    from validators.fleet.verdict import judge
+
+    spec = _job(tmp_path)
+    judged = judge(spec)
+    good = judged.known_good()
+    swapped, broken = good["gpu07"], good["gpu08"]
+    swapped.write_text(good["gpu09"].read_text())
+    broken.write_text("{not json")
+    for node in good:
+        record = judged.read(node)
+        assert record is not None and record.record_id == judged.records[node].record_id
+        assert record.compute_id() == record.record_id  # the whole content, not the slim copy
+        assert record.host.hostname == node and len(record.metrics) == 3
+    with RecordStore.open(tmp_path / "team.sqlite") as store:
+        added = store.add_many(judged.read(n) for n in sorted(good)).added  # type: ignore[misc]
+    assert sorted(added) == sorted(judged.records[n].record_id for n in good)
+
+
+def _verdict_of(counts: dict[str, int]) -> Any:
+    from validators.fleet.verdict import FleetVerdict, LemonMetric, NodeVerdict
+
+    nodes = []
+    for kind, n in counts.items():
+        for i in range(n):
+            lemon = [LemonMetric(metric=DECODE, value=54.0, class_median=60.0, worse_by_pct=10.0, threshold_pct=1.1)]
+            verdict = "PASS" if kind in ("PASS", "LEMON") else kind
+            nodes.append(NodeVerdict(node=f"{kind.lower()}{i:05d}", verdict=verdict, record_id="r" * 64 if verdict == "PASS" else None, lemon=lemon if kind == "LEMON" else [], reasons=["x"]))  # type: ignore[arg-type]
+    tally = {"PASS": counts.get("PASS", 0) + counts.get("LEMON", 0), "FAIL": counts.get("FAIL", 0), "MISSING": counts.get("MISSING", 0), "LEMON": counts.get("LEMON", 0)}
+    return FleetVerdict(fleet_id="t", stack="cu130", expected_nodes=len(nodes), counts=tally, nodes=nodes, classes=[])
+
+
+@pytest.mark.parametrize(
+    ("counts", "rows", "unlisted"),
+    [
+        ({"PASS": 200}, 200, 0),  # up to 200 nodes: every node
+        ({"PASS": 199, "FAIL": 1}, 200, 0),
+        ({"PASS": 201}, 0, 201),  # a larger fleet: the nodes that need a look, and a count
+        ({"PASS": 9_000, "LEMON": 3, "FAIL": 2, "MISSING": 1}, 6, 9_000),
+    ],
+)
+def test_a_large_fleets_table_lists_the_nodes_that_need_a_look(counts: dict[str, int], rows: int, unlisted: int) -> None:
+    from rich.console import Console
+
+    from validators.fleet.render import render_verdict
+
+    console = Console(record=True, width=200, color_system=None)
+    render_verdict(_verdict_of(counts), console)
+    text = console.export_text()
+    listed = [line for line in text.splitlines() if line.startswith("│")]
+    assert len(listed) == rows, text[:2000]
+    note = f"{unlisted} PASS node(s) not listed above (verdict.json and verdict.html list every node)"
+    assert (note in text) == bool(unlisted)
+    for kind in ("lemon", "fail", "missing"):
+        assert sum(f"{kind}0000" in line for line in listed) == counts.get(kind.upper(), 0)

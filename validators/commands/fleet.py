@@ -303,8 +303,9 @@ def _lemon_note(spec: FleetSpec, node: str, verdict: FleetVerdict) -> str:
 def _collect(args: argparse.Namespace) -> int:
     """The verdict first (written whatever the store says), then the import: PASS records
     that are no lemon as known-good; a lemon's as a candidate record (kept, never a baseline:
-    the gate takes known-good records only). Each file is read again as it is imported, in
-    one transaction; one changed since it was judged is left out and named."""
+    the gate takes known-good records only), in one transaction. What is imported is each
+    record as it was judged (kept from judging, files not read again), so a file changed
+    after judging changes nothing; one whose kept copy does not read back is named."""
     spec = _spec(args)
     judged = _judge(args, spec)
     verdict = judged.verdict
@@ -318,7 +319,9 @@ def _collect(args: argparse.Namespace) -> int:
             for node in sorted(files):
                 record = judged.read(node)
                 if record is None:
-                    changed.append(f"{files[node]}: changed after it was judged; not imported")
+                    changed.append(
+                        f"{files[node]}: the judged copy does not read back; not imported"
+                    )
                 elif lemon:
                     note = _lemon_note(spec, node, verdict)
                     record = record.model_copy(update={"kind": "candidate", "note": note})

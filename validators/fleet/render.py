@@ -41,11 +41,20 @@ def label(node: NodeVerdict) -> str:
     return "PASS (lemon)" if node.lemon else node.verdict
 
 
+# Up to this many nodes the table lists every node; a larger fleet's table lists the nodes
+# that need a look (FAIL, MISSING, lemons) and counts the rest: verdict.json and verdict.html
+# list every node (10,000 rows cost ~10 s of CPU on the terminal, and nobody reads them).
+TABLE_ALL_UP_TO = 200
+
+
 def render_verdict(verdict: FleetVerdict, console: Console) -> None:
     table = Table(title=f"fleet {verdict.fleet_id}: stack {verdict.stack}")
     for col in ("node", "verdict", "host class", "why / record"):
         table.add_column(col, overflow="fold")
-    for node in verdict.nodes:
+    shown = verdict.nodes
+    if len(shown) > TABLE_ALL_UP_TO:
+        shown = [n for n in verdict.nodes if n.verdict != "PASS" or n.lemon]
+    for node in shown:
         style = "bold magenta" if node.lemon else _STYLE[node.verdict]
         table.add_row(
             Text(node.node),
@@ -54,6 +63,12 @@ def render_verdict(verdict: FleetVerdict, console: Console) -> None:
             Text(node_detail(node)),
         )
     console.print(table)
+    if len(shown) < len(verdict.nodes):
+        console.print(
+            f"{len(verdict.nodes) - len(shown)} PASS node(s) not listed above "
+            "(verdict.json and verdict.html list every node)",
+            highlight=False,
+        )
     for cls in verdict.classes:
         line = f"class {cls.name}: {len(cls.nodes)} node(s)"
         console.print(line + (f"; {cls.note}" if cls.note else ""), highlight=False)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import zlib
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -30,16 +31,14 @@ from typing import Literal
 from pydantic import Field
 
 from stackgate.envtree import read_listing_file
-from stackgate.errors import BadInput
-from stackgate.files import atomic_write_text, read_bytes_bounded
+from stackgate.files import atomic_write_text
 from stackgate.model import StrictModel
 from validators.fleet.checks import Expected, NodeJudgement, judge_node
 from validators.fleet.elements import Element, Submission
 from validators.fleet.outliers import LEMON_METRICS, MIN_PEERS, find_lemons, lemon_metric
 from validators.fleet.spec import FleetSpec
 from validators.fleet.status import TREE_LISTING, FailedCheck, node_dir, reported_nodes
-from validators.records.json_files import MAX_RECORD_BYTES
-from validators.records.model import HostFingerprint, Record, load_record
+from validators.records.model import HostFingerprint, Record, canonical_json
 
 VERDICT_FILENAME = "verdict.json"
 
@@ -117,11 +116,13 @@ def host_class(host: HostFingerprint) -> str:
 @dataclass(frozen=True)
 class Judged:
     """The verdict, and for its PASS nodes a slim copy of each record (build, host, lemon
-    metrics: what judging needs; ~70 KB less per node than the whole record) with its file."""
+    metrics: what judging needs; ~70 KB less per node than the whole record), its file, and
+    the whole record as judged: its canonical JSON, zlib-compressed (what collect imports)."""
 
     verdict: FleetVerdict
     records: dict[str, Record]
     files: dict[str, Path]
+    bodies: dict[str, bytes]
 
     def _split(self, lemon: bool) -> dict[str, Path]:
         by_node = {n.node: n for n in self.verdict.nodes}
@@ -135,18 +136,20 @@ class Judged:
         return self._split(True)
 
     def read(self, node: str) -> Record | None:
-        """The node's whole record, read again; None if the file changed since it was judged.
-
-        Only the id is checked again (the content hash): content with the judged id is the
-        content that was judged, credential scan and all, so those checks are not repeated
-        (they were a third of collect's time at 10,000 nodes)."""
-        path = self.files[node]
+        """The node's whole record as it was judged (its file is not read again: what is
+        imported is what was judged, whatever the file holds by now). None if the kept copy
+        does not read back as the judged record (the store checks the id again as it adds)."""
         try:
-            data = json.loads(read_bytes_bounded(path, MAX_RECORD_BYTES))
-            record = load_record(data, where=str(path))
-        except (BadInput, ValueError, RecursionError):
+            data = json.loads(zlib.decompress(self.bodies[node]))
+            data["record_id"] = self.records[node].record_id
+            return Record.model_validate(data)
+        except (KeyError, ValueError, zlib.error):
             return None
-        return record if record.record_id == self.records[node].record_id else None
+
+
+def _body(record: Record) -> bytes:
+    """The record's canonical JSON (its id's preimage), compressed: ~3x smaller."""
+    return zlib.compress(canonical_json(record.content()).encode("utf-8"), 1)
 
 
 def _slim(record: Record, keep: dict[str, bool], patterns: Sequence[str]) -> Record:
@@ -191,9 +194,10 @@ def judge(
     verdicts: dict[str, NodeVerdict] = {}
     records: dict[str, Record] = {}
     files: dict[str, Path] = {}
+    bodies: dict[str, bytes] = {}
     listed = set(spec.nodes)
     strangers = [n for n in reported_nodes(spec.folder) if n not in listed]
-    for node, judged in _judge_nodes(expected, [*spec.nodes, *strangers], patterns):
+    for node, judged, body in _judge_nodes(expected, [*spec.nodes, *strangers], patterns):
         verdict = NodeVerdict(
             node=node,
             verdict=judged.verdict,
@@ -214,10 +218,13 @@ def judge(
             )
             records[node] = record  # slimmed by _judge_chunk
             files[node] = spec.folder / str(judged.record_file)
+            if body is not None:
+                bodies[node] = body
         verdicts[node] = verdict
     envs = _env_groups(spec.folder, verdicts, records)
     for node in {n for g in envs for n in g.differing}:
         records.pop(node, None)
+        bodies.pop(node, None)
     classes = _classes(verdicts, records, patterns, min_peers)
     for _cls, lemons in classes:
         for node, found in lemons.items():
@@ -235,7 +242,7 @@ def judge(
         classes=[cls for cls, _ in classes],
         envs=envs,
     )
-    return Judged(fleet, records, files)
+    return Judged(fleet, records, files, bodies)
 
 
 # Below this many nodes one process judges them all (a pool's start costs more than it saves).
@@ -245,21 +252,24 @@ _CHUNK = 500
 
 def _judge_chunk(
     expected: Expected, nodes: list[str], patterns: Sequence[str]
-) -> list[tuple[str, NodeJudgement]]:
-    """Judge some nodes; their records slimmed here, so little crosses back to the parent."""
+) -> list[tuple[str, NodeJudgement, bytes | None]]:
+    """Judge some nodes; their records slimmed here, and the whole record compressed, so
+    little crosses back to the parent."""
     keep: dict[str, bool] = {}
-    out = []
+    out: list[tuple[str, NodeJudgement, bytes | None]] = []
     for node in nodes:
         judged = judge_node(expected, node)
+        body = None
         if judged.record is not None:
+            body = _body(judged.record)
             judged.record = _slim(judged.record, keep, patterns)
-        out.append((node, judged))
+        out.append((node, judged, body))
     return out
 
 
 def _judge_nodes(
     expected: Expected, nodes: list[str], patterns: Sequence[str]
-) -> Iterator[tuple[str, NodeJudgement]]:
+) -> Iterator[tuple[str, NodeJudgement, bytes | None]]:
     """Each node's files are read and checked on their own (O(1) in the fleet size); a large
     fleet is judged in chunks by a process per CPU (at most 8)."""
     workers = min(os.cpu_count() or 1, 8)
