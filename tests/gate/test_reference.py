@@ -46,6 +46,9 @@ def test_each_kind_of_argument_is_told_one_way(here: Project) -> None:
     for folder in ("a-folder", "x.json", str(cwd / "a-folder")):
         with pytest.raises(BadInput, match="is a folder; give a stack name"):
             parse_reference(folder)
+    for empty in ("", "  "):
+        with pytest.raises(BadInput, match="empty; give a stack name"):
+            parse_reference(empty)
 
 
 def _baseline(project: Project) -> tuple[list[Path], str]:

@@ -4,7 +4,7 @@ One rule for `gate`, `diff`, `report` and `mark-good` (before, each had its own 
 stack?"):
 
 1. a path ending in `.toml`, or a name of a manifest in stacks/: a **stack**;
-2. an existing folder: bad input (exit 2), whatever its name;
+2. an existing folder, or nothing (an empty argument): bad input (exit 2);
 3. an existing file: a **file**, holding a record or a run report (its JSON tells which,
    read once when it is looked up);
 4. anything else: a **record** id (or unique prefix), or the name of a stack that has records
@@ -58,6 +58,8 @@ class Reference:
 
 def parse_reference(text: str) -> Reference:
     """The kind of thing `text` names (the module docstring's rule); a folder is exit 2."""
+    if not text.strip():
+        raise BadInput(f"{text!r}: empty; give a stack name, a record file or a record id")
     path = Path(text)
     if text.endswith(".toml") or text in stack_names():
         return Reference(text, "stack")
