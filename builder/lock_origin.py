@@ -62,6 +62,31 @@ def normal_url(url: str, base: Path) -> str:
     return urlunsplit((parts.scheme.lower(), parts.netloc.lower(), unquote(path), parts.query, ""))
 
 
+def url_problem(url: str) -> str:
+    """Why uv and this check could read a lock's URL as two places ("" when they cannot).
+
+    uv parses URLs as WHATWG does (Rust's url crate), Python's urlsplit does not: in
+    `https://evil.example\\@pypi.org/simple` uv reads a backslash as `/` (host evil.example),
+    urlsplit as part of the user info (host pypi.org). uv never writes user info, control
+    characters, a non-ASCII or percent-encoded host into a lock, so such a URL is refused
+    rather than interpreted."""
+    if "\\" in url:
+        return "a backslash (uv reads it as '/', Python's parser as part of the user info)"
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in url):
+        return "a control character (uv drops tabs and newlines, Python may not)"
+    if "://" in url:
+        if " " in url:
+            return "a space (uv writes URLs percent-encoded)"
+        netloc = urlsplit(url).netloc
+        if "@" in netloc:
+            return "user info before the host (uv writes none into a lock)"
+        if not netloc.isascii():
+            return "a host that is not ASCII (uv would look up its punycode form)"
+        if "%" in netloc:
+            return "a percent-encoded host (uv decodes it, Python's parser does not)"
+    return ""
+
+
 @dataclass(frozen=True)
 class _Index:
     name: str
@@ -98,6 +123,14 @@ def registry_problems(
     for pkg in state.lock.dependencies():
         label = f"{pkg.name} {pkg.version or ''}".strip()
         source = pkg.source
+        odd = [
+            f"{label}: {where} {shown!r}: {why}"
+            for where, shown in _urls(pkg)
+            if (why := url_problem(shown))
+        ]
+        if odd:
+            out.extend(odd)
+            continue
         if source.registry is not None:
             allowed = _allowed(manifest, indexes, pkg.name)
             got = normal_url(source.registry, base)
@@ -126,6 +159,16 @@ def registry_problems(
                 "indexes and git repositories"
             )
     return out
+
+
+def _urls(pkg: LockedPackage) -> list[tuple[str, str]]:
+    """Every URL of a locked package uv may read: its source's, its files'."""
+    source = pkg.source
+    found = [("source", u) for u in (source.registry, source.git, source.url) if u is not None]
+    found += [(f"wheels[{j}]", w.url) for j, w in enumerate(pkg.wheels) if w.url is not None]
+    if pkg.sdist is not None and pkg.sdist.url is not None:
+        found.append(("sdist", pkg.sdist.url))
+    return found
 
 
 @dataclass(frozen=True)

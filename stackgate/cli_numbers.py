@@ -10,17 +10,22 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from collections.abc import Callable
+
+# What a reader of the command line sees is what is parsed: ASCII digits only. Python's int()
+# and float() also take other scripts' digits ('٣' is 3) and underscores ('1_0' is 10).
+_WHOLE = re.compile(r"[+-]?[0-9]+")
+_NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 
 
 def int_in(low: int, high: int) -> Callable[[str], int]:
     """An argparse type: a whole number in [low, high]."""
 
     def parse(text: str) -> int:
-        try:
-            value = int(text.strip(), 10)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not _WHOLE.fullmatch(text.strip()):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
+        value = int(text.strip(), 10)
         if not low <= value <= high:
             raise argparse.ArgumentTypeError(f"{text} is outside [{low}, {high}]")
         return value
@@ -35,10 +40,11 @@ def float_in(low: float, high: float, *, low_open: bool = False, high_open: bool
     shown = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
 
     def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not _NUMBER.fullmatch(text.strip()):
+            if text.strip().lower().lstrip("+-") in ("nan", "inf", "infinity"):
+                raise argparse.ArgumentTypeError(f"{text} is outside {shown}")
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number")
+        value = float(text)
         below = value <= low if low_open else value < low
         above = value >= high if high_open else value > high
         if not math.isfinite(value) or below or above:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 
 from stackgate.errors import BadInput
 from stackgate.manifest import MAX_CONCURRENCY
@@ -20,6 +20,12 @@ from stackgate.manifest_values import ArchStr
 from stackgate.model import StrictModel
 
 Port = Annotated[int, Field(ge=1, le=65535)]
+
+
+def _shown(path: Path) -> str:
+    """A path in an error message: a name that is not UTF-8 (surrogate escapes) shown with
+    backslashes; pydantic cannot encode the raw escapes and raised UnicodeEncodeError."""
+    return str(path).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 class StaticOptions(StrictModel):
@@ -61,6 +67,39 @@ class ServeOptions(StrictModel):
         default=None, description="Concurrency levels instead of the profile's."
     )
 
+    @field_validator("reference")
+    @classmethod
+    def _readable(cls, path: Path | None) -> Path | None:
+        """A reference given is read: a missing one, a folder, a FIFO or a device is bad
+        input before any server starts (a missing one was a SKIP after the launch)."""
+        if path is not None and not path.is_file():
+            what = "no such file" if not path.exists() else "not a regular file"
+            raise ValueError(f"{_shown(path)}: {what}")
+        return path
+
+    @field_validator("record_reference", "jsonl")
+    @classmethod
+    def _writable_file(cls, path: Path | None) -> Path | None:
+        """Written at the end of a run: an existing folder, FIFO or device there, or a parent
+        that is not a folder, is bad input before any server starts."""
+        if path is None:
+            return path
+        if path.exists() and not path.is_file():
+            raise ValueError(f"{_shown(path)}: exists and is not a regular file")
+        parent = path.parent
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+        if not parent.is_dir():
+            raise ValueError(f"{_shown(path)}: {_shown(parent)} is not a folder")
+        return path
+
+    @field_validator("log_dir")
+    @classmethod
+    def _folder(cls, path: Path | None) -> Path | None:
+        if path is not None and path.exists() and not path.is_dir():
+            raise ValueError(f"{_shown(path)}: exists and is not a folder")
+        return path
+
 
 class GroupOptions(StrictModel):
     static: StaticOptions = Field(default_factory=StaticOptions)
@@ -75,6 +114,21 @@ SECTIONS: dict[str, str] = {
     for key in info.annotation.model_fields  # type: ignore[union-attr]
 }
 _LISTS = frozenset({"targets", "concurrencies"})
+# Values that name files (fields typed Path): a file name need not be UTF-8 on Linux.
+_PATHS = frozenset(
+    key
+    for info in GroupOptions.model_fields.values()
+    for key, field in info.annotation.model_fields.items()  # type: ignore[union-attr]
+    if "Path" in str(field.annotation)
+)
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _value(key: str, raw: str) -> Any:
@@ -97,6 +151,10 @@ def parse_options(items: Sequence[str]) -> GroupOptions:
             close = difflib.get_close_matches(key, SECTIONS, n=1)
             hint = f"did you mean '{close[0]}'?" if close else f"known: {', '.join(SECTIONS)}"
             problems.append(f"--option {key}: unknown option; {hint}")
+            continue
+        if key not in _PATHS and not _is_utf8(raw):
+            # pydantic cannot put such text into its own error message (UnicodeEncodeError)
+            problems.append(f"--option {key}: {_shown(Path(raw))!r} is not UTF-8 text")
             continue
         sections.setdefault(section, {})[key] = _value(key, raw)
     if not problems:

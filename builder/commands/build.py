@@ -21,6 +21,7 @@ from builder.uvproject import index_map_credentials, parse_index_map
 from builder.watched import Terminal
 from stackgate.build_record import BuildOutput
 from stackgate.cli import emit_json
+from stackgate.cli_paths import FOLDER
 from stackgate.errors import EXIT_OK, BadInput
 from stackgate.heartbeat import Heartbeat
 from stackgate.host.resources import GIB
@@ -40,11 +41,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("stack", help="a stack name in stacks/ or a path to a manifest")
     parser.add_argument(
         "--venv-root",
-        type=Path,
+        type=FOLDER,
         default=None,
         help="where envs live (default <repo>/envs, or $STACKGATE_VENV_ROOT)",
     )
-    parser.add_argument("--locks-dir", type=Path, default=None, help="default: stacks/locks")
+    parser.add_argument("--locks-dir", type=FOLDER, default=None, help="default: stacks/locks")
     parser.add_argument("--python", default=None, help="interpreter path or version to use")
     parser.add_argument(
         "--topology",
@@ -61,7 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--offline", action="store_true", help="use no network at all")
     parser.add_argument(
-        "--wheelhouse", type=Path, default=None, help="folder from `builder wheelhouse`"
+        "--wheelhouse", type=FOLDER, default=None, help="folder from `builder wheelhouse`"
     )
     parser.add_argument(
         "--repair",

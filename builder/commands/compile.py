@@ -4,13 +4,13 @@ watchdog watching; record the measured peak RSS per job for the next plan."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from builder.history import read_history, write_history
 from builder.jobs import compile_env, plan_jobs
 from builder.lock import uv_env
 from builder.watched import run_watched
 from stackgate.cli import emit_json
+from stackgate.cli_paths import FOLDER
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.host.resources import GIB
 from stackgate.layout import venv_root
@@ -26,8 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "argv", nargs=argparse.REMAINDER, help="-- then the build command (options go before STACK)"
     )
-    parser.add_argument("--cwd", type=Path, default=None, help="run the command here")
-    parser.add_argument("--venv-root", type=Path, default=None, help="where history is kept")
+    parser.add_argument("--cwd", type=FOLDER, default=None, help="run the command here")
+    parser.add_argument("--venv-root", type=FOLDER, default=None, help="where history is kept")
     parser.add_argument(
         "--no-watchdog", action="store_true", help="measure only, never pause (for proofs)"
     )

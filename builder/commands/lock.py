@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from pathlib import Path
 
 from rich.text import Text
 
@@ -13,6 +12,7 @@ from builder.compat_vet import CompatVet
 from builder.lock import locked_packages, run_lock
 from builder.uvproject import index_map_credentials, parse_index_map
 from stackgate.cli import emit_json
+from stackgate.cli_paths import FOLDER
 from stackgate.errors import EXIT_OK
 from stackgate.layout import lock_files
 from stackgate.loading import load_stack
@@ -34,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="resolve the manifest's index NAME from URL instead (mirror or local folder)",
     )
     parser.add_argument("--python", default=None, help="interpreter path or version to use")
-    parser.add_argument("--locks-dir", type=Path, default=None, help="default: stacks/locks")
+    parser.add_argument("--locks-dir", type=FOLDER, default=None, help="default: stacks/locks")
     parser.add_argument(
         "--upgrade", action="store_true", help="re-resolve everything, not just what changed"
     )

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from builder.history import read_history
 from builder.jobs import compile_env, plan_jobs
 from stackgate.cli import emit_json
+from stackgate.cli_paths import FOLDER
 from stackgate.errors import EXIT_OK
 from stackgate.layout import venv_root
 from stackgate.loading import load_stack
@@ -19,7 +19,7 @@ HELP = "show how many compile jobs a source build of the stack may run here, and
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("stack", help="a stack name in stacks/ or a path to a manifest")
-    parser.add_argument("--venv-root", type=Path, default=None, help="where history is kept")
+    parser.add_argument("--venv-root", type=FOLDER, default=None, help="where history is kept")
 
 
 def run(args: argparse.Namespace) -> int:

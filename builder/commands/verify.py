@@ -8,6 +8,7 @@ from pathlib import Path
 
 from stackgate.build_record import read_build_record
 from stackgate.cli import emit_json
+from stackgate.cli_paths import FOLDER
 from stackgate.digests import DigestCache
 from stackgate.envtree import check_tree
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
@@ -24,12 +25,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("stack", help="a stack name in stacks/ or a path to a manifest")
     parser.add_argument(
         "--venv-root",
-        type=Path,
+        type=FOLDER,
         default=None,
         help="where envs live (default <repo>/envs, or $STACKGATE_VENV_ROOT)",
     )
     parser.add_argument(
-        "--env", type=Path, default=None, help="an env folder (default: the stack's `current`)"
+        "--env", type=FOLDER, default=None, help="an env folder (default: the stack's `current`)"
     )
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import threading
 import time
-from pathlib import Path
 
 from rich.progress import (
     BarColumn,
@@ -21,6 +20,7 @@ from builder.wheelhouse import Artifact, artifacts, download
 from stackgate.bounded_http import add_limit_arguments, limits_from
 from stackgate.cli import emit_json
 from stackgate.cli_numbers import WORKERS
+from stackgate.cli_paths import FOLDER
 from stackgate.errors import EXIT_OK, BadInput
 from stackgate.host.resources import GIB
 from stackgate.layout import lock_files
@@ -34,8 +34,8 @@ HELP = "download every locked artifact of a stack (hash-checked) for offline bui
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("stack", help="a stack name in stacks/ or a path to a manifest")
-    parser.add_argument("--to", type=Path, required=True, help="the wheelhouse folder")
-    parser.add_argument("--locks-dir", type=Path, default=None, help="default: stacks/locks")
+    parser.add_argument("--to", type=FOLDER, required=True, help="the wheelhouse folder")
+    parser.add_argument("--locks-dir", type=FOLDER, default=None, help="default: stacks/locks")
     parser.add_argument("--workers", type=WORKERS, default=4, help="parallel downloads (1-64)")
     add_limit_arguments(parser)
 

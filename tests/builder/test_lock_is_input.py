@@ -13,6 +13,7 @@ file.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import subprocess
 import sys
@@ -333,3 +334,61 @@ def test_pre_install_verdict_checks_origin_offline_and_says_when_it_cannot(
     bare = check_lock_origin(served.lockfile, None, Limits(), offline=True)
     skipped = origin_result(bare, None, offline=True)
     assert skipped.status == "SKIP" and "no stack given" in skipped.reason
+
+
+def _host_port(base: str) -> str:
+    return base.split("://", 1)[1].rstrip("/")
+
+
+# numpy's wheel URL (or its registry) rewritten; (what to write, refused?). `{b}` is the index
+# server's base URL, `{hp}` its host:port, `{a}` the attacker's host:port, `{w}` numpy's wheel
+# path on the index. uv reads URLs as WHATWG does, Python's urlsplit does not: every form the
+# two could read as two places is refused; one that is the same place either way is accepted.
+URL_TRICKS: dict[str, tuple[str, str, bool]] = {
+    "backslash before user info (uv: the attacker's host)": ("wheel", "http://{a}\\@{hp}{w}", True),
+    "backslash in the registry": ("registry", "http://{a}\\@{hp}/idx-pypi/simple", True),
+    "user info naming the index host": ("wheel", "http://{hp}@{a}{w}", True),
+    "harmless-looking user info": ("wheel", "http://pypi@{hp}{w}", True),
+    "percent-encoded host": ("wheel", "http://127.0.0.%31:{port}{w}", True),
+    "tab inside the host": ("wheel", "http://127.0.0.1\t:{port}{w}", True),
+    "space in the path": ("wheel", "{b}/idx-pypi/simple/numpy /" + NUMPY, True),
+    "encoded dot-dot segment": ("wheel", "{b}/idx-pypi/simple/numpy/%2e%2e/numpy/" + NUMPY, True),
+    "double-encoded slash": ("wheel", "{b}/idx-pypi/simple/numpy%252F" + NUMPY, True),
+    "query appended": ("wheel", "{b}{w}?x=1", True),
+    "scheme upper-case": ("wheel", "HTTP://{hp}{w}", False),
+    "fragment appended": ("wheel", "{b}{w}#egg=numpy", False),
+    "registry with a trailing slash": ("registry", "{b}/idx-pypi/simple/", False),
+}
+
+
+def test_url_tricks_are_refused_or_read_as_the_same_place(
+    served: Served, tmp_path: Path
+) -> None:
+    """Each rewrite of numpy's locked URLs, checked in-process (one lock run for all)."""
+    honest = served.lockfile.read_text(encoding="utf-8")
+    evil = _evil_numpy(tmp_path / "attacker", tmp_path / "PLANTED")
+    make_index(tmp_path / "attacker", [evil])
+    port = served.base.rsplit(":", 1)[1]
+    wheel_path = served.numpy_url().removeprefix(served.base)
+    with hostile_server(tmp_path / "attacker") as attacker:
+        fill = {"b": served.base, "hp": _host_port(served.base), "a": _host_port(attacker.base),
+                "w": wheel_path, "port": port}
+        wrong = []
+        for name, (what, template, refused) in URL_TRICKS.items():
+            served.lockfile.write_text(honest, encoding="utf-8")
+            new = template.format(**fill)
+            if what == "wheel":
+                served.edit(f'"{served.numpy_url()}"', json.dumps(new))
+            else:
+                block = _block(served, "numpy")
+                served.edit(block, block.replace(f'"{served.base}/idx-pypi/simple"',
+                                                 json.dumps(new)))
+            try:
+                _origin(served)
+                outcome = False
+            except BadInput:
+                outcome = True
+            if outcome != refused:
+                wrong.append(f"{name}: {new!r} {'refused' if outcome else 'accepted'}")
+        assert not wrong, wrong
+        assert not attacker.requests

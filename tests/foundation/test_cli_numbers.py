@@ -12,26 +12,17 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from stackgate.cli import build_parser, discover
+from tests.helpers.cli_walk import walk_actions
 
 ROOT = Path(__file__).resolve().parents[2]
 # Floats the command checks itself (stackgate.bounded_http.Limits: positive and finite, exit 2
 # naming the field; tests/validators/test_lockcheck_hostile.py refuses 0, -1, nan, inf).
 CHECKED_BY_THE_COMMAND = {"validators static: --deadline", "validators static: --request-timeout"}
-
-
-def _actions(parser: argparse.ArgumentParser, path: str) -> Iterator[tuple[str, argparse.Action]]:
-    for action in parser._actions:  # argparse keeps no public list of a parser's actions
-        if isinstance(action, argparse._SubParsersAction):
-            for name, child in action.choices.items():
-                yield from _actions(child, f"{path} {name}")
-        else:
-            yield path, action
 
 
 @pytest.mark.parametrize("package", ["builder", "validators"])
@@ -41,7 +32,7 @@ def test_no_numeric_flag_is_plain_int_or_float(package: str) -> None:
     plain = []
     for entry in commands:
         parser = build_parser(package, commands, "", chosen=entry.name)
-        for path, action in _actions(parser, package):
+        for path, action in walk_actions(parser, package):
             name = f"{path}: {'/'.join(action.option_strings) or action.dest}"
             if action.type in (int, float) and name not in CHECKED_BY_THE_COMMAND:
                 plain.append(name)
@@ -67,3 +58,34 @@ def test_out_of_range_values_are_exit_2_and_touch_nothing(tmp_path: Path, argv: 
     assert done.returncode == 2, done.stdout + done.stderr
     assert "is outside" in done.stderr and "Traceback" not in done.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+# What an outsider types into every numeric flag. Each is refused by the flag's parser (an
+# argparse usage error: exit 2 naming the flag, before the command runs) or read as a finite
+# number no larger than a command can use.
+HOSTILE_NUMBERS = ["-1", "1e23", "100000000000000000000000", "nan", "inf", "-inf", "1e400",
+                   "", " ", "0x10", "1_0", "\u0663", "\uff11", "5\x00", "1,5", "--1"]
+
+
+@pytest.mark.parametrize("package", ["builder", "validators"])
+def test_every_numeric_flag_refuses_every_hostile_value(package: str) -> None:
+    """The parser walk, dynamic: every bounded flag of every command, every value above.
+    (`-1` is refused by every flag: no count, size or time here may be negative.)"""
+    commands = discover(package)
+    accepted = []
+    walked = 0
+    for entry in commands:
+        parser = build_parser(package, commands, "", chosen=entry.name)
+        for path, action in walk_actions(parser, package):
+            kind = getattr(action.type, "__name__", "")
+            if kind not in ("whole number", "number"):
+                continue
+            walked += 1
+            for text in HOSTILE_NUMBERS:
+                try:
+                    value = action.type(text)  # type: ignore[misc]
+                except argparse.ArgumentTypeError:
+                    continue
+                accepted.append(f"{path} {'/'.join(action.option_strings)} {text!r} -> {value!r}")
+    assert walked >= (3 if package == "builder" else 30)
+    assert not accepted, accepted

@@ -74,6 +74,8 @@ LIES = {
         ["--lie", "chunks-x10", "--tokens-per-chunk", "2"], "re-counts to 2 tokens"),
     "empty chunks claim 10 each": (
         ["--lie", "empty-x10"], "re-counts to 0 tokens with the model's tokenizer and 2 chunks"),
+    "a NaN count (json.dumps writes NaN, Python reads it)": (
+        ["--lie", "nan"], "usage.completion_tokens is nan, not a whole number"),
     "chunks of 4 tokens claim one each": (
         ["--lie", "under", "--tokens-per-chunk", "4"],
         "claims 5 completion tokens, its streamed text re-counts to 20 tokens"),
@@ -90,6 +92,9 @@ def test_claims_the_text_does_not_bear_out_fail_naming_both(name: str, recheck: 
     assert any(said in e for e in m["errors"]), m["errors"]
     assert m["total_output_tokens"] == 0 and m["output_throughput"] == 0.0
     status, reason, evidence = recheck.verdict()
+    if "re-counts" not in said:  # refused by the stream's own checks, before any re-count
+        assert evidence["requests"] == 0
+        return
     assert status == "FAIL" and "8 of 8 requests" in reason and said in reason
     assert evidence["requests"] == 8 and len(evidence["disagreements"]) == 5
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from builder.lock import read_lock
 from stackgate.cli import emit_json
 from stackgate.cli_numbers import RUNS, int_in
+from stackgate.cli_paths import FOLDER
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.layout import current_env, lock_files, venv_root
 from stackgate.loading import load_stack
@@ -79,12 +80,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--work",
-        type=Path,
+        type=FOLDER,
         default=None,
         help="state folder: intermediate manifests, locks, gate results, steps.json "
         "(default: <state dir>/bisect/<id of this bisect>; a re-run continues from it)",
     )
-    parser.add_argument("--venv-root", type=Path, default=None, help="where steps are built")
+    parser.add_argument("--venv-root", type=FOLDER, default=None, help="where steps are built")
     parser.add_argument("--python", default=None, help="interpreter for locks and builds")
     parser.add_argument("--html", type=Path, default=None, help="also write an HTML report")
     parser.add_argument(

@@ -17,6 +17,7 @@ from packaging.utils import canonicalize_name
 
 from stackgate.cli import emit_json
 from stackgate.cli_numbers import WORKERS, int_in
+from stackgate.cli_paths import FOLDER
 from stackgate.errors import EXIT_OK, BadInput, EnvironmentProblem
 from stackgate.files import atomic_write_text
 from stackgate.output import console_err
@@ -62,7 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--pre", action="store_true", help="include pre-releases")
     parser.add_argument("--offline", action="store_true", help="caches only, no network")
-    parser.add_argument("--cache", help="facts cache (default $STACKGATE_CACHE/lockcheck)")
+    parser.add_argument(
+        "--cache", type=FOLDER, help="facts cache (default $STACKGATE_CACHE/lockcheck)"
+    )
     parser.add_argument("--jobs", type=WORKERS, default=6, help="members fetched at once")
     parser.add_argument("--html", help="write the heat map report here")
     parser.add_argument("--rules", help="rules file to check (default: stacks/rules.toml)")

@@ -6,11 +6,11 @@ Without --run, `--env PATH --repeats N` runs the validators N times itself.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from stackgate.cli import emit_json
 from stackgate.cli_numbers import RUNS
 from stackgate.cli_output import MarkGoodOutput, MarkGoodRefusal
+from stackgate.cli_paths import FOLDER
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.loading import load_stack
 from stackgate.output import console_err, styled
@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_run_argument(parser, required=False)
     parser.add_argument(
         "--env",
-        type=Path,
+        type=FOLDER,
         default=None,
         help="the environment the runs judged (default: the reports' env_path); without "
         "--run, the environment to validate --repeats times",
@@ -62,7 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--export",
-        type=Path,
+        type=FOLDER,
         default=None,
         metavar="DIR",
         help="also write the record as JSON under DIR (e.g. records/)",

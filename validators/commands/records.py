@@ -14,6 +14,7 @@ from rich.table import Table
 
 from stackgate.cli import emit_json
 from stackgate.cli_numbers import int_in
+from stackgate.cli_paths import FOLDER
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.output import console_err, print_table, styled
 from stackgate.paths import display_path
@@ -46,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--dir",
-        type=Path,
+        type=FOLDER,
         default=None,
         help="export/import folder, and where verify looks for the exported store head "
         "(default: the project's records/)",

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from rich.table import Table
 
 from stackgate.cli import emit_json
 from stackgate.cli_numbers import RUNS
+from stackgate.cli_paths import FOLDER
 from stackgate.credentials import redact
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.layout import venv_root
@@ -32,13 +32,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("record", help="RECORD (file or id) or STACK (its newest known-good)")
     parser.add_argument(
         "--venv-root",
-        type=Path,
+        type=FOLDER,
         default=None,
         help="where to build (default: the builder's, <repo>/envs)",
     )
     parser.add_argument(
         "--wheelhouse",
-        type=Path,
+        type=FOLDER,
         default=None,
         help="build offline from this folder (`builder wheelhouse`)",
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from stackgate.cli_paths import FOLDER
 from stackgate.errors import BadInput, EnvironmentProblem
 from stackgate.layout import current_env
 from stackgate.loading import load_stack
@@ -49,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="interconnect profile to test (default: detected via NVML)",
     )
     parser.add_argument("--serve-profile", help="serving profile for serve-bench")
-    parser.add_argument("--out-dir", help="folder for logs the groups keep")
+    parser.add_argument("--out-dir", type=FOLDER, help="folder for logs the groups keep")
     parser.add_argument(
         "--option",
         action="append",

@@ -12,6 +12,7 @@ from rich.console import Console
 
 from stackgate.cli import emit_json
 from stackgate.cli_numbers import PORT
+from stackgate.cli_paths import FOLDER
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.layout import current_env
 from stackgate.loading import LoadedStack, load_stack
@@ -34,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("stack", help="a stack name in stacks/ or a path to a manifest")
     parser.add_argument(
         "--env",
-        type=Path,
+        type=FOLDER,
         default=None,
         help="the environment (venv) to serve from (default: envs/STACK/current)",
     )
@@ -67,7 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--out-dir",
-        type=Path,
+        type=FOLDER,
         default=Path("serve-bench-out"),
         help="server logs and results (default ./serve-bench-out)",
     )
@@ -114,7 +115,7 @@ def _run(args: argparse.Namespace, interrupts: Interrupts) -> int:
             port=args.port,
         )
     except ValidationError as exc:
-        problems = [f"--{e['loc'][0]}: {e['msg']}".replace("_", "-") for e in exc.errors()]
+        problems = [f"--{str(e['loc'][0]).replace('_', '-')}: {e['msg']}" for e in exc.errors()]
         raise BadInput("invalid serve-bench arguments", details=problems) from None
     if args.dry_run:
         return _dry_run(args, loaded, serve)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from stackgate.bounded_http import add_limit_arguments, limits_from
 from stackgate.cli_numbers import WORKERS
+from stackgate.cli_paths import FOLDER
 from stackgate.errors import BadInput
 from stackgate.heartbeat import Heartbeat, took
 from stackgate.loading import load_stack
@@ -48,6 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--cache",
+        type=FOLDER,
         help="with --lock: facts cache folder (default $STACKGATE_CACHE/lockcheck or "
         "~/.cache/stackgate/lockcheck)",
     )

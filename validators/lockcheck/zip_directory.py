@@ -6,6 +6,7 @@ more it needs when the directory starts earlier (`NeedMore`).
 
 from __future__ import annotations
 
+import itertools
 import struct
 from dataclasses import dataclass
 
@@ -97,6 +98,7 @@ def _parse(tail: bytes, file_size: int) -> list[Member] | NeedMore:
         return NeedMore(cd_offset)
     limit = rel + cd_size
     members: list[Member] = []
+    spans: list[tuple[int, int, str]] = []  # (local header offset, end of its data, name)
     seen: set[str] = set()
     p = rel
     for _ in range(count):
@@ -117,6 +119,9 @@ def _parse(tail: bytes, file_size: int) -> list[Member] | NeedMore:
             ) from None
         if "\x00" in name or not name:
             raise ZipFormatError(f"entry at offset {base + p}: empty name or a NUL in it")
+        if name.startswith("/") or ".." in name.split("/"):
+            # an installer would write it outside site-packages (pip and uv refuse it)
+            raise ZipFormatError(f"{name}: an absolute name or one climbing out with '..'")
         extra = tail[p + 46 + nlen : p + 46 + nlen + elen]
         usize, csize, local = _zip64_sizes(name, extra, usize, csize, local)
         if flags & 0x1:
@@ -135,8 +140,19 @@ def _parse(tail: bytes, file_size: int) -> list[Member] | NeedMore:
             raise ZipFormatError(f"{name}: two entries of one name")
         seen.add(name)
         members.append(Member(name, method, crc, csize, usize, local))
+        spans.append((local, local + LOCAL_HEADER + nlen + csize, name))
         p += 46 + nlen + elen + clen
+    _no_overlap(spans)
     return members
+
+
+def _no_overlap(spans: list[tuple[int, int, str]]) -> None:
+    """Entries whose data share bytes: the trick of non-recursive zip bombs (thousands of
+    entries inflating one compressed kernel); CPython's zipfile refuses them too."""
+    spans.sort()
+    for (_start, end, name), (start, _end, other) in itertools.pairwise(spans):
+        if start < end:
+            raise ZipFormatError(f"{other}: its entry overlaps the data of {name}")
 
 
 def _zip64_sizes(

@@ -1,0 +1,44 @@
+"""Folder arguments, checked where they are parsed (issue 23 section 5).
+
+`builder wheelhouse --to /dev/null` was an OSError ("File exists", exit 3) after the lock was
+read; `validators run --out-dir /dev/null` and `records verify --dir FIFO` went on (exit 0 / 1)
+with a folder that is not one. A flag typed FOLDER is an argparse usage error (exit 2 naming
+the flag) when its path exists and is not a folder, or when the nearest part of it that exists
+is not a folder (`--to some-file/x`): nothing can be made there. A folder that does not exist
+yet is fine (the command makes it).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def _shown(path: Path) -> str:
+    """A name that is not UTF-8 (surrogate escapes) with backslashes, printable anywhere."""
+    return str(path).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def folder_arg(text: str) -> Path:
+    """An argparse type: a path that is a folder or can become one."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path is not a folder")
+    if "\x00" in text:
+        raise argparse.ArgumentTypeError(f"{_shown(Path(text))!r}: a path cannot hold NUL")
+    path = Path(text)
+    if path.exists():
+        if not path.is_dir():
+            raise argparse.ArgumentTypeError(f"{_shown(path)} exists and is not a folder")
+        return path
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise argparse.ArgumentTypeError(
+            f"{_shown(path)}: {_shown(parent)} is not a folder, nothing can be made below it"
+        )
+    return path
+
+
+folder_arg.__name__ = "folder"
+FOLDER = folder_arg
