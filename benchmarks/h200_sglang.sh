@@ -102,6 +102,8 @@ cp /tmp/sg-within-*/server.log "$RES/within-server.log" 2>/dev/null
 # what compiled on first use, and when (FlashInfer's JIT cache; Triton's)
 find "$HOME/.cache/flashinfer" -name "*.so" -printf '%TT %s %p\n' 2>/dev/null | sort >"$RES/jit-flashinfer.txt"
 find "$HOME/.triton/cache" -name "*.json" -newer "$RES/model-kimi.json" 2>/dev/null | wc -l >"$RES/jit-triton-count.txt"
+# added after machine 2 (not run yet): SGLang's own TVM-FFI JIT modules, the unexplained 316 s there
+find "$HOME/.cache/tvm-ffi" -name "*.so" -printf '%TT %s %p\n' 2>/dev/null | sort >"$RES/jit-tvm-ffi.txt"
 [ -s "$REF" ] || finish "no greedy reference"
 
 step "validators run x $RUNS0 (host, static, runtime, serve-bench: kimi-mini), each a fresh server"

@@ -14,7 +14,11 @@ the main (non-tail) metrics, for n runs a side:
   one metric caught 95% of the time at that tolerance.
 
 Run:  .venv/bin/python benchmarks/h200_sglang_power.py [--trials 2000]
-Writes benchmarks/results/h200_sglang/noise.json and noise.md.
+Writes benchmarks/results/h200_sglang/noise.json and noise.md. Machine 2 (5 restarts of the
+margin-construction model: the record's 3 runs and the equal gate's 2):
+  .venv/bin/python benchmarks/h200_sglang_power.py --label "machine 2" \
+    --out benchmarks/results/h200_sglang/machine2 --runs M2/runs0/run-{1,2,3}.json \
+    M2/gate-equal/run-0{1,2}.json
 """
 
 from __future__ import annotations
@@ -47,9 +51,9 @@ REPEATS = (2, 4, 8, 16, 32, 64)
 GOAL_GATE_FALSE_ALARM = 0.05
 
 
-def noise() -> dict[str, dict[str, Any]]:
+def noise(runs: list[Path]) -> dict[str, dict[str, Any]]:
     per_run = []
-    for path in RUNS:
+    for path in runs:
         merged, _, _ = merge_runs([run_metrics(read_report(path))])
         per_run.append({k: v[0] for k, v in merged.items() if v})
     keys = sorted(set.intersection(*(set(r) for r in per_run)))
@@ -97,13 +101,17 @@ def at_cv(cv: float, k: int, trials: int, seed: int) -> list[dict[str, Any]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=2000)
+    parser.add_argument("--runs", type=Path, nargs="+", default=RUNS)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--label", default="machine 1")
     args = parser.parse_args()
-    per_metric = noise()
+    runs = [p.resolve() for p in args.runs]
+    per_metric = noise(runs)
     main_cvs = [m["cv"] for m in per_metric.values() if not m["tail"] and m["cv"]]
     k = len(main_cvs)
     median, p90 = statistics.median(main_cvs), float(np.quantile(main_cvs, 0.9))
     result = {
-        "runs": [str(p.relative_to(ROOT)) for p in RUNS],
+        "runs": [str(p.relative_to(ROOT)) for p in runs],
         "per_metric": per_metric,
         "main_metrics": k,
         "cv_median": median,
@@ -111,11 +119,13 @@ def main() -> int:
         "at_median": at_cv(median, k, args.trials, 100),
         "at_p90": at_cv(p90, k, args.trials, 200),
     }
-    (RESULTS / "noise.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "noise.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     lines = [
-        "# SGLang 0.5.17 run-to-run noise on ONE lent H200 (kimi-mini, 5 fresh servers)\n",
-        "Written by `benchmarks/h200_sglang_power.py` from the five machine-1 run reports.\n",
-        "| metric | values (5 runs) | CV |",
+        f"# SGLang 0.5.17 run-to-run noise on ONE lent H200 (kimi-mini, {len(runs)} fresh servers)\n",
+        f"Written by `benchmarks/h200_sglang_power.py` from the {len(runs)} {args.label} run "
+        "reports.\n",
+        f"| metric | values ({len(runs)} runs) | CV |",
         "|---|---|---|",
     ]
     for key, m in per_metric.items():
@@ -135,7 +145,7 @@ def main() -> int:
             f"{'-' if tol is None else f'{tol:.0%}'} | "
             f"{'-' if caught is None else f'{caught:.1%}'} |"
         )
-    (RESULTS / "noise.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (args.out / "noise.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines[-(2 * len(REPEATS) + 3) :]))
     return 0
 
