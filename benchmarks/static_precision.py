@@ -5,6 +5,8 @@ every distribution's top-level packages imported), stored per env in
 benchmarks/results/static_corpus/truth/<env>.json. Prediction: the static group, in process,
 (a) static only (--no-confirm), (b) default (static + confirming loads), (c) --deep (optional), (d) `lock`: the pre-install verdict on the same env's uv.lock
 (`static_corpus_envs.py lock NAME`; needs the network or a warm facts cache).
+Requirements (the markers class, issue 25): static.dists.requirements' unmet pairs against
+`uv pip check`'s on the same env (uv on PATH), per mode except lock.
 
 A distribution is broken in truth when one of its objects fails to load with an ABI error
 (undefined symbol, version not found) or crashes the process, or importing its top-level
@@ -20,9 +22,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
+import subprocess
 import time
 from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from validators.static.abi_results import AbiOptions
 from validators.static.group import StaticInputs, run_static
@@ -34,6 +41,9 @@ CORPUS = Path(os.environ.get("STACKGATE_CORPUS", "/work/corpus"))
 _ABI = ("undefined symbol", "version `", "cannot open shared object file", "does not exist")
 
 
+# the package's own import fails on a module nothing installs (bitsandbytes 0.47.0 imports
+# packaging without declaring it): the package cannot be used, whatever its symbols say
+_IMPORT = ("ModuleNotFoundError: No module named",)
 CYTHON_ABI = ("does not export expected C function", "has wrong signature")
 DRIVER_LIBS = ("libcuda.so", "libnvidia-", "libnvcuvid.so")
 
@@ -64,7 +74,7 @@ def truth_sets(data: dict, torch: tuple[int, int] | None) -> tuple[set[str], set
             if any(d in error for d in DRIVER_LIBS):
                 continue  # a library of the NVIDIA driver: host-provided, absent on a CPU host
             if msg.get("outcome") in ("crash", "timeout") or (
-                not msg["ok"] and any(k in error for k in _ABI)
+                not msg["ok"] and any(k in error for k in (*_ABI, *_IMPORT))
             ):
                 broken_pkgs.add(label)
     # an object that cannot open a library is broken when its package is (torch's
@@ -113,10 +123,59 @@ def _verdict_fails(results: list, pkgs: dict) -> None:  # type: ignore[type-arg]
             }
 
 
+_PIP_CHECK = re.compile(r"^The package `([^`]+)` requires `([^`]+)`")
+_STATIC_UNMET = re.compile(r"^(\S+) \S+ requires (.+?), (?:not installed|installed \S+)$")
+
+
+def pip_check(env: Path) -> list[str]:
+    """Unmet requirements as `uv pip check` sees them (its own marker evaluation), as
+    "requirer -> required" pairs of canonical names: the truth of static.dists.requirements."""
+    done = subprocess.run(
+        ["uv", "pip", "check", "--python", str(env / "bin" / "python")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    pairs = set()
+    for line in (done.stdout + done.stderr).splitlines():  # uv writes the findings to stderr
+        m = _PIP_CHECK.match(line.strip())
+        if m:
+            required = Requirement(m.group(2).split(";")[0]).name
+            pairs.add(f"{canonicalize_name(m.group(1))} -> {canonicalize_name(required)}")
+    return sorted(pairs)
+
+
+def static_unmet(results: list) -> list[str]:  # type: ignore[type-arg]
+    """static.dists.requirements' unmet requirements as the same pairs."""
+    pairs = set()
+    for r in results:
+        if r.check == "static.dists.requirements":
+            for line in r.evidence.get("unmet", []):
+                m = _STATIC_UNMET.match(line)
+                if m:
+                    required = Requirement(m.group(2)).name
+                    pairs.add(f"{canonicalize_name(m.group(1))} -> {canonicalize_name(required)}")
+    return sorted(pairs)
+
+
+UNMET: dict[str, list[str]] = {}  # env -> static's unmet pairs of the last predict()
+ARCH: dict[str, dict[str, str]] = {}  # env or lock name -> static.arch.* "STATUS: reason"
+
+
+def _arch(results: list) -> dict[str, str]:  # type: ignore[type-arg]
+    return {
+        r.check: f"{r.status}: {r.reason[:200]}"
+        for r in results
+        if r.check.startswith("static.arch.")
+    }
+
+
 def predict(env: Path, options: AbiOptions) -> tuple[dict, float, float]:  # type: ignore[type-arg]
     wall, cpu = time.perf_counter(), _cpu()
     results = run_static(StaticInputs(env_path=env, abi=options, targets=TARGETS))
     wall, cpu = time.perf_counter() - wall, _cpu() - cpu
+    UNMET[str(env)] = static_unmet(results)
+    ARCH[str(env)] = _arch(results)
     pkgs: dict[str, dict] = {}  # type: ignore[type-arg]
     for r in results:
         if r.check.startswith("static.abi.") and r.check not in ("static.abi.summary",):
@@ -150,6 +209,7 @@ def predict_lock(name: str) -> tuple[dict, float, float]:  # type: ignore[type-a
         )
     )
     wall, cpu = time.perf_counter() - wall, _cpu() - cpu
+    ARCH[str(CORPUS / name)] = _arch(results)
     site = next((CORPUS / name).glob("lib/python3*/site-packages"), CORPUS / name)
 
     def installed(path: str) -> str:
@@ -306,12 +366,25 @@ def main() -> int:
                     if v["severity"] in ("WARN", "INFO")
                 },
             }
+            if TARGETS:
+                entry[mode]["arch"] = ARCH.get(str(CORPUS / name), {})
+            if mode != "lock":
+                truth_unmet = pip_check(CORPUS / name)
+                mine = UNMET.get(str(CORPUS / name), [])
+                entry[mode]["requirements"] = {
+                    "pip_check": truth_unmet,
+                    "static": mine,
+                    "fp": sorted(set(mine) - set(truth_unmet)),
+                    "miss": sorted(set(truth_unmet) - set(mine)),
+                }
             p, o = s["packages"], s["objects"]
             print(
                 f"{name:24} {mode:8} pkgs tp={len(p['tp'])} fp={len(p['fp'])} miss={len(p['miss'])}"
                 f"  .so tp={o['tp']} fp={len(o['fp'])} miss={len(o['miss'])}"
                 f"  wall={wall:.1f}s cpu={cpu:.1f}s  fp={p['fp']} miss={p['miss']}"
-                f"  verdict_fp={s['verdict_fp']}",
+                f"  verdict_fp={s['verdict_fp']}"
+                f"  requirements={entry[mode].get('requirements', {}).get('fp', '-')}"
+                f"/{entry[mode].get('requirements', {}).get('miss', '-')}",
                 flush=True,
             )
         args.out.write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")

@@ -55,6 +55,38 @@ def test_fatbins_outside_nv_fatbin_are_found() -> None:
     assert lto.unknown == ()
 
 
+@pytest.mark.parametrize(
+    ("name", "flags"),
+    [
+        # cuBLASLt 12.8 keeps 443 of its fatbins in `.cask_resource` (SHF_ALLOC, large);
+        # cupti 12.8's libcupti.so / libcheckpoint.so keep theirs in .rodata
+        (".cask_resource", "alloc,load,data,contents"),
+        (".nv_kernels", "alloc,load,readonly,data,contents"),
+    ],
+)
+def test_fatbins_in_a_data_section_of_any_name_are_found(
+    tmp_path: Path, name: str, flags: str
+) -> None:
+    """The section's name decides nothing: the fixture with its kernels in .data, renamed
+    (objcopy: binutils, installed by .ci/bootstrap)."""
+    renamed = tmp_path / "librenamed.so"
+    subprocess.run(
+        [
+            "objcopy",
+            f"--rename-section=.data={name},{flags}",
+            str(FIXTURES / "libdata.so"),
+            str(renamed),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    sections = subprocess.run(
+        ["readelf", "-SW", str(renamed)], check=True, capture_output=True, text=True
+    ).stdout
+    assert name in sections and " .data " not in sections
+    assert labels(renamed) == labels(FIXTURES / "libdata.so") == ["compute_120", "sm_75", "sm_90"]
+
+
 def test_a_fatbin_the_reader_cannot_read_is_reported_not_dropped() -> None:
     scan = gpu_code(FIXTURES / "libunknown.so")
     assert [c.label() for c in scan.codes] == ["sm_75"]

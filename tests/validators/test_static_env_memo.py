@@ -150,6 +150,21 @@ def test_a_distribution_removed_from_the_env_is_seen(tmp_path: Path) -> None:
     assert "libvers.so.1" in again["static.abi.consumer"].reason
 
 
+def test_python_writing_its_bytecode_beside_the_modules_is_no_change(tmp_path: Path) -> None:
+    """The first import after a run writes __pycache__/ into every package folder the
+    resolver listed: nothing a loader is asked for."""
+    site = elf_env.new_env(tmp_path / "env")
+    elf_env.versioned_pair(site, tmp_path / "build", old_provider=True)
+    cache = FileFactsCache(tmp_path / "cache")
+    assert _warm(tmp_path / "env", cache, "static.abi.consumer") == "FAIL"
+    for folder in (site / "consumer", site / "provider" / "lib"):
+        (folder / "__pycache__").mkdir()
+        (folder / "helpers.py").write_text("", encoding="utf-8")
+    assert _memo(_run(tmp_path / "env", cache)) == "hit"
+    (site / "provider" / "lib" / "libextra.so.1").write_bytes(b"not even ELF")
+    assert _memo(_run(tmp_path / "env", cache)) == "stored"  # a name a loader may ask for
+
+
 def test_a_damaged_memo_entry_is_a_miss(tmp_path: Path) -> None:
     site = elf_env.new_env(tmp_path / "env")
     elf_env.versioned_pair(site, tmp_path / "build", old_provider=True)

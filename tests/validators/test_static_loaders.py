@@ -139,3 +139,46 @@ def test_a_guarded_import_is_not_a_finding(tmp_path: Path) -> None:
     r = static_results(env)["static.abi.bnbish"]
     assert r.status == "PASS", r.reason
     assert "notinstalled" not in r.reason
+
+
+@pytest.mark.parametrize(
+    "utils_py",
+    [
+        # only for type checkers, or only when called: not at import time
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import notinstalled\n",
+        "def later():\n    import notinstalled\n    return notinstalled\n",
+        # every process has __main__ (dill's `import __main__`)
+        "import __main__\n",
+    ],
+)
+def test_imports_that_do_not_run_at_import_time_or_always_resolve_are_not_candidates(
+    tmp_path: Path, utils_py: str
+) -> None:
+    env = _bnbish(tmp_path, utils_py + "ipex_cpu = None\n")
+    r = static_results(env, confirm=False)["static.abi.bnbish"]
+    assert r.status == "PASS" and r.evidence["severity"] != "WARN", r.reason
+
+
+def test_distutils_is_judged_by_the_env_python_not_this_tools() -> None:
+    """PEP 632: distutils left the standard library in 3.12 (`from distutils.version import
+    LooseVersion` at import time fails there unless setuptools' _distutils_hack serves it);
+    this tool may run on another Python than the env's."""
+    from validators.static.imports import stdlib_names
+
+    assert "distutils" in stdlib_names((3, 11))
+    assert "distutils" not in stdlib_names((3, 12))
+    assert "tomllib" not in stdlib_names((3, 10)) and "tomllib" in stdlib_names((3, 12))
+    assert "telnetlib" in stdlib_names((3, 12)) and "telnetlib" not in stdlib_names((3, 13))
+
+
+@pytest.mark.parametrize(("with_setuptools", "flagged"), [(False, True), (True, False)])
+def test_distutils_in_a_312_env_is_a_candidate_unless_setuptools_serves_it(
+    tmp_path: Path, with_setuptools: bool, flagged: bool
+) -> None:
+    env = _bnbish(tmp_path, "from distutils.version import LooseVersion\nipex_cpu = None\n")
+    site = env / elf_env.SITE  # lib/python3.12: the env's Python is 3.12
+    if with_setuptools:
+        (site / "_distutils_hack").mkdir()
+        (site / "_distutils_hack" / "__init__.py").write_text("", encoding="utf-8")
+    r = static_results(env, confirm=False)["static.abi.bnbish"]
+    assert ("imports distutils at import time" in r.reason) is flagged, r.reason

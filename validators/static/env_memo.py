@@ -59,8 +59,15 @@ def code_digest() -> str:
 
 
 def _listing_digest(directory: str) -> str:
+    """The folder's names, less those no loader is ever asked for: Python writes __pycache__
+    and .pyc files beside the modules on their first import (measured: the first `import vllm`
+    after a run made the next one resolve again)."""
     try:
-        names = sorted(os.listdir(directory))  # noqa: PTH208 (names only, fast)
+        names = sorted(
+            n
+            for n in os.listdir(directory)  # noqa: PTH208 (names only, fast)
+            if n != "__pycache__" and not n.endswith((".py", ".pyc", ".pyi"))
+        )
     except OSError:
         names = []
     return hashlib.sha256("\0".join(names).encode()).hexdigest()

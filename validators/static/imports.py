@@ -116,10 +116,45 @@ def import_time_imports(site: Path, top: str) -> dict[str, Path]:
     return outside
 
 
-def undeclared_imports(site: Path, tops: list[str], installed: set[str]) -> dict[str, Path]:
+# The standard library's top-level names change with the version: this tool's interpreter
+# (sys.stdlib_module_names) may not be the env's. Removed: PEP 632 (distutils, 3.12), the
+# 3.12 removals (asynchat, asyncore, imp, smtpd), PEP 594 and lib2to3 (3.13). Added since 3.9.
+_REMOVED_IN = {
+    (3, 12): {"distutils", "asynchat", "asyncore", "imp", "smtpd"},
+    (3, 13): {
+        "aifc", "audioop", "cgi", "cgitb", "chunk", "crypt", "imghdr", "lib2to3", "mailcap",
+        "msilib", "nis", "nntplib", "ossaudiodev", "pipes", "sndhdr", "spwd", "sunau",
+        "telnetlib", "uu", "xdrlib",
+    },
+}  # fmt: skip
+_ADDED_IN = {(3, 9): {"graphlib", "zoneinfo"}, (3, 11): {"tomllib"}, (3, 14): {"annotationlib", "compression"}}  # fmt: skip
+
+
+def stdlib_names(python: tuple[int, int] | None) -> set[str]:
+    """Top-level standard library modules of Python `python` (this interpreter's when None),
+    plus __main__, which every process has."""
+    names = set(sys.stdlib_module_names) | {"__main__"}
+    if python is None:
+        return names
+    for version, removed in _REMOVED_IN.items():
+        names -= removed if python >= version else set()
+        names |= removed if python < version else set()
+    for version, added in _ADDED_IN.items():
+        names |= added if python >= version else set()
+        names -= added if python < version else set()
+    return names
+
+
+def undeclared_imports(
+    site: Path, tops: list[str], installed: set[str], python: tuple[int, int] | None = None
+) -> dict[str, Path]:
     """Names `import TOP` needs (for each of the distribution's top-level packages) that are
-    neither the standard library nor installed: {name: file that imports it}."""
-    stdlib = set(sys.stdlib_module_names)
+    neither the standard library of the env's Python nor installed: {name: file that imports
+    it}. distutils counts as installed where setuptools' _distutils_hack is (its .pth file
+    serves `import distutils` on 3.12+)."""
+    stdlib = stdlib_names(python)
+    if "_distutils_hack" in installed:
+        stdlib.add("distutils")
     out: dict[str, Path] = {}
     for top in tops:
         for name, where in import_time_imports(site, top).items():

@@ -306,6 +306,8 @@ def classify(
         verdict(env.owner_label(broken)).takes_down.add(v.label)
     with_libs = {d.key for p in env.shared_objects() if (d := env.owner(p)) is not None}
     installed = installed_top_levels(site)
+    major, _, minor = env.marker_env().get("python_version", "").partition(".")
+    env_python = (int(major), int(minor)) if major.isdigit() and minor.isdigit() else None
     seen: set[str] = set()
     for p in roots:
         dist = env.owner(p)
@@ -315,24 +317,28 @@ def classify(
         unmet = _unmet_linked(env, dist, with_libs)
         if unmet or deep:
             verdict(dist.label()).unmet = unmet
-        missing = _undeclared(site, dist, installed, cache)
+        missing = _undeclared(site, dist, installed, cache, env_python)
         if missing:
             verdict(dist.label()).undeclared = missing
     return dict(sorted(out.items()))
 
 
 def _undeclared(
-    site: Path, dist: Distribution, installed: set[str], cache: FileFactsCache | None
+    site: Path,
+    dist: Distribution,
+    installed: set[str],
+    cache: FileFactsCache | None,
+    python: tuple[int, int] | None,
 ) -> dict[str, Path]:
     """undeclared_imports of the distribution, cached by the identity of its RECORD (a
     reinstall rewrites it) and of the installed names (an install beside it changes them)."""
     record = file_identity(dist.dist_info / "RECORD")
-    key = f"{record}:{sorted(installed)}" if record is not None else None
+    key = f"{record}:{python}:{sorted(installed)}" if record is not None else None
     if cache is not None and key is not None:
         hit = cache.get("imports", key)
         if isinstance(hit, dict):
             return {str(k): Path(str(v)) for k, v in hit.items()}
-    found = undeclared_imports(site, top_levels(dist, site), installed)
+    found = undeclared_imports(site, top_levels(dist, site), installed, python)
     if cache is not None and key is not None:
         cache.put("imports", key, {k: str(v) for k, v in found.items()})
     return found
