@@ -1,4 +1,4 @@
-"""Folder arguments, checked where they are parsed (issue 23 section 5).
+"""Folder and output-file arguments, checked where they are parsed (issue 23 section 5).
 
 `builder wheelhouse --to /dev/null` was an OSError ("File exists", exit 3) after the lock was
 read; `validators run --out-dir /dev/null` and `records verify --dir FIFO` went on (exit 0 / 1)
@@ -42,3 +42,33 @@ def folder_arg(text: str) -> Path:
 
 folder_arg.__name__ = "folder"
 FOLDER = folder_arg
+
+
+def output_file_arg(text: str) -> Path:
+    """An argparse type: a file to write. A path that exists and is not a regular file or a
+    symlink (/dev/null, a FIFO, a folder), or one whose nearest existing part is not a folder,
+    is refused at parse, before the command runs (the writer refuses it too: files.py)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path is not a file")
+    if "\x00" in text:
+        raise argparse.ArgumentTypeError(f"{_shown(Path(text))!r}: a path cannot hold NUL")
+    path = Path(text)
+    if path.is_symlink() or path.is_file():
+        return path
+    if path.exists():
+        raise argparse.ArgumentTypeError(
+            f"{_shown(path)} exists and is not a regular file (a device, FIFO or folder is "
+            "never replaced by an output file)"
+        )
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise argparse.ArgumentTypeError(
+            f"{_shown(path)}: {_shown(parent)} is not a folder, nothing can be written below it"
+        )
+    return path
+
+
+output_file_arg.__name__ = "output file"
+OUTPUT_FILE = output_file_arg

@@ -129,13 +129,34 @@ def sha256_file(path: Path) -> str:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
+def refuse_special(path: Path) -> None:
+    """BadInput when `path` exists and is neither a regular file nor a symlink: an output
+    written there would replace a device node, a FIFO or a folder."""
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return
+    except OSError as exc:  # ENOTDIR: a parent is a file
+        raise BadInput(f"{path}: cannot be written: {exc.strerror}") from None
+    if not (stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode)):
+        raise BadInput(
+            f"{path}: exists and is not a regular file (a device, FIFO or folder is never "
+            "replaced by an output file); name a file, or leave the flag out"
+        )
+
+
 def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o644, durable: bool = True) -> None:
     """Write path as a whole or not at all (temp file in the same folder + rename).
 
     durable: fsync before the rename, so a power cut cannot leave an empty file either. Bulk
     writers that can repair a file on the next run (records export) pass False: thousands of
     fsyncs cost seconds and the rename alone already rules out a half-written file.
+
+    Only a regular file (or a symlink, which is replaced, never written through) is replaced:
+    the rename put a regular file in place of `--junit /dev/null`, and run as root that was
+    the machine's /dev/null. A device, FIFO, socket or folder there is BadInput (exit 2).
     """
+    refuse_special(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
     tmp = Path(tmp_name)

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import argparse
 import os
+import stat
 from pathlib import Path
 
 import pytest
 
 from stackgate.cli import build_parser, discover, main_for
-from stackgate.cli_paths import FOLDER
+from stackgate.cli_paths import FOLDER, OUTPUT_FILE
+from stackgate.errors import BadInput
+from stackgate.files import atomic_write_text
 from tests.helpers.cli_walk import walk_actions
 
 # Every folder flag these commands take (gate and fleet are typed by their own modules; see
@@ -143,3 +146,62 @@ def test_the_commands_refuse_them_exit_2_without_a_traceback(
     assert code == 2, err
     assert "Traceback" not in err and "UnicodeEncodeError" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing made (state too)
+
+
+# Output files: written by atomic rename, which put a regular file in place of whatever was
+# there. `validators run --junit /dev/null` run as root replaced the machine's /dev/null with a
+# regular file (found by this wave's walk, on the shared test machine, and repaired by hand).
+OUTPUT_FLAGS = {
+    "validators run": ["--junit"],
+    "validators report": ["--out"],
+    "validators compat": ["--html"],
+    "validators bisect": ["--html"],
+}
+
+
+def _special_files(tmp_path: Path) -> list[Path]:
+    """A FIFO and a folder; as root also a character device node (1, 3: what /dev/null is)."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    found = [fifo, folder]
+    if os.geteuid() == 0:
+        node = tmp_path / "null-node"
+        os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        found.append(node)
+    return found
+
+
+def test_every_output_flag_is_typed_and_refuses_special_files(tmp_path: Path) -> None:
+    actions = _folder_actions()
+    untyped = [f"{c} {f}" for c, flags in OUTPUT_FLAGS.items() for f in flags
+               if actions[(c, f)].type is not OUTPUT_FILE]  # fmt: skip
+    assert not untyped, untyped
+    for path in [*_special_files(tmp_path), Path("/dev/null"), tmp_path / "a-file" / "x"]:
+        (tmp_path / "a-file").touch()
+        with pytest.raises(argparse.ArgumentTypeError):
+            OUTPUT_FILE(str(path))
+
+
+def test_the_atomic_writer_never_replaces_a_device_fifo_or_folder(tmp_path: Path) -> None:
+    for path in _special_files(tmp_path):
+        kind = stat.S_IFMT(path.lstat().st_mode)
+        with pytest.raises(BadInput, match="exists and is not a regular file"):
+            atomic_write_text(path, "x\n")
+        assert stat.S_IFMT(path.lstat().st_mode) == kind  # still what it was
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "fifo")
+    atomic_write_text(link, "x\n")  # the link is replaced, never written through
+    assert link.read_text() == "x\n" and stat.S_ISFIFO((tmp_path / "fifo").lstat().st_mode)
+
+
+def test_junit_to_a_special_file_is_exit_2_and_leaves_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("STACKGATE_STATE_DIR", str(tmp_path / "state"))
+    for path in _special_files(tmp_path):
+        kind = stat.S_IFMT(path.lstat().st_mode)
+        code = _run("validators", "run", "cu128", "--only", "host", "--junit", str(path))
+        assert code == 2, capfd.readouterr().err
+        assert stat.S_IFMT(path.lstat().st_mode) == kind

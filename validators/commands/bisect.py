@@ -11,7 +11,7 @@ from pathlib import Path
 from builder.lock import read_lock
 from stackgate.cli import emit_json
 from stackgate.cli_numbers import RUNS, int_in
-from stackgate.cli_paths import FOLDER
+from stackgate.cli_paths import FOLDER, OUTPUT_FILE
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.layout import current_env, lock_files, venv_root
 from stackgate.loading import load_stack
@@ -87,7 +87,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--venv-root", type=FOLDER, default=None, help="where steps are built")
     parser.add_argument("--python", default=None, help="interpreter for locks and builds")
-    parser.add_argument("--html", type=Path, default=None, help="also write an HTML report")
+    parser.add_argument("--html", type=OUTPUT_FILE, default=None, help="also write an HTML report")
     parser.add_argument(
         "--keep-runs", action="store_true", help="keep every validation run under WORK/runs/"
     )

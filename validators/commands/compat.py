@@ -17,7 +17,7 @@ from packaging.utils import canonicalize_name
 
 from stackgate.cli import emit_json
 from stackgate.cli_numbers import WORKERS, int_in
-from stackgate.cli_paths import FOLDER
+from stackgate.cli_paths import FOLDER, OUTPUT_FILE
 from stackgate.errors import EXIT_OK, BadInput, EnvironmentProblem
 from stackgate.files import atomic_write_text
 from stackgate.output import console_err
@@ -67,7 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--cache", type=FOLDER, help="facts cache (default $STACKGATE_CACHE/lockcheck)"
     )
     parser.add_argument("--jobs", type=WORKERS, default=6, help="members fetched at once")
-    parser.add_argument("--html", help="write the heat map report here")
+    parser.add_argument("--html", type=OUTPUT_FILE, help="write the heat map report here")
     parser.add_argument("--rules", help="rules file to check (default: stacks/rules.toml)")
 
 

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from stackgate.cli import emit_json
-from stackgate.cli_paths import FOLDER
+from stackgate.cli_paths import FOLDER, OUTPUT_FILE
 from stackgate.errors import EXIT_OK, BadInput
 from stackgate.output import console_err
 from validators.gate.cli_args import add_policy_arguments, policy_from, request_from
@@ -26,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--baseline", default=None, help="STACK or RECORD to compare with")
     add_run_argument(parser, required=False)
     parser.add_argument("--env", type=FOLDER, default=None, help="env the runs judged")
-    parser.add_argument("--out", type=Path, required=True, help="HTML file to write")
+    parser.add_argument("--out", type=OUTPUT_FILE, required=True, help="HTML file to write")
     add_policy_arguments(parser)
     add_store_argument(parser)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from stackgate.cli_paths import FOLDER
+from stackgate.cli_paths import FOLDER, OUTPUT_FILE
 from stackgate.errors import BadInput, EnvironmentProblem
 from stackgate.layout import current_env
 from stackgate.loading import load_stack
@@ -42,7 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--keep-going", action="store_true", help="run every group even after a failure"
     )
-    parser.add_argument("--junit", metavar="FILE", help="also write JUnit XML here")
+    parser.add_argument(
+        "--junit", type=OUTPUT_FILE, metavar="FILE", help="also write JUnit XML here"
+    )
     parser.add_argument("--image", metavar="REF", help="run the validators inside this built image")
     parser.add_argument(
         "--topology",
