@@ -1,7 +1,8 @@
 """The three walks issue 28 asks about, on real commands in a scratch project:
 `builder build` (the tiny two-wheel stack from a local index, into a fresh venv root),
 `validators static --lock` (that stack's lock) and `validators gate` (cu128 candidate runs
-against a baseline made by mark-good, as tests/gate/test_cli.py does).
+against a baseline made by mark-good, as tests/gate/test_cli.py does), and a fourth: the gate
+of that baseline's exported record file against its own id prefix (both sides resolved).
 
 Usage: python benchmarks/house_walk/walk.py RESULTS.json [--measured]   (from the checkout root)
 --measured: the gate's run reports carry typed measurements, as the serve-bench group writes
@@ -120,9 +121,13 @@ def main(out: Path, measured: bool) -> int:
             "cu128",
             *_runs(work, "base", base_env, sha, 11, measured),
             "--allow-host-mismatch",
+            "--export",
+            str(work / "exported"),
             "--json",
         )
         assert marked.returncode == 0, marked.stderr
+        record_id = str(json.loads(marked.stdout)["record_id"])
+        exported = next((work / "exported").rglob("*.json"))
         cand_env = write_hashed_sample_env(work / "cand", "cu128", seed="ab" * 32)
         walks["validators gate"] = traced(
             "gate",
@@ -130,6 +135,16 @@ def main(out: Path, measured: bool) -> int:
             "gate",
             "cu128",
             *_runs(work, "cand", cand_env, sha, 13, measured),
+            "--json",
+        )
+        # a record against a record: the candidate by file, the baseline by id prefix
+        walks["validators gate (record file vs id)"] = traced(
+            "gate-records",
+            "validators",
+            "gate",
+            str(exported),
+            "--baseline",
+            record_id[:12],
             "--json",
         )
         commit = subprocess.run(
