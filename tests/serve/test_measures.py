@@ -174,3 +174,21 @@ def test_records_from_measured_reports_keep_the_record_format() -> None:
         dumped = record.model_dump(mode="json")
         assert all("measurements" not in check for check in dumped["checks"])
     assert any(r.measurements for r in typed[0].results)
+
+
+def test_every_committed_record_loads_and_keeps_its_id_and_checks() -> None:
+    """Records keep their format: the committed ones (records/) load, their ids verify, and
+    their checks write back as they are in the file (no `measurements` key appears)."""
+    import json
+    from pathlib import Path
+
+    from validators.records.json_files import read_record_file
+
+    files = sorted((Path(__file__).resolve().parents[2] / "records").rglob("*.json"))
+    assert files
+    for path in files:
+        record = read_record_file(path)
+        assert record.compute_id() == record.record_id, path
+        data = json.loads(path.read_text())
+        assert record.model_dump(mode="json")["checks"] == data["checks"], path
+        assert record.metrics, path
