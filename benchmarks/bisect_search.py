@@ -6,18 +6,23 @@ subset of units applied to the baseline) truly regresses when it holds every mem
 group. The gate answering for it is noisy at the rates measured for the gate's defaults
 (benchmarks/results/gate_power.json, `verified`: power on a 3% regression and the gate false
 alarm over 25 metrics): a regressing step is caught with probability `power`, an equal one
-is refused with probability `gate_false_alarm`. The search code is validators/bisect/search.py,
-the same functions `validators bisect` runs; each distinct subset is gated once per bisect (the
-state file answers repeats), and the first gate is the whole candidate's: if it passes, it is
-gated once more, and if that passes too the bisect names nothing (exit 1): wrong here.
+is refused with probability `gate_false_alarm`; every measurement is a fresh draw (a step
+measured again is gated again).
+
+The search is validators/bisect/search.py's `bisect()`, the function `validators bisect` runs,
+driven here by a simulated gate in place of Bisect.gate (build + gate of the step). Two inputs:
+- `stack`: `--bad STACK`: the bisect gates the whole candidate first (again after a pass; two
+  passes: it names nothing, wrong here);
+- `refused`: `--bad GATE.json`: the whole candidate's first verdict is the refused gate's, not
+  a gate the bisect spends (the refusal is given: the simulation conditions on it).
 
 Right: the named groups equal the true groups (binary search can name one unit only, so for
-it "right" is: the named unit is a single-unit culprit, or a member of a pair). Reported per
-search and per class: how often right, median and p90 gates, and the goal (>= 95% right at
-<= log2(units)+2 gates for single culprits).
+it "right" is: the named unit is a single-unit culprit, or a member of a group). Reported per
+search, input and class: how often right, median and p90 gates the bisect spent, and the
+goal (>= 95% right at <= log2(units)+2 gates for single culprits).
 
-Run:  .venv/bin/python benchmarks/bisect_search.py [--trials 1000] [--seed 26]
-Writes benchmarks/results/bisect_search.json and .md.
+Run:  .venv/bin/python benchmarks/bisect_search.py [--trials 1000] [--seed 26] [--name NAME]
+Writes benchmarks/results/NAME.json and .md (default bisect_search).
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from validators.bisect.search import MODES, Mode, search  # noqa: E402
+from validators.bisect.search import MODES, Mode, Noise, bisect  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 
@@ -67,31 +72,30 @@ def draw(rng: random.Random, interaction: float, singles_only: bool) -> Candidat
 
 
 def run_one(
-    cand: Candidate, mode: Mode, power: float, alarm: float, rng: random.Random
+    cand: Candidate, mode: Mode, noise: Noise, refused: bool, rng: random.Random
 ) -> dict[str, object]:
-    answers: dict[frozenset[int], bool] = {}
-
-    def test(subset: frozenset[int]) -> bool:
-        if subset not in answers:
-            truth = cand.regresses(subset)
-            answers[subset] = rng.random() < (power if truth else alarm)
-        return answers[subset]
-
     gates = 0
     whole = frozenset(range(cand.units))
-    if not test(whole):
-        # validators/bisect/session.py: a passing whole candidate is gated once more
-        gates = 1
-        if rng.random() >= (power if cand.regresses(whole) else alarm):
-            return {"right": False, "gates": len(answers) + gates, "named": []}
-    found = search(mode, cand.units, test)
+
+    def gate(subset: frozenset[int], attempt: int) -> bool:
+        nonlocal gates
+        if refused and subset == whole and attempt == 1:
+            return True  # the refused gate's verdict, given
+        gates += 1
+        truth = cand.regresses(subset)
+        return rng.random() < (noise.power if truth else noise.false_alarm)
+
+    found = bisect(mode, cand.units, gate, refused=refused)  # the product's own noise model
+    named = [c.units for c in found or []]
     truth = set(cand.groups)
-    if mode == "binary":
-        unit = next(iter(found[0]))
+    if not named:
+        right = False
+    elif mode == "binary":
+        unit = next(iter(named[0]))
         right = any(unit in g for g in truth)
     else:
-        right = set(found) == truth
-    return {"right": right, "gates": len(answers) + gates, "named": [sorted(g) for g in found]}
+        right = set(named) == truth
+    return {"right": right, "gates": gates, "named": [sorted(g) for g in named]}
 
 
 def summarize(rows: list[dict[str, object]]) -> dict[str, object]:
@@ -117,6 +121,7 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=26)
     parser.add_argument("--interaction", type=float, default=0.3, help="P(a group is a pair)")
+    parser.add_argument("--name", default="bisect_search", help="results/<name>.json and .md")
     args = parser.parse_args()
     measured = json.loads((RESULTS / "gate_power.json").read_text())["verified"]
     power, alarm = float(measured["power"]), float(measured["gate_false_alarm"])
@@ -130,45 +135,49 @@ def main() -> None:
     for population in ("mixed", "single"):
         rng = random.Random(f"{args.seed}-{population}")
         cands = [draw(rng, args.interaction, population == "single") for _ in range(args.trials)]
-        for noise in ("measured", "noiseless"):
-            p, a = (power, alarm) if noise == "measured" else (1.0, 0.0)
-            for mode in MODES:
-                mrng = random.Random(f"{args.seed}-{population}-{noise}-{mode}")
-                rows = []
-                for cand in cands:
-                    row = run_one(cand, mode, p, a, mrng)
-                    rows.append({**row, "units": cand.units, "kind": cand.kind})
-                by_kind: dict[str, object] = {"all": summarize(rows)}
-                for kind in sorted({str(r["kind"]) for r in rows}):
-                    by_kind[kind] = summarize([r for r in rows if r["kind"] == kind])
-                tables[f"{population}/{noise}/{mode}"] = by_kind
+        for noisy in ("measured", "noiseless"):
+            noise = Noise(power, alarm) if noisy == "measured" else Noise(1.0, 0.0)
+            for given in ("stack", "refused"):
+                for mode in MODES:
+                    mrng = random.Random(f"{args.seed}-{population}-{noisy}-{given}-{mode}")
+                    rows = []
+                    for cand in cands:
+                        row = run_one(cand, mode, noise, given == "refused", mrng)
+                        rows.append({**row, "units": cand.units, "kind": cand.kind})
+                    by_kind: dict[str, object] = {"all": summarize(rows)}
+                    for kind in sorted({str(r["kind"]) for r in rows}):
+                        by_kind[kind] = summarize([r for r in rows if r["kind"] == kind])
+                    tables[f"{population}/{noisy}/{given}/{mode}"] = by_kind
     out["results"] = tables
     out["seconds"] = round(time.monotonic() - started, 1)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "bisect_search.json").write_text(json.dumps(out, indent=1) + "\n")
+    (RESULTS / f"{args.name}.json").write_text(json.dumps(out, indent=1) + "\n")
     lines = [
         "# Bisect searches on simulated candidates (benchmarks/bisect_search.py)",
         "",
         f"{args.trials} candidates per population, 10-60 units; gate noise from "
-        f"gate_power.json (`verified`): power {power:.4f}, gate false alarm {alarm:.4f}. "
+        f"gate_power.json (`verified`, 40,000 simulated gates at cv 1%, 8 runs, "
+        f"tolerance 1.25%, 25 metrics): power {power:.4f}, gate false alarm {alarm:.4f}. "
         f"Mixed population: 1-3 culprit groups (1 with p=1/2, 2 and 3 with 1/4 each), a "
-        f"group is a pair regressing only together with p={args.interaction}. Gates include "
-        f"the whole candidate's. Right for binary: the named unit belongs to a culprit group; "
+        f"group is a pair regressing only together with p={args.interaction}. Gates are "
+        f"the bisect's own (the whole candidate's when --bad is a stack; not the refused "
+        f"gate's when --bad is its JSON). The searches are validators/bisect/search.py's "
+        f"bisect() with a simulated gate; noiseless rows: a gate of power 1, false alarm 0 (the search still assumes the measured noise). Right for binary: the named unit belongs to a culprit group; "
         f"for interaction: exactly the culprit groups named. seed {args.seed}, "
         f"{out['seconds']} s.",
         "",
-        "| population | noise | search | class | n | right | median gates | p90 gates | right within log2(units)+2 gates | median log2(units)+2 |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| population | noise | --bad | search | class | n | right | median gates | p90 gates | right within log2(units)+2 gates | median log2(units)+2 |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for key, by_kind in tables.items():
-        population, noise, mode = key.split("/")
+        population, noisy, given, mode = key.split("/")
         for kind, s in by_kind.items():  # type: ignore[attr-defined]
             lines.append(
-                f"| {population} | {noise} | {mode} | {kind} | {s['n']} | {100 * s['right']:.1f}% | "
+                f"| {population} | {noisy} | {given} | {mode} | {kind} | {s['n']} | {100 * s['right']:.1f}% | "
                 f"{s['median_gates']} | {s['p90_gates']} | {100 * s['right_within_log2_plus_2']:.1f}% | "
                 f"{s['median_log2_units_plus_2']:.2f} |"
             )
-    (RESULTS / "bisect_search.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / f"{args.name}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

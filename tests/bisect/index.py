@@ -99,6 +99,7 @@ def bisect_manifest(
     env: Mapping[str, str] | None = None,
     repeats: int = 2,
     interleave: bool = False,
+    index: str = "local",
 ) -> str:
     """A stack of these packages served by the synthetic server (serve-bench only), with the
     gate policy the tests bisect under: 2 ABBA pairs, margins wide enough for a 2-core host's
@@ -117,12 +118,12 @@ def bisect_manifest(
         'cuda = "12.8"',
         'target_archs = ["8.7"]',
         "",
-        "[indexes.local]",
+        f"[indexes.{index}]",
         f"url = {json.dumps(url)}",
         "explicit = false",
     ]
     for package, version in sorted(packages.items()):
-        lines += ["", f"[packages.{package}]", f'version = "{version}"', 'index = "local"']
+        lines += ["", f"[packages.{package}]", f'version = "{version}"', f'index = "{index}"']
     lines += [
         "",
         "[serving.main]",

@@ -21,9 +21,10 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.bisect.conftest import ROOT, BisectProject
-from tests.bisect.index import NEUTRAL
+from tests.bisect.conftest import BASE_PACKAGES, ROOT, BisectProject
+from tests.bisect.index import NEUTRAL, bisect_manifest
 from tests.helpers.interpreter import base_python
+from tests.helpers.range_server import serve
 
 pytestmark = pytest.mark.slow
 # Two groups (noxfile: --dist loadgroup): each worker builds the module's baseline once and
@@ -44,30 +45,79 @@ def _venv(project: BisectProject, name: str) -> tuple[str, str]:
 
 
 @FIRST
-def test_one_culprit_in_8_units_named_in_4_interleaved_gates(bisect_project: BisectProject) -> None:
+def test_one_culprit_in_8_units_from_a_real_refused_gate_in_4_interleaved_gates(
+    bisect_project: BisectProject,
+) -> None:
+    """The release engineer's order: `gate` refuses the upgrade (a real gate of the built
+    candidate), its --json output is the bisect's --bad. The refusal is the whole candidate's verdict (no gate spent on it), so
+    the bisect's own gates (interleaved ABBA) stay within ceil(log2 8) + 1 = 4, a second
+    look at a SAME included."""
     p = bisect_project
     p.candidate("cand8", {**dict.fromkeys(NEUTRAL[:6], "2.0"), "slowpkg": "2.0"},
                 env={"BISECT_NEUTRAL": "1"})  # fmt: skip
-    code, data, err = p.bisect("cand8", "--search", "binary", *THROUGHPUT, *_venv(p, "8"),
+    p.run("builder", "build", "cand8", "--python", base_python(), check=True)
+    # the gate against the record's numbers (2 runs); the bisect's steps are interleaved
+    refused = p.run("validators", "gate", "cand8", "--baseline", "base", "--json")
+    assert refused.returncode == 1, refused.stderr
+    gate_json = p.root / "cand8-gate.json"
+    gate_json.write_text(refused.stdout)
+    assert json.loads(refused.stdout)["candidate"].startswith("cand8@")
+    code, data, err = p.bisect(str(gate_json), "--search", "binary", *THROUGHPUT, *_venv(p, "8"),
                                "--html", str(p.root / "cand8.html"))  # fmt: skip
     assert code == 0, err
     assert _labels(data) == [["slowpkg 1.0 -> 2.0"]]
+    assert data["confidence"][0] >= 0.5
     # 7 packages + the serving profile's new environment variable: 8 units
     assert len(data["units"]) == 8
     assert any(u["label"].startswith("serving.main.env.BISECT_NEUTRAL") for u in data["units"])
     counts = data["counts"]
-    assert counts["gates"] == 4  # the whole candidate + log2(8)
-    assert counts["builds"] == 4 and counts["builds_reused"] == 0
+    first = data["steps"][0]
+    assert first["refused_gate"] == str(gate_json) and first["verdict"] == "REGRESSED"
+    assert first["env"] is None  # the whole candidate is neither built nor gated again
+    assert 3 <= counts["gates"] <= 4  # log2(8), + a second look when a SAME could be a miss
+    assert counts["builds"] + counts["builds_reused"] == counts["gates"]
     assert counts["before_install"] == 0 and counts["cached"] == 0
-    assert data["steps"][0]["verdict"] == "REGRESSED"
     assert all(s["metrics"] for s in data["steps"])  # numbers of every gate
     assert (
         "re-measured"
-        in json.loads(Path(data["steps"][0]["gate_json"]).read_text())["baseline_numbers"]
+        in json.loads(Path(data["steps"][1]["gate_json"]).read_text())["baseline_numbers"]
     )
     page = (p.root / "cand8.html").read_text()
-    assert page.count("<tr class=") == 4 and "slowpkg 1.0 -&gt; 2.0" in page
-    assert "OK culprit(s): u" in err
+    assert page.count("<tr class=") == counts["gates"] + 1 and "slowpkg 1.0 -&gt; 2.0" in page
+    assert "the refused gate" in page
+    assert "OK culprit(s): u" in err and "% likely)" in err
+    _refusals_that_are_not_this_one(p, gate_json)
+
+
+def _refusals_that_are_not_this_one(p: BisectProject, gate_json: Path) -> None:
+    """Variants of the real refused gate's output: each refused before any lock or gate,
+    naming the file and the field."""
+    real = json.loads(gate_json.read_text())
+    variants: list[tuple[str, object, int, str]] = [
+        ("baseline", "base@000000000000", 2, "baseline: the gate compared with base@0000"),
+        ("versions", [{"key": "slowpkg", "kind": "changed", "a": "1.0", "b": "3.0"}], 2,
+         "versions: the gate measured another candidate"),
+        ("passed", True, 2, "ok: False but passed: True"),
+        ("metrics", "none", 2, "not a gate's --json output"),
+    ]  # fmt: skip
+    for field, value, code, words in variants:
+        changed = p.root / f"gate-{field}.json"
+        changed.write_text(json.dumps({**real, field: value}))
+        done = p.run("validators", "bisect", "--good", "base", "--bad", str(changed))
+        assert done.returncode == code and str(changed) in done.stderr, (field, done.stderr)
+        assert words in done.stderr, (field, done.stderr)
+    passed = p.root / "gate-passed-ok.json"
+    passed.write_text(json.dumps({**real, "ok": True, "passed": True, "reasons": []}))
+    done = p.run("validators", "bisect", "--good", "base", "--bad", str(passed))
+    assert done.returncode == 1 and "nothing to bisect" in done.stderr, done.stderr
+    for text in ("[1, 2]", "{not json"):
+        (p.root / "gate-junk.json").write_text(text)
+        done = p.run(
+            "validators", "bisect", "--good", "base", "--bad", str(p.root / "gate-junk.json")
+        )
+        assert done.returncode == 2 and "gate-junk.json" in done.stderr, done.stderr
+    done = p.run("validators", "bisect", "--good", "base", "--bad", str(p.root / "absent.json"))
+    assert done.returncode == 2 and "no such file" in done.stderr, done.stderr
 
 
 @SECOND
@@ -91,9 +141,10 @@ def test_two_units_that_regress_only_together_are_both_named(
     code, data, err = p.bisect("duo", *FAST, *_venv(p, "duo"))
     assert code == 0, err
     assert _labels(data) == [["duoa 1.0 -> 2.0", "duob 1.0 -> 2.0"]]
-    # whole, {duoa,duob}, {duoa}, {duob} (alone: no), {n01,n02} (the rest: no)
-    assert data["counts"]["gates"] == 5
-    assert data["counts"]["builds"] == 5
+    # whole, {duoa,duob}, {duoa}, {duob} (alone: no; measured twice before a partner is
+    # looked for), {n01,n02} (the rest: no)
+    assert data["counts"]["gates"] == 6
+    assert data["counts"]["builds"] == 5 and data["counts"]["builds_reused"] == 1
     verdicts = {"+".join(s["applied"]): s["verdict"] for s in data["steps"]}
     assert verdicts["u01"] == verdicts["u02"] == "SAME"
 
@@ -205,6 +256,24 @@ def _stop_orphaned_servers(envs: Path) -> None:
         if any(str(envs) in part for part in cmdline) and "--rate-plugins" in cmdline:
             proc.terminate()
             proc.wait(timeout=30)
+
+
+@FIRST
+def test_an_index_that_cannot_be_reached_exits_3(bisect_project: BisectProject) -> None:
+    """The candidate's own index (another real server on 127.0.0.1) is gone when the bisect
+    locks its first step: exit 3 naming the index, no gate, no build."""
+    p = bisect_project
+    with serve(p.root / "served") as mirror:
+        url = f"http://127.0.0.1:{mirror.server_port}/simple"
+        changes = {**BASE_PACKAGES, "slowpkg": "2.0", "n01": "2.0"}
+        (p.stacks / "gone.toml").write_text(bisect_manifest("gone", url, changes, index="mirror"))
+        p.run("builder", "lock", "gone", "--python", base_python(), check=True)
+    done = p.run("validators", "bisect", "--good", "base", "--bad", "gone", "--json",
+                 "--python", base_python(), *_venv(p, "gone"))  # fmt: skip
+    assert done.returncode == 3, done.stderr
+    assert "index 'mirror'" in done.stderr and url in done.stderr, done.stderr
+    assert "cannot be reached" in done.stderr
+    assert not (p.root / "envs-gone").exists()
 
 
 @FIRST

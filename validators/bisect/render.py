@@ -31,7 +31,7 @@ def step_json(step: Step, cached: bool) -> dict[str, Any]:
 
 
 def payload(
-    bisect: Bisect, status: str, culprits: list[list[ChangeUnit]], search: str
+    bisect: Bisect, status: str, culprits: list[tuple[list[ChangeUnit], float]], search: str
 ) -> dict[str, Any]:
     s = bisect.settings
     return {
@@ -40,7 +40,9 @@ def payload(
         "baseline": bisect.baseline.label,
         "candidate": bisect.sides.cand.manifest.name,
         "search": search,
-        "culprits": [[unit_json(u) for u in group] for group in culprits],
+        "culprits": [[unit_json(u) for u in group] for group, _ in culprits],
+        # the search's posterior of each located culprit under the gate's noise model
+        "confidence": [round(c, 4) for _, c in culprits],
         "units": [unit_json(u) for u in bisect.units],
         "steps": [step_json(step, cached) for step, cached in bisect.steps],
         "counts": vars(bisect.counts),
@@ -82,6 +84,7 @@ def render_text(console: Console, data: dict[str, Any], bisect: Bisect) -> None:
         steps.add_column(col, overflow="fold")
     for i, (step, cached) in enumerate(bisect.steps, start=1):
         source = "state file" if cached else ("static --lock" if step.env is None else "gate")
+        source = "refused gate" if step.refused_gate else source
         steps.add_row(str(i), "+".join(step.applied), step.verdict, _numbers(step), source)
     console.print(steps)
     c = data["counts"]
@@ -93,7 +96,8 @@ def render_text(console: Console, data: dict[str, Any], bisect: Bisect) -> None:
     if data["status"] == "culprits":
         names = "; ".join(
             " together with ".join(f"{u['id']} ({u['label']})" for u in group)
-            for group in data["culprits"]
+            + f" ({100 * confidence:.1f}% likely)"
+            for group, confidence in zip(data["culprits"], data["confidence"], strict=True)
         )
         console.print(styled("[bold red]OK[/] culprit(s): {}", f"{names} [{spent}]"))
     elif data["status"] == "no-regression":
@@ -113,6 +117,12 @@ def render_text(console: Console, data: dict[str, Any], bisect: Bisect) -> None:
         )
 
 
+def _when(step: dict[str, Any]) -> str:
+    if step["refused_gate"]:
+        return "the refused gate: " + html.escape(str(step["refused_gate"]))
+    return "state file" if step["from_state"] else html.escape(str(step["seconds"])) + " s"
+
+
 def write_html(path: Path, data: dict[str, Any]) -> None:
     e = html.escape
     rows = []
@@ -128,7 +138,7 @@ def write_html(path: Path, data: dict[str, Any]) -> None:
             f"<td>{e('+'.join(step['applied']))}</td><td>{e(step['verdict'])}</td>"
             f"<td>{numbers}</td><td>{reasons}</td><td>{e(step['stack'])}<br>"
             f"lock {e(step['lock_sha256'][:12])}</td>"
-            f"<td>{'state file' if step['from_state'] else e(str(step['seconds'])) + ' s'}</td></tr>"
+            f"<td>{_when(step)}</td></tr>"
         )
     units = "".join(
         f"<tr><td>{e(u['id'])}</td><td>{e(u['label'])}</td><td>{e(u['merged_because'] or '')}</td></tr>"

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
+import os
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,7 +25,8 @@ from validators.bisect.intermediate import (
     lock_intermediate,
     write_intermediate,
 )
-from validators.bisect.search import Mode, search
+from validators.bisect.refused import Refusal
+from validators.bisect.search import Culprit, Mode, bisect
 from validators.bisect.steps import MetricNumber, Step, StepStore
 from validators.bisect.units import ChangeUnit, canonical, lock_versions, merge
 from validators.gate.candidate import candidate_record
@@ -31,6 +34,8 @@ from validators.gate.compare import GateResult, gate
 from validators.gate.policy import GatePolicy
 from validators.records.model import Record
 from validators.runs import run_interleaved, run_validations
+
+LOCK_JOBS = max(1, min(4, os.cpu_count() or 1))  # unit locks run side by side
 
 
 class BudgetSpent(Exception):
@@ -78,6 +83,7 @@ class Bisect:
     def __post_init__(self) -> None:
         self.store = StepStore(self.settings.work / "steps.json")
         self.console = console_err()
+        self._unresolved: dict[str, list[str]] = {}  # intermediate stack -> uv's words
 
     # -- units -----------------------------------------------------------------------------
 
@@ -87,6 +93,9 @@ class Bisect:
         return write_intermediate(self.sides, raw, self.settings.work / "stacks", what)
 
     def _lock(self, loaded: LoadedStack) -> tuple[str | None, list[str]]:
+        known = self._unresolved.get(loaded.manifest.name)
+        if known is not None:
+            return None, known
         locked = lock_intermediate(
             loaded, self.settings.work / "locks", self.sides, self.settings.python
         )
@@ -94,11 +103,27 @@ class Bisect:
             self.counts.locks += 1
         return locked.lock_hash, locked.why
 
+    def _lock_side_by_side(self, stacks: Sequence[LoadedStack]) -> None:
+        """Lock these stacks LOCK_JOBS at a time (a uv lock mostly waits on the index and the
+        disk); the sequential pass after reuses each lock, and each no-resolution, by name."""
+        work = self.settings.work / "locks"
+
+        def one(loaded: LoadedStack) -> tuple[str, bool, list[str] | None]:
+            done = lock_intermediate(loaded, work, self.sides, self.settings.python)
+            return loaded.manifest.name, done.reused, done.why if done.lock_hash is None else None
+
+        with ThreadPoolExecutor(max_workers=LOCK_JOBS) as pool:
+            for name, reused, why in pool.map(one, stacks):
+                self.counts.locks += 0 if reused else 1
+                if why is not None:
+                    self._unresolved[name] = why
+
     def merge_forced(self, units: list[ChangeUnit]) -> list[ChangeUnit]:
         """Every unit must resolve alone; one that does not is locked again with the other
         changed distributions free, and merged with those uv moved (the reason: uv's words)."""
         self.units = units
         changed = {canonical(d.name) for u in units for d in u.dists}
+        self._lock_side_by_side([self._stack_for([u.id]) for u in units])
         i = 0
         while i < len(self.units):
             unit = self.units[i]
@@ -146,9 +171,10 @@ class Bisect:
 
     # -- steps -----------------------------------------------------------------------------
 
-    def test(self, subset: frozenset[int]) -> bool:
+    def gate(self, subset: frozenset[int], attempt: int) -> bool:
+        """The search's gate: the step of these units, its `attempt`-th measurement."""
         applied = [self.units[i].id for i in sorted(subset)]
-        return self.step(applied).regressed
+        return self.step(applied, attempt).regressed
 
     def step(self, applied: list[str], attempt: int = 1) -> Step:
         """The step of these units: from the state file when it was finished before, else
@@ -163,14 +189,18 @@ class Bisect:
                 details=why[:12],
             )
         lockfile = self.settings.work / "locks" / name / "uv.lock"
-        key = hashlib.sha256(loaded.path.read_bytes() + b"\0" + lockfile.read_bytes()).hexdigest()
+        key = self._key(loaded)
         if attempt > 1:
+            first = self.store.get(key)
+            if first is not None and first.verdict == "FAIL_BEFORE_INSTALL":
+                return first  # the static verdict does not change when asked again
             key = f"{key}-{attempt}"
         known = self.store.get(key)
         if known is not None:
-            self.counts.cached += 1
-            self.steps.append((known, True))
-            self._say(known, cached=True)
+            theirs = known.refused_gate is not None  # the refused gate's, not a cached gate
+            self.counts.cached += 0 if theirs else 1
+            self.steps.append((known, not theirs))
+            self._say(known, cached=not theirs)
             return known
         started = time.monotonic()
         shown = "+".join(applied) + (f" (measured again: attempt {attempt})" if attempt > 1 else "")
@@ -203,8 +233,43 @@ class Bisect:
         self._say(step, cached=False)
         return step
 
+    def take_refusal(self, refusal: Refusal) -> bool:
+        """The whole candidate's first measurement is the refused gate's verdict (a step of
+        the state file, no gate spent). False when the gate refused for none of the metrics
+        bisected: then the whole candidate is gated as for a stack."""
+        reasons = self._judged(refusal.result)
+        if not reasons:
+            self.console.print(
+                f"{refusal.path}: the gate refused for none of the metrics bisected "
+                f"({', '.join(self.settings.metrics)}); the whole candidate is gated",
+                highlight=False,
+            )
+            return False
+        applied = [u.id for u in self.units]
+        loaded = self._stack_for(applied)
+        lock_hash, why = self._lock(loaded)
+        if lock_hash is None:
+            raise Unresolvable("the baseline with every unit applied does not resolve", details=why)
+        key = self._key(loaded)
+        if self.store.get(key) is None:
+            out = self.settings.work / "gates" / f"{key[:16]}.json"
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(refusal.result.model_dump_json(indent=1))
+            step = Step(
+                key=key, stack=loaded.manifest.name, applied=applied, lock_sha256=lock_hash,
+                verdict="REGRESSED", reasons=reasons, metrics=self._numbers(refusal.result),
+                gate_json=str(out), refused_gate=str(refusal.path),
+            )  # fmt: skip
+            self.store.put(step)
+        return True
+
+    def _key(self, loaded: LoadedStack) -> str:
+        lockfile = self.settings.work / "locks" / loaded.manifest.name / "uv.lock"
+        return hashlib.sha256(loaded.path.read_bytes() + b"\0" + lockfile.read_bytes()).hexdigest()
+
     def _say(self, step: Step, *, cached: bool) -> None:
         where = " (from the state file)" if cached else ""
+        where = f" (the refused gate {step.refused_gate})" if step.refused_gate else where
         self.console.print(
             f"step {len(self.steps)}: {'+'.join(step.applied)}: {step.verdict}{where}",
             highlight=False,
@@ -285,23 +350,24 @@ class Bisect:
 
     # -- the search ------------------------------------------------------------------------
 
-    def run(self, mode: Mode) -> tuple[str, list[list[ChangeUnit]]]:
-        """('culprits' | 'no-regression' | 'budget-spent', the culprit unit sets)."""
+    def run(
+        self, mode: Mode, refusal: Refusal | None = None
+    ) -> tuple[str, list[tuple[list[ChangeUnit], float]]]:
+        """('culprits' | 'no-regression' | 'budget-spent', the culprit unit sets with the
+        search's confidence in each). refusal: the gate that refused the candidate."""
+        refused = refusal is not None and self.take_refusal(refusal)
         try:
-            everything = [u.id for u in self.units]
-            whole = self.step(everything)
-            if not whole.regressed:
-                # A bisect starts because a gate refused this candidate: a pass contradicts
-                # that, and a gate misses a regression at its design size ~2.4% of the time
-                # (gate_power.json). Measured once more; two passes: nothing to bisect.
-                whole = self.step(everything, attempt=2)
-            if not whole.regressed:
-                return "no-regression", []
-            found = search(mode, len(self.units), self.test)
+            found = bisect(mode, len(self.units), self.gate, refused=refused)
         except BudgetSpent as spent:
             self.console.print(f"stopped: {spent}", highlight=False)
             return "budget-spent", []
-        return "culprits", [[self.units[i] for i in sorted(s)] for s in found]
+        if found is None:
+            return "no-regression", []
+        return "culprits", [_named(self.units, c) for c in found]
+
+
+def _named(units: Sequence[ChangeUnit], culprit: Culprit) -> tuple[list[ChangeUnit], float]:
+    return [units[i] for i in sorted(culprit.units)], culprit.confidence
 
 
 def _uv_reason(lines: Sequence[str]) -> str:

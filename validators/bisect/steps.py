@@ -39,6 +39,7 @@ class Step(BaseModel):
     metrics: list[MetricNumber] = Field(default_factory=list)
     env: str | None = None
     gate_json: str | None = None  # the full gate result, kept beside the state file
+    refused_gate: str | None = None  # --bad GATE.json: the verdict is that gate's, not ours
     seconds: float = 0.0
 
     @property

@@ -18,6 +18,7 @@ from stackgate.loading import load_stack
 from stackgate.output import console_err
 from stackgate.python_finder import find_python
 from validators.bisect.intermediate import Sides
+from validators.bisect.refused import check_refusal, is_gate_output, read_refusal
 from validators.bisect.render import payload, render_text, write_html
 from validators.bisect.search import MODES
 from validators.bisect.session import Bisect, Settings
@@ -41,7 +42,12 @@ HELP = "name the change(s) of a regressing upgrade that caused the regression"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--good", required=True, help="known-good record (file or id) or stack")
-    parser.add_argument("--bad", required=True, help="candidate stack (name or manifest)")
+    parser.add_argument(
+        "--bad",
+        required=True,
+        help="candidate stack (name or manifest), or the --json output of the gate that "
+        "refused it (GATE.json: its verdict is the whole candidate's, no gate spent on it)",
+    )
     parser.add_argument(
         "--good-env",
         type=Path,
@@ -135,7 +141,10 @@ def _work(args: argparse.Namespace, baseline: Record, sides: Sides, policy: obje
 
 def run(args: argparse.Namespace) -> int:
     baseline = _baseline(args)
-    sides = _sides(baseline, args.bad)
+    refusal = read_refusal(Path(args.bad)) if is_gate_output(args.bad) else None
+    sides = _sides(baseline, refusal.stack if refusal is not None else args.bad)
+    if refusal is not None:
+        check_refusal(refusal, baseline.label, sides.cand_lock, lock_files(refusal.stack).lockfile)
     declared = stack_gate(baseline.stack)
     interleave = not args.no_interleave
     require_interleave(declared, interleave)
@@ -173,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
     console.print(f"bisect state: {settings.work}", highlight=False)
     bisect = Bisect(sides, baseline, settings)
     bisect.merge_forced(units)
-    status, culprits = bisect.run(args.search)
+    status, culprits = bisect.run(args.search, refusal)
     data = payload(bisect, status, culprits, args.search)
     render_text(console, data, bisect)
     if args.html:
