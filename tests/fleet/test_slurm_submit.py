@@ -163,8 +163,9 @@ def test_a_node_whose_slurmd_dies_mid_job_is_never_pass_nor_validated_twice(
 def test_a_fleet_over_max_job_count_is_refused_a_refused_pin_is_named_and_drained_is_skipped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """MaxJobCount=3: a 3-node fleet needs 4 job records (one per element, the collector).
-    sbatch alone would sleep and retry for ever; submit says why and submits nothing."""
+    """MaxJobCount=4: a 3-node fleet needs 4 jobs (one per element, the collector) and
+    slurmctld keeps its count below MaxJobCount (so 5). sbatch alone would sleep and retry for
+    ever at the collector; submit says why and submits nothing."""
     (tmp_path / "wheelhouse").mkdir()
     jobs = tmp_path / "jobs"
     submit = [
@@ -172,14 +173,14 @@ def test_a_fleet_over_max_job_count_is_refused_a_refused_pin_is_named_and_draine
         "--wheelhouse", str(tmp_path / "wheelhouse"), "--nodes", "n[1-3]",
         "--jobs-root", str(jobs), "--local-root", "/local/{node}", "--fleet-id", "too-many",
     ]  # fmt: skip
-    with slurm_cluster(["n1", "n2", "n3"], extra_conf=("MaxJobCount=3",)) as cluster:
+    with slurm_cluster(["n1", "n2", "n3"], extra_conf=("MaxJobCount=4",)) as cluster:
         env = {**cluster.env, "STACKGATE_STATE_DIR": str(tmp_path / "state"), "NO_COLOR": "1"}
         done = subprocess.run(
             submit, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
         )
         assert done.returncode == 3, done.stderr
-        assert "MaxJobCount (3)" in done.stderr and "needs 4" in done.stderr, done.stderr
-        assert "MaxJobCount >= 4" in done.stderr, done.stderr
+        assert "MaxJobCount (4) leaves room for 3 job(s); this fleet needs 4" in done.stderr, done.stderr
+        assert "MaxJobCount >= 5" in done.stderr, done.stderr
         assert cluster.queue() == [] and (not jobs.exists() or list(jobs.iterdir()) == [])
 
         # A pin Slurm refuses (a node it does not have) fails the submit, naming the element.
@@ -212,3 +213,21 @@ def test_a_fleet_over_max_job_count_is_refused_a_refused_pin_is_named_and_draine
             "n2": "not submitted: slurm says drained (bad fan)",
             "n9": "not a node of this Slurm cluster (sinfo does not list it)",
         }
+
+
+def test_a_fleet_that_just_fits_max_job_count_is_submitted(tmp_path: Path) -> None:
+    """MaxJobCount=5, 3 nodes: the 3 elements and the collector stay below 5, so Slurm takes
+    them and so does submit's check (the refusal above is not one job too strict)."""
+    (tmp_path / "wheelhouse").mkdir()
+    submit = [
+        sys.executable, "-m", "validators", "fleet", "submit", "cu130",
+        "--wheelhouse", str(tmp_path / "wheelhouse"), "--nodes", "n[1-3]",
+        "--jobs-root", str(tmp_path / "jobs"), "--local-root", "/local/{node}", "--fleet-id", "fits", "--json",
+    ]  # fmt: skip
+    with slurm_cluster(["n1", "n2", "n3"], extra_conf=("MaxJobCount=5",)) as cluster:
+        env = {**cluster.env, "STACKGATE_STATE_DIR": str(tmp_path / "state"), "NO_COLOR": "1"}
+        done = subprocess.run(submit, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
+        assert done.returncode == 0, done.stderr
+        submitted = json.loads(done.stdout)["submitted"]
+        cluster.cmd("scancel", *submitted["arrays"], submitted["collector_job"])
+    assert len(submitted["arrays"]) == 1 and submitted["collector_job"].isdigit()

@@ -126,26 +126,28 @@ def array_size(spec: FleetSpec, max_array: int) -> int:
 
 
 def job_records() -> int:
-    """Job records slurmctld holds now, finished ones not yet purged included (one line per
-    record: a pending array's remainder is one)."""
-    done = run(["squeue", "-h", "-t", "all", "-o", "%i"])
+    """What slurmctld counts against MaxJobCount now: every job, every element of an array
+    (a pending array counts as its number of elements), finished ones not yet purged."""
+    done = run(["squeue", "-h", "-r", "-t", "all", "-o", "%i"])
     return sum(1 for line in done.stdout.splitlines() if line.strip())
 
 
 def check_room(targets: int, limit: Limits, held: int) -> None:
-    """Refuse a fleet that MaxJobCount cannot hold: every element is a job record of its own
-    once pinned or started, and so is the collector. slurmctld answers a submit over the
-    limit with EAGAIN, and sbatch then sleeps and retries for ever."""
+    """Refuse a fleet that MaxJobCount cannot hold. slurmctld takes a submit only while the
+    jobs it counts, the new ones included, stay below MaxJobCount (an array counts as its
+    elements: MaxJobCount=5 took an array of 4 and refused one of 5), and answers one over
+    the limit with EAGAIN: sbatch then sleeps and retries for ever. A fleet is one job per
+    node and the collector."""
     need = targets + 1
-    room = limit.max_job_count - held
+    room = limit.max_job_count - 1 - held
     if need > room:
         raise EnvironmentProblem(
-            f"Slurm's MaxJobCount ({limit.max_job_count}) leaves room for {max(room, 0)} job "
-            f"record(s); this fleet needs {need} ({targets} node(s), one job record each, "
-            "and the collector)",
+            f"Slurm's MaxJobCount ({limit.max_job_count}) leaves room for {max(room, 0)} "
+            f"job(s); this fleet needs {need} ({targets} node(s), one job each, and the collector)",
             details=[
-                f"slurmctld holds {held} job record(s) now (squeue -t all)",
-                f"set MaxJobCount >= {need + held} in slurm.conf and restart slurmctld, "
+                f"slurmctld counts {held} job(s) now (squeue -r -t all: every array element, "
+                "finished ones not yet purged)",
+                f"set MaxJobCount >= {need + held + 1} in slurm.conf and restart slurmctld, "
                 "or submit fewer nodes at once",
             ],
         )
