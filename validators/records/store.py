@@ -18,7 +18,9 @@ store on a read-only share works; writes are batched, one transaction per import
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import stat
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -431,6 +433,7 @@ def _roll_back_interrupted_write(target: Path) -> None:
         hot = False
     if not hot:
         return
+    _written_where_it_is(target)  # the roll-back writes the store
     try:
         conn = sqlite3.connect(
             f"{target.resolve().as_uri()}?mode=rw", uri=True, timeout=30, isolation_level=None
@@ -463,10 +466,41 @@ def _interrupted_write(target: Path, exc: sqlite3.DatabaseError) -> EnvironmentP
     )
 
 
+def _written_where_it_is(target: Path) -> None:
+    """A store is written only at its own name: the store file and SQLite's files beside it
+    (-journal, -wal, -shm) must not be symlinks or hard links. A store symlinked to an empty
+    file elsewhere was turned into a database there by `records import`; a planted journal
+    symlink would have SQLite write the journal through it. SQLite follows both."""
+    for path in (
+        target,
+        *(target.with_name(target.name + s) for s in ("-journal", "-wal", "-shm")),
+    ):
+        try:
+            info = path.lstat()
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise EnvironmentProblem(f"cannot check {path}: {exc.strerror}") from None
+        if stat.S_ISLNK(info.st_mode):
+            raise EnvironmentProblem(
+                f"{path}: a symlink; the record store is written only where it is",
+                details=[f"give --store the file it leads to ({os.path.realpath(path)})"],
+            )
+        if not stat.S_ISREG(info.st_mode):
+            raise BadInput(f"{path}: not a regular file (a record store is an SQLite file)")
+        if info.st_nlink != 1:
+            raise EnvironmentProblem(
+                f"{path}: a hard link ({info.st_nlink} names for one file); the record store "
+                "is written only where it is"
+            )
+
+
 def _connect(target: Path, *, read_only: bool) -> sqlite3.Connection:
     if target.exists() and not target.is_file():
         # SQLite would open a FIFO and block on its first read, or a device and read it.
         raise BadInput(f"{target}: not a regular file (a record store is an SQLite file)")
+    if not read_only:
+        _written_where_it_is(target)
     try:
         if read_only:
             if not target.exists() or target.stat().st_size == 0:
