@@ -79,10 +79,17 @@ def truth_sets(data: dict, torch: tuple[int, int] | None) -> tuple[set[str], set
                 broken_pkgs.add(label)
     # an object that cannot open a library is broken when its package is (torch's
     # libtorch_cuda.so after `pip uninstall nvidia-cusparselt-cu12`); in a package that
-    # imports it is an optional backend (nvshmem's MPI bootstrap) and left out either way
+    # imports it is an optional backend (nvshmem's MPI bootstrap) and left out either way.
+    # "unreachable" (static_truth.py): the env installs the library and the module, imported
+    # the way its package does, still cannot open it (cupy-cuda12x 13.4.1's cuBLAS module
+    # beside nvidia-cublas-cu12; issue 25 item 4): broken.
     for path, o in data["objects"].items():
         if o["status"] == "missing-lib" and o.get("package") in broken_pkgs:
             broken_objs.add(path)
+    for path, o in data["objects"].items():
+        if o["status"] == "unreachable":
+            broken_objs.add(path)
+            broken_pkgs.add(o["package"])
     return broken_pkgs, broken_objs
 
 
@@ -303,6 +310,35 @@ def table(report: dict, before: dict, names: list[str], modes: list[str]) -> str
     return "\n".join(rows)
 
 
+def rescore(out: Path, names: list[str]) -> int:
+    """The stored predictions (each mode's FAIL checks and failing objects) scored against
+    the truth files as they are now."""
+    report = json.loads(out.read_text())
+    for name in names or sorted(report):
+        entry = report[name]
+        truth = json.loads((TRUTH / f"{name}.json").read_text())
+        torch = env_torch(CORPUS / name)
+        entry["truth_broken_packages"] = sorted(truth_sets(truth, torch)[0])
+        for mode, m in entry.items():
+            if not isinstance(m, dict) or "fails" not in m:
+                continue
+            pred = {
+                check: {
+                    "status": "FAIL",
+                    "severity": "verdict" if check.split(".")[1] in ("arch", "lock") else "FAIL",
+                    "failing_objects": m["failing_objects"] if i == 0 else [],
+                }
+                for i, check in enumerate(m["fails"])
+            }
+            m.update(score(truth, pred, torch))
+            p = m["packages"]
+            print(
+                f"{name:24} {mode:8} pkgs tp={len(p['tp'])} fp={len(p['fp'])} miss={len(p['miss'])}"
+            )
+    out.write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--envs", default="")
@@ -312,7 +348,14 @@ def main() -> int:
     parser.add_argument(
         "--table", type=Path, help="print a markdown table (before: this JSON) and stop"
     )
+    parser.add_argument(
+        "--rescore",
+        action="store_true",
+        help="score --out's stored FAILs against the truth files again (a truth rule changed)",
+    )
     args = parser.parse_args()
+    if args.rescore:
+        return rescore(args.out, [n for n in args.envs.split(",") if n])
     global TARGETS
     TARGETS = tuple(t for t in args.targets.split(",") if t)
     if args.table:

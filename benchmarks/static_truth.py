@@ -10,8 +10,10 @@ which objects to load and how to judge the outcome are decided here, for every o
 The driver libraries are the stubs of validators/static/driver_stub.py (no GPU here).
 
 Outcome per object: ok | missing-lib (a DT_NEEDED file absent: "cannot open shared object
-file") | abi (undefined symbol / version not found) | crash (signal) | error (other) |
-other-python (extension for another Python ABI, cannot be imported by design).
+file") | unreachable (the file is installed in the env, and importing the module the way its
+package does still cannot open it) | abi (undefined symbol / version not found) | crash
+(signal) | error (other) | other-python (extension for another Python ABI, cannot be
+imported by design).
 
     python benchmarks/static_truth.py ENV [--out truth.json] [--userland]
 
@@ -24,6 +26,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import subprocess
 import sys
 import time
@@ -226,6 +230,75 @@ def retry_artefacts(env_path: Path, outcome: dict[str, dict]) -> None:  # type: 
                 break
 
 
+_MISSING = re.compile(r"(\S+\.so[\w.]*): cannot open shared object file")
+
+
+def retry_missing_through_package(env_path: Path, outcome: dict[str, dict]) -> None:  # type: ignore[type-arg]
+    """An extension module that could not open a library the env installs is imported again
+    the way its package imports it (`from parent import child`, after `import torch` and the
+    package's own top-level imports: cupy 14's package __getattr__ preloads pip's CUDA
+    library there, through cuda-pathfinder; a bare importlib of the submodule fails), and,
+    failing that, after the package's modules that loaded so (cupyx._cusolver after
+    cupy_backends' cusolver). Loads: "ok-package-path". Still fails on a library the env
+    installs: "unreachable" (cupy-cuda12x 13.4.1 beside nvidia-cublas-cu12: the user
+    installed the library and the package cannot reach it, issue 25 item 4); on one it does
+    not install, it stays "missing-lib" (an optional backend: libsox, cuDNN 8)."""
+    env = load_environment(env_path)
+    site = env.site_packages
+    installed = {Path(p).name for p in outcome}
+    stubs = build_stubs([])
+    env_vars = {**os.environ, "LD_LIBRARY_PATH": ":".join(map(str, [*USERLAND, stubs.folder]))}
+    todo: dict[str, str] = {}  # path -> dotted module
+    loaded: dict[str, list[str]] = {}  # package -> modules that loaded the package's way
+    for path, o in outcome.items():
+        rel = Path(path).relative_to(site)
+        if o["status"] == "ok-package-path":
+            dotted = ".".join([*rel.parts[:-1], rel.name.split(".", 1)[0]])
+            loaded.setdefault(o["package"], []).append(dotted)
+        wanted = _MISSING.search(o.get("error", ""))
+        if o["status"] not in ("missing-lib", "unreachable") or wanted is None:
+            continue
+        if wanted.group(1) in installed and (".cpython-" in rel.name or ".abi3." in rel.name):
+            todo[path] = ".".join([*rel.parts[:-1], rel.name.split(".", 1)[0]])
+    for second in (False, True):
+        for path, module in todo.items():
+            o = outcome[path]
+            if o["status"] == "ok-package-path":
+                continue
+            dist = next((d for d in env.distributions.values() if d.label() == o["package"]), None)
+            first = (["torch"] if "torch" in env.distributions else []) + (
+                top_levels(dist.dist_info, site) if dist else []
+            )
+            before = loaded.get(o["package"], []) if second else []
+            code = (
+                "import importlib\n"
+                f"for name in {first!r}:\n    importlib.import_module(name)\n"
+                "def _from(dotted):\n"
+                "    parent, _, child = dotted.rpartition('.')\n"
+                "    p = importlib.import_module(parent)\n"
+                "    return getattr(p, child, None) or importlib.import_module(dotted)\n"
+                + "".join(f"_from({m!r})\n" for m in [*before, module])
+            )
+            done = subprocess.run(
+                [str(env_path / "bin" / "python"), "-c", code],
+                env=env_vars,
+                capture_output=True,
+                text=True,
+                timeout=900,
+                check=False,
+            )
+            if done.returncode == 0:
+                o["status"], o["first_error"] = "ok-package-path", o.get("error", "")
+                loaded.setdefault(o["package"], []).append(module)
+                continue
+            again = _MISSING.search(done.stderr)
+            if again is not None and again.group(1) in installed:
+                o["status"] = "unreachable"
+                o["error"] = done.stderr.strip().splitlines()[-1][:300]
+            else:
+                o["status"] = "missing-lib"
+
+
 def _imports(path: Path) -> list:  # type: ignore[type-arg]
     try:
         return list(read_elf(path).imports)
@@ -250,6 +323,7 @@ def main() -> int:
         retry_artefacts(args.env, data["objects"])
     else:
         data = truth(args.env)
+    retry_missing_through_package(args.env, data["objects"])
     text = json.dumps(data, indent=1, sort_keys=True)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
