@@ -113,6 +113,10 @@ def _output(value: str | None) -> Path | None:
     path = Path(raw).resolve()
     if path.is_dir():
         raise BadInput(f"--output '{value}': {path} is a folder; name the archive file")
+    if path.exists() and not path.is_file():
+        # the archive is moved into place (or the path unlinked first): /dev/null as root
+        # would be replaced or removed, as `--junit /dev/null` replaced it (files.py)
+        raise BadInput(f"--output '{value}': {path} exists and is not a regular file")
     for parent in path.parents:
         if parent.exists():
             if not parent.is_dir():

@@ -205,3 +205,17 @@ def test_junit_to_a_special_file_is_exit_2_and_leaves_it(
         code = _run("validators", "run", "cu128", "--only", "host", "--junit", str(path))
         assert code == 2, capfd.readouterr().err
         assert stat.S_IFMT(path.lstat().st_mode) == kind
+
+
+def test_gate_env_that_is_not_an_environment_is_refused_before_any_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """`gate cu128 --env FIFO` (or an empty folder) went on to 8 validation runs of nothing."""
+    monkeypatch.setenv("STACKGATE_STATE_DIR", str(tmp_path / "state"))
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "empty").mkdir()
+    for env in (tmp_path / "fifo", tmp_path / "empty"):
+        code = _run("validators", "gate", "cu128", "--env", str(env))
+        err = capfd.readouterr().err
+        assert code == 2 and f"--env {env}: not an environment (no bin/python)" in err, err
+        assert "validation run" not in err

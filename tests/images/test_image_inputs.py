@@ -7,6 +7,7 @@ exit 3 instead of 2. The old code checked --output and --tag only after the whol
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -47,6 +48,8 @@ def test_an_engine_that_is_not_there_is_exit_3(tiny_stack: TinyStack, tmp_path: 
         (["--tag", "localhost/tiny:" + "x" * 200], "not an image name"),
         (["--output", "oci-archive:{tmp}"], "is a folder"),
         (["--output", "oci-archive:{tmp}/a-file/tiny.tar"], "is not a folder"),
+        # moved into place or unlinked first: a device there (/dev/null as root) was replaced
+        (["--output", "oci-archive:{tmp}/fifo"], "exists and is not a regular file"),
         (["--output", "oci-archive:"], "no PATH"),
         (["--source", "nosuch={tmp}"], "--source nosuch: not a package built from source"),
     ],
@@ -55,6 +58,7 @@ def test_bad_arguments_are_exit_2_before_the_engine(
     tiny_stack: TinyStack, tmp_path: Path, extra: list[str], words: str
 ) -> None:
     (tmp_path / "a-file").write_text("")
+    os.mkfifo(tmp_path / "fifo")
     before = sorted(tmp_path.rglob("*"))
     done = _image(tiny_stack, tmp_path, *[e.format(tmp=tmp_path) for e in extra])
     assert done.returncode == 2, done.stderr

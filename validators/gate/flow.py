@@ -142,6 +142,9 @@ def _validate(ref: Reference, request: GateRequest, lookup: Lookup, runs: int) -
             f"no runs for candidate {ref}: give --run RESULT.json, or --env PATH to "
             f"validate (default {env} does not exist)"
         )
+    if not env.is_dir() or not (env / "bin" / "python").exists():
+        # a FIFO or an empty folder went on to 8 validation runs of nothing
+        raise BadInput(f"--env {env}: not an environment (no bin/python)")
     return run_validations(ref.text, env, runs, keep_dir=request.keep_runs)
 
 
