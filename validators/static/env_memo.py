@@ -30,6 +30,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+import validators.lockcheck.facts as facts_module
+import validators.results as results_module
 from validators.lockcheck.facts import CachedFacts
 from validators.static.abi_check import AbiChecker, AbiFindings
 from validators.static.arch_check import DistCode
@@ -48,11 +50,10 @@ def code_digest() -> str:
     """The digest of the code whose outcome is kept: the static group's modules, the
     pre-install reader's (lockcheck/) and the result model. Any edit makes every memo a miss."""
     h = hashlib.sha256(f"memo {MEMO_VERSION}".encode())
-    folders = [_HERE, _HERE.parent / "lockcheck"]
-    for path in [
-        *(p for f in folders for p in sorted(f.glob("*.py"))),
-        _HERE.parent / "results.py",
-    ]:
+    # the modules' own files, wherever a layout change puts them
+    folders = [_HERE, Path(facts_module.__file__).resolve().parent]
+    files = [p for f in folders for p in sorted(f.glob("*.py"))]
+    for path in [*files, Path(results_module.__file__).resolve()]:
         h.update(f"{path.parent.name}/{path.name}".encode() + b"\0")
         h.update(path.read_bytes())
     return h.hexdigest()
