@@ -26,6 +26,15 @@
 #  8. regressing candidate (benchmarks/h200_sglang/mrr15: --max-running-requests 15 at C=16),
 #     GATE_RUNS runs, step 6's policy: must be REFUSED
 # Steps 7-8 start only while DRIVER_BUDGET_S allows them (estimated from measured run times).
+# JIT caches (added after machine 2, not run yet; benchmarks/results/h200_sglang/jit-caches.md):
+# after step 2, a cache carried in /tmp/sg/jit-carry (parts + SHA256SUMS from an earlier
+# machine's save) is restored (benchmarks/h200_sglang_jit_cache.sh restore: report in
+# jit-restore.txt); step 4's server is the warm-up that compiles whatever is still missing
+# (FlashInfer's MLA decode / ragged prefill modules, SGLang's TVM-FFI kernels, Triton), and the
+# rule drops its first bench (--discard-warmup 1); the caches are then listed and saved to
+# /tmp/sg/jit-out (parts of <= 60 MB for separate fetch calls, not in res.tgz), and listed
+# again after the record's runs: a file there that is newer than the save compiled during a
+# measured run.
 # The gates compare with the record's runs (not interleaved: an ABBA gate doubles the runs, which
 # this session's device time does not allow); the rule plans for the restart noise it measured.
 set -u
@@ -83,6 +92,12 @@ ENV=$STACKGATE_VENV_ROOT/h200-sglang/current
 EPY=$ENV/bin/python
 cp "$ENV/stackgate/build-record.json" "$RES/build-record.json" 2>/dev/null
 [ -x "$EPY" ] || finish "no env"
+JIT="bash $REPO/benchmarks/h200_sglang_jit_cache.sh"
+
+step "JIT caches carried from an earlier machine (if any) restored"
+$JIT restore /tmp/sg/jit-carry "$(realpath "$ENV")" "$RES/jit-restore.txt"
+echo "jit restore rc=$?" | tee -a "$RES/steps.log"
+$JIT list "$RES/jit-before.txt"
 
 step "Kimi-K2.5-shaped INT4 miniature on the GPU (seeded, $LAYERS layers, margin construction)"
 mkdir -p /tmp/stackgate-h200
@@ -99,11 +114,14 @@ echo "within rc=$?" | tee -a "$RES/steps.log"
 cp "$REF" "$RES/" 2>/dev/null
 mkdir -p /tmp/sg/within-0 && cp /tmp/sg-within-*/server.log /tmp/sg/within-0/ 2>/dev/null
 cp /tmp/sg-within-*/server.log "$RES/within-server.log" 2>/dev/null
-# what compiled on first use, and when (FlashInfer's JIT cache; Triton's)
-find "$HOME/.cache/flashinfer" -name "*.so" -printf '%TT %s %p\n' 2>/dev/null | sort >"$RES/jit-flashinfer.txt"
-find "$HOME/.triton/cache" -name "*.json" -newer "$RES/model-kimi.json" 2>/dev/null | wc -l >"$RES/jit-triton-count.txt"
-# added after machine 2 (not run yet): SGLang's own TVM-FFI JIT modules, the unexplained 316 s there
-find "$HOME/.cache/tvm-ffi" -name "*.so" -printf '%TT %s %p\n' 2>/dev/null | sort >"$RES/jit-tvm-ffi.txt"
+# what compiled on first use, and when (FlashInfer, SGLang's TVM-FFI kernels, Triton): then saved
+$JIT list "$RES/jit-after-first-server.txt"
+s=$(date +%s)
+rm -rf /tmp/sg/jit-out && $JIT save /tmp/sg/jit-out 60000000
+echo "jit save rc=$? $(($(date +%s) - s)) s" | tee -a "$RES/steps.log"
+mkdir -p "$RES/jit-cache" && cp /tmp/sg/jit-out/SHA256SUMS /tmp/sg/jit-out/MANIFEST.txt \
+  /tmp/sg/jit-out/SIZES.txt "$RES/jit-cache/" 2>/dev/null
+touch /tmp/sg/jit-saved
 [ -s "$REF" ] || finish "no greedy reference"
 
 step "validators run x $RUNS0 (host, static, runtime, serve-bench: kimi-mini), each a fresh server"
@@ -119,6 +137,10 @@ for i in $(seq 1 "$RUNS0"); do
   [ "$i" = 1 ] && [ "$rc" -gt 1 ] && finish "first run rc=$rc"
 done
 
+# compiled during a measured run (should be nothing after the warm-up server)
+find "$HOME/.cache/flashinfer" "${TVM_FFI_CACHE_DIR:-$HOME/.cache/tvm-ffi}" "$HOME/.triton/cache" \
+  -type f -newer /tmp/sg/jit-saved -printf '%TT %s %p\n' 2>/dev/null | sort >"$RES/jit-during-runs.txt"
+
 step "mark-good"
 mkdir -p "$RES/records"
 $SG mark-good h200-sglang $(for f in "$RES"/runs0/run-*.json; do echo --run "$f"; done) \
@@ -131,7 +153,7 @@ echo "mark-good rc=$MG" | tee -a "$RES/steps.log"
 
 step "6: the pre-registered rule on steps 4-5's runs only"
 python3 benchmarks/h200_sglang_prereg.py --record-runs "$RES"/runs0/run-*.json \
-  --within "$RES/within.json" --candidate-runs "$GATE_RUNS" --out "$RES/tolerance" \
+  --within "$RES/within.json" --discard-warmup 1 --candidate-runs "$GATE_RUNS" --out "$RES/tolerance" \
   >"$RES/tolerance.txt" 2>&1
 echo "tolerance rc=$?" | tee -a "$RES/steps.log"
 POLICY=$(python3 -c "import json,sys; t=json.load(open(sys.argv[1])); print(f\"--tolerance {t['tolerance']} --tail-tolerance {t['tail_tolerance']}\")" "$RES/tolerance/tolerance.json" 2>/dev/null)
