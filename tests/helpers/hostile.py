@@ -10,7 +10,8 @@ Server behaviours (`HostileServer.mode`, changeable while it runs):
 - "drip-headers": the status line, then one header byte every `drip_s` seconds;
 - "overlong": 206 that sends 64 KiB more than asked for;
 - "wrong-range": 206 whose Content-Range starts elsewhere than asked;
-- "ignore-range": 200 and the whole file.
+- "ignore-range": 200 and the whole file;
+- "redirect": `redirect_code` to `redirect_to` + the path asked for (another server).
 Every request's path is counted in `requests`. With `only_suffix` set, only paths ending so
 get the behaviour (the others are served honestly); a path ending in `/` serves its
 folder's index.html (a PEP 503 index page).
@@ -68,6 +69,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._answer(srv, data, mode)
 
     def _answer(self, srv: HostileServer, data: bytes, mode: str) -> None:
+        if mode == "redirect":
+            self.send_response(srv.redirect_code)
+            self.send_header("Location", srv.redirect_to + self.path.lstrip("/"))
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         header = self.headers.get("Range", "")
         start, end = 0, len(data) - 1
         if header:
@@ -131,6 +138,8 @@ class HostileServer(ThreadingHTTPServer):
         self.flood_bytes = 1 << 30
         self.drip_s = 1.0
         self.only_suffix: str | None = None
+        self.redirect_to = ""  # base URL ending in "/" ("redirect" mode)
+        self.redirect_code = 302
         self.requests: list[str] = []
 
     @property
