@@ -1,7 +1,7 @@
 """Planned parallel build vs the best safe fixed -j found by a sweep, in a real memory cgroup
 with no swap (goal: planned / best safe <= 1.15x). Needs root and a memory cgroup.
 
-The build: TARGETS memory-hungry compile jobs (tests/builder/memjobs.py: each grows to PEAK_MB
+The build: TARGETS memory-hungry compile jobs (tests/helpers/memjobs.py: each grows to PEAK_MB
 while burning CPU, like cicc/ptxas on a big unit) driven by make. The sweep runs
 `make -jN` for each N inside a fresh cgroup with memory.max = LIMIT and swap 0, and notes
 which N were OOM-killed; "best safe" is the fastest N that finished. "planned" runs
@@ -27,7 +27,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.builder.memjobs import (  # noqa: E402
+from tests.helpers.memjobs import (  # noqa: E402
     build_hog,
     cgroup_unavailable_reason,
     memory_cgroup,

@@ -50,7 +50,7 @@ def main() -> int:
     args = ap.parse_args()
 
     sys.path.insert(0, str(ROOT))
-    from builder.lock import lock_files, read_lock
+    from builder.lock.resolve import lock_files, read_lock
     from stackgate.loading import load_stack
     from stackgate.python_finder import find_python
 

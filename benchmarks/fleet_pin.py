@@ -2,7 +2,7 @@
 
     python benchmarks/fleet_pin.py [--nodes 10000] [--sample 2000]
 
-Root, Debian's slurmctld/slurmd/munge (tests/fleet/slurm_cluster.py): a one-host cluster of
+Root, Debian's slurmctld/slurmd/munge (tests/helpers/slurm_cluster.py): a one-host cluster of
 8 running nodes (s0-s7), plus `--nodes` node names f00000... that slurmctld knows (State=DOWN,
 partition `big`, no slurmd): a 10,000-node fleet pins each element to a node of its own, as on
 a real cluster; being down, nothing runs.
@@ -37,7 +37,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.fleet.slurm_cluster import SlurmCluster, slurm_cluster  # noqa: E402
+from tests.helpers.slurm_cluster import SlurmCluster, slurm_cluster  # noqa: E402
 from validators.fleet import slurm  # noqa: E402
 from validators.fleet.spec import FleetSpec, SlurmOptions  # noqa: E402
 from validators.fleet.submit import execute, plan  # noqa: E402

@@ -14,7 +14,7 @@ Spec side, in this process: FleetSpec validation of N node names with the one-pa
 check, against the pairwise count it replaced (measured in the same run), and `plan()` (both
 scripts and every command).
 
-`--slurm` (root, Debian's slurmctld/slurmd/munge, tests/fleet/slurm_cluster.py): a one-host
+`--slurm` (root, Debian's slurmctld/slurmd/munge, tests/helpers/slurm_cluster.py): a one-host
 cluster of 8 nodes with MaxArraySize=1001 (Slurm's default) and MaxJobCount=60000, and the submit path's Slurm work
 for N elements: the held arrays (`sbatch`, N/1001 of them), N pinning `scontrol update`s
 (slurm.PIN_WORKERS at once; element i pinned to node i mod 8: the cluster has 8 nodes, the
@@ -159,7 +159,7 @@ def collect_side(n: int, workdir: Path) -> dict[str, Any]:
 
 
 def slurm_side(n: int, workdir: Path) -> dict[str, Any]:
-    from tests.fleet.slurm_cluster import slurm_cluster
+    from tests.helpers.slurm_cluster import slurm_cluster
 
     nodes = [f"s{i}" for i in range(8)]
     script = workdir / "hold.sbatch"

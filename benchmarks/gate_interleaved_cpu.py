@@ -30,9 +30,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.gate.synthetic_stack import write_synthetic_stack  # noqa: E402
 from tests.helpers.interpreter import base_python  # noqa: E402
 from tests.helpers.project_env import isolated_env  # noqa: E402
+from tests.helpers.synthetic_stack import write_synthetic_stack  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "gate_interleaved_cpu"
 SHOWN = (

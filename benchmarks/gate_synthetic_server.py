@@ -29,9 +29,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.gate.synthetic_stack import write_synthetic_stack  # noqa: E402
 from tests.helpers.interpreter import base_python  # noqa: E402
 from tests.helpers.project_env import isolated_env  # noqa: E402
+from tests.helpers.synthetic_stack import write_synthetic_stack  # noqa: E402
 from validators.records.metrics import direction, parse_metric_key  # noqa: E402
 
 KEY_METRICS = (

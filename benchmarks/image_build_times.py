@@ -25,13 +25,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from builder.lock import LockFiles, run_lock  # noqa: E402
+from builder.lock.resolve import LockFiles, run_lock  # noqa: E402
 from stackgate.loading import load_stack  # noqa: E402
 from stackgate.python_finder import Interpreter  # noqa: E402
 from tests.helpers.interpreter import PY_MINOR  # noqa: E402
+from tests.helpers.localbase import make_base_image, make_uv_image  # noqa: E402
 from tests.helpers.tiny_image import TINY_MANIFEST, QuietHandler  # noqa: E402
 from tests.helpers.wheels import make_index, make_wheel  # noqa: E402
-from tests.images.localbase import make_base_image, make_uv_image  # noqa: E402
 
 
 def main() -> None:

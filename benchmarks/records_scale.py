@@ -36,8 +36,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from validators.core.results import Result  # noqa: E402
 from validators.records.model import BuildFacts, GpuInfo, HostFingerprint, Record  # noqa: E402
-from validators.results import Result  # noqa: E402
 
 STACKS = ("cu128", "cu130", "cu130-fi", "cu128-eagle", "cu130-nightly")
 _FIELDS = ("output_throughput", "mean_ttft_ms", "p99_ttft_ms", "mean_itl_ms", "p99_itl_ms")

@@ -12,7 +12,7 @@ export PYTHONPATH="/tmp/site:$PWD"
 nvidia-smi topo -m | tee "$OUT/nvidia-smi-topo.txt"
 python3 - <<'PY' | tee "$OUT/topology.json"
 import json
-from builder.topology import detect_topology
+from builder.venv.topology import detect_topology
 from stackgate.host.snapshot import host_snapshot
 from validators.records.fingerprint import probe_host
 

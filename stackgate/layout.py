@@ -7,7 +7,7 @@ Venv root:   --venv-root, else $STACKGATE_VENV_ROOT, else <checkout>/envs
              <root>/<stack>/.build.lock               flock: one build at a time
 Locks:       <stacks>/locks/<stack>/{pyproject.toml,uv.lock}  (--locks-dir replaces <stacks>/locks)
 
-The builder creates and switches these (builder.atomic); validators, serve-bench --dry-run
+The builder creates and switches these (builder.venv.atomic); validators, serve-bench --dry-run
 and the gate only read them, through the same functions, so they cannot disagree.
 """
 

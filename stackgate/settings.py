@@ -149,7 +149,7 @@ SETTINGS: tuple[Setting, ...] = (
         "set by the env",
         "the topology profile an env applied to this "
         "process (its `.pth` / `env.sh` set it; variables you set yourself still win)",
-        ("builder/envprofile.py",),
+        ("builder/venv/envprofile.py",),
         kind="set-by-stackgate",
     ),
     Setting(
@@ -182,7 +182,7 @@ SETTINGS: tuple[Setting, ...] = (
         "unset",
         "`builder build` prints `stackgate: holding "
         "before <step>` at that step and waits to be killed (the kill-at-every-step tests)",
-        ("builder/fault_hook.py",),
+        ("builder/venv/fault_hook.py",),
         kind="test",
     ),
 )

@@ -2,7 +2,7 @@
 order they run in (cheapest first), and the module that runs each one.
 
 Adding a group is one entry here plus its module (exposing `run_group(ctx) -> list[Result]`,
-a validators.context.GroupRunner) and its tests; the manifest's schema, `--only` choices, the
+a validators.core.context.GroupRunner) and its tests; the manifest's schema, `--only` choices, the
 pipeline and the check-id registry all derive from this list, and so does what a group needs
 (an environment, the host's GPUs inside an image, a serving profile) and whether its evidence
 is the report's host snapshot: the commands ask the entry, they keep no sets of their own.

@@ -70,7 +70,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("buildah") and shutil.which("buildah") is None:
         pytest.skip("buildah not installed (apt-get install buildah)")
     if item.get_closest_marker("slurm"):
-        from tests.fleet.slurm_cluster import missing_tools
+        from tests.helpers.slurm_cluster import missing_tools
 
         missing = missing_tools()
         why = (

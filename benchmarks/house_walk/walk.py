@@ -26,10 +26,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.gate.synth import make_report, measured_cv  # noqa: E402
 from tests.helpers.build_records import write_hashed_sample_env  # noqa: E402
 from tests.helpers.interpreter import base_python  # noqa: E402
 from tests.helpers.project_env import isolated_env  # noqa: E402
+from tests.helpers.synth_reports import make_report, measured_cv  # noqa: E402
 from tests.helpers.tiny_stack import tiny_index, tiny_manifest  # noqa: E402
 
 TRACE = Path(__file__).with_name("trace.py")

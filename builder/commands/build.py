@@ -15,10 +15,10 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from builder.build_venv import BuildOptions, BuildOutcome, Reporter, build_env
-from builder.fault_hook import with_fault_hook
-from builder.uvproject import index_map_credentials, parse_index_map
-from builder.watched import Terminal
+from builder.compile.watched import Terminal
+from builder.lock.uvproject import index_map_credentials, parse_index_map
+from builder.venv.build import BuildOptions, BuildOutcome, Reporter, build_env
+from builder.venv.fault_hook import with_fault_hook
 from stackgate.build_record import BuildOutput
 from stackgate.cli import emit_json
 from stackgate.cli_paths import FOLDER

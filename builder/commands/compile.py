@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import argparse
 
-from builder.history import read_history, write_history
-from builder.jobs import compile_env, plan_jobs
-from builder.lock import uv_env
-from builder.watched import run_watched
+from builder.compile.history import read_history, write_history
+from builder.compile.jobs import compile_env, plan_jobs
+from builder.compile.watched import run_watched
+from builder.lock.resolve import uv_env
 from stackgate.cli import emit_json
 from stackgate.cli_paths import FOLDER
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput

@@ -8,9 +8,9 @@ import time
 
 from rich.text import Text
 
-from builder.compat_vet import CompatVet
-from builder.lock import locked_packages, run_lock
-from builder.uvproject import index_map_credentials, parse_index_map
+from builder.lock.compat_vet import CompatVet
+from builder.lock.resolve import locked_packages, run_lock
+from builder.lock.uvproject import index_map_credentials, parse_index_map
 from stackgate.cli import emit_json
 from stackgate.cli_paths import FOLDER
 from stackgate.errors import EXIT_OK

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from builder.history import read_history
-from builder.jobs import compile_env, plan_jobs
+from builder.compile.history import read_history
+from builder.compile.jobs import compile_env, plan_jobs
 from stackgate.cli import emit_json
 from stackgate.cli_paths import FOLDER
 from stackgate.errors import EXIT_OK

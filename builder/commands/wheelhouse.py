@@ -15,8 +15,8 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from builder.lock import read_lock
-from builder.wheelhouse import Artifact, artifacts, download
+from builder.lock.resolve import read_lock
+from builder.lock.wheelhouse import Artifact, artifacts, download
 from stackgate.bounded_http import add_limit_arguments, limits_from
 from stackgate.cli import emit_json
 from stackgate.cli_numbers import WORKERS

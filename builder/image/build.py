@@ -18,12 +18,12 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from builder import patches
+from builder.compile import patches
+from builder.compile.jobs import plan_jobs
 from builder.image.context import assemble
 from builder.image.pins import load_pins
 from builder.image.recipe import RecipeInputs, recipe_inputs
-from builder.jobs import plan_jobs
-from builder.lock import LockState, read_lock
+from builder.lock.resolve import LockState, read_lock
 from stackgate import proc
 from stackgate.containers.base import BuildSpec, BuiltImage, ContainerEngine, unique_tag
 from stackgate.containers.buildah import StorageConfig

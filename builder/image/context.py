@@ -19,9 +19,9 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from builder import patches
+from builder.compile import patches
 from builder.image.recipe import RecipeInputs, SourcePackage, render
-from builder.lock import LockState
+from builder.lock.resolve import LockState
 from stackgate.errors import BadInput
 from stackgate.loading import LoadedStack
 from stackgate.paths import stacks_dir

@@ -22,8 +22,8 @@ from typing import Literal
 import jinja2
 from pydantic import Field
 
+from builder.compile.jobs import compile_env
 from builder.image.pins import CudaBases, ImagePins, PinnedImage
-from builder.jobs import compile_env
 from stackgate import __version__
 from stackgate.build_record import JobPlan
 from stackgate.containers.run import (

@@ -13,7 +13,7 @@ import termios
 import time
 from pathlib import Path
 
-from builder.terminal_lines import TerminalLines
+from builder.compile.terminal_lines import TerminalLines
 
 from .conftest import ROOT, LocalStack, builder_env
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.builder.memjobs import (
+from tests.helpers.memjobs import (
     build_hog,
     cgroup_unavailable_reason,
     have_tools,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.jobs import MEASURED_HEADROOM, plan_jobs
+from builder.compile.jobs import MEASURED_HEADROOM, plan_jobs
 from stackgate.host.parsers import SwapDevice, parse_meminfo, parse_swaps
 from stackgate.host.resources import (
     GIB,
@@ -162,7 +162,7 @@ def test_cuda_archs_reach_a_source_build_as_torch_cuda_arch_list(tmp_path: Path)
     import subprocess
     import sys
 
-    from builder.jobs import compile_env
+    from builder.compile.jobs import compile_env
     from stackgate.loading import load_stack
 
     cu128 = load_stack("cu128").manifest

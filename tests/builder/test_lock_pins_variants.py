@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from builder.lock_pins import contradictions
+from builder.lock.pins import contradictions
 from stackgate.loading import load_stack
 from stackgate.uvlock import parse_uv_lock
 

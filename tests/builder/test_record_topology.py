@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from builder.envprofile import apply_profile
-from builder.topology import TopologyChoice, choose_topology
+from builder.venv.envprofile import apply_profile
+from builder.venv.topology import TopologyChoice, choose_topology
 from stackgate.build_record import BuildRecord
 
 

@@ -10,7 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from builder.uv_cache import sweep_leftovers
+from builder.venv.uv_cache import sweep_leftovers
 from tests.builder.conftest import LocalStack
 
 

@@ -6,7 +6,7 @@ import tomllib
 
 import pytest
 
-from builder.uvproject import LOCK_FIELDS, manifest_hash, parse_index_map, render_pyproject
+from builder.lock.uvproject import LOCK_FIELDS, manifest_hash, parse_index_map, render_pyproject
 from stackgate.errors import BadInput
 from stackgate.loading import load_stack
 

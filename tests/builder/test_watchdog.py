@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from builder.watched import run_watched
-from tests.builder.memjobs import build_hog, have_tools, write_makefile
+from builder.compile.watched import run_watched
+from tests.helpers.memjobs import build_hog, have_tools, write_makefile
 
 MiB = 1024 * 1024
 

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from tests.fleet.conftest import FleetStack
-from tests.fleet.slurm_cluster import slurm_cluster
 from tests.helpers.interpreter import base_python
+from tests.helpers.slurm_cluster import slurm_cluster
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fleet.slurm_cluster import ACCOUNTING, missing_tools, slurm_cluster
+from tests.helpers.slurm_cluster import ACCOUNTING, missing_tools, slurm_cluster
 from validators.fleet import slurm
 from validators.fleet.elements import ELEMENTS_FILENAME, Submission, learn
 from validators.fleet.spec import FleetSpec

@@ -1,5 +1,5 @@
 """Slurm's outputs as stackgate reads them, on outputs recorded from the real one-host cluster
-(tests/fleet/slurm_cluster.py): an array of 3 pinned elements (one completed, one exited 3,
+(tests/helpers/slurm_cluster.py): an array of 3 pinned elements (one completed, one exited 3,
 one cancelled while held) and `sinfo` with a drained node and a name Slurm does not know."""
 
 from __future__ import annotations

@@ -24,8 +24,8 @@ import pytest
 
 from stackgate.errors import EnvironmentProblem
 from tests.fleet.conftest import FleetStack
-from tests.fleet.slurm_cluster import slurm_cluster
 from tests.helpers.interpreter import base_python
+from tests.helpers.slurm_cluster import slurm_cluster
 from validators.fleet import slurm
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]

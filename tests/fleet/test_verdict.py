@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from stackgate.errors import BadInput
+from validators.core.results import Report, Result
 from validators.fleet.elements import Element
 from validators.fleet.outliers import find_lemons, lemon_metric
 from validators.fleet.spec import FleetSpec, expand_nodes
@@ -21,7 +22,6 @@ from validators.fleet.verdict import compute_verdict, host_class
 from validators.records.extract import run_metrics
 from validators.records.model import BuildFacts, GpuInfo, HostFingerprint, Record
 from validators.records.store import RecordStore
-from validators.results import Report, Result
 
 ROOT = Path(__file__).resolve().parents[2]
 DECODE = "serve-bench.single_stream/single_stream_decode_tok_s"

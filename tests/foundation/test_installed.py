@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from builder.installed import verify_against_lock
-from builder.lock import LockState
+from builder.lock.resolve import LockState
+from builder.venv.installed import verify_against_lock
 from stackgate.errors import EnvironmentProblem
 from stackgate.installed import lock_differences, read_distributions, same_version
 from stackgate.layout import LockFiles

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from validators.core.results import Result
 from validators.records.model import BuildFacts, HostFingerprint, Record
-from validators.results import Result
 
 THROUGHPUT = "serve-bench.sweep/output_throughput@c16"
 TTFT = "serve-bench.sweep/mean_ttft_ms@c16"

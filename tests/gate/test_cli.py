@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from tests.gate.conftest import Project, fake_env_with_build_record, write_tiny_stack
-from tests.gate.synth import make_report, measured_cv
+from tests.helpers.synth_reports import make_report, measured_cv
 from validators.gate.policy import DEFAULT_REPEATS
 
 

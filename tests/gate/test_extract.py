@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from validators.core.results import Report, Result
 from validators.records.extract import merge_runs, run_metrics
 from validators.records.metrics import direction, metric_key, parse_metric_key
-from validators.results import Report, Result
 
 # As validators/serve/group.py writes them: single-stream numbers at the top of the evidence,
 # the sweep as `levels` of bench_serving fields.

@@ -78,7 +78,7 @@ def test_fingerprint_of_a_snapshot_from_recorded_outputs() -> None:
 def test_nvlink_bridged_pairs_are_pcie_for_record_build_and_preflight() -> None:
     """4 GPUs with 0-1 and 2-3 bridged: some links are NVLink, the TP ring still crosses PCIe.
     The fingerprint used to say 'nvlink' (any active link) while the build said 'pcie'."""
-    from builder.topology import detect_topology
+    from builder.venv.topology import detect_topology
     from validators.preflight.group import PreflightFacts, evaluate_host
 
     pairs = {f"{i}-{j}": "PCIE" for i in range(4) for j in range(i + 1, 4)}

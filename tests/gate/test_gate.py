@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 from stackgate.loading import load_stack
-from tests.gate.synth import make_report, measured_cv
+from tests.helpers.synth_reports import make_report, measured_cv
+from validators.core.results import Report
 from validators.gate.compare import gate
 from validators.gate.policy import DEFAULT_REPEATS, GatePolicy
 from validators.gate.stats import bootstrap_ratio
 from validators.records.compose import compose_record
 from validators.records.model import BuildFacts, GpuInfo, HostFingerprint, Record
-from validators.results import Report
 
 HOST = HostFingerprint(
     hostname="gpu-1",

@@ -16,8 +16,8 @@ import pytest
 
 from tests.gate.conftest import Project, fake_env_with_build_record
 from tests.gate.record_factory import THROUGHPUT, TTFT, make_record
-from tests.gate.synth import make_report
 from tests.gate.test_cli import _mark_baseline
+from tests.helpers.synth_reports import make_report
 from validators.gate.compare import compare_metric
 from validators.gate.policy import GatePolicy
 from validators.records.model import content_sha256

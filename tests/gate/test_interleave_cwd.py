@@ -21,9 +21,9 @@ import pytest
 
 from stackgate.errors import EnvironmentProblem
 from tests.gate.conftest import ROOT, Project
-from tests.gate.synthetic_stack import write_synthetic_stack
 from tests.helpers.interpreter import base_python
-from validators.runs import parse_run_output
+from tests.helpers.synthetic_stack import write_synthetic_stack
+from validators.core.runs import parse_run_output
 
 PAIRS = "3"
 

@@ -16,7 +16,7 @@ import pytest
 
 from stackgate.errors import BadInput
 from tests.gate.record_factory import THROUGHPUT, make_record
-from tests.gate.synth import make_report
+from tests.helpers.synth_reports import make_report
 from validators.gate.compare import compare_metric, gate
 from validators.gate.policy import GatePolicy
 from validators.records.model import Record, content_sha256, load_record

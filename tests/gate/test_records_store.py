@@ -14,7 +14,7 @@ import pytest
 from stackgate.errors import BadInput
 from stackgate.loading import load_stack
 from tests.gate.record_factory import make_record
-from tests.gate.synth import make_report
+from tests.helpers.synth_reports import make_report
 from validators.records.chain import TamperedStore
 from validators.records.compose import compose_record
 from validators.records.json_files import export_records, import_dir, read_record_file

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from stackgate.loading import load_stack
-from tests.gate.synth import make_report, measured_cv
+from tests.helpers.synth_reports import make_report, measured_cv
+from validators.core.results import Result
 from validators.gate.compare import gate
 from validators.records.compose import compose_record
 from validators.records.model import BuildFacts, GpuInfo, HostFingerprint, Record
-from validators.report_html import render_report, write_report
-from validators.results import Result
+from validators.reporting.html import render_report, write_report
 
 HOST = HostFingerprint(
     gpu=GpuInfo(model="NVIDIA RTX PRO 6000", count=8, compute_capabilities=["12.0"]),

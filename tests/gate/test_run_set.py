@@ -17,8 +17,8 @@ import numpy as np
 
 from stackgate.build_record import read_build_record
 from tests.gate.conftest import Project, fake_env_with_build_record
-from tests.gate.synth import make_report, measured_cv
 from tests.gate.test_cli import _mark_baseline
+from tests.helpers.synth_reports import make_report, measured_cv
 from validators.gate.policy import DEFAULT_REPEATS
 from validators.preflight.host_facts import HostFacts
 from validators.records.model import HostFingerprint

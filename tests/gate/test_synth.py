@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.gate import synth
-from validators.checks import group_of
+from tests.helpers import synth_reports as synth
+from validators.core.checks import group_of
 from validators.serve.bench_client import RequestOutcome, compute_metrics
 
 # What run_level (validators/serve/bench_client.py) adds to compute_metrics' fields per level.
@@ -46,5 +46,5 @@ def test_a_check_id_no_validator_emits_breaks_the_fixture(
 ) -> None:
     drifted = "runtime.flashinfer" + ".jit"  # split so the id scan does not count it as named
     monkeypatch.setattr(synth, "CHECKS", (*synth.CHECKS, (drifted, "runtime")))
-    with pytest.raises(ValueError, match=r"not in validators\.checks"):
+    with pytest.raises(ValueError, match=r"not in validators\.core\.checks"):
         synth.make_report(np.random.default_rng(0))

@@ -15,8 +15,8 @@ import json
 import pytest
 
 from tests.gate.conftest import Project
-from tests.gate.synthetic_stack import write_synthetic_stack
 from tests.helpers.interpreter import base_python
+from tests.helpers.synthetic_stack import write_synthetic_stack
 
 RATE_BOUND = (
     "serve-bench.single_stream/single_stream_decode_tok_s",

@@ -17,16 +17,16 @@ from pathlib import Path
 
 import pytest
 
-from builder.lock import run_lock
+from builder.lock.resolve import run_lock
 from stackgate.containers.base import KEEP_ENV
 from stackgate.containers.buildah import StorageConfig
 from stackgate.layout import LockFiles
 from stackgate.loading import LoadedStack, load_stack
 from stackgate.python_finder import Interpreter
 from tests.helpers.interpreter import PY_MINOR
+from tests.helpers.localbase import LocalImage, make_base_image, make_uv_image
 from tests.helpers.tiny_image import TINY_MANIFEST, QuietHandler
 from tests.helpers.wheels import make_index, make_wheel
-from tests.images.localbase import LocalImage, make_base_image, make_uv_image
 
 
 @pytest.fixture(scope="session")

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from builder.compile.jobs import plan_jobs
 from builder.image.build import ImageRequest, prepare
 from builder.image.context import assemble
 from builder.image.pins import load_pins
 from builder.image.recipe import RecipeInputs, render
-from builder.jobs import plan_jobs
-from builder.lock import read_lock, write_project
+from builder.lock.resolve import read_lock, write_project
 from stackgate.containers.base import context_tar
 from stackgate.errors import BadInput
 from stackgate.host.resources import HostResources

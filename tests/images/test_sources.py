@@ -10,7 +10,7 @@ import pytest
 
 from builder.image.context import prepare_source
 from builder.image.recipe import source_packages
-from builder.lock import LockState
+from builder.lock.resolve import LockState
 from stackgate.errors import BadInput
 from stackgate.layout import LockFiles
 from stackgate.loading import load_stack

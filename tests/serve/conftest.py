@@ -15,9 +15,9 @@ import psutil
 import pytest
 
 from stackgate.loading import LoadedStack, load_stack
-from validators.context import RunContext
-from validators.options import parse_options
-from validators.results import Result
+from validators.core.context import RunContext
+from validators.core.options import parse_options
+from validators.core.results import Result
 
 HERE = Path(__file__).resolve().parent
 SYNTHETIC = HERE / "synthetic_server.py"

@@ -51,8 +51,8 @@ def test_healthy_server_passes_every_check_and_leaves_nothing(make_ctx, tmp_path
     assert_no_leftovers(results)
 
     # The records side reads the sweep's and single-stream's typed measurements.
+    from validators.core.results import Report
     from validators.records.extract import run_metrics
-    from validators.results import Report
 
     assert checks["sweep"].measurements and checks["single_stream"].measurements
     assert all("ttfts_ms" not in level for level in checks["sweep"].evidence["levels"])

@@ -16,10 +16,10 @@ import pytest
 from pydantic import ValidationError
 
 from stackgate.errors import BadInput
-from tests.gate import synth
+from tests.helpers import synth_reports as synth
+from validators.core.results import Measurement, Report, Result, make_result
 from validators.records.extract import refuse_invalid, run_metrics
 from validators.records.metrics import direction, metric_key
-from validators.results import Measurement, Report, Result, make_result
 from validators.serve.bench_client import RequestOutcome, level_fields
 from validators.serve.measures import METRICS, NOT_MEASURED, SAMPLES, measurements
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from validators.results import Result
+from validators.core.results import Result
 from validators.static.abi_results import AbiOptions
 from validators.static.group import StaticInputs, run_static
 

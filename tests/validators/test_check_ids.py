@@ -1,4 +1,4 @@
-"""Check ids are a registry (validators.checks): tests, fixtures and recorded reports may name
+"""Check ids are a registry (validators.core.checks): tests, fixtures and recorded reports may name
 only ids a validator can emit, and validators cannot emit others."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from stackgate.validator_groups import ORDER
-from validators.checks import (
+from validators.core.checks import (
     EXACT,
     FAMILIES,
     GROUP_CHECKS,
@@ -21,16 +21,16 @@ from validators.checks import (
     group_of,
     is_known,
 )
-from validators.results import make_result
+from validators.core.results import make_result
 
 ROOT = Path(__file__).resolve().parents[2]
 # A quoted dotted name under a group prefix, e.g. "runtime.flashinfer_jit".
 _QUOTED = re.compile(r"""["']((?:host|static|runtime|serve-bench)\.[A-Za-z0-9_.+-]+)["']""")
 _FILE_NAMES = (".json", ".jsonl", ".txt", ".log", ".toml", ".py", ".md", ".html", ".so")
 # Every kind of file a fixture or a recorded report lives in, under tests/ and the benchmark
-# scripts and results (benchmarks/*.py build gate fixtures through tests/gate/synth.py too).
+# scripts and results (benchmarks/*.py build gate fixtures through tests/helpers/synth_reports.py too).
 # Prose (Markdown) is not scanned: the ids the validators emit are Literal types per group
-# (validators.checks), which mypy checks at every make_result.
+# (validators.core.checks), which mypy checks at every make_result.
 _SCANNED = ("*.py", "*.json", "*.jsonl", "*.toml", "*.xml", "*.html")
 
 
@@ -65,7 +65,7 @@ def test_every_id_a_test_or_fixture_names_can_be_emitted() -> None:
 def test_the_ids_that_drifted_are_not_known() -> None:
     for wrong in ("runtime.flashinfer.jit", "static.dists.match_lock", "host.gpu.present"):
         assert not is_known(wrong)
-    with pytest.raises(ValueError, match=r"not in validators\.checks"):
+    with pytest.raises(ValueError, match=r"not in validators\.core\.checks"):
         make_result("runtime.flashinfer.jit", "PASS", "ok", group="runtime")
 
 

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.gate.synthetic_stack import write_synthetic_stack
+from tests.helpers.synthetic_stack import write_synthetic_stack
 
 ROOT = Path(__file__).resolve().parents[2]
 

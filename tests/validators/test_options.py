@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from stackgate.errors import BadInput
-from validators.options import SECTIONS, GroupOptions, parse_options
+from validators.core.options import SECTIONS, GroupOptions, parse_options
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,14 +11,14 @@ from pathlib import Path
 
 from stackgate.loading import load_stack
 from tests.validators import elf_env
-from validators.context import GroupRunner, RunContext
-from validators.pipeline import load_group, run_pipeline
-from validators.results import Report, Result
+from validators.core.context import GroupRunner, RunContext
+from validators.core.pipeline import load_group, run_pipeline
+from validators.core.results import Report, Result
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-# One real check id per group (validators.checks): a stand-in group emits what a real one can.
+# One real check id per group (validators.core.checks): a stand-in group emits what a real one can.
 ONE_CHECK = {"host": "host.driver", "static": "static.dists.pins", "runtime": "runtime.torch",
              "serve-bench": "serve-bench.launch"}  # fmt: skip
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from stackgate.loading import load_stack
-from validators.context import RunContext
-from validators.options import parse_options
+from validators.core.context import RunContext
+from validators.core.options import parse_options
 from validators.runtime import nccl_latency as nl
 from validators.runtime.distributed import distributed_checks
 from validators.runtime.runner import (

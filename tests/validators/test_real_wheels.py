@@ -243,8 +243,8 @@ def test_nccl_latency_check_fails_above_the_manifest_threshold(tmp_path: Path) -
     """The whole latency check (profile vs defaults, pooling, threshold) with real ranks on
     gloo: a 1 us p50 limit cannot be met, so it is a FAIL that says by how much."""
     from stackgate.loading import load_stack
-    from validators.context import RunContext
-    from validators.options import parse_options
+    from validators.core.context import RunContext
+    from validators.core.options import parse_options
     from validators.runtime import nccl_latency as nl
     from validators.runtime.distributed import _nccl
 
@@ -272,8 +272,8 @@ def test_runtime_distributed_checks_at_the_profiles_eight_ranks_on_gloo(tmp_path
     torch processes (gloo), rendezvous, time every message size for the profile and for NCCL's
     defaults, and pool the results, with no GPU on this host. symm-mem needs CUDA: a SKIP."""
     from stackgate.loading import load_stack
-    from validators.context import RunContext
-    from validators.options import parse_options
+    from validators.core.context import RunContext
+    from validators.core.options import parse_options
     from validators.runtime import nccl_latency as nl
     from validators.runtime.distributed import distributed_checks
     from validators.runtime.runner import ProbeOutcome, probe_env

@@ -12,7 +12,7 @@ import pytest
 from packaging.version import Version
 
 from stackgate.loading import load_stack
-from validators.context import RunContext
+from validators.core.context import RunContext
 from validators.runtime import nccl_latency as nl
 from validators.runtime import sglang_rules as sr
 from validators.runtime.group import run_group
@@ -203,7 +203,7 @@ def test_fusion_flag_on_sm120_is_a_fail_and_pcie_tp8_has_no_custom_allreduce() -
 def test_the_probe_table_and_the_probe_script_name_the_same_probes() -> None:
     """probes/smoke.py runs in the env's interpreter and keeps its own map; the script, asked
     for a probe it lacks, lists what it knows: exactly the table's probes, no more, no fewer."""
-    from validators.checks import GROUP_CHECKS
+    from validators.core.checks import GROUP_CHECKS
     from validators.runtime.probe_table import PROBES
 
     script = Path(__file__).resolve().parents[2] / "validators" / "runtime" / "probes" / "smoke.py"

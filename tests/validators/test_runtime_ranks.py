@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 
 from stackgate.loading import load_stack
-from validators.context import RunContext
+from validators.core.context import RunContext
 from validators.runtime.distributed import distributed_checks, profile_tp
 from validators.runtime.ranks import plan_ranks
 from validators.runtime.runner import ProbeOutcome, probe_env, run_distributed

@@ -23,7 +23,7 @@ import pytest
 from stackgate.errors import EnvironmentProblem
 from stackgate.python_finder import find_python
 from tests.helpers.cache_lock import cache_lock
-from validators.results import Result
+from validators.core.results import Result
 from validators.static.abi_results import AbiOptions
 from validators.static.group import StaticInputs, run_static
 

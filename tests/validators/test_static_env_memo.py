@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.validators import elf_env
-from validators.results import Result
+from validators.core.results import Result
 from validators.static.abi_results import AbiOptions
 from validators.static.file_facts import FileFactsCache
 from validators.static.group import StaticInputs, run_static

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from builder.lock import read_lock, run_lock
+from builder.lock.resolve import read_lock, run_lock
 from stackgate.errors import BadInput, EnvironmentProblem
 from stackgate.files import atomic_write_text
 from stackgate.layout import LockFiles
@@ -26,8 +26,8 @@ from stackgate.python_finder import Interpreter
 from stackgate.uvlock import UvLock
 from validators.bisect.manifest_text import toml_text
 from validators.bisect.units import ChangeUnit, canonical
-from validators.pipeline import apply_accepted
-from validators.results import Result
+from validators.core.pipeline import apply_accepted
+from validators.core.results import Result
 
 
 @dataclass(frozen=True)

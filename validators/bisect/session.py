@@ -11,8 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from builder.build_venv import BuildOptions, build_env
-from builder.lock import read_lock
+from builder.lock.resolve import read_lock
+from builder.venv.build import BuildOptions, build_env
 from stackgate.errors import BadInput, StackgateError
 from stackgate.layout import EnvLayout, LockFiles
 from stackgate.loading import LoadedStack
@@ -29,11 +29,11 @@ from validators.bisect.refused import Refusal
 from validators.bisect.search import Culprit, Mode, bisect
 from validators.bisect.steps import MetricNumber, Step, StepStore
 from validators.bisect.units import ChangeUnit, canonical, lock_versions, merge
+from validators.core.runs import run_interleaved, run_validations
 from validators.gate.candidate import candidate_record
 from validators.gate.compare import GateResult, gate
 from validators.gate.policy import GatePolicy
 from validators.records.model import Record
-from validators.runs import run_interleaved, run_validations
 
 LOCK_JOBS = max(1, min(4, os.cpu_count() or 1))  # unit locks run side by side
 

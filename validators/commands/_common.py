@@ -11,8 +11,8 @@ from stackgate.cli import emit_json
 from stackgate.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_ENVIRONMENT, EXIT_OK, BadInput
 from stackgate.files import atomic_write_text
 from stackgate.output import console_err
-from validators.report_render import render, render_results
-from validators.results import Report, Result, to_junit
+from validators.core.results import Report, Result, to_junit
+from validators.reporting.render import render, render_results
 
 # An ERROR in these checks means the input (the --env path) is wrong, not the host.
 BAD_INPUT_CHECKS = {"static.env", "runtime.env", "static.lock.wheels"}

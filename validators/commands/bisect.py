@@ -8,7 +8,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from builder.lock import read_lock
+from builder.lock.resolve import read_lock
 from stackgate.cli import emit_json
 from stackgate.cli_numbers import RUNS, int_in
 from stackgate.cli_paths import FOLDER, OUTPUT_FILE
@@ -23,7 +23,7 @@ from validators.bisect.render import payload, render_text, write_html
 from validators.bisect.search import MODES
 from validators.bisect.session import Bisect, Settings
 from validators.bisect.units import change_units
-from validators.env_verify import recheck_env
+from validators.core.env_verify import recheck_env
 from validators.gate.cli_args import add_policy_arguments, flags_from
 from validators.gate.stack_policy import (
     decide,

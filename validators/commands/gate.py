@@ -21,7 +21,7 @@ from validators.gate.render import render_gate
 from validators.records.cli_args import add_run_argument, add_store_argument
 from validators.records.reference import Lookup
 from validators.records.store import RecordStore
-from validators.report_html import write_report
+from validators.reporting.html import write_report
 
 NAME = "gate"
 HELP = "compare a candidate with a known-good record (checks, noise-aware metrics, versions)"

@@ -14,7 +14,8 @@ from stackgate.cli_paths import FOLDER
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.loading import load_stack
 from stackgate.output import console_err, styled
-from validators.env_verify import require_env_matches
+from validators.core.env_verify import require_env_matches
+from validators.core.runs import run_validations
 from validators.gate.candidate import env_of, host_of
 from validators.gate.policy import DEFAULT_REPEATS
 from validators.gate.stack_policy import GateFlags, decide
@@ -29,7 +30,6 @@ from validators.records.reference import parse_reference
 from validators.records.resolve import read_report
 from validators.records.run_set import run_set_problems
 from validators.records.store import RecordStore
-from validators.runs import run_validations
 
 NAME = "mark-good"
 HELP = "record a stack as known-good when every required validator passed on a matching host"

@@ -11,8 +11,8 @@ from stackgate.loading import load_stack
 from stackgate.manifest import Manifest
 from stackgate.topology import TOPOLOGIES
 from validators.commands._common import env_path, finish_results
+from validators.core.results import Result
 from validators.preflight.group import evaluate_host, gather
-from validators.results import Result
 
 NAME = "preflight"
 # The checks without which "can this host run the stack?" has no answer.

@@ -14,7 +14,7 @@ from validators.gate.flow import candidate_side
 from validators.records.cli_args import add_run_argument, add_store_argument
 from validators.records.reference import Lookup
 from validators.records.store import RecordStore
-from validators.report_html import write_report
+from validators.reporting.html import write_report
 
 NAME = "report"
 HELP = "write a self-contained HTML report of a record or run (vs a baseline when given)"

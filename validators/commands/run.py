@@ -16,12 +16,12 @@ from stackgate.layout import current_env
 from stackgate.loading import load_stack
 from stackgate.topology import TOPOLOGIES
 from stackgate.validator_groups import ORDER, need_env, need_gpus
-from validators.checks import is_known
 from validators.commands._common import env_path, finish_report
-from validators.context import RunContext
-from validators.options import SECTIONS, parse_options
-from validators.pipeline import run_pipeline
-from validators.results import Report
+from validators.core.checks import is_known
+from validators.core.context import RunContext
+from validators.core.options import SECTIONS, parse_options
+from validators.core.pipeline import run_pipeline
+from validators.core.results import Report
 
 NAME = "run"
 HELP = "run the validator groups on an environment (host, static, runtime, serve-bench)"
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         raise BadInput(
             f"{loaded.path}: validation.accepted_findings names checks no validator emits",
-            details=[f"{c!r} (see validators/checks.py)" for c in unknown],
+            details=[f"{c!r} (see validators/core/checks.py)" for c in unknown],
         )
     groups = args.only or list(loaded.manifest.validation.required)
     if args.image:
@@ -125,7 +125,7 @@ def _run_in_image(args: argparse.Namespace, stack: str, groups: list[str]) -> Re
     for item in args.option:
         argv += ["--option", item]
     # Groups that need no GPUs (static) run on any engine, buildah too, which cannot pass them.
-    from validators.runs import parse_run_output
+    from validators.core.runs import parse_run_output
 
     done = container_run.run_in_image(args.image, argv, gpus=need_gpus(groups))
     return parse_run_output(

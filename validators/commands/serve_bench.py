@@ -19,10 +19,10 @@ from stackgate.loading import LoadedStack, load_stack
 from stackgate.output import console_err, styled
 from stackgate.topology import TOPOLOGIES
 from validators.commands.run import default_env
-from validators.context import RunContext
-from validators.options import GroupOptions, ServeOptions
-from validators.report_render import failures_first, verdict_line
-from validators.results import Result
+from validators.core.context import RunContext
+from validators.core.options import GroupOptions, ServeOptions
+from validators.core.results import Result
+from validators.reporting.render import failures_first, verdict_line
 from validators.serve.adapters import DEFAULT_PORTS, build_launch
 from validators.serve.group import bench_settings, run_group
 from validators.serve.interrupts import Interrupts

@@ -19,7 +19,7 @@ from stackgate.heartbeat import Heartbeat, took
 from stackgate.loading import load_stack
 from stackgate.output import console_err
 from validators.commands._common import env_path, finish_results
-from validators.pipeline import apply_accepted
+from validators.core.pipeline import apply_accepted
 from validators.static.abi_results import AbiOptions
 from validators.static.dist_check import lock_path
 from validators.static.file_facts import FileFactsCache

@@ -14,11 +14,11 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from pydantic import BaseModel, ConfigDict
 
+from validators.core.results import Result
 from validators.lockcheck.check import LockInputs, run_lock_check
 from validators.lockcheck.facts_cache import FactsCache
 from validators.lockcheck.lock_wheels import LockedWheel, LockWheels
 from validators.lockcheck.scan import ScanReport, WheelScan
-from validators.results import Result
 from validators.static.abi_results import check_key
 
 Verdict = Literal["loads", "breaks", "undecidable"]

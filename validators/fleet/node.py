@@ -35,6 +35,7 @@ from stackgate.cli_output import ErrorOutput, MarkGoodOutput, MarkGoodRefusal
 from stackgate.envtree import LISTING_RELPATH
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK
 from stackgate.proc import Completed, run
+from validators.core.results import Report
 from validators.fleet.spec import FleetSpec
 from validators.fleet.status import (
     RECORDS_DIR,
@@ -46,7 +47,6 @@ from validators.fleet.status import (
     node_dir,
     write_status,
 )
-from validators.results import Report
 
 # One step may not hang a node forever; a scheduler's own time limit is the real bound.
 STEP_TIMEOUT_S = 6 * 3600

@@ -1,4 +1,4 @@
-"""The candidate side of a gate as a record, from its run reports (validators/runs.py makes them)."""
+"""The candidate side of a gate as a record, from its run reports (validators/core/runs.py makes them)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from pathlib import Path
 from stackgate.build_record import build_record_path
 from stackgate.errors import BadInput
 from stackgate.loading import LoadedStack, load_stack
+from validators.core.results import Report
 from validators.records.build_facts import read_build_facts
 from validators.records.compose import compose_record
 from validators.records.fingerprint import fingerprint_for_run, probe_host
 from validators.records.model import BuildFacts, HostFingerprint, Record
 from validators.records.run_set import run_set_problems
-from validators.results import Report
 
 
 def host_of(reports: Sequence[Report]) -> HostFingerprint:

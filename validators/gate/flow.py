@@ -15,7 +15,9 @@ from stackgate.build_record import build_record_path
 from stackgate.errors import BadInput, CheckFailed, ManifestError
 from stackgate.layout import current_env
 from stackgate.manifest import GateSettings
-from validators.env_verify import recheck_env, require_env_matches
+from validators.core.env_verify import recheck_env, require_env_matches
+from validators.core.results import Report
+from validators.core.runs import run_interleaved, run_validations
 from validators.gate.candidate import candidate_record
 from validators.gate.compare import GateResult, gate
 from validators.gate.stack_policy import (
@@ -28,8 +30,6 @@ from validators.gate.stack_policy import (
 from validators.records.build_facts import read_build_facts
 from validators.records.model import Record
 from validators.records.reference import Lookup, Reference
-from validators.results import Report
-from validators.runs import run_interleaved, run_validations
 
 
 @dataclass(frozen=True)

@@ -119,7 +119,7 @@ def resampled_means(
     samples: NDArray[np.float64], *, resamples: int, rng: np.random.Generator
 ) -> NDArray[np.float64]:
     """(rows, resamples) means of bootstrap resamples of each row of a (rows, n) array: the
-    gate's resampling, also behind the HTML report's intervals (report_svg.mean_interval)."""
+    gate's resampling, also behind the HTML report's intervals (reporting.svg.mean_interval)."""
     rows, n = samples.shape
     idx = rng.integers(0, n, size=(rows, resamples, n))
     means: NDArray[np.float64] = np.take_along_axis(samples[:, None, :], idx, axis=2).mean(axis=2)

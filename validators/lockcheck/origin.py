@@ -1,6 +1,6 @@
 """The pre-install verdict checks where the lock's files come from before it reads a byte of
 them (issue 23 section 1): the same check `builder wheelhouse` and `builder build` run
-(builder/lock_origin.py), against the manifest of the stack the verdict is asked about.
+(builder/lock/origin.py), against the manifest of the stack the verdict is asked about.
 
 Without a stack there is no manifest naming the indexes: the verdict then reads the files the
 lock names and says that it did not check their origin (static.lock.origin SKIP).
@@ -13,15 +13,15 @@ import hashlib
 import tomllib
 from pathlib import Path
 
-from builder.lock import LockState
-from builder.lock_origin import check_origins
+from builder.lock.origin import check_origins
+from builder.lock.resolve import LockState
 from stackgate.bounded_http import Budget, Limits
 from stackgate.errors import BadInput, EnvironmentProblem
 from stackgate.files import read_text_bounded
 from stackgate.layout import LockFiles
 from stackgate.manifest import Manifest
 from stackgate.uvlock import MAX_LOCK_BYTES, UvLock, parse_uv_lock
-from validators.results import Result, make_result
+from validators.core.results import Result, make_result
 
 MAX_PYPROJECT_BYTES = 1 << 20
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from validators.checks import STATIC_ABI, family_id
+from validators.core.checks import STATIC_ABI, family_id
+from validators.core.results import Result, make_result
 from validators.lockcheck.facts_cache import FactsCache
-from validators.results import Result, make_result
 from validators.static.abi_results import check_key
 from validators.static.environment import Environment
 from validators.static.facts import ObjectFacts

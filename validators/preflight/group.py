@@ -20,9 +20,9 @@ from stackgate.manifest import Manifest
 from stackgate.manifest_values import arch_cc
 from stackgate.rules import StackFacts, default_rules_path, evaluate, load_rules
 from stackgate.topology import Topology
-from validators.checks import HOST_RULE, family_id
-from validators.context import RunContext
-from validators.results import Result, Status, make_result
+from validators.core.checks import HOST_RULE, family_id
+from validators.core.context import RunContext
+from validators.core.results import Result, Status, make_result
 
 GROUP = "host"
 GIB = 1 << 30

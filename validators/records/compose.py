@@ -16,6 +16,7 @@ from stackgate.errors import BadInput
 from stackgate.files import inside, read_json_file
 from stackgate.loading import LoadedStack
 from stackgate.manifest import Manifest
+from validators.core.results import Report, Result
 from validators.records.extract import merge_runs, refuse_invalid, run_metrics
 from validators.records.model import (
     MAX_SAMPLES,
@@ -24,7 +25,6 @@ from validators.records.model import (
     Record,
     refuse_secrets,
 )
-from validators.results import Report, Result
 
 
 def qualify(loaded: LoadedStack, reports: Sequence[Report]) -> list[str]:

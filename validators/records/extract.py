@@ -1,6 +1,6 @@
 """Pull benchmark numbers, raw samples and golden outputs out of validation reports.
 
-A result's typed `measurements` (validators.results.Measurement: name, unit, which way is
+A result's typed `measurements` (validators.core.results.Measurement: name, unit, which way is
 better, the level, a value or per-request samples), declared where they are measured
 (validators/serve/measures.py), are what a record is made of: each is filed under
 `<check>/<name>[@c<level>]` (records/metrics.py), a value as one sample of a metric, samples
@@ -39,8 +39,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from stackgate.errors import BadInput
+from validators.core.results import Measurement, Report
 from validators.records.metrics import direction, filed, metric_key
-from validators.results import Measurement, Report
 
 BENCH_GROUP = "serve-bench"
 _POINT_LISTS = ("points", "sweep", "runs", "levels", "results")

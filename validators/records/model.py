@@ -26,7 +26,7 @@ from stackgate.build_record import BuildRecord
 from stackgate.credentials import secrets_in
 from stackgate.errors import BadInput
 from stackgate.model import StrictModel, validation_problems
-from validators.results import Result
+from validators.core.results import Result
 
 RECORD_SCHEMA_VERSION: Literal[1] = 1
 # A Topology (stackgate.topology) when the host has 2+ GPUs; "none" with 0-1 GPU.

@@ -28,11 +28,11 @@ from stackgate.errors import BadInput
 from stackgate.files import read_json_file
 from stackgate.loading import LoadedStack, load_stack
 from stackgate.paths import resolve_stack, stack_names
+from validators.core.results import Report
 from validators.records.json_files import MAX_RECORD_BYTES, is_record_data, record_from_file_data
 from validators.records.model import Record
 from validators.records.resolve import report_from_file_data, resolve_record
 from validators.records.store import RecordStore
-from validators.results import Report
 
 RefKind = Literal["stack", "file", "record"]
 

@@ -18,6 +18,7 @@ from stackgate.errors import BadInput, CheckFailed
 from stackgate.files import read_json_file
 from stackgate.model import validation_problems
 from stackgate.paths import project_root, stack_names
+from validators.core.results import Report
 from validators.records.extract import refuse_invalid, run_metrics
 from validators.records.json_files import (
     EXPORT_NAME,
@@ -26,7 +27,6 @@ from validators.records.json_files import (
 )
 from validators.records.model import Record
 from validators.records.store import RecordStore
-from validators.results import Report
 
 _HEX = re.compile(r"^[0-9a-f]{6,64}\Z")
 

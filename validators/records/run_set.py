@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from validators.core.results import Report
 from validators.records.fingerprint import diff_hosts, fingerprint_for_run, probe_host
 from validators.records.model import BuildFacts, HostFingerprint, content_sha256
-from validators.results import Report
 
 
 def _label(i: int, reports: Sequence[Report]) -> str:

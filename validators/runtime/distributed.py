@@ -10,9 +10,9 @@ from typing import Any
 
 from stackgate.manifest import Manifest
 from stackgate.topology import Topology
-from validators.checks import RuntimeCheck
-from validators.context import RunContext
-from validators.results import Result, Status, make_result
+from validators.core.checks import RuntimeCheck
+from validators.core.context import RunContext
+from validators.core.results import Result, Status, make_result
 from validators.runtime import nccl_latency as nl
 from validators.runtime.ranks import plan_ranks
 from validators.runtime.runner import ProbeOutcome, probe_env, run_distributed

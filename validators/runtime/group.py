@@ -11,9 +11,9 @@ from stackgate.host.snapshot import host_snapshot
 from stackgate.manifest import Manifest
 from stackgate.manifest_values import arch_cc
 from stackgate.topology import Topology
-from validators.checks import RuntimeCheck
-from validators.context import RunContext
-from validators.results import Result, make_result
+from validators.core.checks import RuntimeCheck
+from validators.core.context import RunContext
+from validators.core.results import Result, make_result
 from validators.runtime import sglang_rules as sr
 from validators.runtime.distributed import distributed_checks
 from validators.runtime.probe_table import FLASHINFER_COMM_ARCH, FLASHINFER_JIT, PROBES, TORCH

@@ -4,14 +4,14 @@ the distribution a stack must pin for it to run.
 probes/smoke.py runs in the env's own interpreter with the stdlib only (it cannot import this
 package), so it keeps its own name -> function map; tests/validators/test_runtime.py checks
 that the two name the same probes. Adding a probe: its function in probes/smoke.py, its row
-here, its check id in validators.checks.RuntimeCheck (mypy checks the row against it).
+here, its check id in validators.core.checks.RuntimeCheck (mypy checks the row against it).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from validators.checks import RuntimeCheck
+from validators.core.checks import RuntimeCheck
 
 
 @dataclass(frozen=True)

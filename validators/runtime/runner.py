@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast, get_args
 
-from validators.results import Status
+from validators.core.results import Status
 
 PROBES_DIR = Path(__file__).resolve().parent / "probes"
 MARKER = "STACKGATE_PROBE "

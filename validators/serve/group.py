@@ -34,9 +34,9 @@ from stackgate.host.snapshot import host_snapshot
 from stackgate.manifest import BenchSettings, ServingProfile
 from stackgate.model import validation_problems
 from stackgate.output import console_err
-from validators.checks import ServeBenchCheck
-from validators.context import RunContext
-from validators.results import Measurement, Result, Status, make_result
+from validators.core.checks import ServeBenchCheck
+from validators.core.context import RunContext
+from validators.core.results import Measurement, Result, Status, make_result
 from validators.serve import bench_client, correctness, measures, preconditions
 from validators.serve.adapters import LaunchSpec, build_launch
 from validators.serve.interrupts import Interrupts

@@ -1,6 +1,6 @@
 """What each benchmark number of the serve-bench group is: its unit and which way is better,
 declared here beside the code that measures it (bench_client.compute_metrics / run_level),
-and the typed Measurements a result carries (validators.results.Measurement).
+and the typed Measurements a result carries (validators.core.results.Measurement).
 
 Records file them under the same string keys as always (`serve-bench.sweep/mean_ttft_ms@c4`,
 records/metrics.py) and the gate judges a key by records.metrics.direction(); a declaration
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from validators.results import Better, Measurement
+from validators.core.results import Better, Measurement
 
 _LATENCY_STATS = {
     "e2e_latency": (90, 99),

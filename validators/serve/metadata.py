@@ -13,7 +13,7 @@ from stackgate import proc
 from stackgate.engines import ENGINES
 from stackgate.errors import StackgateError
 from stackgate.paths import project_root
-from validators.context import RunContext
+from validators.core.context import RunContext
 from validators.serve.adapters import LaunchSpec
 from validators.serve.gpu import snapshot
 

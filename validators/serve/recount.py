@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stackgate.manifest import ServingProfile
-from validators.results import Status
+from validators.core.results import Status
 from validators.serve.bench_client import RequestOutcome
 
 # A request's claim may run ahead of what its text re-counts to by this much (see above).

@@ -12,8 +12,8 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
-from validators.checks import STATIC_ABI, family_id
-from validators.results import Result, Status, make_result
+from validators.core.checks import STATIC_ABI, family_id
+from validators.core.results import Result, Status, make_result
 from validators.static import demangle
 from validators.static.abi_check import AbiChecker, AbiFindings
 from validators.static.confirm import LoadRun, Step, StepResult, run_steps

@@ -30,8 +30,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+import validators.core.results as results_module
 import validators.lockcheck.facts as facts_module
-import validators.results as results_module
 from validators.lockcheck.facts import CachedFacts
 from validators.static.abi_check import AbiChecker, AbiFindings
 from validators.static.arch_check import DistCode

@@ -18,9 +18,9 @@ from stackgate.errors import BadInput
 from stackgate.manifest import Manifest
 from stackgate.manifest_values import parse_arch
 from stackgate.uvlock import read_uv_lock
-from validators.checks import STATIC_ARCH, family_id
-from validators.context import RunContext
-from validators.results import Result, make_result
+from validators.core.checks import STATIC_ARCH, family_id
+from validators.core.context import RunContext
+from validators.core.results import Result, make_result
 from validators.static.abi_results import AbiOptions, abi_results, check_key, short
 from validators.static.arch_check import DistCode, coverage, scan
 from validators.static.dist_check import (

@@ -13,8 +13,8 @@ import hashlib
 import json
 from pathlib import Path
 
-from builder.lock import LockState
-from builder.topology import TopologyChoice
+from builder.lock.resolve import LockState
+from builder.venv.topology import TopologyChoice
 from stackgate.build_record import BuildRecord, read_build_record
 from stackgate.digests import DigestCache
 from stackgate.envtree import check_tree

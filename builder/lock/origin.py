@@ -33,7 +33,7 @@ from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 import httpx
 from packaging.utils import canonicalize_name
 
-from builder.lock import LockState
+from builder.lock.resolve import LockState
 from stackgate.bounded_http import Budget, LimitExceeded, get, make_client
 from stackgate.credentials import index_env_names, strip_credentials
 from stackgate.errors import BadInput, EnvironmentProblem

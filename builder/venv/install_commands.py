@@ -15,8 +15,8 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from builder.lock import LockState
-from builder.uvproject import index_specs
+from builder.lock.resolve import LockState
+from builder.lock.uvproject import index_specs
 from stackgate.manifest import Manifest
 from stackgate.uvbin import uv_bin
 

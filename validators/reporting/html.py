@@ -22,7 +22,7 @@ from stackgate.files import atomic_write_text
 from validators.gate.compare import GateResult
 from validators.records.metrics import parse_metric_key
 from validators.records.model import Record
-from validators.report_svg import (
+from validators.reporting.svg import (
     Box,
     Point,
     box_chart,
@@ -310,7 +310,7 @@ def render_report(
         metrics=_metrics(gate_result, record) if has_metrics else None,
         underpowered=gate_result.underpowered if gate_result is not None else [],
         not_proven_here=gate_result.not_proven_here if gate_result is not None else [],
-        # Our own SVG (report_svg escapes every text it writes): markup, not text.
+        # Our own SVG (reporting.svg escapes every text it writes): markup, not text.
         charts=[Markup(c) for c in charts],
         dists=[Markup(c) for c in _distribution_charts(sides) or _quantile_charts(sides)],
     )

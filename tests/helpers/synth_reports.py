@@ -3,7 +3,7 @@ chosen run-to-run noise. They stand for `python -m validators run --json` on a G
 cannot run here; the gate only ever sees these numbers, so the comparison itself is real.
 
 Built the way the validators build theirs: every result through `make_result` (which refuses
-an id validators.checks does not register, so a renamed check breaks this fixture), the sweep
+an id validators.core.checks does not register, so a renamed check breaks this fixture), the sweep
 as validators/serve's `serve-bench.sweep` result with its `levels` list, each level holding
 fields of bench_client.compute_metrics (tests/gate/test_synth.py holds the two to each other).
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from validators.results import Report, Result, make_result
+from validators.core.results import Report, Result, make_result
 from validators.serve.measures import SAMPLES, measurements
 
 CONCURRENCIES = (1, 4, 16, 64)

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from stackgate import proc
 from stackgate.errors import EnvironmentProblem
 from stackgate.output import console_err
-from validators.results import Report
+from validators.core.results import Report
 
 
 def validate_once(

@@ -17,10 +17,10 @@ from typing import cast
 from stackgate.build_record import build_record_path, read_build_record
 from stackgate.errors import BadInput, StackgateError
 from stackgate.validator_groups import MODULES, ORDER, SPECS, ValidatorGroup
-from validators.checks import available_check, crashed_check
-from validators.context import GroupRunner, RunContext
+from validators.core.checks import available_check, crashed_check
+from validators.core.context import GroupRunner, RunContext
+from validators.core.results import Report, Result, make_result
 from validators.preflight.host_facts import HostFacts
-from validators.results import Report, Result, make_result
 
 
 def load_group(name: ValidatorGroup) -> GroupRunner | str:

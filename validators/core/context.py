@@ -8,8 +8,8 @@ from pathlib import Path
 
 from stackgate.loading import LoadedStack
 from stackgate.topology import Topology
-from validators.options import GroupOptions
-from validators.results import Result
+from validators.core.options import GroupOptions
+from validators.core.results import Result
 
 
 @dataclass(frozen=True)

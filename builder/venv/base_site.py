@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from builder import envprofile
-from builder.installed import read_distributions
+from builder.venv import envprofile
+from builder.venv.installed import read_distributions
 from stackgate.build_record import BaseSite
 from stackgate.errors import BadInput
 

@@ -12,10 +12,10 @@ against the lock, hash the tree, write the record, rename into place, switch `cu
 An env for the same lock hash that already exists (with a record) is reused: its contents are
 a function of the lock, so building it again would only burn time.
 
-Where the env goes and when one is reused: builder.env_slot; the uv commands that install
-the lock: builder.install_commands; the installed set against the lock: builder.installed.
+Where the env goes and when one is reused: builder.venv.env_slot; the uv commands that install
+the lock: builder.venv.install_commands; the installed set against the lock: builder.venv.installed.
 
-Tests kill it before every step through a Reporter wrapper (builder.fault_hook).
+Tests kill it before every step through a Reporter wrapper (builder.venv.fault_hook).
 """
 
 from __future__ import annotations
@@ -30,12 +30,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from builder import atomic, base_site, env_slot, envprofile, patches
-from builder.history import read_history, write_history
-from builder.install_commands import install_commands, requirements_path
-from builder.installed import verify_against_lock
-from builder.jobs import compile_env, plan_jobs
-from builder.lock import (
+from builder.venv import atomic, base_site, env_slot, envprofile
+
+from builder.compile import patches
+from builder.compile.history import read_history, write_history
+from builder.venv.install_commands import install_commands, requirements_path
+from builder.venv.installed import verify_against_lock
+from builder.compile.jobs import compile_env, plan_jobs
+from builder.lock.resolve import (
     LockState,
     explain_uv_failure,
     locked_packages,
@@ -43,13 +45,13 @@ from builder.lock import (
     uv_env,
     uv_version,
 )
-from builder.lock_origin import check_origins
-from builder.topology import TopologyChoice, choose_topology
-from builder.uv_cache import sweep_leftovers, uv_cache_dir
-from builder.uvproject import index_specs
-from builder.watchdog import WatchReport
-from builder.watched import StepResult, Terminal, run_watched
-from builder.wheel_record import record_mismatches
+from builder.lock.origin import check_origins
+from builder.venv.topology import TopologyChoice, choose_topology
+from builder.venv.uv_cache import sweep_leftovers, uv_cache_dir
+from builder.lock.uvproject import index_specs
+from builder.compile.watchdog import WatchReport
+from builder.compile.watched import StepResult, Terminal, run_watched
+from builder.venv.wheel_record import record_mismatches
 from stackgate import __version__, proc
 from stackgate.build_record import (
     BuildHost,
@@ -83,7 +85,7 @@ class BuildOptions:
     offline: bool = False
     wheelhouse: Path | None = None
     repair: bool = False
-    # Another Python's site-packages to layer the venv over (builder/base_site.py).
+    # Another Python's site-packages to layer the venv over (builder/venv/base_site.py).
     base_site: Path | None = None
 
 

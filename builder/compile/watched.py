@@ -4,7 +4,7 @@ watchdog, with its output streamed to a log file and, line by line, to a callbac
 On a terminal a step can be given one of its own (a pty the size of the user's): uv then
 draws its progress bars, passed through to the user as they are, while the log, the tail
 kept for error messages and the callback get only the lines a terminal keeps
-(builder.terminal_lines), never the redraws or their escape sequences."""
+(builder.compile.terminal_lines), never the redraws or their escape sequences."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from builder.terminal_lines import TerminalLines
-from builder.watchdog import Watchdog, WatchReport
+from builder.compile.terminal_lines import TerminalLines
+from builder.compile.watchdog import Watchdog, WatchReport
 from stackgate import proc
 from stackgate.credentials import redact
 from stackgate.owned_files import open_owned

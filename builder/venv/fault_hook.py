@@ -2,7 +2,7 @@
 
 STACKGATE_TEST_HOLD_AT=<step> makes `builder build` print `stackgate: holding before <step>`
 and wait to be killed when it reaches that step. It is a Reporter wrapper the build command
-installs, so the build itself (builder.build_venv) has no test code in its step timer.
+installs, so the build itself (builder.venv.build) has no test code in its step timer.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import sys
 import time
 from contextlib import AbstractContextManager
 
-from builder.build_venv import Reporter
-from builder.watched import Terminal
+from builder.venv.build import Reporter
+from builder.compile.watched import Terminal
 
 HOLD_ENV = "STACKGATE_TEST_HOLD_AT"
 

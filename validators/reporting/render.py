@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from stackgate.output import print_table, styled
-from validators.results import Report, Result
+from validators.core.results import Report, Result
 
 STYLE = {"PASS": "green", "FAIL": "bold red", "SKIP": "yellow", "ERROR": "bold magenta"}
 ORDER = {"FAIL": 0, "ERROR": 1, "SKIP": 2, "PASS": 3}

@@ -15,7 +15,7 @@ from xml.etree import ElementTree as ET
 from pydantic import BaseModel, ConfigDict, Field, Strict, field_validator, model_validator
 
 from stackgate.model import StrictModel
-from validators.checks import CheckId, FamilyId, is_known
+from validators.core.checks import CheckId, FamilyId, is_known
 from validators.preflight.host_facts import HostFacts
 
 Status = Literal["PASS", "FAIL", "SKIP", "ERROR"]
@@ -124,10 +124,10 @@ def make_result(
 ) -> Result:
     """The one Result factory the groups share (each binds its group with functools.partial).
 
-    The id must be one validators.checks registers: a validator cannot emit an id the gate,
+    The id must be one validators.core.checks registers: a validator cannot emit an id the gate,
     reports and tests do not know."""
     if not is_known(check):
-        raise ValueError(f"check id {check!r} is not in validators.checks; register it there")
+        raise ValueError(f"check id {check!r} is not in validators.core.checks; register it there")
     return Result(
         check=check,
         group=group,

@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from builder.lock import LockState
+from builder.lock.resolve import LockState
 from stackgate import proc
 from stackgate.build_record import PatchRecord
 from stackgate.errors import BadInput, CommandFailed, EnvironmentProblem

@@ -10,7 +10,7 @@ lock; an existing file with the right hash is kept (re-runs resume).
 The lock is input (issue 23): every file name is the validated wheel/sdist name
 (`stackgate.uvlock.artifact_name`), never a piece of the URL; every artifact must be one the
 index the manifest names for its package lists, with the lock's sha256
-(`builder.lock_origin`), checked before the first byte is downloaded; every download goes
+(`builder.lock.origin`), checked before the first byte is downloaded; every download goes
 through the bounded reader (`stackgate.bounded_http`): at most the lock's size, within a
 deadline per file and one for the whole wheelhouse.
 """
@@ -31,8 +31,8 @@ import httpx
 from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import parse_wheel_filename
 
-from builder.lock import LockState
-from builder.lock_origin import check_origins
+from builder.lock.origin import check_origins
+from builder.lock.resolve import LockState
 from stackgate.bounded_http import Budget, LimitExceeded, Limits, get, make_client
 from stackgate.errors import BadInput, EnvironmentProblem
 from stackgate.files import atomic_write_text, sha256_file

@@ -1,6 +1,6 @@
 """Every check id a validator can emit: the registry the gate, reports and tests name ids from.
 
-`make_result` (validators.results) refuses an id that is not here, so a validator cannot emit
+`make_result` (validators.core.results) refuses an id that is not here, so a validator cannot emit
 an unregistered id, and tests/validators/test_check_ids.py fails when a test or fixture names
 an id no validator can emit (ids used to drift: the gate tests asserted on
 `runtime.flashinfer.jit`, the runtime group emits `runtime.flashinfer_jit`).
@@ -155,13 +155,13 @@ def group_of(check: str) -> ValidatorGroup | None:
 def _check_registry() -> None:
     """Import-time guard: every group has its Literal, and every id starts with its group."""
     if sorted(GROUP_CHECKS) != sorted(ORDER):  # pragma: no cover - import-time guard
-        raise RuntimeError("validators.checks: GROUP_CHECKS and the validator groups disagree")
+        raise RuntimeError("validators.core.checks: GROUP_CHECKS and the validator groups disagree")
     pipeline = {f"{g}.{what}" for g in ORDER for what in ("available", "crashed")}
     if pipeline != set(get_args(PipelineCheck)):  # pragma: no cover - import-time guard
-        raise RuntimeError("validators.checks: PipelineCheck misses a group's own ids")
+        raise RuntimeError("validators.core.checks: PipelineCheck misses a group's own ids")
     for check, group in EXACT.items():
         if not check.startswith(f"{group}."):  # pragma: no cover - import-time guard
-            raise RuntimeError(f"validators.checks: {check} is not under {group}.")
+            raise RuntimeError(f"validators.core.checks: {check} is not under {group}.")
 
 
 _check_registry()

@@ -21,8 +21,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from builder.lock_pins import contradictions
-from builder.uvproject import (
+from builder.lock.pins import contradictions
+from builder.lock.uvproject import (
     IndexSpec,
     index_specs,
     manifest_hash,

@@ -1,0 +1,2 @@
+"""Source builds: the job planner, its measured history, the watchdog over the compile jobs, the
+watched build steps, patches of source-built packages."""

@@ -1,0 +1,1 @@
+"""Reports for people: the rich table, the self-contained HTML report and its inline SVG charts."""
