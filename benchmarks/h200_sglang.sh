@@ -16,8 +16,10 @@
 #  3. the Kimi-K2.5-shaped INT4 miniature on the GPU (tests/serve/make_kimi_mini.py, seeded,
 #     6 layers, the "margin" construction whose greedy answers have wide top-1 margins)
 #  4. ONE server (benchmarks/h200_sglang_within.py, the machine's first: JIT on first use): the
-#     greedy reference recorded, BENCHES back-to-back benchmarks (within-server noise), the
-#     greedy outputs again (same server); FlashInfer's JIT cache listed after it
+#     greedy reference recorded (only if none is committed), BENCHES back-to-back benchmarks
+#     (within-server noise) and LONG_BENCHES at 4x rounds, the greedy outputs again (same
+#     server); the JIT caches listed and saved after it; 4b (CACHE_PROOF=1): the saved caches
+#     restored as on a fresh machine and one more server started from them
 #  5. validators run (host, static, runtime, serve-bench) x RUNS0, each a fresh server
 #     (restart noise) -> mark-good -> the record exported
 #  6. the pre-registered rule (benchmarks/h200_sglang_prereg.py, committed before this run) on
@@ -46,6 +48,7 @@ DRIVER_BUDGET_S=${DRIVER_BUDGET_S:-1400}
 RUNS0=${RUNS0:-3}
 GATE_RUNS=${GATE_RUNS:-2}
 BENCHES=${BENCHES:-6}
+LONG_BENCHES=${LONG_BENCHES:-3}  # step 4: benches at rounds x 4 (does the CV fall as 1/sqrt(4)?)
 LAYERS=${LAYERS:-6}
 mkdir -p "$RES"/host /tmp/sg
 T0=$(date +%s)
@@ -105,11 +108,18 @@ mkdir -p /tmp/stackgate-h200
   >"$RES/model-kimi.json" 2>"$RES/model-kimi.err"
 echo "kimi-mini rc=$?" | tee -a "$RES/steps.log"
 du -sb /tmp/stackgate-h200/kimi-mini/* >>"$RES/model-kimi.json" 2>/dev/null
+# the miniature's bytes, to tell a machine's model apart from the next one's (machine 2: not taken)
+(cd /tmp/stackgate-h200/kimi-mini && sha256sum ./*.safetensors ./config.json) >"$RES/model-kimi.sha256" 2>&1
 
 REF=stacks/references/h200-sglang-kimi-mini.json
-step "one server: greedy reference, $BENCHES benches (within-server noise), greedy again"
+# the committed reference (machine 2's) is kept: every `validators run` below then checks this
+# machine's greedy outputs against another machine's (the reproduction); recorded only if absent
+RECORD=()
+[ -s "$REF" ] || RECORD=(--record-reference "$REF")
+step "one server (warm-up: first-use compiles): ${RECORD[*]:-committed reference kept}, $BENCHES + $LONG_BENCHES x4 benches"
 timeout 900 "$MPY" benchmarks/h200_sglang_within.py h200-sglang --env "$ENV" --benches "$BENCHES" \
-  --record-reference "$REF" --out "$RES/within.json" >"$RES/within.log" 2>&1
+  --long-benches "$LONG_BENCHES" --long-factor 4 \
+  "${RECORD[@]}" --out "$RES/within.json" >"$RES/within.log" 2>&1
 echo "within rc=$?" | tee -a "$RES/steps.log"
 cp "$REF" "$RES/" 2>/dev/null
 mkdir -p /tmp/sg/within-0 && cp /tmp/sg-within-*/server.log /tmp/sg/within-0/ 2>/dev/null
@@ -123,6 +133,23 @@ mkdir -p "$RES/jit-cache" && cp /tmp/sg/jit-out/SHA256SUMS /tmp/sg/jit-out/MANIF
   /tmp/sg/jit-out/SIZES.txt "$RES/jit-cache/" 2>/dev/null
 touch /tmp/sg/jit-saved
 [ -s "$REF" ] || finish "no greedy reference"
+
+if [ "${CACHE_PROOF:-1}" = 1 ]; then
+  # the carry on this machine, as a fresh one would see it: caches gone, the env's files written
+  # later than the saved outputs (a fresh install), restore from the saved parts, one server
+  step "4b: JIT cache proof: caches removed, env mtimes renewed, restore from the parts, one server"
+  rm -rf "$HOME/.cache/flashinfer" "${TVM_FFI_CACHE_DIR:-$HOME/.cache/tvm-ffi}" "$HOME/.triton/cache"
+  find "$(realpath "$ENV")" -type f \( -name "*.h" -o -name "*.cuh" -o -name "*.hpp" -o -name "*.cu" \) \
+    -exec touch {} +
+  $JIT restore /tmp/sg/jit-out "$(realpath "$ENV")" "$RES/jit-restore-proof.txt"
+  echo "jit restore (proof) rc=$?" | tee -a "$RES/steps.log"
+  timeout 600 "$MPY" benchmarks/h200_sglang_within.py h200-sglang --env "$ENV" --benches 1 \
+    --out "$RES/within-cached.json" >"$RES/within-cached.log" 2>&1
+  echo "cached server rc=$? ready $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["ready"])' "$RES/within-cached.json" 2>&1)" | tee -a "$RES/steps.log"
+  find "$HOME/.cache/flashinfer" "${TVM_FFI_CACHE_DIR:-$HOME/.cache/tvm-ffi}" "$HOME/.triton/cache" \
+    -type f -newer "$RES/jit-restore-proof.txt" -printf '%TT %s %p\n' 2>/dev/null | sort >"$RES/jit-proof-compiled.txt"
+  touch /tmp/sg/jit-saved
+fi
 
 step "validators run x $RUNS0 (host, static, runtime, serve-bench: kimi-mini), each a fresh server"
 mkdir -p "$RES/runs0"

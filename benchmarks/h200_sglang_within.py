@@ -16,6 +16,11 @@ With --record-reference PATH the server first records the profile's greedy refer
 and after the benches collects the greedy outputs again and compares them with it (the same
 server, after load: does greedy decoding hold within one server?).
 
+With --long-benches K --long-factor L (added after machine 2, not run yet), K more benches at
+`rounds` x L follow on the same server (`long_benches`, `within_server_long`): does a run L
+times as long have a CV sqrt(L) times smaller (benchmarks/h200_sglang_design.py assumes so)?
+They are kept apart from `benches`, which benchmarks/h200_sglang_prereg.py reads.
+
 Writes FILE (JSON): per bench the gated sweep metrics, their mean/CV, the process placement.
 """
 
@@ -81,6 +86,23 @@ def summary(benches: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def run_benches(target: bench_client.Target, settings: Any, count: int) -> list[dict[str, Any]]:
+    """`count` back-to-back runs of every benchmark level (warm-up included each time)."""
+    benches = []
+    for i in range(count):
+        for level in settings.concurrencies:
+            s = time.monotonic()
+            metrics = bench_client.run_level(target, settings, level)
+            kept = {k: metrics.get(k) for k in KEYS}
+            kept.update(
+                bench=i, concurrency=level, rounds=settings.rounds,
+                seconds=round(time.monotonic() - s, 2),
+            )  # fmt: skip
+            benches.append(kept)
+            print(json.dumps(kept), flush=True)
+    return benches
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("stack")
@@ -88,7 +110,11 @@ def main() -> int:
     parser.add_argument("--benches", type=int, default=6)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--record-reference", type=Path, default=None, metavar="PATH")
+    parser.add_argument("--long-benches", type=int, default=0, metavar="K")
+    parser.add_argument("--long-factor", type=int, default=4, metavar="L")
     args = parser.parse_args()
+    if args.benches < 0 or args.long_benches < 0 or args.long_factor < 1:
+        parser.error("--benches, --long-benches: >= 0; --long-factor: >= 1")
     loaded = load_stack(args.stack)
     manifest = loaded.manifest
     name = manifest.validation.serve_profile
@@ -118,15 +144,11 @@ def main() -> int:
                 greedy=greedy, arithmetic=arithmetic,
             )  # fmt: skip
             result["reference"] = {"path": str(args.record_reference), "prompts": len(greedy)}
-        benches = []
-        for i in range(args.benches):
-            for level in settings.concurrencies:
-                s = time.monotonic()
-                metrics = bench_client.run_level(target, settings, level)
-                kept = {k: metrics.get(k) for k in KEYS}
-                kept.update(bench=i, concurrency=level, seconds=round(time.monotonic() - s, 2))
-                benches.append(kept)
-                print(json.dumps(kept), flush=True)
+        benches = run_benches(target, settings, args.benches)
+        longer = settings.model_validate(
+            {**settings.model_dump(), "rounds": settings.rounds * args.long_factor}
+        )
+        long_benches = run_benches(target, longer, args.long_benches)
         if args.record_reference is not None:
             again, _ = correctness.collect(spec.base_url, spec.model, timeout_s=timeout)
             same = correctness.compare(ref, again)
@@ -138,6 +160,10 @@ def main() -> int:
         result["placement"] = placement(sorted(server.tracker.known))
         result["benches"] = benches
         result["within_server"] = summary(benches)
+        if long_benches:
+            result["long_factor"] = args.long_factor
+            result["long_benches"] = long_benches
+            result["within_server_long"] = summary(long_benches)
     finally:
         report = teardown(
             server.tracker, host="127.0.0.1", port=port, baseline=server.gpu_baseline,

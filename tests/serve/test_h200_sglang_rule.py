@@ -15,6 +15,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from h200_sglang_prereg import kept_benches, knob_ratios, within_cvs  # noqa: E402
 
+from .conftest import synthetic_server  # noqa: E402
+
 M2 = ROOT / "benchmarks" / "results" / "h200_sglang" / "machine2"
 
 
@@ -67,3 +69,24 @@ def test_too_few_benches_left_is_an_error_naming_the_file(tmp_path: Path, n: int
         kept_benches(path, n - 1)
     if n >= 2:  # one bench fewer dropped leaves 2: taken
         assert kept_benches(path, n - 2)[0] == 16
+
+
+def test_long_benches_run_rounds_times_the_factor() -> None:
+    """h200_sglang_within.run_benches on a real loopback token server: a bench at rounds x L
+    sends L times the requests (what --long-benches measures), each one recorded with it."""
+    from h200_sglang_within import run_benches
+
+    from stackgate.manifest import BenchSettings
+    from validators.serve import bench_client
+
+    settings = BenchSettings(input_len=8, output_len=4, rounds=1, concurrencies=[2, 4])
+    longer = settings.model_validate({**settings.model_dump(), "rounds": 3})
+    with synthetic_server("--rate", "2000") as url:
+        target = bench_client.Target(url, "synthetic")
+        short, long = run_benches(target, settings, 2), run_benches(target, longer, 1)
+        assert [(b["bench"], b["concurrency"], b["rounds"]) for b in short] == [
+        (0, 2, 1), (0, 4, 1), (1, 2, 1), (1, 4, 1)
+    ]  # fmt: skip
+    assert [(b["concurrency"], b["rounds"]) for b in long] == [(2, 3), (4, 3)]
+    assert all(b["output_throughput"] and b["output_throughput"] > 0 for b in short + long)
+    assert run_benches(target, settings, 0) == []
