@@ -86,10 +86,10 @@ def test_preconditions_hold_a_launch_only_of_engines_that_load_onto_gpus(
 
 
 def test_the_where_to_change_what_table_is_generated_from_the_registries() -> None:
-    from validators.core.registries import PAGE, page, table
+    from validators.reporting.registries import PAGE, page, table
 
     text = PAGE.read_text(encoding="utf-8")
-    assert text == page(text), "run: python -m validators.core.registries --write"
+    assert text == page(text), "run: python -m validators.reporting.registries --write"
     rows = table()
     for group in ORDER:  # what the registries hold today is in the table, read from them
         assert f"`{group}`" in rows
