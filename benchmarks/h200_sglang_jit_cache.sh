@@ -72,8 +72,10 @@ freshen() {  # $1 module dir (holds build.ninja), $2 env root: inputs from the e
 restore() {
   local carry=$1 env_root report=$3 tmp
   env_root=$(realpath "$2")
-  # FlashInfer runs the `ninja` on PATH; the env's own (pip ninja) when PATH has none
-  NINJA=$(command -v ninja || echo "$env_root/bin/ninja")
+  # the ninja FlashInfer will run: the server starts with the env's bin/ first on PATH
+  # (validators.serve's path_prepend), so the env's own (pip `ninja`) when it has one
+  NINJA=$env_root/bin/ninja
+  [ -x "$NINJA" ] || NINJA=$(command -v ninja) || { echo "no ninja" >>"$report"; exit 2; }
   if ! ls "$carry"/jit.tar.part-* >/dev/null 2>&1; then
     echo "no JIT cache carried ($carry): every module compiles on first use" >"$report"
     return 0
