@@ -21,7 +21,9 @@ Designs:
   known beforehand: the tolerance must absorb an adverse one (false alarm <= 5%) and the
   regression must be caught through a favourable one;
 - `ABBA`: `validators gate --interleave-with` (n baseline and n candidate runs in ABBA order):
-  an offset or a slow linear drift cancels, at twice the runs.
+  an offset or a slow linear drift cancels, at twice the runs. The gate puts the re-measured
+  baseline's numbers in the record's place and bootstraps them unpaired
+  (validators/gate/compare.py `compare`), so these rows read as the `record` rows.
 Per design: the smallest tolerance (0.5% steps) whose gate false alarm over K main metrics is
 <= 5%, the uniform regression caught 95% of the time there, and the gate's device seconds at
 the measured run length (validators run ~85 s, one C=16 bench ~6 s at rounds 16).
