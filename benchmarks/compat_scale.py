@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import time
 from collections import Counter
@@ -45,6 +46,9 @@ def _summary(m: Matrix, wall: float, cpu: float) -> dict:  # type: ignore[type-a
         "wheel_bytes": m.wheel_bytes,
         "fetched_fraction": round(m.bytes_fetched / max(1, m.wheel_bytes), 5),
         "verdicts_from_cache": m.verdicts_from_cache,
+        "prefetch_s": m.prefetch_seconds,
+        "prefetch_bytes": m.prefetch_bytes,
+        "prefetch_requests": m.requests,
         "undecidable": [
             f"{p.version} + torch {p.torch}: {p.kind}: {p.reason[:200]}"
             for p in m.pairs
@@ -59,6 +63,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--package", action="append", required=True)
     parser.add_argument("--torch", nargs="+", required=True)
+    parser.add_argument("--processes", type=int, default=2, help="worker processes")
     args = parser.parse_args()
     interpreter = find_interpreter((3, 12))
     out: dict = {"torch": args.torch, "runs": []}  # type: ignore[type-arg]
@@ -70,10 +75,17 @@ def main() -> int:
                 torch=tuple(SpecifierSet(f"=={t}") for t in args.torch),
                 python=(3, 12),
                 glibc=(2, 35),
+                processes=args.processes,
             )
-            t, c = time.perf_counter(), _cpu()
+            t, c, load = time.perf_counter(), _cpu(), os.getloadavg()[0]
             m = compute(request, FactsCache(args.cache), interpreter)
-            row = {"phase": phase, **_summary(m, time.perf_counter() - t, _cpu() - c)}
+            row = {
+                "phase": phase,
+                "processes": args.processes,
+                "load_before": round(load, 1),
+                "load_after": round(os.getloadavg()[0], 1),
+                **_summary(m, time.perf_counter() - t, _cpu() - c),
+            }
             out["runs"].append(row)
             if phase == "cold":
                 matrix_file = args.out.with_name(f"{args.out.stem}.{package}.matrix.json")

@@ -99,6 +99,26 @@ def test_warm_matrix_reads_no_wheel_and_gives_the_same_verdicts(
     ]
 
 
+def test_prefetch_reads_every_wheel_once_and_worker_processes_agree(
+    index: Index, tmp_path: Path
+) -> None:
+    """Cold: the prefetch reads the matrix's wheels (many requests in flight) and no pair
+    reads a byte after it; torch columns judged in two worker processes give the verdicts
+    of one process."""
+    with serve_index(index.root) as url:
+        two = compute(_request(url, "sgl-kernel", processes=2), FactsCache(tmp_path / "two"), None)
+        one = compute(_request(url, "sgl-kernel"), FactsCache(tmp_path / "one"), None)
+    assert two.prefetch_bytes > 0 and two.bytes_fetched == two.prefetch_bytes
+    assert one.bytes_fetched == one.prefetch_bytes == two.prefetch_bytes
+    assert two.requests > 0 and two.verdicts_from_cache == 0
+    assert [p.model_dump(exclude={"bytes_fetched"}) for p in two.pairs] == [
+        p.model_dump(exclude={"bytes_fetched"}) for p in one.pairs
+    ]
+    assert [(p.version, p.torch) for p in two.pairs] == [
+        (v, t) for t in two.torch_versions for v in two.versions
+    ]
+
+
 def test_a_declared_torch_pin_left_unmet_is_undecidable_not_loads(
     index: Index, tmp_path: Path
 ) -> None:
@@ -120,9 +140,9 @@ def test_proposed_rules_parse_and_fire_only_on_the_breaking_pairs(
     proposals = propose(m)
     text = "schema_version = 1\n\n" + "\n".join(p.toml(m.package) for p in proposals)
     rules = RuleFile.model_validate(tomllib.loads(text)).rules
-    assert [r.when.packages for r in rules] == [{"sgl-kernel": "==0.3.21", "torch": ">=2.10.0,<=2.11.0"}], (
-        text
-    )
+    assert [r.when.packages for r in rules] == [
+        {"sgl-kernel": "==0.3.21", "torch": ">=2.10.0,<=2.11.0"}
+    ], text
     assert "torch 2.9.1" in rules[0].remedy  # type: ignore[operator]
     checks = check_rules(m, rules)
     assert [(c.comparable, c.disagreements, c.agreements) for c in checks] == [(True, [], 2)]

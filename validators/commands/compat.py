@@ -67,6 +67,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--cache", type=FOLDER, help="facts cache (default $STACKGATE_CACHE/lockcheck)"
     )
     parser.add_argument("--jobs", type=WORKERS, default=6, help="members fetched at once")
+    parser.add_argument(
+        "--processes",
+        type=WORKERS,
+        default=min(4, os.cpu_count() or 1),
+        help="worker processes judging torch versions (default: the cores, at most 4)",
+    )
     parser.add_argument("--html", type=OUTPUT_FILE, help="write the heat map report here")
     parser.add_argument("--rules", help="rules file to check (default: stacks/rules.toml)")
 
@@ -117,6 +123,7 @@ def request_from(args: argparse.Namespace) -> Request:
         jobs=args.jobs,
         prereleases=args.pre,
         limit=args.limit,
+        processes=args.processes,
     )
 
 

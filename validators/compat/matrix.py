@@ -4,12 +4,13 @@ package wheel's sha256 and the torch closure's lock so a warm matrix reads no wh
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
+import multiprocessing
 import os
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,9 +26,15 @@ from validators.compat.index import IndexFile, best_wheel, project_files, size_o
 from validators.compat.memo import MemoCache
 from validators.lockcheck.facts import FACTS_VERSION
 from validators.lockcheck.facts_cache import FactsCache
-from validators.lockcheck.lock_wheels import LockWheels
+from validators.lockcheck.lock_wheels import LockedWheel, LockWheels
+from validators.lockcheck.scan import Scanner
 
 COMPAT_VERSION = 3  # bump when a verdict's meaning changes: cached verdicts are then redone
+# Requests in flight while the matrix's wheels are read before any pair is judged: the reads
+# are round trips (a member's headers, then its symbol tables), so a cold matrix waits on the
+# network, not on the CPU (benchmarks/results/compat.md: 2 s CPU of a 12 s pair)
+PREFETCH_JOBS = 16  # stackgate.bounded_http.make_client keeps 16 connections
+CLOSURE_JOBS = 3  # `uv lock` of torch closures at once
 
 
 class Matrix(BaseModel):
@@ -46,6 +53,9 @@ class Matrix(BaseModel):
     bytes_fetched: int
     wheel_bytes: int  # bytes of the distinct wheels judged (package wheels + torch closures)
     verdicts_from_cache: int
+    prefetch_seconds: float = 0.0  # reading every wheel's facts before judging (cold: most)
+    prefetch_bytes: int = 0  # of bytes_fetched, read by the prefetch (the rest: by pairs)
+    requests: int = 0  # HTTP requests of the prefetch
 
     def pair(self, version: str, torch: str) -> PairVerdict | None:
         for p in self.pairs:
@@ -68,6 +78,7 @@ class Request:
     jobs: int = 6
     prereleases: bool = False
     limit: int | None = None  # newest N package versions
+    processes: int = 1  # worker processes judging torch columns (cold: CPU-bound)
 
 
 def _pick(
@@ -120,6 +131,9 @@ class Session:
         ).hexdigest()
         return self.cache.root / "compat" / "verdicts" / key[:2] / f"{key}.json"
 
+    def verdict_cached(self, request: Request, wheel_sha: str, torch: str) -> bool:
+        return self._verdict_path(request, wheel_sha, torch).is_file()
+
     def verdict(self, request: Request, inputs: PairInputs) -> tuple[PairVerdict, bool]:
         if inputs.wheel is None:
             return decide(inputs), False
@@ -143,6 +157,9 @@ def compute(
     interpreter: Path | None,
     progress: Callable[[PairVerdict], None] | None = None,
 ) -> Matrix:
+    """Three phases: the torch closures (`uv lock`, a few at once); every wheel's facts read
+    at once into the cache (the waiting is on round trips, so many requests in flight);
+    then each pair judged from the cache (CPU only; torch columns in `processes` workers)."""
     started = time.perf_counter()
     session = Session(cache, interpreter)
     try:
@@ -152,53 +169,46 @@ def compute(
         if request.limit is not None:
             versions = versions[-request.limit :]
         torches = _pick(torch_files, request.torch, False)
-        pairs: list[PairVerdict] = []
-        fetched = 0
-        from_cache = 0
+        judged = torches if versions else []  # no version: no closure to resolve
+        with ThreadPoolExecutor(max_workers=CLOSURE_JOBS) as pool:
+            resolved = list(pool.map(lambda t: session.closure(request, str(t)), judged))
+        closures = dict(zip(judged, resolved, strict=True))
+        wheels: dict[Version, LockedWheel | None] = {}
+        for version in versions:
+            chosen = best_wheel(files, version, request.python, request.glibc)
+            wheels[version] = (
+                None
+                if chosen is None
+                else chosen.locked(request.package, size_of(session.client, chosen))
+            )
         wheel_bytes: dict[str, int] = {}
-        pick = functools.lru_cache(maxsize=None)(
-            lambda v: best_wheel(files, v, request.python, request.glibc)
-        )
-        for torch in torches:
-            closure = session.closure(request, str(torch))
+        for closure in closures.values():
             if isinstance(closure, LockWheels):
-                for w in closure.wheels:
-                    wheel_bytes[w.sha256] = w.size
-            for version in versions:
-                if isinstance(closure, ClosureError):
-                    verdict = PairVerdict(
-                        package=request.package,
-                        version=str(version),
-                        torch=str(torch),
-                        verdict="undecidable",
-                        kind="torch-closure",
-                        reason=str(closure),
-                    )
-                else:
-                    chosen = pick(version)
-                    wheel = None
-                    if chosen is not None:
-                        wheel = chosen.locked(request.package, size_of(session.client, chosen))
-                        wheel_bytes[wheel.sha256] = wheel.size
-                    inputs = PairInputs(
-                        package=canonicalize_name(request.package),
-                        version=str(version),
-                        torch=str(torch),
-                        wheel=wheel,
-                        closure=closure,
-                        cache=session.cache,
-                        targets=request.targets,
-                        interpreter=interpreter,
-                        offline=request.offline,
-                        jobs=request.jobs,
-                        no_wheel_reason=_no_wheel(files, version, request),
-                    )
-                    verdict, hit = session.verdict(request, inputs)
-                    from_cache += hit
-                    if not hit:
-                        fetched += verdict.bytes_fetched
-                pairs.append(verdict)
-                if progress is not None:
+                wheel_bytes.update((w.sha256, w.size) for w in closure.wheels)
+        wheel_bytes.update((w.sha256, w.size) for w in wheels.values() if w is not None)
+        pre_started = time.perf_counter()
+        prefetched, requests = _prefetch(session, request, wheels, closures)
+        fetched = prefetched
+        prefetch_seconds = time.perf_counter() - pre_started
+        columns = [
+            _Column(
+                request,
+                str(torch),
+                closures[torch],
+                [(str(v), wheels[v], _no_wheel(files, v, request)) for v in versions],
+                cache.root,
+                interpreter,
+            )
+            for torch in judged
+        ]
+        pairs: list[PairVerdict] = []
+        from_cache = 0
+        for column_pairs, hits, column_fetched in _judge_columns(columns, request.processes):
+            pairs.extend(column_pairs)
+            from_cache += hits
+            fetched += column_fetched  # what the prefetch could not read
+            if progress is not None:
+                for verdict in column_pairs:
                     progress(verdict)
     finally:
         session.close()
@@ -216,7 +226,115 @@ def compute(
         bytes_fetched=fetched,
         wheel_bytes=sum(wheel_bytes.values()),
         verdicts_from_cache=from_cache,
+        prefetch_seconds=round(prefetch_seconds, 2),
+        prefetch_bytes=prefetched,
+        requests=requests,
     )
+
+
+@dataclass(frozen=True)
+class _Column:
+    """One torch version's pairs: what a worker process needs to judge them (picklable)."""
+
+    request: Request
+    torch: str
+    closure: LockWheels | ClosureError
+    versions: list[tuple[str, LockedWheel | None, str]]  # version, its wheel, why none
+    cache_root: Path
+    interpreter: Path | None
+
+
+def _judge_columns(
+    columns: list[_Column], processes: int
+) -> list[tuple[list[PairVerdict], int, int]]:
+    """Each column judged from the cache (CPU only, after the prefetch): in worker processes
+    where there are several columns and cores, so a cold matrix uses every core it is given."""
+    workers = min(processes, len(columns))
+    if workers <= 1:
+        return [_judge_column(c) for c in columns]
+    spawn = multiprocessing.get_context("spawn")  # no fork of a process with threads
+    with ProcessPoolExecutor(max_workers=workers, mp_context=spawn) as pool:
+        return list(pool.map(_judge_column, columns))
+
+
+def _judge_column(column: _Column) -> tuple[list[PairVerdict], int, int]:
+    request = column.request
+    pairs: list[PairVerdict] = []
+    hits = fetched = 0
+    session = Session(FactsCache(column.cache_root), column.interpreter)
+    try:
+        for version, wheel, no_wheel in column.versions:
+            if isinstance(column.closure, ClosureError):
+                pairs.append(
+                    PairVerdict(
+                        package=request.package,
+                        version=version,
+                        torch=column.torch,
+                        verdict="undecidable",
+                        kind="torch-closure",
+                        reason=str(column.closure),
+                    )
+                )
+                continue
+            inputs = PairInputs(
+                package=canonicalize_name(request.package),
+                version=version,
+                torch=column.torch,
+                wheel=wheel,
+                closure=column.closure,
+                cache=session.cache,
+                targets=request.targets,
+                interpreter=column.interpreter,
+                offline=request.offline,
+                jobs=request.jobs,
+                no_wheel_reason=no_wheel,
+            )
+            verdict, hit = session.verdict(request, inputs)
+            hits += hit
+            if not hit:
+                fetched += verdict.bytes_fetched
+            pairs.append(verdict)
+    finally:
+        session.close()
+    return pairs, hits, fetched
+
+
+def _prefetch(
+    session: Session,
+    request: Request,
+    wheels: dict[Version, LockedWheel | None],
+    closures: dict[Version, LockWheels | ClosureError],
+) -> tuple[int, int]:
+    """Every distinct wheel of the matrix whose verdict is not cached, read into the facts
+    cache by one scan with many requests in flight. What it cannot read (a network error)
+    is read again by its pair's own check, which then says why it is undecidable."""
+    if request.offline:
+        return 0, 0
+    todo: dict[tuple[str, str], LockedWheel] = {}
+    for torch, closure in closures.items():
+        if isinstance(closure, ClosureError):
+            continue
+        needed = [
+            w
+            for w in wheels.values()
+            if w is not None and not session.verdict_cached(request, w.sha256, str(torch))
+        ]
+        if needed:
+            todo.update((w.key, w) for w in needed)
+            todo.update((w.key, w) for w in closure.wheels)
+    if not todo:
+        return 0, 0
+    scanner = Scanner(
+        session.cache,
+        offline=False,
+        virtual_site=Path("/stackgate-compat/prefetch"),
+        jobs=max(request.jobs, PREFETCH_JOBS),
+    )
+    try:
+        report = scanner.scan(list(todo.values()))
+    finally:
+        scanner.close()
+    return report.bytes_fetched, sum(w.requests for w in report.wheels)
 
 
 def _no_wheel(files: list[IndexFile], version: Version, request: Request) -> str:

@@ -51,6 +51,12 @@ class WheelListing(BaseModel):
     version: str = ""
 
 
+# gzip level 1: torch's export tables are tens of MB of JSON; level 9 (gzip's default) was
+# 30 s of CPU in a cold `validators compat` matrix of one torch; level 1 writes them 4.3x faster
+# for files 1.5x larger (41 MB of torch 2.9.1 facts: 7.6 s -> 1.75 s, 5.7 MB -> 8.6 MB)
+_LEVEL = 1
+
+
 def origin_key(wheel_sha256: str, url: str, member: str = "") -> str:
     """The key of what was read from the file at `url` (claimed to be `wheel_sha256`)."""
     return hashlib.sha256(f"origin\0{wheel_sha256}\0{url}\0{member}".encode()).hexdigest()
@@ -94,7 +100,10 @@ class FactsCache:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json.gz")
         try:
-            with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as f:
+            with (
+                os.fdopen(fd, "wb") as raw,
+                gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, compresslevel=_LEVEL) as f,
+            ):
                 f.write(data.encode("utf-8"))
             Path(tmp).replace(path)
         except BaseException:

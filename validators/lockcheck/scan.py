@@ -101,7 +101,9 @@ class Scanner:
         self.cache = cache
         self.limits = limits or Limits()
         self._budget = Budget(self.limits, what="the pre-install verdict")
-        self._memo: dict[str, CachedFacts] = {}  # this run's facts by RECORD sha256
+        # this run's facts by RECORD sha256: proven ones for any wheel (key: sha, None), the
+        # others for the wheel they were read from only (key: sha, wheel.key), as the cache
+        self._memo: dict[tuple[str, tuple[str, str] | None], CachedFacts] = {}
         self.offline = offline
         self.site = virtual_site
         self.jobs = jobs
@@ -111,6 +113,7 @@ class Scanner:
         self._lock = threading.Lock()
         self._keys: dict[str, threading.Lock] = {}
         self._scan_client: httpx.Client | None = None  # the client of the scan in progress
+        self._scanning = False
 
     def close(self) -> None:
         self._spool.cleanup()
@@ -119,16 +122,12 @@ class Scanner:
         started = time.perf_counter()
         scans = [WheelScan(w) for w in wheels]
         self._budget = Budget(self.limits, what="the pre-install verdict")
-        client = (
-            self._client
-            if self._client is not None
-            else (None if self.offline else make_client(self.limits))
-        )
         remotes: dict[tuple[str, str], RemoteWheel] = {}
-        self._scan_client = client
+        self._scan_client = self._client
+        self._scanning = True
         try:
             with ThreadPoolExecutor(max_workers=self.jobs) as pool:
-                list(pool.map(lambda s: self._listing(s, client, remotes), scans))
+                list(pool.map(lambda s: self._listing(s, remotes), scans))
                 tasks = [
                     (s, name, sha)
                     for s in scans
@@ -162,7 +161,7 @@ class Scanner:
                     remote.remote.close()
                 self._flush(scan)
         finally:
-            self._scan_client = None
+            client, self._scan_client, self._scanning = self._scan_client, None, False
             if client is not None and self._client is None:
                 client.close()
         return ScanReport(
@@ -186,10 +185,11 @@ class Scanner:
         """Cache facts just read: by content when the member's bytes were proven to be its
         RECORD hash, else (held back) by where they came from."""
         read = facts.read
+        proven = bool(record_sha and read is not None and read.whole and read.sha256_checked)
         with self._lock:
             if record_sha:
-                self._memo[record_sha] = facts
-            if record_sha and read is not None and read.whole and read.sha256_checked:
+                self._memo[(record_sha, None if proven else scan.wheel.key)] = facts
+            if record_sha and proven:
                 self.cache.put_facts(record_sha, facts)
             else:
                 scan.pending_facts.append(
@@ -199,9 +199,18 @@ class Scanner:
     def _cached(self, scan: WheelScan, name: str, record_sha: str | None) -> CachedFacts | None:
         if record_sha:
             with self._lock:
-                memo = self._memo.get(record_sha)
+                memo = self._memo.get((record_sha, None))
+                mine = self._memo.get((record_sha, scan.wheel.key))
             if memo is not None:
                 return memo
+            if mine is not None:
+                # a second member of this wheel with the same RECORD hash (lib/x.so.0 and
+                # lib/x.so.0.6.0): cached under its own origin too, or the next run reads it
+                with self._lock:
+                    scan.pending_facts.append(
+                        (origin_key(scan.wheel.sha256, scan.wheel.url, name), mine)
+                    )
+                return mine
             proven = self.cache.facts(record_sha)
             if proven is not None:
                 return proven
@@ -226,6 +235,16 @@ class Scanner:
                 remote = remotes[scan.wheel.key] = RemoteWheel(file, scan.wheel.sha256)
             return remote
 
+    def _client_now(self) -> httpx.Client | None:
+        """The scan's client, made on the first read: a scan that the cache answers whole
+        (a warm `validators compat` pair) makes none (an SSL context is 0.2 s of CPU)."""
+        if self.offline or not self._scanning:
+            return None
+        with self._lock:
+            if self._scan_client is None:
+                self._scan_client = make_client(self.limits)
+            return self._scan_client
+
     def _remote_for(
         self, scan: WheelScan, remotes: dict[tuple[str, str], RemoteWheel]
     ) -> RemoteWheel | None:
@@ -233,20 +252,21 @@ class Scanner:
         facts did not (an earlier run stopped part-way): online, a cached listing is no reason
         to call the member lacking."""
         remote = remotes.get(scan.wheel.key)
-        if remote is None and not self.offline and self._scan_client is not None:
-            remote = self._remote(scan, self._scan_client, remotes)
+        client = self._client_now() if remote is None else None
+        if client is not None:
+            remote = self._remote(scan, client, remotes)
         return remote
 
     def _listing(
         self,
         scan: WheelScan,
-        client: httpx.Client | None,
         remotes: dict[tuple[str, str], RemoteWheel],
     ) -> None:
         cached = self.cache.listing(scan.wheel.sha256, scan.wheel.url)
         if cached is not None:
             scan.listing = cached
             return None
+        client = self._client_now()
         if client is None:
             scan.lacking.append("(wheel listing)")
             return None
