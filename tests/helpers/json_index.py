@@ -15,20 +15,35 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
+from variantlib.constants import VALIDATION_WHEEL_NAME_REGEX
 
 from tests.helpers import range_server
 
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 
 
+def _name_version(filename: str) -> tuple[str, str]:
+    """Project and version of a wheel (a PEP 825 variant label allowed) or of an index's
+    `<name>-<version>-variants.json`."""
+    if filename.endswith("-variants.json"):
+        name, _, version = filename[: -len("-variants.json")].rpartition("-")
+        return str(canonicalize_name(name)), version
+    match = VALIDATION_WHEEL_NAME_REGEX.fullmatch(filename)
+    if match is not None and match.group("variant_label"):
+        return str(canonicalize_name(match.group("name"))), match.group("ver")
+    name, version, _build, _tags = parse_wheel_filename(filename)
+    return str(canonicalize_name(name)), str(version)
+
+
 def write_index(root: Path, wheels: Iterable[Path]) -> None:
+    """`wheels`: wheel files, and variants.json files listed beside them as PEP 825 has it."""
     files = root / "files"
     files.mkdir(parents=True, exist_ok=True)
     projects: dict[str, list[dict[str, object]]] = {}
     for wheel in wheels:
         data = wheel.read_bytes()
         (files / wheel.name).write_bytes(data)
-        name = str(canonicalize_name(parse_wheel_filename(wheel.name)[0]))
+        name = _name_version(wheel.name)[0]
         projects.setdefault(name, []).append(
             {
                 "filename": wheel.name,
@@ -40,7 +55,7 @@ def write_index(root: Path, wheels: Iterable[Path]) -> None:
     for name, rows in projects.items():
         folder = root / "simple" / name
         folder.mkdir(parents=True, exist_ok=True)
-        versions = sorted({str(parse_wheel_filename(str(r["filename"]))[1]) for r in rows})
+        versions = sorted({_name_version(str(r["filename"]))[1] for r in rows})
         page = {"meta": {"api-version": "1.1"}, "name": name, "files": rows, "versions": versions}
         (folder / "index.json").write_text(json.dumps(page), encoding="utf-8")
 

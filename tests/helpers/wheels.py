@@ -30,9 +30,12 @@ def make_wheel(
     files: Mapping[str, bytes | str] | None = None,
     tag: str = "py3-none-any",
     deflate: bool = False,
+    variant: tuple[str, str] | None = None,
 ) -> Path:
     """Write `<name>-<version>-<tag>.whl` into out_dir and return its path (members stored,
-    or deflated as real wheels are with `deflate=True`)."""
+    or deflated as real wheels are with `deflate=True`). `variant`: (label, the text of
+    `*.dist-info/variant.json`) for a PEP 825 variant wheel `<name>-<version>-<tag>-<label>.whl`
+    (label "": the file name has none; text "": the wheel holds no variant.json)."""
     dist = name.replace("-", "_")
     dist_info = f"{dist}-{version}.dist-info"
     contents: dict[str, bytes] = {}
@@ -41,6 +44,8 @@ def make_wheel(
     meta = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
     meta += [f"Requires-Dist: {r}" for r in requires]
     contents[f"{dist_info}/METADATA"] = ("\n".join(meta) + "\n").encode()
+    if variant is not None and variant[1]:
+        contents[f"{dist_info}/variant.json"] = variant[1].encode()
     contents[f"{dist_info}/WHEEL"] = (
         f"Wheel-Version: 1.0\nGenerator: stackgate-tests\nRoot-Is-Purelib: true\nTag: {tag}\n"
     ).encode()
@@ -48,7 +53,8 @@ def make_wheel(
     record_lines.append(f"{dist_info}/RECORD,,")
     contents[f"{dist_info}/RECORD"] = ("\n".join(record_lines) + "\n").encode()
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{dist}-{version}-{tag}.whl"
+    label = f"-{variant[0]}" if variant is not None and variant[0] else ""
+    path = out_dir / f"{dist}-{version}-{tag}{label}.whl"
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         for rel in sorted(contents):
             info = zipfile.ZipInfo(rel, date_time=(2020, 1, 1, 0, 0, 0))

@@ -1,7 +1,11 @@
 """`python -m validators compat PACKAGE [--versions SPEC] --against torch[==SPEC]`: which
 versions of a binary package load beside which torch, from byte ranges of the index's wheels
 (no install, no GPU). Prints the matrix, the proposed rules and the hand-written rules'
-agreement; `--json` the whole matrix, `--html FILE` a heat map."""
+agreement; `--json` the whole matrix, `--html FILE` a heat map.
+
+`--audit-variants`: the package's wheels that publish variant properties (PEP 825 draft),
+each property audited against the binary (validators.compat.variants); exit 1 when one is
+false."""
 
 from __future__ import annotations
 
@@ -14,21 +18,24 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from stackgate.cli import emit_json
 from stackgate.cli_numbers import WORKERS, int_in
 from stackgate.cli_paths import FOLDER, OUTPUT_FILE
-from stackgate.errors import EXIT_OK, BadInput, EnvironmentProblem
+from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput, EnvironmentProblem
 from stackgate.files import atomic_write_text
 from stackgate.output import console_err
 from stackgate.rules import load_rules
 from validators.compat.decide import PairVerdict
-from validators.compat.index import PYPI, IndexError_
+from validators.compat.index import PYPI, IndexError_, project_rows
 from validators.compat.matrix import Request, compute
 from validators.compat.proposals import check_rules, propose, uncovered
 from validators.compat.render import html_report, text_table
+from validators.compat.variants import AuditInputs, audit, wheel_version
 from validators.lockcheck.check import find_interpreter
 from validators.lockcheck.facts_cache import FactsCache, default_root
+from validators.lockcheck.http_ranges import make_client
 
 NAME = "compat"
 HELP = "which versions of a binary package load beside which torch (from the wheels' bytes)"
@@ -45,9 +52,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--against",
         action="append",
-        required=True,
+        default=[],
         metavar="torch[SPEC]",
-        help="the torch versions, e.g. 'torch>=2.6,<2.15' or 'torch==2.9.*' (repeat for a union)",
+        help="the torch versions, e.g. 'torch>=2.6,<2.15' or 'torch==2.9.*' (repeat for a "
+        "union; required unless --audit-variants)",
+    )
+    parser.add_argument(
+        "--audit-variants",
+        action="store_true",
+        help="audit the variant properties its wheels publish (GPU archs, CUDA bounds, torch "
+        "ABI) against their binaries instead of the matrix",
     )
     parser.add_argument("--index", default=PYPI, help="the package's index (PEP 691/503)")
     parser.add_argument("--torch-index", default=None, help="torch's index (default: --index)")
@@ -128,6 +142,10 @@ def request_from(args: argparse.Namespace) -> Request:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.audit_variants:
+        return _audit_variants(args)
+    if not args.against:
+        raise BadInput("--against torch[SPEC] is required (or --audit-variants)")
     started = time.monotonic()
     request = request_from(args)
     rules = load_rules(Path(args.rules) if args.rules else None)
@@ -209,3 +227,66 @@ def run(args: argparse.Namespace) -> int:
         soft_wrap=True,
     )
     return EXIT_OK
+
+
+def _audit_variants(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    request = request_from(args)
+    versions = None
+    if args.versions:
+        versions = [
+            Version(v)
+            for v in _index_versions(request)
+            if any(s.contains(v, prereleases=True) for s in request.versions)
+        ]
+    cache = FactsCache(Path(args.cache) if args.cache else default_root())
+    try:
+        report = audit(
+            AuditInputs(
+                package=request.package,
+                versions=versions,
+                index=request.index,
+                torch_index=request.torch_index,
+                python=request.python,
+                cache=cache,
+                interpreter=find_interpreter(request.python),
+                offline=request.offline,
+                jobs=request.jobs,
+            )
+        )
+    except IndexError_ as exc:
+        if "HTTP 404" in str(exc):
+            raise BadInput(f"{request.package}: not on the index ({exc})") from None
+        raise EnvironmentProblem(f"index unreadable: {exc}") from None
+    false = [c for a in report.audits for c in a.false]
+    unreadable = [a for a in report.audits if a.error]
+    if args.json:
+        emit_json({"schema_version": 1, "variants": report.model_dump(mode="json")})
+    err = console_err()
+    for a in report.audits:
+        head = f"{a.wheel} [{a.label}]"
+        if a.error:
+            err.print(f"ERROR {head}: {a.error}", highlight=False, markup=False, soft_wrap=True)
+        for c in a.claims:
+            err.print(
+                f"{c.verdict.upper()} {head}: {c.claim}: {c.evidence}",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            )
+    err.print(
+        f"{'FAIL' if false or unreadable else 'OK'} {report.package}: {report.files} files, "
+        f"{report.wheels} wheels, {report.labelled_wheels} with a variant label, "
+        f"{len(report.variants_json)} variants.json; {len(report.audits)} audited: "
+        f"{len(false)} false claims, {len(unreadable)} unreadable "
+        f"({time.monotonic() - started:.1f} s)",
+        highlight=False,
+        soft_wrap=True,
+    )
+    return EXIT_CHECK_FAILED if false or unreadable else EXIT_OK
+
+
+def _index_versions(request: Request) -> list[str]:
+    with make_client() as client:
+        rows = project_rows(client, request.index, request.package)
+    return sorted({str(v) for r in rows if (v := wheel_version(r.filename)) is not None})

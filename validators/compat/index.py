@@ -46,8 +46,19 @@ class IndexFile:
         )
 
 
-def project_files(client: httpx.Client, index: str, project: str) -> list[IndexFile]:
-    """Every wheel of `project` with a sha256 on the index (sdists are not judged)."""
+@dataclass(frozen=True)
+class IndexRow:
+    """One file of a project page as the index lists it (any kind: wheel, sdist, JSON)."""
+
+    filename: str
+    url: str
+    sha256: str | None
+    size: int | None
+    yanked: bool
+
+
+def project_rows(client: httpx.Client, index: str, project: str) -> list[IndexRow]:
+    """Every file the project page lists, with a file name that is one plain segment."""
     url = f"{index.rstrip('/')}/{canonicalize_name(project)}/"
     try:
         answer = client.get(url, headers={"Accept": f"{_JSON}, text/html;q=0.1"})
@@ -56,13 +67,13 @@ def project_files(client: httpx.Client, index: str, project: str) -> list[IndexF
     if answer.status_code != 200:
         raise IndexError_(f"{url}: HTTP {answer.status_code}")
     kind = answer.headers.get("content-type", "").split(";")[0].strip()
-    rows: list[tuple[str, str, str | None, int | None, bool]] = []  # name, url, sha, size, yanked
+    rows: list[IndexRow] = []
     if kind == _JSON:
         try:
             data = answer.json()
             for f in data["files"]:
                 rows.append(
-                    (
+                    IndexRow(
                         f["filename"],
                         urljoin(url, f["url"]),
                         (f.get("hashes") or {}).get("sha256"),
@@ -70,25 +81,37 @@ def project_files(client: httpx.Client, index: str, project: str) -> list[IndexF
                         bool(f.get("yanked")),
                     )
                 )
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise IndexError_(f"{url}: not a PEP 691 page ({exc})") from None
     else:
         for href in _ANCHOR.findall(answer.text):
             target = urljoin(url, html.unescape(href))
             base, _, fragment = target.partition("#")
             sha = fragment[7:] if fragment.startswith("sha256=") else None
-            rows.append((urlsplit(base).path.rsplit("/", 1)[-1], base, sha, None, False))
+            rows.append(IndexRow(urlsplit(base).path.rsplit("/", 1)[-1], base, sha, None, False))
+    return [
+        r
+        for r in rows
+        if isinstance(r.filename, str)
+        and r.filename
+        and not any(c in r.filename for c in "/\\\x00")
+        and not r.filename.startswith(".")  # a file name is one plain segment (issue 23)
+    ]
+
+
+def project_files(client: httpx.Client, index: str, project: str) -> list[IndexFile]:
+    """Every wheel of `project` with a sha256 on the index (sdists are not judged)."""
     out: list[IndexFile] = []
-    for filename, link, sha, size, yanked in rows:
-        if not filename.endswith(".whl") or not sha:
+    for row in project_rows(client, index, project):
+        if not row.filename.endswith(".whl") or not row.sha256:
             continue
-        if any(c in filename for c in "/\\\x00") or filename.startswith("."):
-            continue  # a file name is one plain segment (issue 23: names are input too)
         try:
-            _name, version, _build, tags = parse_wheel_filename(filename)
+            _name, version, _build, tags = parse_wheel_filename(row.filename)
         except InvalidWheelFilename:
             continue
-        out.append(IndexFile(filename, link, sha, size, version, tags, yanked))
+        out.append(
+            IndexFile(row.filename, row.url, row.sha256, row.size, version, tags, row.yanked)
+        )
     return out
 
 
