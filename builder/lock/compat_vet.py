@@ -1,26 +1,52 @@
 """The compatibility check `builder lock` runs on a new uv.lock before it replaces the
-committed one: the validators' verdict (validators.compat.lockgate: every binary package
-that links torch, judged beside the locked torch from byte ranges of the locked wheels) is
-asked for, never made here; a pair that breaks refuses the lock (exit 1) naming what loads
-instead. The outcome, or that the check was off (--no-compat), is kept beside the lock in
-compat.json, tied to the lock by its sha256."""
+committed one: the validators' verdict (every binary package that links torch, judged beside
+the locked torch from byte ranges of the locked wheels) is looked up where the validators
+keep it (stackgate.compat.cached_lock) or asked of `python -m validators compat --lock LOCK
+--json` in a child process, never made here and never imported; a pair that breaks refuses
+the lock (exit 1) naming what loads instead. The outcome, or that the check was off
+(--no-compat), is kept beside the lock in compat.json, tied to the lock by its sha256."""
 
 from __future__ import annotations
 
 import json
+import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from packaging.utils import canonicalize_name
 
-from stackgate.errors import CheckFailed
+from stackgate import proc
+from stackgate.compat import LockCompat, cached_lock
+from stackgate.errors import CheckFailed, CommandFailed, EnvironmentProblem
 from stackgate.files import atomic_write_text
 
 if TYPE_CHECKING:
     from stackgate.manifest import Manifest
 
 RECORD = "compat.json"
+CHECK_TIMEOUT_S = 3600.0  # a cold lock reads ranges of every wheel (cu128: 292 s, 111 MB)
+
+
+def ask_validators(lockfile: Path) -> LockCompat:
+    """The lock's verdict from `python -m validators compat --lock LOCK --json` (this
+    interpreter: the validators are installed beside the builder)."""
+    argv = [sys.executable, "-m", "validators", "compat", "--lock", str(lockfile), "--json"]
+    try:
+        done = proc.run(argv, timeout=CHECK_TIMEOUT_S)
+    except CommandFailed as exc:
+        raise EnvironmentProblem(
+            f"the compatibility check of {lockfile.name} failed (exit {exc.returncode}; "
+            "--no-compat to lock without it)",
+            details=(exc.stderr or exc.stdout).strip().splitlines()[-12:],
+        ) from None
+    try:
+        return LockCompat.model_validate(json.loads(done.stdout)["lock"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise EnvironmentProblem(
+            f"validators compat --lock answered no verdict ({type(exc).__name__}: {exc})"
+        ) from None
 
 
 class CompatVet:
@@ -43,7 +69,7 @@ class CompatVet:
         self.folder = folder
         self.pinned = pinned
         self.accepted = dict(accepted or {})
-        self.result: Any = None
+        self.result: LockCompat | None = None
 
     @classmethod
     def for_manifest(cls, folder: Path, manifest: Manifest) -> CompatVet:
@@ -61,10 +87,13 @@ class CompatVet:
         return package in self.pinned and package not in self.accepted
 
     def __call__(self, lockfile: Path) -> None:
-        from validators.compat.lockgate import check_lock
-        from validators.lockcheck.facts_cache import FactsCache, default_root
-
-        result = check_lock(lockfile, FactsCache(default_root()))
+        started = time.perf_counter()
+        hit = cached_lock(lockfile)
+        if hit is not None:
+            seconds = round(time.perf_counter() - started, 3)
+            result = hit.model_copy(update={"from_cache": True, "seconds": seconds})
+        else:
+            result = ask_validators(lockfile)
         self.result = result
         broken = [p for p in result.breaking if self._refusing(p.package)]
         if broken:

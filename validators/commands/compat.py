@@ -23,12 +23,13 @@ from packaging.version import Version
 from stackgate.cli import emit_json
 from stackgate.cli_numbers import WORKERS, int_in
 from stackgate.cli_paths import FOLDER, OUTPUT_FILE
+from stackgate.compat import PairVerdict
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput, EnvironmentProblem
 from stackgate.files import atomic_write_text
 from stackgate.output import console_err
 from stackgate.rules import load_rules
-from validators.compat.decide import PairVerdict
 from validators.compat.index import PYPI, IndexError_, project_rows
+from validators.compat.lockgate import check_lock
 from validators.compat.matrix import Request, compute
 from validators.compat.proposals import check_rules, propose, uncovered
 from validators.compat.render import html_report, text_table
@@ -42,7 +43,15 @@ HELP = "which versions of a binary package load beside which torch (from the whe
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("package", help="the package to judge, e.g. sgl-kernel")
+    parser.add_argument(
+        "package", nargs="?", default=None, help="the package to judge, e.g. sgl-kernel"
+    )
+    parser.add_argument(
+        "--lock",
+        default=None,
+        help="instead: judge every binary package of this uv.lock that links torch beside its "
+        "torch (what `builder lock` asks; --json gives the verdict it reads)",
+    )
     parser.add_argument(
         "--versions",
         action="append",
@@ -142,6 +151,10 @@ def request_from(args: argparse.Namespace) -> Request:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.lock is not None:
+        return _lock(args)
+    if args.package is None:
+        raise BadInput("name the package to judge (or --lock LOCK)")
     if args.audit_variants:
         return _audit_variants(args)
     if not args.against:
@@ -290,3 +303,33 @@ def _index_versions(request: Request) -> list[str]:
     with make_client() as client:
         rows = project_rows(client, request.index, request.package)
     return sorted({str(v) for r in rows if (v := wheel_version(r.filename)) is not None})
+
+
+def _lock(args: argparse.Namespace) -> int:
+    """The verdict of one uv.lock (validators.compat.lockgate), for `builder lock`: data, exit
+    0 whatever it says (refusing a lock is the builder's policy)."""
+    lock = Path(args.lock)
+    if not lock.is_file():
+        raise BadInput(f"--lock {lock}: no such file")
+    cache = FactsCache(Path(args.cache) if args.cache else default_root())
+    result = check_lock(lock, cache, index=args.index.rstrip("/"), offline=args.offline,
+                        jobs=args.jobs)  # fmt: skip
+    if args.json:
+        emit_json({"schema_version": 1, "lock": result.model_dump(mode="json")})
+    err = console_err()
+    for p in result.pairs:
+        err.print(
+            f"{p.verdict.upper()} {p.package} {p.version} + torch {p.torch}: "
+            f"{p.kind + ': ' if p.kind else ''}{(p.first or p.reason)[:240]}",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
+    err.print(
+        f"OK {lock}: {len(result.pairs)} binary packages linking torch judged beside torch "
+        f"{result.torch} ({result.seconds:.1f} s{', cached' if result.from_cache else ''})"
+        + (f"; {result.note}" if result.note else ""),
+        highlight=False,
+        soft_wrap=True,
+    )
+    return EXIT_OK

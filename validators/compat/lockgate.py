@@ -15,45 +15,22 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
-from pydantic import BaseModel, ConfigDict, ValidationError
 
+from stackgate.compat import LockCompat, PairVerdict, cached_lock, lock_record_path
 from stackgate.errors import BadInput
 from stackgate.uvlock import read_uv_lock
-from validators.compat.decide import PairInputs, PairVerdict, judge
+from validators.compat.decide import PairInputs, judge
 from validators.compat.index import PYPI, IndexError_
-from validators.compat.matrix import COMPAT_VERSION, Request, compute
+from validators.compat.matrix import Request, compute
 from validators.compat.memo import MemoCache
 from validators.compat.proposals import nearest
 from validators.lockcheck.check import LockInputs, find_interpreter, run_lock_check
-from validators.lockcheck.facts import FACTS_VERSION
 from validators.lockcheck.facts_cache import FactsCache
 from validators.lockcheck.lock_wheels import LockError, LockWheels, read_lock
 from validators.lockcheck.scan import Scanner
 
 NEAR_VERSIONS = 4  # package versions on each side of the locked one, for the alternatives
 NEAR_TORCH = 2  # torch versions on each side of the locked one
-
-
-class LockCompat(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    lock_sha256: str
-    torch: str | None
-    pairs: list[PairVerdict]
-    alternatives: dict[str, str]  # "package version" -> what loads instead
-    seconds: float
-    bytes_fetched: int
-    from_cache: bool = False
-    note: str = ""  # why nothing was checked (a lock without sizes, wheels not over HTTP)
-
-    @property
-    def breaking(self) -> list[PairVerdict]:
-        return [p for p in self.pairs if p.verdict == "breaks"]
-
-
-def _cache_path(cache: FactsCache, lock_sha: str) -> Path:
-    key = hashlib.sha256(f"{COMPAT_VERSION}:{FACTS_VERSION}:{lock_sha}".encode()).hexdigest()
-    return cache.root / "compat" / "locks" / f"{key}.json"
 
 
 def torch_linkers(report_wheels: list[object]) -> list[str]:
@@ -80,14 +57,12 @@ def check_lock(
     started = time.perf_counter()
     data = lock.read_bytes()
     lock_sha = hashlib.sha256(data).hexdigest()
-    cached = _cache_path(cache, lock_sha)
-    try:
-        hit = LockCompat.model_validate_json(cached.read_text(encoding="utf-8"))
+    cached = lock_record_path(cache.root, lock_sha)
+    hit = cached_lock(lock, cache.root)
+    if hit is not None:
         return hit.model_copy(
             update={"from_cache": True, "seconds": round(time.perf_counter() - started, 3)}
         )
-    except (OSError, ValidationError):
-        pass
     try:
         wheels = read_lock(lock)
     except LockError as exc:  # a file:// index gives no sizes: nothing is read, nothing judged

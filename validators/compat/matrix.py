@@ -20,16 +20,15 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from stackgate.compat import COMPAT_VERSION, FACTS_VERSION, PairVerdict
 from validators.compat.closure import ClosureError, closure_path, torch_closure
-from validators.compat.decide import PairInputs, PairVerdict, decide
+from validators.compat.decide import PairInputs, decide, host_source
 from validators.compat.index import IndexFile, best_wheel, project_files, size_of
 from validators.compat.memo import MemoCache
-from validators.lockcheck.facts import FACTS_VERSION
 from validators.lockcheck.facts_cache import FactsCache
 from validators.lockcheck.lock_wheels import LockedWheel, LockWheels
 from validators.lockcheck.scan import Scanner
 
-COMPAT_VERSION = 3  # bump when a verdict's meaning changes: cached verdicts are then redone
 # Requests in flight while the matrix's wheels are read before any pair is judged: the reads
 # are round trips (a member's headers, then its symbol tables), so a cold matrix waits on the
 # network, not on the CPU (benchmarks/results/compat.md: 2 s CPU of a 12 s pair)
@@ -94,6 +93,7 @@ class Session:
     def __init__(self, cache: FactsCache, interpreter: Path | None) -> None:
         self.cache = MemoCache(cache)
         self.interpreter = interpreter
+        self.host = host_source()
         self.client = httpx.Client(
             timeout=httpx.Timeout(60.0, connect=15.0),
             follow_redirects=True,
@@ -288,6 +288,7 @@ def _judge_column(column: _Column) -> tuple[list[PairVerdict], int, int]:
                 offline=request.offline,
                 jobs=request.jobs,
                 no_wheel_reason=no_wheel,
+                host=session.host,
             )
             verdict, hit = session.verdict(request, inputs)
             hits += hit

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import jinja2
 
-from validators.compat.decide import PairVerdict
+from stackgate.compat import PairVerdict
 from validators.compat.matrix import Matrix
 from validators.compat.proposals import Proposal, RuleCheck
 

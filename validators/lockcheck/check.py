@@ -62,6 +62,9 @@ class LockInputs:
     only: frozenset[str] = frozenset()
     # keep/reuse the whole verdict of an all-cached run (lock_memo.py); the CLI's choice
     memo: bool = False
+    # the host's files outside the virtual env (the interpreter, libc, libstdc++): None reads
+    # them anew; `validators compat` passes one memoizing source for all the pairs it judges
+    host: DiskSource | None = None
 
 
 def installed_path(site: Path, root: Path, member: str) -> Path | None:
@@ -102,7 +105,7 @@ def run_lock_check(inputs: LockInputs, progress: Any = None) -> tuple[list[Resul
         hit, changed = cached_results(inputs.cache, key) if key is not None else (None, None)
         if hit is not None:
             return hit, ScanReport([], 0.0, inputs.offline)
-    host = DiskSource()
+    host = inputs.host if inputs.host is not None else DiskSource()
     results, report = _run_lock_check(inputs, progress, host)
     from_cache = all(w.fetch_mode == "cache" and not w.lacking for w in report.wheels)
     if key is not None and report.wheels and from_cache and not report.errors:
@@ -335,7 +338,7 @@ def _virtual_env(
             if path is None or not cached.is_elf or cached.machine == "190":
                 continue
             owners[path] = dist
-            obj = cached.object_facts(path)
+            obj = inputs.cache.object_facts(cached, path)
             facts.append(obj)
             partial = cached.read is not None and cached.read.gpu_code == "partial"
             if obj.gpu_codes or partial:

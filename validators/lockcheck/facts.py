@@ -19,6 +19,7 @@ from typing import Any, BinaryIO, cast
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from stackgate.compat import FACTS_VERSION  # the builder reads it too (issue 27)
 from validators.lockcheck.member_view import MemberStream, MemberView, NotKnown
 from validators.lockcheck.synthetic_sections import CannotSynthesize, synthesize
 from validators.static.elf_symbols import (
@@ -42,9 +43,6 @@ from validators.static.fatbin import (
     may_embed_fatbins,
 )
 
-FACTS_VERSION = 5  # 2: listings carry METADATA Name/Version; 3: nameless cubins read whole;
-# 4: unproven facts keyed by origin (entries of 3 were keyed by unproven claims: not reused);
-# 5: fatbins looked for in every allocated data section (cuFFT's .data)
 # Data sections that may hold fatbins a library loads itself, by name too: a section table
 # decoded leniently may read sh_flags as 0 (see _SHDR64_USED)
 _DATA_NAMES = (".data", ".rodata", ".ldata", ".lrodata")

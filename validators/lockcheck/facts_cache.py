@@ -30,8 +30,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from stackgate.settings import cache_root
-from validators.lockcheck.facts import FACTS_VERSION, CachedFacts
+from stackgate.compat import FACTS_VERSION, facts_root
+from validators.lockcheck.facts import CachedFacts
+from validators.static.facts import ObjectFacts
 
 
 class WheelListing(BaseModel):
@@ -63,7 +64,7 @@ def origin_key(wheel_sha256: str, url: str, member: str = "") -> str:
 
 
 def default_root() -> Path:
-    return cache_root() / "lockcheck"  # stackgate/settings.py: one root for every cache
+    return facts_root()
 
 
 class FactsCache:
@@ -140,6 +141,11 @@ class FactsCache:
         """`proven`: the whole wheel was read and matched the lock's sha256."""
         key = listing.sha256 if proven else origin_key(listing.sha256, listing.url)
         self._store(self._path("wheels", key), listing.model_dump_json())
+
+    def object_facts(self, cached: CachedFacts, path: Path) -> ObjectFacts:
+        """The static group's facts of `cached` installed at `path` (a memoizing cache keeps
+        them: `validators compat` places torch's closure at the same paths for every pair)."""
+        return cached.object_facts(path)
 
     def size_bytes(self) -> int:
         return sum(p.stat().st_size for p in self.root.rglob("*.json.gz"))

@@ -1,0 +1,43 @@
+"""The import plan's doors (shared/STYLE.md, "the shape of the house"): the builder never
+imports the validators, not even lazily inside a function (`builder lock` asks
+`python -m validators compat --lock` in a child process and reads stackgate.compat's models),
+and stackgate, which both import, imports neither. Read from the source with ast, so an
+import inside a function or under TYPE_CHECKING counts."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _imports(package: str) -> list[tuple[str, int, str]]:
+    out: list[tuple[str, int, str]] = []
+    for path in sorted((ROOT / package).rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            rel = str(path.relative_to(ROOT))
+            out.extend((rel, node.lineno, name) for name in names)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("package", "forbidden"),
+    [("builder", ("validators",)), ("stackgate", ("builder", "validators"))],
+)
+def test_no_import_crosses_a_door(package: str, forbidden: tuple[str, ...]) -> None:
+    found = _imports(package)
+    assert len(found) > 50  # the walk sees the package's real imports
+    crossing = [
+        f"{rel}:{line}: {name}" for rel, line, name in found if name.split(".")[0] in forbidden
+    ]
+    assert not crossing, crossing
