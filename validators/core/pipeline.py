@@ -40,11 +40,13 @@ def load_group(name: ValidatorGroup) -> GroupRunner | str:
 
 def apply_accepted(results: Sequence[Result], accepted: Mapping[str, str]) -> list[Result]:
     """FAILs the manifest accepts (validation.accepted_findings) become SKIPs that keep both
-    the stack's reason and the finding; nothing else changes, and nothing is hidden."""
+    the stack's reason and the finding; a SKIP it accepts (a check that cannot judge this stack,
+    e.g. serve-bench.token_counts for an engine whose model has no tokenizer) keeps its status
+    and gains the acceptance. Nothing else changes, and nothing is hidden."""
     out: list[Result] = []
     for r in results:
         why = accepted.get(r.check)
-        if why is None or r.status != "FAIL":
+        if why is None or r.status not in ("FAIL", "SKIP"):
             out.append(r)
             continue
         out.append(
