@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from stackgate.loading import load_stack
-from validators.pipeline import apply_accepted
+from validators.core.pipeline import apply_accepted
+from validators.core.results import Result
 from validators.records.compose import _acceptable_skip
-from validators.results import Result
 
 ROOT = Path(__file__).resolve().parents[2]
 WHY = "the synthetic token server serves no model"
@@ -19,12 +19,20 @@ WHY = "the synthetic token server serves no model"
 
 def _results() -> list[Result]:
     return [
-        Result(check="serve-bench.token_counts", group="serve-bench", status="SKIP",
-               reason="not re-counted: no tokenizer for 'synthetic'"),
+        Result(
+            check="serve-bench.token_counts",
+            group="serve-bench",
+            status="SKIP",
+            reason="not re-counted: no tokenizer for 'synthetic'",
+        ),
         Result(check="static.abi.x", group="static", status="FAIL", reason="missing symbol"),
         Result(check="serve-bench.launch", group="serve-bench", status="PASS", reason="up"),
-        Result(check="serve-bench.correctness.greedy", group="serve-bench", status="SKIP",
-               reason="no reference"),
+        Result(
+            check="serve-bench.correctness.greedy",
+            group="serve-bench",
+            status="SKIP",
+            reason="no reference",
+        ),
     ]
 
 
@@ -45,7 +53,10 @@ def test_an_accepted_skip_keeps_its_finding_and_gains_the_acceptance(tmp_path: P
     assert skip.status == "SKIP" and skip.evidence["accepted"] == WHY
     assert WHY in skip.reason and "no tokenizer for 'synthetic'" in skip.reason
     assert out["static.abi.x"].status == "SKIP"  # FAILs as before
-    assert out["serve-bench.launch"].status == "PASS" and "accepted" not in out["serve-bench.launch"].evidence
+    assert (
+        out["serve-bench.launch"].status == "PASS"
+        and "accepted" not in out["serve-bench.launch"].evidence
+    )
     assert "accepted" not in out["serve-bench.correctness.greedy"].evidence
 
     manifest = load_stack(str(_manifest(tmp_path, accepted))).manifest
