@@ -11,10 +11,12 @@ two passes: nothing to bisect; a refused gate's JSON answers the first measureme
   measured power and false-alarm rate, the next prefix the one whose verdict tells the most
   about the position (mutual information; without noise, the half-and-half split). A prefix
   measured before is measured again when it still tells the most: a SAME that contradicts
-  the later verdicts gets a second look. It stops when the named position is
-  >= 99% likely or after ceil(log2 m) + 1 gates, one more than a noiseless bisection.
-- `interaction`: the same location, then (1) the named unit alone, and if it does not regress
-  alone, its partners are located among the units before it with it applied (a regression
+  the later verdicts gets a second look. It stops when the named position is >= 99% likely
+  or after the gates a noiseless bisection of the positions still open needs (ceil(log2 m)
+  at first), one more when the refused gate's JSON answered the whole candidate; past those
+  it goes on only while the named position is less likely than not (up to 2 x + 2 gates).
+- `interaction`: the same location, then (1) the named unit alone (a SAME believed only from
+  two measurements), and if it does not regress alone, its partners are located among the units before it with it applied (a regression
   that needs two or more units names all of them), and (2) the candidate without the units
   named so far: when that still regresses, there is another culprit and the search goes on.
   A group of several is then checked member by member (each must be needed: the group without
