@@ -16,9 +16,9 @@ from stackgate.host.gpus import Gpu, GpuInventory, Probed
 from stackgate.host.parsers import parse_meminfo, parse_nvcc_version
 from stackgate.host.snapshot import HostIdentity, HostSnapshot, MemoryFacts, NvccInfo
 from stackgate.loading import load_stack
+from validators.core.host_facts import HostFacts
 from validators.core.results import Report
 from validators.preflight.group import PreflightFacts, evaluate_host
-from validators.preflight.host_facts import HostFacts
 from validators.records.fingerprint import fingerprint_for_run, fingerprint_of
 from validators.records.model import HostFingerprint
 

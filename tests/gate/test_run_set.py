@@ -19,8 +19,8 @@ from stackgate.build_record import read_build_record
 from tests.gate.conftest import Project, fake_env_with_build_record
 from tests.gate.test_cli import _mark_baseline
 from tests.helpers.synth_reports import make_report, measured_cv
+from validators.core.host_facts import HostFacts
 from validators.gate.policy import DEFAULT_REPEATS
-from validators.preflight.host_facts import HostFacts
 from validators.records.model import HostFingerprint
 
 

@@ -19,8 +19,8 @@ from stackgate.errors import BadInput, StackgateError
 from stackgate.validator_groups import MODULES, ORDER, SPECS, ValidatorGroup
 from validators.core.checks import available_check, crashed_check
 from validators.core.context import GroupRunner, RunContext
+from validators.core.host_facts import HostFacts
 from validators.core.results import Report, Result, make_result
-from validators.preflight.host_facts import HostFacts
 
 
 def load_group(name: ValidatorGroup) -> GroupRunner | str:

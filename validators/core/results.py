@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, Strict, field_validator, mode
 
 from stackgate.model import StrictModel
 from validators.core.checks import CheckId, FamilyId, is_known
-from validators.preflight.host_facts import HostFacts
+from validators.core.host_facts import HostFacts
 
 Status = Literal["PASS", "FAIL", "SKIP", "ERROR"]
 Better = Literal["higher", "lower", "none"]
@@ -84,7 +84,7 @@ class Report(BaseModel):
     groups_skipped: dict[str, str] = Field(default_factory=dict)
     host: HostFacts = Field(
         default_factory=HostFacts,
-        description="What the host group measured (validators/preflight/host_facts.py).",
+        description="What the host group measured (validators/core/host_facts.py).",
     )
     results: list[Result] = Field(default_factory=list)
 

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from stackgate.host.snapshot import HostSnapshot, host_snapshot
 from stackgate.manifest import Manifest
 from stackgate.manifest_values import arch_cc
-from validators.preflight.host_facts import HostFacts
+from validators.core.host_facts import HostFacts
 from validators.records.model import GpuInfo, HostFingerprint, Interconnect
 
 Impact = Literal["blocks", "performance", "info"]
@@ -219,7 +219,7 @@ def diff_hosts(recorded: HostFingerprint, here: HostFingerprint) -> list[HostDif
 
 
 def parse_host_evidence(host: HostFacts) -> dict[str, Any]:
-    """Fingerprint fields from a run report's host block (validators/preflight/host_facts.py).
+    """Fingerprint fields from a run report's host block (validators/core/host_facts.py).
 
     Only what the host group measured: GPUs, driver, interconnect, nvcc, memory. Pure.
     """

@@ -8,6 +8,10 @@ validators/records/fingerprint.py); the rest of each check's evidence (the manif
 targets, links, an `accepted` note) stays as it was written. A field of the wrong type is
 bad input naming the field, where it used to be skipped silently.
 
+It lives in core/ beside Report rather than in preflight/ beside the host group that writes
+it: core/results.py importing preflight/ tied preflight into core's import circle
+(benchmarks/house_walk/rooms.py); preflight/ imports core/, never the other way.
+
 `fingerprint`: a host fingerprint given whole by whoever ran the validators (a collector of
 runs made elsewhere); validated where it is read (records.model.HostFingerprint).
 """
