@@ -13,7 +13,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from stackgate.errors import BadInput
 from stackgate.settings import cache_root
+from stackgate.uvlock import read_uv_lock
 
 FACTS_VERSION = 5  # 2: listings carry METADATA Name/Version; 3: nameless cubins read whole;
 # 4: unproven facts keyed by origin (entries of 3 were keyed by unproven claims: not reused);
@@ -80,3 +82,20 @@ def cached_lock(lock: Path, root: Path | None = None) -> LockCompat | None:
     except (OSError, ValidationError):
         return None
     return hit if hit.lock_sha256 == lock_sha else None
+
+
+def lock_has_torch(lock: Path) -> bool:
+    """Whether the lock holds a torch wheel from an HTTP index: the validators judge a lock's
+    binary packages beside that torch only, so without one there is nothing to ask them
+    (h200-sglang and h200-transformers take torch from their base image). An unreadable lock
+    answers True: the validators then say why."""
+    try:
+        parsed = read_uv_lock(lock)
+    except BadInput:
+        return True
+    return any(
+        str(w.url or "").startswith(("http://", "https://"))
+        for p in parsed.package
+        if p.name == "torch"
+        for w in p.wheels
+    )

@@ -8,6 +8,7 @@ the lock (exit 1) naming what loads instead. The outcome, or that the check was 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import time
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from packaging.utils import canonicalize_name
 
 from stackgate import proc
-from stackgate.compat import LockCompat, cached_lock
+from stackgate.compat import LockCompat, cached_lock, lock_has_torch
 from stackgate.errors import CheckFailed, CommandFailed, EnvironmentProblem
 from stackgate.files import atomic_write_text
 
@@ -89,6 +90,12 @@ class CompatVet:
     def __call__(self, lockfile: Path) -> None:
         started = time.perf_counter()
         hit = cached_lock(lockfile)
+        if hit is None and not lock_has_torch(lockfile):
+            sha = hashlib.sha256(lockfile.read_bytes()).hexdigest()
+            hit = LockCompat(
+                lock_sha256=sha, torch=None, pairs=[], alternatives={}, seconds=0.0,
+                bytes_fetched=0,
+            )  # fmt: skip
         if hit is not None:
             seconds = round(time.perf_counter() - started, 3)
             result = hit.model_copy(update={"from_cache": True, "seconds": seconds})

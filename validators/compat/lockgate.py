@@ -77,8 +77,6 @@ def check_lock(
         )
     wheels.wheels = [w for w in wheels.wheels if w.url.startswith(("http://", "https://"))]
     torch = next((w for w in wheels.wheels if w.name == "torch"), None)
-    memo = MemoCache(cache)
-    interpreter = find_interpreter(wheels.python)
     if torch is None:
         result = LockCompat(
             lock_sha256=lock_sha,
@@ -89,6 +87,7 @@ def check_lock(
             bytes_fetched=0,
         )
     else:
+        memo, interpreter = MemoCache(cache), find_interpreter(wheels.python)
         result = _judge_lock(lock, wheels, torch.version, memo, interpreter, index, offline, jobs)
     result = result.model_copy(update={"seconds": round(time.perf_counter() - started, 3)})
     if not any(p.verdict == "undecidable" and p.kind == "fetch" for p in result.pairs):

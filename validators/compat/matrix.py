@@ -100,6 +100,7 @@ class Session:
             headers={"User-Agent": "stackgate-compat"},
         )
         self._closures: dict[tuple[str, str], LockWheels | ClosureError] = {}
+        self._lock_shas: dict[tuple[str, str], str] = {}  # closure lock sha256 by torch
 
     def close(self) -> None:
         self.client.close()
@@ -120,9 +121,19 @@ class Session:
                 self._closures[key] = exc
         return self._closures[key]
 
+    def _lock_sha(self, request: Request, torch: str) -> str:
+        key = (torch, request.torch_index)
+        if key not in self._lock_shas:
+            lock = closure_path(
+                self.cache, torch, request.python, request.torch_index, request.index
+            )
+            self._lock_shas[key] = (
+                hashlib.sha256(lock.read_bytes()).hexdigest() if lock.is_file() else "none"
+            )
+        return self._lock_shas[key]
+
     def _verdict_path(self, request: Request, wheel_sha: str, torch: str) -> Path:
-        lock = closure_path(self.cache, torch, request.python, request.torch_index, request.index)
-        lock_sha = hashlib.sha256(lock.read_bytes()).hexdigest() if lock.is_file() else "none"
+        lock_sha = self._lock_sha(request, torch)
         host = str(self.interpreter) if self.interpreter else "none"
         key = hashlib.sha256(
             json.dumps(
@@ -187,7 +198,7 @@ def compute(
                 wheel_bytes.update((w.sha256, w.size) for w in closure.wheels)
         wheel_bytes.update((w.sha256, w.size) for w in wheels.values() if w is not None)
         pre_started = time.perf_counter()
-        prefetched, requests = _prefetch(session, request, wheels, closures)
+        prefetched, requests, uncached = _prefetch(session, request, wheels, closures)
         fetched = prefetched
         prefetch_seconds = time.perf_counter() - pre_started
         columns = [
@@ -203,7 +214,9 @@ def compute(
         ]
         pairs: list[PairVerdict] = []
         from_cache = 0
-        for column_pairs, hits, column_fetched in _judge_columns(columns, request.processes):
+        # every verdict cached: reading them in this process beats starting workers (~4 s each)
+        processes = request.processes if uncached else 1
+        for column_pairs, hits, column_fetched in _judge_columns(columns, processes):
             pairs.extend(column_pairs)
             from_cache += hits
             fetched += column_fetched  # what the prefetch could not read
@@ -305,13 +318,13 @@ def _prefetch(
     request: Request,
     wheels: dict[Version, LockedWheel | None],
     closures: dict[Version, LockWheels | ClosureError],
-) -> tuple[int, int]:
+) -> tuple[int, int, int]:
     """Every distinct wheel of the matrix whose verdict is not cached, read into the facts
     cache by one scan with many requests in flight. What it cannot read (a network error)
-    is read again by its pair's own check, which then says why it is undecidable."""
-    if request.offline:
-        return 0, 0
+    is read again by its pair's own check, which then says why it is undecidable. Returns
+    (bytes, requests, pairs whose verdict is not cached)."""
     todo: dict[tuple[str, str], LockedWheel] = {}
+    uncached = 0
     for torch, closure in closures.items():
         if isinstance(closure, ClosureError):
             continue
@@ -320,11 +333,12 @@ def _prefetch(
             for w in wheels.values()
             if w is not None and not session.verdict_cached(request, w.sha256, str(torch))
         ]
+        uncached += len(needed)
         if needed:
             todo.update((w.key, w) for w in needed)
             todo.update((w.key, w) for w in closure.wheels)
-    if not todo:
-        return 0, 0
+    if not todo or request.offline:
+        return 0, 0, uncached
     scanner = Scanner(
         session.cache,
         offline=False,
@@ -335,7 +349,7 @@ def _prefetch(
         report = scanner.scan(list(todo.values()))
     finally:
         scanner.close()
-    return report.bytes_fetched, sum(w.requests for w in report.wheels)
+    return report.bytes_fetched, sum(w.requests for w in report.wheels), uncached
 
 
 def _no_wheel(files: list[IndexFile], version: Version, request: Request) -> str:
