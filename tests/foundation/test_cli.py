@@ -50,7 +50,7 @@ def test_bad_manifest_exit_2_json(tmp_path: Path) -> None:
     assert done.returncode == 2
     payload = json.loads(done.stdout)
     assert payload["exit_code"] == 2 and any("bad.toml: host" in d for d in payload["details"])
-    # The one model of a refusal, which readers (validators/core/reproduce.py) parse it with.
+    # The one model of a refusal, which readers (validators/gate/reproduce.py) parse it with.
     refused = ErrorOutput.model_validate_json(done.stdout)
     assert refused.exit_code == 2 and refused.error == payload["error"]
     assert "bad.toml: description: required field is missing" in done.stderr

@@ -23,7 +23,6 @@ from validators.bisect.render import payload, render_text, write_html
 from validators.bisect.search import MODES
 from validators.bisect.session import Bisect, Settings
 from validators.bisect.units import change_units
-from validators.core.env_verify import recheck_env
 from validators.gate.cli_args import add_policy_arguments, flags_from
 from validators.gate.stack_policy import (
     decide,
@@ -32,6 +31,7 @@ from validators.gate.stack_policy import (
     under_baseline,
 )
 from validators.records.cli_args import add_store_argument
+from validators.records.env_verify import recheck_env
 from validators.records.model import Record
 from validators.records.resolve import resolve_record
 from validators.records.store import RecordStore, default_store_path

@@ -14,7 +14,6 @@ from stackgate.cli_paths import FOLDER
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.loading import load_stack
 from stackgate.output import console_err, styled
-from validators.core.env_verify import require_env_matches
 from validators.core.runs import run_validations
 from validators.gate.candidate import env_of, host_of
 from validators.gate.policy import DEFAULT_REPEATS
@@ -23,6 +22,7 @@ from validators.records.build_facts import read_build_facts
 from validators.records.cli_args import add_run_argument, add_store_argument
 from validators.records.clock import own_clock, parse
 from validators.records.compose import compose_record, qualify
+from validators.records.env_verify import require_env_matches
 from validators.records.fingerprint import target_mismatch
 from validators.records.json_files import export_records
 from validators.records.model import BuildFacts

@@ -14,10 +14,10 @@ from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.layout import venv_root
 from stackgate.output import console_err, print_table, styled
 from stackgate.topology import TOPOLOGIES
-from validators.core.reproduce import ReproduceOptions, ReproduceOutcome, reproduce
 from validators.gate.cli_args import add_policy_arguments, policy_from
 from validators.gate.policy import DEFAULT_REPEATS
 from validators.gate.render import metrics_table, print_checks
+from validators.gate.reproduce import ReproduceOptions, ReproduceOutcome, reproduce
 from validators.records.cli_args import add_store_argument
 from validators.records.resolve import resolve_record
 from validators.records.store import RecordStore
@@ -104,7 +104,7 @@ def _render(outcome: ReproduceOutcome) -> None:
 def check_arguments(args: argparse.Namespace) -> None:
     """What can be checked here is checked before the host is probed or anything is built.
     The builder checks the rest (index names against the record's manifest, --python) before
-    it creates anything; its exit 2 is ours (validators.core.reproduce._build)."""
+    it creates anything; its exit 2 is ours (validators.gate.reproduce._build)."""
     if args.wheelhouse is not None and not args.wheelhouse.is_dir():
         raise BadInput(f"--wheelhouse {args.wheelhouse}: no such folder")
     if args.runs is not None and args.runs < 1:

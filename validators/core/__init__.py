@@ -1,2 +1,3 @@
-"""The run core: a validation run's context, options, check ids, results, the pipeline of groups,
-runs as child processes, and re-checking or rebuilding an env before a verdict leans on it."""
+"""The run core: a validation run's context, options, check ids, results and their typed host
+block, the pipeline of groups, and runs as child processes. It imports no group and no job
+package (gate, records, fleet...): they import it (benchmarks/house_walk/rooms.py)."""

@@ -15,7 +15,6 @@ from stackgate.build_record import build_record_path
 from stackgate.errors import BadInput, CheckFailed, ManifestError
 from stackgate.layout import current_env
 from stackgate.manifest import GateSettings
-from validators.core.env_verify import recheck_env, require_env_matches
 from validators.core.results import Report
 from validators.core.runs import run_interleaved, run_validations
 from validators.gate.candidate import candidate_record
@@ -28,6 +27,7 @@ from validators.gate.stack_policy import (
     under_baseline,
 )
 from validators.records.build_facts import read_build_facts
+from validators.records.env_verify import recheck_env, require_env_matches
 from validators.records.model import Record
 from validators.records.reference import Lookup, Reference
 

@@ -39,13 +39,13 @@ from stackgate.errors import (
 from stackgate.loading import load_stack
 from stackgate.model import validation_problems
 from stackgate.paths import project_root, stacks_dir
-from validators.core.env_verify import recheck_env
 from validators.core.results import Report
 from validators.core.runs import validate_once
 from validators.gate.compare import GateResult, gate
 from validators.gate.policy import GatePolicy
 from validators.records.build_facts import build_facts
 from validators.records.compose import compose_record
+from validators.records.env_verify import recheck_env
 from validators.records.fingerprint import HostDifference, diff_hosts, probe_host
 from validators.records.model import HostFingerprint, Record
 
