@@ -3,8 +3,10 @@ stack, in one run: `builder lock STACK --locks-dir COPY` of the committed lock (
 warm: the lock does not change) with --no-compat, and with the check
 
 - `cached`: the lock's verdict is in the cache (stackgate.compat.cached_lock: no child);
-- `facts warm`: the lock verdicts cleared, the wheels' facts cached: what a lock that changed
-  pays when its wheels are known (the child `validators compat --lock` runs the check);
+- `same binaries`: the verdict by the lock's bytes cleared, the one by its binary wheels kept:
+  a re-lock that moved only pure-Python packages (the child finds it by the binaries);
+- `facts warm`: both verdicts cleared, the wheels' facts cached: what a lock whose binary
+  wheels changed pays when they are known (the child `validators compat --lock` runs the check);
 - `first`: the first run with the check on this cache (its wheels' facts as the cache has them).
 
 Rounds alternate off / cached / facts-warm so a drift in load hits all three alike.
@@ -55,13 +57,20 @@ def main() -> int:
             shutil.copytree(ROOT / "stacks" / "locks", locks)
             _lock(stack, locks, env, "--no-compat")  # uv's cache warm for this stack
             first, first_line = _lock(stack, locks, env)
-            times: dict[str, list[float]] = {"off": [], "cached": [], "facts_warm": []}
+            times: dict[str, list[float]] = {
+                "off": [], "cached": [], "same_binaries": [], "facts_warm": []
+            }  # fmt: skip
             lines: dict[str, str] = {}
             for _ in range(args.rounds):
                 times["off"].append(_lock(stack, locks, env, "--no-compat")[0])
                 seconds, lines["cached"] = _lock(stack, locks, env)
                 times["cached"].append(seconds)
-                shutil.rmtree(args.cache / "lockcheck" / "compat" / "locks", ignore_errors=True)
+                compat = args.cache / "lockcheck" / "compat"
+                shutil.rmtree(compat / "locks", ignore_errors=True)
+                seconds, lines["same_binaries"] = _lock(stack, locks, env)
+                times["same_binaries"].append(seconds)
+                shutil.rmtree(compat / "locks", ignore_errors=True)
+                shutil.rmtree(compat / "locks-by-binaries", ignore_errors=True)
                 seconds, lines["facts_warm"] = _lock(stack, locks, env)
                 times["facts_warm"].append(seconds)
         off = statistics.median(times["off"])

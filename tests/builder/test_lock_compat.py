@@ -4,7 +4,11 @@ ranges of the locked wheels, before the new lock replaces the committed one: rea
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +20,7 @@ from tests.helpers.json_index import serve_index, write_index
 from tests.helpers.wheels import make_wheel
 from tests.validators import elf_env
 
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(not elf_env.have_compilers(), reason="needs gcc and g++")
 
 
@@ -39,9 +44,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _lock(
-    url: str, tmp: Path, torch: str, *extra: str, append: str = ""
-) -> tuple[int, str, Path]:
+def _lock(url: str, tmp: Path, torch: str, *extra: str, append: str = "") -> tuple[int, str, Path]:
     locks = tmp / "locks"
     env = {"STACKGATE_CACHE": str(tmp / "cache"), "UV_OFFLINE": ""}  # loopback only
     manifest = write_manifest(
@@ -93,8 +96,23 @@ def test_a_loading_pair_locks_and_records_the_check(served: Path, tmp_path: Path
         assert record["checked"] is True and record["torch"] == "2.9.1"
         assert [(p["package"], p["verdict"]) for p in record["pairs"]] == [("sgl-kernel", "loads")]
         again_rc, again_err, _ = _lock(url, tmp_path, "2.9.1")
+        # other bytes, the same binary wheels (a re-lock that moved only pure-Python packages
+        # keeps them): the verdict is reused by the lock's binaries, not recomputed
+        moved = tmp_path / "moved" / "uv.lock"
+        moved.parent.mkdir()
+        moved.write_text((folder / "uv.lock").read_text() + "# re-locked\n")
+        child = subprocess.run(
+            [sys.executable, "-m", "validators", "compat", "--lock", str(moved), "--json"],
+            cwd=ROOT, env={**os.environ, "STACKGATE_CACHE": str(tmp_path / "cache")},
+            capture_output=True, text=True, check=False, timeout=600,
+        )  # fmt: skip
     assert again_rc == 0, again_err
     assert json.loads((folder / "compat.json").read_text())["from_cache"] is True
+    assert child.returncode == 0, child.stderr
+    reused = json.loads(child.stdout)["lock"]
+    assert reused["from_cache"] is True and reused["torch"] == "2.9.1"
+    assert reused["lock_sha256"] == hashlib.sha256(moved.read_bytes()).hexdigest()
+    assert [(p["package"], p["verdict"]) for p in reused["pairs"]] == [("sgl-kernel", "loads")]
 
 
 def test_a_pinned_break_the_manifest_accepts_locks_with_a_warning(

@@ -8,6 +8,7 @@ small file."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import time
 from pathlib import Path
@@ -15,8 +16,16 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
+from pydantic import ValidationError
 
-from stackgate.compat import LockCompat, PairVerdict, cached_lock, lock_record_path
+from stackgate.compat import (
+    COMPAT_VERSION,
+    FACTS_VERSION,
+    LockCompat,
+    PairVerdict,
+    cached_lock,
+    lock_record_path,
+)
 from stackgate.errors import BadInput
 from stackgate.uvlock import read_uv_lock
 from validators.compat.decide import PairInputs, judge
@@ -77,6 +86,12 @@ def check_lock(
         )
     wheels.wheels = [w for w in wheels.wheels if w.url.startswith(("http://", "https://"))]
     torch = next((w for w in wheels.wheels if w.name == "torch"), None)
+    binary = _binary_key(lock, wheels, cache) if torch is not None else None
+    same = _read_binary(cache, binary) if binary is not None else None
+    if same is not None:
+        seconds = round(time.perf_counter() - started, 3)
+        return same.model_copy(update={"lock_sha256": lock_sha, "from_cache": True,
+                                       "seconds": seconds})  # fmt: skip
     if torch is None:
         result = LockCompat(
             lock_sha256=lock_sha,
@@ -91,11 +106,49 @@ def check_lock(
         result = _judge_lock(lock, wheels, torch.version, memo, interpreter, index, offline, jobs)
     result = result.model_copy(update={"seconds": round(time.perf_counter() - started, 3)})
     if not any(p.verdict == "undecidable" and p.kind == "fetch" for p in result.pairs):
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cached.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(result.model_dump_json(), encoding="utf-8")
-        tmp.replace(cached)
+        _write(cached, result)
+        if binary is None and torch is not None:
+            binary = _binary_key(lock, wheels, cache)  # the listings are cached now
+        if binary is not None:
+            _write(_binary_path(cache, binary), result)
     return result
+
+
+def _write(path: Path, result: LockCompat) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(result.model_dump_json(), encoding="utf-8")
+    tmp.replace(path)
+
+
+def _binary_key(lock: Path, wheels: LockWheels, cache: FactsCache) -> str | None:
+    """What the verdict depends on in a lock: its wheels that hold ELF objects or cubins (by
+    sha256 and URL, their listings from the cache), its Python and the indexes its packages
+    came from (the alternatives are read there). A re-lock that moves only pure-Python packages
+    keeps the key, and the verdict is reused; None while a listing is not cached."""
+    binary: list[tuple[str, str, str]] = []
+    for w in wheels.wheels:
+        listing = cache.listing(w.sha256, w.url)
+        if listing is None:
+            return None
+        if listing.objects or listing.cubins:
+            binary.append((w.name, w.sha256, w.url))
+    text = json.dumps(
+        [COMPAT_VERSION, FACTS_VERSION, list(wheels.python), sorted(binary),
+         sorted(_registries(lock).items())]
+    )  # fmt: skip
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _binary_path(cache: FactsCache, key: str) -> Path:
+    return cache.root / "compat" / "locks-by-binaries" / f"{key}.json"
+
+
+def _read_binary(cache: FactsCache, key: str) -> LockCompat | None:
+    try:
+        return LockCompat.model_validate_json(_binary_path(cache, key).read_text("utf-8"))
+    except (OSError, ValidationError):
+        return None
 
 
 def _judge_lock(
