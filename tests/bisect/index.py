@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from tests.helpers.interpreter import PY_MINOR
+from tests.helpers.tiny_stack import SYNTHETIC_ACCEPTS
 from tests.helpers.wheels import make_index, make_wheel
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -163,6 +164,7 @@ def bisect_manifest(
         "tolerance = 0.25",
         "tail_tolerance = 0.6",
         f"interleave = {'true' if interleave else 'false'}",
+        *SYNTHETIC_ACCEPTS,
     ]
     return "\n".join(lines) + "\n"
 
