@@ -19,25 +19,35 @@ def _shown(path: Path) -> str:
     return str(path).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def folder_arg(text: str) -> Path:
-    """An argparse type: a path that is a folder or can become one."""
+def _checked_text(text: str, kind: str) -> Path:
+    """The path typed, refused when it is empty or holds NUL."""
     if not text.strip():
-        raise argparse.ArgumentTypeError("an empty path is not a folder")
+        raise argparse.ArgumentTypeError(f"an empty path is not a {kind}")
     if "\x00" in text:
         raise argparse.ArgumentTypeError(f"{_shown(Path(text))!r}: a path cannot hold NUL")
-    path = Path(text)
-    if path.exists():
-        if not path.is_dir():
-            raise argparse.ArgumentTypeError(f"{_shown(path)} exists and is not a folder")
-        return path
+    return Path(text)
+
+
+def _below_a_folder(path: Path, verb: str) -> Path:
+    """`path` when the nearest part of it that exists is a folder; else a usage error."""
     parent = path.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
     if not parent.is_dir():
         raise argparse.ArgumentTypeError(
-            f"{_shown(path)}: {_shown(parent)} is not a folder, nothing can be made below it"
+            f"{_shown(path)}: {_shown(parent)} is not a folder, nothing can be {verb} below it"
         )
     return path
+
+
+def folder_arg(text: str) -> Path:
+    """An argparse type: a path that is a folder or can become one."""
+    path = _checked_text(text, "folder")
+    if path.exists():
+        if not path.is_dir():
+            raise argparse.ArgumentTypeError(f"{_shown(path)} exists and is not a folder")
+        return path
+    return _below_a_folder(path, "made")
 
 
 folder_arg.__name__ = "folder"
@@ -48,11 +58,7 @@ def output_file_arg(text: str) -> Path:
     """An argparse type: a file to write. A path that exists and is not a regular file or a
     symlink (/dev/null, a FIFO, a folder), or one whose nearest existing part is not a folder,
     is refused at parse, before the command runs (the writer refuses it too: files.py)."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("an empty path is not a file")
-    if "\x00" in text:
-        raise argparse.ArgumentTypeError(f"{_shown(Path(text))!r}: a path cannot hold NUL")
-    path = Path(text)
+    path = _checked_text(text, "file")
     if path.is_symlink() or path.is_file():
         return path
     if path.exists():
@@ -60,14 +66,7 @@ def output_file_arg(text: str) -> Path:
             f"{_shown(path)} exists and is not a regular file (a device, FIFO or folder is "
             "never replaced by an output file)"
         )
-    parent = path.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir():
-        raise argparse.ArgumentTypeError(
-            f"{_shown(path)}: {_shown(parent)} is not a folder, nothing can be written below it"
-        )
-    return path
+    return _below_a_folder(path, "written")
 
 
 output_file_arg.__name__ = "output file"
