@@ -26,6 +26,17 @@ from validators.records.model import Record
 MetricStatus = Literal[
     "REGRESSION", "IMPROVEMENT", "SAME", "MISSING", "NEW", "TOO_FEW", "UNGATED", "INCOMPARABLE"
 ]
+# The order a table lists metrics in: refusals first, then what is unproven, then the rest.
+METRIC_ORDER: dict[MetricStatus, int] = {
+    "REGRESSION": 0,
+    "INCOMPARABLE": 0,
+    "MISSING": 1,
+    "TOO_FEW": 2,
+    "IMPROVEMENT": 3,
+    "SAME": 4,
+    "NEW": 5,
+    "UNGATED": 6,
+}
 CheckStatus = Literal["OK", "FAILED", "NOT_RUN", "NEW", "SKIPPED", "NOT_HERE"]
 # NOT_HERE: only in an interleaved gate. The record PASSed the check on its host, but here the
 # record's own env (same tree hash), re-measured beside the candidate, skipped it too: this host

@@ -7,7 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from stackgate.output import print_table, styled
-from validators.gate.compare import GateResult, MetricVerdict
+from validators.gate.compare import METRIC_ORDER, GateResult, MetricVerdict
 from validators.gate.diffs import Change
 
 _CHECK_STYLE = {
@@ -97,17 +97,7 @@ def metrics_table(result: GateResult) -> Table:
         "verdict",
     ):
         table.add_column(col, justify="left" if col in ("metric", "verdict") else "right")
-    order = {
-        "REGRESSION": 0,
-        "INCOMPARABLE": 0,
-        "MISSING": 1,
-        "TOO_FEW": 2,
-        "IMPROVEMENT": 3,
-        "SAME": 4,
-        "NEW": 5,
-        "UNGATED": 6,
-    }
-    for m in sorted(result.metrics, key=lambda m: (order[m.status], m.key)):
+    for m in sorted(result.metrics, key=lambda m: (METRIC_ORDER[m.status], m.key)):
         style = _METRIC_STYLE[m.status]
         table.add_row(
             m.key,

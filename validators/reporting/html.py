@@ -19,7 +19,7 @@ import numpy as np
 from markupsafe import Markup
 
 from stackgate.files import atomic_write_text
-from validators.gate.compare import GateResult
+from validators.gate.compare import METRIC_ORDER, GateResult
 from validators.records.metrics import parse_metric_key
 from validators.records.model import Record
 from validators.reporting.svg import (
@@ -120,15 +120,7 @@ def _metrics(gate_result: GateResult | None, record: Record) -> Table:
         ]
         return ["metric", "mean", "runs"], rows
     rows = []
-    order = {
-        "REGRESSION": 0,
-        "INCOMPARABLE": 0,
-        "MISSING": 1,
-        "TOO_FEW": 2,
-        "IMPROVEMENT": 3,
-        "SAME": 4,
-    }
-    for m in sorted(gate_result.metrics, key=lambda m: (order.get(m.status, 5), m.key)):
+    for m in sorted(gate_result.metrics, key=lambda m: (METRIC_ORDER[m.status], m.key)):
         change = "-" if m.ratio is None else f"{(m.ratio - 1) * 100:+.1f}%"
         interval = "-" if m.low is None else f"[{m.low:.3f}, {m.high:.3f}]"
         tolerance = f"{m.tolerance:.1%}" if m.direction != "none" else "-"
