@@ -200,7 +200,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--torch", nargs="+", required=True)
     parser.add_argument("--packages", nargs="*", default=PACKAGES)
-    parser.add_argument("--python", default="/root/.pyenv/versions/3.12.1/bin/python3.12")
+    parser.add_argument("--python", default="3.12", help="what `uv venv --python` takes")
     parser.add_argument("--venv", type=Path, default=Path("/tmp/compat27-truth-venv"))
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
