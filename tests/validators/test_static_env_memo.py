@@ -8,6 +8,8 @@ their own cache, tested in test_static_file_facts.py)."""
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ import pytest
 from tests.validators import elf_env
 from validators.core.results import Result
 from validators.static.abi_results import AbiOptions
+from validators.static.env_memo import code_files
 from validators.static.file_facts import FileFactsCache
 from validators.static.group import StaticInputs, run_static
 
@@ -176,3 +179,30 @@ def test_a_damaged_memo_entry_is_a_miss(tmp_path: Path) -> None:
     again = _run(tmp_path / "env", cache)
     assert _memo(again) == "stored"
     assert _comparable(again) == _comparable(first)
+
+
+def test_every_module_the_memoised_code_loads_is_in_the_code_digest() -> None:
+    """An edit of any module the static group or the lock check runs on (stackgate's manifest,
+    lock and installed-distribution readers too) makes every memo a miss: each module a fresh
+    interpreter loads for them is one of code_files(). validators/__init__.py is a docstring."""
+    loaded = subprocess.run(
+        [sys.executable, "-c", LOADED], capture_output=True, text=True, check=True
+    ).stdout.split("\n")
+    digested = {path.resolve() for _, path in code_files()}
+    ours = [Path(f) for f in loaded if f and Path(f).parent.name != "validators"]
+    assert len(ours) > 40, ours
+    missing = sorted(str(f) for f in ours if f not in digested)
+    assert not missing, missing
+
+
+LOADED = """
+import sys
+from pathlib import Path
+import validators.static.group, validators.lockcheck.check  # the memoised runs
+roots = {Path(m.__file__).resolve().parent for m in (sys.modules["stackgate"],
+         sys.modules["validators"])}
+for module in list(sys.modules.values()):
+    path = Path(getattr(module, "__file__", None) or "/").resolve()
+    if any(path.is_relative_to(r) for r in roots):
+        print(path)
+"""

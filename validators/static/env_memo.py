@@ -30,6 +30,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+import stackgate
 import validators.core.results as results_module
 import validators.lockcheck.facts as facts_module
 from validators.lockcheck.facts import CachedFacts
@@ -45,16 +46,27 @@ MEMO_VERSION = 1
 _HERE = Path(__file__).resolve().parent
 
 
+def code_files() -> list[tuple[str, Path]]:
+    """(name, file) of the code whose outcome is kept: the static group's modules, the
+    pre-install reader's (lockcheck/), the run core's (check ids, the result model) and the
+    whole stackgate package they read manifests, locks and installed distributions with
+    (stackgate.installed's version rule and manifest_values' arch table decide findings).
+    Found through the modules themselves, wherever a layout change puts them."""
+    folders = [_HERE, Path(facts_module.__file__).resolve().parent]
+    folders.append(Path(results_module.__file__).resolve().parent)
+    files = [(f"{f.name}/{p.name}", p) for f in folders for p in sorted(f.glob("*.py"))]
+    package = Path(stackgate.__file__).resolve().parent
+    for path in sorted(package.rglob("*.py")):
+        files.append((f"stackgate/{path.relative_to(package).as_posix()}", path))
+    return files
+
+
 @functools.cache
 def code_digest() -> str:
-    """The digest of the code whose outcome is kept: the static group's modules, the
-    pre-install reader's (lockcheck/) and the result model. Any edit makes every memo a miss."""
+    """The digest of code_files(): any edit of them makes every memo a miss."""
     h = hashlib.sha256(f"memo {MEMO_VERSION}".encode())
-    # the modules' own files, wherever a layout change puts them
-    folders = [_HERE, Path(facts_module.__file__).resolve().parent]
-    files = [p for f in folders for p in sorted(f.glob("*.py"))]
-    for path in [*files, Path(results_module.__file__).resolve()]:
-        h.update(f"{path.parent.name}/{path.name}".encode() + b"\0")
+    for name, path in code_files():
+        h.update(name.encode() + b"\0")
         h.update(path.read_bytes())
     return h.hexdigest()
 
