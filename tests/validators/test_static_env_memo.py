@@ -186,7 +186,11 @@ def test_every_module_the_memoised_code_loads_is_in_the_code_digest() -> None:
     lock and installed-distribution readers too) makes every memo a miss: each module a fresh
     interpreter loads for them is one of code_files(). validators/__init__.py is a docstring."""
     loaded = subprocess.run(
-        [sys.executable, "-c", LOADED], capture_output=True, text=True, check=True
+        [sys.executable, "-c", LOADED],
+        cwd=Path(__file__).resolve().parents[2],  # the checkout the test process imports
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.split("\n")
     digested = {path.resolve() for _, path in code_files()}
     ours = [Path(f) for f in loaded if f and Path(f).parent.name != "validators"]
