@@ -41,3 +41,16 @@ def test_no_import_crosses_a_door(package: str, forbidden: tuple[str, ...]) -> N
         f"{rel}:{line}: {name}" for rel, line, name in found if name.split(".")[0] in forbidden
     ]
     assert not crossing, crossing
+
+
+def test_the_run_core_imports_no_group_or_job_package() -> None:
+    """validators/core/ (context, options, check ids, results, pipeline, runs) is imported by
+    the groups and the jobs (gate, records, fleet...), never the other way round."""
+    found = _imports("validators/core")
+    assert len(found) > 20  # the walk sees core's real imports
+    crossing = [
+        f"{rel}:{line}: {name}"
+        for rel, line, name in found
+        if name.split(".")[0] == "validators" and not name.startswith("validators.core")
+    ]
+    assert not crossing, crossing
