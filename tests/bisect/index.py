@@ -152,13 +152,6 @@ def bisect_manifest(
         'required = ["serve-bench"]',
         'serve_profile = "main"',
         "",
-        # The synthetic token server serves no model: no tokenizer to re-count its tokens
-        # with (serve-bench.token_counts SKIPs), accepted in the open as tests/helpers/
-        # tiny_stack.py does.
-        "[validation.accepted_findings]",
-        '"serve-bench.token_counts" = "the synthetic token server serves no model, so there '
-        'is no tokenizer to re-count its tokens with"',
-        "",
         "[validation.gate]",
         f"repeats = {repeats}",
         "tolerance = 0.25",
