@@ -25,8 +25,7 @@ from stackgate.errors import BadInput
 from stackgate.files import atomic_write_text
 from tests.helpers.cli_walk import walk_actions
 
-# Every folder flag these commands take (gate and fleet are typed by their own modules; see
-# the note in docs/guarantees.md).
+# Every folder flag these commands take.
 FOLDER_FLAGS = {
     "builder build": ["--venv-root", "--locks-dir", "--wheelhouse"],
     "builder compile": ["--cwd", "--venv-root"],
@@ -36,6 +35,7 @@ FOLDER_FLAGS = {
     "builder wheelhouse": ["--to", "--locks-dir"],
     "validators bisect": ["--work", "--venv-root"],
     "validators compat": ["--cache"],
+    "validators fleet submit": ["--jobs-root"],
     "validators mark-good": ["--env", "--export"],
     "validators records": ["--dir"],
     "validators report": ["--env"],
@@ -156,6 +156,9 @@ OUTPUT_FLAGS = {
     "validators report": ["--out"],
     "validators compat": ["--html"],
     "validators bisect": ["--html"],
+    "validators gate": ["--html"],
+    "validators fleet collect": ["--html"],
+    "validators fleet verdict": ["--html"],
 }
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from stackgate.cli import emit_json
 from stackgate.cli_numbers import RUNS, int_in
+from stackgate.cli_paths import FOLDER, OUTPUT_FILE
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.output import console_err, styled
 from validators.fleet.elements import learn, read_submission
@@ -66,7 +67,9 @@ def _submit_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("stack", help="a stack name in stacks/ or a path to a manifest")
     p.add_argument("--wheelhouse", required=True, help="`builder wheelhouse` folder (shared)")
     p.add_argument("--nodes", action="append", required=True, help="node names: a,b or gpu[01-16]")
-    p.add_argument("--jobs-root", required=True, help="shared folder; the job folder goes below")
+    p.add_argument(
+        "--jobs-root", type=FOLDER, required=True, help="shared folder; the job folder goes below"
+    )
     p.add_argument(
         "--local-root",
         default="/var/tmp/stackgate",
@@ -123,7 +126,7 @@ def _lemon_args(parser: argparse.ArgumentParser) -> None:
         help="class size needed to call a lemon",
     )
     parser.add_argument(
-        "--html", type=Path, default=None, metavar="FILE", help="also write the verdict page"
+        "--html", type=OUTPUT_FILE, default=None, metavar="FILE", help="also write the verdict page"
     )
 
 
@@ -163,7 +166,7 @@ def submit_request(args: argparse.Namespace) -> SubmitRequest:
         stack=args.stack,
         wheelhouse=args.wheelhouse,
         nodes=args.nodes,
-        jobs_root=args.jobs_root,
+        jobs_root=str(args.jobs_root),
         local_root=args.local_root,
         runs=args.runs,
         only=args.only or [],

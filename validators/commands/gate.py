@@ -12,6 +12,7 @@ from pathlib import Path
 
 from stackgate.cli import emit_json
 from stackgate.cli_numbers import RUNS
+from stackgate.cli_paths import OUTPUT_FILE
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK
 from stackgate.output import console_err
 from validators.gate.cli_args import add_policy_arguments, request_from
@@ -58,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "with the candidate's runs, so host drift cancels; needs CANDIDATE as a stack name or "
         "manifest (.toml) + --env",
     )
-    parser.add_argument("--html", type=Path, default=None, help="also write an HTML report")
+    parser.add_argument("--html", type=OUTPUT_FILE, default=None, help="also write an HTML report")
     parser.add_argument(
         "--keep-runs",
         type=Path,
