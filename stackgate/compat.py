@@ -20,6 +20,7 @@ from stackgate.uvlock import read_uv_lock
 FACTS_VERSION = 5  # 2: listings carry METADATA Name/Version; 3: nameless cubins read whole;
 # 4: unproven facts keyed by origin (entries of 3 were keyed by unproven claims: not reused);
 # 5: fatbins looked for in every allocated data section (cuFFT's .data)
+PYPI = "https://pypi.org/simple"  # the default index of `validators compat` and its lock check
 COMPAT_VERSION = 3  # bump when a verdict's meaning changes: cached verdicts are then redone
 
 Verdict = Literal["loads", "breaks", "undecidable"]

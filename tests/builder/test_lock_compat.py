@@ -97,12 +97,14 @@ def test_a_loading_pair_locks_and_records_the_check(served: Path, tmp_path: Path
         assert [(p["package"], p["verdict"]) for p in record["pairs"]] == [("sgl-kernel", "loads")]
         again_rc, again_err, _ = _lock(url, tmp_path, "2.9.1")
         # other bytes, the same binary wheels (a re-lock that moved only pure-Python packages
-        # keeps them): the verdict is reused by the lock's binaries, not recomputed
+        # keeps them): the verdict is reused by the lock's binaries, not recomputed, and the
+        # child imports none of the judging modules for it (issue 27: its start was the cost)
         moved = tmp_path / "moved" / "uv.lock"
         moved.parent.mkdir()
         moved.write_text((folder / "uv.lock").read_text() + "# re-locked\n")
         child = subprocess.run(
-            [sys.executable, "-m", "validators", "compat", "--lock", str(moved), "--json"],
+            [sys.executable, "-X", "importtime", "-m", "validators", "compat", "--lock",
+             str(moved), "--json"],
             cwd=ROOT, env={**os.environ, "STACKGATE_CACHE": str(tmp_path / "cache")},
             capture_output=True, text=True, check=False, timeout=600,
         )  # fmt: skip
@@ -113,6 +115,16 @@ def test_a_loading_pair_locks_and_records_the_check(served: Path, tmp_path: Path
     assert reused["from_cache"] is True and reused["torch"] == "2.9.1"
     assert reused["lock_sha256"] == hashlib.sha256(moved.read_bytes()).hexdigest()
     assert [(p["package"], p["verdict"]) for p in reused["pairs"]] == [("sgl-kernel", "loads")]
+    imported = {
+        line.split("|")[-1].strip()
+        for line in child.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+    assert {"pydantic", "validators.lockcheck.facts_cache"} <= imported  # the real imports seen
+    heavy = sorted(
+        m for m in imported if m.split(".")[0] in {"numpy", "elftools", "jinja2", "httpx"}
+    )
+    assert not heavy, heavy[:10]
 
 
 def test_a_pinned_break_the_manifest_accepts_locks_with_a_warning(

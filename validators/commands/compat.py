@@ -14,6 +14,7 @@ import os
 import platform
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -23,20 +24,19 @@ from packaging.version import Version
 from stackgate.cli import emit_json
 from stackgate.cli_numbers import WORKERS, int_in
 from stackgate.cli_paths import FOLDER, OUTPUT_FILE
-from stackgate.compat import PairVerdict
+from stackgate.compat import PYPI, PairVerdict
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput, EnvironmentProblem
 from stackgate.files import atomic_write_text
 from stackgate.output import console_err
-from stackgate.rules import load_rules
-from validators.compat.index import PYPI, IndexError_, project_rows
 from validators.compat.lockgate import check_lock
-from validators.compat.matrix import Request, compute
-from validators.compat.proposals import check_rules, propose, uncovered
-from validators.compat.render import html_report, text_table
-from validators.compat.variants import AuditInputs, audit, wheel_version
-from validators.lockcheck.check import find_interpreter
 from validators.lockcheck.facts_cache import FactsCache, default_root
-from validators.lockcheck.http_ranges import make_client
+
+if TYPE_CHECKING:
+    from validators.compat.matrix import Request
+
+# The matrix, its report and the variant audit import the static check, httpx and jinja2
+# where they run: `--lock` (the child `builder lock` starts, issue 27) imports none of them
+# unless its lock's verdict has to be computed.
 
 NAME = "compat"
 HELP = "which versions of a binary package load beside which torch (from the wheels' bytes)"
@@ -117,6 +117,8 @@ def _host_glibc() -> tuple[int, int]:
 
 
 def request_from(args: argparse.Namespace) -> Request:
+    from validators.compat.matrix import Request
+
     torch: list[SpecifierSet] = []
     for value in args.against:
         try:
@@ -159,6 +161,13 @@ def run(args: argparse.Namespace) -> int:
         return _audit_variants(args)
     if not args.against:
         raise BadInput("--against torch[SPEC] is required (or --audit-variants)")
+    from stackgate.rules import load_rules
+    from validators.compat.index import IndexError_
+    from validators.compat.matrix import compute
+    from validators.compat.proposals import check_rules, propose, uncovered
+    from validators.compat.render import html_report, text_table
+    from validators.lockcheck.check import find_interpreter
+
     started = time.monotonic()
     request = request_from(args)
     rules = load_rules(Path(args.rules) if args.rules else None)
@@ -243,6 +252,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _audit_variants(args: argparse.Namespace) -> int:
+    from validators.compat.index import IndexError_
+    from validators.compat.variants import AuditInputs, audit
+    from validators.lockcheck.check import find_interpreter
+
     started = time.monotonic()
     request = request_from(args)
     versions = None
@@ -300,6 +313,10 @@ def _audit_variants(args: argparse.Namespace) -> int:
 
 
 def _index_versions(request: Request) -> list[str]:
+    from validators.compat.index import project_rows
+    from validators.compat.variants import wheel_version
+    from validators.lockcheck.http_ranges import make_client
+
     with make_client() as client:
         rows = project_rows(client, request.index, request.package)
     return sorted({str(v) for r in rows if (v := wheel_version(r.filename)) is not None})

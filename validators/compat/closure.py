@@ -11,12 +11,11 @@ import tempfile
 from pathlib import Path
 
 from stackgate import proc
+from stackgate.compat import PYPI
 from stackgate.errors import CommandFailed
 from stackgate.uvbin import uv_bin
 from validators.lockcheck.facts_cache import FactsCache
 from validators.lockcheck.lock_wheels import LockError, LockWheels, read_lock
-
-PYPI = "https://pypi.org/simple"
 
 
 class ClosureError(Exception):

@@ -19,7 +19,6 @@ from packaging.version import Version
 
 from validators.lockcheck.lock_wheels import LockedWheel, target_tags
 
-PYPI = "https://pypi.org/simple"
 _JSON = "application/vnd.pypi.simple.v1+json"
 _ANCHOR = re.compile(r"<a\s[^>]*href=\"([^\"]+)\"[^>]*>", re.IGNORECASE)
 _MANYLINUX = re.compile(r"^manylinux_(\d+)_(\d+)_")

@@ -11,7 +11,9 @@ import hashlib
 import json
 import os
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
@@ -21,22 +23,23 @@ from pydantic import ValidationError
 from stackgate.compat import (
     COMPAT_VERSION,
     FACTS_VERSION,
+    PYPI,
     LockCompat,
     PairVerdict,
     cached_lock,
     lock_record_path,
 )
 from stackgate.errors import BadInput
-from stackgate.uvlock import read_uv_lock
-from validators.compat.decide import PairInputs, judge
-from validators.compat.index import PYPI, IndexError_
-from validators.compat.matrix import Request, compute
-from validators.compat.memo import MemoCache
-from validators.compat.proposals import nearest
-from validators.lockcheck.check import LockInputs, find_interpreter, run_lock_check
+from stackgate.uvlock import UvLock, read_uv_lock
 from validators.lockcheck.facts_cache import FactsCache
 from validators.lockcheck.lock_wheels import LockError, LockWheels, read_lock
-from validators.lockcheck.scan import Scanner
+
+if TYPE_CHECKING:
+    from validators.compat.memo import MemoCache
+
+# The judging modules (the static check: numpy, pyelftools, httpx; ~1 s of imports) are
+# imported where a verdict is computed: a lock whose verdict is cached by its binary wheels is
+# answered without them (issue 27: the child's start is most of a changed lock's overhead).
 
 NEAR_VERSIONS = 4  # package versions on each side of the locked one, for the alternatives
 NEAR_TORCH = 2  # torch versions on each side of the locked one
@@ -73,7 +76,8 @@ def check_lock(
             update={"from_cache": True, "seconds": round(time.perf_counter() - started, 3)}
         )
     try:
-        wheels = read_lock(lock)
+        parsed = _parsed(lock)  # read once: the wheels and the registries are from it
+        wheels = read_lock(lock, parsed=parsed)
     except LockError as exc:  # a file:// index gives no sizes: nothing is read, nothing judged
         return LockCompat(
             lock_sha256=lock_sha,
@@ -86,7 +90,8 @@ def check_lock(
         )
     wheels.wheels = [w for w in wheels.wheels if w.url.startswith(("http://", "https://"))]
     torch = next((w for w in wheels.wheels if w.name == "torch"), None)
-    binary = _binary_key(lock, wheels, cache) if torch is not None else None
+    registries = _registries(parsed)
+    binary = _binary_key(registries, wheels, cache) if torch is not None else None
     same = _read_binary(cache, binary) if binary is not None else None
     if same is not None:
         seconds = round(time.perf_counter() - started, 3)
@@ -102,13 +107,21 @@ def check_lock(
             bytes_fetched=0,
         )
     else:
-        memo, interpreter = MemoCache(cache), find_interpreter(wheels.python)
-        result = _judge_lock(lock, wheels, torch.version, memo, interpreter, index, offline, jobs)
+        from validators.compat.memo import MemoCache
+        from validators.lockcheck.check import find_interpreter
+
+        # The host interpreter's lookup (uv python find, probes: subprocesses, ~1-2 s on this
+        # project's machines) runs while the lock's wheels are scanned; joined where needed.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            interpreter = pool.submit(find_interpreter, wheels.python)
+            memo = MemoCache(cache)
+            result = _judge_lock(lock, wheels, registries, torch.version, memo, interpreter,
+                                 index, offline, jobs)  # fmt: skip
     result = result.model_copy(update={"seconds": round(time.perf_counter() - started, 3)})
     if not any(p.verdict == "undecidable" and p.kind == "fetch" for p in result.pairs):
         _write(cached, result)
         if binary is None and torch is not None:
-            binary = _binary_key(lock, wheels, cache)  # the listings are cached now
+            binary = _binary_key(registries, wheels, cache)  # the listings are cached now
         if binary is not None:
             _write(_binary_path(cache, binary), result)
     return result
@@ -121,7 +134,7 @@ def _write(path: Path, result: LockCompat) -> None:
     tmp.replace(path)
 
 
-def _binary_key(lock: Path, wheels: LockWheels, cache: FactsCache) -> str | None:
+def _binary_key(registries: dict[str, str], wheels: LockWheels, cache: FactsCache) -> str | None:
     """What the verdict depends on in a lock: its wheels that hold ELF objects or cubins (by
     sha256 and URL, their listings from the cache), its Python and the indexes its packages
     came from (the alternatives are read there). A re-lock that moves only pure-Python packages
@@ -135,7 +148,7 @@ def _binary_key(lock: Path, wheels: LockWheels, cache: FactsCache) -> str | None
             binary.append((w.name, w.sha256, w.url))
     text = json.dumps(
         [COMPAT_VERSION, FACTS_VERSION, list(wheels.python), sorted(binary),
-         sorted(_registries(lock).items())]
+         sorted(registries.items())]
     )  # fmt: skip
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -154,13 +167,18 @@ def _read_binary(cache: FactsCache, key: str) -> LockCompat | None:
 def _judge_lock(
     lock: Path,
     wheels: LockWheels,
+    registries: dict[str, str],
     torch: str,
     cache: MemoCache,
-    interpreter: Path | None,
+    interpreter: Future[Path | None],
     index: str,
     offline: bool,
     jobs: int,
 ) -> LockCompat:
+    from validators.compat.decide import PairInputs, judge
+    from validators.lockcheck.check import LockInputs, run_lock_check
+    from validators.lockcheck.scan import Scanner
+
     scanner = Scanner(cache, offline=offline, virtual_site=Path("/stackgate-compat"), jobs=jobs)
     try:
         first = scanner.scan(wheels.wheels)
@@ -177,7 +195,7 @@ def _judge_lock(
                 cache=cache,
                 offline=offline,
                 jobs=jobs,
-                interpreter=interpreter,
+                interpreter=interpreter.result(),
                 only=frozenset(linkers),
             )
         )
@@ -188,7 +206,6 @@ def _judge_lock(
             verdict = judge(inputs, by, report)
             pairs.append(verdict.model_copy(update={"wheel": wheel.filename}))
     alternatives: dict[str, str] = {}
-    registries = _registries(lock)
     for p in pairs:
         if p.verdict == "breaks":
             alternatives[f"{p.package} {p.version}"] = _alternatives(
@@ -199,7 +216,7 @@ def _judge_lock(
                 (registries.get(p.package, index), registries.get("torch", index)),
                 offline,
                 jobs,
-                interpreter,
+                interpreter.result(),
             )
     return LockCompat(
         lock_sha256=hashlib.sha256(lock.read_bytes()).hexdigest(),
@@ -223,10 +240,12 @@ def _alternatives(
 ) -> str:
     """A small matrix around the pair: the package's nearest versions beside the locked torch,
     and the locked version beside the nearest torch versions."""
-    try:
-        from validators.compat.index import project_files
-        from validators.lockcheck.http_ranges import make_client
+    from validators.compat.index import IndexError_, project_files
+    from validators.compat.matrix import Request, compute
+    from validators.compat.proposals import nearest
+    from validators.lockcheck.http_ranges import make_client
 
+    try:
         index, torch_index = indexes
         with make_client() as client:
             versions = sorted({f.version for f in project_files(client, index, pair.package)})
@@ -256,11 +275,17 @@ def _alternatives(
     return nearest(matrix, pair.version, torch)
 
 
-def _registries(lock: Path) -> dict[str, str]:
-    """The index each locked package came from (uv.lock's source.registry)."""
+def _parsed(lock: Path) -> UvLock | None:
+    """The lock read once; None when it cannot be (read_lock then says why)."""
     try:
-        parsed = read_uv_lock(lock)
+        return read_uv_lock(lock)
     except BadInput:
+        return None
+
+
+def _registries(parsed: UvLock | None) -> dict[str, str]:
+    """The index each locked package came from (uv.lock's source.registry)."""
+    if parsed is None:
         return {}
     return {
         str(canonicalize_name(p.name)): p.source.registry.rstrip("/")

@@ -26,13 +26,16 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from stackgate.compat import FACTS_VERSION, facts_root
-from validators.lockcheck.facts import CachedFacts
-from validators.static.facts import ObjectFacts
+
+if TYPE_CHECKING:  # numpy and pyelftools: only where facts are read (issue 27: the listing
+    # path of `validators compat --lock` imports neither)
+    from validators.lockcheck.facts import CachedFacts
+    from validators.static.facts import ObjectFacts
 
 
 class WheelListing(BaseModel):
@@ -115,6 +118,8 @@ class FactsCache:
         data = self._load(self._path("objects", sha256))
         if data is None:
             return None
+        from validators.lockcheck.facts import CachedFacts
+
         try:
             return CachedFacts.model_validate(data)
         except ValidationError:
