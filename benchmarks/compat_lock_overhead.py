@@ -10,6 +10,8 @@ warm: the lock does not change) with --no-compat, and with the check
 - `first`: the first run with the check on this cache (its wheels' facts as the cache has them).
 
 Rounds alternate off / cached / facts-warm so a drift in load hits all three alike.
+Bytecode writing is left on (a user's Python writes .pyc files; the agents' shell sets
+PYTHONDONTWRITEBYTECODE=1, which makes every child compile its imports: ~2 s each here).
 
     python benchmarks/compat_lock_overhead.py --cache /tmp/x --out results.json cu128 ...
 """
@@ -49,7 +51,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    env = {**os.environ, "STACKGATE_CACHE": str(args.cache)}
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["STACKGATE_CACHE"] = str(args.cache)
     out: dict[str, object] = {"rounds": args.rounds, "stacks": {}}
     for stack in args.stacks:
         with tempfile.TemporaryDirectory(prefix="compat27-locks-") as tmp:
