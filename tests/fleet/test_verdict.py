@@ -12,11 +12,10 @@ from typing import Any
 
 import pytest
 
-from stackgate.errors import BadInput
 from validators.core.results import Report, Result
 from validators.fleet.elements import Element
 from validators.fleet.outliers import find_lemons, lemon_metric
-from validators.fleet.spec import FleetSpec, expand_nodes
+from validators.fleet.spec import FleetSpec
 from validators.fleet.status import FailedCheck, NodeStatus, claim_attempt, write_status
 from validators.fleet.verdict import compute_verdict, host_class
 from validators.records.extract import run_metrics
@@ -78,12 +77,6 @@ def test_nccl_latency_evidence_becomes_record_metrics() -> None:
     metrics = run_metrics(report).metrics
     assert metrics[NCCL] == [68.9]
     assert lemon_metric(NCCL) and lemon_metric("runtime.nccl_latency/decode_step_allreduce_us")
-
-
-def test_expand_nodes() -> None:
-    assert expand_nodes(["gpu[01-03,07]", "a,b"]) == ["gpu01", "gpu02", "gpu03", "gpu07", "a", "b"]
-    with pytest.raises(BadInput):
-        expand_nodes(["gpu[3-1]"])
 
 
 H200 = HostFingerprint(
@@ -194,6 +187,10 @@ def test_fleet_verdict_cli(tmp_path: Path) -> None:
         (["submit", "cu130", "--wheelhouse", ".", "--nodes", "a", "--jobs-root", "/tmp/j\nx", "--fleet-id", "ok", "--dry-run"], "job_dir: Value error"),
         (["submit", "cu130", "--wheelhouse", ".", "--nodes", "a", "--jobs-root", "/tmp/j", "--fleet-id", "../up", "--dry-run"], "is not a fleet id"),
         (["submit", "cu130", "--wheelhouse", ".", "--nodes", "a,a", "--jobs-root", "/tmp/j", "--dry-run"], "listed twice: a"),
+        (["submit", "cu130", "--wheelhouse", ".", "--nodes", "gpu[3-1]", "--jobs-root", "/tmp/j", "--dry-run"], "--nodes 'gpu[3-1]': not a hostlist"),
+        (["submit", "cu130", "--wheelhouse", ".", "--nodes", "ok", "--nodes", "g[1-3", "--jobs-root", "/tmp/j", "--dry-run"], "--nodes 'g[1-3': not a hostlist"),
+        (["submit", "cu130", "--scheduler", "kubernetes", "--image", "i", "--wheelhouse", "/w", "--nodes", "a[]", "--jobs-root", "/j", "--dry-run"], "--nodes 'a[]': not a hostlist"),
+        (["submit", "cu130", "--wheelhouse", ".", "--nodes", "g[1-2],g[2]", "--jobs-root", "/tmp/j", "--dry-run"], "listed twice: g2"),
         (["verdict", "--job-dir", "/nonexistent/job"], "cannot read the fleet spec"),
     ],
 )

@@ -22,7 +22,7 @@ from stackgate.errors import BadInput, EnvironmentProblem, StackgateError
 from stackgate.files import atomic_write_text
 from stackgate.paths import project_root
 from stackgate.proc import run
-from validators.fleet import kube, slurm
+from validators.fleet import hostlist, kube, slurm
 from validators.fleet.elements import SUBMISSION_FILENAME
 from validators.fleet.spec import FleetSpec, SchedulerName
 
@@ -49,6 +49,9 @@ class Scheduler(Protocol):
     def default_checkout(self) -> str: ...
 
     def default_python(self) -> str: ...
+
+    def node_names(self, items: list[str]) -> list[str]:
+        """`--nodes` items (hostlist form) as node names, in order (validators.fleet.hostlist)."""
 
     def pins(self, spec: FleetSpec) -> bool:
         """Whether each element runs on the node it is for (its index names the node)."""
@@ -78,6 +81,9 @@ class Slurm:
 
     def default_python(self) -> str:
         return sys.executable
+
+    def node_names(self, items: list[str]) -> list[str]:
+        return hostlist.expand(items, ask_slurm=True)  # Slurm's own names where it answers
 
     def pins(self, spec: FleetSpec) -> bool:
         return spec.slurm.pin
@@ -154,6 +160,9 @@ class Kubernetes:
 
     def default_python(self) -> str:
         return KUBE_PYTHON
+
+    def node_names(self, items: list[str]) -> list[str]:
+        return hostlist.expand(items, ask_slurm=False)
 
     def pins(self, spec: FleetSpec) -> bool:
         return True  # an Indexed Job's pod N is placed on node N

@@ -33,7 +33,6 @@ _FLEET_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z")
 # Paths go into scripts shell-quoted, but a control character (a newline above all) has no
 # business in a path that a batch script, a log line and a Kubernetes field all carry.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_RANGE = re.compile(r"^(?P<prefix>[^\[\]]*)\[(?P<body>[0-9,-]+)\](?P<suffix>[^\[\]]*)\Z")
 
 
 # The schedulers a fleet run can go through (validators.fleet.schedulers: one class each).
@@ -170,44 +169,6 @@ class FleetSpec(StrictModel):
 
     def to_json(self) -> str:
         return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
-
-
-def expand_nodes(items: list[str]) -> list[str]:
-    """Node names from `a,b`, `gpu[01-03,07]` and repeats of either (Slurm's hostlist form)."""
-    out: list[str] = []
-    for item in items:
-        for part in _split_top(item):
-            match = _RANGE.match(part)
-            if match is None:
-                if "[" in part or "]" in part:
-                    raise BadInput(f"--nodes {part!r}: one [a-b,c] range per name is supported")
-                out.append(part)
-                continue
-            for span in match["body"].split(","):
-                lo, _, hi = span.partition("-")
-                width = len(lo)
-                if not lo or (hi and int(hi) < int(lo)):
-                    raise BadInput(f"--nodes {part!r}: bad range {span!r}")
-                for number in range(int(lo), int(hi or lo) + 1):
-                    out.append(f"{match['prefix']}{number:0{width}d}{match['suffix']}")
-    return out
-
-
-def _split_top(text: str) -> list[str]:
-    """Split on commas outside brackets."""
-    parts: list[str] = []
-    depth = 0
-    current = ""
-    for char in text:
-        depth += char == "["
-        depth -= char == "]"
-        if char == "," and depth == 0:
-            parts.append(current)
-            current = ""
-        else:
-            current += char
-    parts.append(current)
-    return [p.strip() for p in parts if p.strip()]
 
 
 def read_spec(path: Path) -> FleetSpec:

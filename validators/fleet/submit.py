@@ -30,7 +30,6 @@ from validators.fleet.spec import (
     KubeOptions,
     SchedulerName,
     SlurmOptions,
-    expand_nodes,
 )
 from validators.gate.policy import DEFAULT_REPEATS
 
@@ -92,7 +91,7 @@ def spec_from_request(req: SubmitRequest) -> FleetSpec:
             stack=stack,
             stack_name=name,
             wheelhouse=place(req.wheelhouse),
-            nodes=expand_nodes(req.nodes),
+            nodes=scheduler.node_names(req.nodes),
             job_dir=str(Path(place(req.jobs_root)) / fleet_id),
             checkout=place(req.checkout or scheduler.default_checkout()),
             python=req.python or scheduler.default_python(),
