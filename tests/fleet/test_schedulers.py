@@ -78,3 +78,25 @@ def test_pinning_is_the_schedulers_answer(tmp_path: Path, monkeypatch: pytest.Mo
     assert Kubernetes().with_available_nodes(unpinned, dry_run=True) is unpinned
     # An unpinned Slurm fleet asks Slurm nothing about node states before submitting.
     assert Slurm().with_available_nodes(unpinned, dry_run=False) is unpinned
+
+
+def test_element_job_ids_are_the_schedulers_answer() -> None:
+    """A node's status must name the Slurm job `<array>_<task>` its element ran as; an Indexed
+    Job's pods have no such id, so Kubernetes asks nothing (the pin check still holds)."""
+    from validators.fleet.elements import Submission
+
+    slurm_sub = Submission(scheduler="slurm", arrays=["40", "41"], offsets=[0, 100])
+    assert Slurm().element_job(slurm_sub, 1) == "40_1"
+    assert Slurm().element_job(slurm_sub, 101) == "41_1"
+    assert Kubernetes().element_job(Submission(scheduler="kubernetes"), 1) is None
+
+
+def test_node_names_come_from_each_schedulers_expander(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "no-slurm.conf"))  # no scontrol answer here
+    (tmp_path / "no-slurm.conf").write_text("NotAKey=1\n")
+    for scheduler in SCHEDULERS.values():
+        assert scheduler.node_names(["gpu[01-02]-ib[1-2]", "x"]) == [
+            "gpu01-ib1", "gpu01-ib2", "gpu02-ib1", "gpu02-ib2", "x",
+        ]  # fmt: skip

@@ -19,7 +19,7 @@ import pytest
 from tests.fleet.test_verdict import H200, _fleet, _job, _record
 from validators.fleet.elements import Element, Submission
 from validators.fleet.status import NodeStatus, claim_attempt, node_dir, write_status
-from validators.fleet.verdict import compute_verdict, judge
+from validators.fleet.verdict import judge
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -70,7 +70,7 @@ def test_forged_statuses_do_not_turn_a_failed_or_missing_node_into_pass(tmp_path
     (node_dir(tmp_path, "gpu04") / "status.json").write_text(json.dumps({**other, "fleet_id": "older-run"}))
     other = json.loads((node_dir(tmp_path, "gpu05") / "status.json").read_text())
     (node_dir(tmp_path, "gpu05") / "status.json").write_text(json.dumps({**other, "node": "gpu06"}))
-    by = {n.node: n for n in compute_verdict(spec).nodes}
+    by = {n.node: n for n in judge(spec).verdict.nodes}
     assert by["bad1"].verdict == "FAIL" and "made on host 'gpu00', not on 'bad1'" in by["bad1"].reasons[0]
     assert by["gone1"].verdict == "FAIL" and "gpu00" in by["gone1"].reasons[0]
     assert by["gpu04"].verdict == "FAIL" and "names fleet run 'older-run'" in by["gpu04"].reasons[0]
@@ -90,7 +90,7 @@ def test_a_status_must_come_from_the_nodes_own_slurm_element(tmp_path: Path) -> 
         # Slurm says the element failed (the node step exits 1 on FAIL): a PASS is forged.
         "gpu11": Element(job="41_1", state="FAILED", exit_code="1:0", node="gpu11"),
     }
-    by = {n.node: n for n in compute_verdict(spec, elements=elements, submission=submission).nodes}
+    by = {n.node: n for n in judge(spec, elements=elements, submission=submission).verdict.nodes}
     assert by["gpu00"].verdict == "PASS"
     assert by["gpu11"].verdict == "FAIL" and "Slurm recorded element 41_1 as FAILED" in by["gpu11"].reasons[0]
     # Without the scheduler's id in the status the node is not bound to its element.
@@ -101,7 +101,7 @@ def test_a_second_attempt_in_one_run_fails_the_node_saying_so(tmp_path: Path) ->
     spec = _job(tmp_path)
     claim = claim_attempt(tmp_path, "gpu07", "9_7", 1)
     assert claim.attempt == 1
-    by = {n.node: n for n in compute_verdict(spec).nodes}
+    by = {n.node: n for n in judge(spec).verdict.nodes}
     assert by["gpu07"].verdict == "FAIL" and "2 attempts in one fleet run" in by["gpu07"].reasons[0]
 
 

@@ -17,7 +17,7 @@ from validators.fleet.elements import Element
 from validators.fleet.outliers import find_lemons, lemon_metric
 from validators.fleet.spec import FleetSpec
 from validators.fleet.status import FailedCheck, NodeStatus, claim_attempt, write_status
-from validators.fleet.verdict import compute_verdict, host_class
+from validators.fleet.verdict import host_class, judge
 from validators.records.extract import run_metrics
 from validators.records.model import BuildFacts, GpuInfo, HostFingerprint, Record
 from validators.records.store import RecordStore
@@ -136,7 +136,7 @@ def _job(tmp_path: Path) -> FleetSpec:
 
 
 def test_verdict_per_node_classes_and_lemons(tmp_path: Path) -> None:
-    verdict = compute_verdict(_job(tmp_path))
+    verdict = judge(_job(tmp_path)).verdict
     by = {n.node: n for n in verdict.nodes}
     assert verdict.counts == {"PASS": 18, "FAIL": 1, "MISSING": 1, "LEMON": 1}
     assert [m.metric for m in by["gpu03"].lemon] == [NCCL]
@@ -152,7 +152,7 @@ def test_verdict_per_node_classes_and_lemons(tmp_path: Path) -> None:
 def test_a_missing_node_carries_the_schedulers_word(tmp_path: Path) -> None:
     spec = _job(tmp_path)
     elements = {"gone1": Element(job="7_19", state="TIMEOUT", exit_code="0:15", node="gone1")}
-    by = {n.node: n for n in compute_verdict(spec, elements=elements).nodes}
+    by = {n.node: n for n in judge(spec, elements=elements).verdict.nodes}
     assert by["gone1"].verdict == "MISSING" and by["gone1"].reasons[-1] == "slurm 7_19: TIMEOUT, exit 0:15"
 
 
@@ -162,7 +162,7 @@ def test_a_record_changed_after_the_node_wrote_it_fails_that_node(tmp_path: Path
     data = json.loads(path.read_text())
     data["metrics"][DECODE][0] *= 1.5
     path.write_text(json.dumps(data))
-    by = {n.node: n for n in compute_verdict(spec).nodes}
+    by = {n.node: n for n in judge(spec).verdict.nodes}
     assert by["gpu07"].verdict == "FAIL" and "does not match its hash" in by["gpu07"].reasons[0]
 
 

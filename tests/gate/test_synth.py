@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tests.helpers import synth_reports as synth
-from validators.core.checks import group_of
+from tests.helpers.check_ids import group_of
 from validators.serve.bench_client import RequestOutcome, compute_metrics
 
 # What run_level (validators/serve/bench_client.py) adds to compute_metrics' fields per level.

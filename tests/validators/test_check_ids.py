@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from stackgate.validator_groups import ORDER
+from tests.helpers.check_ids import group_of
 from validators.core.checks import (
     EXACT,
     FAMILIES,
@@ -18,7 +19,6 @@ from validators.core.checks import (
     available_check,
     crashed_check,
     family_id,
-    group_of,
     is_known,
 )
 from validators.core.results import make_result

@@ -10,8 +10,10 @@ import pytest
 
 from tests.validators import elf_env
 from validators.static.abi_check import AbiChecker
+from validators.static.elf_symbols import read_elf, read_elf_bytes
 from validators.static.environment import Environment, load_environment
-from validators.static.facts import facts_from_bytes, facts_from_file, source_from_facts
+from validators.static.facts import ObjectFacts, source_from_facts
+from validators.static.fatbin import fatbin_codes_bytes
 from validators.static.findings import by_package
 
 pytestmark = pytest.mark.skipif(not elf_env.have_compilers(), reason="needs gcc and g++")
@@ -22,7 +24,8 @@ def _virtual(env: Environment, disk_root: Path, virtual_root: Path) -> tuple[Env
     facts = []
     for path in env.shared_objects():
         rel = path.relative_to(disk_root)
-        facts.append(facts_from_bytes(path.read_bytes(), virtual_root / rel))
+        data, at = path.read_bytes(), virtual_root / rel  # as lockcheck reads a wheel member
+        facts.append(ObjectFacts(read_elf_bytes(data, at), tuple(fatbin_codes_bytes(data, at))))
     site = virtual_root / env.site_packages.relative_to(disk_root)
     owners = {virtual_root / p.relative_to(disk_root): d for p, d in env.owners.items()}
     virtual = Environment(
@@ -61,7 +64,7 @@ def test_facts_from_bytes_resolve_like_the_files(tmp_path: Path) -> None:
     assert list(grouped) == ["consumer 1.0"]
     assert grouped["consumer 1.0"].symbols[0].importer == virtual_ext
     # the facts are the same whichever way they were read
-    disk_facts = facts_from_file(ext)
+    disk_facts = ObjectFacts(read_elf(ext), ())
     assert disk_facts.needed == facts[[f.path.name for f in facts].index(ext.name)].needed
     assert disk_facts.python_extension and disk_facts.python_tag == (3, 12)
 

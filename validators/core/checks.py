@@ -145,13 +145,6 @@ def is_known(check: str) -> bool:
     return check in EXACT or family_of(check) is not None
 
 
-def group_of(check: str) -> ValidatorGroup | None:
-    if check in EXACT:
-        return EXACT[check]
-    family = family_of(check)
-    return family.group if family else None
-
-
 def _check_registry() -> None:
     """Import-time guard: every group has its Literal, and every id starts with its group."""
     if sorted(GROUP_CHECKS) != sorted(ORDER):  # pragma: no cover - import-time guard

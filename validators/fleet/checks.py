@@ -59,10 +59,6 @@ class Expected:
     ) -> Expected:
         return cls(spec, submission, elements, spec.index_of())
 
-    @property
-    def slurm(self) -> bool:
-        return self.spec.scheduler == "slurm" and self.submission is not None
-
 
 @dataclass
 class NodeJudgement:
@@ -142,13 +138,15 @@ def _binding(
     if status.attempt not in files.attempts:
         out.append(f"written by attempt {status.attempt}, which never claimed its number")
     index = expected.index.get(node)
-    pinned = scheduler_of(spec).pins(spec)
-    if pinned and index is not None and status.index != index:
+    scheduler = scheduler_of(spec)
+    if scheduler.pins(spec) and index is not None and status.index != index:
         out.append(f"names element index {status.index}, the node's is {index}")
-    if expected.slurm and expected.submission is not None and status.index is not None:
-        want = expected.submission.element_of(status.index)
-        if status.scheduler_job != want:
-            out.append(f"written by Slurm job {status.scheduler_job}, the node's element is {want}")
+    if expected.submission is not None and status.index is not None:
+        want = scheduler.element_job(expected.submission, status.index)
+        if want is not None and status.scheduler_job != want:
+            out.append(
+                f"written by {scheduler.name} job {status.scheduler_job}, the node's element is {want}"
+            )
     if element is not None:
         out += _scheduler_disagrees(node, status, element)
     return out

@@ -6,16 +6,15 @@ off, stackgate.output), so a node name or a reason is printed as it is.
 
 from __future__ import annotations
 
-from functools import cache
 from pathlib import Path
 
-import jinja2
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from stackgate.files import atomic_write_text
 from validators.fleet.verdict import FleetVerdict, NodeVerdict
+from validators.templates import html_template
 
 _STYLE = {"PASS": "green", "FAIL": "bold red", "MISSING": "yellow"}
 
@@ -94,20 +93,10 @@ def render_verdict(verdict: FleetVerdict, console: Console) -> None:
     )
 
 
-@cache
-def _template() -> jinja2.Template:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("validators", "templates"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-    )
-    return env.get_template("fleet_verdict.html.j2")
-
-
 def render_html(verdict: FleetVerdict) -> str:
     """One page: counts, failures with reasons, lemons, nodes by host class, env hashes."""
     by = {n.node: n for n in verdict.nodes}
-    return _template().render(
+    return html_template("fleet_verdict.html.j2").render(
         v=verdict,
         failed=[n for n in verdict.nodes if n.verdict != "PASS"],
         lemons=[n for n in verdict.nodes if n.lemon],

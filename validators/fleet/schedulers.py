@@ -23,7 +23,7 @@ from stackgate.files import atomic_write_text
 from stackgate.paths import project_root
 from stackgate.proc import run
 from validators.fleet import hostlist, kube, slurm
-from validators.fleet.elements import SUBMISSION_FILENAME
+from validators.fleet.elements import SUBMISSION_FILENAME, Submission
 from validators.fleet.spec import FleetSpec, SchedulerName
 
 log = logging.getLogger("stackgate.fleet")
@@ -56,6 +56,10 @@ class Scheduler(Protocol):
     def pins(self, spec: FleetSpec) -> bool:
         """Whether each element runs on the node it is for (its index names the node)."""
 
+    def element_job(self, submission: Submission, index: int) -> str | None:
+        """The scheduler's id of the job that was to run element `index` (a node's status
+        must name it), None where the scheduler gives elements no id of their own."""
+
     def array_limit(self) -> int:
         """The most elements one submission may hold (asked of the scheduler where it can)."""
 
@@ -87,6 +91,9 @@ class Slurm:
 
     def pins(self, spec: FleetSpec) -> bool:
         return spec.slurm.pin
+
+    def element_job(self, submission: Submission, index: int) -> str | None:
+        return submission.element_of(index)  # `<array>_<task>`
 
     def array_limit(self) -> int:
         """Slurm's MaxArraySize where Slurm answers; its default where not (a dry run)."""
@@ -166,6 +173,9 @@ class Kubernetes:
 
     def pins(self, spec: FleetSpec) -> bool:
         return True  # an Indexed Job's pod N is placed on node N
+
+    def element_job(self, submission: Submission, index: int) -> str | None:
+        return None  # the pods of one Indexed Job; a status names its pod, not checked here
 
     def array_limit(self) -> int:
         return 1  # one Indexed Job; no array to split

@@ -248,10 +248,6 @@ class Submitted:
     commands: list[list[str]]
     max_array_size: int
 
-    @property
-    def array_job(self) -> str:
-        return self.arrays[0]
-
 
 def _pin_all(commands: list[list[str]]) -> None:
     """Every `scontrol update`, as lines on the stdin of PIN_WORKERS scontrol processes (one

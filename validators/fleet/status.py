@@ -150,11 +150,6 @@ def reported_nodes(job_dir: Path) -> list[str]:
         return []
 
 
-def read_statuses(job_dir: Path, nodes: list[str] | None = None) -> dict[str, NodeFiles]:
-    """Every node's files, by node (the given nodes, else every folder under nodes/)."""
-    return {node: read_node(job_dir, node) for node in (nodes or reported_nodes(job_dir))}
-
-
 def status_summary(files: NodeFiles) -> dict[str, Any]:
     """What `fleet status` prints for a node."""
     if files.problem:

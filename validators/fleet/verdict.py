@@ -169,19 +169,6 @@ def _slim(record: Record, keep: dict[str, bool], patterns: Sequence[str]) -> Rec
     )
 
 
-def compute_verdict(
-    spec: FleetSpec,
-    *,
-    elements: Mapping[str, Element] | None = None,
-    submission: Submission | None = None,
-    patterns: Sequence[str] = LEMON_METRICS,
-    min_peers: int = MIN_PEERS,
-) -> FleetVerdict:
-    return judge(
-        spec, elements=elements, submission=submission, patterns=patterns, min_peers=min_peers
-    ).verdict
-
-
 def judge(
     spec: FleetSpec,
     *,

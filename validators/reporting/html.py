@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Literal
 
-import jinja2
 import numpy as np
 from markupsafe import Markup
 
@@ -31,6 +29,7 @@ from validators.reporting.svg import (
     mean_interval,
     ratio_chart,
 )
+from validators.templates import html_template
 
 _THROUGHPUT_NAMES = ("output_throughput", "total_throughput", "request_throughput")
 _DISTRIBUTIONS = (("ttft_ms", "TTFT (ms)"), ("itl_ms", "ITL (ms)"))
@@ -51,17 +50,6 @@ def _td(value: object, kind: Literal["", "num"] = "") -> Cell:
 
 def _status(value: str | None) -> Cell:
     return Cell(value or "-", "status")
-
-
-@cache
-def _template() -> jinja2.Template:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("validators", "templates"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-    )
-    return env.get_template("report.html.j2")
 
 
 def _num(value: float | None) -> str:
@@ -290,7 +278,7 @@ def render_report(
     else:  # no gate: the checks' own verdict
         bad = [c.check for c in record.checks if c.status in ("FAIL", "ERROR")]
         banner = ("fail", f"FAILED: {len(bad)} check(s)") if bad else ("pass", "PASSED")
-    return _template().render(
+    return html_template("report.html.j2").render(
         title=f"stackgate: {record.label}" + (f" vs {baseline.label}" if baseline else ""),
         stack=record.stack,
         runs=record.runs,

@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from validators.static.elf_symbols import ElfObject, Import, read_elf, read_elf_bytes
-from validators.static.fatbin import GpuCode, fatbin_codes, fatbin_codes_bytes
+from validators.static.elf_symbols import ElfObject, Import
+from validators.static.fatbin import GpuCode
 from validators.static.source import FactsSource, ObjectSource
 
 _PY_TAG = re.compile(r"\.cpython-(\d)(\d+)[a-z]*-")
@@ -65,17 +65,6 @@ class ObjectFacts:
     @property
     def python_tag(self) -> tuple[int, int] | None:
         return python_tag(self.elf.path.name)
-
-
-def facts_from_bytes(data: bytes, path: Path, *, gpu: bool = True) -> ObjectFacts:
-    """Facts of a wheel member; `path` is where it would be installed. ElfReadError if bad."""
-    elf = read_elf_bytes(data, path)
-    return ObjectFacts(elf, tuple(fatbin_codes_bytes(data, path)) if gpu else ())
-
-
-def facts_from_file(path: Path, *, gpu: bool = True) -> ObjectFacts:
-    elf = read_elf(path)
-    return ObjectFacts(elf, tuple(fatbin_codes(path)) if gpu else ())
 
 
 def source_from_facts(
