@@ -16,7 +16,7 @@ from validators.core.checks import STATIC_ABI, family_id
 from validators.core.results import Result, Status, make_result
 from validators.static import demangle
 from validators.static.abi_check import AbiChecker, AbiFindings
-from validators.static.confirm import LoadRun, Step, StepResult, run_steps
+from validators.static.confirm import LoadRun, Prewarmed, Step, StepResult, run_steps
 from validators.static.dist_check import dependents
 from validators.static.driver_stub import StubBuildError, build_stubs
 from validators.static.driver_userland import ENV_VAR as USERLAND_VAR
@@ -62,6 +62,7 @@ def abi_results(
     source: ObjectSource | None = None,
     options: AbiOptions | None = None,
     cache: FileFactsCache | None = None,
+    prewarmed: Prewarmed | None = None,
 ) -> list[Result]:
     """One result per distribution with ELF files. Problems in distributions the stack's pins
     do not need (per Requires-Dist) are SKIP with the finding, not FAIL. WARN and INFO
@@ -96,6 +97,7 @@ def abi_results(
             options,
             lambda root: _reaches_driver(resolution.checker(), root),
             cache,
+            prewarmed,
         )
     out = [
         # One resolution serves every package: its time is the summary's, not each package's.
@@ -228,6 +230,39 @@ def _reaches_driver(checker: AbiChecker, root: Path) -> bool:
     return False
 
 
+def driver_stub_folder(names: set[str] | frozenset[str]) -> Path | None:
+    """The stub driver folder for the children's LD_LIBRARY_PATH (driver_stub.py), None when
+    the host has a real libcuda.so.1; StubBuildError when it cannot be built."""
+    if any((Path(d) / "libcuda.so.1").exists() for d in system_library_dirs()):
+        return None
+    return build_stubs(names).folder
+
+
+def prewarm_confirming(
+    env: Environment, options: AbiOptions, driver_names: frozenset[str]
+) -> Prewarmed | None:
+    """Start the first confirming child (`import torch`) now, while the env is still being
+    read, when a run would start it that way: an env with torch and an interpreter, loads
+    on. `driver_names`: the driver API the env's objects import (prefetch.py); _confirm uses
+    the child only if the resolution finds exactly these (the same stub folder), and the
+    caller discards it when no confirming run needs it."""
+    if not options.confirm or env.interpreter is None or "torch" not in env.distributions:
+        return None
+    try:
+        stub_dir = driver_stub_folder(driver_names)
+    except StubBuildError:
+        return None
+    try:
+        return Prewarmed(
+            env.root / "bin" / "python",
+            [Step("import", "torch")],
+            site_packages=env.site_packages,
+            library_path=stub_dir,
+        )
+    except OSError:
+        return None
+
+
 def _confirm(
     env: Environment,
     verdicts: dict[str, PackageVerdict],
@@ -236,6 +271,7 @@ def _confirm(
     options: AbiOptions,
     reaches_driver: Callable[[Path], bool],
     cache: FileFactsCache | None = None,
+    prewarmed: Prewarmed | None = None,
 ) -> tuple[str, float]:
     """Run the confirming loads (or take an earlier run's outcome from `cache`, keyed by the
     identity of the env's files); returns a note for the summary and the seconds spent."""
@@ -249,26 +285,25 @@ def _confirm(
     steps, mine = plan(env, verdicts, by_label, deep=options.deep, scoped=scoped)
     if not [s for s in steps if s.kind != "import" or s.name != "torch"]:
         return "", 0.0
-    stub_dir = None
-    if not any((Path(d) / "libcuda.so.1").exists() for d in system_library_dirs()):
-        try:
-            stub_dir = build_stubs(findings.host_provided_names).folder
-        except StubBuildError as exc:
-            return f"; confirming loads not run: {exc}", 0.0
+    try:
+        stub_dir = driver_stub_folder(findings.host_provided_names)
+    except StubBuildError as exc:
+        return f"; confirming loads not run: {exc}", 0.0
     python = env.root / "bin" / "python"
     key = loads_key(env, python, steps, stub_dir, find_userland()) if cache is not None else None
     run = cached_loads(cache, key, steps) if cache is not None and key is not None else None
     how = " (cached: the env's files and the steps are those of an earlier run)"
     if run is None:
         how = ""
-        run = _run_confirming(steps, python, env, stub_dir, reaches_driver, options)
+        run = _run_confirming(steps, python, env, stub_dir, reaches_driver, options, prewarmed)
         if cache is not None and key is not None:
             store_loads(cache, key, run)
     apply_loads(verdicts, mine, run.results, env.site_packages)
+    early = "; the first started while the env was read" if run.prewarmed and not how else ""
     seconds = 0.0 if how else run.seconds
     return (
         f"; {len(steps)} confirming load steps in {run.children} child processes "
-        f"({run.seconds:.1f} s){how}",
+        f"({run.seconds:.1f} s{early}){how}",
         seconds,
     )
 
@@ -280,6 +315,7 @@ def _run_confirming(
     stub_dir: Path | None,
     reaches_driver: Callable[[Path], bool],
     options: AbiOptions,
+    prewarmed: Prewarmed | None = None,
 ) -> LoadRun:
     run = run_steps(
         python,
@@ -287,6 +323,7 @@ def _run_confirming(
         site_packages=env.site_packages,
         library_path=stub_dir,
         timeout=options.timeout_s,
+        first=prewarmed,
     )
     # A crash may come from loading two variants of one module into one process (sgl_kernel's
     # sm90/ and sm100/ common_ops register the same ops); a module that loads alone in a

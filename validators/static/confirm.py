@@ -49,13 +49,19 @@ def run(step):
         ctypes.CDLL(path or importlib.import_module(name).__file__, mode=ctypes.RTLD_GLOBAL)
     else:
         ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
-for i, step in enumerate(steps):
-    say(start=i)
-    try:
-        run(step)
-        say(done=i, ok=True)
-    except BaseException as exc:  # every failure is the evidence we came for
-        say(done=i, ok=False, error=(type(exc).__name__ + ": " + str(exc))[:800])
+def go(first):
+    for i, step in enumerate(steps[first:], first):
+        say(start=i)
+        try:
+            run(step)
+            say(done=i, ok=True)
+        except BaseException as exc:  # every failure is the evidence we came for
+            say(done=i, ok=False, error=(type(exc).__name__ + ": " + str(exc))[:800])
+go(0)
+if sys.argv[3:] == ["--more"]:  # started early (Prewarmed): the rest of the steps on stdin
+    start = len(steps)
+    steps += json.loads(sys.stdin.readline() or "[]")
+    go(start)
 """
 
 
@@ -85,6 +91,7 @@ class LoadRun:
     results: list[StepResult] = field(default_factory=list)
     seconds: float = 0.0
     children: int = 0
+    prewarmed: bool = False  # the first child was started early (Prewarmed)
 
 
 def _signal_name(rc: int) -> str:
@@ -96,6 +103,105 @@ def _signal_name(rc: int) -> str:
     return f"exit status {rc}"
 
 
+def _child_env(library_path: Path | Sequence[Path] | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "PYTHONPATH")}
+    if isinstance(library_path, Path):
+        library_path = [library_path]
+    if library_path:
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(str(p) for p in library_path)
+    env["PYTHONWARNINGS"] = "ignore"
+    return env
+
+
+class Prewarmed:
+    """The first child of a confirming run, started before the steps are known: it runs the
+    steps every run starts with (`import torch`, ~2-3 s of CPU) while the parent still reads
+    the env, then waits for the rest on its stdin. run_steps uses it only when its python,
+    site-packages, LD_LIBRARY_PATH and first steps are exactly those of the run it is asked
+    to do; otherwise, and when no run needs it, `discard` kills it. The child is the same
+    script, with the same environment, as a child run_steps starts itself."""
+
+    def __init__(
+        self,
+        python: Path,
+        steps: Sequence[Step],
+        *,
+        site_packages: Path,
+        library_path: Path | None,
+    ) -> None:
+        self.python = python
+        self.steps = list(steps)
+        self.site_packages = site_packages
+        self.library_path = library_path
+        payload = json.dumps([s.__dict__ for s in self.steps])
+        self._proc: subprocess.Popen[str] | None = subprocess.Popen(
+            [str(python), "-I", "-c", _CHILD, payload, str(site_packages), "--more"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_child_env(library_path),
+        )
+
+    def serves(
+        self,
+        python: Path,
+        steps: Sequence[Step],
+        site_packages: Path,
+        library_path: Path | Sequence[Path] | None,
+    ) -> bool:
+        lib = [library_path] if isinstance(library_path, Path) else list(library_path or [])
+        mine = [self.library_path] if self.library_path is not None else []
+        return (
+            self._proc is not None
+            and python == self.python
+            and site_packages == self.site_packages
+            and lib == mine
+            and list(steps[: len(self.steps)]) == self.steps
+            and len(steps) > len(self.steps)
+        )
+
+    def finish(self, rest: Sequence[Step], timeout: float) -> tuple[str, int | None, str]:
+        """Send the remaining steps; (stdout, exit status or None on a timeout, stderr)."""
+        proc, self._proc = self._proc, None
+        assert proc is not None
+        try:
+            stdout, stderr = proc.communicate(
+                json.dumps([s.__dict__ for s in rest]) + "\n", timeout=timeout
+            )
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            stdout, _ = proc.communicate()
+            return stdout, None, f"no answer within {timeout:.0f} s"
+        return stdout, proc.returncode, stderr
+
+    def discard(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            proc.kill()
+            proc.communicate()
+
+
+def _run_child(
+    python: Path, payload: str, site_packages: Path, env: dict[str, str], timeout: float
+) -> tuple[str, int | None, str]:
+    """One child over `payload`: (stdout, exit status or None on a timeout, stderr)."""
+    try:
+        proc = subprocess.run(
+            [str(python), "-I", "-c", _CHILD, payload, str(site_packages)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raw = exc.stdout or b""
+        stdout = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+        return stdout, None, f"no answer within {timeout:.0f} s"
+    return proc.stdout, proc.returncode, proc.stderr
+
+
 def run_steps(
     python: Path,
     steps: Sequence[Step],
@@ -103,15 +209,15 @@ def run_steps(
     site_packages: Path,
     library_path: Path | Sequence[Path] | None,
     timeout: float = 300.0,
+    first: Prewarmed | None = None,
 ) -> LoadRun:
     """Run `steps` in order in children of `python`; restart after a crash or a timeout.
-    `library_path`: the child's LD_LIBRARY_PATH (folders in order), nothing else."""
-    env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "PYTHONPATH")}
-    if isinstance(library_path, Path):
-        library_path = [library_path]
-    if library_path:
-        env["LD_LIBRARY_PATH"] = os.pathsep.join(str(p) for p in library_path)
-    env["PYTHONWARNINGS"] = "ignore"
+    `library_path`: the child's LD_LIBRARY_PATH (folders in order), nothing else. `first`:
+    a child started earlier with the first steps, used as the first child if it serves this
+    run (Prewarmed.serves)."""
+    env = _child_env(library_path)
+    if first is not None and not first.serves(python, steps, site_packages, library_path):
+        first = None
     out = LoadRun()
     started = time.perf_counter()
     pending = list(steps)
@@ -126,20 +232,12 @@ def run_steps(
     while pending and out.children <= len(steps) + 1:  # each child finishes >= 1 step
         out.children += 1
         payload = json.dumps([s.__dict__ for s in pending])
-        try:
-            proc = subprocess.run(
-                [str(python), "-I", "-c", _CHILD, payload, str(site_packages)],
-                capture_output=True,
-                text=True,
-                env=env,
-                timeout=timeout,
-                check=False,
-            )
-            stdout, rc, stderr = proc.stdout, proc.returncode, proc.stderr
-        except subprocess.TimeoutExpired as exc:
-            raw = exc.stdout or b""
-            stdout = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
-            rc, stderr = None, f"no answer within {timeout:.0f} s"
+        if first is not None:  # pending == steps here: the child already ran first.steps
+            stdout, rc, stderr = first.finish(pending[len(first.steps) :], timeout)
+            out.prewarmed = True
+            first = None
+        else:
+            stdout, rc, stderr = _run_child(python, payload, site_packages, env, timeout)
         in_flight: int | None = None
         finished = 0
         for line in stdout.splitlines():

@@ -30,7 +30,7 @@ from stackgate.env_paths import folder_from_env
 from stackgate.settings import cache_root
 
 DRIVER_LIBS = {"libcuda.so.1": ("cu", 100), "libnvidia-ml.so.1": ("nvml", 9)}
-_NAME = re.compile(r"^(cu[A-Z]\w*|nvml\w+)$")
+DRIVER_NAME = _NAME = re.compile(r"^(cu[A-Z]\w*|nvml\w+)$")
 CACHE_ENV = "STACKGATE_DRIVER_STUB_CACHE"
 
 

@@ -98,12 +98,20 @@ class FileFactsCache:
         except OSError:
             return  # a cache that cannot be written is only slower
 
+    def has(self, kind: str, key: str) -> bool:
+        """Is there an entry (valid or not: a damaged one is a miss when read)?"""
+        return self._path(kind, key).is_file()
+
+    @staticmethod
+    def elf_key(ident: str, path: Path) -> str:
+        return f"{ident}:{path.name}"
+
     def elf(self, path: Path) -> ElfObject:
         """read_elf(path), from the cache when the file is unchanged. ElfReadError as read_elf."""
         ident = file_identity(path)
         if ident is None or self._small(path):
             return read_elf(path)
-        key = f"{ident}:{path.name}"
+        key = self.elf_key(ident, path)
         text = self.get_text("elf", key)
         if text is not None:
             try:

@@ -21,7 +21,13 @@ from stackgate.uvlock import read_uv_lock
 from validators.core.checks import STATIC_ARCH, family_id
 from validators.core.context import RunContext
 from validators.core.results import Result, make_result
-from validators.static.abi_results import AbiOptions, abi_results, check_key, short
+from validators.static.abi_results import (
+    AbiOptions,
+    abi_results,
+    check_key,
+    prewarm_confirming,
+    short,
+)
 from validators.static.arch_check import DistCode, coverage, scan
 from validators.static.dist_check import (
     DistFindings,
@@ -34,6 +40,7 @@ from validators.static.dist_check import (
 from validators.static.env_memo import scan_memo
 from validators.static.environment import Environment, NotAnEnvironment, load_environment
 from validators.static.file_facts import FileFactsCache
+from validators.static.prefetch import prefetch
 
 GROUP = "static"
 MAX_LISTED = 12
@@ -101,13 +108,30 @@ def run_static(inputs: StaticInputs) -> list[Result]:
         )
     results = [env_result, *_dist_results(env, inputs)]
     shared = env.shared_objects()
+    # a first-time run: the facts of the uncached files in worker processes (prefetch.py)
+    filled = prefetch(inputs.cache, shared, gpu=bool(inputs.targets))
+    if filled is not None:
+        env_result.evidence.update(filled.evidence())
     relevant = None
     if inputs.manifest is not None:
         relevant = requirement_closure(
             env, {name: list(pin.extras) for name, pin in inputs.manifest.packages.items()}
         )
-    results.extend(abi_results(env, shared, relevant, options=inputs.abi, cache=inputs.cache))
-    results.extend(_arch_results(env, shared, inputs))
+    # a cold run with torch: its first confirming child imports torch while the env is read
+    # (the driver names are known only when the workers read every file)
+    warm = None
+    if filled is not None and filled.complete:
+        warm = prewarm_confirming(env, inputs.abi, filled.driver_names)
+    try:
+        results.extend(
+            abi_results(
+                env, shared, relevant, options=inputs.abi, cache=inputs.cache, prewarmed=warm
+            )
+        )
+        results.extend(_arch_results(env, shared, inputs))
+    finally:
+        if warm is not None:
+            warm.discard()
     return results
 
 

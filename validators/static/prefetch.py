@@ -1,0 +1,136 @@
+"""Fill the facts cache for a first-time run in worker processes (issue 25 item 1).
+
+A static run with an empty cache (a first-time user) spends most of its own CPU on the facts
+of each ELF object: the dynamic symbol table and versions (elf_symbols.py) and the GPU code
+(fatbin.py), ~530 objects in an SGLang env. They are independent per file, so before the
+resolution asks for them one by one, the files whose facts are not cached yet are read by a
+pool of worker processes (one per CPU this process may use, at most MAX_WORKERS), each of
+which writes its answers into the same FileFactsCache. The run then proceeds exactly as a run
+with those facts cached: it reads and validates every entry itself, and a file a worker could
+not read (or an entry a worker did not write) is read in-process as before, raising what it
+raised before. So this changes when facts are computed, never what they are.
+
+Nothing is started when few files miss (a reinstalled package), when only one CPU is usable,
+when no cache is in use, or when this process runs other threads: workers are forked (no
+start-up cost), and forking a process with threads can deadlock on a lock another thread
+held; the CLI runs one thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from pathlib import Path
+
+from validators.static.driver_stub import DRIVER_NAME
+from validators.static.file_facts import FileFactsCache, file_identity
+
+MAX_WORKERS = 8
+MIN_MISSES = 16  # fewer files than this are read in-process: a pool costs ~0.1-0.5 s to start
+
+
+@dataclass(frozen=True)
+class Prefetched:
+    files: int  # files handed to the workers
+    workers: int
+    seconds: float
+    # every file of the run went to the workers and each answered: `driver_names` is then the
+    # driver API the env's objects import and none of them defines
+    complete: bool = False
+    driver_names: frozenset[str] = frozenset()
+
+    def evidence(self) -> dict[str, float | int]:
+        return {
+            "facts_read_in_workers": self.files,
+            "fact_workers": self.workers,
+            "fact_workers_s": round(self.seconds, 3),
+        }
+
+
+def usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
+def missing(cache: FileFactsCache, paths: list[Path], gpu: bool) -> list[tuple[Path, int]]:
+    """The files (with their sizes) whose ELF facts, or GPU facts when `gpu`, are not cached."""
+    out: list[tuple[Path, int]] = []
+    for path in paths:
+        ident = file_identity(path)
+        if ident is None:
+            continue
+        size = int(ident.split(":")[2])
+        if size < cache.min_size:
+            continue  # read directly, never cached
+        if not cache.has("elf", cache.elf_key(ident, path)) or (
+            gpu and not cache.has("gpu", ident)
+        ):
+            out.append((path, size))
+    return out
+
+
+def _fill(root: str, min_size: int, gpu: bool, paths: list[str]) -> tuple[set[str], set[str]]:
+    """In a worker: put the facts of `paths` into the cache at `root`; returns the driver API
+    names (cu*, nvml*) the files import unversioned and those they export. Any failure is
+    left for the main process to meet again (and report) when it reads the file itself."""
+    cache = FileFactsCache(Path(root), min_size=min_size)
+    imports: set[str] = set()
+    exports: set[str] = set()
+    for text in paths:
+        path = Path(text)
+        try:
+            obj = cache.elf(path)
+            imports.update(i.name for i in obj.imports if i.version is None)
+            exports.update(n for n in obj.exports if n.startswith(("cu", "nvml")))
+        except Exception:  # the main process reads it again and reports it
+            continue
+        if gpu:
+            with contextlib.suppress(Exception):
+                cache.gpu(path)
+    return {n for n in imports if DRIVER_NAME.match(n)}, exports
+
+
+def prefetch(
+    cache: FileFactsCache | None, paths: list[Path], *, gpu: bool, workers: int | None = None
+) -> Prefetched | None:
+    """Compute the uncached facts of `paths` in worker processes; None when not worth it."""
+    if cache is None:
+        return None
+    started = time.perf_counter()
+    count = min(workers if workers is not None else usable_cpus(), MAX_WORKERS)
+    todo = missing(cache, paths, gpu)
+    if count < 2 or len(todo) < MIN_MISSES or threading.active_count() > 1:
+        return None
+    # largest first, dealt round-robin into small batches: the big libraries (libtorch_cuda,
+    # cuDNN, cuBLASLt) start at once and the small ones fill the gaps
+    todo.sort(key=lambda item: -item[1])
+    batches = [[str(p) for p, _ in todo[i : i + 4]] for i in range(0, len(todo), 4)]
+    context = multiprocessing.get_context("fork")
+    imports: set[str] = set()
+    exports: set[str] = set()
+    complete = len(todo) == len(paths)
+    try:
+        with ProcessPoolExecutor(max_workers=count, mp_context=context) as pool:
+            for future in [
+                pool.submit(_fill, str(cache.root), cache.min_size, gpu, batch) for batch in batches
+            ]:
+                names, defined = future.result()
+                imports |= names
+                exports |= defined
+    except (BrokenProcessPool, OSError):
+        complete = False  # a worker died or none could start: the rest is read in-process
+    return Prefetched(
+        len(todo),
+        count,
+        time.perf_counter() - started,
+        complete,
+        frozenset(imports - exports) if complete else frozenset(),
+    )
