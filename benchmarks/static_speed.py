@@ -2,14 +2,16 @@
 and the load average during each run, optionally interleaved with another checkout of the tool.
 
     python benchmarks/static_speed.py ENV [--targets 9.0,12.0a] [--warm 2] \
-        [--before-tree /path/to/old/checkout] [--out benchmarks/results/static_speed_x.json]
+        [--before-tree /path/to/old/checkout | --before-rev GIT_REV] \
+        [--out benchmarks/results/static_speed_x.json]
     python benchmarks/static_speed.py --lock path/to/uv.lock [--seed-lockcheck DIR] ...
 
 Each run is the CLI a user runs, `python -m validators static --env ENV --targets ... --json`
 (or `static --lock LOCK --offline ...`), in a child process with the default caches under a
 fresh $STACKGATE_CACHE. In this order:
 
-- before (if --before-tree): the old code, on the same cache;
+- before (if --before-tree, or --before-rev: a detached worktree of that revision made for
+  the run and removed after; the same interpreter and packages): the old code, cold;
 - cold: an empty cache (with --lock, a copy of --seed-lockcheck's wheel facts: the fetches
   are not what is timed; without a seed the cold lock run fetches from the index);
 - warm-facts: every file's facts cached, the resolution memo (env_memo.py) removed: what a
@@ -103,6 +105,8 @@ def one_run(tree: Path, what: list[str], targets: str, cache: Path, label: str) 
     summary = next((r for r in items if r["check"] == "static.abi.summary"), None)
     arch = [r for r in items if r["check"].startswith("static.arch.")]
     evidence = summary["evidence"] if summary else {}
+    env_row = next((r for r in items if r["check"] == "static.env"), None)
+    env_evidence = env_row["evidence"] if env_row else {}
     row = {
         "label": label,
         "tree": str(tree),
@@ -116,10 +120,17 @@ def one_run(tree: Path, what: list[str], targets: str, cache: Path, label: str) 
         "resolution_memo": evidence.get("resolution_memo"),
         "resolution_memo_changed": evidence.get("resolution_memo_changed"),
         "arch_scan_s": arch[0]["evidence"].get("scan_s") if arch else None,
+        # facts of uncached files read by worker processes (prefetch.py), and whether the
+        # first confirming child was started while the env was read (confirm.Prewarmed)
+        "fact_workers_s": env_evidence.get("fact_workers_s"),
+        "confirm_prewarmed": bool(
+            summary and "started while the env was read" in summary["reason"]
+        ),
         "verdicts": {r["check"]: r["status"] for r in items if r["status"] != "PASS"},
         "summary": summary["reason"] if summary else None,
     }
     shown = ("label", "wall_s", "cpu_s", "load_min", "load_mean", "load_max", "resolution_memo")
+    shown += ("confirm_s", "fact_workers_s", "confirm_prewarmed")
     shown += ("resolution_memo_changed",) if row["resolution_memo_changed"] else ()
     print(json.dumps({k: row[k] for k in shown}), flush=True)
     return row
@@ -131,6 +142,24 @@ def drop_memo(cache: Path) -> None:
     for folder in cache.glob("static/v*/memo-*"):
         shutil.rmtree(folder)
     shutil.rmtree(cache / "lockcheck" / "memo", ignore_errors=True)
+
+
+def _all_runs(args: argparse.Namespace, what: list[str], cache: Path) -> list[dict[str, Any]]:
+    runs: list[dict[str, Any]] = []
+    if args.seed_lockcheck:
+        shutil.copytree(args.seed_lockcheck, cache / "lockcheck")
+        drop_memo(cache)
+    if args.before_tree:
+        runs.append(one_run(args.before_tree, what, args.targets, cache, "before"))
+        shutil.rmtree(cache / "static", ignore_errors=True)
+    runs.append(one_run(REPO, what, args.targets, cache, "cold"))
+    drop_memo(cache)
+    runs.append(one_run(REPO, what, args.targets, cache, "warm-facts"))
+    for i in range(args.warm):
+        runs.append(one_run(REPO, what, args.targets, cache, f"warm-{i + 1}"))
+    if args.before_tree:
+        runs.append(one_run(args.before_tree, what, args.targets, cache, "before"))
+    return runs
 
 
 def main() -> int:
@@ -146,6 +175,9 @@ def main() -> int:
     parser.add_argument("--targets", default="9.0,12.0a")
     parser.add_argument("--warm", type=int, default=2)
     parser.add_argument("--before-tree", type=Path)
+    parser.add_argument(
+        "--before-rev", help="a git revision of this repo to time as `before` (e.g. main~1)"
+    )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     if (args.env is None) == (args.lock is None):
@@ -159,19 +191,20 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="static-speed-") as scratch:
         cache = Path(scratch) / "cache"
         cache.mkdir()
-        if args.seed_lockcheck:
-            shutil.copytree(args.seed_lockcheck, cache / "lockcheck")
-            drop_memo(cache)
-        if args.before_tree:
-            runs.append(one_run(args.before_tree, what, args.targets, cache, "before"))
-            shutil.rmtree(cache / "static", ignore_errors=True)
-        runs.append(one_run(REPO, what, args.targets, cache, "cold"))
-        drop_memo(cache)
-        runs.append(one_run(REPO, what, args.targets, cache, "warm-facts"))
-        for i in range(args.warm):
-            runs.append(one_run(REPO, what, args.targets, cache, f"warm-{i + 1}"))
-        if args.before_tree:
-            runs.append(one_run(args.before_tree, what, args.targets, cache, "before"))
+        if args.before_rev:
+            args.before_tree = Path(scratch) / "before"
+            git = ["git", "-C", str(REPO), "worktree"]
+            subprocess.run(
+                [*git, "add", "-q", "--detach", str(args.before_tree), args.before_rev], check=True
+            )
+            # a user's checkout has its bytecode: not the new worktree's compile time
+            folders = [str(args.before_tree / d) for d in ("stackgate", "validators")]
+            subprocess.run([sys.executable, "-m", "compileall", "-q", *folders], check=False)
+        try:
+            runs = _all_runs(args, what, cache)
+        finally:
+            if args.before_rev:
+                subprocess.run([*git, "remove", "--force", str(args.before_tree)], check=False)
     cpus = os.cpu_count() or 1
     quiet = all(r["load_max"] < cpus for r in runs)
     out = {
