@@ -129,7 +129,15 @@ def one_run(tree: Path, what: list[str], targets: str, cache: Path, label: str) 
         "verdicts": {r["check"]: r["status"] for r in items if r["status"] != "PASS"},
         "summary": summary["reason"] if summary else None,
     }
-    shown = ("label", "wall_s", "cpu_s", "load_min", "load_mean", "load_max", "resolution_memo")
+    shown: tuple[str, ...] = (
+        "label",
+        "wall_s",
+        "cpu_s",
+        "load_min",
+        "load_mean",
+        "load_max",
+        "resolution_memo",
+    )
     shown += ("confirm_s", "fact_workers_s", "confirm_prewarmed")
     shown += ("resolution_memo_changed",) if row["resolution_memo_changed"] else ()
     print(json.dumps({k: row[k] for k in shown}), flush=True)
