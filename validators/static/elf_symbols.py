@@ -19,8 +19,6 @@ from typing import BinaryIO
 
 import numpy as np
 from elftools.common.exceptions import ELFError
-from elftools.elf.elffile import ELFFile
-from elftools.elf.gnuversions import GNUVerDefSection, GNUVerNeedSection
 
 STB_GLOBAL = 1
 STB_WEAK = 2
@@ -155,6 +153,7 @@ class SectionHeader:
     size: int
     link: int
     flags: int = 0  # sh_flags (SHF_ALLOC, SHF_EXECINSTR, ...)
+    info: int = 0  # sh_info (the entry count of the GNU version sections)
 
 
 SHT_PROGBITS = 1
@@ -238,7 +237,7 @@ def section_headers(header: ElfHeader, stream: BinaryIO) -> list[SectionHeader]:
         raise ELFError(f"e_shstrndx {strndx} out of range")
     names = _read_table(stream, rows[strndx][4], rows[strndx][5])
     return [
-        SectionHeader(i, _cstr(names, r[0]), r[1], r[4], r[5], r[6], r[2])
+        SectionHeader(i, _cstr(names, r[0]), r[1], r[4], r[5], r[6], r[2], r[7])
         for i, r in enumerate(rows)
     ]
 
@@ -261,6 +260,72 @@ def _names(strtab: bytes, offsets: list[int], starts: dict[int, bytes]) -> list[
             end = strtab.find(b"\0", off)
             raw = strtab[off : end if end >= 0 else len(strtab)]
         out.append(raw.decode("utf-8", "replace"))
+    return out
+
+
+SHT_STRTAB = 3
+_VERDEF = struct.Struct(
+    "<HHHHIII"
+)  # vd_version, vd_flags, vd_ndx, vd_cnt, vd_hash, vd_aux, vd_next
+_VERDAUX = struct.Struct("<II")  # vda_name, vda_next
+_VERNEED = struct.Struct("<HHIII")  # vn_version, vn_cnt, vn_file, vn_aux, vn_next
+_VERNAUX = struct.Struct("<IHHII")  # vna_hash, vna_flags, vna_other, vna_name, vna_next
+
+
+def _at(stream: BinaryIO, offset: int, layout: struct.Struct) -> tuple[int, ...]:
+    return layout.unpack(_read_table(stream, offset, layout.size))
+
+
+def _linked_strings(stream: BinaryIO, headers: list[SectionHeader], h: SectionHeader) -> bytes:
+    if h.link >= len(headers) or headers[h.link].type != SHT_STRTAB:
+        raise ELFError(f"section {h.name}: sh_link {h.link} is not a string table")
+    return _read_table(stream, headers[h.link].offset, headers[h.link].size)
+
+
+def _verdefs(
+    stream: BinaryIO, headers: list[SectionHeader], h: SectionHeader
+) -> list[tuple[int, int, list[str]]]:
+    """(vd_flags, vd_ndx, names) of each of the sh_info entries of a GNU version definition
+    section, walked the way glibc and pyelftools walk it (vd_aux/vda_next/vd_next offsets,
+    each entry read from the file wherever it points)."""
+    strs = _linked_strings(stream, headers, h)
+    out: list[tuple[int, int, list[str]]] = []
+    entry = h.offset
+    for _ in range(h.info):
+        _v, flags, ndx, cnt, _hash, aux, nxt = _at(stream, entry, _VERDEF)
+        if cnt <= 0:
+            raise ELFError(f"version definition at {entry} has no auxiliary entries")
+        names: list[str] = []
+        where = entry + aux
+        for _ in range(cnt):
+            name, aux_next = _at(stream, where, _VERDAUX)
+            names.append(_cstr(strs, name))
+            where += aux_next
+        out.append((flags, ndx, names))
+        entry += nxt
+    return out
+
+
+def _verneeds(
+    stream: BinaryIO, headers: list[SectionHeader], h: SectionHeader
+) -> list[tuple[str, list[tuple[int, str]]]]:
+    """(file, [(vna_other, version name)]) of each of the sh_info entries of a GNU version
+    needed section (vn_aux/vna_next/vn_next offsets)."""
+    strs = _linked_strings(stream, headers, h)
+    out: list[tuple[str, list[tuple[int, str]]]] = []
+    entry = h.offset
+    for _ in range(h.info):
+        _v, cnt, file, aux, nxt = _at(stream, entry, _VERNEED)
+        if cnt <= 0:
+            raise ELFError(f"version need at {entry} has no auxiliary entries")
+        auxes: list[tuple[int, str]] = []
+        where = entry + aux
+        for _ in range(cnt):
+            _hash, _flags, other, name, aux_next = _at(stream, where, _VERNAUX)
+            auxes.append((other, _cstr(strs, name)))
+            where += aux_next
+        out.append((_cstr(strs, file), auxes))
+        entry += nxt
     return out
 
 
@@ -300,25 +365,15 @@ def _read(path: Path, stream: BinaryIO) -> ElfObject:
     versym: np.ndarray | None = None
     verdef_h = by_type.get(SHT_GNU_VERDEF)
     verneed_h = by_type.get(SHT_GNU_VERNEED)
-    # pyelftools reads the GNU version sections (their linked-list layout is the subtle part);
-    # only objects that have them pay for its set-up.
-    elf = ELFFile(stream) if verdef_h is not None or verneed_h is not None else None
-    if verdef_h is not None and elf is not None:
-        section = elf.get_section(verdef_h.index)
-        if isinstance(section, GNUVerDefSection):
-            for verdef, aux_iter in section.iter_versions():
-                names = [aux.name for aux in aux_iter]
-                if names and not (verdef["vd_flags"] & 0x1):  # VER_FLG_BASE names the file
-                    version_defs[verdef["vd_ndx"]] = str(names[0])
-    if verneed_h is not None and elf is not None:
-        section = elf.get_section(verneed_h.index)
-        if isinstance(section, GNUVerNeedSection):
-            for verneed, aux_iter in section.iter_versions():
-                if verneed.name is None:
-                    continue
-                for aux in aux_iter:
-                    version_needs[aux["vna_other"]] = (str(verneed.name), str(aux.name))
-                    needs_by_file.setdefault(str(verneed.name), set()).add(str(aux.name))
+    if verdef_h is not None:
+        for flags, ndx, names in _verdefs(stream, headers, verdef_h):
+            if names and not (flags & 0x1):  # VER_FLG_BASE names the file
+                version_defs[ndx] = names[0]
+    if verneed_h is not None:
+        for file, auxes in _verneeds(stream, headers, verneed_h):
+            for other, name in auxes:
+                version_needs[other] = (file, name)
+                needs_by_file.setdefault(file, set()).add(name)
     versym_h = by_type.get(SHT_GNU_VERSYM)
     if versym_h is not None:
         versym = np.frombuffer(_read_table(stream, versym_h.offset, versym_h.size), dtype="<u2")
