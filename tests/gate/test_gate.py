@@ -226,3 +226,16 @@ def test_detectable_regression_is_computed_at_the_confidence_asked_for() -> None
         assert at(confidence) == pytest.approx(0.0125 + z * se, rel=1e-9)
     # the table's four values are what they were
     assert at(0.975) == pytest.approx(0.0125 + (1.96 + 1.6449) * se, rel=1e-4)
+
+
+def test_synthetic_noise_is_the_recorded_one() -> None:
+    """A recorded fact: the synthetic runs every gate test draws use the noise the gate's
+    defaults were chosen at, as gate_power.py recorded it (reading the recorded result is the
+    point: a re-run of the benchmark that moves it must move the fixture too)."""
+    import json
+    from pathlib import Path
+
+    from tests.helpers.synth_reports import CHOSEN_AT_CV
+
+    recorded = Path(__file__).resolve().parents[2] / "benchmarks/results/gate_power.json"
+    assert json.loads(recorded.read_text())["chosen_at_cv"] == CHOSEN_AT_CV == measured_cv()
