@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run a long driver on a lent device machine across several `run` calls (each call <= 10 min).
 #
-#   bash benchmarks/device_session.sh DRIVER WAIT_S
+#   bash benchmarks/device_session.sh DRIVER WAIT_S [DRIVER ARGS...]
 #
 # The first call starts DRIVER in its own session (setsid: it outlives the call while the
 # machine is held) with its output in /tmp/sg/driver.log; every call then waits up to WAIT_S
@@ -14,8 +14,8 @@ WAIT_S=${2:-540}
 mkdir -p /tmp/sg
 if [ ! -e /tmp/sg/started ]; then
   touch /tmp/sg/started
-  setsid nohup bash "$DRIVER" >/tmp/sg/driver.log 2>&1 </dev/null &
-  echo "started $DRIVER (pid $!)"
+  setsid nohup bash "$DRIVER" "${@:3}" >/tmp/sg/driver.log 2>&1 </dev/null &
+  echo "started $DRIVER ${*:3} (pid $!)"
 fi
 end=$(($(date +%s) + WAIT_S))
 while [ ! -e /tmp/sg/done ] && [ "$(date +%s)" -lt "$end" ]; do sleep 5; done

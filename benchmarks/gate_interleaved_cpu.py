@@ -1,5 +1,5 @@
 """The interleaved (ABBA) gate end to end on this CPU host, the way the lent H200 ran it
-(benchmarks/gate_h200_reproduce.sh): envs built by the builder and layered over a base site
+(benchmarks/gate_h200.sh reproduce): envs built by the builder and layered over a base site
 (`builder build --base-site`), a known-good record made with mark-good, then
 `validators gate STACK --env ENV --interleave-with BASELINE_ENV --repeats N --min-repeats N
 --html ... --all --json` for an equal candidate and for one served 5% slower.
