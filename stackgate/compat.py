@@ -8,18 +8,19 @@ the builder never imports the validators)."""
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 from typing import Literal
 
+from packaging.utils import canonicalize_name
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from stackgate.errors import BadInput
+from stackgate.lock_wheels import LockError, LockWheels, read_lock
 from stackgate.settings import cache_root
-from stackgate.uvlock import read_uv_lock
+from stackgate.uvlock import UvLock, read_uv_lock
+from stackgate.wheel_listing import FACTS_VERSION, ListingStore
 
-FACTS_VERSION = 5  # 2: listings carry METADATA Name/Version; 3: nameless cubins read whole;
-# 4: unproven facts keyed by origin (entries of 3 were keyed by unproven claims: not reused);
-# 5: fatbins looked for in every allocated data section (cuFFT's .data)
 PYPI = "https://pypi.org/simple"  # the default index of `validators compat` and its lock check
 COMPAT_VERSION = 3  # bump when a verdict's meaning changes: cached verdicts are then redone
 
@@ -85,18 +86,74 @@ def cached_lock(lock: Path, root: Path | None = None) -> LockCompat | None:
     return hit if hit.lock_sha256 == lock_sha else None
 
 
-def lock_has_torch(lock: Path) -> bool:
-    """Whether the lock holds a torch wheel from an HTTP index: the validators judge a lock's
-    binary packages beside that torch only, so without one there is nothing to ask them
-    (h200-sglang and h200-transformers take torch from their base image). An unreadable lock
-    answers True: the validators then say why."""
+def lookup_lock(lock: Path, root: Path | None = None) -> LockCompat | None:
+    """The lock's verdict without judging anything, or None (then the validators judge it):
+    kept for these bytes; a lock with no torch wheel over HTTP (nothing to judge beside: the
+    h200 stacks take torch from their image); kept for the lock's binary wheels (a re-lock that
+    moved only pure-Python packages). Answered `from_cache`; no validators module is needed."""
+    root = root or facts_root()
+    hit = cached_lock(lock, root)
+    if hit is not None:
+        return hit.model_copy(update={"from_cache": True})
+    data = lock.read_bytes()
+    sha = hashlib.sha256(data).hexdigest()
     try:
         parsed = read_uv_lock(lock)
-    except BadInput:
-        return True
-    return any(
-        str(w.url or "").startswith(("http://", "https://"))
+        wheels = http_wheels(read_lock(lock, parsed=parsed))
+    except (BadInput, LockError):
+        return None  # the validators say why
+    if not any(w.name == "torch" for w in wheels.wheels):
+        return LockCompat(lock_sha256=sha, torch=None, pairs=[], alternatives={}, seconds=0.0,
+                          bytes_fetched=0, from_cache=True)  # fmt: skip
+    key = binary_key(lock_registries(parsed), wheels, ListingStore(root))
+    same = read_by_binaries(root, key) if key is not None else None
+    if same is None:
+        return None
+    return same.model_copy(update={"lock_sha256": sha, "from_cache": True})
+
+
+def http_wheels(wheels: LockWheels) -> LockWheels:
+    """The wheels the check reads: those served over HTTP (a file:// index gives no ranges)."""
+    wheels.wheels = [w for w in wheels.wheels if w.url.startswith(("http://", "https://"))]
+    return wheels
+
+
+def lock_registries(parsed: UvLock | None) -> dict[str, str]:
+    """The index each locked package came from (uv.lock's source.registry)."""
+    if parsed is None:
+        return {}
+    return {
+        str(canonicalize_name(p.name)): p.source.registry.rstrip("/")
         for p in parsed.package
-        if p.name == "torch"
-        for w in p.wheels
-    )
+        if p.source.registry and p.source.registry.startswith(("http://", "https://"))
+    }
+
+
+def binary_key(registries: dict[str, str], wheels: LockWheels, store: ListingStore) -> str | None:
+    """What the verdict depends on in a lock: its wheels that hold ELF objects or cubins (by
+    sha256 and URL, their listings from the cache), its Python and the indexes its packages
+    came from (the alternatives are read there). A re-lock that moves only pure-Python packages
+    keeps the key, and the verdict is reused; None while a listing is not cached."""
+    binary: list[tuple[str, str, str]] = []
+    for w in wheels.wheels:
+        listing = store.listing(w.sha256, w.url)
+        if listing is None:
+            return None
+        if listing.objects or listing.cubins:
+            binary.append((w.name, w.sha256, w.url))
+    text = json.dumps(
+        [COMPAT_VERSION, FACTS_VERSION, list(wheels.python), sorted(binary),
+         sorted(registries.items())]
+    )  # fmt: skip
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def by_binaries_path(root: Path, key: str) -> Path:
+    return root / "compat" / "locks-by-binaries" / f"{key}.json"
+
+
+def read_by_binaries(root: Path, key: str) -> LockCompat | None:
+    try:
+        return LockCompat.model_validate_json(by_binaries_path(root, key).read_text("utf-8"))
+    except (OSError, ValidationError):
+        return None

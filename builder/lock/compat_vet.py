@@ -1,14 +1,14 @@
 """The compatibility check `builder lock` runs on a new uv.lock before it replaces the
 committed one: the validators' verdict (every binary package that links torch, judged beside
 the locked torch from byte ranges of the locked wheels) is looked up where the validators
-keep it (stackgate.compat.cached_lock) or asked of `python -m validators compat --lock LOCK
---json` in a child process, never made here and never imported; a pair that breaks refuses
-the lock (exit 1) naming what loads instead. The outcome, or that the check was off
+keep it, by the lock's bytes or by its binary wheels (stackgate.compat.lookup_lock, in this
+process), or asked of `python -m validators compat --lock LOCK --json` in a child process;
+never made here and never imported. A pair that breaks refuses the lock (exit 1) naming what
+loads instead. The outcome, or that the check was off
 (--no-compat), is kept beside the lock in compat.json, tied to the lock by its sha256."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 import time
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from packaging.utils import canonicalize_name
 
 from stackgate import proc
-from stackgate.compat import LockCompat, cached_lock, lock_has_torch
+from stackgate.compat import LockCompat, lookup_lock
 from stackgate.errors import CheckFailed, CommandFailed, EnvironmentProblem
 from stackgate.files import atomic_write_text
 
@@ -89,16 +89,10 @@ class CompatVet:
 
     def __call__(self, lockfile: Path) -> None:
         started = time.perf_counter()
-        hit = cached_lock(lockfile)
-        if hit is None and not lock_has_torch(lockfile):
-            sha = hashlib.sha256(lockfile.read_bytes()).hexdigest()
-            hit = LockCompat(
-                lock_sha256=sha, torch=None, pairs=[], alternatives={}, seconds=0.0,
-                bytes_fetched=0,
-            )  # fmt: skip
+        hit = lookup_lock(lockfile)
         if hit is not None:
             seconds = round(time.perf_counter() - started, 3)
-            result = hit.model_copy(update={"from_cache": True, "seconds": seconds})
+            result = hit.model_copy(update={"seconds": seconds})
         else:
             result = ask_validators(lockfile)
         self.result = result

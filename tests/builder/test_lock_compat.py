@@ -88,6 +88,26 @@ def test_no_compat_locks_anyway_and_records_that_it_did_not_check(
     assert record["lock_sha256"]
 
 
+_IN_PROCESS = """
+import json, resource, sys
+from pathlib import Path
+from builder.lock.compat_vet import CompatVet
+folder = Path(sys.argv[2])
+folder.mkdir()
+vet = CompatVet(folder)
+vet(Path(sys.argv[1]))
+r = vet.result
+kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({
+    "from_cache": r.from_cache,
+    "lock_sha256": r.lock_sha256,
+    "pairs": [[p.package, p.verdict] for p in r.pairs],
+    "children_cpu_s": kids.ru_utime + kids.ru_stime,
+    "validators": sorted(m for m in sys.modules if m.split(".")[0] == "validators"),
+}))
+"""
+
+
 def test_a_loading_pair_locks_and_records_the_check(served: Path, tmp_path: Path) -> None:
     with serve_index(served) as url:  # one URL: the lock (and its sha256) stays the same
         rc, err, folder = _lock(url, tmp_path, "2.9.1")
@@ -108,6 +128,17 @@ def test_a_loading_pair_locks_and_records_the_check(served: Path, tmp_path: Path
             cwd=ROOT, env={**os.environ, "STACKGATE_CACHE": str(tmp_path / "cache")},
             capture_output=True, text=True, check=False, timeout=600,
         )  # fmt: skip
+        # the builder finds it in its own process: no child, no validators module imported
+        builder_side = subprocess.run(
+            [sys.executable, "-c", _IN_PROCESS, str(moved), str(tmp_path / "vet")],
+            cwd=ROOT, env={**os.environ, "STACKGATE_CACHE": str(tmp_path / "cache")},
+            capture_output=True, text=True, check=False, timeout=600,
+        )  # fmt: skip
+    assert builder_side.returncode == 0, builder_side.stderr
+    seen = json.loads(builder_side.stdout)
+    assert seen["from_cache"] is True and seen["pairs"] == [["sgl-kernel", "loads"]]
+    assert seen["lock_sha256"] == hashlib.sha256(moved.read_bytes()).hexdigest()
+    assert seen["children_cpu_s"] == 0.0 and seen["validators"] == []
     assert again_rc == 0, again_err
     assert json.loads((folder / "compat.json").read_text())["from_cache"] is True
     assert child.returncode == 0, child.stderr

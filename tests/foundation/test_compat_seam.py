@@ -1,5 +1,6 @@
 """stackgate.compat, the seam `builder lock` and `validators compat --lock` share: which locks
-have a torch to judge beside (the committed locks), and a lock's verdict found by its bytes."""
+have a torch to judge beside (the committed locks), and a lock's verdict found by its bytes.
+(Found by its binary wheels: tests/builder/test_lock_compat.py, on listings of real wheels.)"""
 
 from __future__ import annotations
 
@@ -7,16 +8,23 @@ import hashlib
 import shutil
 from pathlib import Path
 
-from stackgate.compat import LockCompat, cached_lock, lock_has_torch, lock_record_path
+from stackgate.compat import LockCompat, cached_lock, lock_record_path, lookup_lock
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCKS = ROOT / "stacks" / "locks"
 
 
-def test_only_a_lock_with_an_http_torch_wheel_is_asked_of_the_validators() -> None:
-    assert lock_has_torch(LOCKS / "cu128" / "uv.lock")  # torch 2.9.1 from PyPI
-    assert not lock_has_torch(LOCKS / "h200-sglang" / "uv.lock")  # the image's torch
-    assert not lock_has_torch(LOCKS / "h200-transformers" / "uv.lock")
+def test_only_a_lock_with_an_http_torch_wheel_is_asked_of_the_validators(tmp_path: Path) -> None:
+    assert lookup_lock(LOCKS / "cu128" / "uv.lock", tmp_path) is None  # torch 2.9.1 from PyPI
+    for stack in ("h200-sglang", "h200-transformers"):  # the image's torch: nothing to judge
+        lock = LOCKS / stack / "uv.lock"
+        hit = lookup_lock(lock, tmp_path)
+        assert hit is not None and hit.torch is None and hit.pairs == [] and hit.from_cache
+        assert hit.lock_sha256 == hashlib.sha256(lock.read_bytes()).hexdigest()
+    bad = tmp_path / "bad" / "uv.lock"
+    bad.parent.mkdir()
+    bad.write_text("version = [\n", encoding="utf-8")
+    assert lookup_lock(bad, tmp_path) is None  # unreadable: the validators say why
 
 
 def test_a_cached_verdict_answers_those_bytes_only(tmp_path: Path) -> None:
@@ -31,6 +39,7 @@ def test_a_cached_verdict_answers_those_bytes_only(tmp_path: Path) -> None:
     path.parent.mkdir(parents=True)
     path.write_text(verdict.model_dump_json(), encoding="utf-8")
     assert cached_lock(lock, tmp_path) == verdict
+    assert lookup_lock(lock, tmp_path) == verdict.model_copy(update={"from_cache": True})
     lock.write_text(lock.read_text() + "\n", encoding="utf-8")  # other bytes: no verdict
     assert cached_lock(lock, tmp_path) is None
     path.write_text("{not json", encoding="utf-8")

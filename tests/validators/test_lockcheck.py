@@ -18,13 +18,14 @@ from pathlib import Path
 
 import pytest
 
+from stackgate.lock_wheels import read_lock
+from stackgate.wheel_listing import origin_key
 from tests.helpers.range_server import serve
 from tests.helpers.wheels import make_wheel
 from tests.validators import elf_env
 from validators.core.results import Result
 from validators.lockcheck.check import LockInputs, run_lock_check
-from validators.lockcheck.facts_cache import FactsCache, origin_key
-from validators.lockcheck.lock_wheels import read_lock
+from validators.lockcheck.facts_cache import FactsCache
 from validators.static.elf_symbols import read_elf
 
 pytestmark = pytest.mark.skipif(not elf_env.have_compilers(), reason="needs gcc and g++")

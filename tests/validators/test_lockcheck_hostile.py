@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from stackgate.bounded_http import Limits
+from stackgate.lock_wheels import read_lock
 from tests.helpers.hostile import (
     RawMember,
     crafted_wheel,
@@ -36,7 +37,6 @@ from tests.helpers.range_server import running
 from validators.core.results import Result
 from validators.lockcheck.check import LockInputs, run_lock_check
 from validators.lockcheck.facts_cache import FactsCache
-from validators.lockcheck.lock_wheels import read_lock
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICK = Limits(request_s=2.0, min_rate=1 << 20, total_s=30.0)

@@ -182,10 +182,10 @@ def check_before_install(loaded: LoadedStack, lockfile: Path) -> list[Result]:
     """`validators static --lock`: the verdict on the locked wheels, before any download of
     a whole wheel (byte ranges, the facts cache). An ERROR (a wheel that cannot be read) is a
     tool problem (exit 3), not a verdict."""
+    from stackgate.lock_wheels import LockError
+    from stackgate.lock_wheels import read_lock as read_lock_wheels
     from validators.lockcheck.check import LockInputs, find_interpreter, run_lock_check
     from validators.lockcheck.facts_cache import FactsCache, default_root
-    from validators.lockcheck.lock_wheels import LockError
-    from validators.lockcheck.lock_wheels import read_lock as read_lock_wheels
     from validators.static.group import targets_from
 
     try:

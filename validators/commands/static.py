@@ -95,10 +95,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_lock(args: argparse.Namespace, manifest: object) -> int:
+    from stackgate.lock_wheels import LockError, read_lock
     from stackgate.manifest import Manifest
     from validators.lockcheck.check import LockInputs, find_interpreter, run_lock_check
     from validators.lockcheck.facts_cache import FactsCache, default_root
-    from validators.lockcheck.lock_wheels import LockError, read_lock
     from validators.lockcheck.origin import check_lock_origin, origin_result
 
     assert manifest is None or isinstance(manifest, Manifest)

@@ -13,9 +13,9 @@ from pathlib import Path
 from stackgate import proc
 from stackgate.compat import PYPI
 from stackgate.errors import CommandFailed
+from stackgate.lock_wheels import LockError, LockWheels, read_lock
 from stackgate.uvbin import uv_bin
 from validators.lockcheck.facts_cache import FactsCache
-from validators.lockcheck.lock_wheels import LockError, LockWheels, read_lock
 
 
 class ClosureError(Exception):

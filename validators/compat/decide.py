@@ -14,10 +14,10 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from stackgate.compat import PairVerdict
+from stackgate.lock_wheels import LockedWheel, LockWheels
 from validators.core.results import Result
 from validators.lockcheck.check import LockInputs, run_lock_check
 from validators.lockcheck.facts_cache import FactsCache
-from validators.lockcheck.lock_wheels import LockedWheel, LockWheels
 from validators.lockcheck.scan import ScanReport, WheelScan
 from validators.static.abi_results import check_key
 from validators.static.elf_symbols import ElfObject, read_elf

@@ -8,7 +8,6 @@ small file."""
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -16,23 +15,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from packaging.specifiers import SpecifierSet
-from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
-from pydantic import ValidationError
 
 from stackgate.compat import (
-    COMPAT_VERSION,
-    FACTS_VERSION,
     PYPI,
     LockCompat,
     PairVerdict,
+    binary_key,
+    by_binaries_path,
     cached_lock,
+    http_wheels,
     lock_record_path,
+    lock_registries,
+    read_by_binaries,
 )
 from stackgate.errors import BadInput
+from stackgate.lock_wheels import LockError, LockWheels, read_lock
 from stackgate.uvlock import UvLock, read_uv_lock
 from validators.lockcheck.facts_cache import FactsCache
-from validators.lockcheck.lock_wheels import LockError, LockWheels, read_lock
 
 if TYPE_CHECKING:
     from validators.compat.memo import MemoCache
@@ -77,7 +77,7 @@ def check_lock(
         )
     try:
         parsed = _parsed(lock)  # read once: the wheels and the registries are from it
-        wheels = read_lock(lock, parsed=parsed)
+        wheels = http_wheels(read_lock(lock, parsed=parsed))
     except LockError as exc:  # a file:// index gives no sizes: nothing is read, nothing judged
         return LockCompat(
             lock_sha256=lock_sha,
@@ -88,11 +88,10 @@ def check_lock(
             bytes_fetched=0,
             note=f"not checked: {exc}",
         )
-    wheels.wheels = [w for w in wheels.wheels if w.url.startswith(("http://", "https://"))]
     torch = next((w for w in wheels.wheels if w.name == "torch"), None)
-    registries = _registries(parsed)
-    binary = _binary_key(registries, wheels, cache) if torch is not None else None
-    same = _read_binary(cache, binary) if binary is not None else None
+    registries = lock_registries(parsed)
+    binary = binary_key(registries, wheels, cache) if torch is not None else None
+    same = read_by_binaries(cache.root, binary) if binary is not None else None
     if same is not None:
         seconds = round(time.perf_counter() - started, 3)
         return same.model_copy(update={"lock_sha256": lock_sha, "from_cache": True,
@@ -121,9 +120,9 @@ def check_lock(
     if not any(p.verdict == "undecidable" and p.kind == "fetch" for p in result.pairs):
         _write(cached, result)
         if binary is None and torch is not None:
-            binary = _binary_key(registries, wheels, cache)  # the listings are cached now
+            binary = binary_key(registries, wheels, cache)  # the listings are cached now
         if binary is not None:
-            _write(_binary_path(cache, binary), result)
+            _write(by_binaries_path(cache.root, binary), result)
     return result
 
 
@@ -132,36 +131,6 @@ def _write(path: Path, result: LockCompat) -> None:
     tmp = path.with_suffix(f".tmp{os.getpid()}")
     tmp.write_text(result.model_dump_json(), encoding="utf-8")
     tmp.replace(path)
-
-
-def _binary_key(registries: dict[str, str], wheels: LockWheels, cache: FactsCache) -> str | None:
-    """What the verdict depends on in a lock: its wheels that hold ELF objects or cubins (by
-    sha256 and URL, their listings from the cache), its Python and the indexes its packages
-    came from (the alternatives are read there). A re-lock that moves only pure-Python packages
-    keeps the key, and the verdict is reused; None while a listing is not cached."""
-    binary: list[tuple[str, str, str]] = []
-    for w in wheels.wheels:
-        listing = cache.listing(w.sha256, w.url)
-        if listing is None:
-            return None
-        if listing.objects or listing.cubins:
-            binary.append((w.name, w.sha256, w.url))
-    text = json.dumps(
-        [COMPAT_VERSION, FACTS_VERSION, list(wheels.python), sorted(binary),
-         sorted(registries.items())]
-    )  # fmt: skip
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _binary_path(cache: FactsCache, key: str) -> Path:
-    return cache.root / "compat" / "locks-by-binaries" / f"{key}.json"
-
-
-def _read_binary(cache: FactsCache, key: str) -> LockCompat | None:
-    try:
-        return LockCompat.model_validate_json(_binary_path(cache, key).read_text("utf-8"))
-    except (OSError, ValidationError):
-        return None
 
 
 def _judge_lock(
@@ -281,17 +250,6 @@ def _parsed(lock: Path) -> UvLock | None:
         return read_uv_lock(lock)
     except BadInput:
         return None
-
-
-def _registries(parsed: UvLock | None) -> dict[str, str]:
-    """The index each locked package came from (uv.lock's source.registry)."""
-    if parsed is None:
-        return {}
-    return {
-        str(canonicalize_name(p.name)): p.source.registry.rstrip("/")
-        for p in parsed.package
-        if p.source.registry and p.source.registry.startswith(("http://", "https://"))
-    }
 
 
 def _version(text: str) -> Version:

@@ -20,13 +20,14 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from stackgate.compat import COMPAT_VERSION, FACTS_VERSION, PairVerdict
+from stackgate.compat import COMPAT_VERSION, PairVerdict
+from stackgate.lock_wheels import LockedWheel, LockWheels
+from stackgate.wheel_listing import FACTS_VERSION
 from validators.compat.closure import ClosureError, closure_path, torch_closure
 from validators.compat.decide import PairInputs, decide, host_source
 from validators.compat.index import IndexFile, best_wheel, project_files, size_of
 from validators.compat.memo import MemoCache
 from validators.lockcheck.facts_cache import FactsCache
-from validators.lockcheck.lock_wheels import LockedWheel, LockWheels
 from validators.lockcheck.scan import Scanner
 
 # Requests in flight while the matrix's wheels are read before any pair is judged: the reads

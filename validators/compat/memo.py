@@ -9,8 +9,9 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from stackgate.wheel_listing import WheelListing
 from validators.lockcheck.facts import CachedFacts
-from validators.lockcheck.facts_cache import FactsCache, WheelListing
+from validators.lockcheck.facts_cache import FactsCache
 from validators.static.facts import ObjectFacts
 
 

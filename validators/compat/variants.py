@@ -35,13 +35,13 @@ from variantlib.errors import ValidationError as VariantError
 from variantlib.variant_dist_info import VariantDistInfo
 from variantlib.variants_json import VariantsJson
 
+from stackgate.lock_wheels import LockedWheel, LockWheels
 from validators.compat.closure import ClosureError, torch_closure
 from validators.compat.decide import PairInputs, decide
 from validators.compat.index import IndexError_, IndexRow, project_files, project_rows
 from validators.lockcheck.facts import CachedFacts
 from validators.lockcheck.facts_cache import FactsCache
 from validators.lockcheck.http_ranges import FetchError, RemoteFile, make_client
-from validators.lockcheck.lock_wheels import LockedWheel, LockWheels
 from validators.lockcheck.scan import Scanner, WheelScan
 from validators.lockcheck.wheel_reader import RemoteWheel
 from validators.lockcheck.zip_directory import ZipFormatError

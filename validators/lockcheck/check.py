@@ -16,12 +16,12 @@ from packaging.utils import canonicalize_name
 
 from stackgate.bounded_http import Limits
 from stackgate.installed import Distribution
+from stackgate.lock_wheels import LockWheels
 from stackgate.manifest import Manifest
 from stackgate.python_finder import find_host_python
 from validators.core.results import Result, make_result
 from validators.lockcheck.facts_cache import FactsCache
 from validators.lockcheck.lock_memo import cached_results, memo_key, store_results
-from validators.lockcheck.lock_wheels import LockWheels
 from validators.lockcheck.scan import Scanner, ScanReport, WheelScan
 from validators.lockcheck.stable_abi import stable_abi_results
 from validators.static.abi_results import abi_results, check_key

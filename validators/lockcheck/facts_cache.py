@@ -21,38 +21,20 @@ $XDG_CACHE_HOME/stackgate, else ~/.cache/stackgate; stackgate/settings.py).
 from __future__ import annotations
 
 import gzip
-import hashlib
-import json
 import os
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
-from stackgate.compat import FACTS_VERSION, facts_root
+from stackgate.compat import facts_root
+from stackgate.wheel_listing import ListingStore, WheelListing, origin_key
 
 if TYPE_CHECKING:  # numpy and pyelftools: only where facts are read (issue 27: the listing
     # path of `validators compat --lock` imports neither)
     from validators.lockcheck.facts import CachedFacts
     from validators.static.facts import ObjectFacts
-
-
-class WheelListing(BaseModel):
-    """What a wheel holds, as far as the check needs: its ELF candidates and their RECORD
-    hashes, and its metadata name/version."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    facts_version: int = FACTS_VERSION
-    url: str
-    sha256: str
-    size: int
-    objects: dict[str, str | None]  # member name -> RECORD sha256 (hex) or None
-    cubins: dict[str, str | None] = {}
-    requires: list[str] = []
-    name: str = ""  # METADATA Name / Version (the installed group's labels)
-    version: str = ""
 
 
 # gzip level 1: torch's export tables are tens of MB of JSON; level 9 (gzip's default) was
@@ -61,42 +43,11 @@ class WheelListing(BaseModel):
 _LEVEL = 1
 
 
-def origin_key(wheel_sha256: str, url: str, member: str = "") -> str:
-    """The key of what was read from the file at `url` (claimed to be `wheel_sha256`)."""
-    return hashlib.sha256(f"origin\0{wheel_sha256}\0{url}\0{member}".encode()).hexdigest()
-
-
 def default_root() -> Path:
     return facts_root()
 
 
-class FactsCache:
-    def __init__(self, root: Path) -> None:
-        self.root = root
-
-    def path(self, kind: str, key: str) -> Path:
-        """Where the entry `key` of `kind` (objects, wheels) lives, whether or not it exists."""
-        return self.root / f"v{FACTS_VERSION}" / kind / key[:2] / f"{key}.json.gz"
-
-    _path = path
-
-    def _load(self, path: Path) -> Any:
-        text = self.load_text(path)
-        if text is None:
-            return None
-        try:
-            return json.loads(text)
-        except ValueError:
-            return None  # a damaged entry is a miss; it is rewritten
-
-    def load_text(self, path: Path) -> str | None:
-        """An entry's text; None when absent or damaged."""
-        try:
-            with gzip.open(path, "rt", encoding="utf-8") as f:
-                return f.read()
-        except (OSError, EOFError, UnicodeDecodeError):
-            return None
-
+class FactsCache(ListingStore):
     def store_text(self, path: Path, data: str) -> None:
         self._store(path, data)
 
@@ -115,7 +66,7 @@ class FactsCache:
             raise
 
     def facts(self, sha256: str) -> CachedFacts | None:
-        data = self._load(self._path("objects", sha256))
+        data = self._load(self.path("objects", sha256))
         if data is None:
             return None
         from validators.lockcheck.facts import CachedFacts
@@ -126,26 +77,12 @@ class FactsCache:
             return None
 
     def put_facts(self, sha256: str, facts: CachedFacts) -> None:
-        self._store(self._path("objects", sha256), facts.model_dump_json())
-
-    def listing(self, wheel_sha256: str, url: str) -> WheelListing | None:
-        """The wheel's listing: proven by its sha256, else read from this URL before."""
-        for key in (wheel_sha256, origin_key(wheel_sha256, url)):
-            data = self._load(self._path("wheels", key))
-            if data is None:
-                continue
-            try:
-                listing = WheelListing.model_validate(data)
-            except ValidationError:
-                continue
-            if listing.sha256 == wheel_sha256:
-                return listing
-        return None
+        self._store(self.path("objects", sha256), facts.model_dump_json())
 
     def put_listing(self, listing: WheelListing, *, proven: bool) -> None:
         """`proven`: the whole wheel was read and matched the lock's sha256."""
         key = listing.sha256 if proven else origin_key(listing.sha256, listing.url)
-        self._store(self._path("wheels", key), listing.model_dump_json())
+        self._store(self.path("wheels", key), listing.model_dump_json())
 
     def object_facts(self, cached: CachedFacts, path: Path) -> ObjectFacts:
         """The static group's facts of `cached` installed at `path` (a memoizing cache keeps

@@ -23,9 +23,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from stackgate.lock_wheels import LockedWheel
+from stackgate.wheel_listing import origin_key
 from validators.core.results import Result
-from validators.lockcheck.facts_cache import FactsCache, origin_key
-from validators.lockcheck.lock_wheels import LockedWheel
+from validators.lockcheck.facts_cache import FactsCache
 from validators.lockcheck.stable_abi import index_path
 from validators.static.env_memo import Answers, code_digest
 from validators.static.file_facts import file_identity

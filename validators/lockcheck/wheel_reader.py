@@ -10,8 +10,8 @@ import io
 from email.parser import HeaderParser
 from pathlib import Path
 
+from stackgate.wheel_listing import WheelListing
 from validators.lockcheck.facts import CachedFacts, extract
-from validators.lockcheck.facts_cache import WheelListing
 from validators.lockcheck.http_ranges import FetchError, RemoteFile
 from validators.lockcheck.member_view import IntegrityError, MemberView
 from validators.lockcheck.zip_directory import (
