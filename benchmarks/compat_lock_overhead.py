@@ -9,7 +9,9 @@ warm: the lock does not change) with --no-compat, and with the check
   wheels changed pays when they are known (the child `validators compat --lock` runs the check);
 - `first`: the first run with the check on this cache (its wheels' facts as the cache has them).
 
-Rounds alternate off / cached / facts-warm so a drift in load hits all three alike.
+Rounds alternate off / cached / same binaries / facts-warm so a drift in load hits all alike.
+Each row carries the load average (1 min) before and after the stack's rounds and the CPU
+time (user+sys) of every `builder lock` process, its children included, beside its wall time.
 Bytecode writing is left on (a user's Python writes .pyc files; the agents' shell sets
 PYTHONDONTWRITEBYTECODE=1, which makes every child compile its imports: ~2 s each here).
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -32,12 +35,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _lock(stack: str, locks: Path, env: dict[str, str], *extra: str) -> tuple[float, str]:
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)  # waited-for children and theirs
+    return r.ru_utime + r.ru_stime
+
+
+def _lock(
+    stack: str, locks: Path, env: dict[str, str], *extra: str, cpu: list[float] | None = None
+) -> tuple[float, str]:
+    """Wall seconds and the compat line of one `builder lock`; its CPU seconds (user+sys,
+    children included) appended to `cpu`."""
     argv = [sys.executable, "-m", "builder", "lock", f"stacks/{stack}.toml"]
     argv += ["--locks-dir", str(locks), *extra]
-    t = time.perf_counter()
+    t, c = time.perf_counter(), _children_cpu()
     done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - t
+    if cpu is not None:
+        cpu.append(_children_cpu() - c)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv)}: exit {done.returncode}\n{done.stderr[-3000:]}")
     line = next((x for x in done.stderr.splitlines() if "compat:" in x), "")
@@ -55,6 +69,7 @@ def main() -> int:
     env["STACKGATE_CACHE"] = str(args.cache)
     out: dict[str, object] = {"rounds": args.rounds, "stacks": {}}
     for stack in args.stacks:
+        load_before = os.getloadavg()[0]
         with tempfile.TemporaryDirectory(prefix="compat27-locks-") as tmp:
             locks = Path(tmp) / "locks"
             shutil.copytree(ROOT / "stacks" / "locks", locks)
@@ -63,18 +78,19 @@ def main() -> int:
             times: dict[str, list[float]] = {
                 "off": [], "cached": [], "same_binaries": [], "facts_warm": []
             }  # fmt: skip
+            cpu: dict[str, list[float]] = {k: [] for k in times}
             lines: dict[str, str] = {}
             for _ in range(args.rounds):
-                times["off"].append(_lock(stack, locks, env, "--no-compat")[0])
-                seconds, lines["cached"] = _lock(stack, locks, env)
+                times["off"].append(_lock(stack, locks, env, "--no-compat", cpu=cpu["off"])[0])
+                seconds, lines["cached"] = _lock(stack, locks, env, cpu=cpu["cached"])
                 times["cached"].append(seconds)
                 compat = args.cache / "lockcheck" / "compat"
                 shutil.rmtree(compat / "locks", ignore_errors=True)
-                seconds, lines["same_binaries"] = _lock(stack, locks, env)
+                seconds, lines["same_binaries"] = _lock(stack, locks, env, cpu=cpu["same_binaries"])
                 times["same_binaries"].append(seconds)
                 shutil.rmtree(compat / "locks", ignore_errors=True)
                 shutil.rmtree(compat / "locks-by-binaries", ignore_errors=True)
-                seconds, lines["facts_warm"] = _lock(stack, locks, env)
+                seconds, lines["facts_warm"] = _lock(stack, locks, env, cpu=cpu["facts_warm"])
                 times["facts_warm"].append(seconds)
         off = statistics.median(times["off"])
         row = {
@@ -87,7 +103,10 @@ def main() -> int:
                 for k, v in times.items()
                 if k != "off"
             },
+            "cpu_median_s": {k: round(statistics.median(v), 2) for k, v in cpu.items()},
+            "cpu_all_s": {k: [round(x, 2) for x in v] for k, v in cpu.items()},
             "lines": lines,
+            "load_before": round(load_before, 1),
             "load": round(os.getloadavg()[0], 1),
         }
         out["stacks"][stack] = row  # type: ignore[index]
