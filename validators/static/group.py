@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +41,7 @@ from validators.static.env_memo import scan_memo
 from validators.static.environment import Environment, NotAnEnvironment, load_environment
 from validators.static.file_facts import FileFactsCache
 from validators.static.prefetch import prefetch
+from validators.static.verdict import import_scan_inputs, scan_undeclared
 
 GROUP = "static"
 MAX_LISTED = 12
@@ -109,7 +110,10 @@ def run_static(inputs: StaticInputs) -> list[Result]:
     results = [env_result, *_dist_results(env, inputs)]
     shared = env.shared_objects()
     # a first-time run: the facts of the uncached files in worker processes (prefetch.py)
-    filled = prefetch(inputs.cache, shared, gpu=bool(inputs.targets))
+    # (and the undeclared-import scan of each distribution with ELF files, verdict.classify)
+    filled = prefetch(
+        inputs.cache, shared, gpu=bool(inputs.targets), jobs=lambda: _import_scans(env, shared)
+    )
     if filled is not None:
         env_result.evidence.update(filled.evidence())
     relevant = None
@@ -133,6 +137,15 @@ def run_static(inputs: StaticInputs) -> list[Result]:
         if warm is not None:
             warm.discard()
     return results
+
+
+def _import_scans(env: Environment, shared: list[Path]) -> list[Callable[[FileFactsCache], object]]:
+    installed, python = import_scan_inputs(env)
+    owners = {d.key: d for p in shared if (d := env.owner(p)) is not None}
+    return [
+        functools.partial(scan_undeclared, env.site_packages, d, installed, python)
+        for d in owners.values()
+    ]
 
 
 # --- distributions -----------------------------------------------------------------------

@@ -23,6 +23,7 @@ import multiprocessing
 import os
 import threading
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -98,10 +99,22 @@ def _fill(root: str, min_size: int, gpu: bool, paths: list[str]) -> tuple[set[st
     return {n for n in imports if DRIVER_NAME.match(n)}, exports
 
 
+def _job(root: str, min_size: int, job: Callable[[FileFactsCache], object]) -> None:
+    with contextlib.suppress(Exception):  # the main process does it again and reports
+        job(FileFactsCache(Path(root), min_size=min_size))
+
+
 def prefetch(
-    cache: FileFactsCache | None, paths: list[Path], *, gpu: bool, workers: int | None = None
+    cache: FileFactsCache | None,
+    paths: list[Path],
+    *,
+    gpu: bool,
+    workers: int | None = None,
+    jobs: Callable[[], Sequence[Callable[[FileFactsCache], object]]] = tuple,
 ) -> Prefetched | None:
-    """Compute the uncached facts of `paths` in worker processes; None when not worth it."""
+    """Compute the uncached facts of `paths` in worker processes; None when not worth it.
+    `jobs()`, asked only when a pool starts: more work for it (picklable: functools.partial
+    of a module-level function), each given the cache: other facts the run will ask for."""
     if cache is None:
         return None
     started = time.perf_counter()
@@ -119,12 +132,16 @@ def prefetch(
     complete = len(todo) == len(paths)
     try:
         with ProcessPoolExecutor(max_workers=count, mp_context=context) as pool:
-            for future in [
+            futures = [
                 pool.submit(_fill, str(cache.root), cache.min_size, gpu, batch) for batch in batches
-            ]:
+            ]
+            others = [pool.submit(_job, str(cache.root), cache.min_size, job) for job in jobs()]
+            for future in futures:
                 names, defined = future.result()
                 imports |= names
                 exports |= defined
+            for other in others:
+                other.result()
     except (BrokenProcessPool, OSError):
         complete = False  # a worker died or none could start: the rest is read in-process
     return Prefetched(

@@ -305,9 +305,7 @@ def classify(
         v.taken_down_by.append((root, broken))
         verdict(env.owner_label(broken)).takes_down.add(v.label)
     with_libs = {d.key for p in env.shared_objects() if (d := env.owner(p)) is not None}
-    installed = installed_top_levels(site)
-    major, _, minor = env.marker_env().get("python_version", "").partition(".")
-    env_python = (int(major), int(minor)) if major.isdigit() and minor.isdigit() else None
+    installed, env_python = import_scan_inputs(env)
     seen: set[str] = set()
     for p in roots:
         dist = env.owner(p)
@@ -321,6 +319,27 @@ def classify(
         if missing:
             verdict(dist.label()).undeclared = missing
     return dict(sorted(out.items()))
+
+
+def import_scan_inputs(env: Environment) -> tuple[set[str], tuple[int, int] | None]:
+    """What the undeclared-import scan judges against: the env's importable top-level names
+    and its Python's (major, minor)."""
+    installed = installed_top_levels(env.site_packages)
+    major, _, minor = env.marker_env().get("python_version", "").partition(".")
+    env_python = (int(major), int(minor)) if major.isdigit() and minor.isdigit() else None
+    return installed, env_python
+
+
+def scan_undeclared(
+    site: Path,
+    dist: Distribution,
+    installed: set[str],
+    python: tuple[int, int] | None,
+    cache: FileFactsCache,
+) -> None:
+    """Put a distribution's undeclared imports in `cache` (a worker of prefetch.py does this
+    before classify asks)."""
+    _undeclared(site, dist, installed, cache, python)
 
 
 def _undeclared(
