@@ -95,16 +95,25 @@ class Session:
         self.cache = MemoCache(cache)
         self.interpreter = interpreter
         self.host = host_source()
-        self.client = httpx.Client(
-            timeout=httpx.Timeout(60.0, connect=15.0),
-            follow_redirects=True,
-            headers={"User-Agent": "stackgate-compat"},
-        )
+        self._client: httpx.Client | None = None
         self._closures: dict[tuple[str, str], LockWheels | ClosureError] = {}
         self._lock_shas: dict[tuple[str, str], str] = {}  # closure lock sha256 by torch
 
+    @property
+    def client(self) -> httpx.Client:
+        """Made on first use: a column judged from cached verdicts never reads the index, and
+        a client's SSL context was ~0.2 s of CPU per column (5 of a lock's alternatives)."""
+        if self._client is None:
+            self._client = httpx.Client(
+                timeout=httpx.Timeout(60.0, connect=15.0),
+                follow_redirects=True,
+                headers={"User-Agent": "stackgate-compat"},
+            )
+        return self._client
+
     def close(self) -> None:
-        self.client.close()
+        if self._client is not None:
+            self._client.close()
 
     def closure(self, request: Request, torch: str) -> LockWheels | ClosureError:
         key = (torch, request.torch_index)
