@@ -88,20 +88,25 @@ def cached_lock(lock: Path, root: Path | None = None) -> LockCompat | None:
 
 def lookup_lock(lock: Path, root: Path | None = None) -> LockCompat | None:
     """The lock's verdict without judging anything, or None (then the validators judge it):
-    kept for these bytes; a lock with no torch wheel over HTTP (nothing to judge beside: the
-    h200 stacks take torch from their image); kept for the lock's binary wheels (a re-lock that
-    moved only pure-Python packages). Answered `from_cache`; no validators module is needed."""
+    kept for these bytes; a lock whose wheels cannot be read (a file:// index gives no sizes,
+    no one Python) or with no torch wheel over HTTP (the h200 stacks take torch from their
+    image): what the validators answer for it, nothing judged; kept for the lock's binary
+    wheels (a re-lock that moved only pure-Python packages). Answered `from_cache`; no
+    validators module is needed (tests/validators/test_lock_lookup.py holds the two alike)."""
     root = root or facts_root()
     hit = cached_lock(lock, root)
     if hit is not None:
         return hit.model_copy(update={"from_cache": True})
-    data = lock.read_bytes()
-    sha = hashlib.sha256(data).hexdigest()
+    sha = hashlib.sha256(lock.read_bytes()).hexdigest()
     try:
-        parsed = read_uv_lock(lock)
+        parsed: UvLock | None = read_uv_lock(lock)
+    except BadInput:
+        parsed = None  # read_lock reads it again and says why
+    try:
         wheels = http_wheels(read_lock(lock, parsed=parsed))
-    except (BadInput, LockError):
-        return None  # the validators say why
+    except LockError as exc:  # what `validators compat --lock` answers: nothing read or judged
+        return LockCompat(lock_sha256=sha, torch=None, pairs=[], alternatives={}, seconds=0.0,
+                          bytes_fetched=0, note=f"not checked: {exc}", from_cache=True)  # fmt: skip
     if not any(w.name == "torch" for w in wheels.wheels):
         return LockCompat(lock_sha256=sha, torch=None, pairs=[], alternatives={}, seconds=0.0,
                           bytes_fetched=0, from_cache=True)  # fmt: skip

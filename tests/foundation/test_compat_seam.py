@@ -24,7 +24,9 @@ def test_only_a_lock_with_an_http_torch_wheel_is_asked_of_the_validators(tmp_pat
     bad = tmp_path / "bad" / "uv.lock"
     bad.parent.mkdir()
     bad.write_text("version = [\n", encoding="utf-8")
-    assert lookup_lock(bad, tmp_path) is None  # unreadable: the validators say why
+    hit = lookup_lock(bad, tmp_path)  # unreadable: what the validators answer, nothing judged
+    assert hit is not None and hit.pairs == [] and hit.torch is None
+    assert hit.note.startswith("not checked: ") and "not valid TOML" in hit.note
 
 
 def test_a_cached_verdict_answers_those_bytes_only(tmp_path: Path) -> None:
