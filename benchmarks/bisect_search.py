@@ -11,8 +11,9 @@ measured again is gated again).
 
 The search is validators/bisect/search.py's `bisect()`, the function `validators bisect` runs,
 driven here by a simulated gate in place of Bisect.gate (build + gate of the step). Two inputs:
-- `stack`: `--bad STACK`: the bisect gates the whole candidate first (again after a pass; two
-  passes: it names nothing, wrong here);
+- `stack`: `--bad STACK`: the whole candidate is one more prefix, gated when its verdict
+  tells the most, counted like every other gate ("none of them": named only at 99%, wrong
+  here);
 - `refused`: `--bad GATE.json`: the whole candidate's first verdict is the refused gate's, not
   a gate the bisect spends (the refusal is given: the simulation conditions on it).
 
@@ -30,7 +31,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import random
+import resource
 import statistics
 import sys
 import time
@@ -150,18 +153,22 @@ def main() -> None:
                     tables[f"{population}/{noisy}/{given}/{mode}"] = by_kind
     out["results"] = tables
     out["seconds"] = round(time.monotonic() - started, 1)
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    out["cpu_seconds"] = round(used.ru_utime + used.ru_stime, 1)
+    out["load_average"] = [round(x, 2) for x in os.getloadavg()]
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.name}.json").write_text(json.dumps(out, indent=1) + "\n")
     lines = [
         "# Bisect searches on simulated candidates (benchmarks/bisect_search.py)",
         "",
-        f"{args.trials} candidates per population, 10-60 units; gate noise from "
+        f"{args.trials} candidates per population, 10-60 units; {out['seconds']} s wall, "
+        f"{out['cpu_seconds']} s CPU, load average {out['load_average']} at the end. Gate noise from "
         f"gate_power.json (`verified`, 40,000 simulated gates at cv 1%, 8 runs, "
         f"tolerance 1.25%, 25 metrics): power {power:.4f}, gate false alarm {alarm:.4f}. "
         f"Mixed population: 1-3 culprit groups (1 with p=1/2, 2 and 3 with 1/4 each), a "
         f"group is a pair regressing only together with p={args.interaction}. Gates are "
-        f"the bisect's own (the whole candidate's when --bad is a stack; not the refused "
-        f"gate's when --bad is its JSON). The searches are validators/bisect/search.py's "
+        f"the bisect's own (the whole candidate's when --bad is a stack and the search gates "
+        f"it; not the refused gate's when --bad is its JSON). The searches are validators/bisect/search.py's "
         f"bisect() with a simulated gate; noiseless rows: a gate of power 1, false alarm 0 (the search still assumes the measured noise). Right for binary: the named unit belongs to a culprit group; "
         f"for interaction: exactly the culprit groups named. seed {args.seed}, "
         f"{out['seconds']} s.",

@@ -141,10 +141,10 @@ def test_two_units_that_regress_only_together_are_both_named(
     code, data, err = p.bisect("duo", *FAST, *_venv(p, "duo"))
     assert code == 0, err
     assert _labels(data) == [["duoa 1.0 -> 2.0", "duob 1.0 -> 2.0"]]
-    # whole, {duoa,duob}, {duoa}, {duob} (alone: no; measured twice before a partner is
-    # looked for), {n01,n02} (the rest: no)
+    # {duoa,duob} (regresses: the whole candidate need not be gated), {duoa}, {duob} (alone:
+    # no, each measured twice before a partner is looked for), {n01,n02} (the rest: no)
     assert data["counts"]["gates"] == 6
-    assert data["counts"]["builds"] == 5 and data["counts"]["builds_reused"] == 1
+    assert data["counts"]["builds"] == 4 and data["counts"]["builds_reused"] == 2
     verdicts = {"+".join(s["applied"]): s["verdict"] for s in data["steps"]}
     assert verdicts["u01"] == verdicts["u02"] == "SAME"
 
@@ -156,8 +156,9 @@ def test_two_independent_culprits_are_both_named(bisect_project: BisectProject) 
     code, data, err = p.bisect("two", *FAST, *_venv(p, "two"))
     assert code == 0, err
     assert _labels(data) == [["slowpkg 1.0 -> 2.0"], ["slowtoo 1.0 -> 2.0"]]
-    assert data["counts"]["gates"] == 6
-    assert data["counts"]["builds"] == 6
+    # {n01,slowpkg}, {n01}, {slowpkg}; the rest {n01,slowtoo} regresses: {slowtoo}
+    assert data["counts"]["gates"] == 5
+    assert data["counts"]["builds"] == 5
 
 
 @SECOND
@@ -165,7 +166,7 @@ def test_a_forced_co_change_is_merged_with_the_reason_and_a_budget_stops_and_res
     bisect_project: BisectProject,
 ) -> None:
     p = bisect_project
-    p.candidate("coupled", {"coupled": "2.0", "partner": "2.0", "n01": "2.0"})
+    p.candidate("coupled", {"coupled": "2.0", "partner": "2.0", "n01": "2.0", "n02": "2.0"})
     work = p.root / "work-coupled"
     args = ("--search", "binary", *FAST, *_venv(p, "coupled"), "--work", str(work))
     code, data, err = p.bisect("coupled", *args, "--max-gates", "1")
@@ -178,8 +179,8 @@ def test_a_forced_co_change_is_merged_with_the_reason_and_a_budget_stops_and_res
     assert [u["label"] for u in culprit] == ["coupled 1.0 -> 2.0, partner 1.0 -> 2.0"]
     why = culprit[0]["merged_because"]
     assert "needs partner 1.0 -> 2.0" in why and "partner" in why.split(":", 1)[1], why
-    assert len(data["units"]) == 2
-    # the resumed run: the whole candidate from the state file, one new gate
+    assert len(data["units"]) == 3
+    # the resumed run: {coupled+partner, n01} from the state file, one new gate
     assert data["counts"]["cached"] == 1
     assert data["counts"]["gates"] == 1 and data["counts"]["builds"] == 1
 
@@ -194,7 +195,7 @@ def test_a_culprit_that_cannot_load_is_found_before_install_without_a_build(
     assert code == 0, err
     assert _labels(data) == [["brokenpkg 1.0 -> 2.0"]]
     counts = data["counts"]
-    assert counts["before_install"] == 2  # the whole candidate and {brokenpkg}
+    assert counts["before_install"] == 2  # {brokenpkg, n01} and {brokenpkg}
     assert counts["builds"] == 0 and counts["gates"] == 0
     assert not (p.root / "envs-broken").exists() or not any((p.root / "envs-broken").iterdir())
     assert "bisect_missing_symbol" in data["steps"][0]["reasons"][0]
@@ -207,9 +208,11 @@ def test_a_flaky_equal_candidate_has_nothing_to_bisect(bisect_project: BisectPro
     code, data, err = p.bisect("flaky", *FAST, *_venv(p, "flaky"))
     assert code == 1, err
     assert data["status"] == "no-regression" and data["culprits"] == []
-    # the pass contradicts the gate that started the bisect: measured a second time, same env
-    assert data["counts"]["gates"] == 2 and data["counts"]["builds"] == 1
-    assert [(s["attempt"], s["verdict"]) for s in data["steps"]] == [(1, "SAME"), (2, "SAME")]
+    # {jitter}, then the whole candidate: its pass contradicts the gate that started the
+    # bisect, so it is measured a second time (same env) before nothing is named
+    assert data["counts"]["gates"] == 3 and data["counts"]["builds"] == 2
+    steps = [(s["applied"], s["attempt"], s["verdict"]) for s in data["steps"]]
+    assert steps == [(["u01"], 1, "SAME"), (["u01", "u02"], 1, "SAME"), (["u01", "u02"], 2, "SAME")]
     assert data["counts"]["builds_reused"] == 1
     assert "nothing to bisect" in err
 
@@ -228,7 +231,9 @@ def test_a_killed_bisect_repeats_no_finished_build_or_gate(bisect_project: Bisec
         assert child.stderr is not None
         for line in child.stderr:
             seen.append(line)
-            first_done = any(x.startswith("step 1: u") and "REGRESSED" in x for x in seen)
+            first_done = any(
+                x.startswith("step 1: u") and x.rstrip().endswith("SAME") for x in seen
+            )
             if first_done and line.startswith("validation run 1/2"):
                 os.killpg(child.pid, signal.SIGKILL)  # the second gate is under way
                 break
@@ -236,7 +241,7 @@ def test_a_killed_bisect_repeats_no_finished_build_or_gate(bisect_project: Bisec
     assert child.returncode == -signal.SIGKILL, "".join(seen)
     _stop_orphaned_servers(p.root / "envs-killed")
     steps = json.loads((work / "steps.json").read_text())["steps"]
-    assert len(steps) == 1  # the whole candidate's gate had finished
+    assert len(steps) == 1  # the first step's gate ({n01,n02}: SAME) had finished
     code, data, err = p.bisect("killed", "--search", "binary", *FAST, *_venv(p, "killed"),
                                "--work", str(work))  # fmt: skip
     assert code == 0, err

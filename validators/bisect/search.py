@@ -3,18 +3,21 @@ when the baseline with that subset of units applied regressed on its `attempt`-t
 (1 = first). The baseline alone (the empty subset) is known good. Units are indices 0..n-1.
 
 `bisect()` is the whole search `validators bisect` runs (and benchmarks/bisect_search.py
-drives with a simulated gate): the whole candidate first (measured once more when it passes;
-two passes: nothing to bisect; a refused gate's JSON answers the first measurement), then:
+drives with a simulated gate). The whole candidate is not gated first: it is one more prefix
+of the first location, whose hypotheses are the units and "none of them" (nothing to bisect,
+named only at 99%: the whole passed twice); a refused gate's JSON answers its first
+measurement. Then:
 
 - `binary`: one culprit, the first unit in order whose prefix regresses. The prefix is found
   by a noisy bisection (`locate`): a posterior over the position, updated with the gate's
   measured power and false-alarm rate, the next prefix the one whose verdict tells the most
   about the position (mutual information; without noise, the half-and-half split). A prefix
   measured before is measured again when it still tells the most: a SAME that contradicts
-  the later verdicts gets a second look. It stops when the named position is >= 99% likely
-  or after the gates a noiseless bisection of the positions still open needs (ceil(log2 m)
-  at first), one more when the refused gate's JSON answered the whole candidate; past those
-  it goes on only while the named position is less likely than not (up to 2 x + 2 gates).
+  the later verdicts gets a second look. It stops when the named position is likely enough
+  (Budget: 97%; 99% with a refused gate's JSON, whose saved gate is in hand) or after the
+  gates a noiseless bisection of the hypotheses still open needs (ceil(log2 h) at first) and
+  one spare; past those it goes on only while the named position is less likely than not
+  (up to 2 x + 2 gates).
 - `interaction`: the same location, then (1) the named unit alone (a SAME believed only from
   two measurements), and if it does not regress alone, its partners are located among the units before it with it applied (a regression
   that needs two or more units names all of them), and (2) the candidate without the units
@@ -48,8 +51,29 @@ class Noise:
     false_alarm: float = 0.0024970022987352847
 
 
-CONFIDENCE = 0.99  # a located position this likely is named without more gates
 SETTLE = 0.5  # past its planned gates, a search goes on while the named one is less likely
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How far a location goes past the gates a noiseless bisection needs: `spare` gates more,
+    spent only while the named position is below `confidence`.
+
+    A clean path (every verdict consistent) names its position at about 97.6% at the gate's
+    noise: the SAME just below it could be a miss. With a refused gate's JSON the bisect has
+    a gate in hand (the whole candidate's, not spent), so even a clean path's last SAME is
+    measured again (confidence 0.99). Without one, the noiseless count already uses the
+    budget of log2(units) + 1 gates, and the spare gate is kept for a doubtful position
+    (below 97%): a clean path stops."""
+
+    spare: int = 1
+    confidence: float = 0.97
+
+
+IN_HAND = Budget(1, 0.99)  # --bad GATE.json
+# "None of them" (the candidate does not regress) contradicts the refusal that started the
+# bisect: it is named only this likely (an equal candidate: the whole measured SAME twice).
+NOTHING = 0.99
 
 
 @dataclass
@@ -102,45 +126,55 @@ def locate(
     fixed: frozenset[int],
     evidence: Evidence,
     noise: Noise = Noise(),
-    spare: int = 0,
+    budget: Budget = Budget(),
+    *,
+    open_end: bool = False,
 ) -> Located:
     """The position i of the first item whose prefix regresses: fixed | items[:i+1] regresses,
-    fixed | items[:i] does not (fixed | items is known to regress, fixed alone not to).
-    Verdicts already seen for these prefixes count from the start. At most ceil(log2 m) +
-    `spare` gates: the spare ones only while the named position is below CONFIDENCE."""
+    fixed | items[:i] does not (fixed alone is known not to). fixed | items is known to
+    regress, unless `open_end`: then position m (= len(items)) stands for "none of them" (the
+    whole does not regress either), one more hypothesis, and the whole is a prefix like the
+    others (measured only when its verdict tells the most; its verdicts seen count).
+    Verdicts already seen for these prefixes count from the start. At most ceil(log2 h) +
+    budget.spare gates for h open hypotheses: the spare ones only while the named position is
+    below budget.confidence; past those only while it is below SETTLE (at most twice as
+    many)."""
     m = len(items)
-    if m == 1:
+    h = m + 1 if open_end else m  # hypotheses
+    if h == 1:
         return Located(0, 1.0)
     prefixes = [fixed | frozenset(items[:j]) for j in range(m + 1)]
-    post = [1.0 / m] * m
+    post = [1.0 / h] * h
 
     def update(j: int, regressed: bool) -> None:
         # prefix j regresses when the first regressing position i is below j
-        for i in range(m):
+        for i in range(h):
             if i < j:
                 post[i] *= noise.power if regressed else 1.0 - noise.power
             else:
                 post[i] *= noise.false_alarm if regressed else 1.0 - noise.false_alarm
         total = sum(post)
-        for i in range(m):
+        for i in range(h):
             post[i] /= total
 
-    for j in range(1, m):
+    asked = range(1, m + 1) if open_end else range(1, m)
+    for j in asked:
         for verdict in evidence.seen.get(prefixes[j], []):
             update(j, verdict)
-    # What a noiseless bisection would still need: the positions the verdicts seen so far
+    # What a noiseless bisection would still need: the hypotheses the verdicts seen so far
     # leave open (a tenth of the likeliest's posterior or more).
     open_ = sum(p >= 0.1 * max(post) for p in post)
-    cap = math.ceil(math.log2(open_)) + spare
+    cap = math.ceil(math.log2(open_)) + budget.spare
     limit = 2 * cap + 2
     spent = 0
     while True:
-        best = max(range(m), key=lambda i: (post[i], -i))
+        best = max(range(h), key=lambda i: (post[i], -i))
         settled = spent >= cap and post[best] >= SETTLE
-        if post[best] >= CONFIDENCE or settled or spent >= limit:
+        sure = post[best] >= (NOTHING if best == m else budget.confidence)
+        if sure or (settled and best < m) or spent >= limit:
             return Located(best, post[best])
         below, split, most = 0.0, 1, -1.0
-        for j in range(1, m):
+        for j in asked:
             below += post[j - 1]
             gain = _information(below, noise)
             if gain > most + 1e-12:
@@ -155,8 +189,17 @@ class Culprit:
     confidence: float  # of the location that named its last member
 
 
-def binary(n: int, evidence: Evidence, noise: Noise = Noise(), spare: int = 0) -> list[Culprit]:
-    found = locate(range(n), frozenset(), evidence, noise, spare)
+def binary(
+    n: int,
+    evidence: Evidence,
+    noise: Noise = Noise(),
+    budget: Budget = Budget(),
+    *,
+    open_end: bool = False,
+) -> list[Culprit] | None:
+    found = locate(range(n), frozenset(), evidence, noise, budget, open_end=open_end)
+    if found.position == n:
+        return None
     return [Culprit(frozenset({found.position}), found.confidence)]
 
 
@@ -165,18 +208,25 @@ def minimal(
     fixed: frozenset[int],
     evidence: Evidence,
     noise: Noise = Noise(),
-    spare: int = 0,
-) -> Culprit:
+    budget: Budget = Budget(),
+    *,
+    open_end: bool = False,
+) -> Culprit | None:
     """A set of items that regresses with `fixed` applied and none of whose members can be left
-    out along the path the search took (fixed | items is known to regress)."""
-    found = locate(items, fixed, evidence, noise, spare)
+    out along the path the search took (fixed | items is known to regress, unless
+    `open_end`: None when it does not)."""
+    found = locate(items, fixed, evidence, noise, budget, open_end=open_end)
     i = found.position
+    if i == len(items):
+        return None
     named = items[i]
     # The named unit not regressing alone makes it part of a group: a miss there would turn
     # a single culprit into a pair, so that SAME is only believed when measured twice.
     if i == 0 or evidence.ask(fixed | {named}, twice=True):
         return Culprit(frozenset({named}), found.confidence)
-    group = frozenset({named}) | minimal(items[:i], fixed | {named}, evidence, noise, spare).units
+    partners = minimal(items[:i], fixed | {named}, evidence, noise, budget)
+    assert partners is not None
+    group = frozenset({named}) | partners.units
     # Each member must be needed: a partner that regresses without the others (a gate that
     # missed a regression on the way sends the search past the real culprit) is the culprit
     # alone. For a pair this is one more gate: the partner alone.
@@ -187,12 +237,20 @@ def minimal(
 
 
 def interaction(
-    n: int, evidence: Evidence, noise: Noise = Noise(), spare: int = 0
-) -> list[Culprit]:
+    n: int,
+    evidence: Evidence,
+    noise: Noise = Noise(),
+    budget: Budget = Budget(),
+    *,
+    open_end: bool = False,
+) -> list[Culprit] | None:
     found: list[Culprit] = []
     remaining = list(range(n))
     while remaining:
-        culprit = minimal(remaining, frozenset(), evidence, noise, spare)
+        culprit = minimal(remaining, frozenset(), evidence, noise, budget, open_end=open_end)
+        if culprit is None:
+            return None
+        open_end = False
         found.append(culprit)
         remaining = [i for i in remaining if i not in culprit.units]
         if not remaining or not evidence.ask(frozenset(remaining)):
@@ -203,19 +261,24 @@ def interaction(
 def bisect(
     mode: Mode, n: int, gate: Gate, noise: Noise = Noise(), *, refused: bool = False
 ) -> list[Culprit] | None:
-    """The culprits, or None when the whole candidate passed twice (nothing to bisect).
+    """The culprits, or None when the candidate does not regress (nothing to bisect).
 
-    A bisect starts because a gate refused the candidate. `refused`: the whole candidate's
-    first verdict is that gate's (gate(whole, 1) answers it without gating): the gate the
-    bisect would spend on the whole goes to one confirming gate per location instead, when
-    the named position is below CONFIDENCE. Otherwise the whole is gated first, and a pass,
-    which contradicts the refusal, is measured once more before giving up. Either way one
-    culprit costs at most ceil(log2 n) + 1 gates of the bisect's own."""
+    The first location has one more hypothesis than the units: "none of them" (the whole
+    candidate does not regress on this host), as likely at first as any one unit. The whole
+    candidate is then a prefix like the others, gated when its verdict tells the most (for an
+    equal candidate, near the end; when a smaller prefix regresses, perhaps never: that
+    regression already shows the candidate regresses). So one culprit among n units costs
+    ceil(log2(n + 1)) gates without noise, the issue's log2(n) + 1 with the whole candidate's
+    gate counted, and one spare gate for a doubtful position (Budget).
+
+    `refused` (--bad GATE.json): the whole candidate's first verdict is that gate's
+    (gate(whole, 1) answers it, no gate spent): it counts as one measurement, which leaves
+    "none" unlikely, and the gate it saves is a second look at the last SAME (IN_HAND)."""
     evidence = Evidence(gate)
-    whole = frozenset(range(n))
-    if not evidence.measure(whole) and not evidence.measure(whole):
-        return None
-    spare = 1 if refused else 0
+    budget = Budget()
+    if refused:
+        evidence.measure(frozenset(range(n)))
+        budget = IN_HAND
     if mode == "binary":
-        return binary(n, evidence, noise, spare)
-    return interaction(n, evidence, noise, spare)
+        return binary(n, evidence, noise, budget, open_end=True)
+    return interaction(n, evidence, noise, budget, open_end=True)
