@@ -178,9 +178,10 @@ def test_a_cold_run_with_workers_and_an_early_child_equals_a_plain_run(tmp_path:
     filler = _copies(drv, site / "filler", prefetch_mod.MIN_MISSES)
     elf_env.add_package(site, "filler", filler)
 
-    plain = run_static(StaticInputs(env_path=tmp_path / "env", abi=AbiOptions()))
+    plain = run_static(StaticInputs(env_path=tmp_path / "env", abi=AbiOptions(), targets=("9.0",)))
     # the CLI, cold: one thread, so the facts are read by workers and the child starts early
     argv = [sys.executable, "-m", "validators", "static", "--env", str(tmp_path / "env")]
+    argv += ["--targets", "9.0"]  # the arch scan runs beside the confirming child
     env = {**os.environ, "STACKGATE_CACHE": str(tmp_path / "cache")}
     done = subprocess.run(
         [*argv, "--json"], capture_output=True, text=True, check=False, cwd=REPO, env=env
@@ -193,6 +194,7 @@ def test_a_cold_run_with_workers_and_an_early_child_equals_a_plain_run(tmp_path:
     assert "the first started while the env was read" in summary, summary
     kernel = by_check["static.abi.sgl_kernel"]
     assert kernel["status"] == "FAIL" and "confirmed by a load" in kernel["reason"], kernel
+    assert by_check["static.arch"]["reason"] == "no GPU code in this environment"
     assert _normalised(cold) == _normalised([r.model_dump() for r in plain])
 
 

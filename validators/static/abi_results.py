@@ -6,6 +6,7 @@ import functools
 import mmap
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,7 @@ def abi_results(
     options: AbiOptions | None = None,
     cache: FileFactsCache | None = None,
     prewarmed: Prewarmed | None = None,
+    meanwhile: Callable[[], object] | None = None,
 ) -> list[Result]:
     """One result per distribution with ELF files. Problems in distributions the stack's pins
     do not need (per Requires-Dist) are SKIP with the finding, not FAIL. WARN and INFO
@@ -87,18 +89,24 @@ def abi_results(
     verdicts = classify(env, findings, roots, have, deep=options.deep, cache=cache)
     seconds = time.perf_counter() - t
     load_note, load_seconds = "", 0.0
-    if options.confirm and source is None:
-        native = [r for r in roots if r in resolution.native]  # no aarch64 stubs to load
-        load_note, load_seconds = _confirm(
-            env,
-            verdicts,
-            native,
-            findings,
-            options,
-            lambda root: _reaches_driver(resolution.checker(), root),
-            cache,
-            prewarmed,
-        )
+    # `meanwhile` (the GPU-arch scan) runs in a thread while this thread mostly waits for the
+    # confirming child: the child's imports and the scan use both cores
+    with ThreadPoolExecutor(1) as side:
+        beside = side.submit(meanwhile) if meanwhile is not None else None
+        if options.confirm and source is None:
+            native = [r for r in roots if r in resolution.native]  # no aarch64 stubs to load
+            load_note, load_seconds = _confirm(
+                env,
+                verdicts,
+                native,
+                findings,
+                options,
+                lambda root: _reaches_driver(resolution.checker(), root),
+                cache,
+                prewarmed,
+            )
+    if beside is not None:
+        beside.result()  # its exception, if any, is the caller's
     out = [
         # One resolution serves every package: its time is the summary's, not each package's.
         _package_result(env, v, relevant, readable, have, 0.0)

@@ -126,13 +126,20 @@ def run_static(inputs: StaticInputs) -> list[Result]:
     warm = None
     if filled is not None and filled.complete:
         warm = prewarm_confirming(env, inputs.abi, filled.driver_names)
+    arch: list[Result] = []
     try:
         results.extend(
             abi_results(
-                env, shared, relevant, options=inputs.abi, cache=inputs.cache, prewarmed=warm
+                env,
+                shared,
+                relevant,
+                options=inputs.abi,
+                cache=inputs.cache,
+                prewarmed=warm,
+                meanwhile=lambda: arch.extend(_arch_results(env, shared, inputs)),
             )
         )
-        results.extend(_arch_results(env, shared, inputs))
+        results.extend(arch)
     finally:
         if warm is not None:
             warm.discard()
