@@ -81,10 +81,31 @@ def find_secrets(data: object, where: str = "") -> list[tuple[str, str]]:
     return sorted(out)
 
 
+# What the JSON text of data must hold for find_secrets(data) to find anything: a literal that
+# starts every token shape of _TOKEN (each appears verbatim in JSON: no escape makes or hides
+# one), a URL whose authority holds `@` (an escape pair counts as one character, an unescaped
+# quote ends the string), or a parameter named like a secret. Looser than the walk's own tests
+# (the text holds no lookbehind, no whitespace rule), never tighter.
+_TOKEN_STARTS = (
+    "hf_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "sk-", "AKIA",
+    "ASIA", "xoxa-", "xoxb-", "xoxp-", "xoxr-", "xoxs-", "pypi-AgEIcHlwaS5vcmc", "npm_",
+    "-----BEGIN ",
+)  # fmt: skip
+_URL_WITH_AT = re.compile(r'://(?:[^/?#"\\]|\\.)*@')
+
+
 def secrets_in(data: object, text: str) -> list[tuple[str, str]]:
-    """find_secrets(data), where text is data as JSON: one C regex pass over the text decides
-    whether the slow walk is needed (a record holds tens of thousands of numbers)."""
-    if _TOKEN.search(text) or _USERINFO.search(text) or _SECRET_PARAM.search(text):
+    """find_secrets(data), where text is data as JSON: a few C searches of the text decide
+    whether the slow walk is needed (a record holds tens of thousands of numbers).
+
+    A token after an escape (`"line\\nhf_..."`) is found: in the text a letter (`n`) stands
+    before it, which _TOKEN's lookbehind would refuse, so the text is searched for the token's
+    start, and the walk judges each decoded string."""
+    if (
+        any(start in text for start in _TOKEN_STARTS)
+        or _URL_WITH_AT.search(text)
+        or _SECRET_PARAM.search(text)
+    ):
         return find_secrets(data)
     return []
 

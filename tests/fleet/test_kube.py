@@ -225,12 +225,11 @@ def test_the_schema_refuses_variants_of_a_broken_job(
     assert len(errors) == 1 and says in errors[0], errors
 
 
-def test_pod_security_baseline_refuses_only_the_hostpath_and_restricted_wants_non_root() -> None:
+def test_pod_security_restricted_passes_with_an_emptydir_and_baseline_refuses_only_the_hostpath() -> None:
     """What the PodSecurity admission would say (tests/fleet/pod_security.py stands for it):
-    with the default hostPath the validation pods are refused by "baseline" for that volume
-    alone; with `--host-path ''` every pod passes "baseline"; "restricted" further asks for
-    runAsNonRoot on every container, which the manifests do not set (the claim's files are
-    written as the image's user, root)."""
+    with the default hostPath the validation pods are refused by "baseline" (and so by
+    "restricted") for that volume alone; with `--host-path ''` every pod passes "restricted":
+    every container runs as the non-root user (65532, or `--run-as-user`), never root."""
     from tests.fleet.pod_security import baseline, restricted
 
     def pods(*extra: str) -> dict[str, dict[str, Any]]:
@@ -240,14 +239,30 @@ def test_pod_security_baseline_refuses_only_the_hostpath_and_restricted_wants_no
         return {i["metadata"]["name"]: i["spec"]["template"]["spec"] for i in doc["items"] if i["kind"] == "Job"}
 
     hostpath = pods()
+    refused = [("HostPath Volumes", "volumes[local]", "hostPath /var/lib/stackgate")]
     assert {name: baseline(pod) for name, pod in hostpath.items()} == {
-        "stackgate-nightly-cu130": [("HostPath Volumes", "volumes[local]", "hostPath /var/lib/stackgate")],
-        "stackgate-nightly-cu130-collect": [],
-    }
-    emptydir = pods("--host-path", "")
-    assert {name: baseline(pod) for name, pod in emptydir.items()} == {
-        "stackgate-nightly-cu130": [], "stackgate-nightly-cu130-collect": [],
+        "stackgate-nightly-cu130": refused, "stackgate-nightly-cu130-collect": [],
     }  # fmt: skip
-    for name, pod in emptydir.items():
-        left = {control for control, _, _ in restricted(pod)}
-        assert left == {"Running as Non-root"}, (name, restricted(pod))
+    assert {control for control, _, _ in restricted(hostpath["stackgate-nightly-cu130"])} == {
+        "HostPath Volumes", "Volume Types",
+    }  # fmt: skip
+    for extra, uid in (((), 65532), (("--run-as-user", "1000"), 1000)):
+        emptydir = pods("--host-path", "", *extra)
+        for name, pod in emptydir.items():
+            assert restricted(pod) == [], (name, restricted(pod))
+            context = pod["securityContext"]
+            assert context["runAsNonRoot"] is True, name
+            assert context["runAsUser"] == context["runAsGroup"] == context["fsGroup"] == uid
+    for bad in ("0", "-1", "x"):
+        done = _dry_run("--host-path", "", "--run-as-user", bad)
+        assert done.returncode == 2 and "--run-as-user" in done.stderr, (bad, done.stderr)
+
+
+def test_the_image_runs_as_the_pods_user() -> None:
+    """The Containerfile's USER is the uid the pods ask for by default, so the image and the
+    manifests agree (runAsNonRoot with an image whose USER is root needs runAsUser)."""
+    from validators.fleet.spec import NON_ROOT_UID
+
+    lines = (ROOT / "fleet/kubernetes/Containerfile").read_text().splitlines()
+    users = [line.split()[1] for line in lines if line.startswith("USER ")]
+    assert users == [f"{NON_ROOT_UID}:{NON_ROOT_UID}"]

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from stackgate.errors import BadInput
 from validators.core.results import Report, Result
 from validators.fleet.elements import Element
 from validators.fleet.outliers import find_lemons, lemon_metric
@@ -19,7 +20,7 @@ from validators.fleet.spec import FleetSpec
 from validators.fleet.status import FailedCheck, NodeStatus, claim_attempt, write_status
 from validators.fleet.verdict import host_class, judge
 from validators.records.extract import run_metrics
-from validators.records.model import BuildFacts, GpuInfo, HostFingerprint, Record
+from validators.records.model import BuildFacts, GpuInfo, HostFingerprint, Record, canonical_json
 from validators.records.store import RecordStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -242,9 +243,42 @@ def test_collect_imports_each_record_as_judged_whatever_its_file_holds_after(tmp
         assert record is not None and record.record_id == judged.records[node].record_id
         assert record.compute_id() == record.record_id  # the whole content, not the slim copy
         assert record.host.hostname == node and len(record.metrics) == 3
+    rows = {n: judged.row(n) for n in good}  # what collect hands the store: no parse, no dump
+    for node, row in rows.items():
+        record = judged.read(node)
+        assert row is not None and record is not None and row.hash_matches()
+        assert row.body == canonical_json(record.model_dump(mode="json"))  # the store's own form
+        assert row.content_text() == canonical_json(record.content())
     with RecordStore.open(tmp_path / "team.sqlite") as store:
-        added = store.add_many(judged.read(n) for n in sorted(good)).added  # type: ignore[misc]
+        added = store.add_many(r for r in rows.values() if r is not None).added
     assert sorted(added) == sorted(judged.records[n].record_id for n in good)
+    with RecordStore.open(tmp_path / "team.sqlite") as store:  # read back through every check
+        assert {store.get(i).host.hostname for i in added} == set(good)
+
+
+def test_a_kept_copy_changed_after_judging_is_named_not_imported(tmp_path: Path) -> None:
+    """The compressed copy kept from judging is checked against the judged id as it is
+    imported: a changed one (here one metric value) is not a row, and the store itself refuses
+    a body whose content does not hash to its id, adding nothing."""
+    import zlib
+
+    from validators.fleet.verdict import judge
+    from validators.records.model import StoredBody
+
+    spec = _job(tmp_path)
+    judged = judge(spec)
+    node = sorted(judged.known_good())[0]
+    body = zlib.decompress(judged.bodies[node]).decode()
+    changed = body.replace("60.", "61.", 1)
+    assert changed != body
+    judged.bodies[node] = zlib.compress(changed.encode())
+    assert judged.row(node) is None and judged.read(node) is None
+    good = judged.records[sorted(judged.known_good())[1]]
+    forged = StoredBody(good.record_id, good.stack, good.kind, good.created_at, 1, changed)
+    with RecordStore.open(tmp_path / "team.sqlite") as store:
+        with pytest.raises(BadInput, match="id does not match its content"):
+            store.add_many([judged.row(sorted(judged.known_good())[1]), forged])  # type: ignore[list-item]
+        assert store.count() == 0
 
 
 def _verdict_of(counts: dict[str, int]) -> Any:

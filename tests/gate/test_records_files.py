@@ -319,3 +319,64 @@ def test_import_does_not_follow_a_symlinked_folder(tmp_path: Path) -> None:
     (records / "smoke" / "loop").symlink_to(records)  # a loop must not hang the walk
     with RecordStore.open(tmp_path / "s.sqlite") as store:
         assert len(import_dir(store, records).added) == 1
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" * 64 + "]" * 64,  # at the limit
+        "[" * 65 + "]" * 65,
+        '{"a":' * 65 + "1" + "}" * 65,
+        '["' + "[" * 200 + '"]',  # brackets in a string are not nesting
+        '["\\"' + "[" * 200 + '"]',  # nor after an escaped quote
+        '["\\\\"' + ", []" * 70 + "]",  # an escaped backslash ends no string
+        '["é[\\u005b' + "{" * 80 + '", ' + "[" * 63 + "]" * 63 + "]",
+        '["]]]]]]", ' + "[" * 64 + "]" * 64 + "]",  # closers in a string hide no depth
+    ],
+)
+def test_the_text_depth_check_agrees_with_the_walk(text: str) -> None:
+    """The record reader counts brackets outside strings in the text instead of walking the
+    parsed data; on every shape of JSON the two say the same."""
+    from stackgate.files import json_depth_exceeds, json_text_depth_exceeds
+
+    for limit in (0, 1, 2, 63, 64, 65):
+        assert json_text_depth_exceeds(text, limit) == json_depth_exceeds(json.loads(text), limit)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "log line\nhf_" + "Zq7" * 12,  # after an escape: `\n` puts a letter before it in JSON
+        "x\thf_" + "Zq7" * 12,
+        "ok\nAKIAABCDEFGHIJKLMNOP",
+        'quote"ghp_' + "a1" * 18,
+        "https://us er@host/simple",  # urlsplit takes the whole `us er` as the user
+        "see https://h.example/x?private_token=abc",
+    ],
+)
+def test_a_record_file_with_a_secret_anywhere_is_refused(tmp_path: Path, value: str) -> None:
+    record = make_record("smoke").model_copy(update={"note": value}).sealed()
+    path = tmp_path / "r.json"
+    path.write_text(record.to_json())
+    with pytest.raises(BadInput, match="holds secrets"):
+        read_record_file(path)
+
+
+def test_the_stored_body_is_made_from_the_hash_encoding(tmp_path: Path) -> None:
+    """load_record's by-product body is canonical JSON of the whole record, byte for byte what
+    a dump would make, for records whose nested objects hold `record_id` and `runs` keys too."""
+    from validators.records.json_files import read_record_file_body
+    from validators.records.model import canonical_json, canonical_texts
+
+    nested = {"record_id": "x" * 64, "runs": 3, "z": {"record_id": 1}, "é": "\"record_id\":\"a\""}
+    for manifest in ({}, nested):
+        record = make_record("smoke").model_copy(update={"manifest": manifest}).sealed()
+        path = tmp_path / "r.json"
+        path.write_text(record.to_json())
+        read, body = read_record_file_body(path)
+        assert body == canonical_json(record.model_dump(mode="json"))
+        assert read == record
+    for content in ({}, {"a": 1}, {"zz": 1}, {"a": [1], "zz": "}"}):
+        text, body = canonical_texts(content, "f" * 64)
+        assert text == canonical_json(content)
+        assert body == canonical_json({**content, "record_id": "f" * 64})

@@ -26,7 +26,7 @@ from validators.fleet.node import exit_code_for, run_node
 from validators.fleet.outliers import LEMON_METRICS, MIN_PEERS
 from validators.fleet.render import render_verdict, write_html
 from validators.fleet.schedulers import SCHEDULERS, scheduler_of
-from validators.fleet.spec import SPEC_FILENAME, FleetSpec, read_spec
+from validators.fleet.spec import NON_ROOT_UID, SPEC_FILENAME, FleetSpec, read_spec
 from validators.fleet.status import read_node, status_summary
 from validators.fleet.submit import (
     SubmitRequest,
@@ -37,7 +37,7 @@ from validators.fleet.submit import (
 )
 from validators.fleet.verdict import FleetVerdict, Judged, judge, write_verdict
 from validators.gate.policy import DEFAULT_REPEATS
-from validators.records.model import Record
+from validators.records.model import Record, StoredBody
 from validators.records.store import RecordStore
 
 VERDICT_HTML = "verdict.html"
@@ -109,6 +109,12 @@ def _submit_args(p: argparse.ArgumentParser) -> None:
         "--node-deadline", type=int_in(1, 30 * 86_400), default=6 * 3600, help="seconds per pod"
     )
     k.add_argument("--priority-class", default=None, help="priorityClassName of the pods")
+    k.add_argument(
+        "--run-as-user",
+        type=int_in(1, 2**31 - 1),
+        default=NON_ROOT_UID,
+        help="uid (and gid, fsGroup) of every container: never root (Pod Security restricted)",
+    )
 
 
 def _lemon_args(parser: argparse.ArgumentParser) -> None:
@@ -193,6 +199,7 @@ def submit_request(args: argparse.Namespace) -> SubmitRequest:
         host_path=args.host_path,
         node_deadline_s=args.node_deadline,
         priority_class=args.priority_class,
+        run_as_user=args.run_as_user,
     )
 
 
@@ -317,22 +324,21 @@ def _collect(args: argparse.Namespace) -> int:
     changed: list[str] = []
     lemon_ids: set[str] = set()
 
-    def records() -> Iterator[Record]:
+    def records() -> Iterator[Record | StoredBody]:
         for lemon, files in ((False, judged.known_good()), (True, judged.lemons())):
             for node in sorted(files):
-                record = judged.read(node)
-                if record is None:
+                kept = judged.read(node) if lemon else judged.row(node)
+                if kept is None:
                     changed.append(
                         f"{files[node]}: the judged copy does not read back; not imported"
                     )
-                elif lemon:
+                elif isinstance(kept, Record):
                     note = _lemon_note(spec, node, verdict)
-                    record = record.model_copy(update={"kind": "candidate", "note": note})
-                    record = record.sealed()
+                    record = kept.model_copy(update={"kind": "candidate", "note": note}).sealed()
                     lemon_ids.add(record.record_id)
                     yield record
                 else:
-                    yield record
+                    yield kept
 
     store_path = args.store or (Path(spec.store) if spec.store else None)
     with RecordStore.open(store_path) as store:

@@ -36,7 +36,7 @@ from validators.fleet.status import (
     node_dir,
     read_node,
 )
-from validators.records.json_files import read_record_file
+from validators.records.json_files import read_record_file_body
 from validators.records.model import Record
 
 # Slurm states of an element that has ended; only COMPLETED (exit 0) goes with a PASS.
@@ -69,6 +69,7 @@ class NodeJudgement:
     record: Record | None = None
     record_file: str | None = None
     scheduler: str | None = None
+    body: str | None = None  # the record as the store keeps it (PASS)
 
 
 def _fail(reasons: list[str], phase: str = "collect", **kw: object) -> NodeJudgement:
@@ -100,16 +101,17 @@ def judge_node(expected: Expected, node: str) -> NodeJudgement:
         return NodeJudgement(
             "FAIL", status.phase, status.reasons, status.failed_checks, scheduler=note
         )
-    record, problem = _record(spec, node, status)
-    if record is None:
+    read, problem = _record(spec, node, status)
+    if read is None:
         return _fail([problem or "no record"], scheduler=note)
     return NodeJudgement(
         "PASS",
         status.phase,
         failed_checks=status.failed_checks,
-        record=record,
+        record=read[0],
         record_file=status.record_file,
         scheduler=note,
+        body=read[1],
     )
 
 
@@ -170,7 +172,10 @@ def _scheduler_disagrees(node: str, status: NodeStatus, element: Element) -> lis
     return out
 
 
-def _record(spec: FleetSpec, node: str, status: NodeStatus) -> tuple[Record | None, str | None]:
+def _record(
+    spec: FleetSpec, node: str, status: NodeStatus
+) -> tuple[tuple[Record, str] | None, str | None]:
+    """The node's record and its body (the store's form), or None and what is wrong."""
     if status.record_file is None:
         return None, "the node says PASS but names no record file"
     rel = Path(status.record_file)
@@ -178,7 +183,7 @@ def _record(spec: FleetSpec, node: str, status: NodeStatus) -> tuple[Record | No
         return None, f"record_file {status.record_file!r}: not a file under {RECORDS_DIR}/"
     path = spec.folder / rel
     try:
-        record = read_record_file(path)
+        record, body = read_record_file_body(path)
     except BadInput as exc:
         return None, "; ".join(exc.lines())
     wrong: list[str] = []
@@ -194,4 +199,4 @@ def _record(spec: FleetSpec, node: str, status: NodeStatus) -> tuple[Record | No
         wrong.append(f"is a {record.kind} record")
     if wrong:
         return None, f"{path}: " + "; ".join(wrong)
-    return record, None
+    return (record, body), None

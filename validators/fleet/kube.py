@@ -91,6 +91,20 @@ def manifests(spec: FleetSpec) -> list[dict[str, Any]]:
         "seccompProfile": {"type": "RuntimeDefault"},
     }
     priority = {"priorityClassName": k.priority_class} if k.priority_class else {}
+    # Pod Security "restricted": never root. The GPUs stay usable: the device plugin's runtime
+    # hook puts /dev/nvidia* in the container with the host's modes (0666 by the driver's
+    # default), and the files a pod writes (claim, emptyDir) get the pod's fsGroup.
+    uid = k.run_as_user
+    pod_security = {
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": uid,
+            "runAsGroup": uid,
+            "fsGroup": uid,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        }
+    }
+    home = {"name": "HOME", "value": "/tmp"}  # uv's cache and kubectl's: a user with no home
     config_map = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -125,6 +139,7 @@ def manifests(spec: FleetSpec) -> list[dict[str, Any]]:
                     "restartPolicy": "Never",
                     "activeDeadlineSeconds": k.node_deadline_s,
                     **priority,
+                    **pod_security,
                     "affinity": {
                         "nodeAffinity": {
                             "requiredDuringSchedulingIgnoredDuringExecution": {
@@ -169,7 +184,8 @@ def manifests(spec: FleetSpec) -> list[dict[str, Any]]:
                                     # the node's name, not the pod's: the fingerprint uses it
                                     "name": "STACKGATE_HOSTNAME",
                                     "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}},
-                                }
+                                },
+                                home,
                             ],
                             "resources": resources,
                             "securityContext": safe,
@@ -225,11 +241,13 @@ def manifests(spec: FleetSpec) -> list[dict[str, Any]]:
                     "restartPolicy": "Never",
                     "serviceAccountName": collect,
                     **priority,
+                    **pod_security,
                     "initContainers": [
                         {
                             "name": "wait",
                             "image": k.kubectl_image,
                             "command": ["sh", "-c", wait],
+                            "env": [home],
                             "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}},
                             "securityContext": safe,
                         }
@@ -250,6 +268,7 @@ def manifests(spec: FleetSpec) -> list[dict[str, Any]]:
                                 "--job-dir",
                                 spec.job_dir,
                             ],
+                            "env": [home],
                             "volumeMounts": _shared_mounts(k),
                             "resources": {"requests": {"cpu": "1", "memory": "2Gi"}},
                             "securityContext": safe,

@@ -62,6 +62,10 @@ class SlurmOptions(StrictModel):
         return value
 
 
+# The user the pods run as (the image's USER too: fleet/kubernetes/Containerfile).
+NON_ROOT_UID = 65532
+
+
 class KubeOptions(StrictModel):
     image: str = Field(description="the stackgate image (checkout + uv), pinned by digest")
     namespace: str = "default"
@@ -87,6 +91,12 @@ class KubeOptions(StrictModel):
     cpu: str = Field(default="8", description="CPU request of a validation pod")
     memory: str = Field(default="64Gi", description="memory request of a validation pod")
     priority_class: str | None = Field(default=None, description="priorityClassName")
+    run_as_user: int = Field(
+        default=NON_ROOT_UID,
+        ge=1,
+        le=2**31 - 1,
+        description="uid, gid and fsGroup of every container (runAsNonRoot: never root)",
+    )
 
 
 class FleetSpec(StrictModel):

@@ -25,6 +25,7 @@ from validators.fleet import slurm
 from validators.fleet.elements import SUBMISSION_FILENAME
 from validators.fleet.schedulers import SCHEDULERS, scheduler_of
 from validators.fleet.spec import (
+    NON_ROOT_UID,
     SPEC_FILENAME,
     FleetSpec,
     KubeOptions,
@@ -68,6 +69,7 @@ class SubmitRequest:
     host_path: str = "/var/lib/stackgate"
     node_deadline_s: int = 6 * 3600
     priority_class: str | None = None
+    run_as_user: int = NON_ROOT_UID
 
 
 def _absolute(path: str) -> str:
@@ -122,6 +124,7 @@ def spec_from_request(req: SubmitRequest) -> FleetSpec:
                 parallelism=req.throttle,
                 node_deadline_s=req.node_deadline_s,
                 priority_class=req.priority_class,
+                run_as_user=req.run_as_user,
             )
             if req.scheduler == "kubernetes" and req.image
             else None,

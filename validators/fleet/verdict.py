@@ -38,7 +38,7 @@ from validators.fleet.elements import Element, Submission
 from validators.fleet.outliers import LEMON_METRICS, MIN_PEERS, find_lemons, lemon_metric
 from validators.fleet.spec import FleetSpec
 from validators.fleet.status import TREE_LISTING, FailedCheck, node_dir, reported_nodes
-from validators.records.model import HostFingerprint, Record, canonical_json
+from validators.records.model import HostFingerprint, Record, StoredBody, stored_body
 
 VERDICT_FILENAME = "verdict.json"
 
@@ -138,18 +138,30 @@ class Judged:
     def read(self, node: str) -> Record | None:
         """The node's whole record as it was judged (its file is not read again: what is
         imported is what was judged, whatever the file holds by now). None if the kept copy
-        does not read back as the judged record (the store checks the id again as it adds)."""
+        does not read back as the judged record, its content hashing to the judged id (a
+        lemon's is sealed again under a new id as a candidate: checked here, before)."""
         try:
-            data = json.loads(zlib.decompress(self.bodies[node]))
-            data["record_id"] = self.records[node].record_id
-            return Record.model_validate(data)
+            record = Record.model_validate(json.loads(zlib.decompress(self.bodies[node])))
         except (KeyError, ValueError, zlib.error):
             return None
+        judged_id = self.records[node].record_id
+        return record if record.record_id == judged_id == record.compute_id() else None
+
+    def row(self, node: str) -> StoredBody | None:
+        """The node's record as the store keeps it, from the body kept as it was judged (no
+        parse, no dump: the store hashes the body's content against the id); None as read()."""
+        try:
+            body = zlib.decompress(self.bodies[node]).decode("utf-8")
+        except (KeyError, UnicodeDecodeError, zlib.error):
+            return None
+        row = stored_body(self.records[node], body)
+        return row if row.hash_matches() else None
 
 
-def _body(record: Record) -> bytes:
-    """The record's canonical JSON (its id's preimage), compressed: ~3x smaller."""
-    return zlib.compress(canonical_json(record.content()).encode("utf-8"), 1)
+def _body(body: str) -> bytes:
+    """The record's body (its canonical JSON, made as its id was checked), compressed: ~3x
+    smaller."""
+    return zlib.compress(body.encode("utf-8"), 1)
 
 
 def _slim(record: Record, keep: dict[str, bool], patterns: Sequence[str]) -> Record:
@@ -247,9 +259,10 @@ def _judge_chunk(
     for node in nodes:
         judged = judge_node(expected, node)
         body = None
-        if judged.record is not None:
-            body = _body(judged.record)
+        if judged.record is not None and judged.body is not None:
+            body = _body(judged.body)
             judged.record = _slim(judged.record, keep, patterns)
+        judged.body = None  # what crosses back to the parent is the compressed copy
         out.append((node, judged, body))
     return out
 

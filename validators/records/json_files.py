@@ -30,7 +30,7 @@ from stackgate.files import (
 )
 from validators.records.chain import HEADS_FOLDER, exported_head_path, write_head
 from validators.records.clock import ahead_of_clock
-from validators.records.model import Record, load_record
+from validators.records.model import Record, load_record_body
 from validators.records.store import ImportResult, RecordStore
 
 MAX_RECORD_BYTES = 64 << 20
@@ -56,6 +56,12 @@ def read_record_file(path: Path) -> Record:
     return record_from_file_data(read_json_file(path, MAX_RECORD_BYTES), path)
 
 
+def read_record_file_body(path: Path) -> tuple[Record, str]:
+    """read_record_file, and the record's body as the store keeps it (model.load_record_body):
+    every check the same, the body a by-product of the hash check."""
+    return _from_file_data(read_json_file(path, MAX_RECORD_BYTES), path)
+
+
 def is_record_data(data: object) -> bool:
     """JSON that holds a record (vs a run report): what a file argument is told apart by."""
     return isinstance(data, dict) and "record_id" in data and "checks" in data
@@ -63,7 +69,11 @@ def is_record_data(data: object) -> bool:
 
 def record_from_file_data(data: object, path: Path) -> Record:
     """read_record_file for JSON already read from path (read once, told apart, parsed)."""
-    record = load_record(data, where=str(path), secrets=True)
+    return _from_file_data(data, path)[0]
+
+
+def _from_file_data(data: object, path: Path) -> tuple[Record, str]:
+    record, body = load_record_body(data, where=str(path), secrets=True)
     if problem := ahead_of_clock(record.created_at):
         raise BadInput(
             f"{path}: created_at is in the future: {problem}",
@@ -72,7 +82,7 @@ def record_from_file_data(data: object, path: Path) -> Record:
                 "date is removed (git rm) and made again"
             ],
         )
-    return record
+    return record, body
 
 
 def record_files(folder: Path) -> Iterator[Path]:

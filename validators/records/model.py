@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
@@ -246,10 +247,66 @@ def content_sha256(data: Any) -> str:
     return hashlib.sha256(canonical_json(data).encode("utf-8")).hexdigest()
 
 
-def refuse_secrets(record: Record, *, where: str, text: str | None = None) -> None:
+@dataclass(frozen=True)
+class StoredBody:
+    """A record as the store keeps it: its columns and its body (the canonical JSON of the
+    whole record, id included), made where the record was read and verified (load_record),
+    so the store takes it without dumping and encoding the record again."""
+
+    record_id: str
+    stack: str
+    kind: str
+    created_at: str
+    schema_version: int
+    body: str
+
+    def content_text(self) -> str | None:
+        """The body without its id: the canonical JSON the id is the hash of; None when the
+        body does not hold its id exactly once as a top-level entry of canonical JSON."""
+        entry = json.dumps("record_id") + ":" + json.dumps(self.record_id)
+        if self.body.count(entry) != 1:  # the id cannot be inside its own preimage
+            return None
+        for piece in (entry + ",", "," + entry):
+            if piece in self.body:
+                return self.body.replace(piece, "", 1)
+        return self.body.replace(entry, "", 1)  # the only entry: {"record_id":...}
+
+    def hash_matches(self) -> bool:
+        text = self.content_text()
+        return text is not None and sha256_text(text) == self.record_id
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def canonical_texts(content: dict[str, Any], record_id: str) -> tuple[str, str]:
+    """(canonical_json(content), canonical_json of content with record_id): the id's
+    preimage and the body the store keeps, from one encoding of the content. Its keys are
+    sorted, so the id's entry goes between the keys before "record_id" and those after (a
+    record's few scalars: encoded again on their own to find where they start)."""
+    text = canonical_json(content)
+    tail = canonical_json({k: v for k, v in content.items() if k > "record_id"})[1:-1]
+    head = text[1 : len(text) - 1 - len(tail)]
+    if head and tail:
+        head = head[:-1]  # the comma before the tail
+    entry = f'"record_id":{json.dumps(record_id)}'
+    return text, "{" + ",".join(p for p in (head, entry, tail) if p) + "}"
+
+
+def stored_body(record: Record, body: str) -> StoredBody:
+    return StoredBody(
+        record.record_id, record.stack, record.kind, record.created_at, record.schema_version, body
+    )
+
+
+def refuse_secrets(
+    record: Record, *, where: str, text: str | None = None, content: dict[str, Any] | None = None
+) -> None:
     """BadInput when a string anywhere in the record holds a credential URL or a recognisable
-    token (run evidence, a note, host facts): records go to the store and to git."""
-    content = record.content()
+    token (run evidence, a note, host facts): records go to the store and to git. text and
+    content: the record's canonical JSON and content, when the caller has them already."""
+    content = record.content() if content is None else content
     found = secrets_in(content, text if text is not None else canonical_json(content))
     if found:
         raise BadInput(
@@ -262,6 +319,12 @@ def load_record(data: Any, *, where: str, secrets: bool = False) -> Record:
     """Parse and verify a record; raise BadInput saying what is wrong and where.
 
     secrets: also refuse one holding credentials (files about to enter a store or git)."""
+    return load_record_body(data, where=where, secrets=secrets)[0]
+
+
+def load_record_body(data: Any, *, where: str, secrets: bool = False) -> tuple[Record, str]:
+    """load_record, and the record's body as the store keeps it (canonical JSON, id
+    included: made from the same encoding as the hash, no second dump)."""
     if not isinstance(data, dict):
         raise BadInput(f"{where}: not a record (expected a JSON object)")
     version = data.get("schema_version")
@@ -274,13 +337,14 @@ def load_record(data: Any, *, where: str, secrets: bool = False) -> Record:
         record = Record.model_validate(data)
     except ValidationError as exc:
         raise BadInput(f"{where}: invalid record", details=validation_problems(exc)) from None
-    text = canonical_json(record.content())
-    expected = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    content = record.content()
+    text, body = canonical_texts(content, record.record_id)
+    expected = sha256_text(text)
     if record.record_id != expected:
         raise BadInput(
             f"{where}: record content does not match its hash (modified after it was written?)",
             details=[f"stored id {record.record_id or '(none)'}", f"content hash {expected}"],
         )
     if secrets:
-        refuse_secrets(record, where=where, text=text)
-    return record
+        refuse_secrets(record, where=where, text=text, content=content)
+    return record, body

@@ -43,7 +43,13 @@ from validators.records.chain import (
     write_head,
 )
 from validators.records.clock import ahead_of_clock
-from validators.records.model import Record, canonical_json, content_sha256, load_record
+from validators.records.model import (
+    Record,
+    StoredBody,
+    canonical_texts,
+    load_record,
+    stored_body,
+)
 
 STORE_FILENAME = "stackgate.sqlite"
 
@@ -127,11 +133,13 @@ class RecordStore:
         """Insert a sealed record; False when the same content is already stored."""
         return bool(self.add_many([record]).added)
 
-    def add_many(self, records: Iterable[Record]) -> ImportResult:
+    def add_many(self, records: Iterable[Record | StoredBody]) -> ImportResult:
         """Append records in one transaction: all of them or, on any error, none.
 
         `records` may be a generator that reads and verifies files as it goes: a bad one
         raises inside the transaction and nothing is added. The chain is extended in order.
+        A StoredBody (a record read and verified where it was read, with its body) is
+        stored as it is, once its body's content hashes to its id.
         """
         if self.read_only:
             raise BadInput(f"{self.path}: opened read-only")
@@ -142,30 +150,25 @@ class RecordStore:
         try:
             seq, previous = self._tail()
             now = now_utc()
-            for record in records:
-                sealed = record if record.record_id else record.sealed()
-                # One dump serves the id check and the stored body (compact canonical JSON:
-                # json's C encoder, several times faster than the indented export format).
-                data = sealed.model_dump(mode="json")
-                del data["record_id"]
-                if content_sha256(data) != sealed.record_id:
-                    raise BadInput(f"record {sealed.short_id}: id does not match its content")
-                data["record_id"] = sealed.record_id
+            for item in records:
+                row = item if isinstance(item, StoredBody) else _row(item)
+                if not row.hash_matches():
+                    raise BadInput(f"record {row.record_id[:12]}: id does not match its content")
                 hit = conn.execute(
-                    "SELECT 1 FROM records WHERE record_id = ?", (sealed.record_id,)
+                    "SELECT 1 FROM records WHERE record_id = ?", (row.record_id,)
                 ).fetchone()
                 if hit:
-                    present.append(sealed.record_id)
+                    present.append(row.record_id)
                     continue
                 seq += 1
-                previous = link(previous, seq, sealed.record_id)
+                previous = link(previous, seq, row.record_id)
                 conn.execute(
                     "INSERT INTO records (seq, record_id, stack, kind, created_at, "
                     "schema_version, inserted_at, body, chain) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (seq, sealed.record_id, sealed.stack, sealed.kind, sealed.created_at,
-                     sealed.schema_version, now, canonical_json(data), previous),
+                    (seq, row.record_id, row.stack, row.kind, row.created_at,
+                     row.schema_version, now, row.body, previous),
                 )  # fmt: skip
-                added.append(sealed.record_id)
+                added.append(row.record_id)
             conn.execute("COMMIT")
         except sqlite3.OperationalError as exc:
             _rollback(conn)
@@ -561,3 +564,13 @@ def _write_upgraded_head(conn: sqlite3.Connection, target: Path) -> None:
         head = ChainHead(store_id=str(row[0]), count=int(tail[0]), head=str(tail[1]),
                          written_at=now_utc())  # fmt: skip
         write_head(sidecar_path(target), head)
+
+
+def _row(record: Record) -> StoredBody:
+    """A record as a row: one dump of it serves the id check and the stored body (compact
+    canonical JSON: json's C encoder, several times faster than the indented export)."""
+    sealed = record if record.record_id else record.sealed()
+    data = sealed.model_dump(mode="json")
+    del data["record_id"]
+    _content, body = canonical_texts(data, sealed.record_id)
+    return stored_body(sealed, body)
