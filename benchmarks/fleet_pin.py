@@ -1,6 +1,6 @@
 """Pinning a fleet's array elements to their nodes on a real Slurm 22.05 (issue 24 gap 1).
 
-    python benchmarks/fleet_pin.py [--nodes 10000] [--sample 2000]
+    python benchmarks/fleet_pin.py [--nodes 10000] [--sample 2000] [--submit-only] [--no-old-probes] [--out F]
 
 Root, Debian's slurmctld/slurmd/munge (tests/helpers/slurm_cluster.py): a one-host cluster of
 8 running nodes (s0-s7), plus `--nodes` node names f00000... that slurmctld knows (State=DOWN,
@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -111,14 +112,38 @@ def sbatch_per_node(c: SlurmCluster, script: Path, total: int) -> dict[str, Any]
             "s": round(took, 2), "ms_per_element": round(1000 * took / total, 2)}  # fmt: skip
 
 
-def full_submit(n: int, workdir: Path) -> dict[str, Any]:
+def _cpu_of(pid: int) -> float:
+    """user+sys CPU seconds of a process (its own, from /proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _own_cpu() -> float:
+    """user+sys CPU seconds of this process and every child it waited for (scontrol, sbatch)."""
+    me, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def full_submit(
+    n: int, workdir: Path, c: SlurmCluster | None = None, old_probes: bool = True
+) -> dict[str, Any]:
     nodes = [f"f{i:05d}" for i in range(n)]
-    start = time.perf_counter()
-    slurm.run(["sinfo", "-h", "-N", "-n", ",".join(nodes), "-o", "%N|%T|%E"])  # what submit did
-    probe_named_s = time.perf_counter() - start
-    start = time.perf_counter()
-    slurm.run(["sinfo", "-h", "-N", "-o", "%N|%T|%E"])  # a line per node
-    probe_per_node_s = time.perf_counter() - start
+    daemons = {
+        p.args[0].rsplit("/", 1)[-1]: p.pid
+        for p in (c.procs if c else [])
+        if isinstance(p.args, list)
+    }
+    probe_named_s = probe_per_node_s = None
+    if old_probes:
+        start = time.perf_counter()
+        slurm.run(["sinfo", "-h", "-N", "-n", ",".join(nodes), "-o", "%N|%T|%E"])  # what submit did
+        probe_named_s = time.perf_counter() - start
+        start = time.perf_counter()
+        slurm.run(["sinfo", "-h", "-N", "-o", "%N|%T|%E"])  # a line per node
+        probe_per_node_s = time.perf_counter() - start
     start = time.perf_counter()
     unavailable = slurm.probe_unavailable(nodes)  # a line per state, hostlists expanded
     probe_s = time.perf_counter() - start
@@ -130,9 +155,14 @@ def full_submit(n: int, workdir: Path) -> dict[str, Any]:
     start = time.perf_counter()
     planned = plan(spec, max_array=slurm.max_array_size())
     plan_s = time.perf_counter() - start
+    ctld = daemons.get("slurmctld")
+    ctld_before = _cpu_of(ctld) if ctld else 0.0
+    own_before, load_before = _own_cpu(), os.getloadavg()[0]
     start = time.perf_counter()
     submitted = execute(planned)
     submit_s = time.perf_counter() - start
+    own_s = _own_cpu() - own_before
+    ctld_s = (_cpu_of(ctld) - ctld_before) if ctld else None
     arrays = submitted["arrays"]
     held = slurm.parse_requested(
         slurm.run(["squeue", "-h", "-r", "-j", ",".join(arrays), "-o", "%i|%n"]).stdout
@@ -143,12 +173,16 @@ def full_submit(n: int, workdir: Path) -> dict[str, Any]:
     slurm.run(["scancel", *arrays, submitted["collector_job"]])
     return {
         "nodes": n,
-        "sinfo_probe_named_nodes_s": round(probe_named_s, 2),
-        "sinfo_probe_per_node_s": round(probe_per_node_s, 2),
+        "sinfo_probe_named_nodes_s": None if probe_named_s is None else round(probe_named_s, 2),
+        "sinfo_probe_per_node_s": None if probe_per_node_s is None else round(probe_per_node_s, 2),
         "sinfo_probe_s": round(probe_s, 2),
         "probe_says_unavailable": len(unavailable),
         "plan_s": round(plan_s, 2),
         "submit_s": round(submit_s, 2),
+        "submit_cpu_s_this_process_and_children": round(own_s, 2),
+        "submit_cpu_s_slurmctld": None if ctld_s is None else round(ctld_s, 2),
+        "submit_load_before": round(load_before, 2),
+        "submit_load_after": round(os.getloadavg()[0], 2),
         "arrays": len(arrays),
         "elements_pinned_as_asked": pinned,
         "commands": len(submitted["commands"]),
@@ -159,7 +193,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--nodes", type=int, default=10_000)
     parser.add_argument("--sample", type=int, default=2000)
-    parser.add_argument("--submit-only", action="store_true", help="keep the candidates measured before")
+    parser.add_argument(
+        "--submit-only", action="store_true", help="keep the candidates measured before"
+    )
+    parser.add_argument(
+        "--out", type=Path, default=ROOT / "benchmarks" / "results" / "fleet_pin.json"
+    )
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="fleet-pin-"))
     workdir.chmod(0o755)
@@ -176,20 +215,24 @@ def main() -> None:
         with slurm_cluster(RUNNING, extra_conf=extra) as c:
             os.environ["SLURM_CONF"] = str(c.conf)
             n = args.sample
-            result["candidates"] = [] if args.submit_only else [
-                per_process(c, script, n // 2),
-                stdin_fed(c, script, n, 1000, 1),
-                stdin_fed(c, script, n, 1000, 8),
-                stdin_fed(c, script, n, 100, 1),
-                stdin_fed(c, script, n, 100, 8),
-                stdin_fed(c, script, n, 25, 8),
-                sbatch_per_node(c, script, max(1, n // 10)),
-            ]
-            result["submit"] = full_submit(args.nodes, workdir)
+            result["candidates"] = (
+                []
+                if args.submit_only
+                else [
+                    per_process(c, script, n // 2),
+                    stdin_fed(c, script, n, 1000, 1),
+                    stdin_fed(c, script, n, 1000, 8),
+                    stdin_fed(c, script, n, 100, 1),
+                    stdin_fed(c, script, n, 100, 8),
+                    stdin_fed(c, script, n, 25, 8),
+                    sbatch_per_node(c, script, max(1, n // 10)),
+                ]
+            )
+            result["submit"] = full_submit(args.nodes, workdir, c, not args.no_old_probes)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     result["load_after"] = os.getloadavg()[0]
-    out = ROOT / "benchmarks" / "results" / "fleet_pin.json"
+    out = args.out
     if args.submit_only and out.exists():
         result["candidates"] = json.loads(out.read_text()).get("candidates", [])
         result["candidates_from_an_earlier_run"] = True

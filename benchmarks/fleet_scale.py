@@ -1,6 +1,7 @@
 """A fleet of 10,000 nodes: the submit side on a real Slurm, the collect side on a job folder.
 
-    python benchmarks/fleet_scale.py [--nodes 10000] [--slurm]
+    python benchmarks/fleet_scale.py [--nodes 10000] [--slurm] [--collect-only] [--job DIR]
+        [--baseline OLD_CHECKOUT] [--out F]
 
 Job folder (no scheduler): N nodes that each reported PASS the way `fleet node` leaves it
 (attempt claim, status.json, one ~16 KB record under records/ made like
@@ -100,7 +101,9 @@ def per_node_side(sizes: list[int], workdir: Path) -> list[dict[str, Any]]:
         path.write_text(_spec(nodes, workdir / "job").to_json())
         spec = read_spec(path)
         arrays = [str(1000 + a) for a in range((n + 99) // 100)]
-        submission = Submission(scheduler="slurm", arrays=arrays, offsets=[100 * a for a in range(len(arrays))])
+        submission = Submission(
+            scheduler="slurm", arrays=arrays, offsets=[100 * a for a in range(len(arrays))]
+        )
         out.append({
             "nodes": n,
             "read_spec_ms": round(1000 * best(functools.partial(read_spec, path)), 2),
@@ -145,17 +148,49 @@ def make_job(n: int, job_dir: Path) -> dict[str, Any]:
     return {"nodes": n, "record_bytes": total, "make_s": round(time.perf_counter() - start, 1)}
 
 
-def collect_side(n: int, workdir: Path) -> dict[str, Any]:
-    job = workdir / "job"
-    made = make_job(n, job)
+def _loaded(argv: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """timed_rusage (wall, CPU of the command and its workers, peak RSS) with the machine's
+    1-minute load average before and after: the wall time means little without it."""
+    before = os.getloadavg()[0]
+    out = timed_rusage(argv, env)
+    return {**out, "load_before": round(before, 2), "load_after": round(os.getloadavg()[0], 2)}
+
+
+def _cli_of(checkout: Path) -> list[str]:
+    """`python -m validators` with another checkout's code (what this change is measured
+    against, in the same run): its folder first on sys.path."""
+    boot = f"import runpy, sys; sys.path.insert(0, {str(checkout)!r}); runpy.run_module('validators', run_name='__main__')"
+    return [sys.executable, "-c", boot]
+
+
+def collect_side(
+    n: int, workdir: Path, job: Path | None = None, baseline: Path | None = None
+) -> dict[str, Any]:
+    """job: a job folder made by an earlier run (`--job`), made here when missing.
+    baseline: a checkout of the code before (`git worktree add DIR <commit>`): its collect is
+    measured on the same job folder, right after this one's."""
+    job = job or workdir / "job"
+    made = (
+        make_job(n, job) if not (job / "fleet.json").exists() else {"nodes": n, "reused": str(job)}
+    )
+    (job / "verdict.json").unlink(missing_ok=True)
     env = {**os.environ, "STACKGATE_STATE_DIR": str(workdir / "state"), "NO_COLOR": "1"}
     cli = [sys.executable, "-m", "validators", "fleet"]
-    verdict = timed_rusage([*cli, "verdict", "--job-dir", str(job), "--json"], env)
-    collect = timed_rusage(
-        [*cli, "collect", "--job-dir", str(job), "--store", str(workdir / "team.sqlite"), "--json"], env
+    verdict = _loaded([*cli, "verdict", "--job-dir", str(job), "--json"], env)
+    collect = _loaded(
+        [*cli, "collect", "--job-dir", str(job), "--store", str(workdir / "team.sqlite"), "--json"],
+        env,
     )
     counts = json.loads((job / "verdict.json").read_text())["counts"]
-    return {**made, "verdict": verdict, "collect": collect, "counts": counts}
+    out = {**made, "verdict": verdict, "collect": collect, "counts": counts}
+    if baseline is not None:
+        argv = [*_cli_of(baseline), "fleet", "collect", "--job-dir", str(job),
+                "--store", str(workdir / "team-baseline.sqlite"), "--json"]  # fmt: skip
+        out["collect_baseline"] = {**_loaded(argv, env), "checkout": str(baseline)}
+        out["collect_cpu_ratio_baseline_over_this"] = round(
+            out["collect_baseline"]["cpu_s"] / collect["cpu_s"], 2
+        )
+    return out
 
 
 def slurm_side(n: int, workdir: Path) -> dict[str, Any]:
@@ -179,7 +214,12 @@ def slurm_side(n: int, workdir: Path) -> dict[str, Any]:
             arrays.append(slurm._job_id(slurm.run(argv).stdout))
         sbatch_s = time.perf_counter() - start
         pins = [
-            ["scontrol", "update", f"JobId={arrays[i // limit]}_{i % limit}", f"NodeList={nodes[i % 8]}"]
+            [
+                "scontrol",
+                "update",
+                f"JobId={arrays[i // limit]}_{i % limit}",
+                f"NodeList={nodes[i % 8]}",
+            ]
             for i in range(n)
         ]
         start = time.perf_counter()
@@ -208,19 +248,26 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=10_000)
     parser.add_argument("--slurm", action="store_true")
     parser.add_argument("--no-collect", action="store_true")
+    parser.add_argument("--collect-only", action="store_true", help="no spec or per-node side")
+    parser.add_argument("--job", type=Path, help="job folder to reuse (made there when missing)")
+    parser.add_argument("--baseline", type=Path, help="another checkout: its collect too, same job")
+    parser.add_argument(
+        "--out", type=Path, default=ROOT / "benchmarks" / "results" / "fleet_scale.json"
+    )
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="fleet-scale-"))
     result: dict[str, Any] = {"nodes": args.nodes, "cpus": os.cpu_count()}
     try:
-        result["spec"] = spec_side(args.nodes, workdir)
-        result["per_node"] = per_node_side([1_000, 10_000, 30_000], workdir)
+        if not args.collect_only:
+            result["spec"] = spec_side(args.nodes, workdir)
+            result["per_node"] = per_node_side([1_000, 10_000, 30_000], workdir)
         if not args.no_collect:
-            result["collect"] = collect_side(args.nodes, workdir)
+            result["collect"] = collect_side(args.nodes, workdir, args.job, args.baseline)
         if args.slurm:
             result["slurm"] = slurm_side(args.nodes, workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    out = ROOT / "benchmarks" / "results" / "fleet_scale.json"
+    out = args.out
     if args.no_collect and out.exists():  # keep the collect side measured in an earlier run
         kept = json.loads(out.read_text())
         if kept.get("nodes") == args.nodes and "collect" in kept:
