@@ -16,29 +16,23 @@ import os
 import re
 import shutil
 import tempfile
-import tomllib
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
-from builder.lock.pins import contradictions
 from builder.lock.uvproject import (
     IndexSpec,
     index_specs,
-    manifest_hash,
-    regenerate_command,
     render_pyproject,
 )
 from stackgate import proc
-from stackgate.credentials import has_credentials, redact
 from stackgate.errors import BadInput, CommandFailed, EnvironmentProblem
-from stackgate.files import read_bytes_bounded, read_text_bounded
 from stackgate.layout import LockFiles
 from stackgate.loading import LoadedStack
-from stackgate.paths import display_path, stacks_dir
+from stackgate.lockstate import LockState as LockState
+from stackgate.lockstate import read_lock as read_lock
+from stackgate.paths import stacks_dir
 from stackgate.python_finder import Interpreter
 from stackgate.uvbin import uv_bin
-from stackgate.uvlock import MAX_LOCK_BYTES, UvLock, parse_uv_lock
 
 # Words uv (reqwest/hyper) uses when a host cannot be reached, as opposed to "no solution".
 _NETWORK_WORDS = re.compile(
@@ -47,19 +41,6 @@ _NETWORK_WORDS = re.compile(
     r"failed to fetch|HTTP status server error|404 Not Found|No such file or directory",
     re.IGNORECASE,
 )
-
-
-@dataclass(frozen=True)
-class LockState:
-    files: LockFiles
-    manifest_hash: str
-    lock_hash: str
-    index_map: dict[str, str]
-    lock: UvLock
-
-    @property
-    def short(self) -> str:
-        return self.lock_hash[:12]
 
 
 def uv_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -206,77 +187,6 @@ def _run_lock(
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return read_lock(loaded, files)
-
-
-def read_lock(loaded: LoadedStack, files: LockFiles) -> LockState:
-    """The committed lock for the stack, or BadInput (exit 2) when missing or stale."""
-    stack = loaded.manifest.name
-    if not files.pyproject.is_file() or not files.lockfile.is_file():
-        raise BadInput(
-            f"no lock for stack '{stack}' in {display_path(files.folder)}",
-            details=[f"create it with: {regenerate_command(stack)}"],
-        )
-    try:
-        project = tomllib.loads(read_text_bounded(files.pyproject, 1 << 20))
-        # One read: the bytes checked against the manifest are the bytes hashed into the
-        # build record (two reads could see two locks while `uv lock` rewrites it).
-        lock_bytes = read_bytes_bounded(files.lockfile, MAX_LOCK_BYTES)
-        lock = parse_uv_lock(lock_bytes.decode("utf-8"), where=str(files.lockfile))
-    except (ValueError, RecursionError, BadInput) as exc:  # ValueError: TOMLDecodeError, ints
-        fields = exc.details if isinstance(exc, BadInput) else []  # which field, and why
-        raise BadInput(
-            f"unreadable lock in {display_path(files.folder)}: {exc}",
-            details=[*fields, f"regenerate it with: {regenerate_command(stack)}"],
-        ) from None
-    leaked = _credential_urls(project)
-    if leaked:
-        raise BadInput(
-            f"{display_path(files.pyproject)} holds index credentials (written by an older "
-            "stackgate); regenerate the lock and pass them as UV_INDEX_<NAME>_USERNAME/PASSWORD",
-            details=[*leaked, f"regenerate it with: {regenerate_command(stack)}"],
-        )
-    meta = project.get("tool", {}).get("stackgate", {})
-    recorded = meta.get("manifest_hash")
-    current = manifest_hash(loaded.manifest)
-    if recorded != current:
-        raise BadInput(
-            f"the lock of stack '{stack}' is stale: {display_path(loaded.path)} changed "
-            "since it was locked",
-            details=[
-                f"recorded manifest hash {str(recorded)[:12]}, current {current[:12]}",
-                f"refresh it with: {regenerate_command(stack)}",
-            ],
-        )
-    wrong = contradictions(loaded.manifest, lock)
-    if wrong:
-        raise BadInput(
-            f"{display_path(files.lockfile)} contradicts {display_path(loaded.path)}: the lock "
-            "was edited after it was generated, or generated for other pins",
-            details=[*wrong, f"regenerate it with: {regenerate_command(stack)}"],
-        )
-    index_map = meta.get("index_map", {})
-    return LockState(
-        files=files,
-        manifest_hash=current,
-        lock_hash=hashlib.sha256(lock_bytes).hexdigest(),
-        index_map=dict(index_map) if isinstance(index_map, dict) else {},
-        lock=lock,
-    )
-
-
-def _credential_urls(project: dict[str, object]) -> list[str]:
-    """Redacted URLs with user info anywhere in the generated pyproject's string values."""
-    found: list[str] = []
-    todo: list[object] = [project]
-    while todo:
-        item = todo.pop()
-        if isinstance(item, dict):
-            todo.extend(item.values())
-        elif isinstance(item, list):
-            todo.extend(item)
-        elif isinstance(item, str) and has_credentials(item):
-            found.append(redact(item))
-    return sorted(found)
 
 
 def locked_packages(state: LockState) -> dict[str, str]:

@@ -13,10 +13,6 @@ recorded hash differs from the manifest's current one is stale.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,27 +20,17 @@ from typing import Any
 
 from stackgate.credentials import credential_env, has_credentials, redact, strip_credentials
 from stackgate.errors import BadInput
+from stackgate.lockstate import LOCK_FIELDS as LOCK_FIELDS
+from stackgate.lockstate import manifest_hash as manifest_hash
+from stackgate.lockstate import regenerate_command as regenerate_command
 from stackgate.manifest import Manifest, Package
-
-# The fields a lock is a function of. Serving, validation, environment and build settings
-# can change without re-locking.
-LOCK_FIELDS = ("name", "python", "platform", "indexes", "packages", "overrides")
+from stackgate.toml_write import toml_key as toml_key
+from stackgate.toml_write import toml_value as toml_value
 
 _PLATFORM_MARKERS = {
     "linux-x86_64": "sys_platform == 'linux' and platform_machine == 'x86_64'",
     "linux-aarch64": "sys_platform == 'linux' and platform_machine == 'aarch64'",
 }
-
-
-def manifest_hash(manifest: Manifest) -> str:
-    """sha256 of the canonical JSON of the lock-relevant manifest fields."""
-    data = manifest.model_dump(mode="json", include=set(LOCK_FIELDS))
-    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-def regenerate_command(stack: str) -> str:
-    return f"nox -s lock-{stack}  (or: python -m builder lock {stack})"
 
 
 def parse_index_map(items: list[str], manifest: Manifest) -> dict[str, str]:
@@ -136,32 +122,6 @@ def _source(name: str, pin: Package, mapping: Mapping[str, str]) -> dict[str, An
     if pin.index is not None:
         return {"index": pin.index}
     return None
-
-
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+\Z")
-
-
-def toml_key(key: str) -> str:
-    return key if _BARE_KEY.match(key) else json.dumps(key)
-
-
-def toml_value(value: Any) -> str:
-    """One TOML value, inline (tables as inline tables); also writes bisect's manifests."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValueError(f"cannot write {value} as TOML")
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)  # a JSON string is a valid TOML basic string
-    if isinstance(value, list):
-        return "[" + ", ".join(toml_value(v) for v in value) + "]"
-    if isinstance(value, Mapping):
-        return "{ " + ", ".join(f"{toml_key(k)} = {toml_value(v)}" for k, v in value.items()) + " }"
-    raise TypeError(f"cannot write {type(value).__name__} as TOML")
 
 
 def _lines(key: str, items: list[str]) -> list[str]:

@@ -10,6 +10,7 @@ bisected is the server's output throughput (`--metric`), which the packages halv
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -25,6 +26,9 @@ from tests.bisect.conftest import BASE_PACKAGES, ROOT, BisectProject
 from tests.bisect.index import NEUTRAL, bisect_manifest
 from tests.helpers.interpreter import base_python
 from tests.helpers.range_server import serve
+from validators.commands.bisect import add_arguments, prepare
+from validators.records.reference import Lookup
+from validators.records.store import RecordStore
 
 pytestmark = pytest.mark.slow
 # Two groups (noxfile: --dist loadgroup): each worker builds the module's baseline once and
@@ -290,3 +294,29 @@ def test_bad_input_exits_2_naming_it(bisect_project: BisectProject) -> None:
     assert done.returncode == 2 and "do not differ" in done.stderr
     done = p.run("validators", "bisect", "--good", "base", "--bad", "base", "--max-gates", "0")
     assert done.returncode == 2 and "--max-gates" in done.stderr
+
+
+@FIRST
+def test_the_setup_reads_each_manifest_and_record_once(
+    bisect_project: BisectProject, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The baseline's manifest is asked for twice (its side of the bisect, its stack's
+    [validation.gate]) and read once, like every other manifest and record (the command's
+    Lookup counts them)."""
+    p = bisect_project
+    for key, value in p.env.items():
+        if key.startswith("STACKGATE_"):
+            monkeypatch.setenv(key, value)
+    p.candidate("once", {"slowpkg": "2.0", "n01": "2.0"})
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["--good", "base", "--bad", "once", "--python", base_python()])
+    with RecordStore.open(None, read_only=True) as store:
+        lookup = Lookup(store)
+        bisect, units, refusal = prepare(args, lookup)
+    base = f"stack {(p.stacks / 'base.toml').resolve()}"
+    assert lookup.counts[base] == 2 and lookup.loads[base] == 1, lookup.counts
+    assert all(n == 1 for n in lookup.loads.values()), lookup.loads
+    assert len(lookup.loads) == 3  # the baseline's manifest, the candidate's, the record
+    assert [u.label for u in units] == ["n01 1.0 -> 2.0", "slowpkg 1.0 -> 2.0"]
+    assert refusal is None and bisect.sides.cand.manifest.name == "once"

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from builder.lock.pins import contradictions
 from stackgate.loading import load_stack
+from stackgate.lockpins import contradictions
 from stackgate.uvlock import parse_uv_lock
 
 ROOT = Path(__file__).resolve().parents[2]

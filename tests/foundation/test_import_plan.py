@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _imports(package: str) -> list[tuple[str, int, str]]:
     out: list[tuple[str, int, str]] = []
-    for path in sorted((ROOT / package).rglob("*.py")):
+    where = ROOT / package
+    for path in [where] if where.is_file() else sorted(where.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
@@ -52,5 +53,18 @@ def test_the_run_core_imports_no_group_or_job_package() -> None:
         f"{rel}:{line}: {name}"
         for rel, line, name in found
         if name.split(".")[0] == "validators" and not name.startswith("validators.core")
+    ]
+    assert not crossing, crossing
+
+
+@pytest.mark.parametrize("part", ["validators/bisect", "validators/commands/bisect.py"])
+def test_the_bisect_runs_the_builder_as_a_child(part: str) -> None:
+    """validators bisect locks and builds its steps with `python -m builder lock/build` in a
+    child process (validators/bisect/builder_cli.py) and reads their locks with
+    stackgate.lockstate: no import of the builder, not even inside a function."""
+    found = _imports(part)
+    assert len(found) > (40 if part.endswith("bisect") else 15)  # the walk sees real imports
+    crossing = [
+        f"{rel}:{line}: {name}" for rel, line, name in found if name.split(".")[0] == "builder"
     ]
     assert not crossing, crossing

@@ -17,13 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from builder.lock.resolve import read_lock, run_lock
 from stackgate.errors import BadInput, EnvironmentProblem
 from stackgate.files import atomic_write_text
 from stackgate.layout import LockFiles
 from stackgate.loading import LoadedStack, load_stack
+from stackgate.lockstate import read_lock
 from stackgate.python_finder import Interpreter
 from stackgate.uvlock import UvLock
+from validators.bisect import builder_cli
 from validators.bisect.manifest_text import toml_text
 from validators.bisect.units import ChangeUnit, canonical
 from validators.core.pipeline import apply_accepted
@@ -161,7 +162,7 @@ def lock_intermediate(
     loaded: LoadedStack, locks: Path, sides: Sides, python: Interpreter
 ) -> Locked:
     """The lock of an intermediate stack: the one already made for this manifest (any earlier
-    run), else `uv lock` with the baseline's lock as its preference."""
+    run), else `builder lock` (uv) with the baseline's lock as its preference."""
     files = LockFiles(locks / loaded.manifest.name)
     if files.lockfile.is_file() and files.pyproject.is_file():
         try:
@@ -170,12 +171,11 @@ def lock_intermediate(
             pass
     files.folder.mkdir(parents=True, exist_ok=True)
     shutil.copy2(sides.base_lockfile, files.lockfile)
-    try:
-        state = run_lock(loaded, files, python, index_map={})
-    except BadInput as exc:  # no resolution (an unreachable index is exit 3 and goes up)
+    locked = builder_cli.lock(loaded.path, locks, python.path)
+    if isinstance(locked, builder_cli.Refused):  # no resolution (an index gone is exit 3)
         files.lockfile.unlink(missing_ok=True)
-        return Locked(files, None, False, [exc.message, *exc.details])
-    return Locked(files, state.lock_hash, False, [])
+        return Locked(files, None, False, locked.words)
+    return Locked(files, locked, False, [])
 
 
 def check_before_install(loaded: LoadedStack, lockfile: Path) -> list[Result]:

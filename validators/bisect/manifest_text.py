@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from builder.lock.uvproject import toml_key, toml_value
+from stackgate.toml_write import toml_key, toml_value
 
 
 def toml_text(data: Mapping[str, Any]) -> str:

@@ -11,13 +11,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from builder.lock.resolve import read_lock
-from builder.venv.build import BuildOptions, build_env
 from stackgate.errors import BadInput, StackgateError
 from stackgate.layout import EnvLayout, LockFiles
 from stackgate.loading import LoadedStack
+from stackgate.lockstate import read_lock
 from stackgate.output import console_err
 from stackgate.python_finder import Interpreter
+from validators.bisect import builder_cli
 from validators.bisect.intermediate import (
     Sides,
     check_before_install,
@@ -284,19 +284,13 @@ class Bisect:
         self.console.print(
             f"  build {loaded.manifest.name} (lock {lock_hash[:12]})", highlight=False
         )
-        outcome = build_env(
-            loaded,
-            BuildOptions(
-                venv_root=self.settings.venv_root,
-                locks_root=self.settings.work / "locks",
-                python=str(self.settings.python.path),
-            ),
-        )
+        s = self.settings
+        outcome = builder_cli.build(loaded.path, s.work / "locks", s.venv_root, s.python.path)
         if outcome.reused:
             self.counts.builds_reused += 1
         else:
             self.counts.builds += 1
-        return outcome.env
+        return Path(outcome.env)
 
     def _gate(self, loaded: LoadedStack, env: Path, key: str) -> GateResult:
         s = self.settings

@@ -8,21 +8,20 @@ import hashlib
 import json
 from pathlib import Path
 
-from builder.lock.resolve import read_lock
 from stackgate.cli import emit_json
 from stackgate.cli_numbers import RUNS, int_in
 from stackgate.cli_paths import FOLDER, OUTPUT_FILE
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.layout import current_env, lock_files, venv_root
-from stackgate.loading import load_stack
+from stackgate.lockstate import read_lock
 from stackgate.output import console_err
 from stackgate.python_finder import find_python
 from validators.bisect.intermediate import Sides
-from validators.bisect.refused import check_refusal, is_gate_output, read_refusal
+from validators.bisect.refused import Refusal, check_refusal, is_gate_output, read_refusal
 from validators.bisect.render import payload, render_text, write_html
 from validators.bisect.search import MODES
 from validators.bisect.session import Bisect, Settings
-from validators.bisect.units import change_units
+from validators.bisect.units import ChangeUnit, change_units
 from validators.gate.cli_args import add_policy_arguments, flags_from
 from validators.gate.stack_policy import (
     decide,
@@ -33,7 +32,7 @@ from validators.gate.stack_policy import (
 from validators.records.cli_args import add_store_argument
 from validators.records.env_verify import recheck_env
 from validators.records.model import Record
-from validators.records.resolve import resolve_record
+from validators.records.reference import Lookup
 from validators.records.store import RecordStore, default_store_path
 
 NAME = "bisect"
@@ -101,9 +100,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_store_argument(parser)
 
 
-def _baseline(args: argparse.Namespace) -> Record:
-    with RecordStore.open(args.store, read_only=True) as store:
-        baseline = resolve_record(args.good, store)
+def _baseline(args: argparse.Namespace, lookup: Lookup) -> Record:
+    baseline = lookup.record(args.good)
     if baseline.kind != "known-good":
         raise BadInput(
             f"--good {args.good}: {baseline.label} is a {baseline.kind} record, not "
@@ -112,8 +110,8 @@ def _baseline(args: argparse.Namespace) -> Record:
     return baseline
 
 
-def _sides(baseline: Record, bad: str) -> Sides:
-    base = load_stack(baseline.stack)
+def _sides(baseline: Record, bad: str, lookup: Lookup) -> Sides:
+    base = lookup.stack(baseline.stack)
     base_state = read_lock(base, lock_files(base.manifest.name))
     recorded = baseline.build.lock_sha256
     if recorded is not None and recorded != base_state.lock_hash:
@@ -122,7 +120,7 @@ def _sides(baseline: Record, bad: str) -> Sides:
             f"(lock {base_state.lock_hash[:12]}, recorded {recorded[:12]}); check out the "
             "baseline's lock or give the record that matches it"
         )
-    cand = load_stack(bad)
+    cand = lookup.stack(bad)
     cand_state = read_lock(cand, lock_files(cand.manifest.name))
     return Sides(base, cand, base_state.lock, cand_state.lock, base_state.files.lockfile)
 
@@ -139,13 +137,17 @@ def _work(args: argparse.Namespace, baseline: Record, sides: Sides, policy: obje
     return (args.store or default_store_path()).parent / "bisect" / key
 
 
-def run(args: argparse.Namespace) -> int:
-    baseline = _baseline(args)
+def prepare(
+    args: argparse.Namespace, lookup: Lookup
+) -> tuple[Bisect, list[ChangeUnit], Refusal | None]:
+    """Everything before the first lock: the baseline, both sides, the policy, the units.
+    Each manifest and record is read once (`lookup`: its counters say so in the tests)."""
+    baseline = _baseline(args, lookup)
     refusal = read_refusal(Path(args.bad)) if is_gate_output(args.bad) else None
-    sides = _sides(baseline, refusal.stack if refusal is not None else args.bad)
+    sides = _sides(baseline, refusal.stack if refusal is not None else args.bad, lookup)
     if refusal is not None:
         check_refusal(refusal, baseline.label, sides.cand_lock, lock_files(refusal.stack).lockfile)
-    declared = stack_gate(baseline.stack)
+    declared = stack_gate(baseline.stack, lookup.stack)
     interleave = not args.no_interleave
     require_interleave(declared, interleave)
     flags = flags_from(args)
@@ -178,9 +180,14 @@ def run(args: argparse.Namespace) -> int:
         max_builds=args.max_builds,
         keep_runs=args.keep_runs,
     )
+    return Bisect(sides, baseline, settings), units, refusal
+
+
+def run(args: argparse.Namespace) -> int:
+    with RecordStore.open(args.store, read_only=True) as store:
+        bisect, units, refusal = prepare(args, Lookup(store))
     console = console_err()
-    console.print(f"bisect state: {settings.work}", highlight=False)
-    bisect = Bisect(sides, baseline, settings)
+    console.print(f"bisect state: {bisect.settings.work}", highlight=False)
     bisect.merge_forced(units)
     status, culprits = bisect.run(args.search, refusal)
     data = payload(bisect, status, culprits, args.search)
