@@ -155,20 +155,23 @@ def full_submit(
     start = time.perf_counter()
     planned = plan(spec, max_array=slurm.max_array_size())
     plan_s = time.perf_counter() - start
-    ctld = daemons.get("slurmctld")
+    ctld, munged = daemons.get("slurmctld"), daemons.get("munged")
     ctld_before = _cpu_of(ctld) if ctld else 0.0
+    munged_before = _cpu_of(munged) if munged else 0.0
     own_before, load_before = _own_cpu(), os.getloadavg()[0]
     start = time.perf_counter()
     submitted = execute(planned)
     submit_s = time.perf_counter() - start
     own_s = _own_cpu() - own_before
     ctld_s = (_cpu_of(ctld) - ctld_before) if ctld else None
+    munged_s = (_cpu_of(munged) - munged_before) if munged else None
     arrays = submitted["arrays"]
     held = slurm.parse_requested(
         slurm.run(["squeue", "-h", "-r", "-j", ",".join(arrays), "-o", "%i|%n"]).stdout
     )
+    size = slurm.PIN_ARRAY_SIZE
     pinned = sum(
-        1 for i, node in enumerate(nodes) if held.get(f"{arrays[i // 100]}_{i % 100}") == node
+        1 for i, node in enumerate(nodes) if held.get(f"{arrays[i // size]}_{i % size}") == node
     )
     slurm.run(["scancel", *arrays, submitted["collector_job"]])
     return {
@@ -181,6 +184,7 @@ def full_submit(
         "submit_s": round(submit_s, 2),
         "submit_cpu_s_this_process_and_children": round(own_s, 2),
         "submit_cpu_s_slurmctld": None if ctld_s is None else round(ctld_s, 2),
+        "submit_cpu_s_munged": None if munged_s is None else round(munged_s, 2),
         "submit_load_before": round(load_before, 2),
         "submit_load_after": round(os.getloadavg()[0], 2),
         "arrays": len(arrays),
@@ -197,9 +201,16 @@ def main() -> None:
         "--submit-only", action="store_true", help="keep the candidates measured before"
     )
     parser.add_argument(
+        "--array-size", type=int, default=slurm.PIN_ARRAY_SIZE, help="elements per pinned array"
+    )
+    parser.add_argument(
+        "--no-old-probes", action="store_true", help="skip the sinfo probes submit replaced"
+    )
+    parser.add_argument(
         "--out", type=Path, default=ROOT / "benchmarks" / "results" / "fleet_pin.json"
     )
     args = parser.parse_args()
+    slurm.PIN_ARRAY_SIZE = args.array_size
     workdir = Path(tempfile.mkdtemp(prefix="fleet-pin-"))
     workdir.chmod(0o755)
     script = workdir / "hold.sbatch"
@@ -228,6 +239,7 @@ def main() -> None:
                     sbatch_per_node(c, script, max(1, n // 10)),
                 ]
             )
+            result["pin_array_size"] = slurm.PIN_ARRAY_SIZE
             result["submit"] = full_submit(args.nodes, workdir, c, not args.no_old_probes)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
