@@ -1,13 +1,15 @@
 # How benchmarks/results/compat/lock_cu128.jsonl was measured (from the checkout; the cache
 # folder held torch 2.9.1's closure from the compat runs, the rest of the lock cold).
+# The cache is the one every stackgate cache uses: $STACKGATE_CACHE/lockcheck (stackgate.compat.facts_root).
 import json
 import time
 from pathlib import Path
 
+from stackgate.compat import facts_root
 from validators.compat.lockgate import check_lock
 from validators.lockcheck.facts_cache import FactsCache
 
-cache = FactsCache(Path("/tmp/compat27-cache-root/lockcheck"))
+cache = FactsCache(facts_root())
 for i in range(2):
     t = time.perf_counter()
     r = check_lock(Path("stacks/locks/cu128/uv.lock"), cache)
