@@ -173,6 +173,15 @@ def full_submit(
     pinned = sum(
         1 for i, node in enumerate(nodes) if held.get(f"{arrays[i // size]}_{i % size}") == node
     )
+    # What status, verdict and collect pay per array afterwards: elements.learn asks
+    # `scontrol show job` once per array.
+    ctld_before, own_before = (_cpu_of(ctld) if ctld else 0.0), _own_cpu()
+    start = time.perf_counter()
+    learned = len(slurm.element_states(arrays))
+    learn_s = time.perf_counter() - start
+    learn = {"elements": learned, "wall_s": round(learn_s, 2),
+             "cpu_s_this_process_and_children": round(_own_cpu() - own_before, 2),
+             "cpu_s_slurmctld": round(_cpu_of(ctld) - ctld_before, 2) if ctld else None}  # fmt: skip
     slurm.run(["scancel", *arrays, submitted["collector_job"]])
     return {
         "nodes": n,
@@ -188,6 +197,7 @@ def full_submit(
         "submit_load_before": round(load_before, 2),
         "submit_load_after": round(os.getloadavg()[0], 2),
         "arrays": len(arrays),
+        "element_states_after": learn,
         "elements_pinned_as_asked": pinned,
         "commands": len(submitted["commands"]),
     }

@@ -69,8 +69,11 @@ DEFAULT_MAX_JOB_COUNT = 10_000  # Slurm's default MaxJobCount: job records slurm
 # slurmctld's debug log: every element already split off), so one update costs more the larger
 # the array: 9.8 ms per update in arrays of 1,000 and 4.2 ms in arrays of 100 on one-host Slurm
 # 22.05, one scontrol; 8.3 ms and 2.0 ms with 4 scontrols at once
-# (benchmarks/results/fleet_pin.md). Pinned fleets are therefore arrays of at most 100.
-PIN_ARRAY_SIZE = 100
+# (benchmarks/results/fleet_pin.md). A whole 10,000-node submit costs 54-62 s of CPU in all
+# with arrays of 100 (slurmctld ~30 s of it) and 41-42 s with arrays of 25 (slurmctld 22-24 s,
+# the client 13-14 s); `scontrol show job` once per array afterwards (elements.learn) costs
+# 3.8 s instead of 1.6 s for the 400 arrays. Pinned fleets are therefore arrays of at most 25.
+PIN_ARRAY_SIZE = 25
 PIN_WORKERS = 8  # scontrol processes at once, each reading its share of the updates on stdin
 SBATCH_TIMEOUT_S = 120.0  # sbatch sleeps and retries forever while slurmctld says "not now"
 
