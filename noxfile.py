@@ -59,7 +59,7 @@ def _install(session: nox.Session, *, dev: bool = False) -> None:
     machines set it) Python never writes one either: every CLI start, and every one of the
     suite's thousands of `python -m ...` children, compiled pydantic, rich, packaging and our
     own packages from source again (0.58 s of CPU per `check` against 0.30 s compiled,
-    benchmarks/results/startup.md)."""
+    benchmarks/startup/results/startup.md)."""
     args = ["uv", "sync", "--frozen", "--inexact", "--compile-bytecode"]
     args += ["--group", "dev"] if dev else ["--no-dev"]
     with heartbeat(session, "uv sync: installing the locked dependencies"):
@@ -322,4 +322,4 @@ def refresh_image_pins(session: nox.Session) -> None:
 @nox.session(name="fresh-machine", python=False, default=False)
 def fresh_machine(session: nox.Session) -> None:
     """Run the README's set-up commands verbatim on a pristine Debian 12 root (debootstrap, root)."""
-    session.run(sys.executable, "benchmarks/fresh_machine.py", *session.posargs, external=True)
+    session.run(sys.executable, "benchmarks/fresh_machine/fresh_machine.py", *session.posargs, external=True)

@@ -5,7 +5,7 @@ defines NAME, HELP, add_arguments(parser) and run(args) -> int. Discovery is by 
 new command is a new file. Discovery is lazy: the command names come from the file names and
 the help lines from the sources, and only the module of the command being run is imported
 (`--help` imports none), so start-up does not pay for every command's libraries
-(benchmarks/startup.py). Exit codes: 0 ok, 1 check failed, 2 bad input, 3 environment.
+(benchmarks/startup/startup.py). Exit codes: 0 ok, 1 check failed, 2 bad input, 3 environment.
 Every command takes --json (machine-readable result on stdout) and --debug (tracebacks).
 """
 

@@ -2,7 +2,7 @@
 
 `check` and the CLI's error lines print a few lines on stderr. Where stderr is not a terminal
 (piped, redirected, CI) rich renders no colours and no wrapping, so importing it (~25 ms of
-a ~250 ms `check`, benchmarks/startup.py) buys nothing: PlainLines writes the same
+a ~250 ms `check`, benchmarks/startup/startup.py) buys nothing: PlainLines writes the same
 characters rich would (tests/foundation/test_lines.py compares the two on hostile text).
 On a terminal, or where FORCE_COLOR / TTY_COMPATIBLE ask rich to colour a pipe, the lines go
 through stackgate.output's rich console as before. Templates are ours, with style tags only

@@ -184,7 +184,7 @@ def test_one_missed_regression_never_makes_nothing_to_bisect() -> None:
 
 
 def _simulated(refused: bool, trials: int, seed: int) -> float:
-    """benchmarks/bisect_search.py's single-culprit class in small: 10-60 units, one culprit,
+    """benchmarks/bisect/bisect_search.py's single-culprit class in small: 10-60 units, one culprit,
     a gate of the measured noise (Noise()); how often the culprit is named within
     log2(units) + 2 gates of the bisect's own."""
     rng, noise, right = random.Random(seed), Noise(), 0
@@ -224,6 +224,6 @@ def test_evidence_believes_a_regression_over_a_pass() -> None:
 
 
 def test_the_noise_model_is_the_gates_measured_one() -> None:
-    verified = json.loads((ROOT / "benchmarks/results/gate_power.json").read_text())["verified"]
+    verified = json.loads((ROOT / "benchmarks/gate/results/gate_power.json").read_text())["verified"]
     assert Noise().power == verified["power"]
     assert Noise().false_alarm == verified["gate_false_alarm"]

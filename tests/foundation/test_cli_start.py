@@ -62,7 +62,7 @@ CHECK_LIBRARIES = {
 @pytest.mark.parametrize("stack", ["cu130", "cu130-torch210"])
 def test_check_imports_no_library_it_does_not_need(stack: str) -> None:
     """Not a timing assert: the libraries a real piped `check` imports (issue 13 item 11:
-    rich alone was ~25 ms of ~250 ms, benchmarks/results/startup.md)."""
+    rich alone was ~25 ms of ~250 ms, benchmarks/startup/results/startup.md)."""
     modules = _imported_after("check", stack)
     ours = {"stackgate", "builder", "validators"}
     third_party = (

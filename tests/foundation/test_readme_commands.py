@@ -11,7 +11,7 @@ taken as typed and:
   own (UV_PROJECT_ENVIRONMENT: the checkout's `.venv` is the user's, not the test's);
 - `.tools/bin/nox -s ...`: every session named exists (`nox -l`);
 - `.ci/bootstrap ...`: the set-up and test commands are the ones `.ci/run` and
-  `nox -s fresh-machine` run (benchmarks/fresh_machine.py runs them on a pristine root).
+  `nox -s fresh-machine` run (benchmarks/fresh_machine/fresh_machine.py runs them on a pristine root).
 
 Where the checkout has no `.tools/bin/uv` (a developer's worktree without the bootstrap) the
 uv installed beside this Python (stackgate depends on the `uv` package) stands in for it, and
@@ -118,9 +118,9 @@ def test_every_nox_session_the_readme_names_exists() -> None:
 
 
 def test_the_set_up_and_test_commands_are_the_ones_ci_and_fresh_machine_run() -> None:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
+    sys.path.insert(0, str(ROOT))
     try:
-        import fresh_machine
+        from benchmarks.fresh_machine import fresh_machine
     finally:
         sys.path.pop(0)
     setup, full, fast = fresh_machine.readme_commands()

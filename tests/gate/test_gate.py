@@ -67,8 +67,8 @@ def test_an_equal_candidate_passes_seeded(seed: int) -> None:
 
 
 def test_an_equal_candidate_passes_twenty_seeded_draws() -> None:
-    # Seeded: the false-alarm *rate* is a statistical claim measured by benchmarks/gate_power.py
-    # (results in benchmarks/results/gate_power.md); a test with fresh entropy failed ~1 in 600 gates.
+    # Seeded: the false-alarm *rate* is a statistical claim measured by benchmarks/gate/gate_power.py
+    # (results in benchmarks/gate/results/gate_power.md); a test with fresh entropy failed ~1 in 600 gates.
     rng = np.random.default_rng(20261130)
     failures = []
     for _ in range(20):
@@ -237,5 +237,5 @@ def test_synthetic_noise_is_the_recorded_one() -> None:
 
     from tests.helpers.synth_reports import CHOSEN_AT_CV
 
-    recorded = Path(__file__).resolve().parents[2] / "benchmarks/results/gate_power.json"
+    recorded = Path(__file__).resolve().parents[2] / "benchmarks/gate/results/gate_power.json"
     assert json.loads(recorded.read_text())["chosen_at_cv"] == CHOSEN_AT_CV == measured_cv()

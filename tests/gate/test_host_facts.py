@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _committed_reports() -> list[tuple[Path, dict[str, Any]]]:
     out = []
-    for path in sorted((ROOT / "benchmarks" / "results").rglob("*.json")):
+    for path in sorted((ROOT / "benchmarks").glob("*/results/**/*.json")):
         try:
             data = json.loads(path.read_text())
         except ValueError:

@@ -87,7 +87,7 @@ def test_interleaved_gate_survives_its_cwd_replaced_between_pairs(project: Proje
     assert any(line.startswith("pair 2/") for line in seen), stderr
     assert "gave no report" not in stderr, stderr
     # a verdict, not exit 3; PASS or REFUSED: on a loaded 2-core host TTFT-like metrics can
-    # refuse even equal envs (benchmarks/results/gate_interleaved_cpu/README.md)
+    # refuse even equal envs (benchmarks/gate/results/gate_interleaved_cpu/README.md)
     assert gate.returncode in (0, 1), stderr
     payload = json.loads(stdout)
     assert "re-measured interleaved" in payload["baseline_numbers"]

@@ -1,5 +1,5 @@
 """mark-good's qualify() on the real SGLang run reports of the lent ONE-H200 machine (issue 22,
-benchmarks/results/h200_sglang/machine1): every run there was refused for SKIPs alone, the
+benchmarks/h200_sglang/results/machine1): every run there was refused for SKIPs alone, the
 GPU-link checks a one-GPU host cannot run (host.interconnect, host.p2p) and the finding the
 stack accepts in its own manifest (static.dists.requirements). Those no longer refuse a TP-1
 stack; what is really missing or wrong still does."""
@@ -13,7 +13,7 @@ from validators.records.compose import qualify
 from validators.records.resolve import read_report
 
 ROOT = Path(__file__).resolve().parents[2]
-MACHINE1 = ROOT / "benchmarks" / "results" / "h200_sglang" / "machine1"
+MACHINE1 = ROOT / "benchmarks" / "h200_sglang" / "results" / "machine1"
 NO_REFERENCE = [MACHINE1 / "runs0" / f"run-{i}.json" for i in (1, 2, 3)]
 WITH_REFERENCE = [MACHINE1 / "chain" / f"run-{i}.json" for i in (1, 2)]
 

@@ -5,7 +5,7 @@ verdict (scheduling-bound metrics can refuse it on this host's noise).
 Real builder envs, real `validators run` with the serve-bench group, real HTTP streaming from
 the synthetic token server (the engine stand-in: a GPU engine cannot run here). Asserts only on
 the rate-bound numbers (decode tok/s, TPOT): the scheduling-bound ones (TTFT) swing tens of
-percent on a shared CI machine (benchmarks/results/gate_synthetic_server.md).
+percent on a shared CI machine (benchmarks/gate/results/gate_synthetic_server.md).
 """
 
 from __future__ import annotations

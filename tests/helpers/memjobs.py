@@ -4,7 +4,7 @@
 memory step by step to a peak (as cicc/ptxas do on a big translation unit), burns CPU while
 touching it, then exits. A Makefile of N such targets is the "source build"; make reads its
 parallelism from MAKEFLAGS, which the job plan exports. Used by tests and by
-benchmarks/builder_jobs.py.
+benchmarks/builder/builder_jobs.py.
 """
 
 from __future__ import annotations

@@ -120,11 +120,11 @@ def make_report(
 
 
 # The run-to-run noise (coefficient of variation) the gate's defaults were chosen at:
-# `chosen_at_cv` of benchmarks/results/gate_power.json, which
+# `chosen_at_cv` of benchmarks/gate/results/gate_power.json, which
 # tests/gate/test_gate.py::test_synthetic_noise_is_the_recorded_one holds this equal to.
 CHOSEN_AT_CV = 0.01
 
 
 def measured_cv() -> float:
-    """The run-to-run noise the gate's defaults were chosen at (benchmarks/gate_power.py)."""
+    """The run-to-run noise the gate's defaults were chosen at (benchmarks/gate/gate_power.py)."""
     return CHOSEN_AT_CV

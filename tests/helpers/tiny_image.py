@@ -1,4 +1,4 @@
-"""The tiny stack the image tests and benchmarks/image_build_times.py build images of, and the
+"""The tiny stack the image tests and benchmarks/images/image_build_times.py build images of, and the
 quiet file server its local index is served by (shared here, not in a conftest, so that the
 benchmark imports no test fixture module)."""
 

@@ -99,7 +99,7 @@ class Server:
                     writer.write(response(code, b""))
                 elif path in ("/stats/reset", "/flush_cache"):
                     # /flush_cache: what SGLang's bench_serving --flush-cache posts between its
-                    # warm-up and its measured run (benchmarks/serve_harness_accuracy.py).
+                    # warm-up and its measured run (benchmarks/serve/serve_harness_accuracy.py).
                     self.books = Books()
                     writer.write(response("200 OK", b"{}"))
                 elif path == "/stats":

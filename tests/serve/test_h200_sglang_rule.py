@@ -1,4 +1,4 @@
-"""benchmarks/h200_sglang_prereg.py's warm-up drop (issue 22): the first bench of a one-server
+"""benchmarks/h200_sglang/h200_sglang_prereg.py's warm-up drop (issue 22): the first bench of a one-server
 series is left out of its CV and mean, and too few benches left is an error naming the file."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT))
 
-from h200_sglang_prereg import kept_benches, knob_ratios, within_cvs  # noqa: E402
+from benchmarks.h200_sglang.h200_sglang_prereg import kept_benches, knob_ratios, within_cvs  # noqa: E402
 
 from .conftest import synthetic_server  # noqa: E402
 
-M2 = ROOT / "benchmarks" / "results" / "h200_sglang" / "machine2"
+M2 = ROOT / "benchmarks" / "h200_sglang" / "results" / "machine2"
 
 
 def series(tmp: Path, name: str, throughputs: list[float], ttfts: list[float]) -> Path:
@@ -74,8 +74,7 @@ def test_too_few_benches_left_is_an_error_naming_the_file(tmp_path: Path, n: int
 def test_long_benches_run_rounds_times_the_factor() -> None:
     """h200_sglang_within.run_benches on a real loopback token server: a bench at rounds x L
     sends L times the requests (what --long-benches measures), each one recorded with it."""
-    from h200_sglang_within import run_benches
-
+    from benchmarks.h200_sglang.h200_sglang_within import run_benches
     from stackgate.manifest import BenchSettings
     from validators.serve import bench_client
 

@@ -1,4 +1,4 @@
-"""benchmarks/h200_sglang_jit_cache.sh: a JIT cache carried to a fresh machine is reused.
+"""benchmarks/h200_sglang/h200_sglang_jit_cache.sh: a JIT cache carried to a fresh machine is reused.
 
 FlashInfer builds each JIT module with ninja in its own folder (build.ninja, .ninja_log,
 .ninja_deps, .o, .so); ninja rebuilds when any input, headers from the deps log included, is
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "benchmarks" / "h200_sglang_jit_cache.sh"
+SCRIPT = ROOT / "benchmarks" / "h200_sglang" / "h200_sglang_jit_cache.sh"
 CC = shutil.which("cc") or shutil.which("gcc")
 
 pytestmark = pytest.mark.skipif(

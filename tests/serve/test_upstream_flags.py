@@ -135,7 +135,7 @@ H200_SGLANG = [ROOT / "stacks" / "h200-sglang.toml",
 def test_every_flag_the_h200_sglang_profiles_emit_is_in_sglang_0_5_17s_server_args() -> None:
     """The lent-H200 example pins SGLang 0.5.17, whose parser is generated from ServerArgs'
     annotated fields (the H200 run parsed these argv with prepare_server_args itself:
-    benchmarks/results/h200_sglang/machine1/parse.json)."""
+    benchmarks/h200_sglang/results/machine1/parse.json)."""
     real = sglang_0517_flags()
     assert len(real) > 400 and {"--tp-size", "--random-seed", "--max-running-requests"} <= real
     assert "--tp" not in real and "--speculative-config" not in real

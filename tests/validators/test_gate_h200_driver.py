@@ -1,4 +1,4 @@
-"""benchmarks/gate_h200.sh, the lent-H200 gate driver (one script, a mode per machine run),
+"""benchmarks/gate_h200/gate_h200.sh, the lent-H200 gate driver (one script, a mode per machine run),
 runs only on a GPU machine; here its argument parsing and each mode's plan run for real on
 CPU (--dry-run), and every step a mode names must be a function the script defines."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "benchmarks" / "gate_h200.sh"
+SCRIPT = ROOT / "benchmarks" / "gate_h200" / "gate_h200.sh"
 MODES = ("loop", "reproduce", "abba", "prereg")
 
 

@@ -1,8 +1,8 @@
 """The runtime probes (validators/runtime/probes/) run for real on NVIDIA GPUs.
 
 Marked `gpu`: skipped, with the reason, where no driver is present (CI has none). Run them on
-a GPU machine whenever the probes change (step 4 of benchmarks/gate_h200.sh does it on the
-lent H200s; the output of its last run is in benchmarks/results/probes_gpu/).
+a GPU machine whenever the probes change (step 4 of benchmarks/gate_h200/gate_h200.sh does it on the
+lent H200s; the output of its last run is in benchmarks/runtime_h200/results/probes_gpu/).
 
 The interpreter under test is STACKGATE_GPU_PYTHON (an environment with torch), else the
 one running pytest. The probes get the same environment as in `validators run`: multicast off,

@@ -18,8 +18,8 @@ from validators.runtime import sglang_rules as sr
 from validators.runtime.group import run_group
 from validators.runtime.runner import SAFETY_ENV, probe_env, run_distributed, run_probe
 
-RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
-# Verbatim from FlashInfer 0.6.4 on the lent H200 (benchmarks/results/runtime_h200/runtime.json)
+RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "runtime_h200" / "results"
+# Verbatim from FlashInfer 0.6.4 on the lent H200 (benchmarks/runtime_h200/results/runtime.json)
 # and, identically, on this CPU machine with FLASHINFER_CUDA_ARCH_LIST=12.0a.
 NO_ARCH = "RuntimeError: No supported CUDA architectures found for major versions [9, 10]."
 
@@ -94,7 +94,7 @@ def test_nccl_statistics() -> None:
 
 def test_committed_h200_numbers_are_consistent() -> None:
     """The committed H200 run: the PCIe profile makes 64 MB slower than NCCL defaults."""
-    data = json.loads((RESULTS / "runtime_h200" / "runtime.json").read_text(encoding="utf-8"))
+    data = json.loads((RESULTS / "runtime.json").read_text(encoding="utf-8"))
     nccl = next(r for r in data["results"] if r["check"] == "runtime.nccl_latency")
     assert nccl["status"] == "PASS"
     big = nccl["evidence"]["rows"][-1]

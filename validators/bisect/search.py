@@ -2,7 +2,7 @@
 when the baseline with that subset of units applied regressed on its `attempt`-th measurement
 (1 = first). The baseline alone (the empty subset) is known good. Units are indices 0..n-1.
 
-`bisect()` is the whole search `validators bisect` runs (and benchmarks/bisect_search.py
+`bisect()` is the whole search `validators bisect` runs (and benchmarks/bisect/bisect_search.py
 drives with a simulated gate). The whole candidate is not gated first: it is one more prefix
 of the first location, whose hypotheses are the units and "none of them" (nothing to bisect,
 named only at 99%: the whole passed twice); a refused gate's JSON answers its first
@@ -45,7 +45,7 @@ class Noise:
     """How often the gate refuses a regressing step (power) and an equal one (false alarm).
     The defaults: the gate's default policy (8 runs, tolerance 1.25%, 95% confidence) on a 3%
     regression at 1% run-to-run noise, over 25 metrics, 40,000 simulated gates
-    (benchmarks/results/gate_power.json, `verified`). A test checks they stay in step."""
+    (benchmarks/gate/results/gate_power.json, `verified`). A test checks they stay in step."""
 
     power: float = 0.97555
     false_alarm: float = 0.0024970022987352847

@@ -32,7 +32,7 @@ from validators.lockcheck.scan import Scanner
 
 # Requests in flight while the matrix's wheels are read before any pair is judged: the reads
 # are round trips (a member's headers, then its symbol tables), so a cold matrix waits on the
-# network, not on the CPU (benchmarks/results/compat.md: 2 s CPU of a 12 s pair)
+# network, not on the CPU (benchmarks/compat/results/compat.md: 2 s CPU of a 12 s pair)
 PREFETCH_JOBS = 16  # stackgate.bounded_http.make_client keeps 16 connections
 CLOSURE_JOBS = 3  # `uv lock` of torch closures at once
 

@@ -2,7 +2,7 @@
 
 The wire format is the one reports always had, `{check id: evidence}` of the host group
 (`"host.gpus": {"count": 8, ...}`), so reports written before this model load unchanged
-(the committed ones under benchmarks/results do: tests/gate/test_host_facts.py). The parts
+(the committed ones under benchmarks/*/results do: tests/gate/test_host_facts.py). The parts
 other tools read are typed here (the record's host fingerprint is made from them:
 validators/records/fingerprint.py); the rest of each check's evidence (the manifest's
 targets, links, an `accepted` note) stays as it was written. A field of the wrong type is

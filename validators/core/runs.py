@@ -79,11 +79,11 @@ def run_interleaved(
     keep_dir: each child's output kept as pair-NN-baseline.* / pair-NN-candidate.*.
 
     Measured on the shared 2-core host with the synthetic server
-    (benchmarks/results/gate_synthetic_server.md): run after the baseline, a 5%-slower
+    (benchmarks/gate/results/gate_synthetic_server.md): run after the baseline, a 5%-slower
     candidate showed output_throughput@c16 +49% (drift) and 6 regressions; interleaved, 0.956
     and 13 regressions. An equal candidate passed both ways there. On the lent H200 an equal
-    re-run after the baseline was refused on 15-30% drift (benchmarks/results/gate_h200/);
-    for interleaved gates on one H200 see benchmarks/results/gate_h200/machine3/.
+    re-run after the baseline was refused on 15-30% drift (benchmarks/gate_h200/results/);
+    for interleaved gates on one H200 see benchmarks/gate_h200/results/machine3/.
     """
     console = console_err()
     base_reports: list[Report] = []

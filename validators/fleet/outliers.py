@@ -13,8 +13,8 @@ Per metric, over the nodes of one class (each node's value is the mean of its ru
 Z = 4 because a fleet run judges ~1,000 nodes x 3 metrics at once: a one-sided normal tail
 beyond 4 sigma is 3.2e-5, so ~0.1 healthy node flagged per run. MIN_EFFECT = 1%: on a metric
 so quiet that 4 sigma is below 1% (decode tok/s measures 0.74% run to run,
-benchmarks/results/gate_synthetic_server.md), a node 0.5% slower is not worth pulling.
-benchmarks/fleet_lemons.py measures what this catches on a simulated 1,000-node fleet.
+benchmarks/gate/results/gate_synthetic_server.md), a node 0.5% slower is not worth pulling.
+benchmarks/fleet/fleet_lemons.py measures what this catches on a simulated 1,000-node fleet.
 """
 
 from __future__ import annotations

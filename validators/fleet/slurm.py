@@ -69,7 +69,7 @@ DEFAULT_MAX_JOB_COUNT = 10_000  # Slurm's default MaxJobCount: job records slurm
 # slurmctld's debug log: every element already split off), so one update costs more the larger
 # the array: 9.8 ms per update in arrays of 1,000 and 4.2 ms in arrays of 100 on one-host Slurm
 # 22.05, one scontrol; 8.3 ms and 2.0 ms with 4 scontrols at once
-# (benchmarks/results/fleet_pin.md). A whole 10,000-node submit costs 54-62 s of CPU in all
+# (benchmarks/fleet/results/fleet_pin.md). A whole 10,000-node submit costs 54-62 s of CPU in all
 # with arrays of 100 (slurmctld ~30 s of it) and 41-42 s with arrays of 25 (slurmctld 22-24 s,
 # the client 13-14 s); `scontrol show job` once per array afterwards (elements.learn) costs
 # 3.8 s instead of 1.6 s for the 400 arrays. Pinned fleets are therefore arrays of at most 25.
@@ -386,7 +386,7 @@ def probe_unavailable(nodes: list[str]) -> dict[str, str]:
     """The cluster's nodes by state in one `sinfo` (a line per state and reason, hostlists
     expanded by `scontrol show hostnames`), filtered here. `sinfo -N` (a line per node) took
     24.6 s at 10,000 nodes and `sinfo -N -n <every name>` 32.8 s; this form 0.5 s
-    (benchmarks/results/fleet_pin.md)."""
+    (benchmarks/fleet/results/fleet_pin.md)."""
     done = run(["sinfo", "-h", "-o", "%N|%T|%E"])
     return unavailable_nodes(nodes, done.stdout, hostnames)
 

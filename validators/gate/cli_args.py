@@ -27,7 +27,7 @@ def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help=f"regression margin for means/medians/throughput (default: the baseline stack's "
         f"[validation.gate] tolerance, else {DEFAULT_TOLERANCE}; see "
-        "benchmarks/results/gate_power.md)",
+        "benchmarks/gate/results/gate_power.md)",
     )
     parser.add_argument(
         "--tail-tolerance",

@@ -1,9 +1,9 @@
 """The gate's decision rule and its defaults, chosen from the simulation, not from taste.
 
-`benchmarks/gate_power.py` simulates the gate at the run-to-run noise measured on real
+`benchmarks/gate/gate_power.py` simulates the gate at the run-to-run noise measured on real
 serving runs and prints power (a 3% regression caught) and false-alarm rate (an equal
 candidate refused) for every (repeats, tolerance, confidence). Its results
-(`benchmarks/results/gate_power.md`) are where these numbers come from; rerun it and change
+(`benchmarks/gate/results/gate_power.md`) are where these numbers come from; rerun it and change
 them together.
 """
 
@@ -17,8 +17,8 @@ from validators.records.metrics import parse_metric_key
 
 # The design noise, 1% run-to-run CV: the harness itself measured 0.73-0.78% on rate-bound
 # numbers (decode tok/s, TPOT) against a fixed-rate synthetic server on a shared 2-vCPU box
-# (benchmarks/results/gate_synthetic_server.md); an engine on a dedicated GPU host adds its own.
-# From benchmarks/results/gate_power.md at 1% run-to-run noise (CV), 25 gated metrics: 8 runs
+# (benchmarks/gate/results/gate_synthetic_server.md); an engine on a dedicated GPU host adds its own.
+# From benchmarks/gate/results/gate_power.md at 1% run-to-run noise (CV), 25 gated metrics: 8 runs
 # per side, 1.25% tolerance, 95% one-sided bounds catch a 3% regression 97.6% of the time and
 # refuse an equal candidate 0.25% of the time (40,000 simulated gates). 1.00% was rejected: its
 # gate false-alarm rate re-measured at 1.06%. Fewer runs do not reach the goal at 1% noise.

@@ -3,7 +3,7 @@
 The defaults (8 runs, 1.25%) are sized for a dedicated host at ~1% noise; a stack served on a
 shared or lent machine can declare its own margins and repeats, and `interleave = true` so
 that only a gate re-measuring its baseline beside the candidate is accepted
-(benchmarks/results/gate_h200/README.md: the level of a lent H200 moved 15-30% between phases).
+(benchmarks/gate_h200/results/README.md: the level of a lent H200 moved 15-30% between phases).
 Precedence: a flag given on the command line, else the baseline stack's manifest, else the
 defaults in validators/gate/policy.py.
 """

@@ -7,7 +7,7 @@ independently; the one-sided bound used for a verdict is the `confidence` quanti
 
 Small-sample note: with n runs a percentile bootstrap under-covers (it sees the plug-in
 variance, n-1/n of the unbiased one, and no t-distribution tails). The benchmark
-`benchmarks/gate_power.py` measures the resulting false-alarm rate at the measured noise
+`benchmarks/gate/gate_power.py` measures the resulting false-alarm rate at the measured noise
 instead of assuming it, and the tolerance is chosen from that table.
 """
 

@@ -4,7 +4,7 @@ The build record's tree hash says what the env held when it was built; a file re
 then (by hand, by `pip install`, by a disk error) would otherwise be marked good, compared or
 reproduced under the old hash. `mark-good`, `gate --interleave-with` and `reproduce` call
 `require_env_matches` first; with the digest cache the re-check reads only files that changed
-(see benchmarks/results/env_recheck.md for its cost on the cu128 env).
+(see benchmarks/env_recheck/results/env_recheck.md for its cost on the cu128 env).
 """
 
 from __future__ import annotations
