@@ -157,6 +157,14 @@ def _all_runs(args: argparse.Namespace, what: list[str], cache: Path) -> list[di
     if args.seed_lockcheck:
         shutil.copytree(args.seed_lockcheck, cache / "lockcheck")
         drop_memo(cache)
+    if args.cold_pairs:  # before / after cold, alternating, each with an empty cache
+        for i in range(args.cold_pairs):
+            for tree, label in ((args.before_tree, "before-cold"), (REPO, "cold")):
+                if tree is not None:
+                    shutil.rmtree(cache, ignore_errors=True)
+                    cache.mkdir()
+                    runs.append(one_run(tree, what, args.targets, cache, f"{label}-{i + 1}"))
+        return runs
     if args.before_tree:
         runs.append(one_run(args.before_tree, what, args.targets, cache, "before"))
         shutil.rmtree(cache / "static", ignore_errors=True)
@@ -185,6 +193,13 @@ def main() -> int:
     parser.add_argument("--before-tree", type=Path)
     parser.add_argument(
         "--before-rev", help="a git revision of this repo to time as `before` (e.g. main~1)"
+    )
+    parser.add_argument(
+        "--cold-pairs",
+        type=int,
+        default=0,
+        help="only cold runs: N pairs of (before, this tree), alternating, each with an "
+        "empty cache (no warm runs)",
     )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()

@@ -148,6 +148,41 @@ def test_a_prewarmed_first_child_gives_the_same_results(tmp_path: Path) -> None:
     assert not other.serves(python, steps, site, tmp_path)
 
 
+@pytest.mark.parametrize(
+    ("module", "used"),
+    [
+        ("email.mime.text", True),  # imported: the child is used
+        ("no_such_module_w", False),  # an import error: a fresh child instead
+        ("warm_crash", False),  # kills the child while it waits: a fresh child instead
+        ("warm_exit", False),  # SystemExit in the module: a fresh child instead
+    ],
+)
+def test_a_prewarmed_childs_warm_import_is_used_only_when_it_worked(
+    tmp_path: Path, module: str, used: bool
+) -> None:
+    crash = elf_env.gcc(tmp_path / "libcrash.so", CRASH_C)
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "warm_crash.py").write_text(
+        f"import ctypes\nctypes.CDLL({str(crash)!r})\n", encoding="utf-8"
+    )
+    (site / "warm_exit.py").write_text("raise SystemExit(3)\n", encoding="utf-8")
+    python = Path(sys.executable)
+    steps = [
+        Step("import", "json"),
+        Step("import", "no_such_module_q"),
+        Step("import", "email.mime.text"),
+        Step("library", crash.name, str(crash)),
+        Step("import", "warm_exit"),
+    ]
+    plain = run_steps(python, steps, site_packages=site, library_path=None)
+    early = Prewarmed(python, steps[:1], site_packages=site, library_path=None, warm=[module])
+    warm = run_steps(python, steps, site_packages=site, library_path=None, first=early)
+    assert _outcomes(warm) == _outcomes(plain)
+    assert [o for _, o, _ in _outcomes(plain)] == ["ok", "error", "ok", "crash", "error"]
+    assert (warm.prewarmed, warm.children) == (used, plain.children)
+
+
 def _normalised(results: list[dict[str, Any]]) -> dict[str, tuple[str, str]]:
     timing = re.compile(r"\d+\.\d+ s[^)]*|in \d+\.\d+ s")
     return {r["check"]: (r["status"], timing.sub("T", r["reason"])) for r in results}

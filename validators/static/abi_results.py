@@ -246,6 +246,16 @@ def driver_stub_folder(names: set[str] | frozenset[str]) -> Path | None:
     return build_stubs(names).folder
 
 
+# imported by the prewarmed child after torch (confirm.Prewarmed.warm): what the packages a
+# confirming run loads (torchao, vLLM, SGLang) import first and torch itself does not
+PREWARM_MODULES = ("torch._dynamo",)
+
+
+def _has_module(site: Path, name: str) -> bool:
+    folder = site.joinpath(*name.split("."))
+    return (folder / "__init__.py").is_file() or folder.with_suffix(".py").is_file()
+
+
 def prewarm_confirming(
     env: Environment, options: AbiOptions, driver_names: frozenset[str]
 ) -> Prewarmed | None:
@@ -266,6 +276,7 @@ def prewarm_confirming(
             [Step("import", "torch")],
             site_packages=env.site_packages,
             library_path=stub_dir,
+            warm=[m for m in PREWARM_MODULES if _has_module(env.site_packages, m)],
         )
     except OSError:
         return None

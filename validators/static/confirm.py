@@ -14,6 +14,7 @@ restarted after it, so one crash costs one step. No GPU is needed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -30,7 +31,7 @@ StepKind = Literal["import", "extension", "library", "global"]
 Outcome = Literal["ok", "error", "crash", "timeout", "stub-crash"]
 
 _CHILD = r"""
-import ctypes, importlib, importlib.machinery, importlib.util, json, site, sys
+import ctypes, importlib, importlib.machinery, importlib.util, json, os, site, sys
 site.addsitedir(sys.argv[2])  # the env's site-packages (already there in a real venv)
 steps = json.loads(sys.argv[1])
 def say(**kw):
@@ -58,10 +59,21 @@ def go(first):
         except BaseException as exc:  # every failure is the evidence we came for
             say(done=i, ok=False, error=(type(exc).__name__ + ": " + str(exc))[:800])
 go(0)
-if sys.argv[3:] == ["--more"]:  # started early (Prewarmed): the rest of the steps on stdin
+if sys.argv[3:4] == ["--more"]:  # started early (Prewarmed): the rest of the steps on stdin
+    for name in json.loads(sys.argv[4]) if sys.argv[4:] else []:  # Prewarmed.warm
+        say(warm=name)
+        try:
+            importlib.import_module(name)
+            say(warmed=name)
+        except BaseException:  # no "warmed" line: the parent does not use this child
+            pass
     start = len(steps)
     steps += json.loads(sys.stdin.readline() or "[]")
     go(start)
+# every result is written: skip the interpreter's teardown (~1 s after torch and torchao;
+# a crash in it was never a finding: run_steps ignores how a child ends after its last step)
+sys.stdout.flush()
+os._exit(0)
 """
 
 
@@ -119,7 +131,14 @@ class Prewarmed:
     the env, then waits for the rest on its stdin. run_steps uses it only when its python,
     site-packages, LD_LIBRARY_PATH and first steps are exactly those of the run it is asked
     to do; otherwise, and when no run needs it, `discard` kills it. The child is the same
-    script, with the same environment, as a child run_steps starts itself."""
+    script, with the same environment, as a child run_steps starts itself.
+
+    `warm`: modules it imports after the first steps while it waits, because the steps that
+    come usually import them (torch._dynamo: ~1.6 s of the ~2 s `import torchao`, and vLLM
+    and SGLang import it too). An import that succeeded is the module any later step gets;
+    one that failed or killed the child makes run_steps redo the run in a fresh child, so
+    the results are always those of a run without it. When no step needs the module, the
+    rest waits for it: a cold run's cost, bounded by that import."""
 
     def __init__(
         self,
@@ -128,14 +147,17 @@ class Prewarmed:
         *,
         site_packages: Path,
         library_path: Path | None,
+        warm: Sequence[str] = (),
     ) -> None:
         self.python = python
         self.steps = list(steps)
         self.site_packages = site_packages
         self.library_path = library_path
+        self.warm = list(warm)
         payload = json.dumps([s.__dict__ for s in self.steps])
+        argv = [str(python), "-I", "-c", _CHILD, payload, str(site_packages), "--more"]
         self._proc: subprocess.Popen[str] | None = subprocess.Popen(
-            [str(python), "-I", "-c", _CHILD, payload, str(site_packages), "--more"],
+            [*argv, json.dumps(self.warm)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -174,6 +196,18 @@ class Prewarmed:
             stdout, _ = proc.communicate()
             return stdout, None, f"no answer within {timeout:.0f} s"
         return stdout, proc.returncode, stderr
+
+    def warmed(self, stdout: str) -> bool:
+        """Whether every `warm` module was imported (its "warmed" line is in `stdout`). A warm
+        import that failed or killed the child leaves the child's state unlike a fresh one's:
+        run_steps then does not use its results."""
+        done = set()
+        for line in stdout.splitlines():
+            with contextlib.suppress(ValueError):
+                msg = json.loads(line)
+                if isinstance(msg, dict) and "warmed" in msg:
+                    done.add(msg["warmed"])
+        return done >= set(self.warm)
 
     def discard(self) -> None:
         proc, self._proc = self._proc, None
@@ -234,7 +268,9 @@ def run_steps(
         payload = json.dumps([s.__dict__ for s in pending])
         if first is not None:  # pending == steps here: the child already ran first.steps
             stdout, rc, stderr = first.finish(pending[len(first.steps) :], timeout)
-            out.prewarmed = True
+            out.prewarmed = first.warmed(stdout)
+            if not out.prewarmed:  # its warm import failed: the run in a fresh child instead
+                stdout, rc, stderr = _run_child(python, payload, site_packages, env, timeout)
             first = None
         else:
             stdout, rc, stderr = _run_child(python, payload, site_packages, env, timeout)
