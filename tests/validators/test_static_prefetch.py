@@ -53,8 +53,15 @@ from validators.static.file_facts import FileFactsCache
 from validators.static.prefetch import prefetch
 for root, gpu, paths in json.loads(sys.argv[1]):
     cache = FileFactsCache(Path(root), min_size=0)
-    done = prefetch(cache, [Path(p) for p in paths], gpu=gpu, workers=2)
-    print(json.dumps(done and {**done.__dict__, "driver_names": sorted(done.driver_names)}))
+    early = []  # what on_driver_names gave, before the GPU facts and the jobs were done
+    done = prefetch(
+        cache, [Path(p) for p in paths], gpu=gpu, workers=2, on_driver_names=early.append
+    )
+    print(json.dumps(done and {
+        **done.__dict__,
+        "driver_names": sorted(done.driver_names),
+        "early": [sorted(names) for names in early],
+    }))
 """
 
 
@@ -98,6 +105,7 @@ def test_workers_fill_the_cache_with_the_answers_a_read_gives(tmp_path: Path) ->
     assert (done["files"], done["workers"], done["complete"]) == (len(paths) + 1, 2, True)
     # cuOwn is defined in the env: only what no object defines is the driver's
     assert done["driver_names"] == ["cuInit", "nvmlInit_v2"]
+    assert done["early"] == [done["driver_names"]]  # given once, the same names
     for path in paths:
         assert cache.elf(path) == read_elf(path)
         assert cache.gpu(path) == gpu_code(path)

@@ -256,6 +256,11 @@ def _has_module(site: Path, name: str) -> bool:
     return (folder / "__init__.py").is_file() or folder.with_suffix(".py").is_file()
 
 
+def prewarms(env: Environment, options: AbiOptions) -> bool:
+    """Whether a cold run starts a confirming child early (prewarm_confirming)."""
+    return options.confirm and env.interpreter is not None and "torch" in env.distributions
+
+
 def prewarm_confirming(
     env: Environment, options: AbiOptions, driver_names: frozenset[str]
 ) -> Prewarmed | None:
@@ -264,7 +269,7 @@ def prewarm_confirming(
     on. `driver_names`: the driver API the env's objects import (prefetch.py); _confirm uses
     the child only if the resolution finds exactly these (the same stub folder), and the
     caller discards it when no confirming run needs it."""
-    if not options.confirm or env.interpreter is None or "torch" not in env.distributions:
+    if not prewarms(env, options):
         return None
     try:
         stub_dir = driver_stub_folder(driver_names)

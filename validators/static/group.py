@@ -26,9 +26,11 @@ from validators.static.abi_results import (
     abi_results,
     check_key,
     prewarm_confirming,
+    prewarms,
     short,
 )
 from validators.static.arch_check import DistCode, coverage, scan
+from validators.static.confirm import Prewarmed
 from validators.static.dist_check import (
     DistFindings,
     check_lock,
@@ -111,23 +113,33 @@ def run_static(inputs: StaticInputs) -> list[Result]:
     shared = env.shared_objects()
     # a first-time run: the facts of the uncached files in worker processes (prefetch.py)
     # (and the undeclared-import scan of each distribution with ELF files, verdict.classify)
-    filled = prefetch(
-        inputs.cache, shared, gpu=bool(inputs.targets), jobs=lambda: _import_scans(env, shared)
-    )
-    if filled is not None:
-        env_result.evidence.update(filled.evidence())
-    relevant = None
-    if inputs.manifest is not None:
-        relevant = requirement_closure(
-            env, {name: list(pin.extras) for name, pin in inputs.manifest.packages.items()}
-        )
-    # a cold run with torch: its first confirming child imports torch while the env is read
-    # (the driver names are known only when the workers read every file)
-    warm = None
-    if filled is not None and filled.complete:
-        warm = prewarm_confirming(env, inputs.abi, filled.driver_names)
+    # a cold run with torch: its first confirming child imports torch while the env is read,
+    # started once the workers have read every file's ELF facts (the driver names)
+    early: list[Prewarmed] = []
+
+    def start_child(names: frozenset[str]) -> None:
+        if (child := prewarm_confirming(env, inputs.abi, names)) is not None:
+            early.append(child)
+
     arch: list[Result] = []
     try:
+        filled = prefetch(
+            inputs.cache,
+            shared,
+            # with an early child, the GPU facts are read by the arch scan while the child
+            # does the confirming loads (a core idle otherwise), not before the child starts
+            gpu=bool(inputs.targets) and not prewarms(env, inputs.abi),
+            jobs=lambda: _import_scans(env, shared),
+            on_driver_names=start_child,
+        )
+        warm = early[0] if early else None
+        if filled is not None:
+            env_result.evidence.update(filled.evidence())
+        relevant = None
+        if inputs.manifest is not None:
+            relevant = requirement_closure(
+                env, {name: list(pin.extras) for name, pin in inputs.manifest.packages.items()}
+            )
         results.extend(
             abi_results(
                 env,
@@ -141,8 +153,8 @@ def run_static(inputs: StaticInputs) -> list[Result]:
         )
         results.extend(arch)
     finally:
-        if warm is not None:
-            warm.discard()
+        for child in early:
+            child.discard()
     return results
 
 

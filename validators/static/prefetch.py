@@ -100,6 +100,14 @@ def _fill(root: str, min_size: int, gpu: bool, paths: list[str]) -> tuple[set[st
     return {n for n in imports if DRIVER_NAME.match(n)}, exports
 
 
+def _fill_gpu(root: str, min_size: int, paths: list[str]) -> None:
+    """In a worker: put the GPU facts of `paths` into the cache (after their ELF facts)."""
+    cache = FileFactsCache(Path(root), min_size=min_size)
+    for text in paths:
+        with contextlib.suppress(Exception):  # the main process reads it again and reports it
+            cache.gpu(Path(text))
+
+
 def _job(root: str, min_size: int, job: Callable[[FileFactsCache], object]) -> None:
     with contextlib.suppress(Exception):  # the main process does it again and reports
         job(FileFactsCache(Path(root), min_size=min_size))
@@ -112,10 +120,14 @@ def prefetch(
     gpu: bool,
     workers: int | None = None,
     jobs: Callable[[], Sequence[Callable[[FileFactsCache], object]]] = tuple,
+    on_driver_names: Callable[[frozenset[str]], object] | None = None,
 ) -> Prefetched | None:
     """Compute the uncached facts of `paths` in worker processes; None when not worth it.
     `jobs()`, asked only when a pool starts: more work for it (picklable: functools.partial
-    of a module-level function), each given the cache: other facts the run will ask for."""
+    of a module-level function), each given the cache: other facts the run will ask for.
+    The ELF facts are read first, then the GPU facts and the jobs: `on_driver_names` is
+    called as soon as every file's ELF facts are in (when every file went to the workers)
+    with what `Prefetched.driver_names` will hold, while the pool still works."""
     if cache is None:
         return None
     started = time.perf_counter()
@@ -137,14 +149,16 @@ def prefetch(
     complete = len(todo) == len(paths)
     try:
         with ProcessPoolExecutor(max_workers=count, mp_context=context) as pool:
-            futures = [
-                pool.submit(_fill, str(cache.root), cache.min_size, gpu, batch) for batch in batches
-            ]
-            others = [pool.submit(_job, str(cache.root), cache.min_size, job) for job in jobs()]
+            root = str(cache.root)
+            futures = [pool.submit(_fill, root, cache.min_size, False, b) for b in batches]
+            others = [pool.submit(_fill_gpu, root, cache.min_size, b) for b in batches if gpu]
+            others += [pool.submit(_job, root, cache.min_size, job) for job in jobs()]
             for future in futures:
                 names, defined = future.result()
                 imports |= names
                 exports |= defined
+            if complete and on_driver_names is not None:
+                on_driver_names(frozenset(imports - exports))
             for other in others:
                 other.result()
     except (BrokenProcessPool, OSError):
