@@ -18,9 +18,7 @@ Failures are `LimitExceeded` (naming the URL and the limit) or httpx's own error
 
 from __future__ import annotations
 
-import argparse
 import contextvars
-import math
 import socket
 import ssl
 import threading
@@ -34,10 +32,12 @@ from typing import Any
 import httpcore
 import httpx
 
-from stackgate.cli_numbers import float_in
-
-KIB = 1 << 10
-MIB = 1 << 20
+# re-exported: the bounds and their flags live apart so that a parser needs no httpx
+from stackgate.http_limits import KIB as KIB
+from stackgate.http_limits import MIB as MIB
+from stackgate.http_limits import Limits as Limits
+from stackgate.http_limits import add_limit_arguments as add_limit_arguments
+from stackgate.http_limits import limits_from as limits_from
 
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
     "stackgate_http_deadline", default=None
@@ -51,20 +51,6 @@ class LimitExceeded(Exception):
         super().__init__(f"{url}: {reason}")
         self.url = url
         self.reason = reason
-
-
-@dataclass(frozen=True)
-class Limits:
-    request_s: float = 60.0  # base time of one request
-    min_rate: float = 128 * KIB  # bytes/s a request may take on top of request_s
-    total_s: float = 1800.0  # every request of one run together
-    connect_s: float = 15.0
-
-    def __post_init__(self) -> None:
-        for name in ("request_s", "min_rate", "total_s", "connect_s"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be a positive number, not {value!r}")
 
 
 class Deadline:
@@ -391,32 +377,3 @@ def get(
 
 def _total_text(budget: Budget) -> str:
     return f"{budget.total.what} passed its {budget.total.seconds:g} s deadline"
-
-
-def add_limit_arguments(parser: argparse.ArgumentParser, when: str = "") -> None:
-    """`--request-timeout` and `--deadline` (`when`: "with --lock: " where they apply only so)."""
-    seconds = float_in(0.0, 7 * 86400.0, low_open=True)
-    parser.add_argument(
-        "--request-timeout",
-        type=seconds,
-        default=Limits.request_s,
-        metavar="SECONDS",
-        help=f"{when}time per request, plus the bytes asked for at "
-        f"{Limits.min_rate / 1024:g} KiB/s (default {Limits.request_s:g})",
-    )
-    parser.add_argument(
-        "--deadline",
-        type=seconds,
-        default=Limits.total_s,
-        metavar="SECONDS",
-        help=f"{when}time for every request together (default {Limits.total_s:g})",
-    )
-
-
-def limits_from(args: argparse.Namespace) -> Limits:
-    """The Limits the two flags ask for; ValueError naming the flag when they bound nothing."""
-    try:
-        return Limits(request_s=args.request_timeout, total_s=args.deadline)
-    except ValueError as exc:
-        flag = "--deadline" if "total_s" in str(exc) else "--request-timeout"
-        raise ValueError(f"{flag}: {exc}") from None

@@ -11,11 +11,11 @@ import os
 import time
 from pathlib import Path
 
-from stackgate.bounded_http import add_limit_arguments, limits_from
 from stackgate.cli_numbers import WORKERS
 from stackgate.cli_paths import FOLDER
 from stackgate.errors import BadInput
 from stackgate.heartbeat import Heartbeat, took
+from stackgate.http_limits import add_limit_arguments, limits_from
 from stackgate.loading import load_stack
 from stackgate.output import console_err
 from validators.commands._common import env_path, finish_results

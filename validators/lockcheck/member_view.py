@@ -13,12 +13,15 @@ import hashlib
 import io
 import zlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from validators.lockcheck.deflate_tail import NoBlockStart, decode_tail
-from validators.lockcheck.http_ranges import RemoteFile
 from validators.lockcheck.zip_directory import DEFLATED, STORED, Member, ZipFormatError
+
+if TYPE_CHECKING:  # an annotation only: a static --env run reads no HTTP and imports no httpx
+    from validators.lockcheck.http_ranges import RemoteFile
 
 WHOLE_BELOW = 1 << 20  # compressed bytes: members this small are read whole (RECORD-checked)
 # Inflated bytes one member may hold in memory (prefix): libtorch_cuda.so is ~1.5 GB, and its
