@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -159,8 +160,8 @@ def test_a_prewarmed_first_child_gives_the_same_results(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("module", "used"),
     [
-        ("email.mime.text", True),  # imported: the child is used
-        ("no_such_module_w", False),  # an import error: a fresh child instead
+        ("warm_ok", True),  # imported: the child is used
+        ("warm_fail", False),  # an import error: a fresh child instead
         ("warm_crash", False),  # kills the child while it waits: a fresh child instead
         ("warm_exit", False),  # SystemExit in the module: a fresh child instead
     ],
@@ -171,10 +172,18 @@ def test_a_prewarmed_childs_warm_import_is_used_only_when_it_worked(
     crash = elf_env.gcc(tmp_path / "libcrash.so", CRASH_C)
     site = tmp_path / "site"
     site.mkdir()
-    (site / "warm_crash.py").write_text(
-        f"import ctypes\nctypes.CDLL({str(crash)!r})\n", encoding="utf-8"
-    )
-    (site / "warm_exit.py").write_text("raise SystemExit(3)\n", encoding="utf-8")
+    begun = tmp_path / "begun"
+    # each warm module first says it has begun (the child begins no warm import once the
+    # steps are there, so the steps are sent only after that)
+    head = f"open({str(begun)!r}, 'w').close()\n"
+    bodies = {
+        "warm_ok": "import email.mime.text\n",
+        "warm_fail": "import no_such_module_w\n",
+        "warm_crash": f"import ctypes\nctypes.CDLL({str(crash)!r})\n",
+        "warm_exit": "raise SystemExit(3)\n",
+    }
+    for name, body in bodies.items():
+        (site / f"{name}.py").write_text(head + body, encoding="utf-8")
     python = Path(sys.executable)
     steps = [
         Step("import", "json"),
@@ -184,7 +193,12 @@ def test_a_prewarmed_childs_warm_import_is_used_only_when_it_worked(
         Step("import", "warm_exit"),
     ]
     plain = run_steps(python, steps, site_packages=site, library_path=None)
+    begun.unlink()
     early = Prewarmed(python, steps[:1], site_packages=site, library_path=None, warm=[module])
+    for _ in range(1200):  # up to 120 s on a loaded machine; usually ~0.1 s
+        if begun.exists():
+            break
+        time.sleep(0.1)
     warm = run_steps(python, steps, site_packages=site, library_path=None, first=early)
     assert _outcomes(warm) == _outcomes(plain)
     assert [o for _, o, _ in _outcomes(plain)] == ["ok", "error", "ok", "crash", "error"]
