@@ -18,6 +18,7 @@ Failures are `LimitExceeded` (naming the URL and the limit) or httpx's own error
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import socket
 import ssl
@@ -300,6 +301,7 @@ class Answer:
     _max_bytes: int
     _end: float
     _limit_text: str
+    _timeout_text: str
     received: int = 0
 
     @property
@@ -323,14 +325,11 @@ class Answer:
                     self.url, f"the answer runs past {self._max_bytes} bytes ({self._limit_text})"
                 )
             if time.monotonic() > self._end:
-                raise LimitExceeded(self.url, self._timeout_text())
+                raise LimitExceeded(self.url, self._timeout_text)
             yield chunk
 
     def read(self) -> bytes:
         return b"".join(self.chunks())
-
-    def _timeout_text(self) -> str:
-        return f"no complete answer within its deadline ({self._limit_text})"
 
 
 @contextmanager
@@ -354,25 +353,66 @@ def get(
         raise LimitExceeded(url, _total_text(budget))
     end = time.monotonic() + min(seconds, left)
     text = limit_text or f"{max_bytes} bytes, {min(seconds, left):.0f} s"
+    # Whichever bound set the end is the one a timeout names: a request cut short by the
+    # run's deadline reports the run's deadline, however close the two clocks read.
+    timeout_text = (
+        _total_text(budget)
+        if left <= seconds
+        else f"no complete answer within its deadline ({text})"
+    )
     token = _DEADLINE.set(end)
     try:
-        with client.stream(
+        with _first_answer(client, url, headers, auth) as response:
+            yield Answer(
+                url,
+                response.status_code,
+                response.headers,
+                response,
+                max_bytes,
+                end,
+                text,
+                timeout_text,
+            )
+    except httpx.TimeoutException as exc:
+        if time.monotonic() >= end - 0.05:
+            raise LimitExceeded(url, timeout_text) from None
+        raise exc
+    finally:
+        _DEADLINE.reset(token)
+
+
+# A GET whose connection fails before any byte of an answer arrives is sent again on a new
+# connection, up to this many more times within its deadline: a pooled keep-alive connection
+# the server (or the pool, closing it as expired from another thread) shut between two
+# requests fails that way ("Server disconnected", EBADF), as urllib3 and uv retry it too.
+# Nothing that arrived is ever re-read: a failure after the status line is not retried.
+STALE_CONNECTION_RETRIES = 2
+
+
+@contextmanager
+def _first_answer(
+    client: httpx.Client,
+    url: str,
+    headers: Mapping[str, str] | None,
+    auth: httpx.Auth | None,
+) -> Iterator[httpx.Response]:
+    for attempt in range(STALE_CONNECTION_RETRIES + 1):
+        stream = client.stream(
             "GET",
             url,
             headers={"Accept-Encoding": "identity", **(headers or {})},
             auth=auth if auth is not None else httpx.USE_CLIENT_DEFAULT,
-        ) as response:
-            yield Answer(
-                url, response.status_code, response.headers, response, max_bytes, end, text
-            )
-    except httpx.TimeoutException as exc:
-        if time.monotonic() >= end - 0.05:
-            if budget.total.left() <= 0:
-                raise LimitExceeded(url, _total_text(budget)) from None
-            raise LimitExceeded(url, f"no complete answer within its deadline ({text})") from None
-        raise exc
-    finally:
-        _DEADLINE.reset(token)
+        )
+        try:
+            response = stream.__enter__()
+        except (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError):
+            if attempt == STALE_CONNECTION_RETRIES:
+                raise
+            continue
+        break
+    with contextlib.ExitStack() as closing:
+        closing.push(stream)
+        yield response
 
 
 def _total_text(budget: Budget) -> str:
