@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationError
 
-from stackgate.errors import BadInput
+from stackgate.errors import BadInput, EnvironmentProblem
 from stackgate.files import read_json_file
 from stackgate.host.resources import GIB, HostResources
 from stackgate.model import StrictModel, validation_problems
@@ -179,6 +179,18 @@ class BuildOutput(StrictModel):
     removed_partials: list[str] = Field(default_factory=list)
     log: str
     record: BuildRecord
+
+    @classmethod
+    def from_child(cls, stdout: str) -> BuildOutput:
+        """What a `builder build --json` child that exited 0 printed; EnvironmentProblem when
+        it is not a build result (the reproduction, the bisect and the fleet's nodes read it)."""
+        try:
+            return cls.model_validate_json(stdout)
+        except ValidationError as exc:
+            raise EnvironmentProblem(
+                "`builder build --json` exited 0 without a valid build result",
+                details=validation_problems(exc)[:10],
+            ) from None
 
 
 def build_record_path(env: Path) -> Path:

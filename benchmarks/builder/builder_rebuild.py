@@ -50,8 +50,9 @@ def main() -> int:
     args = ap.parse_args()
 
     sys.path.insert(0, str(ROOT))
-    from builder.lock.resolve import lock_files, read_lock
+    from stackgate.layout import lock_files
     from stackgate.loading import load_stack
+    from stackgate.lockstate import read_lock
     from stackgate.python_finder import find_python
 
     loaded = load_stack(args.stack)

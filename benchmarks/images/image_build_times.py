@@ -25,7 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from builder.lock.resolve import LockFiles, run_lock  # noqa: E402
+from builder.lock.resolve import run_lock  # noqa: E402
+from stackgate.layout import LockFiles  # noqa: E402
 from stackgate.loading import load_stack  # noqa: E402
 from stackgate.python_finder import Interpreter  # noqa: E402
 from tests.helpers.interpreter import PY_MINOR  # noqa: E402

@@ -15,7 +15,6 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from builder.lock.resolve import read_lock
 from builder.lock.wheelhouse import Artifact, artifacts, download
 from stackgate.bounded_http import add_limit_arguments, limits_from
 from stackgate.cli import emit_json
@@ -25,6 +24,7 @@ from stackgate.errors import EXIT_OK, BadInput
 from stackgate.host.resources import GIB
 from stackgate.layout import lock_files
 from stackgate.loading import load_stack
+from stackgate.lockstate import read_lock
 from stackgate.output import console_err, styled
 from stackgate.paths import display_path
 

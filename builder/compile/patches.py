@@ -12,11 +12,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from builder.lock.resolve import LockState
 from stackgate import proc
 from stackgate.build_record import PatchRecord
 from stackgate.errors import BadInput, CommandFailed, EnvironmentProblem
 from stackgate.loading import LoadedStack
+from stackgate.lockstate import LockState
 from stackgate.manifest_files import sha256_regular
 from stackgate.paths import display_path
 

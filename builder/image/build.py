@@ -23,7 +23,6 @@ from builder.compile.jobs import plan_jobs
 from builder.image.context import assemble
 from builder.image.pins import load_pins
 from builder.image.recipe import RecipeInputs, recipe_inputs
-from builder.lock.resolve import LockState, read_lock
 from stackgate import proc
 from stackgate.containers.base import BuildSpec, BuiltImage, ContainerEngine, unique_tag
 from stackgate.containers.buildah import StorageConfig
@@ -34,6 +33,7 @@ from stackgate.files import sha256_file
 from stackgate.host.resources import HostResources
 from stackgate.layout import LockFiles, lock_files
 from stackgate.loading import LoadedStack
+from stackgate.lockstate import LockState, read_lock
 from stackgate.model import StrictModel
 from stackgate.paths import project_root
 

@@ -21,9 +21,9 @@ from pathlib import Path
 
 from builder.compile import patches
 from builder.image.recipe import RecipeInputs, SourcePackage, render
-from builder.lock.resolve import LockState
 from stackgate.errors import BadInput
 from stackgate.loading import LoadedStack
+from stackgate.lockstate import LockState
 from stackgate.paths import stacks_dir
 
 CONTAINERFILE = "Containerfile"

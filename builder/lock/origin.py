@@ -33,11 +33,11 @@ from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 import httpx
 from packaging.utils import canonicalize_name
 
-from builder.lock.resolve import LockState
 from stackgate.bounded_http import Budget, LimitExceeded, get, make_client
 from stackgate.credentials import index_env_names, strip_credentials
 from stackgate.errors import BadInput, EnvironmentProblem
 from stackgate.files import read_bytes_bounded
+from stackgate.lockstate import LockState
 from stackgate.manifest import Manifest, Package
 from stackgate.paths import display_path
 from stackgate.uvlock import LockedFile, LockedPackage

@@ -28,8 +28,7 @@ from stackgate import proc
 from stackgate.errors import BadInput, CommandFailed, EnvironmentProblem
 from stackgate.layout import LockFiles
 from stackgate.loading import LoadedStack
-from stackgate.lockstate import LockState as LockState
-from stackgate.lockstate import read_lock as read_lock
+from stackgate.lockstate import LockState, read_lock
 from stackgate.paths import stacks_dir
 from stackgate.python_finder import Interpreter
 from stackgate.uvbin import uv_bin

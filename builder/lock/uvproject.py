@@ -20,12 +20,9 @@ from typing import Any
 
 from stackgate.credentials import credential_env, has_credentials, redact, strip_credentials
 from stackgate.errors import BadInput
-from stackgate.lockstate import LOCK_FIELDS as LOCK_FIELDS
-from stackgate.lockstate import manifest_hash as manifest_hash
-from stackgate.lockstate import regenerate_command as regenerate_command
+from stackgate.lockstate import LOCK_FIELDS, manifest_hash, regenerate_command
 from stackgate.manifest import Manifest, Package
-from stackgate.toml_write import toml_key as toml_key
-from stackgate.toml_write import toml_value as toml_value
+from stackgate.toml_write import toml_value
 
 _PLATFORM_MARKERS = {
     "linux-x86_64": "sys_platform == 'linux' and platform_machine == 'x86_64'",

@@ -32,10 +32,10 @@ from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import parse_wheel_filename
 
 from builder.lock.origin import check_origins
-from builder.lock.resolve import LockState
 from stackgate.bounded_http import Budget, LimitExceeded, Limits, get, make_client
 from stackgate.errors import BadInput, EnvironmentProblem
 from stackgate.files import atomic_write_text, sha256_file
+from stackgate.lockstate import LockState
 from stackgate.manifest import Manifest
 from stackgate.paths import display_path
 from stackgate.uvlock import LockedFile, artifact_name

@@ -37,14 +37,8 @@ from builder.compile.history import read_history, write_history
 from builder.venv.install_commands import install_commands, requirements_path
 from builder.venv.installed import verify_against_lock
 from builder.compile.jobs import compile_env, plan_jobs
-from builder.lock.resolve import (
-    LockState,
-    explain_uv_failure,
-    locked_packages,
-    read_lock,
-    uv_env,
-    uv_version,
-)
+from builder.lock.resolve import explain_uv_failure, locked_packages, uv_env, uv_version
+from stackgate.lockstate import LockState, read_lock
 from builder.lock.origin import check_origins
 from builder.venv.topology import TopologyChoice, choose_topology
 from builder.venv.uv_cache import sweep_leftovers, uv_cache_dir

@@ -13,7 +13,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from builder.lock.resolve import LockState
+from stackgate.lockstate import LockState
 from builder.venv.topology import TopologyChoice
 from stackgate.build_record import BuildRecord, read_build_record
 from stackgate.digests import DigestCache

@@ -15,7 +15,7 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from builder.lock.resolve import LockState
+from stackgate.lockstate import LockState
 from builder.lock.uvproject import index_specs
 from stackgate.manifest import Manifest
 from stackgate.uvbin import uv_bin

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from builder.venv import envprofile
-from builder.lock.resolve import LockState
+from stackgate.lockstate import LockState
 from stackgate.errors import EnvironmentProblem
 from stackgate.installed import lock_differences
 from stackgate.installed import read_distributions as read_site

@@ -14,12 +14,13 @@ from builder.image.build import ImageRequest, prepare
 from builder.image.context import assemble
 from builder.image.pins import load_pins
 from builder.image.recipe import RecipeInputs, render
-from builder.lock.resolve import read_lock, write_project
+from builder.lock.resolve import write_project
 from stackgate.containers.base import context_tar
 from stackgate.errors import BadInput
 from stackgate.host.resources import HostResources
 from stackgate.layout import LockFiles
 from stackgate.loading import LoadedStack, load_stack
+from stackgate.lockstate import read_lock
 from stackgate.paths import project_root
 
 GIB = 1024**3

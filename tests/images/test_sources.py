@@ -10,10 +10,10 @@ import pytest
 
 from builder.image.context import prepare_source
 from builder.image.recipe import source_packages
-from builder.lock.resolve import LockState
 from stackgate.errors import BadInput
 from stackgate.layout import LockFiles
 from stackgate.loading import load_stack
+from stackgate.lockstate import LockState
 from stackgate.uvlock import UvLock
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.small_disk import small_tmpfs
+from validators.records.store import RecordStore
 
 ROOT = Path(__file__).resolve().parents[2]
 ORDER = {"FAIL": 0, "ERROR": 1, "SKIP": 2, "PASS": 3}
@@ -110,10 +111,26 @@ def test_static_ends_with_a_summary_and_does_not_repeat_the_group_time(tmp_path:
 
 def test_an_empty_store_says_how_to_fill_it(tmp_path: Path) -> None:
     store = tmp_path / "records.sqlite"
+    with RecordStore.open(store):
+        pass  # made, holds no record
     done = _validators("records", "list", "--store", store)
     assert done.returncode == 0
     assert "no records in" in done.stderr and "mark-good STACK" in done.stderr
     assert "records import" in done.stderr
+
+
+@pytest.mark.parametrize("action", ["list", "show", "export"])
+def test_a_store_that_is_not_there_is_exit_2_not_an_empty_one(tmp_path: Path, action: str) -> None:
+    """A mistyped --store read as "no records" with exit 0; nothing is created there."""
+    store = tmp_path / "typo.sqlite"
+    extra = ["cu130"] if action == "show" else ["--dir", str(tmp_path / "out")] * (
+        action == "export"
+    )
+    done = _validators("records", action, *extra, "--store", store)
+    assert done.returncode == 2, done.stderr
+    assert f"records {action} --store {store}: no such file" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert not store.exists() and not (tmp_path / "out").exists()
 
 
 def test_report_without_records_mentions_reporting_a_run_file(tmp_path: Path) -> None:

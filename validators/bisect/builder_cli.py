@@ -82,10 +82,4 @@ def build(manifest: Path, locks_dir: Path, venv_root: Path, python: Path) -> Bui
     if code != 0:
         refused = _error(code, stdout, stderr, argv)
         raise BadInput(refused.words[0], details=refused.words[1:])
-    try:
-        return BuildOutput.model_validate_json(stdout)
-    except ValidationError as exc:
-        raise EnvironmentProblem(
-            "`builder build --json` exited 0 without a valid build result",
-            details=validation_problems(exc)[:10],
-        ) from None
+    return BuildOutput.from_child(stdout)

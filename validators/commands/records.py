@@ -232,6 +232,13 @@ def run(args: argparse.Namespace) -> int:
         # "imported 0" with exit 0 read as success for a mistyped folder
         what = "not a folder" if folder.exists() else "no such folder"
         raise BadInput(f"records import --dir {folder}: {what}")
+    reads = args.action in ("list", "show", "export")
+    if reads and args.store is not None and not args.store.exists():
+        # "no records in X" with exit 0 read as an empty store for a mistyped --store
+        raise BadInput(
+            f"records {args.action} --store {args.store}: no such file",
+            details=["a store is made by `mark-good` or `records import`"],
+        )
     with RecordStore.open(args.store, read_only=args.action != "import") as store:
         for note in store.notes:
             console.print(styled("[bold yellow]note[/]: {}", note))

@@ -33,11 +33,9 @@ from stackgate.errors import (
     EXIT_BAD_INPUT,
     BadInput,
     CommandFailed,
-    EnvironmentProblem,
     StackgateError,
 )
 from stackgate.loading import load_stack
-from stackgate.model import validation_problems
 from stackgate.paths import project_root, stacks_dir
 from validators.core.results import Report
 from validators.core.runs import validate_once
@@ -262,13 +260,7 @@ def _build(record: Record, sources: Sources, options: ReproduceOptions) -> Build
     env = {**os.environ, "STACKGATE_STACKS_DIR": str(sources.stacks)}
     done = proc.run(argv, env=env, check=False)
     if done.returncode == 0:
-        try:
-            return BuildOutput.model_validate_json(done.stdout)
-        except ValidationError as exc:
-            raise EnvironmentProblem(
-                "`builder build --json` exited 0 without a valid build result",
-                details=validation_problems(exc)[:10],
-            ) from None
+        return BuildOutput.from_child(done.stdout)
     try:
         message: str | None = ErrorOutput.model_validate_json(done.stdout).error
     except ValidationError:

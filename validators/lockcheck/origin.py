@@ -14,11 +14,11 @@ import tomllib
 from pathlib import Path
 
 from builder.lock.origin import check_origins
-from builder.lock.resolve import LockState
 from stackgate.bounded_http import Budget, Limits
 from stackgate.errors import BadInput, EnvironmentProblem
 from stackgate.files import read_text_bounded
 from stackgate.layout import LockFiles
+from stackgate.lockstate import LockState
 from stackgate.manifest import Manifest
 from stackgate.uvlock import MAX_LOCK_BYTES, UvLock, parse_uv_lock
 from validators.core.results import Result, make_result
