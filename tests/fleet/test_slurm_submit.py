@@ -16,6 +16,7 @@ No node does real work here: the arrays are cancelled as soon as they are releas
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -63,6 +64,8 @@ def test_submit_is_all_or_nothing_chunked_pinned_and_reasons_outlive_slurm(
         cluster.cmd("scancel", *arrays)
         assert len(arrays) == 2 and submitted["offsets"] == [0, 3], submitted
         assert submitted["max_array_size"] == 3
+        # one update RPC per element through libslurm (.ci/bootstrap installs libslurm-dev)
+        assert submitted["pinned_with"] == "libslurm", submitted
         sbatch = [c for c in submitted["commands"] if c[0] == "sbatch"]
         assert "--array=0-2%2" in sbatch[0] and "--array=0-1%2" in sbatch[1]
         assert f"--dependency=afterany:{arrays[0]}" in sbatch[1]  # --throttle 2 across arrays
@@ -183,29 +186,51 @@ def test_a_fleet_over_max_job_count_is_refused_a_refused_pin_is_named_and_draine
         assert "MaxJobCount >= 5" in done.stderr, done.stderr
         assert cluster.queue() == [] and (not jobs.exists() or list(jobs.iterdir()) == [])
 
-        # A pin Slurm refuses (a node it does not have) fails the submit, naming the element.
+        # A pin Slurm refuses (a node it does not have) fails the submit, naming the element:
+        # through libslurm (the helper's words kept), through scontrol, and through scontrol
+        # when the helper cannot be built (no C compiler on PATH) unless libslurm was asked for.
         monkeypatch.setenv("SLURM_CONF", str(cluster.conf))
         script = tmp_path / "hold.sbatch"
         script.write_text("#!/bin/bash\ntrue\n")
+        no_cc = tmp_path / "bin-without-cc"
+        no_cc.mkdir()
+        for tool in ("scontrol", "squeue", "sbatch", "scancel", "sinfo"):
+            (no_cc / tool).symlink_to(shutil.which(tool) or tool)
+        # One array for all three (MaxJobCount=4 here): element 0 is pinned to another good
+        # node each time, element 1 to a node Slurm does not have.
         array = cluster.cmd(
-            "sbatch",
-            "--parsable",
-            "--hold",
-            "--array=0-1",
-            f"--output={tmp_path}/%A_%a.out",
+            "sbatch", "--parsable", "--hold", "--array=0-1", f"--output={tmp_path}/%A_%a.out",
             str(script),
-        ).stdout.strip()
-        pins = [
-            ["scontrol", "update", f"JobId={array}_0", "NodeList=n2"],
-            ["scontrol", "update", f"JobId={array}_1", "NodeList=n9"],
-        ]
-        with pytest.raises(EnvironmentProblem) as refused:
-            slurm._pin_all(pins)
-        assert refused.value.message == "Slurm did not pin 1 of 2 element(s) to their node"
-        assert refused.value.details[0] == f"{array}_1: wanted n9, Slurm holds no node", (
-            refused.value.details
+        ).stdout.strip()  # fmt: skip
+        for how, path, good, words in [
+            ("libslurm", None, "n1", "Invalid node name specified"),
+            ("scontrol", None, "n2", None),
+            ("auto", str(no_cc), "n3", None),
+        ]:
+            if path is not None:
+                monkeypatch.setenv("PATH", path)
+            pins = [
+                ["scontrol", "update", f"JobId={array}_0", f"NodeList={good}"],
+                ["scontrol", "update", f"JobId={array}_1", "NodeList=n9"],
+            ]
+            with pytest.raises(EnvironmentProblem) as refused:
+                slurm._pin_all(pins, how)
+            assert refused.value.message == "Slurm did not pin 1 of 2 element(s) to their node"
+            assert refused.value.details[0] == f"{array}_1: wanted n9, Slurm holds no node", (
+                refused.value.details
+            )
+            if words:
+                assert f"{array}_1: {words}" in refused.value.details, refused.value.details
+            held = cluster.cmd("squeue", "-h", "-r", "-j", array, "-o", "%i|%n").stdout.split()
+            assert f"{array}_0|{good}" in held, (how, held)  # the good pin went through
+        with pytest.raises(EnvironmentProblem) as forced:
+            slurm._pin_all(pins, "libslurm")  # PATH has no C compiler
+        assert "--pin-with libslurm: the pin helper cannot be built here: no C compiler" in (
+            forced.value.message
         )
         cluster.cmd("scancel", array)
+        monkeypatch.undo()
+        monkeypatch.setenv("SLURM_CONF", str(cluster.conf))
 
         # The probe before pinning: one `sinfo` line per state, hostlists expanded by Slurm.
         cluster.cmd("scontrol", "update", "NodeName=n2", "State=DRAIN", "Reason=bad fan")

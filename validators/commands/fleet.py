@@ -96,6 +96,14 @@ def _submit_args(p: argparse.ArgumentParser) -> None:
     s.add_argument("--gres", help="e.g. gpu:8")
     s.add_argument("--account")
     s.add_argument("--no-pin", action="store_true", help="let Slurm place the elements")
+    s.add_argument(
+        "--pin-with",
+        choices=["auto", "libslurm", "scontrol"],
+        default="auto",
+        help="libslurm: one update RPC per element through a helper built against the host's "
+        "Slurm headers; scontrol: two RPCs per element; auto (default): libslurm where the "
+        "helper builds, else scontrol",
+    )
     k = p.add_argument_group("kubernetes")
     k.add_argument("--image", help="the stackgate image, by digest")
     k.add_argument("--namespace", default="default")
@@ -191,6 +199,7 @@ def submit_request(args: argparse.Namespace) -> SubmitRequest:
         gres=args.gres,
         account=args.account,
         pin=not args.no_pin,
+        pin_with=args.pin_with,
         image=args.image,
         namespace=args.namespace,
         gpus=args.gpus,

@@ -39,6 +39,11 @@ class Submission(StrictModel):
     arrays: list[str] = Field(default_factory=list, description="Slurm array job ids")
     offsets: list[int] = Field(default_factory=list, description="first node index per array")
     max_array_size: int | None = None
+    pinned_with: Literal["libslurm", "scontrol", "none"] | None = Field(
+        default=None,
+        description="how the pins reached Slurm: the `scontrol update` commands listed, or the "
+        "same update RPCs through libslurm (validators/fleet/slurm_pin.py); none: not pinned",
+    )
     collector_job: str | None = None
     commands: list[list[str]] = Field(default_factory=list)
 

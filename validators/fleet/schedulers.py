@@ -141,6 +141,7 @@ class Slurm:
                 arrays=done.arrays,
                 offsets=done.offsets,
                 max_array_size=done.max_array_size,
+                pinned_with=done.pinned_with,
                 collector_job=done.collector_job,
                 commands=moved,
             )

@@ -4,8 +4,10 @@ Submission, in order (every step a real Slurm command; `plan_commands` lists the
 
 1. `sbatch --parsable --hold validate.sbatch` -> the array job ids A1, A2... (held: nothing
    starts yet); with pinning, arrays of at most PIN_ARRAY_SIZE elements (see `array_size`)
-2. with pinning, `update JobId=A_i NodeList=<node i>` for every element, fed as lines to a few
-   `scontrol` processes on their stdin, then read back with one `squeue` (`_verify_pins`):
+2. with pinning, `update JobId=A_i NodeList=<node i>` for every element: one update RPC each
+   through libslurm (validators/fleet/slurm_pin.py: a helper compiled against the host's Slurm
+   headers), else as lines to a few `scontrol` processes on their stdin (two RPCs each); then
+   read back with one `squeue` (`_verify_pins`):
    a job array has one node request for all its elements, so Slurm alone may run two
    elements on one node and none on another; updating a pending element splits it off with
    its own node.
@@ -25,18 +27,24 @@ array is left behind.
 
 from __future__ import annotations
 
+import logging
 import re
 import shlex
+import tempfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import jinja2
 
 from stackgate.errors import CommandFailed, EnvironmentProblem, StackgateError
 from stackgate.proc import run
-from validators.fleet.spec import FleetSpec
+from validators.fleet import slurm_pin
+from validators.fleet.spec import FleetSpec, PinWith
+
+log = logging.getLogger(__name__)
 
 ARRAY_SCRIPT = "validate.sbatch"
 COLLECT_SCRIPT = "collect.sbatch"
@@ -75,6 +83,10 @@ DEFAULT_MAX_JOB_COUNT = 10_000  # Slurm's default MaxJobCount: job records slurm
 # 3.8 s instead of 1.6 s for the 400 arrays. Pinned fleets are therefore arrays of at most 25.
 PIN_ARRAY_SIZE = 25
 PIN_WORKERS = 8  # scontrol processes at once, each reading its share of the updates on stdin
+# libslurm helper processes at once: 2,000 pins took 2.8-3.1 s with one and 2.1-2.5 s with 4
+# (benchmarks/fleet/results/fleet_pin.md)
+HELPER_WORKERS = 4
+PinnedWith = Literal["libslurm", "scontrol", "none"]
 SBATCH_TIMEOUT_S = 120.0  # sbatch sleeps and retries forever while slurmctld says "not now"
 
 
@@ -250,14 +262,40 @@ class Submitted:
     collector_job: str
     commands: list[list[str]]
     max_array_size: int
+    pinned_with: PinnedWith = "none"
 
 
-def _pin_all(commands: list[list[str]]) -> None:
+def _pin_all(commands: list[list[str]], how: PinWith = "auto") -> PinnedWith:
+    """Every pin (`scontrol update JobId=A_i NodeList=node` in the plan) through libslurm, or
+    where its helper cannot be built here (or `how` says so) through scontrol; then
+    `_verify_pins` reads back what Slurm holds. Returns the way taken."""
+    if not commands:
+        return "none"
+    if how != "scontrol":
+        pairs = [(a[2].removeprefix("JobId="), a[3].removeprefix("NodeList=")) for a in commands]
+        with tempfile.TemporaryDirectory(prefix="stackgate-pin-") as work:
+            try:
+                helper = slurm_pin.build_helper(Path(work))
+            except slurm_pin.PinHelperUnavailable as exc:
+                if how == "libslurm":
+                    raise EnvironmentProblem(
+                        f"--pin-with libslurm: the pin helper cannot be built here: {exc}",
+                        details=["--pin-with scontrol pins through scontrol instead"],
+                    ) from None
+                log.warning(
+                    "pinning through scontrol: the libslurm helper cannot be built: %s", exc
+                )
+            else:
+                _verify_pins(commands, slurm_pin.pin(helper, pairs, HELPER_WORKERS))
+                return "libslurm"
+    _pin_with_scontrol(commands)
+    return "scontrol"
+
+
+def _pin_with_scontrol(commands: list[list[str]]) -> None:
     """Every `scontrol update`, as lines on the stdin of PIN_WORKERS scontrol processes (one
     process start per share, not per element), then `_verify_pins` reads back what Slurm
     holds: scontrol reading commands exits 1 when one failed without saying which."""
-    if not commands:
-        return
     lines = [shlex.join(argv[1:]) for argv in commands]  # "update JobId=A_i NodeList=node"
     shares = [lines[k::PIN_WORKERS] for k in range(min(PIN_WORKERS, len(lines)))]
 
@@ -318,12 +356,12 @@ def submit(
         planned = plan_commands(spec, scripts_dir, arrays, limit.max_array_size)
         *rest, release = planned[len(parts) :]
         pins, collect = rest[:-1], rest[-1]
-        _pin_all(pins)
+        pinned_with = _pin_all(pins, spec.slurm.pin_with)
         done += pins
         collector = _job_id(run(collect, timeout=SBATCH_TIMEOUT_S).stdout)
         done.append(collect)
         offsets = [c.offset for c in parts]
-        submitted = Submitted(arrays, offsets, collector, done, limit.max_array_size)
+        submitted = Submitted(arrays, offsets, collector, done, limit.max_array_size, pinned_with)
         before_release(submitted)
     except (StackgateError, OSError):
         if arrays:
@@ -333,7 +371,9 @@ def submit(
     if result.returncode != 0 and not _released(result.stderr):
         run(["scancel", *arrays], check=False)
         raise CommandFailed(release, result.returncode, result.stdout, result.stderr)
-    return Submitted(arrays, offsets, collector, [*done, release], limit.max_array_size)
+    return Submitted(
+        arrays, offsets, collector, [*done, release], limit.max_array_size, pinned_with
+    )
 
 
 _UNAVAILABLE = ("down", "drain", "fail", "maint", "inval", "future", "unknown", "power")

@@ -21,6 +21,7 @@ from stackgate.files import read_json_file
 from stackgate.model import StrictModel, validation_problems
 
 FLEET_SCHEMA_VERSION: Literal[1] = 1
+PinWith = Literal["auto", "libslurm", "scontrol"]
 SPEC_FILENAME = "fleet.json"
 NODE_PLACEHOLDER = "{node}"
 
@@ -52,6 +53,12 @@ class SlurmOptions(StrictModel):
         default=True,
         description="pin element i to node i (submit held, set each element's NodeList, "
         "release); without it Slurm places elements and two may share a node",
+    )
+    pin_with: PinWith = Field(
+        default="auto",
+        description="how the pins reach Slurm: libslurm (one update RPC per element, a helper "
+        "compiled against the host's Slurm headers), scontrol (two RPCs per element), or auto "
+        "(libslurm where the helper builds, else scontrol)",
     )
 
     @field_validator("partition", "collect_partition", "time", "gres", "account")

@@ -29,6 +29,7 @@ from validators.fleet.spec import (
     SPEC_FILENAME,
     FleetSpec,
     KubeOptions,
+    PinWith,
     SchedulerName,
     SlurmOptions,
 )
@@ -61,6 +62,7 @@ class SubmitRequest:
     gres: str | None = None
     account: str | None = None
     pin: bool = True
+    pin_with: PinWith = "auto"
     image: str | None = None
     namespace: str = "default"
     gpus: int = 8
@@ -113,6 +115,7 @@ def spec_from_request(req: SubmitRequest) -> FleetSpec:
                 account=req.account,
                 throttle=req.throttle,
                 pin=req.pin,
+                pin_with=req.pin_with,
             ),
             kubernetes=KubeOptions(
                 image=req.image,
