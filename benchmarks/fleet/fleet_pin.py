@@ -1,6 +1,7 @@
 """Pinning a fleet's array elements to their nodes on a real Slurm 22.05 (issue 24 gap 1).
 
-    python benchmarks/fleet/fleet_pin.py [--nodes 10000] [--sample 2000] [--submit-only] [--no-old-probes] [--out F]
+    python benchmarks/fleet/fleet_pin.py [--nodes 10000] [--sample 2000] [--submit-only] [--no-old-probes]
+        [--array-size N] [--pin-with auto|libslurm|scontrol | --abba] [--out F]
 
 Root, Debian's slurmctld/slurmd/munge (tests/helpers/slurm_cluster.py): a one-host cluster of
 8 running nodes (s0-s7), plus `--nodes` node names f00000... that slurmctld knows (State=DOWN,
@@ -10,12 +11,16 @@ a real cluster; being down, nothing runs.
 1. The candidates, each on `--sample` elements of fresh held arrays (ms per element):
    - `scontrol update` one process per element, 8 at once, arrays of 1,000 (what submit did);
    - `update` lines on the stdin of 1 or 8 scontrol processes, arrays of 1,000 / 100 / 25;
-   - `sbatch --nodelist=<node>` per node (one job per node, no array; a smaller sample).
+   - `sbatch --nodelist=<node>` per node (one job per node, no array; a smaller sample);
+   - the libslurm helper (validators/fleet/slurm_pin.py): one update RPC per element, on the
+     stdin of 1 or 4 helper processes, arrays of 25 / 1,000.
 2. The submit as `fleet submit` runs it (validators.fleet.submit.execute: job folder, held
    arrays of 100, stdin pinning, the squeue read-back, collector, release) for `--nodes`
    nodes, plus the `sinfo` probe that submit runs first (every node, filtered here), and the
    probes it replaced (`sinfo -N -n <every node name>`, `sinfo -N`). `--submit-only` keeps the
-   candidates of the last run and measures part 2 again.
+   candidates of the last run and measures part 2 again. `--abba` runs the whole submit four
+   times in one cluster, pinned through scontrol, libslurm, libslurm, scontrol (the order
+   balances the job records each run leaves behind), so their ratio comes from one run.
 
 Writes benchmarks/fleet/results/fleet_pin.json (and prints it).
 """
@@ -39,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from tests.helpers.slurm_cluster import SlurmCluster, slurm_cluster  # noqa: E402
-from validators.fleet import slurm  # noqa: E402
+from validators.fleet import slurm, slurm_pin  # noqa: E402
 from validators.fleet.spec import FleetSpec, SlurmOptions  # noqa: E402
 from validators.fleet.submit import execute, plan  # noqa: E402
 
@@ -112,6 +117,22 @@ def sbatch_per_node(c: SlurmCluster, script: Path, total: int) -> dict[str, Any]
             "s": round(took, 2), "ms_per_element": round(1000 * took / total, 2)}  # fmt: skip
 
 
+def helper_fed(c: SlurmCluster, script: Path, total: int, size: int, workers: int) -> dict[str, Any]:
+    arrays = _held_arrays(c, script, total, size)
+    pairs = [(f"{arrays[i // size]}_{i % size}", RUNNING[i % 8]) for i in range(total)]
+    with tempfile.TemporaryDirectory() as work:
+        start = time.perf_counter()
+        helper = slurm_pin.build_helper(Path(work))
+        built = time.perf_counter() - start
+        start = time.perf_counter()
+        problems = slurm_pin.pin(helper, pairs, workers)
+        took = time.perf_counter() - start
+    c.cmd("scancel", *arrays)
+    return {"how": f"libslurm helper, {workers} process(es)", "array_size": size,
+            "elements": total, "s": round(took, 2), "ms_per_element": round(1000 * took / total, 2),
+            "compile_s": round(built, 2), "failed": len(problems)}  # fmt: skip
+
+
 def _cpu_of(pid: int) -> float:
     """user+sys CPU seconds of a process (its own, from /proc/PID/stat)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -128,7 +149,12 @@ def _own_cpu() -> float:
 
 
 def full_submit(
-    n: int, workdir: Path, c: SlurmCluster | None = None, old_probes: bool = True
+    n: int,
+    workdir: Path,
+    c: SlurmCluster | None = None,
+    old_probes: bool = True,
+    pin_with: str = "auto",
+    fleet_id: str = "pin-scale",
 ) -> dict[str, Any]:
     nodes = [f"f{i:05d}" for i in range(n)]
     daemons = {
@@ -148,9 +174,9 @@ def full_submit(
     unavailable = slurm.probe_unavailable(nodes)  # a line per state, hostlists expanded
     probe_s = time.perf_counter() - start
     spec = FleetSpec(
-        fleet_id="pin-scale", stack="cu130", stack_name="cu130", wheelhouse="/w", nodes=nodes,
-        job_dir=str(workdir / "jobs" / "pin-scale"), checkout=str(ROOT), python=sys.executable,
-        local_root="/l", slurm=SlurmOptions(partition="big"),
+        fleet_id=fleet_id, stack="cu130", stack_name="cu130", wheelhouse="/w", nodes=nodes,
+        job_dir=str(workdir / "jobs" / fleet_id), checkout=str(ROOT), python=sys.executable,
+        local_root="/l", slurm=SlurmOptions(partition="big", pin_with=pin_with),
     )  # fmt: skip
     start = time.perf_counter()
     planned = plan(spec, max_array=slurm.max_array_size())
@@ -185,6 +211,8 @@ def full_submit(
     slurm.run(["scancel", *arrays, submitted["collector_job"]])
     return {
         "nodes": n,
+        "pin_with": pin_with,
+        "pinned_with": submitted.get("pinned_with"),
         "sinfo_probe_named_nodes_s": None if probe_named_s is None else round(probe_named_s, 2),
         "sinfo_probe_per_node_s": None if probe_per_node_s is None else round(probe_per_node_s, 2),
         "sinfo_probe_s": round(probe_s, 2),
@@ -216,6 +244,10 @@ def main() -> None:
     parser.add_argument(
         "--no-old-probes", action="store_true", help="skip the sinfo probes submit replaced"
     )
+    parser.add_argument("--pin-with", choices=["auto", "libslurm", "scontrol"], default="auto")
+    parser.add_argument(
+        "--abba", action="store_true", help="the submit 4 times: scontrol, libslurm x2, scontrol"
+    )
     parser.add_argument(
         "--out", type=Path, default=ROOT / "benchmarks" / "fleet" / "results" / "fleet_pin.json"
     )
@@ -227,7 +259,7 @@ def main() -> None:
     script.write_text("#!/bin/bash\n#SBATCH --no-requeue\ntrue\n")
     fake = f"f[00000-{args.nodes - 1:05d}]"
     extra = (
-        f"MaxJobCount={3 * args.nodes + 10 * args.sample}",
+        f"MaxJobCount={5 * args.nodes + 10 * args.sample}",
         f"NodeName={fake} NodeAddr=127.0.0.1 CPUs=1 RealMemory=1024 State=DOWN",
         f"PartitionName=big Nodes={fake} State=UP",
     )
@@ -247,10 +279,22 @@ def main() -> None:
                     stdin_fed(c, script, n, 100, 8),
                     stdin_fed(c, script, n, 25, 8),
                     sbatch_per_node(c, script, max(1, n // 10)),
+                    helper_fed(c, script, n, 25, 1),
+                    helper_fed(c, script, n, 25, 4),
+                    helper_fed(c, script, n, 1000, 4),
                 ]
             )
             result["pin_array_size"] = slurm.PIN_ARRAY_SIZE
-            result["submit"] = full_submit(args.nodes, workdir, c, not args.no_old_probes)
+            if args.abba:
+                order = ["scontrol", "libslurm", "libslurm", "scontrol"]
+                result["submits"] = [
+                    full_submit(args.nodes, workdir, c, False, how, f"pin-scale-{k}")
+                    for k, how in enumerate(order)
+                ]
+            else:
+                result["submit"] = full_submit(
+                    args.nodes, workdir, c, not args.no_old_probes, args.pin_with
+                )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     result["load_after"] = os.getloadavg()[0]
