@@ -7,7 +7,7 @@ from __future__ import annotations
 import fcntl
 import os
 import subprocess
-import time
+import sys
 from pathlib import Path
 
 from builder.venv.uv_cache import sweep_leftovers
@@ -39,17 +39,24 @@ def test_leftovers_go_only_when_no_uv_holds_the_cache(tmp_path: Path) -> None:
     (cache / "archive-v0").mkdir()
     left = _leftover(cache)
     # A running uv holds a shared lock on <cache>/.lock (uv 0.13.9, seen with flock -n -x during
-    # a real `uv pip install`); util-linux flock holds one the same way here.
-    holder = subprocess.Popen(["flock", "-s", "-o", str(cache / ".lock"), "sleep", "120"])
+    # a real `uv pip install`); one process holds one the same way here. Not util-linux `flock
+    # -o CMD`: it forks, and its child keeps a copy of the locked fd until it closes it before
+    # exec, so killing flock could leave the lock held a moment longer (CI saw "busy" after).
+    hold = (
+        "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR); "
+        "fcntl.flock(fd, fcntl.LOCK_SH); print('held', flush=True); time.sleep(120)"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", hold, str(cache / ".lock")], stdout=subprocess.PIPE, text=True
+    )
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not _held(cache / ".lock"):
-            time.sleep(0.1)  # until the holder has its lock
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        assert _held(cache / ".lock")
         swept = sweep_leftovers(cache)
         assert swept.busy and swept.removed == [] and left.is_dir()
     finally:
         holder.kill()
-        holder.wait()
+        holder.communicate()
     swept = sweep_leftovers(cache)
     assert not swept.busy and swept.removed == [left] and swept.bytes == 1 << 20
     assert not left.exists() and (cache / "archive-v0").is_dir() and (cache / ".lock").is_file()
