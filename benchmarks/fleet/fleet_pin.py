@@ -195,7 +195,8 @@ def full_submit(
     held = slurm.parse_requested(
         slurm.run(["squeue", "-h", "-r", "-j", ",".join(arrays), "-o", "%i|%n"]).stdout
     )
-    size = slurm.PIN_ARRAY_SIZE
+    offsets = submitted["offsets"]
+    size = offsets[1] - offsets[0] if len(offsets) > 1 else n
     pinned = sum(
         1 for i, node in enumerate(nodes) if held.get(f"{arrays[i // size]}_{i % size}") == node
     )
@@ -225,6 +226,7 @@ def full_submit(
         "submit_load_before": round(load_before, 2),
         "submit_load_after": round(os.getloadavg()[0], 2),
         "arrays": len(arrays),
+        "array_size": size,
         "element_states_after": learn,
         "elements_pinned_as_asked": pinned,
         "commands": len(submitted["commands"]),
@@ -239,7 +241,11 @@ def main() -> None:
         "--submit-only", action="store_true", help="keep the candidates measured before"
     )
     parser.add_argument(
-        "--array-size", type=int, default=slurm.PIN_ARRAY_SIZE, help="elements per pinned array"
+        "--array-size",
+        type=int,
+        default=0,
+        help="elements per pinned array, either way (default: slurm.PIN_ARRAY_SIZE through "
+        "scontrol, LIBSLURM_ARRAY_SIZE through libslurm)",
     )
     parser.add_argument(
         "--no-old-probes", action="store_true", help="skip the sinfo probes submit replaced"
@@ -252,7 +258,8 @@ def main() -> None:
         "--out", type=Path, default=ROOT / "benchmarks" / "fleet" / "results" / "fleet_pin.json"
     )
     args = parser.parse_args()
-    slurm.PIN_ARRAY_SIZE = args.array_size
+    if args.array_size:
+        slurm.PIN_ARRAY_SIZE = slurm.LIBSLURM_ARRAY_SIZE = args.array_size
     workdir = Path(tempfile.mkdtemp(prefix="fleet-pin-"))
     workdir.chmod(0o755)
     script = workdir / "hold.sbatch"
@@ -284,7 +291,10 @@ def main() -> None:
                     helper_fed(c, script, n, 1000, 4),
                 ]
             )
-            result["pin_array_size"] = slurm.PIN_ARRAY_SIZE
+            result["pin_array_size"] = {
+                "scontrol": slurm.PIN_ARRAY_SIZE,
+                "libslurm": slurm.LIBSLURM_ARRAY_SIZE,
+            }
             if args.abba:
                 order = ["scontrol", "libslurm", "libslurm", "scontrol"]
                 result["submits"] = [

@@ -221,7 +221,8 @@ def slurm_side(n: int, workdir: Path) -> dict[str, Any]:
             for i in range(n)
         ]
         start = time.perf_counter()
-        slurm._pin_all(pins)
+        with slurm.pin_way(True, "auto") as way:
+            slurm._pin_all(pins, way)
         pin_s = time.perf_counter() - start
         start = time.perf_counter()
         slurm.run(["sbatch", "--parsable", f"--dependency=afterany:{':'.join(arrays)}",

@@ -213,8 +213,9 @@ def test_a_fleet_over_max_job_count_is_refused_a_refused_pin_is_named_and_draine
                 ["scontrol", "update", f"JobId={array}_0", f"NodeList={good}"],
                 ["scontrol", "update", f"JobId={array}_1", "NodeList=n9"],
             ]
-            with pytest.raises(EnvironmentProblem) as refused:
-                slurm._pin_all(pins, how)
+            with slurm.pin_way(True, how) as way, pytest.raises(EnvironmentProblem) as refused:
+                assert way.way == ("scontrol" if path else how)
+                slurm._pin_all(pins, way)
             assert refused.value.message == "Slurm did not pin 1 of 2 element(s) to their node"
             assert refused.value.details[0] == f"{array}_1: wanted n9, Slurm holds no node", (
                 refused.value.details
@@ -223,8 +224,8 @@ def test_a_fleet_over_max_job_count_is_refused_a_refused_pin_is_named_and_draine
                 assert f"{array}_1: {words}" in refused.value.details, refused.value.details
             held = cluster.cmd("squeue", "-h", "-r", "-j", array, "-o", "%i|%n").stdout.split()
             assert f"{array}_0|{good}" in held, (how, held)  # the good pin went through
-        with pytest.raises(EnvironmentProblem) as forced:
-            slurm._pin_all(pins, "libslurm")  # PATH has no C compiler
+        with pytest.raises(EnvironmentProblem) as forced, slurm.pin_way(True, "libslurm"):
+            pass  # PATH has no C compiler
         assert "--pin-with libslurm: the pin helper cannot be built here: no C compiler" in (
             forced.value.message
         )

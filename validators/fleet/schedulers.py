@@ -124,7 +124,12 @@ class Slurm:
 
     def plan(self, spec: FleetSpec, max_array: int) -> tuple[dict[str, str], list[list[str]]]:
         files = {f"{SCRIPTS_DIR}/{name}": text for name, text in slurm.render(spec).items()}
-        commands = slurm.plan_commands(spec, spec.folder / SCRIPTS_DIR, max_array=max_array)
+        with slurm.pin_way(
+            spec.slurm.pin, spec.slurm.pin_with
+        ) as way:  # the arrays' size depends on it
+            commands = slurm.plan_commands(
+                spec, spec.folder / SCRIPTS_DIR, max_array=max_array, way=way
+            )
         return files, commands
 
     def submit(

@@ -3,7 +3,8 @@
 Submission, in order (every step a real Slurm command; `plan_commands` lists them for --dry-run):
 
 1. `sbatch --parsable --hold validate.sbatch` -> the array job ids A1, A2... (held: nothing
-   starts yet); with pinning, arrays of at most PIN_ARRAY_SIZE elements (see `array_size`)
+   starts yet); with pinning, arrays of at most LIBSLURM_ARRAY_SIZE (100) elements when pinned
+   through libslurm, PIN_ARRAY_SIZE (25) through scontrol (`pin_way`, `array_size`)
 2. with pinning, `update JobId=A_i NodeList=<node i>` for every element: one update RPC each
    through libslurm (validators/fleet/slurm_pin.py: a helper compiled against the host's Slurm
    headers), else as lines to a few `scontrol` processes on their stdin (two RPCs each); then
@@ -31,8 +32,9 @@ import logging
 import re
 import shlex
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -80,11 +82,17 @@ DEFAULT_MAX_JOB_COUNT = 10_000  # Slurm's default MaxJobCount: job records slurm
 # (benchmarks/fleet/results/fleet_pin.md). A whole 10,000-node submit costs 54-62 s of CPU in all
 # with arrays of 100 (slurmctld ~30 s of it) and 41-42 s with arrays of 25 (slurmctld 22-24 s,
 # the client 13-14 s); `scontrol show job` once per array afterwards (elements.learn) costs
-# 3.8 s instead of 1.6 s for the 400 arrays. Pinned fleets are therefore arrays of at most 25.
+# 3.8 s instead of 1.6 s for the 400 arrays. Fleets pinned through scontrol are therefore arrays
+# of at most 25.
 PIN_ARRAY_SIZE = 25
 PIN_WORKERS = 8  # scontrol processes at once, each reading its share of the updates on stdin
-# libslurm helper processes at once: 2,000 pins took 2.8-3.1 s with one and 2.1-2.5 s with 4
-# (benchmarks/fleet/results/fleet_pin.md)
+# Through libslurm (one update RPC per element, no array load) the number of arrays is what
+# costs: a whole 10,000-node submit took 22.7 s in arrays of 25, 6.7 s in arrays of 100 and
+# 5.4 s in arrays of 1,000 (scontrol: 39.2 s and 43.1 s for 25 and 100), one run each, same
+# cluster (benchmarks/fleet/results/fleet_pin.md). 100, not 1,000: an element pinned to a busy
+# node holds back the rest of its array (the module docstring), so smaller arrays limit that.
+LIBSLURM_ARRAY_SIZE = 100
+# libslurm helper processes at once: 2,000 pins took 1.6 s with one and 1.2 s with 4
 HELPER_WORKERS = 4
 PinnedWith = Literal["libslurm", "scontrol", "none"]
 SBATCH_TIMEOUT_S = 120.0  # sbatch sleeps and retries forever while slurmctld says "not now"
@@ -134,10 +142,46 @@ def max_array_size() -> int:
     return limits().max_array_size
 
 
-def array_size(spec: FleetSpec, max_array: int) -> int:
-    """Elements per array: MaxArraySize, or PIN_ARRAY_SIZE when pinning (cheaper updates)."""
+@dataclass(frozen=True)
+class PinWay:
+    """How a submit pins its elements: decided before its arrays are sized (the size that
+    costs least differs: LIBSLURM_ARRAY_SIZE, PIN_ARRAY_SIZE), the helper built once for it."""
+
+    way: PinnedWith
+    helper: Path | None = None
+
+    @property
+    def array_size(self) -> int:
+        return LIBSLURM_ARRAY_SIZE if self.way == "libslurm" else PIN_ARRAY_SIZE
+
+
+@contextmanager
+def pin_way(pin: bool, how: PinWith) -> Iterator[PinWay]:
+    """The way a fleet pins (`spec.slurm.pin`, `.pin_with`): none without pinning; scontrol
+    when asked; else libslurm, its helper built into a private temporary folder that lasts as
+    long as the caller needs it, or scontrol with a warning where it cannot be built (an
+    error with --pin-with libslurm)."""
+    if not pin or how == "scontrol":
+        yield PinWay("scontrol" if pin else "none")
+        return
+    with tempfile.TemporaryDirectory(prefix="stackgate-pin-") as work:
+        try:
+            helper: Path | None = slurm_pin.build_helper(Path(work))
+        except slurm_pin.PinHelperUnavailable as exc:
+            if how == "libslurm":
+                raise EnvironmentProblem(
+                    f"--pin-with libslurm: the pin helper cannot be built here: {exc}",
+                    details=["--pin-with scontrol pins through scontrol instead"],
+                ) from None
+            log.warning("pinning through scontrol: the libslurm helper cannot be built: %s", exc)
+            helper = None
+        yield PinWay("libslurm", helper) if helper is not None else PinWay("scontrol")
+
+
+def array_size(spec: FleetSpec, max_array: int, way: PinWay) -> int:
+    """Elements per array: MaxArraySize, or the pin way's size when pinning."""
     size = max(1, max_array)
-    return min(size, PIN_ARRAY_SIZE) if spec.slurm.pin else size
+    return min(size, way.array_size) if spec.slurm.pin else size
 
 
 def job_records() -> int:
@@ -204,9 +248,11 @@ def plan_commands(
     scripts_dir: Path,
     arrays: list[str] | None = None,
     max_array: int = DEFAULT_MAX_ARRAY_SIZE,
+    way: PinWay = PinWay("libslurm"),
 ) -> list[list[str]]:
-    """Every command submit runs, in order (array ids are known only after their sbatch)."""
-    size = array_size(spec, max_array)
+    """Every command submit runs, in order (array ids are known only after their sbatch); a pin
+    is listed as the `scontrol update` it is (through libslurm: that command's one RPC)."""
+    size = array_size(spec, max_array, way)
     parts = chunks(len(spec.targets), size)
     ids = arrays or [array_id(i) for i in range(len(parts))]
     lag = throttle_lag(spec, size)
@@ -265,31 +311,16 @@ class Submitted:
     pinned_with: PinnedWith = "none"
 
 
-def _pin_all(commands: list[list[str]], how: PinWith = "auto") -> PinnedWith:
-    """Every pin (`scontrol update JobId=A_i NodeList=node` in the plan) through libslurm, or
-    where its helper cannot be built here (or `how` says so) through scontrol; then
-    `_verify_pins` reads back what Slurm holds. Returns the way taken."""
+def _pin_all(commands: list[list[str]], way: PinWay) -> None:
+    """Every pin (`scontrol update JobId=A_i NodeList=node` in the plan) the way decided, then
+    `_verify_pins` reads back what Slurm holds."""
     if not commands:
-        return "none"
-    if how != "scontrol":
-        pairs = [(a[2].removeprefix("JobId="), a[3].removeprefix("NodeList=")) for a in commands]
-        with tempfile.TemporaryDirectory(prefix="stackgate-pin-") as work:
-            try:
-                helper = slurm_pin.build_helper(Path(work))
-            except slurm_pin.PinHelperUnavailable as exc:
-                if how == "libslurm":
-                    raise EnvironmentProblem(
-                        f"--pin-with libslurm: the pin helper cannot be built here: {exc}",
-                        details=["--pin-with scontrol pins through scontrol instead"],
-                    ) from None
-                log.warning(
-                    "pinning through scontrol: the libslurm helper cannot be built: %s", exc
-                )
-            else:
-                _verify_pins(commands, slurm_pin.pin(helper, pairs, HELPER_WORKERS))
-                return "libslurm"
-    _pin_with_scontrol(commands)
-    return "scontrol"
+        return
+    if way.helper is None:
+        _pin_with_scontrol(commands)
+        return
+    pairs = [(a[2].removeprefix("JobId="), a[3].removeprefix("NodeList=")) for a in commands]
+    _verify_pins(commands, slurm_pin.pin(way.helper, pairs, HELPER_WORKERS))
 
 
 def _pin_with_scontrol(commands: list[list[str]]) -> None:
@@ -343,7 +374,18 @@ def submit(
     release. Any failure before the release cancels every job submitted: all or nothing."""
     limit = limits()
     check_room(len(spec.targets), limit, job_records())
-    size = array_size(spec, limit.max_array_size)
+    with pin_way(spec.slurm.pin, spec.slurm.pin_with) as way:
+        return _submit(spec, scripts_dir, limit, way, before_release)
+
+
+def _submit(
+    spec: FleetSpec,
+    scripts_dir: Path,
+    limit: Limits,
+    way: PinWay,
+    before_release: Callable[[Submitted], None],
+) -> Submitted:
+    size = array_size(spec, limit.max_array_size, way)
     parts = chunks(len(spec.targets), size)
     lag = throttle_lag(spec, size)
     arrays: list[str] = []
@@ -353,15 +395,15 @@ def submit(
             argv = _array_command(spec, scripts_dir / ARRAY_SCRIPT, chunk, _after(arrays, i, lag))
             arrays.append(_job_id(run(argv, timeout=SBATCH_TIMEOUT_S).stdout))
             done.append(argv)
-        planned = plan_commands(spec, scripts_dir, arrays, limit.max_array_size)
+        planned = plan_commands(spec, scripts_dir, arrays, limit.max_array_size, way)
         *rest, release = planned[len(parts) :]
         pins, collect = rest[:-1], rest[-1]
-        pinned_with = _pin_all(pins, spec.slurm.pin_with)
+        _pin_all(pins, way)
         done += pins
         collector = _job_id(run(collect, timeout=SBATCH_TIMEOUT_S).stdout)
         done.append(collect)
         offsets = [c.offset for c in parts]
-        submitted = Submitted(arrays, offsets, collector, done, limit.max_array_size, pinned_with)
+        submitted = Submitted(arrays, offsets, collector, done, limit.max_array_size, way.way)
         before_release(submitted)
     except (StackgateError, OSError):
         if arrays:
@@ -371,9 +413,7 @@ def submit(
     if result.returncode != 0 and not _released(result.stderr):
         run(["scancel", *arrays], check=False)
         raise CommandFailed(release, result.returncode, result.stdout, result.stderr)
-    return Submitted(
-        arrays, offsets, collector, [*done, release], limit.max_array_size, pinned_with
-    )
+    return Submitted(arrays, offsets, collector, [*done, release], limit.max_array_size, way.way)
 
 
 _UNAVAILABLE = ("down", "drain", "fail", "maint", "inval", "future", "unknown", "power")
