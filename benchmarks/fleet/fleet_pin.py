@@ -20,7 +20,8 @@ a real cluster; being down, nothing runs.
    probes it replaced (`sinfo -N -n <every node name>`, `sinfo -N`). `--submit-only` keeps the
    candidates of the last run and measures part 2 again. `--abba` runs the whole submit four
    times in one cluster, pinned through scontrol, libslurm, libslurm, scontrol (the order
-   balances the job records each run leaves behind), so their ratio comes from one run.
+   balances the job records each run leaves behind), so their ratio comes from one run, then
+   `python -m validators fleet submit` once, end to end (interpreter start to exit).
 
 Writes benchmarks/fleet/results/fleet_pin.json (and prints it).
 """
@@ -233,6 +234,27 @@ def full_submit(
     }
 
 
+def cli_submit(n: int, workdir: Path, c: SlurmCluster) -> dict[str, Any]:
+    """`python -m validators fleet submit` itself, end to end: interpreter start, node names
+    expanded by Slurm, the node probe, the plan, the job folder, the submit."""
+    (workdir / "wheelhouse").mkdir(exist_ok=True)
+    argv = [sys.executable, "-m", "validators", "fleet", "submit", "cu130",
+            "--wheelhouse", str(workdir / "wheelhouse"), "--nodes", f"f[00000-{n - 1:05d}]",
+            "--partition", "big", "--jobs-root", str(workdir / "cli-jobs"),
+            "--local-root", "/l/{node}", "--fleet-id", "cli", "--json"]  # fmt: skip
+    env = {**os.environ, "SLURM_CONF": str(c.conf), "STACKGATE_STATE_DIR": str(workdir / "st")}
+    load = os.getloadavg()[0]
+    start = time.perf_counter()
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    took = time.perf_counter() - start
+    if done.returncode != 0:
+        return {"exit": done.returncode, "stderr": done.stderr[-2000:]}
+    submitted = json.loads(done.stdout)["submitted"]
+    c.cmd("scancel", *submitted["arrays"], submitted["collector_job"])
+    return {"wall_s": round(took, 2), "load_before": round(load, 2),
+            "pinned_with": submitted.get("pinned_with"), "arrays": len(submitted["arrays"])}  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--nodes", type=int, default=10_000)
@@ -255,6 +277,9 @@ def main() -> None:
         "--abba", action="store_true", help="the submit 4 times: scontrol, libslurm x2, scontrol"
     )
     parser.add_argument(
+        "--cli-only", action="store_true", help="only `validators fleet submit`, end to end"
+    )
+    parser.add_argument(
         "--out", type=Path, default=ROOT / "benchmarks" / "fleet" / "results" / "fleet_pin.json"
     )
     args = parser.parse_args()
@@ -267,7 +292,11 @@ def main() -> None:
     fake = f"f[00000-{args.nodes - 1:05d}]"
     extra = (
         f"MaxJobCount={5 * args.nodes + 10 * args.sample}",
-        f"NodeName={fake} NodeAddr=127.0.0.1 CPUs=1 RealMemory=1024 State=DOWN",
+        # DOWN: nothing ever runs there. The CLI leaves out nodes Slurm calls down, so for it
+        # they start IDLE (no slurmd answers them: slurmctld marks them not responding only
+        # after its first failed ping, ~SlurmdTimeout/3 = 100 s, longer than the submit takes).
+        f"NodeName={fake} NodeAddr=127.0.0.1 CPUs=1 RealMemory=1024 "
+        f"State={'IDLE' if args.cli_only else 'DOWN'}",
         f"PartitionName=big Nodes={fake} State=UP",
     )
     result: dict[str, Any] = {"cpus": os.cpu_count(), "load_before": os.getloadavg()[0]}
@@ -275,6 +304,11 @@ def main() -> None:
         with slurm_cluster(RUNNING, extra_conf=extra) as c:
             os.environ["SLURM_CONF"] = str(c.conf)
             n = args.sample
+            if args.cli_only:
+                result["cli_submit"] = [cli_submit(args.nodes, workdir, c)]
+                args.out.write_text(json.dumps(result, indent=2) + "\n")
+                print(json.dumps(result, indent=2))
+                return
             result["candidates"] = (
                 []
                 if args.submit_only
@@ -301,6 +335,7 @@ def main() -> None:
                     full_submit(args.nodes, workdir, c, False, how, f"pin-scale-{k}")
                     for k, how in enumerate(order)
                 ]
+                result["cli_submit"] = cli_submit(args.nodes, workdir, c)
             else:
                 result["submit"] = full_submit(
                     args.nodes, workdir, c, not args.no_old_probes, args.pin_with
