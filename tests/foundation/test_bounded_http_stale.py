@@ -109,24 +109,21 @@ def test_a_kept_alive_connection_shut_as_the_next_request_goes_out() -> None:
     assert (server.connections, server.requests) == (3, 5)
 
 
-def test_a_server_that_never_answers_is_asked_a_bounded_number_of_times() -> None:
+@pytest.mark.parametrize(
+    ("behaviour", "asked"),
+    [
+        ("never-answers", STALE_CONNECTION_RETRIES + 1),  # asked a bounded number of times
+        ("body-cut", 1),  # an answer cut after it began is not asked again
+    ],
+)
+def test_failures_are_asked_again_only_before_an_answer_began(behaviour: str, asked: int) -> None:
     with (
-        _server("never-answers") as server,
+        _server(behaviour) as server,
         make_client() as client,
         pytest.raises(httpx.RemoteProtocolError),
     ):
         _read(client, server.url)
-    assert server.requests == STALE_CONNECTION_RETRIES + 1
-
-
-def test_an_answer_cut_after_it_began_is_not_asked_again() -> None:
-    with (
-        _server("body-cut") as server,
-        make_client() as client,
-        pytest.raises(httpx.RemoteProtocolError),
-    ):
-        _read(client, server.url)
-    assert server.requests == 1
+    assert server.requests == asked
 
 
 def test_a_closed_socket_reads_as_ebadf_which_is_a_read_error() -> None:
