@@ -33,7 +33,6 @@ import re
 import shlex
 import tempfile
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -328,14 +327,8 @@ def _pin_with_scontrol(commands: list[list[str]]) -> None:
     process start per share, not per element), then `_verify_pins` reads back what Slurm
     holds: scontrol reading commands exits 1 when one failed without saying which."""
     lines = [shlex.join(argv[1:]) for argv in commands]  # "update JobId=A_i NodeList=node"
-    shares = [lines[k::PIN_WORKERS] for k in range(min(PIN_WORKERS, len(lines)))]
-
-    def feed(share: list[str]) -> str:
-        done = run(["scontrol"], input_text="\n".join(share) + "\n", check=False)
-        return done.stderr.strip() if done.returncode else ""
-
-    with ThreadPoolExecutor(max_workers=len(shares)) as pool:
-        errors = [e for e in pool.map(feed, shares) if e]
+    ended = slurm_pin.fed(["scontrol"], lines, PIN_WORKERS)
+    errors = [e for _, done in ended if done.returncode and (e := done.stderr.strip())]
     _verify_pins(commands, errors)
 
 

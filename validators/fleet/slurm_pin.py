@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from stackgate.proc import run
+from stackgate.proc import Completed, run
 
 SOURCE_NAME = "pin_elements.c"
 COMPILE_TIMEOUT_S = 120.0
@@ -62,27 +62,35 @@ def build_helper(work: Path) -> Path:
     return binary
 
 
+def fed(argv: list[str], lines: Sequence[str], workers: int) -> list[tuple[list[str], Completed]]:
+    """`argv` started `workers` times at once (never more than there are lines), each process
+    reading its share of `lines` (every workers-th) on stdin: (its share, how it ended) each.
+    One process start per share, not per line; scontrol and the helper are both fed so."""
+    shares = [list(lines[k::workers]) for k in range(min(workers, len(lines)))]
+
+    def one(share: list[str]) -> tuple[list[str], Completed]:
+        return share, run(argv, input_text="\n".join(share) + "\n", check=False)
+
+    with ThreadPoolExecutor(max_workers=max(1, len(shares))) as pool:
+        return list(pool.map(one, shares))
+
+
 def pin(helper: Path, pairs: Sequence[tuple[str, str]], workers: int) -> list[str]:
     """Every (element, node) pin, as lines on the stdin of `workers` helper processes; the
     problems each reported ("A_i: Slurm's words"), or how a process failed."""
-    lines = [f"{job} {node}" for job, node in pairs]
-    shares = [lines[k::workers] for k in range(min(workers, len(lines)))]
-
-    def feed(share: list[str]) -> list[str]:
-        done = run([str(helper)], input_text="\n".join(share) + "\n", check=False)
-        problems = [
+    problems: list[str] = []
+    for share, done in fed([str(helper)], [f"{job} {node}" for job, node in pairs], workers):
+        answers = done.stdout.splitlines()
+        problems += [
             f"{parts[1]}: {parts[2] if len(parts) > 2 else 'refused'}"
-            for parts in (line.split(" ", 2) for line in done.stdout.splitlines())
+            for parts in (line.split(" ", 2) for line in answers)
             if parts[0] == "error"
         ]
-        answered = sum(1 for line in done.stdout.splitlines() if line.startswith(("ok ", "error ")))
+        answered = sum(1 for line in answers if line.startswith(("ok ", "error ")))
         if answered < len(share):
             tail = " / ".join(done.stderr.strip().splitlines()[-3:]) or "no message"
             problems.append(
                 f"{helper.name} answered {answered} of {len(share)} pins (exit "
                 f"{done.returncode}): {tail}"
             )
-        return problems
-
-    with ThreadPoolExecutor(max_workers=max(1, len(shares))) as pool:
-        return [p for problems in pool.map(feed, shares) for p in problems]
+    return problems
