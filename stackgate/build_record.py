@@ -183,7 +183,8 @@ class BuildOutput(StrictModel):
     @classmethod
     def from_child(cls, stdout: str) -> BuildOutput:
         """What a `builder build --json` child that exited 0 printed; EnvironmentProblem when
-        it is not a build result (the reproduction, the bisect and the fleet's nodes read it)."""
+        it is not a build result (reproduce and bisect read it so; a fleet node's step reads it
+        with its own parse, which makes a bad answer that node's FAIL, not an error)."""
         try:
             return cls.model_validate_json(stdout)
         except ValidationError as exc:
