@@ -39,6 +39,7 @@ from stackgate.http_limits import MIB as MIB
 from stackgate.http_limits import Limits as Limits
 from stackgate.http_limits import add_limit_arguments as add_limit_arguments
 from stackgate.http_limits import limits_from as limits_from
+from stackgate.http_pool import Pool, ProxyPool
 
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
     "stackgate_http_deadline", default=None
@@ -211,26 +212,35 @@ class _Backend(httpcore.NetworkBackend):
         time.sleep(seconds)
 
 
+# Seconds an idle kept-alive connection is kept for the next request.
+KEEPALIVE_S = 5.0
+
+
 class _Transport(httpx.HTTPTransport):
     """httpx's transport with the deadline-clamping network backend (through `proxy`, an
-    http:// forward proxy, when given)."""
+    http:// forward proxy, when given), over a pool that never closes a connection a request
+    holds (stackgate.http_pool)."""
 
     def __init__(
-        self, max_connections: int, proxy: str | None = None, resolver: Resolver | None = None
+        self,
+        max_connections: int,
+        proxy: str | None = None,
+        resolver: Resolver | None = None,
+        keepalive_s: float = KEEPALIVE_S,
     ) -> None:
         super().__init__()
         context = httpx.create_ssl_context()
         if proxy is None:
-            self._pool = httpcore.ConnectionPool(
+            self._pool = Pool(
                 ssl_context=context,
                 max_connections=max_connections,
                 max_keepalive_connections=max_connections,
-                keepalive_expiry=5.0,
+                keepalive_expiry=keepalive_s,
                 network_backend=_Backend(resolver),
             )
             return
         spec = httpx.Proxy(url=proxy)
-        self._pool = httpcore.HTTPProxy(
+        self._pool = ProxyPool(
             proxy_url=httpcore.URL(
                 scheme=spec.url.raw_scheme,
                 host=spec.url.raw_host,
@@ -242,12 +252,14 @@ class _Transport(httpx.HTTPTransport):
             ssl_context=context,
             max_connections=max_connections,
             max_keepalive_connections=max_connections,
-            keepalive_expiry=5.0,
+            keepalive_expiry=keepalive_s,
             network_backend=_Backend(resolver),
         )
 
 
-def _mounts(max_connections: int, resolver: Resolver | None) -> dict[str, httpx.BaseTransport]:
+def _mounts(
+    max_connections: int, resolver: Resolver | None, keepalive_s: float
+) -> dict[str, httpx.BaseTransport]:
     """The proxies of the environment (HTTP(S)_PROXY, ALL_PROXY, NO_PROXY, as curl and uv read
     them), each through the deadline-clamping transport: httpx's own would bypass it."""
     found = urllib.request.getproxies_environment()
@@ -257,13 +269,17 @@ def _mounts(max_connections: int, resolver: Resolver | None) -> dict[str, httpx.
         if url:
             if "://" not in url:
                 url = f"http://{url}"
-            mounts[f"{scheme}://"] = _Transport(max_connections, proxy=url, resolver=resolver)
+            mounts[f"{scheme}://"] = _Transport(
+                max_connections, proxy=url, resolver=resolver, keepalive_s=keepalive_s
+            )
     for host in (h.strip() for h in found.get("no", "").split(",")):
         if host == "*":
             return {}
         if host and "/" not in host:  # a CIDR range is not a host pattern httpx takes
             pattern = f"all://*{host}" if host.startswith(".") else f"all://{host}"
-            mounts[pattern] = _Transport(max_connections, resolver=resolver)
+            mounts[pattern] = _Transport(
+                max_connections, resolver=resolver, keepalive_s=keepalive_s
+            )
     return mounts
 
 
@@ -274,13 +290,15 @@ def make_client(
     headers: Mapping[str, str] | None = None,
     auth: httpx.Auth | None = None,
     resolver: Resolver | None = None,
+    keepalive_s: float = KEEPALIVE_S,
 ) -> httpx.Client:
     """A client whose requests honour the deadlines set by `get`, through the environment's
-    proxies (`_mounts`); `resolver` (tests) stands for the system's name resolution."""
+    proxies (`_mounts`); `resolver` (tests) stands for the system's name resolution. One
+    client may be shared by threads; an idle connection is kept `keepalive_s` seconds."""
     lim = limits or Limits()
     return httpx.Client(
-        transport=_Transport(max_connections, resolver=resolver),
-        mounts=_mounts(max_connections, resolver),
+        transport=_Transport(max_connections, resolver=resolver, keepalive_s=keepalive_s),
+        mounts=_mounts(max_connections, resolver, keepalive_s),
         trust_env=False,
         timeout=httpx.Timeout(lim.request_s, connect=lim.connect_s),
         follow_redirects=True,
@@ -383,8 +401,9 @@ def get(
 
 # A GET whose connection fails before any byte of an answer arrives is sent again on a new
 # connection, up to this many more times within its deadline: a pooled keep-alive connection
-# the server (or the pool, closing it as expired from another thread) shut between two
-# requests fails that way ("Server disconnected", EBADF), as urllib3 and uv retry it too.
+# the server shut between two requests fails that way ("Server disconnected", a reset), as
+# urllib3 and uv retry it too. (The pool closing a connection under a request from another
+# thread, which read as EBADF, is prevented where it happened: stackgate.http_pool.)
 # Nothing that arrived is ever re-read: a failure after the status line is not retried.
 STALE_CONNECTION_RETRIES = 2
 
