@@ -129,12 +129,29 @@ class LockSource(_LockModel):
         return url, commit or query.get("rev", [""])[0]
 
 
+class LockedDependency(_LockModel):
+    """One edge of the lock's graph: a package needs `name` (at `version` where the lock holds
+    several), with `extra`, where `marker` holds (None: always)."""
+
+    name: str
+    version: str | None = None
+    marker: str | None = None
+    extra: list[str] = Field(default_factory=list)
+
+
 class LockedPackage(_LockModel):
     name: str
     version: str | None = None
     source: LockSource = Field(default_factory=LockSource)
     sdist: LockedFile | None = None
     wheels: list[LockedFile] = Field(default_factory=list)
+    dependencies: list[LockedDependency] = Field(default_factory=list)
+    optional_dependencies: dict[str, list[LockedDependency]] = Field(
+        default_factory=dict, alias="optional-dependencies"
+    )
+    dev_dependencies: dict[str, list[LockedDependency]] = Field(
+        default_factory=dict, alias="dev-dependencies"
+    )
 
     @property
     def key(self) -> str:

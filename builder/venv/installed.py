@@ -1,15 +1,18 @@
 """What an env has installed (stackgate.installed's one reader) and the check that it is
-exactly its lock (stackgate.installed's one rule)."""
+exactly what uv installs from its lock for it (stackgate.installed's one rule, against
+stackgate.lock_install's walk of the lock: a package the lock holds for another interpreter or
+platform is not expected)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from builder.venv import envprofile
-from stackgate.lockstate import LockState
 from stackgate.errors import EnvironmentProblem
 from stackgate.installed import lock_differences
 from stackgate.installed import read_distributions as read_site
+from stackgate.lock_install import env_markers, env_python_version, installed_set
+from stackgate.lockstate import LockState
 
 
 def read_distributions(site: Path) -> dict[str, str]:
@@ -23,12 +26,11 @@ def installed_distributions(env: Path) -> dict[str, str]:
 
 
 def verify_against_lock(env: Path, state: LockState) -> dict[str, str]:
-    """The env's installed distributions, when they are exactly the lock's packages and
-    versions; EnvironmentProblem naming every difference otherwise."""
+    """The env's installed distributions, when they are exactly the packages and versions uv
+    installs from the lock for the env's Python on this host; EnvironmentProblem naming every
+    difference otherwise."""
     installed = installed_distributions(env)
-    locked: dict[str, list[str]] = {}
-    for key, packages in state.lock.by_name().items():
-        locked[key] = [p.version for p in packages if p.version is not None]
+    locked = installed_set(state.lock, env_markers(env_python_version(env)))
     diff = lock_differences(installed, locked)
     wrong = [
         *(f"{name}: locked {', '.join(v)}, installed {have}" for name, v, have in diff.mismatched),

@@ -38,7 +38,14 @@ def _env(tmp_path: Path, dists: dict[str, str]) -> Path:
 
 def _lock(packages: dict[str, list[str]]) -> str:
     out = ['version = 1\nrequires-python = ">=3.12"\n']
-    out.append('[[package]]\nname = "project"\nversion = "0"\nsource = { virtual = "." }\n')
+    # the project needs every package (as uv writes it: the version where a name has several)
+    edges = ", ".join(
+        f'{{ name = "{name}"' + (f', version = "{v}" }}' if len(versions) > 1 else " }")
+        for name, versions in packages.items()
+        for v in versions
+    )
+    out.append('[[package]]\nname = "project"\nversion = "0"\nsource = { virtual = "." }\n'
+               f"dependencies = [{edges}]\n")  # fmt: skip
     for name, versions in packages.items():
         for v in versions:
             out.append(f'[[package]]\nname = "{name}"\nversion = "{v}"\n'
