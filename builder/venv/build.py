@@ -420,7 +420,7 @@ class _Build:
                 if not clash.same_bytes:
                     self.reporter.note(
                         f"{clash.path} is installed by {', '.join(clash.owners)}; the env "
-                        f"holds {' and '.join(clash.holds) or 'no listed'} copy"
+                        f"holds the copy of {' and '.join(clash.holds) or 'none of them'}"
                     )
             with timer.step("record", "writing the build record"):
                 record = BuildRecord(

@@ -11,18 +11,17 @@ refused, each with its own advice.
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from builder.venv.wheel_record import check_wheel_records, diagnose
 from stackgate.errors import EnvironmentProblem
-from stackgate.uvbin import uv_bin
 from stackgate.wheel_records import judge, read_claims
-from tests.helpers.interpreter import PY_MINOR, base_python
+from tests.helpers.interpreter import PY_MINOR
 from tests.helpers.upstream import PinnedWheel, fetch
+from tests.helpers.uv_venv import install as _install
+from tests.helpers.uv_venv import venv as _venv
 
 pytestmark = [pytest.mark.network, pytest.mark.xdist_group("upstream-wheels")]
 
@@ -34,38 +33,6 @@ DLPACK_EXT = PinnedWheel(
 )
 FI_DIST = "flashinfer_python-0.6.3.dist-info"
 DL_DIST = "torch_c_dlpack_ext-0.1.5.dist-info"
-
-
-def _uv(args: list[str | Path], cache: Path) -> None:
-    env = {**os.environ, "UV_CACHE_DIR": str(cache), "UV_PYTHON_DOWNLOADS": "never"}
-    env.pop("VIRTUAL_ENV", None)
-    done = subprocess.run(
-        [uv_bin(), *[str(a) for a in args]], env=env, capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0, done.stderr
-
-
-def _venv(root: Path, cache: Path) -> Path:
-    env = root / "env"
-    _uv(["venv", "--no-config", "--python", base_python(), env], cache)
-    return env
-
-
-def _install(env: Path, cache: Path, *wheels: Path) -> None:
-    _uv(
-        [
-            "pip",
-            "install",
-            "--no-config",
-            "--no-deps",
-            "--link-mode",
-            "copy",
-            "--python",
-            env / "bin" / "python",
-            *wheels,
-        ],
-        cache,
-    )
 
 
 def _backend(env: Path) -> str:

@@ -28,8 +28,8 @@ MAX_EVIDENCE = 200
 
 
 def _line(clash: FileClash) -> str:
-    held = " and ".join(clash.holds) if clash.holds else "none of the owners'"
-    return f"{clash.path} ({', '.join(clash.owners)}; the env holds {held} copy)"
+    held = " and ".join(clash.holds) if clash.holds else "none of them"
+    return f"{clash.path} ({', '.join(clash.owners)}; the env holds the copy of {held})"
 
 
 def clash_result(env_root: Path) -> Result:
