@@ -120,6 +120,27 @@ class BaseSite(StrictModel):
     )
 
 
+class FileClash(StrictModel):
+    """One path that two or more installed distributions' RECORDs list (stackgate.wheel_records)."""
+
+    path: str = Field(description="Relative to the env's root.")
+    owners: list[str] = Field(description="The dist-info folders whose RECORD lists it.")
+    holds: list[str] = Field(
+        description="The owners whose RECORD sha256 the env's copy matches: whose copy it "
+        "holds (empty when no owner lists a hash)."
+    )
+    same_bytes: bool = Field(description="Every owner's RECORD lists the same sha256.")
+
+
+class WheelRecords(StrictModel):
+    """The installed files checked against their wheels' RECORDs at build time."""
+
+    files_checked: int = Field(ge=0, description="Files hashed against at least one RECORD.")
+    clashes: list[FileClash] = Field(
+        default_factory=list, description="Paths two or more distributions install."
+    )
+
+
 class BuildRecord(StrictModel):
     """What was built, from what, where, with which tools, how long it took, and what is in it."""
 
@@ -158,6 +179,11 @@ class BuildRecord(StrictModel):
         "(`builder build --base-site`): what comes from there was not built here.",
     )
     tree: TreeHash
+    wheel_records: WheelRecords | None = Field(
+        default=None,
+        description="The RECORD check's outcome: files checked and every path several "
+        "distributions install (records without it: built before it was kept).",
+    )
 
     def write(self, env: Path) -> Path:
         target = env / RECORD_RELPATH

@@ -26,12 +26,14 @@ the set-user/group-id bits (kind suffix `s`). An env with neither hashes the sam
 
 from __future__ import annotations
 
+import builtins
 import gzip
 import hashlib
 import os
 import re
 import stat
-from collections.abc import Iterable
+import threading
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +41,7 @@ from pathlib import Path
 from stackgate.build_record import RECORD_DIRNAME, RECORD_FILENAME
 from stackgate.digests import DigestCache, Key, key_of, rememberable
 from stackgate.layout import PARTIAL_SUFFIX
+from stackgate.wheel_records import hash_workers
 
 SCHEME = 3
 LISTING_FILENAME = "tree.tsv.gz"
@@ -63,6 +66,9 @@ class Tree:
     bytes: int
     scheme: int
     entries: tuple[Entry, ...]
+    # relative path -> sha256 of the bytes as they are, for every regular file read by this
+    # walk or remembered over 1 MiB (never normalized): what the RECORD check needs
+    raw: Mapping[str, builtins.bytes] = field(default_factory=dict, compare=False, repr=False)
 
 
 def _walk(root: str, rel: str, scheme: int, out: list[tuple[str, str, os.stat_result]]) -> None:
@@ -94,14 +100,21 @@ def _walk(root: str, rel: str, scheme: int, out: list[tuple[str, str, os.stat_re
         out.append((rel, folder, os.lstat(folder)))
 
 
-def _file_digest(path: str, size: int, patterns: list[bytes]) -> bytes:
+def _file_digest(path: str, size: int, patterns: list[bytes]) -> tuple[bytes, bytes]:
+    """(the tree's digest, the sha256 of the bytes as they are): one read serves the tree hash
+    and the RECORD check (stackgate.wheel_records); they differ only for a small file that
+    mentions the env's own path."""
     with open(path, "rb") as handle:  # noqa: PTH123 -- str paths: speed
         if size > _SMALL_FILE:
-            return hashlib.file_digest(handle, "sha256").digest()
+            raw = hashlib.file_digest(handle, "sha256").digest()
+            return raw, raw
         data = handle.read(_SMALL_FILE + 1)
+    raw = hashlib.sha256(data).digest()
+    if not any(pattern in data for pattern in patterns):
+        return raw, raw
     for pattern in patterns:
         data = data.replace(pattern, _PLACEHOLDER)
-    return hashlib.sha256(data).digest()
+    return hashlib.sha256(data).digest(), raw
 
 
 def own_paths_of(env: Path) -> tuple[Path, ...]:
@@ -133,6 +146,7 @@ def compute_tree(
     digests: list[bytes] = []
     todo: list[tuple[int, str, int, Key | None]] = []
     total = 0
+    raw: dict[str, bytes] = {}
     for index, (_rel, full, st) in enumerate(found):
         mode = st.st_mode
         if stat.S_ISLNK(mode):
@@ -159,14 +173,14 @@ def compute_tree(
         digests.append(cached or b"")
         if cached is not None and cache is not None and key is not None:
             cache.used(key)
+            if st.st_size > _SMALL_FILE:
+                raw[_rel] = cached
         if cached is None:
             todo.append((index, full, st.st_size, key if key and rememberable(st) else None))
-    # sha256 releases the GIL: a few threads use the cores a cold hash needs.
-    workers = max(1, min(4, len(os.sched_getaffinity(0))))
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        fresh = list(pool.map(lambda t: _file_digest(t[1], t[2], patterns), todo))
-    for (index, _full, _size, key), digest in zip(todo, fresh, strict=True):
+    fresh = _digest_all(todo, patterns)
+    for (index, _full, _size, key), (digest, raw_digest) in zip(todo, fresh, strict=True):
         digests[index] = digest
+        raw[found[index][0]] = raw_digest
         if key is not None and cache is not None:
             cache.remember(key, digest)
     if cache is not None:
@@ -179,7 +193,34 @@ def compute_tree(
             kind_b + b"\0" + rel.encode() + b"\0" + digest + (b"\0" if kind == "L" else b"")
         )
         entries.append((rel, kind, digest))
-    return Tree(tree.hexdigest(), len(entries), total, scheme, tuple(entries))
+    return Tree(tree.hexdigest(), len(entries), total, scheme, tuple(entries), raw)
+
+
+def _digest_all(
+    todo: list[tuple[int, str, int, Key | None]], patterns: list[bytes]
+) -> list[tuple[bytes, bytes]]:
+    """Every file's digests, read by one thread per usable core (sha256 releases the GIL),
+    each thread taking the next file from one shared queue: a 10 GiB env is 58k files, a few
+    of them gigabytes."""
+    out: list[tuple[bytes, bytes]] = [(b"", b"")] * len(todo)
+    # biggest first, so one big file read last does not leave the other threads idle
+    order = iter(sorted(range(len(todo)), key=lambda i: -todo[i][2]))
+    lock = threading.Lock()
+
+    def work() -> None:
+        while True:
+            with lock:
+                position = next(order, None)
+            if position is None:
+                return
+            _index, full, size, _key = todo[position]
+            out[position] = _file_digest(full, size, patterns)
+
+    workers = max(1, min(hash_workers(), len(todo)))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for job in [pool.submit(work) for _ in range(workers)]:
+            job.result()
+    return out
 
 
 def write_listing(env: Path, tree: Tree) -> Path:

@@ -311,7 +311,15 @@ class Validation(Strict):
         default_factory=dict,
         description=(
             "Check id (e.g. 'static.abi.torchao') -> why its FAIL is accepted for this stack. "
-            "The check still runs; its FAIL is reported as SKIP with this reason and the finding."
+            "The check still runs; its FAIL is reported as SKIP with this reason and the finding "
+            "(a WARN: stays a PASS and says it is accepted)."
+        ),
+    )
+    refused_findings: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "Check id (e.g. 'static.dists.clashes') -> why its WARN fails this stack. The WARN "
+            "is reported as FAIL with this reason and the finding."
         ),
     )
 

@@ -7,7 +7,8 @@ input check is done here, before anything is created), plan compile jobs, choose
 remove leftovers of killed builds, fetch and patch source packages (a patch that does not
 apply -> exit 2 before any venv exists), create `<env>.partial`, install the lock frozen with
 hashes, build the source packages, apply the environment profile, verify the installed set
-against the lock, hash the tree, write the record, rename into place, switch `current`.
+against the lock, hash the tree and check each file against its wheel's RECORD (one read of
+every file serves both), write the record, rename into place, switch `current`.
 
 An env for the same lock hash that already exists (with a record) is reused: its contents are
 a function of the lock, so building it again would only burn time.
@@ -45,7 +46,7 @@ from builder.venv.uv_cache import sweep_leftovers, uv_cache_dir
 from builder.lock.uvproject import index_specs
 from builder.compile.watchdog import WatchReport
 from builder.compile.watched import StepResult, Terminal, run_watched
-from builder.venv.wheel_record import record_mismatches
+from builder.venv.wheel_record import check_wheel_records
 from stackgate import __version__, proc
 from stackgate.build_record import (
     BuildHost,
@@ -397,7 +398,6 @@ class _Build:
                 envprofile.apply_profile(partial, profile, choice)
             with timer.step("verify", "comparing installed packages with the lock"):
                 installed = verify_against_lock(partial, state)
-                _check_wheel_records(partial)
             layered = None
             if checked.base_site is not None:
                 with timer.step("layer", f"appending {checked.base_site} through a .pth"):
@@ -412,6 +412,16 @@ class _Build:
                     bytes=listed.bytes,
                     scheme=listed.scheme,
                 )
+            # The same pass's digests: every file is read once (a clash is recorded, a file
+            # no owner's RECORD matches refuses the build with its cause).
+            with timer.step("records", "checking the files against their wheels' RECORDs"):
+                records = check_wheel_records(partial, listed.raw, uv_cache=uv_cache_dir(uv_env()))
+            for clash in records.clashes:
+                if not clash.same_bytes:
+                    self.reporter.note(
+                        f"{clash.path} is installed by {', '.join(clash.owners)}; the env "
+                        f"holds the copy of {' and '.join(clash.holds) or 'none of them'}"
+                    )
             with timer.step("record", "writing the build record"):
                 record = BuildRecord(
                     stack=loaded.manifest.name,
@@ -443,6 +453,7 @@ class _Build:
                     packages=installed,
                     base_site=layered,
                     tree=tree,
+                    wheel_records=records,
                 )
                 record.write(partial)
             with timer.step("publish", f"renaming into {display_path(final)}"):
@@ -478,15 +489,3 @@ def build_env(
     loaded: LoadedStack, options: BuildOptions, reporter: Reporter | None = None
 ) -> BuildOutcome:
     return _Build(loaded, options, reporter or Reporter()).run()
-
-
-def _check_wheel_records(env: Path) -> None:
-    """Refuse an install whose files differ from their wheels' RECORD (a damaged uv cache)."""
-    _checked, problems = record_mismatches(env)
-    if problems:
-        raise EnvironmentProblem(
-            f"{display_path(env)}: installed files differ from the sha256 their wheel's RECORD "
-            "lists: uv's cache holds damaged copies; clear them with `uv cache clean <package>` "
-            "and build again",
-            details=problems,
-        )

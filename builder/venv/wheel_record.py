@@ -1,64 +1,145 @@
-"""Installed files against the sha256 their wheel's RECORD lists (issue 24 item 3).
+"""A fresh install's files against their wheels' RECORDs: clashes recorded, damage refused
+with the advice its cause calls for.
 
 uv installs a wheel from its cache, where the wheel was unpacked once; it does not hash the
 files again. A file edited in the cache (by hand, by a disk fault, or through a hardlinked env
 before the builder used `--link-mode copy`) is installed as it is, and the build record would
-hash the damaged tree as the truth. The wheel itself is pinned by the lock's sha256, and its
-RECORD names the sha256 of every file it holds; uv keeps those hashes in the installed
-`*.dist-info/RECORD` (and writes the hashes of the files it generates, console scripts, there
-too). So every file a RECORD lists with a sha256 must hash to it, or the install is refused.
+hash the damaged tree as the truth. The wheel itself is pinned by the lock's sha256 and its
+RECORD names the sha256 of every file it holds, so every installed file must match the RECORD
+of one distribution that installs it (stackgate.wheel_records: a path several wheels install
+holds one of their copies, and that is recorded, not refused).
+
+When a file matches none, the cause decides the advice: uv's unpacked copy in its cache is
+hashed too. Differs there as well: the cache is damaged (`uv cache clean <package>`). Matches
+there: the file changed after uv copied it (something wrote into the env while it was built):
+build again. No copy found: both are possible, and the message says so.
 """
 
 from __future__ import annotations
 
-import base64
-import csv
 import hashlib
-import io
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
-from stackgate.files import read_text_bounded
+from packaging.utils import canonicalize_name
 
-_MAX_RECORD_BYTES = 64 << 20
-_CHUNK = 1 << 20
+from stackgate.build_record import WheelRecords
+from stackgate.errors import EnvironmentProblem
+from stackgate.paths import display_path
+from stackgate.wheel_records import (
+    Claim,
+    Damaged,
+    judge,
+    read_claims,
+    record_digest,
+)
+
+MAX_LISTED = 20
+Cause = Literal["cache", "after-install", "unknown"]
 
 
-def _digest(path: Path) -> str:
-    sha = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            sha.update(chunk)
-    return base64.urlsafe_b64encode(sha.digest()).rstrip(b"=").decode("ascii")
+@dataclass(frozen=True)
+class Diagnosis:
+    damaged: Damaged
+    cause: Cause
+    packages: tuple[str, ...]  # the owners' project names (for `uv cache clean`)
+
+    def line(self) -> str:
+        owners = ", ".join(sorted({c.dist for c in self.damaged.claims})) or "?"
+        why = {
+            "cache": "uv's cache copy differs from the wheel's RECORD too",
+            "after-install": "uv's cache copy matches the wheel's RECORD: changed after install",
+            "unknown": "no copy in uv's cache to compare with",
+        }[self.cause]
+        return f"{self.damaged.path} ({owners}): {self.damaged.detail}; {why}"
 
 
-def site_packages(env: Path) -> list[Path]:
-    return sorted(p for p in env.glob("lib/python*/site-packages") if p.is_dir())
+def project_name(dist_info: str) -> str:
+    """`flashinfer_python-0.6.3.dist-info` -> `flashinfer-python`."""
+    return str(canonicalize_name(dist_info.removesuffix(".dist-info").split("-")[0]))
 
 
-def record_mismatches(env: Path, limit: int = 20) -> tuple[int, list[str]]:
-    """(files checked, up to `limit` problems) over every dist-info RECORD of the env."""
-    checked = 0
-    problems: list[str] = []
-    for site in site_packages(env):
-        root = site.resolve()
-        for record in sorted(site.glob("*.dist-info/RECORD")):
-            text = read_text_bounded(record, _MAX_RECORD_BYTES)
-            for row in csv.reader(io.StringIO(text)):
-                if len(row) < 2 or not row[1].startswith("sha256="):
-                    continue
-                target = site / row[0]
-                where = f"{row[0]} ({record.parent.name})"
-                try:
-                    if not target.resolve().is_relative_to(root.parent.parent.parent):
-                        problems.append(f"{where}: RECORD names a path outside the env")
-                        continue
-                    actual = _digest(target)
-                except OSError as exc:
-                    problems.append(f"{where}: {exc.strerror or exc}")
-                    continue
-                checked += 1
-                if actual != row[1].removeprefix("sha256="):
-                    problems.append(f"{where}: content differs from the wheel's RECORD")
-                if len(problems) >= limit:
-                    return checked, problems
-    return checked, problems
+def _cache_copies(cache: Path, claim: Claim) -> list[Path]:
+    """uv's unpacked copies of the claimed file: `<cache>/archive-v*/<id>/` holds a wheel as
+    it was unpacked, its dist-info folder included. None for files the wheel keeps elsewhere
+    (`.data` scripts, written to `../../../bin`)."""
+    if claim.row_path.startswith(("..", "/")):
+        return []
+    out: list[Path] = []
+    for dist_info in sorted(cache.glob(f"archive-v*/*/{claim.dist}")):
+        copy = dist_info.parent / claim.row_path
+        if copy.is_file():
+            out.append(copy)
+    return out
+
+
+def _cause(cache: Path | None, damaged: Damaged) -> Cause:
+    if cache is None or damaged.kind not in ("differs", "missing"):
+        return "unknown"
+    seen = False
+    for claim in damaged.claims:
+        if not claim.digest:
+            continue
+        for copy in _cache_copies(cache, claim):
+            seen = True
+            try:
+                with copy.open("rb") as handle:
+                    digest = record_digest(hashlib.file_digest(handle, "sha256").digest())
+            except OSError:
+                return "cache"
+            if digest != claim.digest:
+                return "cache"
+    return "after-install" if seen else "unknown"
+
+
+def diagnose(damaged: list[Damaged], cache: Path | None) -> list[Diagnosis]:
+    return [
+        Diagnosis(d, _cause(cache, d), tuple(sorted({project_name(c.dist) for c in d.claims})))
+        for d in damaged
+    ]
+
+
+def refusal(env: Path, found: list[Diagnosis]) -> EnvironmentProblem:
+    """The build's refusal, its advice true for the causes found."""
+    advice: list[str] = []
+    by_cause = {
+        cause: [d for d in found if d.cause == cause]
+        for cause in ("cache", "after-install", "unknown")
+    }
+    if by_cause["cache"]:
+        names = " ".join(sorted({p for d in by_cause["cache"] for p in d.packages}))
+        advice.append(
+            f"uv's cache holds damaged copies; clear them with `uv cache clean {names}` and "
+            "build again"
+        )
+    if by_cause["after-install"]:
+        advice.append(
+            "files changed after uv installed them (its cache copies are intact): something "
+            "wrote into the env while it was built; build again"
+        )
+    if by_cause["unknown"]:
+        names = " ".join(sorted({p for d in by_cause["unknown"] for p in d.packages}))
+        advice.append(
+            "uv's cache holds no copy to compare with: build again; if the same files differ "
+            f"again, clear the packages with `uv cache clean {names}`"
+        )
+    return EnvironmentProblem(
+        f"{display_path(env)}: installed files match none of the RECORDs that list them: "
+        + "; ".join(advice),
+        details=[d.line() for d in found[:MAX_LISTED]]
+        + ([f"... and {len(found) - MAX_LISTED} more"] if len(found) > MAX_LISTED else []),
+    )
+
+
+def check_wheel_records(
+    env: Path, digests: Mapping[str, bytes] | None = None, *, uv_cache: Path | None = None
+) -> WheelRecords:
+    """Every file a RECORD lists with a hash against its owners' RECORDs; the clashes found.
+    digests: rel -> raw sha256 already read (the tree hash's pass). EnvironmentProblem when a
+    file matches no owner's RECORD."""
+    judged = judge(read_claims(env), digests)
+    if judged.damaged:
+        raise refusal(env, diagnose(judged.damaged, uv_cache))
+    return WheelRecords(files_checked=judged.checked, clashes=judged.clashes)

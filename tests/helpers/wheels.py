@@ -31,11 +31,13 @@ def make_wheel(
     tag: str = "py3-none-any",
     deflate: bool = False,
     variant: tuple[str, str] | None = None,
+    unhashed: Iterable[str] = (),
 ) -> Path:
     """Write `<name>-<version>-<tag>.whl` into out_dir and return its path (members stored,
     or deflated as real wheels are with `deflate=True`). `variant`: (label, the text of
     `*.dist-info/variant.json`) for a PEP 825 variant wheel `<name>-<version>-<tag>-<label>.whl`
-    (label "": the file name has none; text "": the wheel holds no variant.json)."""
+    (label "": the file name has none; text "": the wheel holds no variant.json). `unhashed`:
+    members whose RECORD row lists no hash (`path,,`), as some wheels list byte-code."""
     dist = name.replace("-", "_")
     dist_info = f"{dist}-{version}.dist-info"
     contents: dict[str, bytes] = {}
@@ -49,7 +51,11 @@ def make_wheel(
     contents[f"{dist_info}/WHEEL"] = (
         f"Wheel-Version: 1.0\nGenerator: stackgate-tests\nRoot-Is-Purelib: true\nTag: {tag}\n"
     ).encode()
-    record_lines = [f"{rel},{_record_hash(data)},{len(data)}" for rel, data in contents.items()]
+    bare = set(unhashed)
+    record_lines = [
+        f"{rel},," if rel in bare else f"{rel},{_record_hash(data)},{len(data)}"
+        for rel, data in contents.items()
+    ]
     record_lines.append(f"{dist_info}/RECORD,,")
     contents[f"{dist_info}/RECORD"] = ("\n".join(record_lines) + "\n").encode()
     out_dir.mkdir(parents=True, exist_ok=True)

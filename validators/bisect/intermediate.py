@@ -205,7 +205,11 @@ def check_before_install(loaded: LoadedStack, lockfile: Path) -> list[Result]:
             interpreter=find_interpreter(wheels.python),
         )
     )
-    results = apply_accepted(results, manifest.validation.accepted_findings)
+    results = apply_accepted(
+        results,
+        manifest.validation.accepted_findings,
+        manifest.validation.refused_findings,
+    )
     errors = [r for r in results if r.status == "ERROR"]
     if errors:
         raise EnvironmentProblem(

@@ -65,12 +65,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     loaded = load_stack(args.stack)
     options = parse_options(args.option)  # a bad --option is exit 2 before anything runs
-    unknown = [c for c in loaded.manifest.validation.accepted_findings if not is_known(c)]
-    if unknown:
-        raise BadInput(
-            f"{loaded.path}: validation.accepted_findings names checks no validator emits",
-            details=[f"{c!r} (see validators/core/checks.py)" for c in unknown],
-        )
+    validation = loaded.manifest.validation
+    for key, named in (
+        ("accepted_findings", validation.accepted_findings),
+        ("refused_findings", validation.refused_findings),
+    ):
+        unknown = [c for c in named if not is_known(c)]
+        if unknown:
+            raise BadInput(
+                f"{loaded.path}: validation.{key} names checks no validator emits",
+                details=[f"{c!r} (see validators/core/checks.py)" for c in unknown],
+            )
     groups = args.only or list(loaded.manifest.validation.required)
     if args.image:
         report = _run_in_image(args, loaded.manifest.name, groups)

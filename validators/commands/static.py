@@ -90,7 +90,11 @@ def run(args: argparse.Namespace) -> int:
         )
     )
     if manifest is not None:
-        results = apply_accepted(results, manifest.validation.accepted_findings)
+        results = apply_accepted(
+            results,
+            manifest.validation.accepted_findings,
+            manifest.validation.refused_findings,
+        )
     return finish_results(results, f"static checks: {path}", args, started)
 
 
@@ -163,5 +167,9 @@ def _run_lock(args: argparse.Namespace, manifest: object) -> int:
         )
     results = [origin_result(origin, manifest, args.offline), *results]
     if manifest is not None:
-        results = apply_accepted(results, manifest.validation.accepted_findings)
+        results = apply_accepted(
+            results,
+            manifest.validation.accepted_findings,
+            manifest.validation.refused_findings,
+        )
     return finish_results(results, f"static checks before install: {lock}", args)

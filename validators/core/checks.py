@@ -43,6 +43,7 @@ StaticCheck = Literal[
     "static.dists.pins",
     "static.dists.lock",
     "static.dists.requirements",
+    "static.dists.clashes",  # files several distributions install (static/file_clashes.py)
     "static.abi.summary",
     "static.abi.unreadable",
     "static.arch",

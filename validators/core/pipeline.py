@@ -38,21 +38,42 @@ def load_group(name: ValidatorGroup) -> GroupRunner | str:
     return cast(GroupRunner, runner)
 
 
-def apply_accepted(results: Sequence[Result], accepted: Mapping[str, str]) -> list[Result]:
-    """FAILs the manifest accepts (validation.accepted_findings) become SKIPs that keep both
-    the stack's reason and the finding; a SKIP it accepts (a check that cannot judge this stack,
-    e.g. serve-bench.token_counts for an engine whose model has no tokenizer) keeps its status
-    and gains the acceptance. Nothing else changes, and nothing is hidden."""
+def apply_accepted(
+    results: Sequence[Result],
+    accepted: Mapping[str, str],
+    refused: Mapping[str, str] | None = None,
+) -> list[Result]:
+    """The stack's word on its findings. FAILs the manifest accepts
+    (validation.accepted_findings) become SKIPs that keep both the stack's reason and the
+    finding; a SKIP it accepts (a check that cannot judge this stack, e.g.
+    serve-bench.token_counts for an engine whose model has no tokenizer) keeps its status and
+    gains the acceptance; an accepted WARN (a PASS whose evidence says severity WARN) stays a
+    PASS and says so. A WARN the manifest refuses (validation.refused_findings) becomes a FAIL.
+    Nothing else changes, and nothing is hidden."""
+    refused = refused or {}
     out: list[Result] = []
     for r in results:
+        warn = r.status == "PASS" and r.evidence.get("severity") == "WARN"
         why = accepted.get(r.check)
-        if why is None or r.status not in ("FAIL", "SKIP"):
+        if warn and (no := refused.get(r.check)) is not None:
+            out.append(
+                r.model_copy(
+                    update={
+                        "status": "FAIL",
+                        "reason": f"refused by the stack (validation.refused_findings): {no} "
+                        f"-- finding: {r.reason}",
+                        "evidence": {**r.evidence, "refused": no},
+                    }
+                )
+            )
+            continue
+        if why is None or not (warn or r.status in ("FAIL", "SKIP")):
             out.append(r)
             continue
         out.append(
             r.model_copy(
                 update={
-                    "status": "SKIP",
+                    "status": "PASS" if warn else "SKIP",
                     "reason": f"accepted by the stack (validation.accepted_findings): {why} "
                     f"-- finding: {r.reason}",
                     "evidence": {**r.evidence, "accepted": why},
@@ -109,7 +130,8 @@ def run_pipeline(
                 results = [
                     make_result(crashed_check(name), "ERROR", reason, None, seconds, group=name)
                 ]
-        results = apply_accepted(results, ctx.stack.manifest.validation.accepted_findings)
+        validation = ctx.stack.manifest.validation
+        results = apply_accepted(results, validation.accepted_findings, validation.refused_findings)
         report.results.extend(results)
         report.groups_run.append(name)
         if SPECS[name].host_facts:

@@ -41,6 +41,7 @@ from validators.static.dist_check import (
 )
 from validators.static.env_memo import scan_memo
 from validators.static.environment import Environment, NotAnEnvironment, load_environment
+from validators.static.file_clashes import clash_result
 from validators.static.file_facts import FileFactsCache
 from validators.static.prefetch import prefetch
 from validators.static.verdict import import_scan_inputs, scan_undeclared
@@ -235,6 +236,7 @@ def _dist_results(env: Environment, inputs: StaticInputs) -> list[Result]:
             time.perf_counter() - t,
         )
     )
+    out.append(clash_result(env.root))
     return out
 
 

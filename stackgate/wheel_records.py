@@ -1,0 +1,220 @@
+"""Installed files judged against the RECORDs of every distribution that claims them.
+
+Each `*.dist-info/RECORD` lists the files its wheel installed with the sha256 the wheel's own
+RECORD gave them (uv adds the files it generates, console scripts, INSTALLER, REQUESTED,
+direct_url.json, uv_cache.json, with their hashes). A path two or more RECORDs list is a
+*clash*: wheels may ship the same file (`nvidia/__init__.py` in every nvidia-* wheel, a
+top-level `build_backend.py` in flashinfer-python 0.6.3 and torch-c-dlpack-ext 0.1.5), the
+installer writes each in turn and the last one written stays. Which one that is depends on the
+installer's order, so a clash is judged by the bytes: the env holds the copy of every owner
+whose RECORD lists the file's sha256. A clash is a fact to report, not damage. A file that
+matches none of the RECORDs listing it with a hash is damage (or missing, or leads out of the
+env).
+
+Not judged, because no RECORD hashes them: each RECORD itself, rows without a hash (byte-code
+some wheels list), files no RECORD lists (`.pth` files an installer or `--base-site` writes, a
+venv's own files, byte-code written later).
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import os
+import threading
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from stackgate.build_record import FileClash
+from stackgate.files import read_text_bounded
+
+MAX_RECORD_BYTES = 64 << 20
+DamageKind = Literal["differs", "missing", "outside", "unreadable"]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One RECORD row: the distribution (its dist-info folder's name), the row's path as
+    written (relative to site-packages) and the sha256 it lists (RECORD's urlsafe base64), if
+    any."""
+
+    dist: str
+    row_path: str
+    digest: str | None
+
+
+@dataclass(frozen=True)
+class Claims:
+    """Every RECORD row of an env, by path relative to the env's root (normalized: a `.data`
+    script's `../../../bin/x` is `bin/x`)."""
+
+    env: Path
+    by_path: dict[str, list[Claim]]
+    # rows naming a path outside the env, and RECORDs that could not be read
+    outside: list[Claim] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
+
+    def clash_paths(self) -> list[str]:
+        return sorted(p for p, cs in self.by_path.items() if len({c.dist for c in cs}) > 1)
+
+
+@dataclass(frozen=True)
+class Damaged:
+    path: str  # relative to the env
+    kind: DamageKind
+    claims: tuple[Claim, ...]
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Judgement:
+    checked: int  # files hashed against at least one RECORD
+    clashes: list[FileClash]
+    damaged: list[Damaged]
+
+
+def record_digest(sha256: bytes) -> str:
+    """RECORD's form of a sha256 digest: urlsafe base64 without padding."""
+    return base64.urlsafe_b64encode(sha256).rstrip(b"=").decode("ascii")
+
+
+def site_packages(env: Path) -> list[Path]:
+    return sorted(p for p in env.glob("lib/python*/site-packages") if p.is_dir())
+
+
+def read_claims(env: Path) -> Claims:
+    """Every row of every `*.dist-info/RECORD` in the env's site-packages."""
+    by_path: dict[str, list[Claim]] = {}
+    outside: list[Claim] = []
+    unreadable: list[str] = []
+    for site in site_packages(env):
+        site_rel = os.path.relpath(site, env)
+        for record in sorted(site.glob("*.dist-info/RECORD")):
+            dist = record.parent.name
+            try:
+                text = read_text_bounded(record, MAX_RECORD_BYTES)
+            except (OSError, ValueError) as exc:
+                unreadable.append(f"{site_rel}/{dist}/RECORD: {exc}")
+                continue
+            for row in csv.reader(io.StringIO(text)):
+                if not row or not row[0]:
+                    continue
+                hashed = len(row) > 1 and row[1].startswith("sha256=")
+                claim = Claim(dist, row[0], row[1].removeprefix("sha256=") if hashed else None)
+                rel = os.path.normpath(os.path.join(site_rel, row[0]))  # noqa: PTH118 -- str paths: speed
+                if row[0].startswith("/") or rel == ".." or rel.startswith("../"):
+                    outside.append(claim)
+                    continue
+                by_path.setdefault(rel, []).append(claim)
+    return Claims(env, by_path, outside, unreadable)
+
+
+def _hash_in_env(root_real: str, env: Path, rel: str) -> tuple[str | None, DamageKind | None, str]:
+    """(digest, problem, detail) of one file, following symlinks only inside the env."""
+    path = env / rel
+    try:
+        real = os.path.realpath(path)
+        if real != root_real and not real.startswith(root_real + os.sep):
+            return None, "outside", f"leads outside the env ({real})"
+        with open(real, "rb") as handle:  # noqa: PTH123 -- str paths: speed
+            return record_digest(hashlib.file_digest(handle, "sha256").digest()), None, ""
+    except FileNotFoundError:
+        return None, "missing", "absent from the env"
+    except OSError as exc:
+        return None, "unreadable", str(exc.strerror or exc)
+
+
+def hash_files(
+    env: Path, rels: Iterable[str], workers: int | None = None
+) -> dict[str, tuple[str | None, DamageKind | None, str]]:
+    """rel -> (RECORD digest, problem, detail) for each file, read in parallel."""
+    todo = list(rels)
+    root_real = os.path.realpath(env)
+    out: dict[str, tuple[str | None, DamageKind | None, str]] = {}
+    lock = threading.Lock()
+    items = iter(todo)
+
+    def work() -> None:
+        while True:
+            with lock:
+                rel = next(items, None)
+            if rel is None:
+                return
+            out[rel] = _hash_in_env(root_real, env, rel)
+
+    count = max(1, min(workers or hash_workers(), len(todo)))
+    with ThreadPoolExecutor(max_workers=count) as pool:
+        for job in [pool.submit(work) for _ in range(count)]:
+            job.result()
+    return out
+
+
+def hash_workers() -> int:
+    """Threads that read and hash files: sha256 releases the GIL, so one per usable core
+    (at least 4: reads that wait on the disk overlap)."""
+    return max(4, min(32, len(os.sched_getaffinity(0))))
+
+
+def judge(
+    claims: Claims,
+    digests: Mapping[str, bytes] | None = None,
+    *,
+    only: Iterable[str] | None = None,
+) -> Judgement:
+    """Judge every claimed path (or the paths in `only`) against its owners' RECORDs.
+
+    digests: rel -> raw sha256 of files already read (the tree hash's one pass); every other
+    file is read here."""
+    digests = digests or {}
+    paths = sorted(claims.by_path) if only is None else sorted(set(only) & set(claims.by_path))
+    known: dict[str, str] = {}
+    need: list[str] = []
+    for rel in paths:
+        if not any(c.digest for c in claims.by_path[rel]):
+            continue
+        raw = digests.get(rel)
+        if raw is not None:
+            known[rel] = record_digest(raw)
+        else:
+            need.append(rel)
+    read = hash_files(claims.env, need)
+    checked = 0
+    clashes: list[FileClash] = []
+    damaged: list[Damaged] = []
+    for rel in paths:
+        owned = claims.by_path[rel]
+        owners = sorted({c.dist for c in owned})
+        listed = {c.digest for c in owned if c.digest}
+        actual: str | None = known.get(rel)
+        if listed and actual is None:
+            actual, problem, detail = read[rel]
+            if problem is not None:
+                damaged.append(Damaged(rel, problem, tuple(owned), detail))
+                continue
+        if listed:
+            checked += 1
+        holds = sorted({c.dist for c in owned if c.digest and c.digest == actual})
+        if listed and not holds:
+            damaged.append(Damaged(rel, "differs", tuple(owned), "matches none of its RECORDs"))
+            continue
+        if len(owners) > 1:
+            clashes.append(
+                FileClash(
+                    path=rel,
+                    owners=owners,
+                    holds=holds,
+                    same_bytes=len(listed) == 1 and all(c.digest for c in owned),
+                )
+            )
+    damaged += [
+        Damaged(c.row_path, "outside", (c,), "RECORD names a path outside the env")
+        for c in claims.outside
+        if c.digest
+    ]
+    damaged += [Damaged(what, "unreadable", (), "") for what in claims.unreadable]
+    return Judgement(checked, clashes, damaged)

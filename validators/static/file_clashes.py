@@ -1,0 +1,64 @@
+"""Files two or more installed distributions install (`static.dists.clashes`).
+
+The installer writes each owner's copy in turn and the last one stays, so which module an
+import gets depends on the order the installer happened to use (uv installs in parallel: a
+rebuild of the same lock may hold the other copy). That is a finding, a WARN by default (a
+PASS whose reason starts with `WARN:`, as the static group reports warnings): a stack accepts
+it (`[validation.accepted_findings]`) or refuses it (`[validation.refused_findings]`, then it
+is a FAIL). Paths every owner ships with the same bytes (`nvidia/__init__.py` of the nvidia-*
+wheels, namespace packages split across wheels) hold the same file whoever wins: listed as
+INFO, never a WARN. Only the clashing files are read (RECORDs say which), so this costs a
+RECORD read per distribution.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from stackgate.build_record import FileClash
+from stackgate.wheel_records import judge, read_claims
+from validators.core.checks import StaticCheck
+from validators.core.results import Result, make_result
+
+CHECK: StaticCheck = "static.dists.clashes"
+MAX_LISTED = 12
+MAX_EVIDENCE = 200
+
+
+def _line(clash: FileClash) -> str:
+    held = " and ".join(clash.holds) if clash.holds else "none of them"
+    return f"{clash.path} ({', '.join(clash.owners)}; the env holds the copy of {held})"
+
+
+def clash_result(env_root: Path) -> Result:
+    """One result for the env at `env_root`."""
+    started = time.perf_counter()
+    claims = read_claims(env_root)
+    judged = judge(claims, only=claims.clash_paths())
+    differing = [c for c in judged.clashes if not c.same_bytes]
+    same = [c for c in judged.clashes if c.same_bytes]
+    evidence: dict[str, Any] = {
+        "severity": "WARN" if differing else ("INFO" if same else "PASS"),
+        "clashes": [c.model_dump() for c in differing[:MAX_EVIDENCE]],
+        "same_bytes": [c.path for c in same[:MAX_EVIDENCE]],
+        "counts": {"different_bytes": len(differing), "same_bytes": len(same)},
+    }
+    if judged.damaged:
+        evidence["unmatched"] = [f"{d.path}: {d.detail}" for d in judged.damaged[:MAX_LISTED]]
+    seconds = time.perf_counter() - started
+    if differing:
+        listed = "; ".join(_line(c) for c in differing[:MAX_LISTED])
+        reason = (
+            f"WARN: {len(differing)} file(s) installed by two or more distributions with "
+            f"different bytes (the env holds the copy the installer wrote last): {listed}"
+        )
+    elif same:
+        reason = (
+            f"INFO: {len(same)} file(s) installed by several distributions, all with the same "
+            f"bytes (e.g. {same[0].path})"
+        )
+    else:
+        reason = "no file is installed by two distributions"
+    return make_result(CHECK, "PASS", reason, evidence, seconds, group="static")
