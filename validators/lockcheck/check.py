@@ -203,6 +203,12 @@ def _run_lock_check(
         return results, report
     env, facts, codes = _virtual_env(inputs, report, root, site)
     source = source_from_facts(facts, roots=(root,), fallback=host)
+    texts = {
+        site / member: text
+        for scan in report.wheels
+        for member, text in scan.sources.items()
+        if text is not None
+    }
     relevant = None
     if inputs.manifest is not None:
         relevant = requirement_closure(
@@ -212,7 +218,7 @@ def _run_lock_check(
     if inputs.only:
         shared = [p for p in shared if _owned_by(env, p, inputs.only)]
     results.extend(_pins(env, inputs))
-    results.extend(abi_results(env, shared, relevant, source=source))
+    results.extend(abi_results(env, shared, relevant, source=source, texts=texts.get))
     t = time.perf_counter()
     arch = arch_results(
         env,

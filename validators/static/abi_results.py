@@ -65,6 +65,7 @@ def abi_results(
     cache: FileFactsCache | None = None,
     prewarmed: Prewarmed | None = None,
     meanwhile: Callable[[], object] | None = None,
+    texts: Callable[[Path], str | None] | None = None,
 ) -> list[Result]:
     """One result per distribution with ELF files. Problems in distributions the stack's pins
     do not need (per Requires-Dist) are SKIP with the finding, not FAIL. WARN and INFO
@@ -76,7 +77,7 @@ def abi_results(
     resolution = resolve(
         env,
         shared,
-        lambda: AbiChecker(env, source=source, reader=cache),
+        lambda: AbiChecker(env, source=source, reader=cache, texts=texts),
         cache,
         memo=source is None,
     )
@@ -500,6 +501,10 @@ def _package_result(
             f"{', '.join(causes)} below them cannot"
         )
         evidence["taken_down_by"] = causes
+    if v.modules_lacking:
+        fails.append(_impact_reason(v))
+        evidence["impact"] = v.impact or "UNKNOWN"
+        evidence["modules_that_cannot_load"] = v.modules_lacking
     if v.needed_sonames:
         because = f" (not optional: {'; '.join(v.needed_because)})" if v.needed_because else ""
         fails.append(_sonames_reason(v.label, v.needed_sonames, have) + because)
@@ -613,6 +618,26 @@ def _package_result(
     return _result(check, status, reason, evidence, seconds)
 
 
+def _impact_reason(v: PackageVerdict) -> str:
+    """BROKEN / DEGRADED and the modules that cannot load, each with what it lacks."""
+    listed = [f"{m} (lacks {', '.join(s)})" for m, s in sorted(v.modules_lacking.items())]
+    count = len(listed)
+    mods = f"{count} module{'s' if count > 1 else ''} cannot load: " + ", ".join(
+        listed[:MAX_LISTED]
+    )
+    tops = sorted({r.step.name for r in v.loads if r.step.kind == "import"} - {"torch"})
+    tops = tops or sorted({r.step.name for r in v.loads if r.step.kind == "import"})
+    shown = ", ".join(tops)
+    if v.impact == "DEGRADED":
+        return f"DEGRADED: `import {shown}` works, but {mods}"
+    if v.impact == "BROKEN":
+        return f"BROKEN: `import {shown}` fails, and {mods}"
+    return (
+        f"{mods}; whether the package's top-level import still works (DEGRADED) or not "
+        "(BROKEN) is decided by a load, and none ran"
+    )
+
+
 def _step_text(r: StepResult, env: Environment) -> str:
     if r.step.kind == "import":
         return f"import {r.step.name}"
@@ -708,7 +733,7 @@ def _sonames_reason(label: str, sonames: list[MissingSoname], have: set[str]) ->
         where = [f"{s} (at {_site_rel(p)})" for s, p in sorted(unreached.items())]
         parts.append(
             "DT_NEEDED libraries the env installs where its loader does not look (no "
-            "RUNPATH to them, no torch in the env to load them first): "
+            "RUNPATH to them, and no import that runs first loads them): "
             + ", ".join(where[:MAX_LISTED])
         )
     text = f"{label}: {'; '.join(parts)}; needed by {', '.join(requesters[:6])}"

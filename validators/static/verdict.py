@@ -125,6 +125,22 @@ class PackageVerdict:
     # modules its import-time code imports that are not installed and not declared: {name: file}
     undeclared: dict[str, Path] = field(default_factory=dict)
     undeclared_failed: list[str] = field(default_factory=list)  # ... that `import` failed on
+    # extension modules (dotted name) that cannot load, with the DT_NEEDED sonames they lack
+    modules_lacking: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def impact(self) -> Literal["BROKEN", "DEGRADED"] | None:
+        """With modules that cannot load: BROKEN when importing the package's top-level
+        modules fails too, DEGRADED when they import and only those modules are unusable;
+        None when no import ran to tell (a pre-install check, --no-confirm)."""
+        if not self.modules_lacking:
+            return None
+        imports = [r for r in self.loads if r.step.kind == "import" and r.step.name != "torch"]
+        if not imports and self.label.split(" ")[0] == "torch":
+            imports = [r for r in self.loads if r.step.kind == "import"]
+        if not imports:
+            return None
+        return "BROKEN" if any(r.outcome != "ok" for r in imports) else "DEGRADED"
 
     @property
     def candidates(self) -> bool:
@@ -276,12 +292,19 @@ def classify(
             if variant_key(obj, site) in resolved_keys:  # a sibling variant resolves
                 v.variant_sonames.extend(misses)
             elif all(m.installed_at for m in misses) and is_python_extension_path(obj, env):
-                # cupy-cuda12x 13.4.1's cublas module beside nvidia-cublas-cu12 and no torch:
-                # `import` searches RUNPATH and the system path, and nothing loads them first
+                # cupy-cuda12x 13.4.1's cublas module beside nvidia-cublas-cu12 and no torch,
+                # its cusolver module beside torch 2.6.0 (whose import does not load cuSOLVER):
+                # `import` searches RUNPATH and the system path, and nothing loaded them first
                 v.needed_sonames.extend(misses)
+                names = ", ".join(sorted({m.soname for m in misses}))
+                first = (
+                    f"{findings.loaded_first_by}, not {names}"
+                    if findings.loaded_first_by
+                    else f"no import in the env loads {names} first (no torch)"
+                )
                 v.needed_because.append(
-                    f"{obj.name} is an extension module; nothing in the env loads "
-                    "nvidia/*/lib before it (no torch) and its RUNPATH does not reach there"
+                    f"{obj.name} is an extension module; {first}, and its RUNPATH does not "
+                    "reach them"
                 )
             elif other_major:
                 v.needed_sonames.extend(misses)
@@ -298,6 +321,10 @@ def classify(
             else:
                 v.optional_sonames.extend(misses)
         v.needed_because = list(dict.fromkeys(v.needed_because))
+        for obj, misses in missing_by_obj.items():
+            module = _module_name(obj, site) if is_python_extension_path(obj, env) else None
+            if module is not None and any(m in v.needed_sonames for m in misses):
+                v.modules_lacking[module] = sorted({m.soname for m in misses})
     for path in findings.other_python:
         verdict(env.owner_label(path)).other_python.append(path)
     for root, broken in findings.taken_down:
