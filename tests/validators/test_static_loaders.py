@@ -63,7 +63,7 @@ def _cupyish(tmp_path: Path, *, with_torch: bool) -> Path:
             "-l:libcudnn.so.8",
         ),
     ]
-    elf_env.add_package(site, "cupyish", mods)
+    elf_env.add_package(site, "cupyish", [*mods, site / "cupyish" / "__init__.py"])
     assert cudnn9.exists()
     if with_torch:
         # torch's shape: torch/_C links libcublas.so.12 by its RPATH (so `import torch` loads
@@ -116,8 +116,9 @@ def test_after_import_torch_what_torch_loads_is_found_and_nothing_else(tmp_path:
     # cuSOLVER: only behind torch's lazily loaded library: the cusolver module cannot load,
     # while `import cupyish` works (its __init__ imports neither module)
     assert r.reason.startswith(
-        "DEGRADED: `import cupyish` works, but 1 module cannot load: "
-        "cupyish.cusolver (lacks libcusolver.so.11)"
+        "DEGRADED: `import cupyish` works (a load: it works; no import-time import of its "
+        "modules reaches them), but 1 module cannot load: cupyish.cusolver (lacks "
+        "libcusolver.so.11)"
     ), r.reason
     assert "`import torch` (torch 1.0) loads 2 libraries at import, not libcusolver.so.11" in (
         r.reason
@@ -126,11 +127,26 @@ def test_after_import_torch_what_torch_loads_is_found_and_nothing_else(tmp_path:
     assert r.evidence["modules_that_cannot_load"] == {"cupyish.cusolver": ["libcusolver.so.11"]}
     assert "confirmed by a load: cupyish/cusolver" in r.reason
     assert "optional:" in r.reason and "libcudnn.so.8" in r.reason
-    # without a load: the same modules, the impact not claimed
+    # without a load: the same modules, the impact from the import-time walk of the sources
     quiet = static_results(_cupyish(tmp_path / "q", with_torch=True), confirm=False)
     q = quiet["static.abi.cupyish"]
-    assert q.status == "FAIL" and q.evidence["impact"] == "UNKNOWN", q.reason
+    assert q.status == "FAIL" and q.evidence["impact"] == "DEGRADED", q.reason
+    assert q.evidence["impact_from_load"] == "NOT RUN"
     assert q.evidence["modules_that_cannot_load"] == r.evidence["modules_that_cannot_load"]
+
+
+def test_a_module_the_package_imports_at_import_time_makes_it_broken(tmp_path: Path) -> None:
+    env = _cupyish(tmp_path, with_torch=True)
+    (env / elf_env.SITE / "cupyish" / "__init__.py").write_text(
+        "from cupyish import cusolver\n", encoding="utf-8"
+    )
+    for confirm in (False, True):
+        r = static_results(env, confirm=confirm)["static.abi.cupyish"]
+        assert r.status == "FAIL", r.reason
+        assert r.evidence["impact"] == "BROKEN", r.reason
+        assert r.reason.startswith("BROKEN: `import cupyish` fails ("), r.reason
+        assert "its import-time imports reach cupyish.cusolver" in r.reason
+    assert r.evidence["impact_from_load"] == "BROKEN"
 
 
 def _bnbish(tmp_path: Path, utils_py: str) -> Path:

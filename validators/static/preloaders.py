@@ -133,7 +133,9 @@ def torch_source_preloads(text: str) -> list[SourcePreload]:
                 and call.func.value.id in dicts
                 and any(_calls_preload(c) for c in node.body)
             ):
-                out.extend(SourcePreload(k, v, fallback, guard) for k, v in dicts[call.func.value.id])
+                out.extend(
+                    SourcePreload(k, v, fallback, guard) for k, v in dicts[call.func.value.id]
+                )
                 return
         if _calls_preload(node) and isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
             args = [_str(a) for a in node.value.args[:2]]
