@@ -142,8 +142,8 @@ def torch_source_preloads(text: str) -> list[SourcePreload]:
             if len(args) == 2 and args[0] is not None and args[1] is not None:
                 out.append(SourcePreload(args[0], args[1], fallback, guard))
             return
-        for child in ast.iter_child_nodes(node):
-            visit(child, fallback, guard)
+        for inner in ast.iter_child_nodes(node):
+            visit(inner, fallback, guard)
 
     for stmt in func.body:
         visit(stmt, False, None)
