@@ -115,9 +115,9 @@ def torch_source_preloads(text: str) -> list[SourcePreload]:
 
     def visit(node: ast.AST, fallback: bool, guard: str | None) -> None:
         if isinstance(node, ast.Try):
-            inner = _guard(node.body) or guard
+            guarded = _guard(node.body) or guard
             for child in node.body:
-                visit(child, fallback, inner)
+                visit(child, fallback, guarded)
             for handler in node.handlers:
                 for child in handler.body:
                     visit(child, True, None)
@@ -142,8 +142,8 @@ def torch_source_preloads(text: str) -> list[SourcePreload]:
             if len(args) == 2 and args[0] is not None and args[1] is not None:
                 out.append(SourcePreload(args[0], args[1], fallback, guard))
             return
-        for inner in ast.iter_child_nodes(node):
-            visit(inner, fallback, guard)
+        for sub in ast.iter_child_nodes(node):
+            visit(sub, fallback, guard)
 
     for stmt in func.body:
         visit(stmt, False, None)
