@@ -152,7 +152,7 @@ class AbiChecker:
             site_packages=site,
             source=self.source,
             preload_under=self.source.real_path(env.site_packages / "nvidia"),
-            loaded_first=dict(self.import_closure.loaded) if self.import_closure else {},
+            loaded_first=self._first(),
             _cache=parsed,
         )
         self._own_misses: dict[Path, list[Import]] = {}
@@ -162,6 +162,16 @@ class AbiChecker:
         self._torch_libs: list[Path] = []
         self._env_root = self.source.real_path(env.root)
         self._global: list[ElfObject] | None = None
+
+    def _first(self) -> dict[str, Path]:
+        """The import closure; a torch with neither torch/_C nor libtorch_global_deps.so (no
+        import entry to follow) keeps the earlier rule: its torch/lib serves every root."""
+        if self.import_closure is None:
+            return {}
+        if self.import_closure.loaded:
+            return dict(self.import_closure.loaded)
+        lib = str(self.env.site_packages / "torch" / "lib")
+        return {k: v for k, v in self.shipped.items() if str(v).startswith(lib)}
 
     def _in_env(self, obj: ElfObject) -> bool:
         return obj.path.is_relative_to(self._env_root)
