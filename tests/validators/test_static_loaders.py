@@ -3,8 +3,10 @@ ELF envs (gcc) with real confirming loads.
 
 cupy-cuda12x 13.4.1 links libcublas.so.12 with no RUNPATH and does not search nvidia/*/lib:
 beside nvidia-cublas-cu12 and no torch, its cublas module cannot load; after `import torch`
-(which loads nvidia/*/lib first) it can. Its optional cudnn module needs libcudnn.so.8 where
-the env has libcudnn.so.9: cuDNN 8, not "a CUDA-8 build", and optional.
+(whose torch/_C links libcublas.so.12 through its RPATH) it can. A library torch's import does
+not load (its cuSOLVER, behind a lazily loaded library) still cannot be found after it. Its
+optional cudnn module needs libcudnn.so.8 where the env has libcudnn.so.9: cuDNN 8, not "a
+CUDA-8 build", and optional.
 """
 
 from __future__ import annotations
@@ -40,7 +42,14 @@ def _cupyish(tmp_path: Path, *, with_torch: bool) -> Path:
     cudnn8 = elf_env.gcc(
         build / "libcudnn.so.8", "int cudnn_fn(void){return 8;}\n", "-Wl,-soname,libcudnn.so.8"
     )
+    cusolver = _nvidia_lib(site, "cusolver", "libcusolver.so.11", "nvidia-cusolver-cu12")
     mods = [
+        elf_env.gcc(
+            site / "cupyish" / f"cusolver.{EXT}",
+            "extern int cusolver_fn(void);\nint PyInit_cusolver(void){return cusolver_fn();}\n",
+            f"-L{cusolver.parent}",
+            "-l:libcusolver.so.11",
+        ),
         elf_env.gcc(
             site / "cupyish" / f"cublas.{EXT}",
             "extern int cublas_fn(void);\nint PyInit_cublas(void){return cublas_fn();}\n",
@@ -54,17 +63,29 @@ def _cupyish(tmp_path: Path, *, with_torch: bool) -> Path:
             "-l:libcudnn.so.8",
         ),
     ]
-    elf_env.add_package(site, "cupyish", mods)
+    elf_env.add_package(site, "cupyish", [*mods, site / "cupyish" / "__init__.py"])
     assert cudnn9.exists()
     if with_torch:
-        lib = elf_env.gcc(site / "torch" / "lib" / "libc10.so", "int c10(void){return 0;}\n")
-        elf_env.add_package(site, "torch", [lib])
+        # torch's shape: torch/_C links libcublas.so.12 by its RPATH (so `import torch` loads
+        # it); libtorch_cuda_linalg.so (libcusolver.so.11) is loaded only when linalg is used
+        rpath = "-Wl,--disable-new-dtags,-rpath,$ORIGIN/../nvidia/cublas/lib"
+        c_ext = elf_env.gcc(
+            site / "torch" / f"_C.{EXT}",
+            "extern int cublas_fn(void);\nint PyInit__C(void){return cublas_fn();}\n",
+            f"-L{cublas.parent}",
+            "-l:libcublas.so.12",
+            rpath,
+        )
+        linalg = elf_env.gcc(
+            site / "torch" / "lib" / "libtorch_cuda_linalg.so",
+            "extern int cusolver_fn(void);\nint linalg(void){return cusolver_fn();}\n",
+            f"-L{cusolver.parent}",
+            "-l:libcusolver.so.11",
+            "-Wl,--disable-new-dtags,-rpath,$ORIGIN/../../nvidia/cusolver/lib",
+        )
+        elf_env.add_package(site, "torch", [c_ext, linalg])
         (site / "torch" / "__init__.py").write_text(
-            "import ctypes, glob, os\n"
-            "site = os.path.dirname(os.path.dirname(__file__))\n"
-            "for p in sorted(glob.glob(os.path.join(site, 'nvidia', '*', 'lib', '*.so*'))):\n"
-            "    ctypes.CDLL(p, mode=ctypes.RTLD_GLOBAL)\n",
-            encoding="utf-8",
+            "import importlib\nimportlib.import_module('torch._C')\n", encoding="utf-8"
         )
     return root
 
@@ -76,9 +97,10 @@ def test_pip_cublas_is_not_on_the_path_of_a_package_that_does_not_search_it(
     assert r.status == "FAIL", r.reason
     assert (
         "DT_NEEDED libraries the env installs where its loader does not look (no RUNPATH to "
-        "them, no torch in the env to load them first): libcublas.so.12 (at "
+        "them, and no import that runs first loads them): libcublas.so.12 (at "
         "nvidia/cublas/lib/libcublas.so.12)" in r.reason
     )
+    assert "no import in the env loads libcublas.so.12 first (no torch)" in r.reason
     assert "confirmed by a load: cupyish/cublas" in r.reason
     assert "libcublas.so.12: cannot open shared object file" in r.reason
     # the optional cuDNN 8 module is a warning, named for cuDNN
@@ -86,12 +108,45 @@ def test_pip_cublas_is_not_on_the_path_of_a_package_that_does_not_search_it(
     assert "CUDA-8" not in r.reason
 
 
-def test_after_import_torch_the_same_library_is_found(tmp_path: Path) -> None:
+def test_after_import_torch_what_torch_loads_is_found_and_nothing_else(tmp_path: Path) -> None:
     r = static_results(_cupyish(tmp_path, with_torch=True))["static.abi.cupyish"]
-    assert r.status == "PASS", r.reason
-    assert r.evidence["severity"] == "WARN"
-    assert "optional:" in r.reason and "libcudnn.so.8" in r.reason
+    assert r.status == "FAIL", r.reason
+    # cuBLAS: torch/_C's closure, loaded by `import torch`: the cublas module loads
     assert "libcublas" not in r.reason
+    # cuSOLVER: only behind torch's lazily loaded library: the cusolver module cannot load,
+    # while `import cupyish` works (its __init__ imports neither module)
+    assert r.reason.startswith(
+        "DEGRADED: `import cupyish` works (a load: it works; no import-time import of its "
+        "modules reaches them), but 1 module cannot load: cupyish.cusolver (lacks "
+        "libcusolver.so.11)"
+    ), r.reason
+    assert "`import torch` (torch 1.0) loads 2 libraries at import, not libcusolver.so.11" in (
+        r.reason
+    )
+    assert r.evidence["impact"] == "DEGRADED"
+    assert r.evidence["modules_that_cannot_load"] == {"cupyish.cusolver": ["libcusolver.so.11"]}
+    assert "confirmed by a load: cupyish/cusolver" in r.reason
+    assert "optional:" in r.reason and "libcudnn.so.8" in r.reason
+    # without a load: the same modules, the impact from the import-time walk of the sources
+    quiet = static_results(_cupyish(tmp_path / "q", with_torch=True), confirm=False)
+    q = quiet["static.abi.cupyish"]
+    assert q.status == "FAIL" and q.evidence["impact"] == "DEGRADED", q.reason
+    assert q.evidence["impact_from_load"] == "NOT RUN"
+    assert q.evidence["modules_that_cannot_load"] == r.evidence["modules_that_cannot_load"]
+
+
+def test_a_module_the_package_imports_at_import_time_makes_it_broken(tmp_path: Path) -> None:
+    env = _cupyish(tmp_path, with_torch=True)
+    (env / elf_env.SITE / "cupyish" / "__init__.py").write_text(
+        "from cupyish import cusolver\n", encoding="utf-8"
+    )
+    for confirm in (False, True):
+        r = static_results(env, confirm=confirm)["static.abi.cupyish"]
+        assert r.status == "FAIL", r.reason
+        assert r.evidence["impact"] == "BROKEN", r.reason
+        assert r.reason.startswith("BROKEN: `import cupyish` fails ("), r.reason
+        assert "its import-time imports reach cupyish.cusolver" in r.reason
+    assert r.evidence["impact_from_load"] == "BROKEN"
 
 
 def _bnbish(tmp_path: Path, utils_py: str) -> Path:

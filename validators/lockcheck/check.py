@@ -24,6 +24,7 @@ from validators.lockcheck.facts_cache import FactsCache
 from validators.lockcheck.lock_memo import cached_results, memo_key, store_results
 from validators.lockcheck.scan import Scanner, ScanReport, WheelScan
 from validators.lockcheck.stable_abi import stable_abi_results
+from validators.lockcheck.wheel_sources import WheelSources
 from validators.static.abi_results import abi_results, check_key
 from validators.static.arch_check import DistCode
 from validators.static.dist_check import (
@@ -203,6 +204,12 @@ def _run_lock_check(
         return results, report
     env, facts, codes = _virtual_env(inputs, report, root, site)
     source = source_from_facts(facts, roots=(root,), fallback=host)
+    texts = {
+        site / member: text
+        for scan in report.wheels
+        for member, text in scan.sources.items()
+        if text is not None
+    }
     relevant = None
     if inputs.manifest is not None:
         relevant = requirement_closure(
@@ -212,7 +219,13 @@ def _run_lock_check(
     if inputs.only:
         shared = [p for p in shared if _owned_by(env, p, inputs.only)]
     results.extend(_pins(env, inputs))
-    results.extend(abi_results(env, shared, relevant, source=source))
+    # the sources of a package whose modules cannot load are read only then (wheel_sources.py)
+    with WheelSources(
+        inputs.cache, inputs.wheels.wheels, offline=inputs.offline, limits=inputs.limits
+    ) as sources:
+        results.extend(
+            abi_results(env, shared, relevant, source=source, texts=texts.get, trees=sources.tree)
+        )
     t = time.perf_counter()
     arch = arch_results(
         env,

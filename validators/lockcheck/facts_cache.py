@@ -21,6 +21,7 @@ $XDG_CACHE_HOME/stackgate, else ~/.cache/stackgate; stackgate/settings.py).
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -78,6 +79,18 @@ class FactsCache(ListingStore):
 
     def put_facts(self, sha256: str, facts: CachedFacts) -> None:
         self._store(self.path("objects", sha256), facts.model_dump_json())
+
+    def source(self, key: str) -> tuple[bool, str | None]:
+        """(known, text) of a wheel's source member read before (preloaders.py's lists);
+        text None: the wheel has no such member."""
+        data = self._load(self.path("sources", key))
+        if not isinstance(data, dict) or "text" not in data:
+            return False, None
+        text = data["text"]
+        return True, text if isinstance(text, str) else None
+
+    def put_source(self, key: str, text: str | None) -> None:
+        self._store(self.path("sources", key), json.dumps({"text": text}))
 
     def put_listing(self, listing: WheelListing, *, proven: bool) -> None:
         """`proven`: the whole wheel was read and matched the lock's sha256."""

@@ -26,6 +26,7 @@ from validators.lockcheck.wheel_reader import RemoteWheel, verify_spooled
 from validators.lockcheck.zip_directory import LOCAL_HEADER, ZipFormatError
 from validators.static.elf_symbols import ElfReadError
 from validators.static.fatbin import fatbin_codes_bytes
+from validators.static.preloaders import PRELOADER_SOURCES
 
 _CUBIN_NAME = re.compile(r"sm_?(\d{2,3})([af]?)", re.IGNORECASE)
 
@@ -50,6 +51,9 @@ class WheelScan:
     # cache entries held back until the wheel's run ends clean (facts_cache's rule)
     pending_listing: WheelListing | None = None
     pending_facts: list[tuple[str, CachedFacts]] = field(default_factory=list)
+    # preloaders' source members (torch/__init__.py) -> text, None where the wheel has none
+    sources: dict[str, str | None] = field(default_factory=dict)
+    pending_sources: list[tuple[str, str | None]] = field(default_factory=list)
 
     def clean(self) -> bool:
         """Nothing read from this wheel failed: its unproven facts may be cached."""
@@ -146,6 +150,8 @@ class Scanner:
                 list(pool.map(lambda t: self._object(t[0], t[1], t[2], remotes), tasks))
                 nameless = [t for s in scans for t in self._cubins(s)]
                 list(pool.map(lambda t: self._cubin(t[0], t[1], t[2], remotes), nameless))
+                listed = [s for s in scans if s.listing is not None]
+                list(pool.map(lambda s: self._sources(s, remotes), listed))
             for scan in scans:
                 remote = remotes.get(scan.wheel.key)
                 if remote is not None:
@@ -181,6 +187,43 @@ class Scanner:
             self.cache.put_listing(scan.pending_listing, proven=scan.wheel_sha256_checked is True)
         for key, facts in scan.pending_facts:
             self.cache.put_facts(key, facts)
+        for key, text in scan.pending_sources:
+            self.cache.put_source(key, text)
+
+    def _sources(self, scan: WheelScan, remotes: dict[tuple[str, str], RemoteWheel]) -> None:
+        """The preloaders' source files the wheel ships (torch/__init__.py, whose preload
+        list is a fact of the verdict: preloaders.py), from the cache or the wheel; offline
+        and uncached, listed as lacking."""
+        assert scan.listing is not None
+        for member in PRELOADER_SOURCES:
+            top = member.split("/", 1)[0] + "/"
+            if not any(name.startswith(top) for name in scan.listing.objects):
+                continue
+            key = origin_key(scan.wheel.sha256, scan.wheel.url, member)
+            known, text = self.cache.source(key)
+            if not known:
+                remote = self._remote_for(scan, remotes)
+                if remote is None:
+                    with self._lock:
+                        scan.lacking.append(member)
+                    continue
+                try:
+                    if not remote.members:
+                        remote.read_directory()
+                    text = (
+                        remote.read_small(member).decode("utf-8", "replace")
+                        if member in remote.members
+                        else None
+                    )
+                except FetchError as exc:
+                    self._failed(scan, str(exc))
+                    continue
+                except (*_FORMAT_ERRORS, IntegrityError) as exc:
+                    self._failed(scan, f"not a readable wheel: {exc}", malformed=True)
+                    continue
+                with self._lock:
+                    scan.pending_sources.append((key, text))
+            scan.sources[member] = text
 
     def _keep(self, scan: WheelScan, name: str, record_sha: str | None, facts: CachedFacts) -> None:
         """Cache facts just read: by content when the member's bytes were proven to be its

@@ -26,7 +26,7 @@ from validators.lockcheck.zip_directory import (
 TAIL_FIRST = 1 << 16
 # RECORD and METADATA are read whole into memory: torch's RECORD is ~1.5 MB, the longest
 # METADATA (a README inlined) a few hundred KB.
-MAX_SMALL_FILE = {"RECORD": 32 << 20, "METADATA": 8 << 20}
+MAX_SMALL_FILE = {"RECORD": 32 << 20, "METADATA": 8 << 20, "__init__.py": 4 << 20}
 # Members a wheel may ask the check to read (ELF candidates and cubins): torch has ~100,
 # flashinfer-cubin ~320.
 MAX_READ_MEMBERS = 20_000

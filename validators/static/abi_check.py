@@ -12,7 +12,7 @@ reported as host-provided rather than missing.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +27,7 @@ from validators.static.environment import Environment
 from validators.static.facts import python_tag
 from validators.static.findings import MissingSoname, MissingSymbol, MissingVersion, ScopeResolved
 from validators.static.loader import HOST_PROVIDED, Resolver, closure, system_library_dirs
+from validators.static.preloaders import ImportClosure, disk_text, torch_import_closure
 from validators.static.source import DiskSource, ElfReader, ObjectSource
 
 # Names libcuda.so.1 / libnvidia-ml.so.1 export (driver API), used only when the driver is absent.
@@ -53,6 +54,8 @@ class AbiFindings:
     scope_resolved: list[ScopeResolved] = field(default_factory=list)
     # (root, object in its closure that cannot load): the root goes down with it
     taken_down: list[tuple[Path, Path]] = field(default_factory=list)
+    # what an earlier import loads first ("`import torch` (torch 2.6.0) loads 40 libraries")
+    loaded_first_by: str | None = None
 
 
 def _site_python(site: Path) -> tuple[int, int] | None:
@@ -124,22 +127,33 @@ class AbiChecker:
         system_dirs: tuple[str, ...] | None = None,
         source: ObjectSource | None = None,
         reader: ElfReader | None = None,
+        texts: Callable[[Path], str | None] | None = None,
     ) -> None:
         self.env = env
         self.source: ObjectSource = source if source is not None else DiskSource(reader)
-        # what the env ships in nvidia/*/lib and torch/lib; `import torch` loads it first, and
-        # without torch only the nvidia libraries themselves find each other that way
+        # what the env ships in nvidia/*/lib and torch/lib: the nvidia libraries find each
+        # other that way; any other object only what an earlier import really loaded
         self.shipped = preloaded_libraries(env.site_packages, self.source)
+        dirs = system_dirs if system_dirs is not None else system_library_dirs()
+        site = self.source.real_path(env.site_packages)
+        parsed: dict[Path, ElfObject | ElfReadError] = {}
+        self.import_closure: ImportClosure | None = None
+        if "torch" in env.distributions:
+            # what `import torch` leaves in the process, read from this torch's files
+            alone = Resolver({}, dirs, site_packages=site, source=self.source, _cache=parsed)
+            init = env.site_packages / "torch" / "__init__.py"
+            self.import_closure = torch_import_closure(
+                alone, env.site_packages, (texts or disk_text)(init)
+            )
+            self.import_closure.package = env.distributions["torch"].label()
         self.resolver = Resolver(
             preloaded=self.shipped,
-            system_dirs=system_dirs if system_dirs is not None else system_library_dirs(),
-            site_packages=self.source.real_path(env.site_packages),
+            system_dirs=dirs,
+            site_packages=site,
             source=self.source,
-            preload_under=(
-                None
-                if "torch" in env.distributions
-                else self.source.real_path(env.site_packages / "nvidia")
-            ),
+            preload_under=self.source.real_path(env.site_packages / "nvidia"),
+            loaded_first=self._first(),
+            _cache=parsed,
         )
         self._own_misses: dict[Path, list[Import]] = {}
         self._python = _site_python(env.site_packages)
@@ -148,6 +162,16 @@ class AbiChecker:
         self._torch_libs: list[Path] = []
         self._env_root = self.source.real_path(env.root)
         self._global: list[ElfObject] | None = None
+
+    def _first(self) -> dict[str, Path]:
+        """The import closure; a torch with neither torch/_C nor libtorch_global_deps.so (no
+        import entry to follow) keeps the earlier rule: its torch/lib serves every root."""
+        if self.import_closure is None:
+            return {}
+        if self.import_closure.loaded:
+            return dict(self.import_closure.loaded)
+        lib = str(self.env.site_packages / "torch" / "lib")
+        return {k: v for k, v in self.shipped.items() if str(v).startswith(lib)}
 
     def _in_env(self, obj: ElfObject) -> bool:
         return obj.path.is_relative_to(self._env_root)
@@ -269,6 +293,8 @@ class AbiChecker:
 
     def check(self, roots: Iterable[Path]) -> AbiFindings:
         findings = AbiFindings()
+        if self.import_closure is not None:
+            findings.loaded_first_by = self.import_closure.describe()
         global_objs = self.global_scope()
         unloadable: set[Path] = set()
         closures: list[tuple[ElfObject, list[ElfObject]]] = []

@@ -13,6 +13,7 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
+from stackgate.installed import Distribution
 from validators.core.checks import STATIC_ABI, family_id
 from validators.core.results import Result, Status, make_result
 from validators.static import demangle
@@ -27,11 +28,20 @@ from validators.static.env_memo import resolve
 from validators.static.environment import Environment
 from validators.static.file_facts import FileFactsCache
 from validators.static.findings import MissingSoname, MissingSymbol
+from validators.static.imports import SourceTree
 from validators.static.load_cache import cached_loads, loads_key, store_loads
 from validators.static.loader import HOST_PROVIDED, closure, system_library_dirs
 from validators.static.overlay import designed_overlay
 from validators.static.source import ObjectSource
-from validators.static.verdict import PackageVerdict, apply_loads, classify, cuda_major_of, plan
+from validators.static.verdict import (
+    PackageVerdict,
+    apply_loads,
+    classify,
+    cuda_major_of,
+    installed_tree,
+    plan,
+    walk_imports,
+)
 
 MAX_LISTED = 12
 _result = functools.partial(make_result, group="static")
@@ -65,6 +75,8 @@ def abi_results(
     cache: FileFactsCache | None = None,
     prewarmed: Prewarmed | None = None,
     meanwhile: Callable[[], object] | None = None,
+    texts: Callable[[Path], str | None] | None = None,
+    trees: Callable[[Distribution], SourceTree | None] | None = None,
 ) -> list[Result]:
     """One result per distribution with ELF files. Problems in distributions the stack's pins
     do not need (per Requires-Dist) are SKIP with the finding, not FAIL. WARN and INFO
@@ -76,7 +88,7 @@ def abi_results(
     resolution = resolve(
         env,
         shared,
-        lambda: AbiChecker(env, source=source, reader=cache),
+        lambda: AbiChecker(env, source=source, reader=cache, texts=texts),
         cache,
         memo=source is None,
     )
@@ -87,6 +99,7 @@ def abi_results(
     have = set(resolution.shipped)
     roots = [p for p in [*extensions, *plugins]]
     verdicts = classify(env, findings, roots, have, deep=options.deep, cache=cache)
+    walk_imports(verdicts, trees or functools.partial(installed_tree, env.site_packages))
     seconds = time.perf_counter() - t
     load_note, load_seconds = "", 0.0
     # `meanwhile` (the GPU-arch scan) runs in a thread while this thread mostly waits for the
@@ -500,6 +513,12 @@ def _package_result(
             f"{', '.join(causes)} below them cannot"
         )
         evidence["taken_down_by"] = causes
+    if v.modules_lacking:
+        fails.append(_impact_reason(v))
+        evidence["impact"] = v.impact or "UNKNOWN"
+        evidence["impact_from_imports"] = v.walked_impact or "UNKNOWN"
+        evidence["impact_from_load"] = v.loaded_impact or "NOT RUN"
+        evidence["modules_that_cannot_load"] = v.modules_lacking
     if v.needed_sonames:
         because = f" (not optional: {'; '.join(v.needed_because)})" if v.needed_because else ""
         fails.append(_sonames_reason(v.label, v.needed_sonames, have) + because)
@@ -613,6 +632,36 @@ def _package_result(
     return _result(check, status, reason, evidence, seconds)
 
 
+def _impact_reason(v: PackageVerdict) -> str:
+    """BROKEN / DEGRADED, how it is known (a load, the import-time walk of the sources, or
+    both), and the modules that cannot load, each with the library it lacks."""
+    listed = [f"{m} (lacks {', '.join(s)})" for m, s in sorted(v.modules_lacking.items())]
+    count = len(listed)
+    mods = f"{count} module{'s' if count > 1 else ''} cannot load: " + ", ".join(
+        listed[:MAX_LISTED]
+    )
+    walked = v.import_walk
+    tops = walked[0] if walked is not None and walked[0] else []
+    if not tops:
+        tops = sorted({r.step.name for r in v.loads if r.step.kind == "import"} - {"torch"})
+    shown = ", ".join(tops) or "the package"
+    how: list[str] = []
+    if v.loaded_impact is not None:
+        how.append("a load: " + ("it works" if v.loaded_impact == "DEGRADED" else "it fails"))
+    if v.walked_impact == "DEGRADED":
+        how.append("no import-time import of its modules reaches them")
+    elif v.walked_impact == "BROKEN" and walked is not None:
+        how.append(f"its import-time imports reach {', '.join(sorted(walked[1]))}")
+    if v.impact == "DEGRADED":
+        return f"DEGRADED: `import {shown}` works ({'; '.join(how)}), but {mods}"
+    if v.impact == "BROKEN":
+        return f"BROKEN: `import {shown}` fails ({'; '.join(how)}), and {mods}"
+    return (
+        f"{mods}; whether `import {shown}` still works (DEGRADED) or not (BROKEN) is not "
+        "known: no load ran and its sources were not read"
+    )
+
+
 def _step_text(r: StepResult, env: Environment) -> str:
     if r.step.kind == "import":
         return f"import {r.step.name}"
@@ -708,7 +757,7 @@ def _sonames_reason(label: str, sonames: list[MissingSoname], have: set[str]) ->
         where = [f"{s} (at {_site_rel(p)})" for s, p in sorted(unreached.items())]
         parts.append(
             "DT_NEEDED libraries the env installs where its loader does not look (no "
-            "RUNPATH to them, no torch in the env to load them first): "
+            "RUNPATH to them, and no import that runs first loads them): "
             + ", ".join(where[:MAX_LISTED])
         )
     text = f"{label}: {'; '.join(parts)}; needed by {', '.join(requesters[:6])}"

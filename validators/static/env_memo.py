@@ -40,6 +40,7 @@ from validators.static.elf_symbols import ElfReadError
 from validators.static.environment import Environment
 from validators.static.fatbin import GpuCode
 from validators.static.file_facts import FileFactsCache, file_identity
+from validators.static.preloaders import PRELOADER_SOURCES
 from validators.static.source import DiskSource
 
 MEMO_VERSION = 1
@@ -167,6 +168,9 @@ def _env_key(kind: str, env: Environment, shared: list[Path], system_dirs: Itera
         h.update(f"\0{path}>{dist.key}".encode())
     for path in shared:
         h.update(f"\0{path}={file_identity(path)}".encode())
+    for rel in PRELOADER_SOURCES:  # the preload lists read from them (preloaders.py)
+        source = env.site_packages / rel
+        h.update(f"\0{source}={file_identity(source)}".encode())
     return h.hexdigest()
 
 

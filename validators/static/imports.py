@@ -18,6 +18,8 @@ import ast
 import contextlib
 import re
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 _IMPORT = re.compile(r"^import[ \t]+([\w.]+(?:[ \t]*,[ \t]*[\w.]+)*)", re.MULTILINE)
@@ -184,3 +186,91 @@ def _imports_at_module_level(path: Path, name: str) -> bool:
         ):
             return True
     return False
+
+
+@dataclass(frozen=True)
+class SourceTree:
+    """A distribution's files as the import-time walk sees them: names relative to
+    site-packages ("/"-separated) and a reader of one file's text (the installed file, or the
+    wheel member read by byte ranges before install)."""
+
+    names: frozenset[str]
+    text_of: Callable[[str], str | None]
+
+    def tops(self) -> list[str]:
+        """Its importable top-level packages (a folder with __init__.py, not private)."""
+        return sorted(
+            {
+                n.split("/")[0]
+                for n in self.names
+                if n.count("/") == 1
+                and n.endswith("/__init__.py")
+                and n.split("/")[0].isidentifier()
+                and not n.startswith("_")
+            }
+        )
+
+
+def import_time_modules(
+    tops: list[str],
+    text_of: Callable[[str], str | None],
+    names: frozenset[str],
+) -> set[str]:
+    """Dotted names of the modules `import TOP` runs, for each of `tops` (a distribution's
+    top-level packages): its Python modules, followed through their unconditional (column-0)
+    imports of modules of the same distribution, and the extension modules those imports name.
+    `names`: the distribution's files (site-packages relative, "/"-separated); `text_of`:
+    a file's text by that name. An extension module's own imports (a Cython `cimport` imports
+    its module at init) are not seen: what this reaches is a lower bound."""
+    mine = set(tops)
+    reached: set[str] = set()
+    queue = list(tops)
+    while queue and len(reached) < MAX_MODULES:
+        dotted = queue.pop()
+        if dotted in reached:
+            continue
+        found = _file_of(dotted, names)
+        if found is None:
+            continue
+        reached.add(dotted)
+        parent = dotted.rpartition(".")[0]
+        if parent and parent not in reached:
+            queue.append(parent)
+        if not found.endswith(".py"):
+            continue  # an extension module
+        text = text_of(found)
+        if text is None:
+            continue
+        package = dotted if found.endswith("/__init__.py") else parent
+        for target in _targets(text, package):
+            if target.split(".")[0] in mine and target not in reached:
+                queue.append(target)
+    return reached
+
+
+def _file_of(dotted: str, names: frozenset[str]) -> str | None:
+    base = dotted.replace(".", "/")
+    for candidate in (f"{base}/__init__.py", f"{base}.py"):
+        if candidate in names:
+            return candidate
+    folder, _, stem = base.rpartition("/")
+    prefix = f"{folder}/{stem}." if folder else f"{stem}."
+    return next((n for n in sorted(names) if n.startswith(prefix) and n.endswith(".so")), None)
+
+
+def _targets(text: str, package: str) -> list[str]:
+    """The dotted names a module's column-0 imports may load (`from a import b`: a and a.b)."""
+    targets: list[str] = []
+    for match in _IMPORT.finditer(text):
+        targets += [m.strip().split(" ")[0] for m in match.group(1).split(",")]
+    for match in _FROM.finditer(text):
+        dots, name, what = match.group(1), match.group(2), match.group(3)
+        if dots:
+            base = package.split(".")
+            base = base[: len(base) - (len(dots) - 1)] if len(dots) > 1 else base
+            dotted = ".".join([*base, name] if name else base)
+        else:
+            dotted = name
+        subs = [s.strip() for s in what.strip("()").split(",") if s.strip()]
+        targets += [dotted] + [f"{dotted}.{s.split()[0]}" for s in subs if s != "*"]
+    return [t for t in targets if t]

@@ -1,11 +1,11 @@
 """Find DT_NEEDED libraries the way ld.so would inside one Python environment.
 
 Search order per soname (glibc's, with one addition):
-1. libraries the env's runtime loads before any extension: torch/lib/* and nvidia/*/lib/*
-   (`import torch` dlopens them, and ld.so then matches later DT_NEEDED entries by soname
-   against already-loaded objects; sgl-kernel's extensions have no RPATH and rely on this).
-   Only where something loads them: in an env without torch nothing does (cupy-cuda12x 13.4.1
-   does not search nvidia/*/lib), so there they serve only the nvidia libraries themselves;
+1. libraries an earlier import really loaded (`loaded_first`: what `import torch` loads,
+   preloaders.py): ld.so matches later DT_NEEDED entries by soname against already-loaded
+   objects (sgl-kernel's extensions have no RPATH and rely on this). A library torch loads
+   only lazily (libcusolver.so.11 through libtorch_cuda_linalg.so) is not among them. The
+   nvidia/*/lib libraries serve one another (`preloaded`, for roots under `preload_under`);
 2. DT_RPATH of the requesting object and of the objects that loaded it (ignored when the
    requester has DT_RUNPATH), then DT_RUNPATH of the requester; $ORIGIN expanded;
 3. LD_LIBRARY_PATH is deliberately not used: a check must not depend on the caller's shell;
@@ -89,6 +89,8 @@ class Resolver:
     preload_under: Path | None = None
     source: ObjectSource = field(default_factory=DiskSource)
     package_preloads: set[tuple[Path, str]] = field(default_factory=set)
+    # soname -> file an earlier import left in the process (every root): preloaders.py
+    loaded_first: dict[str, Path] = field(default_factory=dict)
     closures: dict[Path, Closure] = field(default_factory=dict)
     _cache: dict[Path, ElfObject | ElfReadError] = field(default_factory=dict)
     # find() per (soname, requester, inherited RPATH, preloads apply): the same library is
@@ -160,6 +162,11 @@ class Resolver:
     ) -> ElfObject | None:
         if "/" in soname:
             return self._candidate(Path(soname), requester)
+        first = self.loaded_first.get(soname)
+        if first is not None:
+            found = self._candidate(first, requester)
+            if found is not None:
+                return found
         pre = self.preloaded.get(soname)
         if pre is not None and preloads:
             found = self._candidate(pre, requester)

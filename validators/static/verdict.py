@@ -17,7 +17,7 @@ Classes (issue 17):
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -32,7 +32,13 @@ from validators.static.dist_check import applicable_requirements
 from validators.static.environment import Environment
 from validators.static.file_facts import FileFactsCache, file_identity
 from validators.static.findings import MissingSoname, MissingSymbol, MissingVersion, by_package
-from validators.static.imports import installed_top_levels, undeclared_imports
+from validators.static.imports import (
+    SourceTree,
+    import_time_modules,
+    installed_top_levels,
+    undeclared_imports,
+)
+from validators.static.preloaders import disk_text
 
 Severity = Literal["FAIL", "WARN", "INFO", "PASS"]
 # build tags of runtime-chosen variants: cu12/, _cu13, _cuda128, -torch29 (one build per CUDA
@@ -125,6 +131,39 @@ class PackageVerdict:
     # modules its import-time code imports that are not installed and not declared: {name: file}
     undeclared: dict[str, Path] = field(default_factory=dict)
     undeclared_failed: list[str] = field(default_factory=list)  # ... that `import` failed on
+    # extension modules (dotted name) that cannot load, with the DT_NEEDED sonames they lack
+    modules_lacking: dict[str, list[str]] = field(default_factory=dict)
+    # the package's top-level modules and, of modules_lacking, those its import-time Python
+    # imports reach (the same walk over the installed files or the wheel's members); None:
+    # its sources could not be read
+    import_walk: tuple[list[str], set[str]] | None = None
+
+    @property
+    def loaded_impact(self) -> Literal["BROKEN", "DEGRADED"] | None:
+        """From the confirming load: BROKEN when importing the package's top-level modules
+        fails, DEGRADED when they import; None when no import ran."""
+        if not self.modules_lacking:
+            return None
+        imports = [r for r in self.loads if r.step.kind == "import" and r.step.name != "torch"]
+        if not imports and self.label.split(" ")[0] == "torch":
+            imports = [r for r in self.loads if r.step.kind == "import"]
+        if not imports:
+            return None
+        return "BROKEN" if any(r.outcome != "ok" for r in imports) else "DEGRADED"
+
+    @property
+    def walked_impact(self) -> Literal["BROKEN", "DEGRADED"] | None:
+        """From the sources: BROKEN when an import-time import reaches a module that cannot
+        load, DEGRADED when none does; None when the sources were not read."""
+        if not self.modules_lacking or self.import_walk is None or not self.import_walk[0]:
+            return None
+        return "BROKEN" if self.import_walk[1] else "DEGRADED"
+
+    @property
+    def impact(self) -> Literal["BROKEN", "DEGRADED"] | None:
+        """With modules that cannot load: does the package's top-level import still work?
+        A load decides where one ran, else the import-time walk of its sources."""
+        return self.loaded_impact or self.walked_impact
 
     @property
     def candidates(self) -> bool:
@@ -276,12 +315,19 @@ def classify(
             if variant_key(obj, site) in resolved_keys:  # a sibling variant resolves
                 v.variant_sonames.extend(misses)
             elif all(m.installed_at for m in misses) and is_python_extension_path(obj, env):
-                # cupy-cuda12x 13.4.1's cublas module beside nvidia-cublas-cu12 and no torch:
-                # `import` searches RUNPATH and the system path, and nothing loads them first
+                # cupy-cuda12x 13.4.1's cublas module beside nvidia-cublas-cu12 and no torch,
+                # its cusolver module beside torch 2.6.0 (whose import does not load cuSOLVER):
+                # `import` searches RUNPATH and the system path, and nothing loaded them first
                 v.needed_sonames.extend(misses)
+                names = ", ".join(sorted({m.soname for m in misses}))
+                first = (
+                    f"{findings.loaded_first_by}, not {names}"
+                    if findings.loaded_first_by
+                    else f"no import in the env loads {names} first (no torch)"
+                )
                 v.needed_because.append(
-                    f"{obj.name} is an extension module; nothing in the env loads "
-                    "nvidia/*/lib before it (no torch) and its RUNPATH does not reach there"
+                    f"{obj.name} is an extension module; {first}, and its RUNPATH does not "
+                    "reach them"
                 )
             elif other_major:
                 v.needed_sonames.extend(misses)
@@ -298,6 +344,10 @@ def classify(
             else:
                 v.optional_sonames.extend(misses)
         v.needed_because = list(dict.fromkeys(v.needed_because))
+        for obj, misses in missing_by_obj.items():
+            module = _module_name(obj, site) if is_python_extension_path(obj, env) else None
+            if module is not None and any(m in v.needed_sonames for m in misses):
+                v.modules_lacking[module] = sorted({m.soname for m in misses})
     for path in findings.other_python:
         verdict(env.owner_label(path)).other_python.append(path)
     for root, broken in findings.taken_down:
@@ -319,6 +369,33 @@ def classify(
         if missing:
             verdict(dist.label()).undeclared = missing
     return dict(sorted(out.items()))
+
+
+def installed_tree(site: Path, dist: Distribution) -> SourceTree | None:
+    """The installed distribution's files (its RECORD) for the import-time walk."""
+    try:
+        record = (dist.dist_info / "RECORD").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    names = frozenset(
+        row.split(",", 1)[0] for row in record.splitlines() if row and not row.startswith("..")
+    )
+    return SourceTree(names, lambda name: disk_text(site / name))
+
+
+def walk_imports(
+    verdicts: dict[str, PackageVerdict], trees: Callable[[Distribution], SourceTree | None]
+) -> None:
+    """For each package with modules that cannot load: which of them `import TOP` reaches."""
+    for v in verdicts.values():
+        if not v.modules_lacking or v.dist is None:
+            continue
+        tree = trees(v.dist)
+        if tree is None:
+            continue
+        tops = tree.tops()
+        reached = import_time_modules(tops, tree.text_of, tree.names)
+        v.import_walk = (tops, set(v.modules_lacking) & reached)
 
 
 def import_scan_inputs(env: Environment) -> tuple[set[str], tuple[int, int] | None]:

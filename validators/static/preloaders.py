@@ -1,0 +1,253 @@
+"""What a package's import puts into the process before other packages' extensions load.
+
+ld.so matches a DT_NEEDED soname against the objects already loaded (RTLD_LOCAL ones too)
+before it searches any path, so an extension with no RUNPATH to nvidia/*/lib still loads
+where an earlier import loaded the library. That is true only of what the earlier import
+really loaded: `import torch` loads the DT_NEEDED closure of libtorch_global_deps.so and of
+torch/_C, plus the libraries its own `_load_global_deps` preloads; libraries it loads lazily
+(libtorch_cuda_linalg.so and its libcusolver.so.11) are not there until used.
+
+Both parts are read, never assumed: the closure from the ELF facts of the env's files (or of
+the locked wheels' members), the preload list from torch/__init__.py of that torch version
+(its `_preload_cuda_deps(folder, pattern)` calls, the fallback ones only when the global deps
+library cannot load by its own RPATH, the others under their `"<path>" not in <maps>` guard).
+"""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from validators.static.elf_symbols import ElfObject, ElfReadError
+from validators.static.loader import HOST_PROVIDED, Resolver, own_rpath
+
+PRELOAD_FUNCTION = "_preload_cuda_deps"
+GLOBAL_DEPS_FUNCTION = "_load_global_deps"
+GLOBAL_DEPS = "libtorch_global_deps.so"
+# the sources a preloader's facts are read from (site-packages relative): the resolution memo
+# keys on them, the pre-install check reads them from the wheel
+PRELOADER_SOURCES = ("torch/__init__.py",)
+MAX_SOURCE_BYTES = 4 << 20
+
+
+def disk_text(path: Path) -> str | None:
+    """An installed source file's text (None when absent or unreadable)."""
+    try:
+        if path.stat().st_size > MAX_SOURCE_BYTES:
+            return None
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+@dataclass(frozen=True)
+class SourcePreload:
+    """One `_preload_cuda_deps(folder, pattern)` of torch/__init__.py."""
+
+    folder: str  # nvidia/<folder>/lib (else <folder>/lib) under site-packages
+    pattern: str  # glob of the file name
+    fallback: bool  # only when the global deps library failed to load
+    guard: str | None = None  # loaded only when a loaded file's path contains this
+
+
+def _str(node: ast.expr) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _dict_literals(func: ast.FunctionDef) -> dict[str, list[tuple[str, str]]]:
+    out: dict[str, list[tuple[str, str]]] = {}
+    for node in ast.walk(func):
+        target: ast.expr | None = None
+        value: ast.expr | None = None
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign):
+            target, value = node.target, node.value
+        if isinstance(target, ast.Name) and isinstance(value, ast.Dict):
+            pairs = [
+                (k, v)
+                for key, val in zip(value.keys, value.values, strict=True)
+                if key is not None and (k := _str(key)) is not None and (v := _str(val)) is not None
+            ]
+            out[target.id] = pairs
+    return out
+
+
+def _guard(body: list[ast.stmt]) -> str | None:
+    """`if "nvidia/cuda_runtime/lib/libcudart.so" not in _maps: return` in a block."""
+    for stmt in body:
+        for node in ast.walk(stmt):
+            if (
+                isinstance(node, ast.If)
+                and isinstance(node.test, ast.Compare)
+                and len(node.test.ops) == 1
+                and isinstance(node.test.ops[0], ast.NotIn)
+                and any(isinstance(s, ast.Return) for s in node.body)
+            ):
+                text = _str(node.test.left)
+                if text is not None and "/" in text:
+                    return text
+    return None
+
+
+def torch_source_preloads(text: str) -> list[SourcePreload]:
+    """The preloads torch/__init__.py names in `_load_global_deps` (empty when it has none,
+    or the text does not parse)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    func = next(
+        (
+            n
+            for n in ast.walk(tree)
+            if isinstance(n, ast.FunctionDef) and n.name == GLOBAL_DEPS_FUNCTION
+        ),
+        None,
+    )
+    if func is None:
+        return []
+    dicts = _dict_literals(func)
+    out: list[SourcePreload] = []
+
+    def visit(node: ast.AST, fallback: bool, guard: str | None) -> None:
+        if isinstance(node, ast.Try):
+            guarded = _guard(node.body) or guard
+            for child in node.body:
+                visit(child, fallback, guarded)
+            for handler in node.handlers:
+                for child in handler.body:
+                    visit(child, True, None)
+            for child in [*node.orelse, *node.finalbody]:
+                visit(child, fallback, guard)
+            return
+        if isinstance(node, ast.For) and isinstance(node.iter, ast.Call):
+            call = node.iter
+            if (
+                isinstance(call.func, ast.Attribute)
+                and call.func.attr == "items"
+                and isinstance(call.func.value, ast.Name)
+                and call.func.value.id in dicts
+                and any(_calls_preload(c) for c in node.body)
+            ):
+                out.extend(
+                    SourcePreload(k, v, fallback, guard) for k, v in dicts[call.func.value.id]
+                )
+                return
+        if _calls_preload(node) and isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            args = [_str(a) for a in node.value.args[:2]]
+            if len(args) == 2 and args[0] is not None and args[1] is not None:
+                out.append(SourcePreload(args[0], args[1], fallback, guard))
+            return
+        for sub in ast.iter_child_nodes(node):
+            visit(sub, fallback, guard)
+
+    for stmt in func.body:
+        visit(stmt, False, None)
+    return out
+
+
+def _calls_preload(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Call)
+        and isinstance(node.value.func, ast.Name)
+        and node.value.func.id == PRELOAD_FUNCTION
+    )
+
+
+@dataclass
+class ImportClosure:
+    """The libraries one package's import leaves in the process, by soname and file name."""
+
+    package: str
+    loaded: dict[str, Path] = field(default_factory=dict)
+    preloaded: list[Path] = field(default_factory=list)  # files its source preloads
+    fallback_used: bool = False
+    unresolved: list[str] = field(default_factory=list)  # sonames its own loads could not find
+
+    def describe(self) -> str:
+        files = len(set(self.loaded.values()))
+        pre = f", {len(self.preloaded)} of them preloaded by its source" if self.preloaded else ""
+        name = self.package.split(" ")[0]
+        return f"`import {name}` ({self.package}) loads {files} libraries at import{pre}"
+
+
+def _load(resolver: Resolver, closure: ImportClosure, path: Path) -> list[str]:
+    """Load `path` the way dlopen does into a process holding `closure.loaded`: breadth-first
+    over DT_NEEDED, a soname already loaded matched first. Returns the sonames not found."""
+    try:
+        root = resolver.load(path)
+    except ElfReadError:
+        return [path.name]
+    missing: list[str] = []
+    loaded = closure.loaded
+    _add(loaded, root)
+    queue: list[tuple[ElfObject, tuple[str, ...]]] = [(root, ())]
+    while queue:
+        current, inherited = queue.pop(0)
+        passed = () if current.runpath else own_rpath(current) + inherited
+        for soname in current.needed:
+            if soname in loaded:
+                continue
+            found = resolver.find_in(soname, current, inherited, False)
+            if found is None:
+                if soname not in HOST_PROVIDED:
+                    missing.append(soname)
+                continue
+            _add(loaded, found, soname)
+            queue.append((found, passed))
+    return missing
+
+
+def _add(loaded: dict[str, Path], obj: ElfObject, asked: str | None = None) -> None:
+    for name in (obj.soname, obj.path.name, asked):
+        if name:
+            loaded.setdefault(name, obj.path)
+
+
+def _matches(
+    listdir: Callable[[str], frozenset[str]], site: Path, pre: SourcePreload
+) -> Iterator[Path]:
+    for folder in (site / "nvidia" / pre.folder / "lib", site / pre.folder / "lib"):
+        names = sorted(n for n in listdir(str(folder)) if fnmatch.fnmatch(n, pre.pattern))
+        if names:
+            yield folder / names[0]
+            return
+
+
+def torch_import_closure(resolver: Resolver, site: Path, init_text: str | None) -> ImportClosure:
+    """What `import torch` loads (Linux): libtorch_global_deps.so (after the fallback
+    preloads when it cannot load by itself), the guarded preloads, then torch/_C."""
+    closure = ImportClosure("torch")
+    listdir = resolver.source.listdir
+    preloads = torch_source_preloads(init_text) if init_text else []
+    lib = site / "torch" / "lib"
+    if GLOBAL_DEPS in listdir(str(lib)):
+        trial = ImportClosure("torch", dict(closure.loaded))
+        if _load(resolver, trial, lib / GLOBAL_DEPS):
+            fallback = [p for p in preloads if p.fallback]
+            closure.fallback_used = bool(fallback)
+            for pre in fallback:
+                for path in _matches(listdir, site, pre):
+                    closure.preloaded.append(path)
+                    _load(resolver, closure, path)
+            closure.unresolved += _load(resolver, closure, lib / GLOBAL_DEPS)
+        else:
+            closure.loaded = trial.loaded
+    for pre in preloads:
+        if pre.fallback:
+            continue
+        if pre.guard is not None and not any(pre.guard in str(p) for p in closure.loaded.values()):
+            continue
+        for path in _matches(listdir, site, pre):
+            closure.preloaded.append(path)
+            _load(resolver, closure, path)
+    torch_dir = site / "torch"
+    for name in sorted(listdir(str(torch_dir))):
+        if name.startswith("_C.") and name.endswith(".so"):
+            closure.unresolved += _load(resolver, closure, torch_dir / name)
+    return closure
