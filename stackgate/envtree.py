@@ -40,6 +40,7 @@ from pathlib import Path
 
 from stackgate.build_record import RECORD_DIRNAME, RECORD_FILENAME
 from stackgate.digests import DigestCache, Key, key_of, rememberable
+from stackgate.early_digests import Early
 from stackgate.layout import PARTIAL_SUFFIX
 from stackgate.wheel_records import hash_workers
 
@@ -117,6 +118,16 @@ def _file_digest(path: str, size: int, patterns: list[bytes]) -> tuple[bytes, by
     return hashlib.sha256(data).digest(), raw
 
 
+def digest_patterns(root: Path, own_paths: Iterable[Path]) -> list[bytes]:
+    """The env's own paths as bytes, longest first: what small files' digests normalize."""
+    return sorted({str(p).encode() for p in (root, *own_paths)}, key=len, reverse=True)
+
+
+def file_digests(path: str, size: int, patterns: list[bytes]) -> tuple[bytes, bytes]:
+    """(tree digest, raw sha256) of one file from one read (stackgate.early_digests uses it)."""
+    return _file_digest(path, size, patterns)
+
+
 def own_paths_of(env: Path) -> tuple[Path, ...]:
     """The folders an env's files may mention: where it is and where it was built."""
     real = env.resolve()
@@ -129,6 +140,7 @@ def compute_tree(
     own_paths: Iterable[Path] = (),
     cache: DigestCache | None = None,
     scheme: int = SCHEME,
+    early: Mapping[str, Early] | None = None,
 ) -> Tree:
     """Hash every file under root (see the module docstring for what is left out).
 
@@ -136,8 +148,11 @@ def compute_tree(
     normalized. cache: remembered digests (stackgate.digests), consulted only for files that
     cannot mention the env's own path: hard links shared with uv's cache (nlink > 1) and files
     over 1 MiB (never normalized). Files uv wrote for this env alone are always read.
+    early: digests read while the env was being installed (stackgate.early_digests), used for
+    files provably unchanged since.
     """
-    patterns = sorted({str(p).encode() for p in (root, *own_paths)}, key=len, reverse=True)
+    patterns = digest_patterns(root, own_paths)
+    early = early or {}
     known = cache.load() if cache is not None else {}
     found: list[tuple[str, str, os.stat_result]] = []
     _walk(str(root), "", scheme, found)
@@ -167,6 +182,11 @@ def compute_tree(
         total += st.st_size
         kind = "X" if mode & 0o111 else "F"
         kinds.append(kind + "s" if scheme >= 3 and mode & (stat.S_ISUID | stat.S_ISGID) else kind)
+        pre = early.get(_rel)
+        if pre is not None and pre.valid_for(st):
+            digests.append(pre.tree)
+            raw[_rel] = pre.raw
+            continue
         shared = st.st_nlink > 1 or st.st_size > _SMALL_FILE
         key = key_of(st) if shared else None
         cached = known.get(key) if key is not None else None

@@ -87,29 +87,48 @@ def site_packages(env: Path) -> list[Path]:
     return sorted(p for p in env.glob("lib/python*/site-packages") if p.is_dir())
 
 
+def _rows(env: Path, site: Path, record: Path) -> tuple[list[tuple[str, Claim]], list[Claim]]:
+    """(env-relative path, claim) of each row of one RECORD inside the env; the rows outside."""
+    site_rel = os.path.relpath(site, env)
+    dist = record.parent.name
+    text = read_text_bounded(record, MAX_RECORD_BYTES)
+    inside: list[tuple[str, Claim]] = []
+    outside: list[Claim] = []
+    for row in csv.reader(io.StringIO(text)):
+        if not row or not row[0]:
+            continue
+        hashed = len(row) > 1 and row[1].startswith("sha256=")
+        claim = Claim(dist, row[0], row[1].removeprefix("sha256=") if hashed else None)
+        rel = os.path.normpath(os.path.join(site_rel, row[0]))  # noqa: PTH118 -- str paths: speed
+        if row[0].startswith("/") or rel == ".." or rel.startswith("../"):
+            outside.append(claim)
+        else:
+            inside.append((rel, claim))
+    return inside, outside
+
+
+def record_rows(env: Path, site: Path, record: Path) -> list[str]:
+    """The env-relative paths one RECORD lists inside the env ([] when it cannot be read)."""
+    try:
+        return [rel for rel, _claim in _rows(env, site, record)[0]]
+    except (OSError, ValueError):
+        return []
+
+
 def read_claims(env: Path) -> Claims:
     """Every row of every `*.dist-info/RECORD` in the env's site-packages."""
     by_path: dict[str, list[Claim]] = {}
     outside: list[Claim] = []
     unreadable: list[str] = []
     for site in site_packages(env):
-        site_rel = os.path.relpath(site, env)
         for record in sorted(site.glob("*.dist-info/RECORD")):
-            dist = record.parent.name
             try:
-                text = read_text_bounded(record, MAX_RECORD_BYTES)
+                inside, out = _rows(env, site, record)
             except (OSError, ValueError) as exc:
-                unreadable.append(f"{site_rel}/{dist}/RECORD: {exc}")
+                unreadable.append(f"{os.path.relpath(record, env)}: {exc}")
                 continue
-            for row in csv.reader(io.StringIO(text)):
-                if not row or not row[0]:
-                    continue
-                hashed = len(row) > 1 and row[1].startswith("sha256=")
-                claim = Claim(dist, row[0], row[1].removeprefix("sha256=") if hashed else None)
-                rel = os.path.normpath(os.path.join(site_rel, row[0]))  # noqa: PTH118 -- str paths: speed
-                if row[0].startswith("/") or rel == ".." or rel.startswith("../"):
-                    outside.append(claim)
-                    continue
+            outside += out
+            for rel, claim in inside:
                 by_path.setdefault(rel, []).append(claim)
     return Claims(env, by_path, outside, unreadable)
 

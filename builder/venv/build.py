@@ -57,7 +57,8 @@ from stackgate.build_record import (
     TreeHash,
 )
 from stackgate.digests import DigestCache
-from stackgate.envtree import compute_tree, write_listing
+from stackgate.early_digests import EarlyHasher, valid_raw
+from stackgate.envtree import compute_tree, digest_patterns, file_digests, write_listing
 from stackgate.errors import CheckFailed, CommandFailed, EnvironmentProblem
 from stackgate.files import sha256_file
 from stackgate.host.snapshot import host_snapshot
@@ -324,6 +325,9 @@ class _Build:
         src_root = final.with_name(final.name + ".src" + PARTIAL_SUFFIX)
         self.log.parent.mkdir(parents=True, exist_ok=True)
         os.close(open_owned(self.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC))  # never a link
+        # Reads each wheel's files while uv installs the next ones (one read of every file:
+        # the tree hash and the RECORD check take these digests where the file is unchanged).
+        early = EarlyHasher(partial, digest_patterns(partial, (partial, final)), file_digests)
         try:
             with timer.step("sources", "fetching sources and applying patches"):
                 trees: list[tuple[patches.SourcePackage, Path]] = []
@@ -356,6 +360,7 @@ class _Build:
                     wheelhouse=opts.wheelhouse,
                     index_map=opts.index_map,
                 )
+                early.start()
                 # On a terminal uv draws its own progress (downloads in bytes) there.
                 with self.reporter.terminal() as terminal:
                     for install_argv in commands:
@@ -403,8 +408,11 @@ class _Build:
                 with timer.step("layer", f"appending {checked.base_site} through a .pth"):
                     layered = base_site.layer(partial, checked.base_site)
             with timer.step("hash", "hashing the installed files"):
+                read_early = early.finish()
                 with DigestCache() as cache:
-                    listed = compute_tree(partial, own_paths=(partial, final), cache=cache)
+                    listed = compute_tree(
+                        partial, own_paths=(partial, final), cache=cache, early=read_early
+                    )
                 write_listing(partial, listed)
                 tree = TreeHash(
                     sha256=listed.sha256,
@@ -415,7 +423,8 @@ class _Build:
             # The same pass's digests: every file is read once (a clash is recorded, a file
             # no owner's RECORD matches refuses the build with its cause).
             with timer.step("records", "checking the files against their wheels' RECORDs"):
-                records = check_wheel_records(partial, listed.raw, uv_cache=uv_cache_dir(uv_env()))
+                raw = {**valid_raw(partial, read_early, listed.raw), **listed.raw}
+                records = check_wheel_records(partial, raw, uv_cache=uv_cache_dir(uv_env()))
             for clash in records.clashes:
                 if not clash.same_bytes:
                     self.reporter.note(
@@ -469,6 +478,7 @@ class _Build:
             shutil.rmtree(partial, ignore_errors=True)
             raise
         finally:
+            early.close()
             shutil.rmtree(src_root, ignore_errors=True)
             requirements_path(layout.stack_dir).unlink(missing_ok=True)
             self._sweep_uv_cache()  # an install interrupted now leaves nothing behind

@@ -1,0 +1,151 @@
+"""A build from a warm uv cache against `uv sync --frozen --link-mode copy` alone on the same
+lock, measured in one run (goal: <= 1.2x with every check kept).
+
+"Warm": uv's cache already holds every artifact (the first, untimed build fills it), so both
+sides copy the same files out of it. Each round installs into a fresh folder, the order
+alternating (ABBA), and the folder is removed before the next install (a cu128 env is 10 GB):
+  sync       UV_PROJECT_ENVIRONMENT=<fresh> uv sync --frozen --no-install-project
+             --link-mode copy  (in the lock's folder, into a venv made by `uv venv`, as the
+             builder makes its own)
+  stackgate  stackgate build STACK --venv-root <fresh>: CLI start-up, the lock and its origins
+             (every locked file listed by its index: network), interpreter, plan, venv, the
+             same uv sync, profile, installed set vs the lock, ONE read of every file for the
+             tree hash and the RECORD check, record, rename, current.
+The build's own step timings (from its record) are kept per round, and the page cache's state
+is the same for both sides (the files come from uv's cache, read by both).
+
+Usage: python benchmarks/builder/build_vs_sync.py [STACK] [--rounds N] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PY = sys.executable
+
+
+def run(argv: list[str], *, env: dict[str, str], cwd: Path) -> tuple[float, str]:
+    started = time.perf_counter()
+    done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True)
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"failed ({done.returncode}): {' '.join(argv)}\n{done.stderr[-3000:]}")
+    return elapsed, done.stdout
+
+
+def loadavg() -> float:
+    return os.getloadavg()[0]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("stack", nargs="?", default="cu128")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--python", default=None)
+    ap.add_argument("--scratch", type=Path, default=None)
+    ap.add_argument("--no-warmup", action="store_true", help="uv's cache is known to be warm")
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+
+    sys.path.insert(0, str(ROOT))
+    from stackgate.layout import lock_files
+    from stackgate.loading import load_stack
+    from stackgate.lockstate import read_lock
+    from stackgate.python_finder import find_python
+    from stackgate.uvbin import uv_bin
+
+    loaded = load_stack(args.stack)
+    state = read_lock(loaded, lock_files(loaded.manifest.name, None))
+    python = find_python(loaded.manifest.python, args.python)
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    env.update({"UV_PYTHON_DOWNLOADS": "never", "NO_COLOR": "1", "PYTHONPATH": str(ROOT)})
+    scratch = Path(tempfile.mkdtemp(prefix="sg-build-vs-sync-", dir=args.scratch))
+    uv = str(uv_bin())
+
+    def sync(target: Path) -> dict[str, object]:
+        run([uv, "venv", "--no-config", "--relocatable", "--python", str(python.path),
+             str(target)], env=env, cwd=ROOT)
+        seconds, _ = run(
+            [uv, "sync", "--frozen", "--no-install-project", "--link-mode", "copy",
+             "--python", str(target / "bin" / "python")],
+            env={**env, "UV_PROJECT_ENVIRONMENT": str(target)},
+            cwd=state.files.folder,
+        )
+        return {"s": round(seconds, 2)}
+
+    def build(root: Path) -> dict[str, object]:
+        load = loadavg()
+        seconds, out = run(
+            [PY, "-m", "builder", "build", str(loaded.path), "--venv-root", str(root),
+             "--python", str(python.path), "--json"],
+            env=env,
+            cwd=ROOT,
+        )
+        record = json.loads(out)["record"]
+        return {
+            "s": round(seconds, 2),
+            "load_before": round(load, 1),
+            "steps_s": record["timings_s"],
+            "files": record["tree"]["files"],
+            "bytes": record["tree"]["bytes"],
+            "tree": record["tree"]["sha256"],
+            "clashes": [c["path"] for c in (record.get("wheel_records") or {}).get("clashes", [])],
+        }
+
+    rounds: list[dict[str, object]] = []
+    try:
+        if not args.no_warmup:
+            build(scratch / "warmup")  # fills uv's cache (untimed)
+            shutil.rmtree(scratch / "warmup")
+        for i in range(args.rounds):
+            order = ["sync", "stackgate"] if i % 2 == 0 else ["stackgate", "sync"]
+            entry: dict[str, object] = {"order": order}
+            for kind in order:
+                target = scratch / f"{kind}{i}"
+                entry[f"load_{kind}"] = round(loadavg(), 1)
+                entry[kind] = sync(target) if kind == "sync" else build(target)
+                shutil.rmtree(target, ignore_errors=True)
+            rounds.append(entry)
+            print(json.dumps(entry), flush=True)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    sync_s = [float(r["sync"]["s"]) for r in rounds]  # type: ignore[index]
+    build_s = [float(r["stackgate"]["s"]) for r in rounds]  # type: ignore[index]
+    ratios = [b / s for b, s in zip(build_s, sync_s, strict=True)]
+    result = {
+        "benchmark": "build_vs_sync",
+        "stack": loaded.manifest.name,
+        "lock_hash": state.lock_hash[:12],
+        "rounds": rounds,
+        "sync_s": sync_s,
+        "build_s": build_s,
+        "ratio_per_round": [round(r, 3) for r in ratios],
+        "ratio_median": round(statistics.median(build_s) / statistics.median(sync_s), 3),
+        "goal": "ratio_median <= 1.2",
+        "host": {"cpus": len(os.sched_getaffinity(0)), "load_end": round(loadavg(), 1)},
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    print(json.dumps(result, indent=2))
+    print(
+        f"warm build: stackgate build / uv sync --frozen --link-mode copy = "
+        f"{result['ratio_median']:.3f}x (median of {args.rounds}; goal <= 1.2x)"
+    )
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

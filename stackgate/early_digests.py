@@ -1,0 +1,149 @@
+"""Files hashed while the installer is still writing others: one read of each file, started as
+soon as its wheel is installed instead of after the whole install.
+
+uv installs wheels in parallel and writes each wheel's `*.dist-info/RECORD` when it has
+written that wheel's files. A thread watches site-packages for new RECORDs and hashes the
+files they list (the tree digest and the sha256 of the bytes as they are, one read:
+stackgate.envtree) while uv copies the next wheels. A digest taken early is used later only
+when the file is provably the one that was read:
+
+- its lstat identity is unchanged (device, inode, size, mtime_ns, ctime_ns: any write, rename
+  over it or chmod moves ctime, which no unprivileged call can set back);
+- and it was last written at least MARGIN_NS before the read started. A file rewritten after
+  the read gets a newer ctime, but the kernel stamps files with a coarse clock that may lag the
+  reader's by a tick (<= 10 ms): a file written just before the read could be rewritten within
+  the same tick, so such a file is read again.
+
+Anything else (a file no RECORD lists, one written too close to its read, one changed since) is
+read by the tree hash as before, so the result is the same bytes' digests whatever the timing.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from stackgate.digests import Key, key_of
+from stackgate.wheel_records import record_rows
+
+MARGIN_NS = 100_000_000
+# stackgate.envtree's one-read digest: (path, size, env-path patterns) -> (tree digest, raw sha256)
+Digest = Callable[[str, int, list[bytes]], tuple[bytes, bytes]]
+POLL_S = 0.25
+
+
+@dataclass(frozen=True)
+class Early:
+    key: Key
+    started_ns: int
+    tree: bytes
+    raw: bytes
+
+    def valid_for(self, st: os.stat_result) -> bool:
+        return (
+            key_of(st) == self.key
+            and max(st.st_mtime_ns, st.st_ctime_ns) < self.started_ns - MARGIN_NS
+        )
+
+
+def valid_raw(env: Path, early: Mapping[str, Early], skip: Iterable[str]) -> dict[str, bytes]:
+    """rel -> raw sha256 of the early digests (outside `skip`) still valid for their files."""
+    done = set(skip)
+    out: dict[str, bytes] = {}
+    for rel, entry in early.items():
+        if rel in done:
+            continue
+        try:
+            st = os.lstat(f"{env}/{rel}")
+        except OSError:
+            continue
+        if entry.valid_for(st):
+            out[rel] = entry.raw
+    return out
+
+
+class EarlyHasher:
+    """Use as a context manager around the install; `finish()` after it returns."""
+
+    def __init__(
+        self,
+        env: Path,
+        patterns: list[bytes],
+        digest: Digest,
+        workers: int | None = None,
+    ) -> None:
+        self.env = env
+        self.patterns = patterns
+        self.digest = digest
+        self.results: dict[str, Early] = {}
+        self._seen_records: set[str] = set()
+        self._queued: set[str] = set()
+        self._jobs: list[Future[None]] = []
+        self._stop = threading.Event()
+        self._pool = ThreadPoolExecutor(max_workers=workers or max(1, len(os.sched_getaffinity(0))))
+        self._poller = threading.Thread(target=self._poll, name="early-digests", daemon=True)
+
+    def __enter__(self) -> EarlyHasher:
+        self._poller.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def start(self) -> EarlyHasher:
+        return self.__enter__()
+
+    def close(self) -> None:
+        """Stop and drop what is queued (idempotent)."""
+        self._stop.set()
+        if self._poller.is_alive():
+            self._poller.join()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def finish(self) -> dict[str, Early]:
+        """Stop watching, queue what the last RECORDs list, wait for every read."""
+        self._stop.set()
+        if self._poller.is_alive():
+            self._poller.join()
+        self._scan()
+        for job in self._jobs:
+            job.result()
+        return self.results
+
+    def _poll(self) -> None:
+        while not self._stop.wait(POLL_S):
+            self._scan()
+
+    def _scan(self) -> None:
+        for site in sorted(self.env.glob("lib/python*/site-packages")):
+            try:
+                records = [e.path for e in os.scandir(site) if e.name.endswith(".dist-info")]
+            except OSError:
+                continue
+            for folder in records:
+                record = f"{folder}/RECORD"
+                if record in self._seen_records or not os.path.isfile(record):  # noqa: PTH113
+                    continue
+                self._seen_records.add(record)
+                for rel in record_rows(self.env, site, Path(record)):
+                    if rel not in self._queued:
+                        self._queued.add(rel)
+                        self._jobs.append(self._pool.submit(self._read, rel))
+
+    def _read(self, rel: str) -> None:
+        full = f"{self.env}/{rel}"
+        try:
+            st = os.lstat(full)
+            if not stat.S_ISREG(st.st_mode):
+                return
+            started = time.time_ns()
+            tree, raw = self.digest(full, st.st_size, self.patterns)
+        except OSError:
+            return  # not there (yet): the tree hash reads it
+        self.results[rel] = Early(key_of(st), started, tree, raw)

@@ -1,0 +1,85 @@
+"""Digests read while uv still installs (stackgate.early_digests) are used only for files provably
+unchanged since the read: the tree hash and the RECORD check come out the same as reading every
+file after the install, and a file changed after its early read (same size, mtime put back) is
+read again. Real uv installs into real venvs; the build's own use is covered by every build test
+(tests/builder/test_build_clashes.py, test_record_class.py, test_wheel_record.py)."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from stackgate.early_digests import MARGIN_NS, Early, EarlyHasher, valid_raw
+from stackgate.envtree import compute_tree, digest_patterns, file_digests, own_paths_of
+from stackgate.wheel_records import judge, read_claims
+from tests.helpers.uv_venv import install, site, venv
+from tests.helpers.wheels import make_wheel
+
+
+def _env(tmp_path: Path) -> Path:
+    cache = tmp_path / "uv-cache"
+    env = venv(tmp_path, cache)
+    wheels = [
+        make_wheel(tmp_path / "w", f"pkg{i}", "1.0",
+                   files={f"pkg{i}/__init__.py": f"X = {i}\n", f"pkg{i}/big.bin": os.urandom(3 << 20)})
+        for i in range(4)
+    ]
+    install(env, cache, *wheels)
+    return env.resolve()
+
+
+def _early(env: Path) -> dict[str, Early]:
+    with EarlyHasher(env, digest_patterns(env, own_paths_of(env)), file_digests) as hasher:
+        return dict(hasher.finish())
+
+
+def test_early_digests_give_the_same_tree_and_records(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    time.sleep(2 * MARGIN_NS / 1e9)  # every file written well before it is read
+    early = _early(env)
+    assert f"lib/{site(env).parent.name}/site-packages/pkg0/big.bin" in early
+
+    plain = compute_tree(env, own_paths=own_paths_of(env))
+    used = compute_tree(env, own_paths=own_paths_of(env), early=early)
+
+    assert used.sha256 == plain.sha256 and used.entries == plain.entries
+    raw = {**valid_raw(env, early, used.raw), **used.raw}
+    assert judge(read_claims(env), raw).damaged == []
+
+
+def test_a_file_changed_after_its_early_read_is_read_again(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    time.sleep(2 * MARGIN_NS / 1e9)
+    early = _early(env)
+    target = site(env) / "pkg1" / "big.bin"
+    st = target.stat()
+    data = bytearray(target.read_bytes())
+    data[0] ^= 0xFF
+    target.write_bytes(bytes(data))  # same size ...
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))  # ... and the old mtime put back
+
+    tree = compute_tree(env, own_paths=own_paths_of(env), early=early)
+
+    rel = str(target.relative_to(env))
+    assert tree.raw[rel] != early[rel].raw
+    assert tree.sha256 == compute_tree(env, own_paths=own_paths_of(env)).sha256
+    (found,) = judge(read_claims(env), {**valid_raw(env, early, tree.raw), **tree.raw}).damaged
+    assert found.path == rel and found.kind == "differs"
+
+
+def test_a_file_written_within_the_margin_of_its_read_is_not_trusted(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    time.sleep(2 * MARGIN_NS / 1e9)
+    early = _early(env)
+    rel = f"lib/{site(env).parent.name}/site-packages/pkg2/__init__.py"
+    entry = early[rel]
+    st = os.lstat(env / rel)
+    assert entry.valid_for(st)
+    # the same file, read as if the read had started right after its last write
+    racy = replace(entry, started_ns=max(st.st_mtime_ns, st.st_ctime_ns) + MARGIN_NS // 2)
+    assert not racy.valid_for(st)
+    forged = replace(racy, tree=b"\0" * 32, raw=b"\0" * 32)
+    tree = compute_tree(env, own_paths=own_paths_of(env), early={rel: forged})
+    assert tree.raw[rel] != b"\0" * 32  # not used: the file was read again
