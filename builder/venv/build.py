@@ -435,6 +435,7 @@ class _Build:
                     topology=choice.topology,
                     topology_source=choice.source,
                     env_profile=profile,
+                    env_profile_format=envprofile.PROFILE_FORMAT,
                     job_plan=plan,
                     peak_rss_bytes=self.watch.peak_total_rss or None,
                     peak_rss_per_job_bytes=self.watch.peak_job_rss or None,
