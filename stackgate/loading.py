@@ -25,8 +25,8 @@ from stackgate.credentials import find_token, has_credentials, index_env_names, 
 from stackgate.errors import BadInput, ManifestError
 from stackgate.files import read_text_bounded, sha256_file
 from stackgate.manifest import Manifest
-from stackgate.manifest_migrate import migrate
 from stackgate.manifest_files import inside_folder, sha256_regular
+from stackgate.manifest_migrate import migrate
 from stackgate.paths import display_path, resolve_stack
 from stackgate.validator_groups import specs
 

@@ -14,6 +14,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 from pydantic import ConfigDict, Field, model_validator
 
+from stackgate.manifest_migrate import NEVER_READ_TIMEOUTS
 from stackgate.manifest_values import (
     ArchStr,
     EngineName,
@@ -26,7 +27,6 @@ from stackgate.manifest_values import (
     Sha256Str,
     VersionStr,
 )
-from stackgate.manifest_migrate import NEVER_READ_TIMEOUTS
 from stackgate.model import StrictModel
 from stackgate.topology import Topology
 from stackgate.validator_groups import ORDER, ValidatorGroup
@@ -248,8 +248,6 @@ class Thresholds(Strict):
     allreduce_p50_us_max: float | None = Field(default=None, gt=0)
     correctness_exact_match_min: float = Field(default=0.9, ge=0, le=1)
     correctness_token_agreement_min: float = Field(default=0.95, ge=0, le=1)
-
-
 
 
 class Timeouts(Strict):

@@ -70,7 +70,9 @@ def test_every_committed_manifest_loads(tmp_path: Path) -> None:
 def test_schema_1_timeouts_are_dropped_with_a_note(tmp_path: Path) -> None:
     stacks = _stacks_copy(tmp_path)
     path = stacks / "h200-transformers.toml"
-    text = path.read_text().replace("check_s = 120", "check_s = 120\nmodel_load_s = 300\nhang_s = 180")
+    text = path.read_text().replace(
+        "check_s = 120", "check_s = 120\nmodel_load_s = 300\nhang_s = 180"
+    )
     path.write_text(text)
     loaded = load_stack(path)
     assert loaded.manifest.schema_version == 1

@@ -12,10 +12,9 @@ host input, so "identical" means every package file, script and profile variable
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from stackgate.digests import DigestCache
@@ -63,13 +62,20 @@ def _tools(raw: Mapping[str, Any]) -> dict[str, str]:
     return {k: v for k, v in tools.items() if isinstance(v, str)} if isinstance(tools, dict) else {}
 
 
+def _folder(path: str | None) -> str:
+    """The folder of an absolute interpreter path, as uv writes pyvenv.cfg's `home`."""
+    return str(PurePosixPath(path).parent) if path else ""
+
+
 def _base_path(raw: Mapping[str, Any]) -> str | None:
     base = raw.get("base_site")
     path = base.get("path") if isinstance(base, dict) else None
     return path if isinstance(path, str) else None
 
 
-def _profile(env: Path, site: str, rec: Mapping[str, Any], here: Mapping[str, Any]) -> tuple[str, HostInput] | None:
+def _profile(
+    env: Path, site: str, rec: Mapping[str, Any], here: Mapping[str, Any]
+) -> tuple[str, HostInput] | None:
     text = _text(env / site / f"{PROFILE_MODULE}.py")
     fmt_rec, fmt_here = profile_format_of(rec), profile_format_of(here)
     if text is None or fmt_rec == fmt_here:
@@ -85,13 +91,15 @@ def _profile(env: Path, site: str, rec: Mapping[str, Any], here: Mapping[str, An
     )
 
 
-def _pyvenv(env: Path, rec: Mapping[str, Any], here: Mapping[str, Any]) -> tuple[str, list[HostInput]] | None:
+def _pyvenv(
+    env: Path, rec: Mapping[str, Any], here: Mapping[str, Any]
+) -> tuple[str, list[HostInput]] | None:
     text = _text(env / "pyvenv.cfg")
     t_rec, t_here = _tools(rec), _tools(here)
     if text is None or not t_rec:
         return None
     wanted = {
-        "home": (os.path.dirname(t_rec.get("python_path", "")), os.path.dirname(t_here.get("python_path", ""))),
+        "home": (_folder(t_rec.get("python_path")), _folder(t_here.get("python_path"))),
         "version_info": (t_rec.get("python", ""), t_here.get("python", "")),
         "uv": (t_rec.get("uv", ""), t_here.get("uv", "")),
     }
@@ -135,7 +143,13 @@ def as_recorded(env: Path, recorded: BuildFacts, built: BuildFacts) -> RecordedT
         inputs += cfg[1]
     py_rec, py_here = _tools(rec).get("python_path"), _tools(here).get("python_path")
     link = real / "bin" / "python"
-    if py_rec and py_here and py_rec != py_here and link.is_symlink() and os.readlink(link) == py_here:
+    if (
+        py_rec
+        and py_here
+        and py_rec != py_here
+        and link.is_symlink()
+        and str(link.readlink()) == py_here
+    ):
         overrides["bin/python"] = py_rec.encode()
         inputs.append(HostInput("bin/python", "interpreter link", py_rec, py_here))
     entries = [(rel, kind, overrides.get(rel, digest)) for rel, kind, digest in tree.entries]
