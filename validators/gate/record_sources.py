@@ -121,8 +121,8 @@ def materialize_sources(record: Record, workdir: Path) -> Sources:
     if manifest is None:
         manifest = _manifest_from_record(record)
         if manifest is None:
-            raise BadInput(
-                f"record {record.label}: the manifest it was made from "
+            raise StackgateError(
+                f"record {record.label}: the manifest the record was made from "
                 f"(stacks/{record.stack}.toml, sha256 {str(record.manifest_sha256)[:12]}) is "
                 f"{m_from}, and the record holds no copy of it",
                 details=[_HISTORY_HINT],
@@ -130,8 +130,8 @@ def materialize_sources(record: Record, workdir: Path) -> Sources:
         m_from = "the record's copy of its tables"
     lock, l_from = _find_version(lock_dir / "uv.lock", record.build.lock_sha256)
     if lock is None:
-        raise BadInput(
-            f"record {record.label}: the lock it was built from (stacks/locks/{record.stack}/"
+        raise StackgateError(
+            f"record {record.label}: the lock the record was built from (stacks/locks/{record.stack}/"
             f"uv.lock, sha256 {str(record.build.lock_sha256)[:12]}) is {l_from}",
             details=[_HISTORY_HINT],
         )

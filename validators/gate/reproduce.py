@@ -192,8 +192,16 @@ def reproduce(
         elif d.impact == "performance":
             outcome.notes.append(f"host {d.field}: recorded {d.recorded}, here {d.here}")
     with tempfile.TemporaryDirectory(prefix="stackgate-reproduce-") as tmp:
-        with _timed(outcome, "sources"):
-            sources = materialize_sources(record, Path(tmp))
+        try:
+            with _timed(outcome, "sources"):
+                sources = materialize_sources(record, Path(tmp))
+        except BadInput:
+            raise
+        except StackgateError as exc:  # what the record pins is not on this host
+            outcome.fail(exc.message)
+            outcome.notes += exc.details
+            outcome.parts["env"] = "not built"
+            return outcome
         outcome.notes += sources.notes
         loaded = _load_sources(record, sources)
         outcome.notes += [f"manifest: {n}" for n in loaded.notes]
