@@ -44,7 +44,7 @@ from validators.gate.record_sources import Sources, check_base_site, materialize
 from validators.gate.recorded_tree import as_recorded
 from validators.records.build_facts import build_facts
 from validators.records.compose import compose_record
-from validators.records.env_verify import recheck_env
+from validators.records.env_verify import recheck_env, recorded_scheme
 from validators.records.fingerprint import HostDifference, diff_hosts, probe_host
 from validators.records.model import BuildFacts, HostFingerprint, Record
 
@@ -269,6 +269,8 @@ def _compare_tree(outcome: ReproduceOutcome, record: Record, env: Path, facts: B
         outcome.parts["env"] = "no tree hash in the record"
         return
     tree = as_recorded(env, record.build, facts)
+    if tree.scheme != recorded_scheme(facts):
+        outcome.notes.append(f"env tree compared under the record's hash scheme {tree.scheme}")
     outcome.built_tree = tree.sha256
     outcome.host_inputs = [i.line() for i in tree.inputs]
     if tree.sha256 == outcome.recorded_tree:
