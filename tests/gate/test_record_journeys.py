@@ -54,7 +54,7 @@ def _record(path: str) -> dict[str, object]:
 
 def _base_site(tmp_path: Path, record: str, **change: str) -> Path:
     raw = _record(record)["build"]["raw"]  # type: ignore[index]
-    packages = {**raw["base_site"]["packages"], **change}  # type: ignore[index]
+    packages = {**raw["base_site"]["packages"], **change}
     return synthetic_base_site(tmp_path / "base", packages)
 
 
@@ -126,7 +126,7 @@ def _reproduced(done: subprocess.CompletedProcess[str], record: str) -> dict[str
     assert done.returncode in (0, 1), done.stderr[-3000:]  # 1 here: no GPU (host differs)
     outcome: dict[str, object] = json.loads(done.stdout)
     tree = outcome["env_tree"]
-    assert tree == {  # type: ignore[comparison-overlap]
+    assert tree == {
         "recorded": _record(record)["build"]["env_tree_sha256"],  # type: ignore[index]
         "built": _record(record)["build"]["env_tree_sha256"],  # type: ignore[index]
     }, outcome["reasons"]
