@@ -118,6 +118,12 @@ class BaseSite(StrictModel):
         description="Distributions found there (canonical name -> version): NOT built from "
         "the lock, NOT in `packages`, not hashed into the tree."
     )
+    records_sha256: dict[str, str] = Field(
+        default_factory=dict,
+        description="canonical name -> sha256 of its dist-info RECORD (the file hashes the "
+        "distribution installed): the folder's identity a new host's base site is checked "
+        "against (build records before it: versions only).",
+    )
 
 
 class FileClash(StrictModel):
@@ -163,6 +169,11 @@ class BuildRecord(StrictModel):
     topology: Topology | None = Field(description="Topology whose env profile was applied.")
     topology_source: TopologySource
     env_profile: dict[str, str] = Field(description="Variables every process of the env gets.")
+    env_profile_format: int | None = Field(
+        default=None,
+        description="How the profile module was written (stackgate.env_generated; records "
+        "without it: dated).",
+    )
     job_plan: JobPlan
     peak_rss_bytes: int | None = Field(
         default=None, description="Peak RSS of the whole build process tree (watchdog)."

@@ -205,15 +205,29 @@ def compute_tree(
             cache.remember(key, digest)
     if cache is not None:
         cache.flush()
+    entries = [
+        (rel, kind, digest)
+        for (rel, _full, _st), kind, digest in zip(found, kinds, digests, strict=True)
+    ]
+    return Tree(hash_entries(entries), len(entries), total, scheme, tuple(entries), raw)
+
+
+def hash_entries(entries: Iterable[Entry]) -> str:
+    """The tree hash of a listing in path order (compute_tree's last step; reproduce hashes
+    a built env's listing again with a few generated files as its record wrote them)."""
     tree = hashlib.sha256()
-    entries: list[Entry] = []
-    for (rel, _full, _st), kind, digest in zip(found, kinds, digests, strict=True):
-        kind_b = kind.encode()
+    for rel, kind, digest in entries:
         tree.update(
-            kind_b + b"\0" + rel.encode() + b"\0" + digest + (b"\0" if kind == "L" else b"")
+            kind.encode() + b"\0" + rel.encode() + b"\0" + digest + (b"\0" if kind == "L" else b"")
         )
-        entries.append((rel, kind, digest))
-    return Tree(tree.hexdigest(), len(entries), total, scheme, tuple(entries), raw)
+    return tree.hexdigest()
+
+
+def content_digest(data: bytes, own_paths: Iterable[Path] = ()) -> bytes:
+    """The digest compute_tree gives a small file holding `data` (own paths normalized)."""
+    for pattern in sorted({str(p).encode() for p in own_paths}, key=len, reverse=True):
+        data = data.replace(pattern, _PLACEHOLDER)
+    return hashlib.sha256(data).digest()
 
 
 def _digest_all(

@@ -26,6 +26,7 @@ from stackgate.errors import BadInput, ManifestError
 from stackgate.files import read_text_bounded, sha256_file
 from stackgate.manifest import Manifest
 from stackgate.manifest_files import inside_folder, sha256_regular
+from stackgate.manifest_migrate import migrate
 from stackgate.paths import display_path, resolve_stack
 from stackgate.validator_groups import specs
 
@@ -39,6 +40,8 @@ class LoadedStack:
     path: Path
     manifest: Manifest
     raw: dict[str, Any]
+    # what reading an older schema_version changed (stackgate.manifest_migrate), one line each
+    notes: tuple[str, ...] = ()
 
     @property
     def folder(self) -> Path:
@@ -59,7 +62,8 @@ def load_stack(stack: str | Path) -> LoadedStack:
     shown = display_path(path)
     raw = _read_toml(path, shown)
 
-    data = _apply_extends(raw)
+    migrated, notes = migrate(raw)
+    data = _apply_extends(migrated)
     problems: list[str] = []
     manifest: Manifest | None = None
     try:
@@ -74,7 +78,7 @@ def load_stack(stack: str | Path) -> LoadedStack:
         problems.append(f"{shown}: name: '{manifest.name}' must match the file name '{path.stem}'")
     if problems or manifest is None:
         raise ManifestError(_unique(problems))
-    return LoadedStack(path=path, manifest=manifest, raw=raw)
+    return LoadedStack(path=path, manifest=manifest, raw=raw, notes=tuple(notes))
 
 
 def _read_toml(path: Path, shown: str) -> dict[str, Any]:

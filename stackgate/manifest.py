@@ -1,4 +1,4 @@
-"""The stack manifest model (schema_version 1): strict, frozen pydantic v2 models.
+"""The stack manifest model (schema_version 2; 1 is read through manifest_migrate): strict, frozen pydantic v2 models.
 
 A manifest is TOML in stacks/. Loading (TOML parsing, collecting every error with its file
 and dotted path, cross references) lives in `stackgate.loading`; this module only says what
@@ -14,6 +14,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 from pydantic import ConfigDict, Field, model_validator
 
+from stackgate.manifest_migrate import NEVER_READ_TIMEOUTS
 from stackgate.manifest_values import (
     ArchStr,
     EngineName,
@@ -249,13 +250,6 @@ class Thresholds(Strict):
     correctness_token_agreement_min: float = Field(default=0.95, ge=0, le=1)
 
 
-# Keys that were accepted and never read; a manifest naming one is told where it went.
-_REMOVED_TIMEOUTS = {
-    "model_load_s": "load_timeout_s of the serving profile ([serving.<name>])",
-    "hang_s": "hang_timeout_s of the serving profile ([serving.<name>])",
-}
-
-
 class Timeouts(Strict):
     check_s: float = Field(default=120, gt=0, description="Seconds per runtime probe.")
 
@@ -263,7 +257,8 @@ class Timeouts(Strict):
     @classmethod
     def _moved(cls, data: object) -> object:
         if isinstance(data, dict):
-            moved = [f"{k} is now {v}" for k, v in _REMOVED_TIMEOUTS.items() if k in data]
+            # schema_version 1 manifests have had these dropped by stackgate.manifest_migrate
+            moved = [f"{k} is now {v}" for k, v in NEVER_READ_TIMEOUTS.items() if k in data]
             if moved:
                 raise ValueError("; ".join(moved))
         return data
@@ -325,7 +320,10 @@ class Validation(Strict):
 
 
 class Manifest(Strict):
-    schema_version: Literal[1]
+    schema_version: Literal[1, 2] = Field(
+        description="The manifest's form: 2 is current; 1 is read through "
+        "stackgate.manifest_migrate."
+    )
     name: NameStr
     description: str
     python: PythonStr

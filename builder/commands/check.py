@@ -42,6 +42,8 @@ def run(args: argparse.Namespace) -> int:
             }
         )
     out = lines_err()  # rich only on a terminal: piped, `check` never imports it
+    for note in loaded.notes:
+        out.plain(f"note: {display_path(loaded.path)}: {note}")
     for f in findings:
         style = "bold red" if f.severity == "error" else "yellow"
         out.styled(f"[{style}]{{}}[/] {{}}", f.severity, f.rule)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from builder.venv import envprofile
-from builder.venv.installed import read_distributions
+from stackgate.base_site_identity import site_identity
 from stackgate.build_record import BaseSite
 from stackgate.errors import BadInput
 
@@ -38,4 +38,5 @@ def layer(env: Path, folder: Path) -> BaseSite:
     """Write the .pth into the env and describe what it brings in."""
     site = envprofile.site_packages(env)
     (site / PTH).write_text(f"{folder}\n", encoding="utf-8")
-    return BaseSite(path=str(folder), pth=PTH, packages=read_distributions(folder))
+    versions, records = site_identity(folder)
+    return BaseSite(path=str(folder), pth=PTH, packages=versions, records_sha256=records)

@@ -60,6 +60,7 @@ from stackgate.digests import DigestCache
 from stackgate.early_digests import EarlyHasher, valid_raw
 from stackgate.envtree import compute_tree, digest_patterns, file_digests, write_listing
 from stackgate.errors import CheckFailed, CommandFailed, EnvironmentProblem
+from stackgate.env_generated import PROFILE_FORMAT
 from stackgate.files import sha256_file
 from stackgate.host.snapshot import host_snapshot
 from stackgate.layout import PARTIAL_SUFFIX, EnvLayout, lock_files
@@ -454,6 +455,7 @@ class _Build:
                     topology=choice.topology,
                     topology_source=choice.source,
                     env_profile=profile,
+                    env_profile_format=PROFILE_FORMAT,
                     job_plan=plan,
                     peak_rss_bytes=self.watch.peak_total_rss or None,
                     peak_rss_per_job_bytes=self.watch.peak_job_rss or None,

@@ -129,7 +129,7 @@ def test_invalid_toml(stack_dir: Path) -> None:
 
 def test_missing_sections_and_schema_version(stack_dir: Path) -> None:
     path = stack_dir / "empty.toml"
-    path.write_text('schema_version = 2\nname = "empty"\n')
+    path.write_text('schema_version = 3\nname = "empty"\n')
     problems = _problems(path)
     for field in ("schema_version", "description", "python", "host", "packages"):
         assert any(f": {field}:" in p for p in problems), (field, problems)
@@ -185,7 +185,9 @@ def test_sm_style_arch_gets_a_did_you_mean(write_variant: Variant) -> None:
 
 
 def test_removed_timeouts_name_their_replacement(write_variant: Variant) -> None:
+    """schema_version 2 refuses the keys version 1 accepted and never read."""
     path = write_variant("oldtimeouts", "check_s = 120", "check_s = 120\nmodel_load_s = 1800")
+    path.write_text(path.read_text().replace("schema_version = 1", "schema_version = 2", 1))
     problems = _problems(path)
     assert any(
         "validation.timeouts: model_load_s is now load_timeout_s of the serving "

@@ -37,8 +37,15 @@ ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
 UV = ".tools/bin/uv"
 NOX = ".tools/bin/nox"
-# Commands that run for real here: no network, no GPU, no build (the others are parsed).
-RUN_FOR_REAL = {("check",), ("show",), ("--help",)}
+# Commands that run for real here: no network, no GPU, no build (the others are parsed); a gate
+# of committed run reports (files, not a stack) against a committed record is offline too.
+RUN_FOR_REAL = {("check",), ("show",), ("--help",), ("gate",)}
+
+
+def _offline(words: list[str]) -> bool:
+    if words[0] != "gate":
+        return (words[0],) in RUN_FOR_REAL
+    return words[1].endswith(".json") and "--env" not in words
 
 
 def readme_command_lines() -> list[str]:
@@ -166,13 +173,20 @@ def test_the_offline_stackgate_commands_run_as_typed(
     uv_as_typed: tuple[str, dict[str, str]],
 ) -> None:
     uv, env = uv_as_typed
-    ran = 0
+    ran = gates = 0
     for command in readme_command_lines():
         words = _stackgate_words(command)
-        if words is None or (words[0],) not in RUN_FOR_REAL:
+        if words is None or not _offline(words):
             continue
         done = _run_as_typed(command, uv, env)
         expected = 2 if "bad.toml" in command else 0  # the example of a malformed manifest
+        if words[0] == "gate":  # the README says which: the equal gate passes, mrr15 refuses
+            verdict = "PASSED" if "gate-equal" in command else "REFUSED"
+            last = done.stderr.strip().splitlines()[-1]
+            assert last.startswith(verdict), (command, done.stderr[-2000:])
+            assert done.returncode == (0 if verdict == "PASSED" else 1), command
+            gates += 1
+            continue
         assert done.returncode == expected, (command, done.stderr[-2000:])
         if words == ["--help"]:
             assert "COMMAND" in done.stdout
@@ -182,6 +196,7 @@ def test_the_offline_stackgate_commands_run_as_typed(
             assert done.stderr.strip().splitlines()[-1].startswith("OK "), done.stderr[-2000:]
         ran += 1
     assert ran >= 4  # check, show, --help and the bad-manifest example
+    assert gates == 2  # the committed example: machine 2's equal and mrr15 gates
 
 
 def test_the_bad_manifest_example_says_what_the_readme_shows(

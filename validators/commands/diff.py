@@ -13,7 +13,7 @@ from stackgate.cli import emit_json
 from stackgate.errors import EXIT_OK
 from stackgate.output import console_err, styled
 from validators.gate.compare import gate
-from validators.gate.diffs import Change, diff_flat, diff_manifests
+from validators.gate.diffs import Change, diff_flat, diff_manifests, diff_versions
 from validators.gate.policy import GatePolicy
 from validators.gate.render import changes_table, host_table, metrics_table, print_checks
 from validators.records.cli_args import add_store_argument
@@ -73,7 +73,19 @@ def run(args: argparse.Namespace) -> int:
     with RecordStore.open(args.store, read_only=True) as store:
         lookup = Lookup(store)
         a, b = _side(a_ref, lookup), _side(b_ref, lookup)
-    versions: list[Change] = diff_flat(a.packages, b.packages)
+    unknown: str | None = None
+    if a.record is not None and b.record is not None:
+        # installed versions on both sides, or "unknown" for a run report's side, never the
+        # manifest's pins against another side's installed versions
+        known = diff_versions(
+            a.record.build.packages,
+            b.record.build.packages,
+            (a.record.build.env_tree_sha256, b.record.build.env_tree_sha256),
+        )
+        versions: list[Change] = known.changes
+        unknown = known.summary({"baseline": a.label, "candidate": b.label})
+    else:
+        versions = diff_flat(a.packages, b.packages)
     env = diff_flat(a.env, b.env)
     manifest = diff_manifests(a.manifest, b.manifest)
     console = console_err()
@@ -82,17 +94,20 @@ def run(args: argparse.Namespace) -> int:
         "a": a.label,
         "b": b.label,
         "versions": [c.model_dump() for c in versions],
+        "versions_unknown": unknown,
         "env": [c.model_dump() for c in env],
         "manifest": [c.model_dump() for c in manifest],
     }
+    if unknown:
+        console.print(unknown, markup=False, highlight=False)
     for title, changes in (
-        ("package versions", versions),
+        ("package versions", [] if unknown else versions),
         ("environment variables", env),
         ("manifest", manifest),
     ):
         if changes:
             console.print(changes_table(title, changes))
-        else:
+        elif not (unknown and title == "package versions"):
             console.print(f"{title}: same")
     if a.record is not None and b.record is not None:
         # The gate's comparison for a record pair, shown, not judged.
@@ -109,4 +124,6 @@ def run(args: argparse.Namespace) -> int:
         console.print("one side is a stack (no results): only the manifest sides compared")
     if args.json:
         emit_json(payload)
+    counted = f"{len(versions)} version, {len(env)} env and {len(manifest)} manifest change(s)"
+    console.print(styled("[bold green]OK[/] {}", f"{a.label} -> {b.label}: {counted}"))
     return EXIT_OK

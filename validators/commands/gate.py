@@ -80,11 +80,11 @@ def run(args: argparse.Namespace) -> int:
     with RecordStore.open(args.store, read_only=True) as store:
         outcome = run_gate(request, Lookup(store), console.print)
     result = outcome.result
-    render_gate(console, result, show_ok_checks=args.all)
     if html:
         baseline = outcome.remeasured or outcome.baseline
         write_report(html, outcome.candidate, baseline=baseline, gate_result=result)
         console.print(f"HTML report: {html}")
+    render_gate(console, result, show_ok_checks=args.all)  # its last line is the verdict
     if args.json:
         emit_json({"ok": result.passed, **result.model_dump(mode="json")})
     return EXIT_OK if result.passed else EXIT_CHECK_FAILED

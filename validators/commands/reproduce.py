@@ -19,6 +19,7 @@ from validators.gate.policy import DEFAULT_REPEATS
 from validators.gate.render import metrics_table, print_checks
 from validators.gate.reproduce import ReproduceOptions, ReproduceOutcome, reproduce
 from validators.records.cli_args import add_store_argument
+from validators.records.model import Record
 from validators.records.resolve import resolve_record
 from validators.records.store import RecordStore
 
@@ -48,6 +49,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="env profile (default: the record's, so the env tree can match)",
     )
+    parser.add_argument(
+        "--base-site",
+        type=FOLDER,
+        default=None,
+        metavar="PATH",
+        help="this host's copy of the site-packages the record's env was layered over "
+        "(checked against the record's versions and file hashes; the record's own path is "
+        "where its machine kept it and is never used)",
+    )
     parser.add_argument("--python", default=None, help="interpreter for the build")
     parser.add_argument(
         "--index-map",
@@ -60,7 +70,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--runs",
         type=RUNS,
         default=None,
-        help=f"validation runs (default {DEFAULT_REPEATS} when the record has metrics, else 1)",
+        help="validation runs (default: as many as the record holds, at most "
+        f"{DEFAULT_REPEATS}; 1 on a host of another class, whose numbers are not compared)",
     )
     parser.add_argument(
         "--no-validate", action="store_true", help="build and compare the env tree only"
@@ -85,11 +96,21 @@ def _render(outcome: ReproduceOutcome) -> None:
     console.print(
         f"env tree: recorded {str(outcome.recorded_tree)[:16]}, built "
         f"{str(outcome.built_tree)[:16]}"
-        + (" (equal)" if outcome.built_tree and outcome.built_tree == outcome.recorded_tree else "")
+        + (
+            " (equal)" if outcome.built_tree and outcome.built_tree == outcome.recorded_tree else ""
+        ),
+        markup=False,
+        highlight=False,
     )
+    for line in outcome.host_inputs:
+        console.print(f"  host input: {line}", markup=False, highlight=False)
     console.print("time: " + " ".join(f"{k}={v:.1f}s" for k, v in outcome.timings_s.items()))
     for note in outcome.notes:
         console.print(f"  note: {note}", markup=False, highlight=False)
+    for part, state in outcome.parts.items():
+        console.print(f"{part:>12}: {state}", markup=False, highlight=False)
+    for reason in outcome.reasons:
+        console.print(f"  - {reason}", markup=False, highlight=False)
     console.print(
         styled(
             f"[{_STYLE[outcome.verdict]}]{{}}[/] {{}}",
@@ -97,8 +118,6 @@ def _render(outcome: ReproduceOutcome) -> None:
             f"{outcome.record}" + (f" in {outcome.env}" if outcome.env else ""),
         )
     )
-    for reason in outcome.reasons:
-        console.print(f"  - {reason}", markup=False, highlight=False)
 
 
 def check_arguments(args: argparse.Namespace) -> None:
@@ -107,6 +126,8 @@ def check_arguments(args: argparse.Namespace) -> None:
     it creates anything; its exit 2 is ours (validators.gate.reproduce._build)."""
     if args.wheelhouse is not None and not args.wheelhouse.is_dir():
         raise BadInput(f"--wheelhouse {args.wheelhouse}: no such folder")
+    if args.base_site is not None and not args.base_site.is_dir():
+        raise BadInput(f"--base-site {args.base_site}: no such folder")
     if args.runs is not None and args.runs < 1:
         raise BadInput(f"--runs {args.runs}: give at least 1")
     if args.venv_root is not None:
@@ -117,19 +138,29 @@ def check_arguments(args: argparse.Namespace) -> None:
             raise BadInput(f"--index-map '{redact(item)}': write NAME=URL")
 
 
+def default_runs(record: Record) -> int:
+    """As many runs as the record merges (at most the gate's default), so the numbers are
+    judged at the record's own power; 1 without metrics. On a host of another class the
+    numbers are not compared, and reproduce says so before the first run (it cannot know the
+    host class before the probe; `--runs 1` saves the time)."""
+    return min(record.runs, DEFAULT_REPEATS) if record.metrics else 1
+
+
 def run(args: argparse.Namespace) -> int:
     check_arguments(args)
     with RecordStore.open(args.store, read_only=True) as store:
         record = resolve_record(args.record, store)
-    runs = args.runs if args.runs is not None else (DEFAULT_REPEATS if record.metrics else 1)
+    runs = args.runs if args.runs is not None else default_runs(record)
     options = ReproduceOptions(
         venv_root=args.venv_root,
         wheelhouse=args.wheelhouse,
+        base_site=args.base_site,
         topology=args.topology,
         python=args.python,
         index_map=args.index_map,
         validate=not args.no_validate,
         runs=runs,
+        runs_given=args.runs is not None,
         policy=policy_from(args),
     )
     console_err().print(

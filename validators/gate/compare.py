@@ -16,7 +16,7 @@ import numpy as np
 from pydantic import Field
 
 from stackgate.model import StrictModel
-from validators.gate.diffs import Change, diff_flat, diff_manifests
+from validators.gate.diffs import Change, diff_flat, diff_manifests, diff_versions
 from validators.gate.policy import TARGET_REGRESSION, GatePolicy, detectable_regression
 from validators.gate.stats import bootstrap_ratio, coefficient_of_variation
 from validators.records.fingerprint import diff_hosts
@@ -107,6 +107,11 @@ class GateResult(StrictModel):
     checks: list[CheckVerdict]
     metrics: list[MetricVerdict]
     versions: list[Change]
+    versions_unknown: str | None = Field(
+        default=None,
+        description="Set when one side's package versions are unknown (a run report): then "
+        "`versions` is empty, not a list of removals.",
+    )
     env: list[Change]
     manifest: list[Change]
     host: list[HostChange]
@@ -380,6 +385,11 @@ def gate(
     for m in metrics:
         if m.failing:
             reasons.append(f"metric {m.key}: {m.status}: {m.reason}")
+    versions = diff_versions(
+        baseline.build.packages,
+        candidate.build.packages,
+        (baseline.build.env_tree_sha256, candidate.build.env_tree_sha256),
+    )
     host = [
         HostChange(field=d.field, baseline=d.recorded, candidate=d.here, impact=d.impact, why=d.why)
         for d in diff_hosts(baseline.host, candidate.host)
@@ -391,7 +401,8 @@ def gate(
         reasons=reasons,
         checks=checks,
         metrics=metrics,
-        versions=diff_flat(baseline.build.packages, candidate.build.packages),
+        versions=versions.changes,
+        versions_unknown=versions.summary(),
         env=diff_flat(baseline.env, candidate.env),
         manifest=diff_manifests(baseline.manifest, candidate.manifest),
         host=host,

@@ -31,6 +31,45 @@ def diff_flat(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Change]:
     return out
 
 
+VERSIONS_UNKNOWN = "versions unknown (the run report holds only the env's tree hash)"
+
+
+class VersionsDiff(StrictModel):
+    """Package versions of two sides, where both are known. A run report (not a record)
+    carries its env's tree hash but no package list: its versions are unknown, not removed."""
+
+    changes: list[Change]
+    unknown: list[Literal["baseline", "candidate"]]
+    same_tree: bool | None = None  # both tree hashes known: equal or not
+
+    def summary(self, names: Mapping[str, str] | None = None) -> str | None:
+        """One line for the unknown side(s), or None when both sides' versions are known.
+        names: how to call each side ("baseline"/"candidate" unless given)."""
+        if not self.unknown:
+            return None
+        sides = " and ".join(f"{(names or {}).get(side, side)}'s" for side in self.unknown)
+        tree = {None: "", True: "; env trees identical", False: "; env trees differ"}[
+            self.same_tree
+        ]
+        return f"package versions: {sides} {VERSIONS_UNKNOWN}{tree}"
+
+
+def diff_versions(
+    baseline: Mapping[str, str],
+    candidate: Mapping[str, str],
+    trees: tuple[str | None, str | None] = (None, None),
+) -> VersionsDiff:
+    """Compare what is known: a side with no package list is unknown, not empty."""
+    unknown: list[Literal["baseline", "candidate"]] = []
+    if not baseline:
+        unknown.append("baseline")
+    if not candidate:
+        unknown.append("candidate")
+    same = trees[0] == trees[1] if trees[0] and trees[1] else None
+    changes = [] if unknown else diff_flat(baseline, candidate)
+    return VersionsDiff(changes=changes, unknown=unknown, same_tree=same)
+
+
 def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     """Nested tables to dotted keys; lists stay values (their order is meaningful)."""
     flat: dict[str, Any] = {}

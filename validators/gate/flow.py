@@ -19,6 +19,7 @@ from validators.core.results import Report
 from validators.core.runs import run_interleaved, run_validations
 from validators.gate.candidate import candidate_record
 from validators.gate.compare import GateResult, gate
+from validators.gate.policy import DEFAULT_REPEATS
 from validators.gate.stack_policy import (
     GateFlags,
     decide,
@@ -74,7 +75,14 @@ def run_gate(request: GateRequest, lookup: Lookup, note: Callable[[str], None]) 
             f"baseline {baseline.label} is a {baseline.kind} record, not known-good; refusing "
             f"to gate against it (mark it good first: stackgate mark-good)"
         )
-    policy, loosened = under_baseline(request.flags, decision.policy, baseline, interleaving)
+    policy, loosened = under_baseline(
+        request.flags, decision.policy, baseline, interleaving, declared.settings
+    )
+    if baseline.runs < DEFAULT_REPEATS and request.flags.min_repeats is None:
+        note(
+            f"gate policy: {baseline.label} holds {baseline.runs} runs (made below the default "
+            f"minimum of {DEFAULT_REPEATS}); minimum applied: {policy.min_repeats} runs a side"
+        )
     if loosened:
         note(
             "gate policy: the working tree's [validation.gate] is looser than the one the "

@@ -139,6 +139,8 @@ def render_gate(console: Console, result: GateResult, *, show_ok_checks: bool = 
     )
     if result.baseline_numbers != "record":
         console.print(f"baseline numbers: {result.baseline_numbers}")
+    if result.versions_unknown:
+        console.print(result.versions_unknown, markup=False, highlight=False)
     if result.versions:
         print_table(console, changes_table("package versions", result.versions))
     if result.env:
@@ -157,6 +159,10 @@ def render_gate(console: Console, result: GateResult, *, show_ok_checks: bool = 
     print_checks(console, result, show_ok=show_ok_checks)
     if result.metrics:
         print_table(console, metrics_table(result))
+    if not result.passed:
+        # the reasons, then the notes beside the verdict, then the verdict: the last line
+        for reason in result.reasons:
+            console.print(f"  - {reason}", markup=False, highlight=False)
     if result.underpowered:
         console.print(
             styled(
@@ -185,5 +191,3 @@ def render_gate(console: Console, result: GateResult, *, show_ok_checks: bool = 
         )
         return
     console.print(styled("[bold red]REFUSED[/]: {} reason(s)", len(result.reasons)))
-    for reason in result.reasons:
-        console.print(f"  - {reason}", markup=False, highlight=False)

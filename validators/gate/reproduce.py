@@ -13,7 +13,6 @@ host in a way that matters), each reason listed; FAILED (could not build, or a c
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 import tempfile
@@ -33,19 +32,21 @@ from stackgate.errors import (
     EXIT_BAD_INPUT,
     BadInput,
     CommandFailed,
+    ManifestError,
     StackgateError,
 )
-from stackgate.loading import load_stack
-from stackgate.paths import project_root, stacks_dir
+from stackgate.loading import LoadedStack, load_stack
 from validators.core.results import Report
 from validators.core.runs import validate_once
 from validators.gate.compare import GateResult, gate
 from validators.gate.policy import GatePolicy
+from validators.gate.record_sources import Sources, check_base_site, materialize_sources
+from validators.gate.recorded_tree import as_recorded
 from validators.records.build_facts import build_facts
 from validators.records.compose import compose_record
-from validators.records.env_verify import recheck_env
+from validators.records.env_verify import recheck_env, recorded_scheme
 from validators.records.fingerprint import HostDifference, diff_hosts, probe_host
-from validators.records.model import HostFingerprint, Record
+from validators.records.model import BuildFacts, HostFingerprint, Record
 
 Verdict = Literal["REPRODUCED", "DIFFERS", "FAILED"]
 
@@ -54,11 +55,13 @@ Verdict = Literal["REPRODUCED", "DIFFERS", "FAILED"]
 class ReproduceOptions:
     venv_root: Path | None = None
     wheelhouse: Path | None = None
+    base_site: Path | None = None
     topology: str | None = None
     python: str | None = None
     index_map: Sequence[str] = ()
     validate: bool = True
     runs: int = 1
+    runs_given: bool = True  # False: the record's count, cut to 1 on a host of another class
     policy: GatePolicy = field(default_factory=GatePolicy)
 
 
@@ -74,6 +77,9 @@ class ReproduceOutcome:
     built_tree: str | None = None
     timings_s: dict[str, float] = field(default_factory=dict)
     gate: GateResult | None = None
+    # one line per part of the verdict: env, checks, correctness, numbers
+    parts: dict[str, str] = field(default_factory=dict)
+    host_inputs: list[str] = field(default_factory=list)
 
     def fail(self, reason: str) -> None:
         self.verdict = "FAILED"
@@ -93,6 +99,8 @@ class ReproduceOutcome:
             "notes": self.notes,
             "env": self.env,
             "env_tree": {"recorded": self.recorded_tree, "built": self.built_tree},
+            "parts": self.parts,
+            "host_inputs": self.host_inputs,
             "host_differences": [d.__dict__ for d in self.host],
             "timings_s": self.timings_s,
             "gate": self.gate.model_dump(mode="json") if self.gate else None,
@@ -106,128 +114,6 @@ def _timed(outcome: ReproduceOutcome, step: str) -> Iterator[None]:
         yield
     finally:
         outcome.timings_s[step] = round(time.perf_counter() - t0, 3)
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def _git_versions(relpath: str) -> Iterator[tuple[str, bytes]]:
-    """(commit, content) of every committed version of a file, newest first; none without git."""
-    root = project_root()
-    try:
-        log = proc.run(["git", "-C", root, "log", "--format=%H", "--", relpath], timeout=60)
-    except StackgateError:
-        return
-    for commit in log.stdout.split():
-        try:
-            shown = proc.run(["git", "-C", root, "show", f"{commit}:{relpath}"], timeout=60)
-        except StackgateError:
-            continue
-        yield commit, shown.stdout.encode("utf-8")
-
-
-def _git_show(commit: str, path: Path) -> bytes | None:
-    try:
-        rel = path.resolve().relative_to(project_root()).as_posix()
-        shown = proc.run(["git", "-C", project_root(), "show", f"{commit}:{rel}"], timeout=60)
-    except (ValueError, StackgateError):
-        return None
-    return shown.stdout.encode("utf-8")
-
-
-def _find_version(path: Path, wanted: str | None) -> tuple[bytes | None, str]:
-    """Bytes of `path` whose sha256 is `wanted`: the working tree's, else from git history."""
-    if path.is_file() and (wanted is None or _sha256(path.read_bytes()) == wanted):
-        return path.read_bytes(), "working tree"
-    if wanted is None:
-        return None, "missing"
-    try:
-        rel = path.resolve().relative_to(project_root()).as_posix()
-    except ValueError:
-        return None, "not in this checkout"
-    for commit, data in _git_versions(rel):
-        if _sha256(data) == wanted:
-            return data, f"git {commit[:12]}"
-    return None, "not found in the working tree or git history"
-
-
-_HISTORY_HINT = (
-    "check out the commit that has it, or fetch full history (`git fetch --unshallow`) so it "
-    "can be found there"
-)
-
-
-@dataclass(frozen=True)
-class Sources:
-    stacks: Path
-    locks: Path
-    notes: list[str]
-
-
-def materialize_sources(record: Record, workdir: Path) -> Sources:
-    """A stacks folder and a locks folder holding exactly the record's manifest and lock.
-
-    The working tree is used as is when both match; otherwise the matching versions are taken
-    from git history into `workdir` (patches are copied from the working tree; the loader
-    checks their sha256 against the manifest).
-    """
-    stacks = stacks_dir()
-    manifest_path = stacks / f"{record.stack}.toml"
-    lock_dir = stacks / "locks" / record.stack
-    manifest, m_from = _find_version(manifest_path, record.manifest_sha256)
-    if manifest is None:
-        raise StackgateError(
-            f"the manifest the record was made from (sha256 {str(record.manifest_sha256)[:12]}) "
-            f"is {m_from}",
-            details=[_HISTORY_HINT],
-        )
-    lock, l_from = _find_version(lock_dir / "uv.lock", record.build.lock_sha256)
-    if lock is None:
-        raise StackgateError(
-            f"the lock the record was built from (sha256 {str(record.build.lock_sha256)[:12]}) "
-            f"is {l_from}",
-            details=[_HISTORY_HINT],
-        )
-    if m_from == "working tree" and l_from == "working tree":
-        return Sources(stacks, stacks / "locks", [])
-    notes = [f"manifest from {m_from}", f"lock from {l_from}"]
-    out_stacks = workdir / "stacks"
-    out_locks = out_stacks / "locks" / record.stack
-    out_locks.mkdir(parents=True, exist_ok=True)
-    (out_stacks / f"{record.stack}.toml").write_bytes(manifest)
-    (out_locks / "uv.lock").write_bytes(lock)
-    # The generated pyproject beside the lock carries the manifest hash the builder checks
-    # for staleness: take it from the same commit as the lock.
-    pyproject_path = lock_dir / "pyproject.toml"
-    pyproject = pyproject_path.read_bytes() if pyproject_path.is_file() else None
-    if l_from.startswith("git "):
-        pyproject = _git_show(l_from.split()[1], pyproject_path)
-    if pyproject is not None:
-        (out_locks / "pyproject.toml").write_bytes(pyproject)
-    if (stacks / "patches").is_dir():
-        _copy_tree(stacks / "patches", out_stacks / "patches")
-    for rules in ("rules.toml",):
-        if (stacks / rules).is_file():
-            (out_stacks / rules).write_bytes((stacks / rules).read_bytes())
-    return Sources(out_stacks, out_stacks / "locks", notes)
-
-
-def _copy_tree(src: Path, dst: Path) -> None:
-    for item in src.rglob("*"):
-        target = dst / item.relative_to(src)
-        if item.is_dir():
-            target.mkdir(parents=True, exist_ok=True)
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(item.read_bytes())
-
-
-def base_site_of(record: Record) -> str | None:
-    """The site-packages the recorded env was layered over (build record `base_site`), if any."""
-    base = record.build.raw.get("base_site")
-    path = base.get("path") if isinstance(base, dict) else None
-    return path if isinstance(path, str) and path else None
 
 
 def _build(record: Record, sources: Sources, options: ReproduceOptions) -> BuildOutput:
@@ -252,11 +138,9 @@ def _build(record: Record, sources: Sources, options: ReproduceOptions) -> Build
         argv += ["--python", options.python]
     for mapping in options.index_map:
         argv += ["--index-map", mapping]
-    base = base_site_of(record)
-    if base:
-        # The record's env was layered over a host's site-packages: rebuild it the same way
-        # (the tree hash covers the .pth naming the folder, not the folder's contents).
-        argv += ["--base-site", base]
+    if options.base_site is not None:
+        # this host's copy of the record's base site (check_base_site compared it first)
+        argv += ["--base-site", options.base_site]
     env = {**os.environ, "STACKGATE_STACKS_DIR": str(sources.stacks)}
     done = proc.run(argv, env=env, check=False)
     if done.returncode == 0:
@@ -284,10 +168,21 @@ def _validate(record: Record, env: Path, sources: Sources, runs: int) -> list[Re
     return [validate_once(record.stack, env, env_vars=env_vars) for _ in range(runs)]
 
 
+# Host differences that make a host another class: its numbers are not comparable with the
+# record's (they are reported, not judged).
+HOST_CLASS_FIELDS = ("gpu.model", "gpu.count", "gpu.memory_gib", "interconnect")
+CORRECTNESS_PREFIX = "serve-bench.correctness."
+
+
+def other_host_class(differences: Sequence[HostDifference]) -> list[HostDifference]:
+    return [d for d in differences if d.field in HOST_CLASS_FIELDS and d.impact != "info"]
+
+
 def reproduce(
     record: Record, options: ReproduceOptions, *, here: HostFingerprint | None = None
 ) -> ReproduceOutcome:
     outcome = ReproduceOutcome(record=record.label, recorded_tree=record.build.env_tree_sha256)
+    outcome.notes += check_base_site(record, options.base_site)
     with _timed(outcome, "preflight"):
         host = here or probe_host()
         outcome.host = diff_hosts(record.host, host)
@@ -300,51 +195,97 @@ def reproduce(
         try:
             with _timed(outcome, "sources"):
                 sources = materialize_sources(record, Path(tmp))
-            outcome.notes += sources.notes
-            with _timed(outcome, "build"):
-                built = _build(record, sources, options)
         except BadInput:
             raise
+        except StackgateError as exc:  # what the record pins is not on this host
+            outcome.fail(exc.message)
+            outcome.notes += exc.details
+            outcome.parts["env"] = "not built"
+            return outcome
+        outcome.notes += sources.notes
+        loaded = _load_sources(record, sources)
+        outcome.notes += [f"manifest: {n}" for n in loaded.notes]
+        try:
+            with _timed(outcome, "build"):
+                built = _build(record, sources, options)
+        except BadInput as exc:
+            raise BadInput(
+                sources.shown(exc.message, record),
+                details=[sources.shown(d, record) for d in exc.details],
+            ) from None
         except StackgateError as exc:
-            outcome.fail(f"build: {exc.message}")
-            outcome.notes += exc.details[-5:]
+            outcome.fail(f"build: {sources.shown(exc.message, record)}")
+            outcome.notes += [sources.shown(d, record) for d in exc.details[-5:]]
+            outcome.parts["env"] = "not built"
             return outcome
         env = Path(built.env)
         outcome.env = str(env)
         facts = build_facts(built.record)
-        outcome.built_tree = facts.env_tree_sha256
         check = recheck_env(env, facts)
         if not check.ok:
             # `builder build` reused an env whose files changed after it was built.
             outcome.fail(
                 f"{env}: files differ from its build record: " + "; ".join(check.explain())
             )
+            outcome.parts["env"] = "damaged"
             return outcome
-        if record.build.env_tree_sha256 is not None:
-            # hashed the way the record was: a record of an older tree-hash scheme names the
-            # same files by another hash than today's build record does
-            same = recheck_env(env, record.build)
-            outcome.built_tree = same.tree.sha256
-            if same.tree.scheme != check.tree.scheme:
-                outcome.notes.append(
-                    f"env tree compared under the record's hash scheme {same.tree.scheme} "
-                    f"(built: {str(facts.env_tree_sha256)[:16]} under scheme {check.tree.scheme})"
-                )
-        if outcome.built_tree != outcome.recorded_tree:
-            outcome.differ(
-                f"env tree hash differs: recorded {str(outcome.recorded_tree)[:16]}, built "
-                f"{str(outcome.built_tree)[:16]}"
-            )
+        _compare_tree(outcome, record, env, facts)
         if not options.validate:
             outcome.notes.append("validators not run (--no-validate)")
+            for part in ("checks", "correctness", "numbers"):
+                outcome.parts[part] = "not run (--no-validate)"
             return outcome
+        runs = max(1, options.runs)
+        if not options.runs_given and other_host_class(outcome.host) and runs > 1:
+            outcome.notes.append(
+                f"1 validation run, not {runs}: this host is of another class, its numbers "
+                "are not compared with the record's (--runs N measures anyway)"
+            )
+            runs = 1
         with _timed(outcome, "validate"):
-            reports = _validate(record, env, sources, max(1, options.runs))
+            reports = _validate(record, env, sources, runs)
         with _timed(outcome, "compare"):
-            loaded = load_stack(sources.stacks / f"{record.stack}.toml")
             candidate = compose_record(loaded, reports, build=facts, host=host, kind="candidate")
             _judge(outcome, record, candidate, options.policy)
     return outcome
+
+
+def _load_sources(record: Record, sources: Sources) -> LoadedStack:
+    """The record's manifest, loaded (older forms through stackgate.manifest_migrate); one
+    that no longer loads is named as the record's, not by the folder it was copied to."""
+    try:
+        return load_stack(sources.stacks / f"{record.stack}.toml")
+    except ManifestError as exc:
+        raise BadInput(
+            f"record {record.label}: its manifest (stacks/{record.stack}.toml, "
+            f"{sources.manifest_from}) does not load with this stackgate",
+            details=[sources.shown(d, record) for d in exc.details],
+        ) from None
+
+
+def _compare_tree(outcome: ReproduceOutcome, record: Record, env: Path, facts: BuildFacts) -> None:
+    """The built tree against the recorded one, generated files as the record wrote them."""
+    if record.build.env_tree_sha256 is None:
+        outcome.parts["env"] = "no tree hash in the record"
+        return
+    tree = as_recorded(env, record.build, facts)
+    if tree.scheme != recorded_scheme(facts):
+        outcome.notes.append(f"env tree compared under the record's hash scheme {tree.scheme}")
+    outcome.built_tree = tree.sha256
+    outcome.host_inputs = [i.line() for i in tree.inputs]
+    if tree.sha256 == outcome.recorded_tree:
+        outcome.parts["env"] = "env tree identical" + (
+            f" ({len(tree.inputs)} host input(s) in generated files compared as the record's build wrote them)"
+            if tree.inputs
+            else ""
+        )
+        return
+    outcome.parts["env"] = "env tree differs"
+    outcome.differ(
+        f"env tree hash differs: recorded {str(outcome.recorded_tree)[:16]}, built "
+        f"{tree.sha256[:16]} (scheme {tree.scheme}, generated files as the record wrote them); "
+        "the record holds the tree's hash, not its file listing, so the files cannot be named"
+    )
 
 
 def _judge(
@@ -360,11 +301,25 @@ def _judge(
     )
     result = gate(record, candidate, policy)
     outcome.gate = result
-    for c in result.checks:
-        if c.failing:
-            outcome.fail(f"check {c.check}: {c.status}: {c.reason}")
+    failing = [c for c in result.checks if c.failing]
+    for c in failing:
+        outcome.fail(f"check {c.check}: {c.status}: {c.reason}")
+    plain = [c for c in failing if not c.check.startswith(CORRECTNESS_PREFIX)]
+    wrong = [c for c in failing if c.check.startswith(CORRECTNESS_PREFIX)]
+    ran = [c for c in result.checks if c.check.startswith(CORRECTNESS_PREFIX)]
+    outcome.parts["checks"] = f"{len(plain)} failing" if plain else "every recorded check holds"
+    outcome.parts["correctness"] = (
+        f"{len(wrong)} failing" if wrong else ("matches the record" if ran else "not checked")
+    )
+    other = other_host_class(outcome.host)
+    if other:
+        what = ", ".join(f"{d.field} {d.here} here, {d.recorded} recorded" for d in other)
+        outcome.parts["numbers"] = f"not comparable here ({what})"
+        return
+    moved = [m for m in result.metrics if m.status in ("REGRESSION", "IMPROVEMENT", "MISSING")]
+    for m in moved:
+        outcome.differ(f"metric {m.key}: {m.status}: {m.reason}")
     for m in result.metrics:
-        if m.status in ("REGRESSION", "IMPROVEMENT", "MISSING"):
-            outcome.differ(f"metric {m.key}: {m.status}: {m.reason}")
-        elif m.status == "TOO_FEW":
+        if m.status == "TOO_FEW":
             outcome.notes.append(f"metric {m.key}: {m.reason}")
+    outcome.parts["numbers"] = f"{len(moved)} differ" if moved else "within noise"

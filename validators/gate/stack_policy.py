@@ -97,15 +97,26 @@ def decide(flags: GateFlags, settings: GateSettings | None = None) -> GateDecisi
     return GateDecision(policy, _pick(flags.repeats, declared.repeats, DEFAULT_REPEATS))
 
 
-def proven_settings(baseline: Record) -> GateSettings:
+def proven_settings(baseline: Record, declared: GateSettings | None = None) -> GateSettings:
     """The [validation.gate] of the manifest the baseline was proven under (its sealed copy);
-    the defaults when it had none."""
+    the defaults when it had none.
+
+    A record's policy travels with it: one holding fewer runs than the default minimum was
+    evidently not made under that minimum. When its manifest stated no `repeats`, the minimum
+    it was made under is what its stack declares now (`declared`, the tree's table) if the
+    record itself holds that many runs, else the record's own count; a record of the default
+    count or more keeps the default (the tree cannot lower it)."""
     validation = baseline.manifest.get("validation")
     table = validation.get("gate") if isinstance(validation, dict) else None
     try:
-        return GateSettings.model_validate(table) if isinstance(table, dict) else GateSettings()
+        proven = GateSettings.model_validate(table) if isinstance(table, dict) else GateSettings()
     except ValidationError:
-        return GateSettings()
+        proven = GateSettings()
+    if proven.repeats is None and 2 <= baseline.runs < DEFAULT_REPEATS:
+        wanted = declared.repeats if declared is not None else None
+        runs = wanted if wanted is not None and wanted <= baseline.runs else baseline.runs
+        proven = proven.model_copy(update={"repeats": runs})
+    return proven
 
 
 def stricter(a: GatePolicy, b: GatePolicy) -> GatePolicy:
@@ -121,14 +132,18 @@ def stricter(a: GatePolicy, b: GatePolicy) -> GatePolicy:
 
 
 def under_baseline(
-    flags: GateFlags, policy: GatePolicy, baseline: Record, interleaving: bool
+    flags: GateFlags,
+    policy: GatePolicy,
+    baseline: Record,
+    interleaving: bool,
+    declared: GateSettings | None = None,
 ) -> tuple[GatePolicy, list[str]]:
     """The working tree's manifest may tighten its stack's gate, never loosen it below what the
     baseline record was proven under: the manifest is edited by the very change being gated
     (`tolerance = 0.9` beside a torch bump passed a 50%-slower candidate). Returns the policy
     to apply and what the tree tried to loosen; a looser policy needs a new known-good record
     (mark-good copies the manifest it was proven under)."""
-    proven = proven_settings(baseline)
+    proven = proven_settings(baseline, declared)
     require_interleave(
         StackGate(baseline.stack, f"{baseline.label}'s manifest", proven), interleaving
     )

@@ -286,6 +286,7 @@ def render_report(
         reasons=gate_result.reasons if gate_result is not None else [],
         summary=_summary(record, baseline),
         versions=versions,
+        versions_unknown=gate_result.versions_unknown if gate_result is not None else None,
         checks=_checks(record, gate_result),
         metrics=_metrics(gate_result, record) if has_metrics else None,
         underpowered=gate_result.underpowered if gate_result is not None else [],
