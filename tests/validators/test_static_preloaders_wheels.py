@@ -159,3 +159,31 @@ def test_the_lock_names_the_same_modules_before_install(trio: Path, tmp_path: Pa
     env_status = {k: v.status for k, v in _abi(trio).items() if k != "static.abi.summary"}
     lock_status = {k: by[k].status for k in env_status if k in by}
     assert lock_status == {k: env_status[k] for k in lock_status}
+
+
+def test_torch_2_10_preloads_through_its_helper_as_a_real_import_does() -> None:
+    """torch 2.10 moved its preloads into `_preload_cuda_deps()` walking a list of pairs
+    through `_preload_cuda_lib`, and preloads every CUDA library whenever libcudart loaded:
+    the closure read from the source must hold what a real `import torch` maps."""
+    from tests.validators.test_real_wheels import real_env
+
+    env = real_env("2.10.0")
+    site = env / "lib" / "python3.12" / "site-packages"
+    pre = torch_source_preloads((site / "torch" / "__init__.py").read_text())
+    always = [p.folder for p in pre if not p.fallback]
+    assert {"cublas", "cuda_nvrtc", "cusolver", "nccl", "nvjitlink"} <= set(always)
+    assert [p.folder for p in pre if not p.required] == ["nvtx", "nvtx"]  # fallback + guarded
+    code = "import torch\nprint(open('/proc/self/maps').read())"
+    done = subprocess.run(
+        [str(env / "bin" / "python"), "-I", "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    )
+    mapped = {Path(line.split()[-1]).name for line in done.stdout.splitlines() if ".so" in line}
+    closure = AbiChecker(load_environment(env)).import_closure
+    assert closure is not None
+    for soname in ("libnvrtc.so.12", "libcusolver.so.11", "libcublasLt.so.12"):
+        assert soname in mapped, soname  # the ground truth
+        assert soname in closure.loaded, soname

@@ -24,7 +24,7 @@ from pathlib import Path
 from validators.static.elf_symbols import ElfObject, ElfReadError
 from validators.static.loader import HOST_PROVIDED, Resolver, own_rpath
 
-PRELOAD_FUNCTION = "_preload_cuda_deps"
+PRELOAD_PREFIX = "_preload_cuda_"  # _preload_cuda_deps (<= 2.9), _preload_cuda_lib (2.10)
 GLOBAL_DEPS_FUNCTION = "_load_global_deps"
 GLOBAL_DEPS = "libtorch_global_deps.so"
 # the sources a preloader's facts are read from (site-packages relative): the resolution memo
@@ -45,19 +45,41 @@ def disk_text(path: Path) -> str | None:
 
 @dataclass(frozen=True)
 class SourcePreload:
-    """One `_preload_cuda_deps(folder, pattern)` of torch/__init__.py."""
+    """One library torch/__init__.py preloads by (folder, file-name glob)."""
 
     folder: str  # nvidia/<folder>/lib (else <folder>/lib) under site-packages
     pattern: str  # glob of the file name
     fallback: bool  # only when the global deps library failed to load
     guard: str | None = None  # loaded only when a loaded file's path contains this
+    required: bool = True  # a miss raises, which ends the preloads after it
 
 
 def _str(node: ast.expr) -> str | None:
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
-def _dict_literals(func: ast.FunctionDef) -> dict[str, list[tuple[str, str]]]:
+def _pairs(value: ast.expr) -> list[tuple[str, str]] | None:
+    """The (folder, pattern) pairs of a dict literal or a list/tuple of 2-string tuples."""
+    if isinstance(value, ast.Dict):
+        return [
+            (k, v)
+            for key, val in zip(value.keys, value.values, strict=True)
+            if key is not None and (k := _str(key)) is not None and (v := _str(val)) is not None
+        ]
+    if isinstance(value, ast.List | ast.Tuple):
+        out = []
+        for item in value.elts:
+            if not (isinstance(item, ast.Tuple) and len(item.elts) == 2):
+                return None
+            k, v = _str(item.elts[0]), _str(item.elts[1])
+            if k is None or v is None:
+                return None
+            out.append((k, v))
+        return out
+    return None
+
+
+def _pair_literals(func: ast.FunctionDef) -> dict[str, list[tuple[str, str]]]:
     out: dict[str, list[tuple[str, str]]] = {}
     for node in ast.walk(func):
         target: ast.expr | None = None
@@ -66,18 +88,16 @@ def _dict_literals(func: ast.FunctionDef) -> dict[str, list[tuple[str, str]]]:
             target, value = node.targets[0], node.value
         elif isinstance(node, ast.AnnAssign):
             target, value = node.target, node.value
-        if isinstance(target, ast.Name) and isinstance(value, ast.Dict):
-            pairs = [
-                (k, v)
-                for key, val in zip(value.keys, value.values, strict=True)
-                if key is not None and (k := _str(key)) is not None and (v := _str(val)) is not None
-            ]
-            out[target.id] = pairs
+        if isinstance(target, ast.Name) and value is not None:
+            pairs = _pairs(value)
+            if pairs is not None:
+                out[target.id] = pairs
     return out
 
 
 def _guard(body: list[ast.stmt]) -> str | None:
-    """`if "nvidia/cuda_runtime/lib/libcudart.so" not in _maps: return` in a block."""
+    """`if "<loaded file>" not in _maps: return` in a block: the preloads after it run only
+    when a loaded file's path contains that text."""
     for stmt in body:
         for node in ast.walk(stmt):
             if (
@@ -88,75 +108,112 @@ def _guard(body: list[ast.stmt]) -> str | None:
                 and any(isinstance(s, ast.Return) for s in node.body)
             ):
                 text = _str(node.test.left)
-                if text is not None and "/" in text:
+                if text is not None and ("/" in text or ".so" in text):
                     return text
     return None
 
 
+def _call_name(node: ast.AST) -> str | None:
+    if (
+        isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Call)
+        and isinstance(node.value.func, ast.Name)
+    ):
+        return node.value.func.id
+    return None
+
+
+def _one_lib_call(node: ast.AST) -> tuple[str, str, bool] | None:
+    """`_preload_cuda_...("folder", "pattern"[, required=False])`: one library's preload."""
+    name = _call_name(node)
+    if name is None or not name.startswith(PRELOAD_PREFIX):
+        return None
+    assert isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+    args = [_str(a) for a in node.value.args[:2]]
+    if len(args) != 2 or args[0] is None or args[1] is None:
+        return None
+    required = True
+    for kw in node.value.keywords:
+        if kw.arg == "required" and isinstance(kw.value, ast.Constant):
+            required = bool(kw.value.value)
+    if len(node.value.args) > 2 and isinstance(node.value.args[2], ast.Constant):
+        required = bool(node.value.args[2].value)
+    return args[0], args[1], required
+
+
+def _calls_one_lib(body: list[ast.stmt]) -> bool:
+    return any(
+        _call_name(n) is not None and (_call_name(n) or "").startswith(PRELOAD_PREFIX)
+        for stmt in body
+        for n in ast.walk(stmt)
+    )
+
+
 def torch_source_preloads(text: str) -> list[SourcePreload]:
-    """The preloads torch/__init__.py names in `_load_global_deps` (empty when it has none,
-    or the text does not parse)."""
+    """The preloads torch/__init__.py makes in `_load_global_deps`, in order, following its
+    calls into the module's other functions (empty when it has none, or it does not parse).
+
+    torch <= 2.9 calls `_preload_cuda_deps(folder, pattern)` per library; 2.10 calls
+    `_preload_cuda_deps()`, which walks a list of pairs through `_preload_cuda_lib`. Both
+    shapes are read, as is a dict of pairs walked with `.items()`."""
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError):
         return []
-    func = next(
-        (
-            n
-            for n in ast.walk(tree)
-            if isinstance(n, ast.FunctionDef) and n.name == GLOBAL_DEPS_FUNCTION
-        ),
-        None,
-    )
-    if func is None:
+    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    top = functions.get(GLOBAL_DEPS_FUNCTION)
+    if top is None:
         return []
-    dicts = _dict_literals(func)
     out: list[SourcePreload] = []
 
-    def visit(node: ast.AST, fallback: bool, guard: str | None) -> None:
+    def visit_function(
+        func: ast.FunctionDef, fallback: bool, guard: str | None, seen: set[str]
+    ) -> None:
+        literals = _pair_literals(func)
+        for stmt in func.body:
+            visit(stmt, fallback, guard, literals, seen | {func.name})
+
+    def visit(
+        node: ast.AST,
+        fallback: bool,
+        guard: str | None,
+        literals: dict[str, list[tuple[str, str]]],
+        seen: set[str],
+    ) -> None:
         if isinstance(node, ast.Try):
             guarded = _guard(node.body) or guard
             for child in node.body:
-                visit(child, fallback, guarded)
+                visit(child, fallback, guarded, literals, seen)
             for handler in node.handlers:
                 for child in handler.body:
-                    visit(child, True, None)
+                    visit(child, True, None, literals, seen)
             for child in [*node.orelse, *node.finalbody]:
-                visit(child, fallback, guard)
+                visit(child, fallback, guard, literals, seen)
             return
-        if isinstance(node, ast.For) and isinstance(node.iter, ast.Call):
-            call = node.iter
+        if isinstance(node, ast.For) and _calls_one_lib(node.body):
+            walked = node.iter
             if (
-                isinstance(call.func, ast.Attribute)
-                and call.func.attr == "items"
-                and isinstance(call.func.value, ast.Name)
-                and call.func.value.id in dicts
-                and any(_calls_preload(c) for c in node.body)
+                isinstance(walked, ast.Call)
+                and isinstance(walked.func, ast.Attribute)
+                and walked.func.attr == "items"
             ):
-                out.extend(
-                    SourcePreload(k, v, fallback, guard) for k, v in dicts[call.func.value.id]
-                )
+                walked = walked.func.value
+            if isinstance(walked, ast.Name) and walked.id in literals:
+                out.extend(SourcePreload(k, v, fallback, guard) for k, v in literals[walked.id])
                 return
-        if _calls_preload(node) and isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
-            args = [_str(a) for a in node.value.args[:2]]
-            if len(args) == 2 and args[0] is not None and args[1] is not None:
-                out.append(SourcePreload(args[0], args[1], fallback, guard))
+        one = _one_lib_call(node)
+        if one is not None:
+            out.append(SourcePreload(one[0], one[1], fallback, guard, one[2]))
+            return
+        name = _call_name(node)
+        if name is not None and name in functions and name not in seen:
+            visit_function(functions[name], fallback, guard, seen)
             return
         for sub in ast.iter_child_nodes(node):
-            visit(sub, fallback, guard)
+            visit(sub, fallback, guard, literals, seen)
 
-    for stmt in func.body:
-        visit(stmt, False, None)
+    visit_function(top, False, None, set())
     return out
-
-
-def _calls_preload(node: ast.AST) -> bool:
-    return (
-        isinstance(node, ast.Expr)
-        and isinstance(node.value, ast.Call)
-        and isinstance(node.value.func, ast.Name)
-        and node.value.func.id == PRELOAD_FUNCTION
-    )
 
 
 @dataclass
@@ -243,7 +300,10 @@ def torch_import_closure(resolver: Resolver, site: Path, init_text: str | None) 
             continue
         if pre.guard is not None and not any(pre.guard in str(p) for p in closure.loaded.values()):
             continue
-        for path in _matches(listdir, site, pre):
+        found = list(_matches(listdir, site, pre))
+        if not found and pre.required:
+            break  # the preload raises, and the `except Exception: pass` around it skips the rest
+        for path in found:
             closure.preloaded.append(path)
             _load(resolver, closure, path)
     torch_dir = site / "torch"
