@@ -31,7 +31,7 @@ DEFAULT_REPEATS = 8
 # tail regression beyond 8% still refuses.
 DEFAULT_TAIL_TOLERANCE = 0.08
 
-# The regression the gate is sized to catch (issue 7: a 3% regression, >= 95% of the time).
+# The regression the gate is sized to catch (a 3% regression, >= 95% of the time).
 TARGET_REGRESSION = 0.03
 
 

@@ -1,4 +1,4 @@
-"""Modules a package imports at import time without declaring them (issue 25 item 4).
+"""Modules a package imports at import time without declaring them.
 
 bitsandbytes 0.47.0's `bitsandbytes/backends/utils.py` does `from packaging import version`
 and its METADATA requires only torch and numpy: in a clean torch 2.8 env (no `packaging`),
