@@ -115,9 +115,19 @@ def _render(outcome: ReproduceOutcome) -> None:
         styled(
             f"[{_STYLE[outcome.verdict]}]{{}}[/] {{}}",
             outcome.verdict,
-            f"{outcome.record}" + (f" in {outcome.env}" if outcome.env else ""),
+            f"{outcome.record}" + (f" in {outcome.env}" if outcome.env else "") + _why(outcome),
         )
     )
+
+
+def _why(outcome: ReproduceOutcome) -> str:
+    """What the verdict rests on, named on its own line: each reason's head (`host gpu.count`,
+    `env tree hash differs`, `check runtime.gpu`), so that a DIFFERS whose env part is identical
+    says it is the host that differs."""
+    if not outcome.reasons:
+        return ""
+    heads = list(dict.fromkeys(r.split(":", 1)[0] for r in outcome.reasons))
+    return f": {len(outcome.reasons)} reason(s) above ({', '.join(heads)})"
 
 
 def check_arguments(args: argparse.Namespace) -> None:
