@@ -127,7 +127,13 @@ def _why(outcome: ReproduceOutcome) -> str:
     if not outcome.reasons:
         return ""
     heads = list(dict.fromkeys(r.split(":", 1)[0] for r in outcome.reasons))
-    return f": {len(outcome.reasons)} reason(s) above ({', '.join(heads)})"
+    shown = ", ".join(heads[:SHOWN_HEADS]) + (
+        f", +{len(heads) - SHOWN_HEADS} more" if len(heads) > SHOWN_HEADS else ""
+    )
+    return f": {len(outcome.reasons)} reason(s) above ({shown})"
+
+
+SHOWN_HEADS = 4  # a verdict line, not the list: the reasons are printed above it
 
 
 def check_arguments(args: argparse.Namespace) -> None:
