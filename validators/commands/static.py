@@ -87,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
         return _run_lock(args, manifest)
     if args.offline:
         raise BadInput("--offline: only with --lock")
-    path = env_path(args.env) if args.env else _built_env(manifest)
+    given = env_path(args.env)
+    path = given if given is not None else _built_env(manifest)
     results = run_static(
         StaticInputs(
             env_path=path,
