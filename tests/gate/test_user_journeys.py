@@ -19,7 +19,9 @@ there. The h200-sglang record's reproduce up to the GPU is tests/gate/test_recor
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -99,3 +101,24 @@ def test_the_three_journeys_run_as_typed(shell: TypedShell, tmp_path: Path) -> N
     assert f"recorded {recorded[:16]}, built {recorded[:16]} (equal)" in reproduced.stderr
     heads = last_line(reproduced).split("reason(s) above (", 1)[1].rstrip(")").split(", ")
     assert heads == ["host gpu.compute_capabilities", "host gpu.count"], heads
+
+
+@pytest.mark.parametrize(
+    ("words", "says"),
+    [
+        (["h200-transformers"], "no --env given and no built environment at {envs}/h200-transformers/current"),
+        ([], "static: give --env PATH, --lock [UV_LOCK] or a stack that has been built"),
+    ],
+)  # fmt: skip
+def test_static_without_a_built_env_says_what_to_do(
+    tmp_path: Path, words: list[str], says: str
+) -> None:
+    """`static STACK` judges the stack's built env, as `run` does; none built: exit 2."""
+    done = subprocess.run(
+        [sys.executable, "-m", "validators", "static", *words],
+        cwd=ROOT, env={**os.environ, "STACKGATE_VENV_ROOT": str(tmp_path)},
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert says.format(envs=tmp_path) in done.stderr
+    assert not any(tmp_path.iterdir())
