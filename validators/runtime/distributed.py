@@ -120,29 +120,27 @@ def _symm_mem(
     )
 
 
-def _nccl(
+def _nccl_runs(
     ctx: RunContext,
     python: Path,
     stack_env: dict[str, str],
-    topology: Topology | None,
     world: int,
     timeout: float,
     logs: Path | None,
-) -> Result:
-    manifest = ctx.stack.manifest
+) -> tuple[dict[str, list[dict[str, Any]]], float] | Result:
+    """The all-reduce probe under the profile's NCCL variables and under NCCL's defaults,
+    interleaved (A B A B ...): one A-then-B pair flipped the 1-token winner between two
+    otherwise identical H200 runs; pooling interleaved repeats keeps drift out of the ratio.
+    Returns each configuration's raw results and the seconds spent, or the failing result."""
     sizes = nl.message_sizes()
     args = ["nccl", ",".join(map(str, sizes)), str(ctx.options.runtime.nccl_iters)]
-    profile_vars = {k: v for k, v in stack_env.items() if k.startswith(NCCL_PREFIX)}
-    repeats = ctx.options.runtime.nccl_repeats
     configs = (
         ("profile", stack_env),
         ("defaults", {k: v for k, v in stack_env.items() if not k.startswith(NCCL_PREFIX)}),
     )
     raw: dict[str, list[dict[str, Any]]] = {"profile": [], "defaults": []}
     seconds = 0.0
-    # Interleaved (A B A B ...): one A-then-B pair flipped the 1-token winner between two
-    # otherwise identical H200 runs; pooling interleaved repeats keeps drift out of the ratio.
-    for rep in range(repeats):
+    for rep in range(ctx.options.runtime.nccl_repeats):
         for label, extra in configs:
             env = probe_env(extra, drop_prefixes=(NCCL_PREFIX,))
             o = run_distributed(
@@ -161,6 +159,25 @@ def _nccl(
                 )
             raw[label].append(o.evidence)
             seconds += o.seconds
+    return raw, seconds
+
+
+def _nccl(
+    ctx: RunContext,
+    python: Path,
+    stack_env: dict[str, str],
+    topology: Topology | None,
+    world: int,
+    timeout: float,
+    logs: Path | None,
+) -> Result:
+    manifest = ctx.stack.manifest
+    profile_vars = {k: v for k, v in stack_env.items() if k.startswith(NCCL_PREFIX)}
+    repeats = ctx.options.runtime.nccl_repeats
+    ran = _nccl_runs(ctx, python, stack_env, world, timeout, logs)
+    if isinstance(ran, Result):
+        return ran
+    raw, seconds = ran
     runs = {label: nl.merge(items) for label, items in raw.items()}
     per_repeat = {
         label: [
