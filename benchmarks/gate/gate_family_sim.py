@@ -27,10 +27,10 @@ from numpy.typing import NDArray
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from validators.gate.compare import MetricVerdict, Screened, judge_family  # noqa: E402
-from validators.gate.policy import GatePolicy  # noqa: E402
-from validators.gate.runs import PerRun  # noqa: E402
-from validators.gate.stats import batch_bootstrap_bounds  # noqa: E402
+from validators.gate.compare import MetricVerdict, Screened, judge_family
+from validators.gate.policy import GatePolicy
+from validators.gate.runs import PerRun
+from validators.gate.stats import batch_bootstrap_bounds
 
 # name, direction, tolerance class, noise factor, noise multiple of cv
 NEW_GATED = (

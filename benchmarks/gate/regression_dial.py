@@ -15,6 +15,12 @@ of 1 / step; the `_sleep` rate (cycles per second) is measured once with events 
 known number of cycles. Until calibrated the dial adds nothing. The calibration is written to
 STACKGATE_DIAL_LOG (JSON lines) so the result page can show it.
 
+One candidate server can serve several dial settings without a restart (no restart offset
+between the equal and the dialled gates): with STACKGATE_DIAL_FILE set, the fraction is read
+from that file (a number; checked every POLL_STEPS steps by its mtime) and the cycles are
+recomputed from the calibration, which does not depend on the fraction (it times undialled
+steps). STACKGATE_DIAL=0 with a file starts undialled.
+
 The fraction applies to the step mix the calibration saw (decode-dominated at fixed lengths);
 prefill steps get the same fixed extra, which is a smaller fraction of a longer step.
 """
@@ -39,6 +45,7 @@ TARGET_METHOD = "forward"
 CALIBRATION_SKIP = 50
 CALIBRATION_STEPS = 200
 SLEEP_PROBE_CYCLES = 20_000_000
+POLL_STEPS = 64
 
 
 def extra_seconds(step_s: float, fraction: float) -> float:
@@ -68,16 +75,22 @@ class Dial:
     fraction: float
     gpu: Any  # the torch module (a stand-in in CPU tests)
     log_path: str | None = None
+    control: str | None = None  # a file holding the fraction, re-read when it changes
     skip: int = CALIBRATION_SKIP
     steps: int = CALIBRATION_STEPS
     seen: int = 0
     cycles: int | None = None
+    step_s: float | None = None
+    rate: float | None = None
+    control_mtime: float | None = None
     timings: list[tuple[Any, Any]] = field(default_factory=list)
 
     def after_forward(self, start: Any, end: Any) -> None:
         """Called after each forward with the events around it."""
         self.seen += 1
         if self.cycles is not None:
+            if self.control and self.seen % POLL_STEPS == 0:
+                self.poll()
             if self.cycles:
                 self.gpu.cuda._sleep(self.cycles)
             return
@@ -88,13 +101,34 @@ class Dial:
 
     def calibrate(self) -> None:
         self.timings[-1][1].synchronize()
-        step_s = statistics.median(s.elapsed_time(e) / 1000 for s, e in self.timings)
-        rate = self.sleep_rate()
-        extra = extra_seconds(step_s, self.fraction)
-        self.cycles = cycles_for(extra, rate)
+        self.step_s = statistics.median(s.elapsed_time(e) / 1000 for s, e in self.timings)
+        self.rate = self.sleep_rate()
         self.timings.clear()
-        self.record({"median_step_s": step_s, "cycles_per_s": rate, "extra_s": extra,
-                     "cycles": self.cycles, "fraction": self.fraction, "pid": os.getpid()})  # fmt: skip
+        self.set_fraction(self.fraction, "calibrated")
+
+    def set_fraction(self, fraction: float, why: str) -> None:
+        assert self.step_s is not None and self.rate is not None
+        extra = extra_seconds(self.step_s, fraction)
+        self.fraction, self.cycles = fraction, cycles_for(extra, self.rate)
+        self.record({"event": why, "median_step_s": self.step_s, "cycles_per_s": self.rate,
+                     "extra_s": extra, "cycles": self.cycles, "fraction": fraction,
+                     "pid": os.getpid()})  # fmt: skip
+
+    def poll(self) -> None:
+        """Re-read the control file when its mtime moved; a bad value keeps the last one."""
+        assert self.control is not None
+        try:
+            mtime = os.stat(self.control).st_mtime
+            if mtime == self.control_mtime:
+                return
+            self.control_mtime = mtime
+            with open(self.control, encoding="utf-8") as f:
+                wanted = float(f.read().strip())
+        except (OSError, ValueError) as exc:
+            self.record({"event": "control unreadable", "error": str(exc)})
+            return
+        if wanted != self.fraction:
+            self.set_fraction(wanted, "set from control file")
 
     def sleep_rate(self) -> float:
         """Cycles per second of torch.cuda._sleep on this GPU, from events around it."""
@@ -176,9 +210,9 @@ class DialFinder(importlib.abc.MetaPathFinder):
 
 
 def install(fraction: float, gpu: Any, *, module: str = TARGET_MODULE,
-            log_path: str | None = None) -> Dial:  # fmt: skip
+            log_path: str | None = None, control: str | None = None) -> Dial:  # fmt: skip
     """Patch `module` when it is imported (now, if it already is)."""
-    dial = Dial(fraction, gpu, log_path)
+    dial = Dial(fraction, gpu, log_path, control)
     if module in sys.modules:
         patch_module(sys.modules[module], dial)
     else:
@@ -193,4 +227,5 @@ def install_from_env(environ: dict[str, str] | None = None) -> Dial | None:
         return None
     import torch  # the server's torch; only where the dial is asked for
 
-    return install(float(raw), torch, log_path=env.get("STACKGATE_DIAL_LOG"))
+    return install(float(raw), torch, log_path=env.get("STACKGATE_DIAL_LOG"),
+                   control=env.get("STACKGATE_DIAL_FILE"))  # fmt: skip

@@ -61,7 +61,7 @@ def test_slower_candidate_with_a_failing_check_is_refused_with_a_table(project: 
     assert "REFUSED" in err
     assert "check runtime.flashinfer_jit: FAILED" in err
     assert "metric serve-bench.sweep/output_throughput@c16: REGRESSION" in err
-    assert "whole 95% interval" in err
+    assert "99% family-wise bounds" in err
 
 
 def test_equal_candidate_passes_and_json_says_why(project: Project) -> None:
@@ -73,7 +73,7 @@ def test_equal_candidate_passes_and_json_says_why(project: Project) -> None:
     assert done.returncode == 0, done.stderr
     payload = json.loads(done.stdout)
     assert payload["passed"] is True and payload["reasons"] == []
-    assert {m["status"] for m in payload["metrics"] if m["direction"] != "none"} == {"SAME"}
+    assert {m["status"] for m in payload["metrics"] if m["gated"]} == {"SAME"}
     assert "PASSED" in done.stderr
     assert html.read_text().startswith("<!DOCTYPE html>")
 

@@ -1,4 +1,7 @@
-"""The demonstration driver's plan, run for real on the CPU (--dry-run)."""
+"""The demonstration driver (benchmarks/gate/gate_dial_demo.py) on the CPU: its plan (--dry-run,
+run for real), the Prometheus window arithmetic on text in SGLang's exposition format, and the
+judging step (records, the real gate, JSON + HTML) on numbers drawn here. The GPU, the SGLang
+servers and their benches cannot run here; the numbers stand for the benches' output."""
 
 from __future__ import annotations
 
@@ -7,25 +10,100 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "gate" / "gate_dial_demo.py"
+sys.path.insert(0, str(SCRIPT.parent))
+import gate_dial_demo as demo  # noqa: E402
+
+
+def _dry(tmp_path: Path, *more: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(SCRIPT), "--env", str(tmp_path), "--model-dir",
+                           str(tmp_path), "--res", str(tmp_path / "r"), "--dry-run", *more],
+                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
 
 
 def test_the_plan_interleaves_abba_and_gates_every_candidate(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, str(SCRIPT), "--env", str(tmp_path), "--model-dir",
-                           str(tmp_path), "--res", str(tmp_path / "r"), "--dry-run"],
-                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    done = _dry(tmp_path)
     assert done.returncode == 0, done.stderr
     *body, last = done.stdout.strip().splitlines()
     steps = json.loads("\n".join(body))
-    assert last.startswith("PLANNED:")
-    gates = [s["what"] for s in steps if s["what"].startswith("gate ")]
-    assert [g.split()[1] for g in gates] == ["equal-1", "equal-2", "dial-3", "dial-5", "mrr15"]
-    benches = [s["side"] for s in steps if s["what"].startswith("bench pair 0 ")]
-    assert benches[:2] == ["A", "equal-1"]
-    pair1 = [s["side"] for s in steps if s["what"].startswith("bench pair 1 ")]
-    assert pair1[:2] == ["equal-1", "A"]  # A,B then B,A
-    dials = {
-        s["side"]: s["env"].get("STACKGATE_DIAL") for s in steps if s["what"].startswith("start")
-    }
-    assert dials["dial-3"] == "0.03" and dials["dial-5"] == "0.05" and dials["A"] is None
+    assert last.startswith("PLANNED:") and not (tmp_path / "r").exists()  # nothing started
+    gates = [s["what"].split()[1] for s in steps if s["what"].startswith("gate ")]
+    assert gates == ["equal-1", "dial-3", "dial-5", "equal-2", "mrr15"]
+    for gate in gates:
+        sides = [s["side"] for s in steps if s["what"].startswith(f"bench {gate} pair ")]
+        assert len(sides) == 2 * demo.PAIRS
+        assert sides[0] == "A" and sides[2] != "A" and sides[3] == "A"  # A,B,B,A
+    starts = [s["side"] for s in steps if s["what"].startswith("start ")]
+    assert starts == ["A", "B1", "B2", "M"]  # the dials change B1 without a restart
+    dials = [s["env"]["STACKGATE_DIAL"] for s in steps if s["what"].startswith("set dial")]
+    assert dials == ["0.0", "0.03", "0.05", "0.0"]
+
+
+def test_too_few_pairs_for_the_family_goal_are_refused(tmp_path: Path) -> None:
+    done = _dry(tmp_path, "--pairs", "6")
+    assert done.returncode == 2 and "2^6 = 64" in done.stderr
+
+
+def test_server_commands_pin_what_the_design_needs(tmp_path: Path) -> None:
+    a = demo.server_cmd(tmp_path, tmp_path / "m", "A", demo.A_MEM)
+    m = demo.server_cmd(tmp_path, tmp_path / "m", "M", demo.B_MEM)
+    for cmd in (a, m):
+        assert cmd[cmd.index("--load-format") + 1] == "dummy"
+        assert "--enable-metrics" in cmd and "--disable-radix-cache" in cmd
+        assert cmd[cmd.index("--max-total-tokens") + 1] == str(demo.MAX_TOTAL_TOKENS)
+    assert m[-2:] == ["--max-running-requests", "15"] and "--max-running-requests" not in a
+    bench = demo.bench_cmd(tmp_path, tmp_path / "m", 1, tmp_path / "o", demo.Bench(),
+                           concurrency=16, prompts=16, output_len=128)  # fmt: skip
+    assert bench[bench.index("--dataset-name") + 1] == "random-ids"
+    assert bench[bench.index("--random-range-ratio") + 1] == "1"
+    assert "--disable-ignore-eos" not in bench  # SGLang's client ignores EOS by default
+
+
+PROM = """# HELP sglang:time_per_output_token_seconds Histogram of time per output token.
+# TYPE sglang:time_per_output_token_seconds histogram
+sglang:time_per_output_token_seconds_bucket{le="0.01",model_name="m"} 3.0
+sglang:time_per_output_token_seconds_sum{model_name="m"} %s
+sglang:time_per_output_token_seconds_count{model_name="m"} %s
+sglang:time_to_first_token_seconds_sum{model_name="m"} %s
+sglang:time_to_first_token_seconds_count{model_name="m"} %s
+"""
+
+
+def test_the_server_window_is_the_difference_of_the_histograms() -> None:
+    before = demo.prometheus_sums(PROM % (1.0, 100, 2.0, 10))
+    after = demo.prometheus_sums(PROM % (1.0 + 16 * 127 * 0.03, 100 + 16 * 127, 2.0 + 16 * 0.2, 26))
+    window = demo.server_window(before, after)
+    assert window["server_mean_tpot_ms"] == pytest.approx(30.0)
+    assert window["server_mean_ttft_ms"] == pytest.approx(200.0)
+    assert "server_mean_itl_ms" not in window  # not exported: not invented
+
+
+def _bench(rng: np.random.Generator, slow: float) -> dict[str, float]:
+    f = float(np.exp(rng.normal(0, 0.008)))
+    sweep = {"output_throughput": 2000 * (1 - slow) * f, "median_ttft_ms": 300 / f / (1 - slow),
+             "median_tpot_ms": 30 / f / (1 - slow), "p99_ttft_ms": 320 / f / (1 - slow)}  # fmt: skip
+    out = demo.metric_fields("sweep", sweep, {"server_mean_tpot_ms": 30.0}, 16)
+    return out | demo.metric_fields("single", {"median_tpot_ms": 25 / f / (1 - slow)}, {}, 1)
+
+
+@pytest.mark.parametrize(("slow", "verdict"), [(0.0, "PASSED"), (0.05, "REFUSED")])
+def test_judging_writes_the_gate_json_and_html(tmp_path: Path, slow: float, verdict: str) -> None:
+    rng = np.random.default_rng(7)
+    run = demo.Demo(tmp_path, tmp_path, tmp_path, demo.Bench(), 900)
+    (tmp_path / "gates").mkdir()
+    a = [_bench(rng, 0.0) for _ in range(8)]
+    b = [_bench(rng, slow) for _ in range(8)]
+    found = demo.judge(run, "equal-1" if slow == 0 else "dial-5", a, b, 123.4)
+    assert found["verdict"] == verdict and found["gpu_s"] == 123.4
+    payload = json.loads((tmp_path / "gates" / f"{found['gate']}.json").read_text())
+    assert payload["verdict"] == verdict and payload["family"]["paired"] is True
+    assert payload["gpu_seconds"] == 123.4
+    gated = {m["key"] for m in payload["metrics"] if m["gated"]}
+    assert "serve-bench.single_stream/single_stream_decode_tok_s" in gated
+    assert "serve-bench.sweep/server_mean_tpot_ms@c16" not in gated  # reported beside, not gated
+    html = (tmp_path / "gates" / f"{found['gate']}.html").read_text()
+    assert html.startswith("<!DOCTYPE html>") and verdict in html

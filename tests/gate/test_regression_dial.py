@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "gate"))
-import regression_dial as rd  # noqa: E402
+import regression_dial as rd
 
 
 @pytest.mark.parametrize("fraction", [0.0, 0.01, 0.03, 0.05, 0.2])
@@ -56,7 +56,7 @@ class _Cuda:
     def __init__(self, gpu: _Gpu) -> None:
         self.gpu = gpu
 
-    def Event(self, **kw: Any) -> _Event:  # noqa: N802 (torch's name)
+    def Event(self, **kw: Any) -> _Event:
         return _Event(self.gpu, **kw)
 
     def _sleep(self, cycles: int) -> None:
@@ -114,3 +114,27 @@ def test_the_hook_patches_the_module_when_it_is_imported(tmp_path: Path) -> None
 
 def test_no_dial_without_the_variable() -> None:
     assert rd.install_from_env({}) is None
+
+
+def test_the_control_file_changes_the_dial_without_a_restart(tmp_path: Path) -> None:
+    import os
+
+    control = tmp_path / "dial"
+    control.write_text("0")
+    gpu = _Gpu(step_s=0.020, rate=1.0e9)
+    dial = rd.Dial(0.0, gpu, control=str(control), skip=2, steps=4)
+    forward = rd.wrap_forward(lambda: gpu.__setattr__("clock", gpu.clock + gpu.step_s), dial)
+    for _ in range(6):
+        forward()
+    assert dial.step_s == pytest.approx(0.020) and dial.cycles == 0
+    control.write_text("0.03\n")
+    os.utime(control, (1, 1))  # an mtime the dial has not seen
+    for _ in range(rd.POLL_STEPS):
+        forward()
+    assert dial.fraction == 0.03
+    assert dial.cycles == rd.cycles_for(rd.extra_seconds(0.020, 0.03), 1.0e9)
+    control.write_text("not a number")
+    os.utime(control, (2, 2))
+    for _ in range(rd.POLL_STEPS):
+        forward()
+    assert dial.fraction == 0.03  # a bad value keeps the last one

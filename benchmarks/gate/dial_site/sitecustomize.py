@@ -1,6 +1,6 @@
 """Put this folder first on PYTHONPATH with STACKGATE_DIAL=0.03 to make the SGLang server 3%
-slower per forward step (benchmarks/gate/regression_dial.py); without STACKGATE_DIAL it does
-nothing."""
+slower per forward step (benchmarks/gate/regression_dial.py; STACKGATE_DIAL_FILE to change it
+while the server runs); without STACKGATE_DIAL it does nothing."""
 
 import os
 import sys
