@@ -49,20 +49,26 @@ FACTORS = ("thr", "ttft", "tail", "ss")
 
 
 def draw(rng: np.random.Generator, sims: int, runs: int, cv: float, mult: dict[str, float],
-         slow: float) -> dict[str, NDArray[np.float64]]:  # fmt: skip
-    """(sims, runs) multiplicative noise per factor, with a uniform slowdown applied."""
+         slow: float, instance_cv: float = 0.0) -> dict[str, NDArray[np.float64]]:  # fmt: skip
+    """(sims, runs) multiplicative noise per factor, with a uniform slowdown applied.
+    instance_cv: one offset per simulated side shared by all its runs (one server instance
+    serving every run of a side: a restart offset that no number of benches averages away)."""
     return {
-        f: np.exp(rng.normal(0.0, cv * mult[f], size=(sims, runs)) + math.log(1 - slow))
+        f: np.exp(
+            rng.normal(0.0, cv * mult[f], size=(sims, runs))
+            + rng.normal(0.0, instance_cv * mult[f], size=(sims, 1))
+            + math.log(1 - slow)
+        )
         for f in FACTORS
     }
 
 
 def new_rule(rng: np.random.Generator, sims: int, runs: int, cv: float, slow: float,
-             policy: GatePolicy) -> tuple[float, float]:  # fmt: skip
+             policy: GatePolicy, instance_cv: float = 0.0) -> tuple[float, float]:  # fmt: skip
     """(refused, inconclusive) fractions of simulated paired gates, via judge_family."""
     mult = {"thr": 1.0, "ttft": 1.5, "tail": 3.0, "ss": 1.0}
-    base = draw(rng, sims, runs, cv, mult, 0.0)
-    cand = draw(rng, sims, runs, cv, mult, slow)
+    base = draw(rng, sims, runs, cv, mult, 0.0, instance_cv)
+    cand = draw(rng, sims, runs, cv, mult, slow, instance_cv)
     refused = inconclusive = 0
     for s in range(sims):
         screened = []
@@ -105,19 +111,26 @@ def main() -> None:
     ap.add_argument("--cvs", default="0.01,0.02,0.03,0.051,0.08")
     ap.add_argument("--resamples", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=34)
+    ap.add_argument("--instance-cv", type=float, default=0.0,
+                    help="per-server-instance offset (restart CV); new rule only")  # fmt: skip
     args = ap.parse_args()
     rng = np.random.default_rng(args.seed)
     policy = GatePolicy(min_repeats=2)
     print(f"runs a side {args.runs}, {args.sims} simulated gates per cell, goal <= "
           f"{policy.family_alpha:.0%} family false alarms; new: tolerance {policy.tolerance:.1%}, "
           f"{len(NEW_GATED)} gated, paired; old: 1.25%/8%, {len(OLD_GATED)} gated, unpaired")  # fmt: skip
+    inst = args.instance_cv
+    if inst:
+        print(f"one server instance a side, instance offset CV {inst:.1%} (old rule not run)")
     print("| CV | rule | equal refused | equal inconclusive | 3% refused | 5% refused |")
     print("|---|---|---|---|---|---|")
     for cv in (float(c) for c in args.cvs.split(",")):
-        fa, inc = new_rule(rng, args.sims, args.runs, cv, 0.0, policy)
-        p3, _ = new_rule(rng, args.sims, args.runs, cv, 0.03, policy)
-        p5, _ = new_rule(rng, args.sims, args.runs, cv, 0.05, policy)
+        fa, inc = new_rule(rng, args.sims, args.runs, cv, 0.0, policy, inst)
+        p3, _ = new_rule(rng, args.sims, args.runs, cv, 0.03, policy, inst)
+        p5, _ = new_rule(rng, args.sims, args.runs, cv, 0.05, policy, inst)
         print(f"| {cv:.1%} | new | {fa:.1%} | {inc:.1%} | {p3:.1%} | {p5:.1%} |", flush=True)
+        if inst:
+            continue
         old = [old_rule(rng, args.sims, args.runs, cv, s, args.resamples) for s in (0, 0.03, 0.05)]
         print(f"| {cv:.1%} | old | {old[0]:.1%} | - | {old[1]:.1%} | {old[2]:.1%} |", flush=True)
 

@@ -52,7 +52,7 @@ def weight_bytes(
 
 def kv_bytes_per_token(shapes: Shapes, layers: int) -> int:
     """MLA caches the compressed KV (kv_lora + rope) per layer, bf16."""
-    return 2 * (shapes.kv_lora + shapes.rope) * layers
+    return int(2 * (shapes.kv_lora + shapes.rope) * layers)
 
 
 def write(out: Path, experts: int, vocab: int, layers: int, int4: bool) -> dict[str, Any]:

@@ -140,7 +140,7 @@ class Dial:
         self.gpu.cuda._sleep(SLEEP_PROBE_CYCLES)
         end.record()
         end.synchronize()
-        return SLEEP_PROBE_CYCLES / (start.elapsed_time(end) / 1000)
+        return float(SLEEP_PROBE_CYCLES / (start.elapsed_time(end) / 1000))
 
     def record(self, facts: dict[str, Any]) -> None:
         print(f"regression dial: {json.dumps(facts)}", file=sys.stderr, flush=True)
@@ -202,7 +202,9 @@ class DialFinder(importlib.abc.MetaPathFinder):
             if finder is self:
                 continue
             find = getattr(finder, "find_spec", None)
-            spec = find(fullname, path, target) if find else None
+            spec: importlib.machinery.ModuleSpec | None = (
+                find(fullname, path, target) if find else None
+            )
             if spec is not None and spec.loader is not None:
                 spec.loader = _PatchingLoader(spec.loader, self.on_load)
                 return spec

@@ -16,6 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "gate" / "gate_dial_demo.py"
 sys.path.insert(0, str(SCRIPT.parent))
+sys.path.insert(0, str(ROOT / "tests" / "serve"))
 import gate_dial_demo as demo  # noqa: E402
 
 
@@ -107,3 +108,30 @@ def test_judging_writes_the_gate_json_and_html(tmp_path: Path, slow: float, verd
     assert "serve-bench.sweep/server_mean_tpot_ms@c16" not in gated  # reported beside, not gated
     html = (tmp_path / "gates" / f"{found['gate']}.html").read_text()
     assert html.startswith("<!DOCTYPE html>") and verdict in html
+
+
+def test_the_full_depth_config_is_kimis_shape_and_two_servers_fit_one_h100() -> None:
+    """SGLang 0.5.17 sizes the KV pool as free_after_weights - free_before_load x (1 - f): A at
+    0.45 of an empty 78 GiB card, B at 0.80 of what A leaves; both need the weights and the
+    pinned KV pool (MAX_TOTAL_TOKENS). Arithmetic only; the GPU run is the proof."""
+    import kimi_full_depth as kfd
+    from make_kimi_mini import KIMI, model_config
+
+    config = model_config(KIMI, kfd.LAYERS, 8, 32000, True)
+    assert config["num_hidden_layers"] == 61 and config["hidden_size"] == 7168
+    assert (config["kv_lora_rank"], config["q_lora_rank"], config["moe_intermediate_size"]) == (
+        512, 1536, 2048)  # fmt: skip
+    assert config["num_experts_per_tok"] == 8 == config["n_routed_experts"]
+    assert config["quantization_config"]["format"] == "pack-quantized"
+    est = kfd.estimate(8, 32000, 61, True)
+    weights = est["weights_gib"]
+    kv = demo.MAX_TOTAL_TOKENS * est["kv_kib_per_token"] / 1024**2
+    card = 78.0
+    a_pool = (card - weights) - card * (1 - demo.A_MEM)
+    assert a_pool >= kv, (a_pool, kv)
+    a_holds = weights + a_pool + 2.0  # + CUDA graphs, context
+    b_free = card - a_holds
+    b_pool = (b_free - weights) - b_free * (1 - demo.B_MEM)
+    assert b_pool >= kv, (b_pool, kv)
+    # bf16 experts would not fit twice: the INT4 format is what makes two servers possible
+    assert 2 * kfd.estimate(8, 32000, 61, False)["weights_gib"] > card

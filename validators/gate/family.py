@@ -179,12 +179,12 @@ def family_test(data: FamilyInput, confidence: float, rng: np.random.Generator) 
         worse, se, t, t_star, exact = _unpaired(data, rng)
         df = _welch_df(data.baseline, data.candidate)
     max_star = t_star.max(axis=1)  # (R,)
-    count = max_star.shape[0]
+    count = int(max_star.shape[0])
 
     # Exact enumeration: p = #{max* >= t} / R (the identity is among them). Random: (1 + #)/(1 + R).
     def p_of(stat: float, dist: NDArray[np.float64]) -> float:
         hits = int(np.count_nonzero(dist >= stat - 1e-12))
-        return hits / count if exact else (1 + hits) / (1 + count)
+        return float(hits / count if exact else (1 + hits) / (1 + count))
 
     tests = [
         MetricTest(
