@@ -135,3 +135,15 @@ def test_the_full_depth_config_is_kimis_shape_and_two_servers_fit_one_h100() -> 
     assert b_pool >= kv, (b_pool, kv)
     # bf16 experts would not fit twice: the INT4 format is what makes two servers possible
     assert 2 * kfd.estimate(8, 32000, 61, False)["weights_gib"] > card
+
+
+def test_the_device_script_parses_and_names_files_that_exist() -> None:
+    script = ROOT / "benchmarks" / "gate" / "gate_dial_device.sh"
+    done = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    text = script.read_text()
+    import re
+
+    named = set(re.findall(r"(?:benchmarks|tests)/[A-Za-z0-9_./-]+\.(?:py|sh)", text))
+    assert "benchmarks/gate/gate_dial_demo.py" in named
+    assert [n for n in named if not (ROOT / n).is_file()] == []
