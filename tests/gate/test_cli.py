@@ -61,7 +61,7 @@ def test_slower_candidate_with_a_failing_check_is_refused_with_a_table(project: 
     assert "REFUSED" in err
     assert "check runtime.flashinfer_jit: FAILED" in err
     assert "metric serve-bench.sweep/output_throughput@c16: REGRESSION" in err
-    assert "99% family-wise bounds" in err
+    assert "99% family-wise one-sided bounds" in err
 
 
 def test_equal_candidate_passes_and_json_says_why(project: Project) -> None:

@@ -426,7 +426,9 @@ def _judge(
     )
     pct = f"{(math.exp(-test.worse) - 1) * 100:+.1f}%"
     bounds = f"[{low:.3f}, {high:.3f}]"
-    level = f"{policy.confidence:.0%} family-wise"
+    # Each bound is one-sided at the family confidence over all gated metrics (the pair is not a
+    # two-sided interval at that level: it covers 1 - 2 x (1 - confidence)).
+    level = f"{policy.confidence:.0%} family-wise one-sided"
     if test.t > 0 and test.p_family <= alpha:
         return _with(
             v,

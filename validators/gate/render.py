@@ -84,8 +84,8 @@ def print_checks(console: Console, result: GateResult, *, show_ok: bool) -> None
 
 def metrics_table(result: GateResult) -> Table:
     table = Table(
-        title=f"metrics (ratio < 1 is worse; {result.policy['confidence']:.0%} family-wise "
-        "simultaneous bounds over the gated metrics)"
+        title=f"metrics (ratio < 1 is worse; interval: each bound one-sided at "
+        f"{result.policy['confidence']:.0%}, family-wise over the gated metrics)"
     )
     for col in (
         "metric",
