@@ -450,13 +450,14 @@ def _judge(
             + (f"; about {runs} runs a side would decide it" if runs else ""),
             runs_to_decide=runs,
         )
-    if v.tolerance_class == "main" and surely_blind > policy.target:
+    target = policy.target_for(v.tolerance)
+    if v.tolerance_class == "main" and surely_blind > target:
         return _with(
             v,
             "UNDERPOWERED",
             f"{pct}, {level} bounds {bounds}: within noise, but at this noise and {n} runs "
             f"only a regression of {blind:.1%} or more is caught with 95% power ({surely_blind:.1%} "
-            f"even at the low end of the noise; target {policy.target:.0%})",
+            f"even at the low end of the noise; target {target:.1%})",
         )
     return _with(v, "SAME", f"{pct}, {level} bounds {bounds}: within noise")
 

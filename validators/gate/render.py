@@ -171,7 +171,7 @@ def render_gate(console: Console, result: GateResult, *, show_ok_checks: bool = 
             styled(
                 "[yellow]note:[/] {}",
                 f"at their measured noise, {len(result.underpowered)} metric(s) "
-                "could hide a 3% regression (see 'detectable'); add runs on both sides: "
+                "could hide the target regression (see 'detectable'); add runs on both sides: "
                 + ", ".join(result.underpowered[:5])
                 + (" ..." if len(result.underpowered) > 5 else ""),
             ),
