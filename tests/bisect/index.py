@@ -21,11 +21,6 @@ that (5 runs against 5: 252 run-label permutations, smallest p 1/252; 2 against 
 ABBA pairs are judged by sign flips: 7 pairs (1/128) is the fewest that can refuse.
 """
 
-# Runs a side the stacks declare (unpaired gates against the record's numbers, --no-interleave).
-REPEATS = 5
-# ABBA pairs an interleaved bisect step makes (2^7 = 128 sign patterns).
-PAIRS = 7
-
 from __future__ import annotations
 
 import hashlib
@@ -41,6 +36,10 @@ from tests.helpers.wheels import make_index, make_wheel
 ROOT = Path(__file__).resolve().parents[2]
 SYNTHETIC = ROOT / "tests" / "serve" / "synthetic_server.py"
 NEUTRAL = tuple(f"n{i:02d}" for i in range(1, 17))
+# Runs a side the stacks declare (unpaired gates against the record's numbers, --no-interleave).
+REPEATS = 5
+# ABBA pairs an interleaved bisect step makes (2^7 = 128 sign patterns).
+PAIRS = 7
 HALF = "def factor():\n    return 0.5\n"
 BOTH = """from importlib.metadata import version
 
