@@ -33,15 +33,19 @@ def test_the_plan_interleaves_abba_and_gates_every_candidate(tmp_path: Path) -> 
     steps = json.loads("\n".join(body))
     assert last.startswith("PLANNED:") and not (tmp_path / "r").exists()  # nothing started
     gates = [s["what"].split()[1] for s in steps if s["what"].startswith("gate ")]
-    assert gates == ["equal-1", "dial-3", "dial-5", "equal-2", "mrr15"]
+    assert gates == ["equal-1", "dial-3", "dial-5", "mrr15", "equal-2"]
+    dials = {"equal-1": "0.0", "dial-3": "0.03", "dial-5": "0.05", "mrr15": "0.0", "equal-2": "0.0"}
     for gate in gates:
-        sides = [s["side"] for s in steps if s["what"].startswith(f"bench {gate} pair ")]
+        benches = [s for s in steps if s["what"].startswith(f"bench {gate} pair ")]
+        sides = [s["side"] for s in benches]
         assert len(sides) == 2 * demo.PAIRS
-        assert sides[0] == "A" and sides[2] != "A" and sides[3] == "A"  # A,B,B,A
+        assert sides[:4] == ["A", "B", "B", "A"]  # A,B,B,A
+        # A is D undialled; B is D at the gate's dial, or M (mrr15)
+        assert {s["env"]["STACKGATE_DIAL"] for s in benches if s["side"] == "A"} == {"0.0"}
+        assert {s["env"]["STACKGATE_DIAL"] for s in benches if s["side"] == "B"} == {dials[gate]}
+        assert all(s["what"].endswith(" on D") for s in benches if s["side"] == "A")
     starts = [s["side"] for s in steps if s["what"].startswith("start ")]
-    assert starts == ["A", "B1", "B2", "M"]  # the dials change B1 without a restart
-    dials = [s["env"]["STACKGATE_DIAL"] for s in steps if s["what"].startswith("set dial")]
-    assert dials == ["0.0", "0.03", "0.05", "0.0"]
+    assert starts == ["D", "M"]  # the dials change D without a restart
 
 
 def test_too_few_pairs_for_the_family_goal_are_refused(tmp_path: Path) -> None:
@@ -50,12 +54,13 @@ def test_too_few_pairs_for_the_family_goal_are_refused(tmp_path: Path) -> None:
 
 
 def test_server_commands_pin_what_the_design_needs(tmp_path: Path) -> None:
-    a = demo.server_cmd(tmp_path, tmp_path / "m", "A", demo.A_MEM)
+    a = demo.server_cmd(tmp_path, tmp_path / "m", "D", demo.A_MEM)
     m = demo.server_cmd(tmp_path, tmp_path / "m", "M", demo.B_MEM)
     for cmd in (a, m):
         assert cmd[cmd.index("--load-format") + 1] == "dummy"
         assert "--enable-metrics" in cmd and "--disable-radix-cache" in cmd
         assert cmd[cmd.index("--max-total-tokens") + 1] == str(demo.MAX_TOTAL_TOKENS)
+        assert cmd[cmd.index("--attention-backend") + 1] == "triton"  # no FlashInfer JIT
     assert m[-2:] == ["--max-running-requests", "15"] and "--max-running-requests" not in a
     bench = demo.bench_cmd(tmp_path, tmp_path / "m", 1, tmp_path / "o", demo.Bench(),
                            concurrency=16, prompts=16, output_len=128)  # fmt: skip
@@ -110,31 +115,35 @@ def test_judging_writes_the_gate_json_and_html(tmp_path: Path, slow: float, verd
     assert html.startswith("<!DOCTYPE html>") and verdict in html
 
 
-def test_the_full_depth_config_is_kimis_shape_and_two_servers_fit_one_h100() -> None:
-    """SGLang 0.5.17 sizes the KV pool as free_after_weights - free_before_load x (1 - f): A at
-    0.45 of an empty 78 GiB card, B at 0.80 of what A leaves; both need the weights and the
-    pinned KV pool (MAX_TOTAL_TOKENS). Arithmetic only; the GPU run is the proof."""
+def test_the_config_is_kimis_shape_and_two_servers_fit_one_h100() -> None:
+    """SGLang 0.5.17 sizes the KV pool as free_after_weights - free_before_load x (1 - f): D at
+    0.45 of an empty 78 GiB card, M at 0.80 of what D leaves; both need the weights and the
+    pinned KV pool (MAX_TOTAL_TOKENS). The device run's shape: 32 layers, bf16 experts (no INT4
+    Marlin module to compile on a fresh machine). Arithmetic only; the GPU run is the proof."""
     import kimi_full_depth as kfd
     from make_kimi_mini import KIMI, model_config
 
-    config = model_config(KIMI, kfd.LAYERS, 8, 32000, True)
-    assert config["num_hidden_layers"] == 61 and config["hidden_size"] == 7168
+    config = model_config(KIMI, 32, 8, 32000, False)
+    assert config["num_hidden_layers"] == 32 and config["hidden_size"] == 7168
     assert (config["kv_lora_rank"], config["q_lora_rank"], config["moe_intermediate_size"]) == (
         512, 1536, 2048)  # fmt: skip
     assert config["num_experts_per_tok"] == 8 == config["n_routed_experts"]
-    assert config["quantization_config"]["format"] == "pack-quantized"
-    est = kfd.estimate(8, 32000, 61, True)
-    weights = est["weights_gib"]
-    kv = demo.MAX_TOTAL_TOKENS * est["kv_kib_per_token"] / 1024**2
-    card = 78.0
-    a_pool = (card - weights) - card * (1 - demo.A_MEM)
-    assert a_pool >= kv, (a_pool, kv)
-    a_holds = weights + a_pool + 2.0  # + CUDA graphs, context
-    b_free = card - a_holds
-    b_pool = (b_free - weights) - b_free * (1 - demo.B_MEM)
-    assert b_pool >= kv, (b_pool, kv)
-    # bf16 experts would not fit twice: the INT4 format is what makes two servers possible
-    assert 2 * kfd.estimate(8, 32000, 61, False)["weights_gib"] > card
+    assert "quantization_config" not in config
+    assert model_config(KIMI, kfd.LAYERS, 8, 32000, True)["quantization_config"]["format"] == (
+        "pack-quantized")  # fmt: skip
+    for layers, int4 in ((32, False), (kfd.LAYERS, True)):
+        est = kfd.estimate(8, 32000, layers, int4)
+        weights = est["weights_gib"]
+        kv = demo.MAX_TOTAL_TOKENS * est["kv_kib_per_token"] / 1024**2
+        card = 78.0
+        a_pool = (card - weights) - card * (1 - demo.A_MEM)
+        assert a_pool >= kv, (layers, a_pool, kv)
+        a_holds = weights + a_pool + 2.0  # + CUDA graphs, context
+        b_free = card - a_holds
+        b_pool = (b_free - weights) - b_free * (1 - demo.B_MEM)
+        assert b_pool >= kv, (layers, b_pool, kv)
+    # full depth with bf16 experts would not fit twice
+    assert 2 * kfd.estimate(8, 32000, 61, False)["weights_gib"] > 78.0
 
 
 def test_the_device_script_parses_and_names_files_that_exist() -> None:
@@ -147,3 +156,64 @@ def test_the_device_script_parses_and_names_files_that_exist() -> None:
     named = set(re.findall(r"(?:benchmarks|tests)/[A-Za-z0-9_./-]+\.(?:py|sh)", text))
     assert "benchmarks/gate/gate_dial_demo.py" in named
     assert [n for n in named if not (ROOT / n).is_file()] == []
+
+
+def _stand_in_env(tmp_path: Path) -> tuple[Path, Path]:
+    """An env whose `python -m sglang.launch_server` is the synthetic token server (the engine
+    cannot run here) on the same port and model path, slowed by the dial's control file
+    (STACKGATE_DIAL_FILE) as the dial slows the engine; --max-running-requests is ignored."""
+    env = tmp_path / "env"
+    (env / "bin").mkdir(parents=True)
+    server = ROOT / "tests" / "serve" / "synthetic_server.py"
+    script = env / "bin" / "python"
+    script.write_text(f"""#!/bin/bash
+[ "$1 $2" = "-m sglang.launch_server" ] || {{ echo "stand-in: $*" >&2; exit 2; }}
+shift 2
+while [ $# -gt 0 ]; do case $1 in --port) port=$2; shift;; --model-path) model=$2; shift;; esac; shift; done
+dial=()
+[ -n "${{STACKGATE_DIAL_FILE:-}}" ] && dial=(--rate-file "$STACKGATE_DIAL_FILE")
+exec {sys.executable} {server} --port "$port" --model "$model" --rate 400 --load-s 0.1 "${{dial[@]}}"
+""")
+    script.chmod(0o755)
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    return env, model
+
+
+@pytest.mark.slow
+def test_the_driver_runs_every_gate_on_a_stand_in_server_and_stops_at_its_budget(
+    tmp_path: Path,
+) -> None:
+    """The whole driver for real, the engine replaced by the synthetic server: servers started
+    and stopped, D's dial set per side (the server's log shows every B-side request of the
+    dial gates at the gate's fraction: 16 warm-up + 16 measured a bench), our client, the
+    Prometheus windows, five gates judged (JSON + HTML). The verdicts are this loaded CPU's
+    noise, not asserted."""
+    env, model = _stand_in_env(tmp_path)
+    res = tmp_path / "res"
+    argv = [sys.executable, str(SCRIPT), "--env", str(env), "--model-dir", str(model), "--res",
+            str(res), "--pairs", "7", "--budget-s", "300", "--no-client-comparison"]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+    last = done.stdout.strip().splitlines()[-1]
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    assert last.endswith("/5 gates as pre-registered (5 run)"), last
+    for gate in ("equal-1", "dial-3", "dial-5", "mrr15", "equal-2"):
+        payload = json.loads((res / "gates" / f"{gate}.json").read_text())
+        assert payload["family"]["paired"] is True and payload["verdict"] in (
+            "PASSED", "REFUSED", "INCONCLUSIVE", "UNDERPOWERED")  # fmt: skip
+        windows = [m for m in payload["metrics"] if m["key"].endswith("server_mean_tpot_ms@c16")]
+        assert windows and not windows[0]["gated"]
+        assert (res / "gates" / f"{gate}.html").read_text().startswith("<!DOCTYPE html>")
+    served = (res / "server-D.log").read_text()
+    for fraction in ("0.03", "0.05"):
+        assert served.count(f"request served at slowdown {fraction}\n") == 7 * 32
+    assert "slowdown" not in (res / "server-M.log").read_text()  # M has no dial
+    # a budget that the next gate would overrun: it is not started, and the driver says so
+    short = [*argv[:-3], "--budget-s", "8", "--no-client-comparison"]
+    short[short.index(str(res))] = str(tmp_path / "short")
+    done = subprocess.run(short, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 1
+    spent = [json.loads(x) for x in done.stdout.splitlines() if '"budget spent"' in x]
+    assert spent and spent[0]["left"] == ["equal-1", "dial-3", "dial-5", "mrr15", "equal-2"]
+    assert done.stdout.strip().splitlines()[-1] == "INCOMPLETE: 0/5 gates as pre-registered (0 run)"
