@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # The gate's demonstration on one lent GPU (benchmarks/gate/prereg-dial.md), as one background
 # job under benchmarks/device/device_session.sh, from the copy of the checkout the device call
-# runs in (REPO=$PWD). One device call of <= 500 s:
+# runs in (REPO=$PWD: a copy in /tmp/sg/repo-dial, which a re-sent checkout cannot remove).
+# One device call of <= 500 s (timeout_s 500), after the carry's other parts are in
+# /tmp/sg/chunks (one call each; this call carries the last part and SHA256SUMS):
 #
-#   bash benchmarks/device/device_session.sh benchmarks/gate/gate_dial_device.sh 480
+#   mkdir -p /tmp/sg/chunks && cp .carry/sg/carry.tar.part-ak .carry/sg/SHA256SUMS /tmp/sg/chunks/ &&
+#   rm -rf /tmp/sg/started /tmp/sg/done /tmp/sg/final /tmp/sg/res /tmp/sg/res.tgz /tmp/sg/repo-dial &&
+#   cp -a . /tmp/sg/repo-dial && cd /tmp/sg/repo-dial &&
+#   bash benchmarks/device/device_session.sh benchmarks/gate/gate_dial_device.sh 470
 #
 # Environment: ENV=PATH  an existing serving env (sglang 0.5.17), e.g. one built earlier in the
 #                        same booking: then no carry, no build;

@@ -1,6 +1,7 @@
 """The gate on real processes: a server configured 5% slower is refused (exit 1, rate-bound
-metrics REGRESSION); for an equal one only its rate-bound metrics are asserted SAME, not the
-verdict (scheduling-bound metrics can refuse it on this host's noise).
+metrics REGRESSION); for an equal one only its rate-bound metrics are asserted never worse
+(SAME, or UNDERPOWERED where this host's noise hides 3% at 7 pairs), not the verdict
+(scheduling-bound metrics swing on this host).
 
 Real builder envs, real `validators run` with the serve-bench group, real HTTP streaming from
 the synthetic token server (the engine stand-in: a GPU engine cannot run here). Asserts only on
@@ -18,11 +19,13 @@ from tests.gate.conftest import Project
 from tests.helpers.interpreter import base_python
 from tests.helpers.synthetic_stack import write_synthetic_stack
 
-RATE_BOUND = (
+RATE_BOUND = (  # gated (validators/gate/gated.py) and set by the server's --rate
     "serve-bench.single_stream/single_stream_decode_tok_s",
     "serve-bench.sweep/median_tpot_ms@c1",
 )
-REPEATS = "3"
+# ABBA pairs: 7 is the fewest whose 2^7 sign patterns can reach the 1% family goal (3 pairs,
+# 8 patterns, answer INCONCLUSIVE however large the regression)
+REPEATS = "7"
 
 
 @pytest.mark.slow
@@ -63,4 +66,4 @@ def test_five_percent_slower_server_is_refused_and_an_equal_one_is_not(
     assert code == 1
     assert all(slower[k] == "REGRESSION" for k in RATE_BOUND), slower
     _, same = verdicts["same"]
-    assert all(same[k] == "SAME" for k in RATE_BOUND), same
+    assert all(same[k] in ("SAME", "UNDERPOWERED") for k in RATE_BOUND), same
