@@ -323,7 +323,13 @@ def judge(demo: Demo, name: str, a_runs: list[dict[str, float]],
     write_report(out / f"{name}.html", candidate, baseline=baseline, gate_result=result)
     return {"gate": name, "verdict": result.verdict, "predicted": PREDICTED[name],
             "gpu_s": round(gpu_s, 1), "reasons": result.reasons[:3],
-            "inconclusive": result.inconclusive, "underpowered": result.underpowered}  # fmt: skip
+            "inconclusive": result.inconclusive, "underpowered": result.underpowered,
+            # per gated metric: B/A ratio, the CV of each side, the smallest regression caught
+            # with 95% power at that noise (the numbers the simulated curves are read at)
+            "gated": {m.key.split("/")[-1]: {"ratio": m.ratio, "cv_a": m.cv_baseline,
+                                             "cv_b": m.cv_candidate, "detectable": m.detectable,
+                                             "status": m.status}
+                      for m in result.metrics if m.gated}}  # fmt: skip
 
 
 def set_dial(demo: Demo, fraction: float) -> None:
