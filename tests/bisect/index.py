@@ -18,7 +18,9 @@ The effect is large on purpose (x0.5, where the issue's example is 20%): on a sh
 host noise never hides it. The runs are the family-wise rule's, not the noise's: a refusal
 needs a family false-alarm probability <= 1%, and a relabelling test with few runs cannot reach
 that (5 runs against 5: 252 run-label permutations, smallest p 1/252; 2 against 2 gave 1/6).
-ABBA pairs are judged by sign flips: 7 pairs (1/128) is the fewest that can refuse.
+ABBA pairs are judged by sign flips: 7 pairs (1/128) is the fewest that can refuse, and only
+when the observed pattern is the most extreme of all 128 (which x0.5 throughput is, far beyond
+every other gated metric; a 5% effect needs 8 pairs: tests/gate/test_synthetic_server.py).
 """
 
 from __future__ import annotations
