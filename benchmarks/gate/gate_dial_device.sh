@@ -8,7 +8,7 @@
 #   mkdir -p /tmp/sg/chunks && cp .carry/sg/carry.tar.part-ak .carry/sg/SHA256SUMS /tmp/sg/chunks/ &&
 #   rm -rf /tmp/sg/started /tmp/sg/done /tmp/sg/final /tmp/sg/res /tmp/sg/res.tgz /tmp/sg/repo-dial &&
 #   cp -a . /tmp/sg/repo-dial && cd /tmp/sg/repo-dial &&
-#   bash benchmarks/device/device_session.sh benchmarks/gate/gate_dial_device.sh 470
+#   bash benchmarks/device/device_session.sh benchmarks/gate/gate_dial_device.sh 485
 #
 # Environment: ENV=PATH  an existing serving env (sglang 0.5.17), e.g. one built earlier in the
 #                        same booking: then no carry, no build;
