@@ -305,8 +305,9 @@ def tests_lowest(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff + mypy --strict."""
+    """ruff + mypy --strict + the product's own text (no tracker references, no dead paths)."""
     _install(session, dev=True)
+    session.run("python", ".ci/product_text.py")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", "stackgate", "builder", "validators")
     session.run("mypy")

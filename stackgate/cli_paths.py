@@ -1,4 +1,4 @@
-"""Folder and output-file arguments, checked where they are parsed (issue 23 section 5).
+"""Folder and output-file arguments, checked where they are parsed.
 
 `builder wheelhouse --to /dev/null` was an OSError ("File exists", exit 3) after the lock was
 read; `validators run --out-dir /dev/null` and `records verify --dir FIFO` went on (exit 0 / 1)

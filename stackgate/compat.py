@@ -1,4 +1,4 @@
-"""What the builder and the validators share about binary compatibility (issue 27): the
+"""What the builder and the validators share about binary compatibility: the
 verdict of a (package, torch) pair and of a whole uv.lock as typed models, the versions of the
 pre-install reader's facts and of the verdicts, and where a lock's verdict is kept. The
 validators compute verdicts (validators.compat); `builder lock` looks a lock's verdict up here

@@ -2,7 +2,7 @@
 
 Piped output (CI logs, `| tee`) has no spinner, and the tools stackgate drives print nothing
 while they work (uv downloading, wheels read by byte ranges): a newcomer saw 60-95 s of nothing
-after `done venv` in a cold build and 520 s of nothing from `static --lock` (issue 29 item 3).
+after `done venv` in a cold build and 520 s of nothing from `static --lock`.
 `Heartbeat` runs a thread that, after QUIET_S seconds without output, prints `status()` (a
 callable, so the line says how far the work has got) and waits another QUIET_S. Whoever prints
 something else calls `touched()`.

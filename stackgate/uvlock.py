@@ -63,7 +63,7 @@ def artifact_name(entry: LockedFile, package: str, version: str | None, *, where
     """The file name of a locked wheel or sdist, validated: the last path segment of its URL
     (or path), percent-decoded, must be a plain file name and a wheel or sdist name of this
     package and version. Every destination and message uses this name, never the raw URL
-    (issue 23: `.../%2Ftmp%2FPWNED?x/pkg-0.2.0-py3-none-any.whl` named /tmp/PWNED). BadInput
+    (`.../%2Ftmp%2FPWNED?x/pkg-0.2.0-py3-none-any.whl` named /tmp/PWNED). BadInput
     names `where` (the lock file and field)."""
     raw = entry.url if entry.url is not None else (entry.path or "")
     parts = urlsplit(raw) if entry.url is not None else None

@@ -1,4 +1,4 @@
-"""The read side of the pre-install reader's cache that the builder needs too (issue 27): a
+"""The read side of the pre-install reader's cache that the builder needs too: a
 wheel's listing (which members are ELF objects or cubins) and where entries live. `builder
 lock` reads listings to find a lock's binary wheels, and with them the verdict kept for those
 wheels (stackgate.compat.cached_by_binaries), in its own process. The validators' FactsCache

@@ -1,5 +1,5 @@
 """Each locked artifact must come from the index the manifest names for its package (or a
-mirror the user mapped), checked before anything is downloaded (issue 23 section 1).
+mirror the user mapped), checked before anything is downloaded.
 
 A uv.lock is input: an edited entry can name any URL with that file's own correct sha256 (a
 wheel on another host, same version, planted code), and `uv sync --frozen` installs it. Two

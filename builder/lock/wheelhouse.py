@@ -7,7 +7,7 @@ target (the manifest's Python minor, CPython, its platform) can install; the sdi
 no wheel fits. Files are written as `<name>.part` and renamed after their sha256 matched the
 lock; an existing file with the right hash is kept (re-runs resume).
 
-The lock is input (issue 23): every file name is the validated wheel/sdist name
+The lock is input: every file name is the validated wheel/sdist name
 (`stackgate.uvlock.artifact_name`), never a piece of the URL; every artifact must be one the
 index the manifest names for its package lists, with the lock's sha256
 (`builder.lock.origin`), checked before the first byte is downloaded; every download goes

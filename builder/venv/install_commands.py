@@ -6,7 +6,7 @@ a wheelhouse: the lock exported with its hashes, then `uv pip install --require-
 
 Files are copied out of uv's cache (`--link-mode copy`), never hardlinked: with hardlinks an
 edit of one file in one env edits the cache and every env linked to it, and later builds copy
-the damage (issue 24 item 3; the cost is measured in benchmarks/builder/results/link_mode.md).
+the damage (the cost is measured in benchmarks/builder/results/link_mode.md).
 """
 
 from __future__ import annotations

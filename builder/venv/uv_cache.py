@@ -3,7 +3,7 @@
 uv extracts a wheel into a `.tmp*` folder at the top of its cache and renames it into place;
 a uv killed mid-install (a build interrupted, a machine out of disk) leaves those folders
 behind, and nothing removes them: after one killed cu128 build they held ~7 GB until removed by
-hand (issue 29 item 6). Every uv process holds a shared lock on `<cache>/.lock` while it runs
+hand. Every uv process holds a shared lock on `<cache>/.lock` while it runs
 (`uv cache clean` and `uv cache prune` take it exclusively), so when this process can take it
 exclusively without waiting, no uv is running and every `.tmp*` there is a leftover. When a uv
 is running (another build, the user's own `uv sync`) nothing is removed: the folders may be its

@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from stackgate.bounded_http import Budget, LimitExceeded, Limits, get, make_client
+from tests.helpers.range_server import running
 
 GUARD_S = 60  # a request that has not ended by then hangs: the bug this file is about
 
@@ -40,13 +41,8 @@ class _Ok(BaseHTTPRequestHandler):
 def _server() -> Iterator[int]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Ok)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with running(server):
         yield server.server_port
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def _never(release: threading.Event) -> Callable[[str, int], Sequence[str]]:

@@ -27,6 +27,7 @@ from httpcore._sync.connection_pool import PoolRequest
 
 from stackgate.bounded_http import Budget, Limits, get, make_client
 from stackgate.http_pool import Pool
+from tests.helpers.range_server import running
 
 BODY = b"<a href='pkg-1.0-py3-none-any.whl'>pkg</a>\n" * 5000  # ~220 KB: many reads per answer
 
@@ -69,13 +70,8 @@ class _Handler(BaseHTTPRequestHandler):
 @contextmanager
 def _server() -> Iterator[_Server]:
     server = _Server()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with running(server):
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @contextmanager

@@ -11,7 +11,6 @@ every answer within its byte and time bounds.
 from __future__ import annotations
 
 import gzip
-import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +21,7 @@ import httpx
 import pytest
 
 from stackgate.bounded_http import Budget, LimitExceeded, Limits, get, make_client
+from tests.helpers.range_server import running
 
 GUARD_S = 60
 BODY = b"wheel bytes " * 100
@@ -103,15 +103,8 @@ class _Server(ThreadingHTTPServer):
 @contextmanager
 def _servers() -> Iterator[tuple[_Server, _Server]]:
     pair = (_Server(), _Server())
-    threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in pair]
-    for t in threads:
-        t.start()
-    try:
+    with running(pair[0]), running(pair[1]):
         yield pair
-    finally:
-        for s in pair:
-            s.shutdown()
-            s.server_close()
 
 
 def _fetch(url: str, *, max_bytes: int = 1 << 20, auth: httpx.Auth | None = None,

@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from stackgate.bounded_http import STALE_CONNECTION_RETRIES, Budget, Limits, get, make_client
+from tests.helpers.range_server import running
 
 BODY = b"simple page " * 50
 
@@ -78,13 +79,8 @@ class _Handler(socketserver.StreamRequestHandler):
 @contextmanager
 def _server(behaviour: str, drop_first: int = 0) -> Iterator[_Server]:
     server = _Server(behaviour, drop_first)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with running(server):
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def _read(client: httpx.Client, url: str) -> bytes:

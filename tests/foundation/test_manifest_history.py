@@ -14,6 +14,7 @@ import pytest
 
 from stackgate.errors import ManifestError
 from stackgate.loading import load_stack
+from tests.helpers.as_typed import last_line, typed_shell
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -99,3 +100,21 @@ def test_schema_2_refuses_the_old_keys_and_3_is_unknown(tmp_path: Path) -> None:
     with pytest.raises(ManifestError) as err:
         load_stack(path)
     assert any("schema_version" in d for d in err.value.details)
+
+
+def test_the_migration_example_of_docs_manifest_says_what_it_shows(tmp_path: Path) -> None:
+    """docs/manifest.md's console block runs as typed: the notes and the verdict, exit 0."""
+    (command, *shown) = [
+        line.removeprefix("$ ")
+        for line in command_lines_of(ROOT / "docs" / "manifest.md", "migration-example")
+    ]
+    done = typed_shell(tmp_path / "uv-run-venv").run(command)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines() == shown
+    assert last_line(done).startswith("OK docs/examples/h200-transformers.toml")
+
+
+def command_lines_of(doc: Path, marker: str) -> list[str]:
+    """The lines of the ```console block after `<!-- marker`: the `$ ` command and its output."""
+    block = doc.read_text().split(f"<!-- {marker}", 1)[1].split("```console\n", 1)[1]
+    return block.split("```", 1)[0].strip().splitlines()

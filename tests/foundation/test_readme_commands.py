@@ -26,12 +26,18 @@ import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from stackgate.cli import build_parser, discover
+from tests.helpers.as_typed import (
+    TypedShell,
+    command_lines,
+    last_line,
+    stackgate_words,
+    typed_shell,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
@@ -51,24 +57,7 @@ def _offline(words: list[str]) -> bool:
 def readme_command_lines() -> list[str]:
     """Every command of the README's ```bash and ```console blocks (console: the `$ ` lines),
     comments dropped, continuation lines joined."""
-    commands: list[str] = []
-    for lang, body in re.findall(r"```(bash|console)\n(.*?)```", README, re.S):
-        lines = body.splitlines()
-        if lang == "console":
-            lines = [line[2:] for line in lines if line.startswith("$ ")]
-        joined = "\n".join(lines).replace("\\\n", " ")
-        for line in joined.splitlines():
-            words = line.split("#", 1)[0].strip() if not line.lstrip().startswith("#") else ""
-            if words:
-                commands.append(words)
-    return commands
-
-
-def _stackgate_words(command: str) -> list[str] | None:
-    words = shlex.split(command)
-    if words[:3] == [UV, "run", "stackgate"]:
-        return words[3:]
-    return None
+    return command_lines(README)
 
 
 def test_every_readme_command_starts_with_what_the_set_up_provides() -> None:
@@ -86,7 +75,7 @@ def test_every_stackgate_command_parses_as_typed() -> None:
     names = {c.name for c in commands}
     seen = 0
     for command in readme_command_lines():
-        words = _stackgate_words(command)
+        words = stackgate_words(command)
         if words is None or words == ["--help"]:
             continue
         assert words[0] in names, command
@@ -139,51 +128,24 @@ def test_the_set_up_and_test_commands_are_the_ones_ci_and_fresh_machine_run() ->
 
 
 @pytest.fixture(scope="module")
-def uv_as_typed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
+def uv_as_typed(tmp_path_factory: pytest.TempPathFactory) -> TypedShell:
     """`.tools/bin/uv` and an environment whose project venv is the test's own."""
-    uv = ROOT / UV
-    if not uv.is_file():
-        assert os.environ.get("CI") != "true", "CI runs .ci/bootstrap first: .tools/bin/uv"
-        beside = Path(sys.executable).parent / "uv"
-        assert beside.is_file(), "the uv package installs uv beside this Python"
-        print(f"no {UV} in this checkout: {beside} stands in for it")
-        uv = beside
-    env = {**os.environ, "UV_PROJECT_ENVIRONMENT": str(tmp_path_factory.mktemp("uv-run-venv"))}
-    for name in ("VIRTUAL_ENV", "STACKGATE_ROOT", "STACKGATE_STACKS_DIR"):
-        env.pop(name, None)
-    # The first `uv run` creates the project env and says so on stderr; the commands compared
-    # line by line below run after it, as a user's second command would.
-    first = subprocess.run(
-        [str(uv), "run", "stackgate", "--version"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert first.returncode == 0, first.stderr[-2000:]
-    yield str(uv), env
-
-
-def _run_as_typed(command: str, uv: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    words = shlex.split(command)
-    assert words[0] == UV
-    return subprocess.run(
-        [uv, *words[1:]], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
-    )
+    return typed_shell(tmp_path_factory.mktemp("uv-run-venv"))
 
 
 def test_the_offline_stackgate_commands_run_as_typed(
-    uv_as_typed: tuple[str, dict[str, str]],
+    uv_as_typed: TypedShell,
 ) -> None:
-    uv, env = uv_as_typed
     ran = gates = 0
     for command in readme_command_lines():
-        words = _stackgate_words(command)
+        words = stackgate_words(command)
         if words is None or not _offline(words):
             continue
-        done = _run_as_typed(command, uv, env)
+        done = uv_as_typed.run(command)
         expected = 2 if "bad.toml" in command else 0  # the example of a malformed manifest
         if words[0] == "gate":  # the README says which: 2 runs a side decide neither gate
             verdict = "UNDERPOWERED" if "gate-equal" in command else "INCONCLUSIVE"
-            last = done.stderr.strip().splitlines()[-1]
-            assert last.startswith(verdict), (command, done.stderr[-2000:])
+            assert last_line(done).startswith(verdict), (command, done.stderr[-2000:])
             assert done.returncode == 1, command
             gates += 1
             continue
@@ -200,11 +162,10 @@ def test_the_offline_stackgate_commands_run_as_typed(
 
 
 def test_the_bad_manifest_example_says_what_the_readme_shows(
-    uv_as_typed: tuple[str, dict[str, str]],
+    uv_as_typed: TypedShell,
 ) -> None:
-    uv, env = uv_as_typed
     block = README.split("<!-- bad-manifest-example -->")[1].split("```console")[1].split("```")[0]
     lines = block.strip().splitlines()
-    done = _run_as_typed(lines[0].removeprefix("$ "), uv, env)
+    done = uv_as_typed.run(lines[0].removeprefix("$ "))
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == lines[1:]

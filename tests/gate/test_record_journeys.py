@@ -25,7 +25,7 @@ import pytest
 
 from stackgate.errors import BadInput
 from stackgate.loading import load_stack
-from tests.helpers.base_sites import synthetic_base_site
+from tests.helpers.base_sites import record_base_site, synthetic_base_site
 from validators.gate.record_sources import check_base_site, materialize_sources
 from validators.records.model import load_record
 
@@ -53,9 +53,7 @@ def _record(path: str) -> dict[str, object]:
 
 
 def _base_site(tmp_path: Path, record: str, **change: str) -> Path:
-    raw = _record(record)["build"]["raw"]  # type: ignore[index]
-    packages = {**raw["base_site"]["packages"], **change}
-    return synthetic_base_site(tmp_path / "base", packages)
+    return record_base_site(ROOT / record, tmp_path / "base", **change)
 
 
 def _committed_records() -> dict[str, dict[str, object]]:

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import base64
 import functools
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from tests.helpers.range_server import running
 
 
 @dataclass
@@ -52,10 +53,5 @@ def auth_index(root: Path, user: str, password: str) -> Iterator[AuthIndex]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(root)))
     port = server.server_address[1]
     state["index"] = AuthIndex(f"http://127.0.0.1:{port}/simple", user, password)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with running(server):
         yield state["index"]
-    finally:
-        server.shutdown()
-        server.server_close()

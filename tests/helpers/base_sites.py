@@ -9,6 +9,7 @@ for the real image's site-packages, which exists only on the lent GPU machines.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -24,3 +25,10 @@ def synthetic_base_site(root: Path, packages: Mapping[str, str], minor: str = "3
             f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n", encoding="utf-8"
         )
     return site
+
+
+def record_base_site(record: Path, root: Path, **change: str) -> Path:
+    """A stand-in for the base site a committed record (its JSON file) was built over, with
+    the versions of `change` in place of the recorded ones."""
+    raw = json.loads(record.read_text())["build"]["raw"]["base_site"]
+    return synthetic_base_site(root, {**raw["packages"], **change})

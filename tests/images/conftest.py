@@ -10,7 +10,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from stackgate.loading import LoadedStack, load_stack
 from stackgate.python_finder import Interpreter
 from tests.helpers.interpreter import PY_MINOR
 from tests.helpers.localbase import LocalImage, make_base_image, make_uv_image
+from tests.helpers.range_server import running
 from tests.helpers.tiny_image import TINY_MANIFEST, QuietHandler
 from tests.helpers.wheels import make_index, make_wheel
 
@@ -41,13 +41,8 @@ def wheel_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     make_index(root, wheels)
     handler = functools.partial(QuietHandler, directory=str(root))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with running(server):
         yield f"http://127.0.0.1:{server.server_address[1]}/simple"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @dataclass(frozen=True)

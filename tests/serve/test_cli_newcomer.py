@@ -78,6 +78,44 @@ def test_tp8_on_a_host_without_gpus_is_a_skip_in_seconds(tmp_path: Path, env: Pa
     assert done.returncode == 0 and payload["ok"] is True
 
 
+_CRASH = [sys.executable, "-c", "import sys; sys.exit(1)"]
+
+
+@pytest.mark.parametrize(
+    ("command", "extra_args", "skipped"),
+    [
+        ([*_CRASH, "--device", "cuda:0"], [], True),  # transformers serve's form
+        ([*_CRASH, "--device=cuda"], [], True),
+        (_CRASH, ["--device", "cuda:1"], True),  # extra_args come after the command
+        ([*_CRASH, "--device", "cuda:0"], ["--device", "cpu"], False),  # the last one counts
+        ([*_CRASH, "--device", "cpu"], [], False),
+        (_CRASH, [], False),  # no device named: the server's own business, launched
+    ],
+)
+def test_a_command_asking_for_cuda_on_a_host_without_gpus_is_a_skip(
+    tmp_path: Path, env: Path, command: list[str], extra_args: list[str], skipped: bool
+) -> None:
+    # This machine has no NVIDIA GPU (as the test above). A server the profile's command starts
+    # and that asks for a CUDA device used to be launched here and crash: FAILED, read as the
+    # server's fault, where the truth is "not checked on this host".
+    profile = {"engine": "openai-command", "model_path": "synthetic", "command": command,
+               "extra_args": extra_args, "load_timeout_s": 60, "hang_timeout_s": 60,
+               "stop_grace_s": 5}  # fmt: skip
+    stack = write_stack(tmp_path, "cmd", {"main": profile})
+    done = _serve(stack, "--env", env, "--out-dir", tmp_path / "out", "--json")
+    launch = json.loads(done.stdout)["results"][0]
+    if skipped:
+        assert launch["status"] == "SKIP", launch
+        assert launch["reason"].startswith("the profile's command asks for a CUDA device; ")
+        assert launch["evidence"] == {"launched": False} and done.returncode == 0
+        last = done.stderr.strip().splitlines()[-1]
+        assert last.startswith("INCOMPLETE serve-bench cmd: 1 checks"), last
+        assert "serve-bench.launch skipped, so whether it runs on this host was not checked" in last
+    else:
+        assert launch["status"] == "PASS", launch  # launched; it then exits: ready FAILs
+        assert done.returncode == 1
+
+
 def test_a_crash_shows_the_last_log_lines_and_the_log_path_without_markup(
     tmp_path: Path, env: Path
 ) -> None:

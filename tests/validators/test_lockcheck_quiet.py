@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from tests.helpers.range_server import serve
+from tests.helpers.range_server import running, serve
 from tests.validators.test_lockcheck import Built, built, write_lock  # noqa: F401 (fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,13 +49,8 @@ def slow_proxy(upstream: str, hold_s: float) -> Iterator[str]:
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with running(server):
         yield f"http://127.0.0.1:{server.server_port}/"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_a_slow_index_is_not_silence(built: Built, tmp_path: Path) -> None:  # noqa: F811

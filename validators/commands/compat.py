@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from validators.compat.matrix import Request
 
 # The matrix, its report and the variant audit import the static check, httpx and jinja2
-# where they run: `--lock` (the child `builder lock` starts, issue 27) imports none of them
+# where they run: `--lock` (the child `builder lock` starts) imports none of them
 # unless its lock's verdict has to be computed.
 
 NAME = "compat"

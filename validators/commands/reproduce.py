@@ -115,9 +115,25 @@ def _render(outcome: ReproduceOutcome) -> None:
         styled(
             f"[{_STYLE[outcome.verdict]}]{{}}[/] {{}}",
             outcome.verdict,
-            f"{outcome.record}" + (f" in {outcome.env}" if outcome.env else ""),
+            f"{outcome.record}" + (f" in {outcome.env}" if outcome.env else "") + _why(outcome),
         )
     )
+
+
+def _why(outcome: ReproduceOutcome) -> str:
+    """What the verdict rests on, named on its own line: each reason's head (`host gpu.count`,
+    `env tree hash differs`, `check runtime.gpu`), so that a DIFFERS whose env part is identical
+    says it is the host that differs."""
+    if not outcome.reasons:
+        return ""
+    heads = list(dict.fromkeys(r.split(":", 1)[0] for r in outcome.reasons))
+    shown = ", ".join(heads[:SHOWN_HEADS]) + (
+        f", +{len(heads) - SHOWN_HEADS} more" if len(heads) > SHOWN_HEADS else ""
+    )
+    return f": {len(outcome.reasons)} reason(s) above ({shown})"
+
+
+SHOWN_HEADS = 4  # a verdict line, not the list: the reasons are printed above it
 
 
 def check_arguments(args: argparse.Namespace) -> None:

@@ -22,7 +22,7 @@ from validators.commands.run import default_env
 from validators.core.context import RunContext
 from validators.core.options import GroupOptions, ServeOptions
 from validators.core.results import Result
-from validators.reporting.render import failures_first, verdict_line
+from validators.reporting.render import failures_first, undecided, verdict_line
 from validators.serve.adapters import DEFAULT_PORTS, build_launch
 from validators.serve.group import bench_settings, run_group
 from validators.serve.interrupts import Interrupts
@@ -149,7 +149,8 @@ def _run(args: argparse.Namespace, interrupts: Interrupts) -> int:
             styled(f"[{colour[r.status]}]{{}}[/] {{}}: {{}}", f"{r.status:5}", r.check, r.reason)
         )
         _print_crash(console, r)
-    console.print(verdict_line(results, f"serve-bench {loaded.manifest.name}", None))
+    title = f"serve-bench {loaded.manifest.name}"
+    console.print(verdict_line(results, title, None, undecided(results)))
     return EXIT_CHECK_FAILED if failed else EXIT_OK
 
 

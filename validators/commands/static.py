@@ -1,4 +1,5 @@
-"""`python -m validators static [STACK] --env PATH [--targets 12.0a]`: no GPU needed.
+"""`python -m validators static [STACK] [--env PATH] [--targets 12.0a]`: no GPU needed (without
+--env: the stack's built env, as `run` takes it).
 
 `python -m validators static [STACK] --lock [LOCK] [--offline]`: the same checks before
 install, from byte ranges of the locked wheels (the stack's lock unless LOCK is given).
@@ -10,12 +11,14 @@ import argparse
 import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from stackgate.cli_numbers import WORKERS
 from stackgate.cli_paths import FOLDER
 from stackgate.errors import BadInput
 from stackgate.heartbeat import Heartbeat, took
 from stackgate.http_limits import add_limit_arguments, limits_from
+from stackgate.layout import current_env
 from stackgate.loading import load_stack
 from stackgate.output import console_err
 from validators.commands._common import env_path, finish_results
@@ -25,14 +28,21 @@ from validators.static.dist_check import lock_path
 from validators.static.file_facts import FileFactsCache
 from validators.static.group import StaticInputs, run_static, targets_from
 
+if TYPE_CHECKING:
+    from stackgate.manifest import Manifest
+
 NAME = "static"
 HELP = "ABI, GPU-arch and distribution checks on an installed environment or a lock (no GPU needed)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("stack", nargs="?", help="stack name or manifest (pins, lock, targets)")
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--env", help="the environment to check (a venv folder)")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
+        "--env",
+        help="the environment to check (a venv folder; default: the stack's built env, "
+        "<venv root>/<stack>/current, as `run` takes it)",
+    )
     where.add_argument(
         "--lock",
         nargs="?",
@@ -77,8 +87,8 @@ def run(args: argparse.Namespace) -> int:
         return _run_lock(args, manifest)
     if args.offline:
         raise BadInput("--offline: only with --lock")
-    path = env_path(args.env)
-    assert path is not None
+    given = env_path(args.env)
+    path = given if given is not None else _built_env(manifest)
     results = run_static(
         StaticInputs(
             env_path=path,
@@ -96,6 +106,19 @@ def run(args: argparse.Namespace) -> int:
             manifest.validation.refused_findings,
         )
     return finish_results(results, f"static checks: {path}", args, started)
+
+
+def _built_env(manifest: Manifest | None) -> Path:
+    """The stack's selected env (stackgate.layout) when neither --env nor --lock is given."""
+    if manifest is None:
+        raise BadInput("static: give --env PATH, --lock [UV_LOCK] or a stack that has been built")
+    current = current_env(manifest.name)
+    if not current.exists():
+        raise BadInput(
+            f"no --env given and no built environment at {current}",
+            details=[f"build it first: stackgate build {manifest.name}   (or pass --env PATH)"],
+        )
+    return current
 
 
 def _run_lock(args: argparse.Namespace, manifest: object) -> int:

@@ -203,7 +203,7 @@ def judge(inputs: PairInputs, by: dict[str, Result], report: ScanReport) -> Pair
         )
     if declared and links_torch and stable is None:
         # torchvision 0.23.0 (requires torch==2.8.0) beside torch 2.9.1: every symbol resolves
-        # and the load still dies with SIGSEGV (benchmarks/compat/results/compat_truth.md). A changed
+        # and the load still dies with SIGSEGV (benchmarks/compat/results/truth_compare.md). A changed
         # struct layout or vtable under an unchanged mangled name is in no symbol table.
         return PairVerdict(
             **common,

@@ -94,7 +94,7 @@ def project_rows(client: httpx.Client, index: str, project: str) -> list[IndexRo
         if isinstance(r.filename, str)
         and r.filename
         and not any(c in r.filename for c in "/\\\x00")
-        and not r.filename.startswith(".")  # a file name is one plain segment (issue 23)
+        and not r.filename.startswith(".")  # a file name is one plain segment
     ]
 
 

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 # The judging modules (the static check: numpy, pyelftools, httpx; ~1 s of imports) are
 # imported where a verdict is computed: a lock whose verdict is cached by its binary wheels is
-# answered without them (issue 27: the child's start is most of a changed lock's overhead).
+# answered without them (the child's start is most of a changed lock's overhead).
 
 NEAR_VERSIONS = 4  # package versions on each side of the locked one, for the alternatives
 NEAR_TORCH = 2  # torch versions on each side of the locked one

@@ -31,6 +31,7 @@ into the `kubernetes` client's models (tests/fleet/test_kube.py), never applied.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from validators.fleet.spec import FleetSpec, KubeOptions
@@ -74,212 +75,222 @@ def _local_volume(k: KubeOptions) -> dict[str, Any]:
     return {"name": "local", "hostPath": {"path": k.host_path, "type": "DirectoryOrCreate"}}
 
 
+@dataclass(frozen=True)
+class _Common:
+    """What every object of one fleet shares: names, labels, and the pods' security."""
+
+    spec: FleetSpec
+    k: KubeOptions
+    name: str
+    collect: str
+    labels: dict[str, str]
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return {"namespace": self.k.namespace, "labels": self.labels}
+
+    def role_labels(self, role: str) -> dict[str, str]:
+        # the anti-affinity selects validation pods only: a collector pod on a target node must
+        # not keep that node's validation pod from scheduling
+        return {**self.labels, "stackgate.dev/role": role}
+
+    def pod_spec(self) -> dict[str, Any]:
+        """Never retried, never root. The GPUs stay usable: the device plugin's runtime hook
+        puts /dev/nvidia* in the container with the host's modes (0666 by the driver's
+        default), and the files a pod writes (claim, emptyDir) get the pod's fsGroup."""
+        uid = self.k.run_as_user
+        priority = {"priorityClassName": self.k.priority_class} if self.k.priority_class else {}
+        return {
+            "restartPolicy": "Never",
+            **priority,
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": uid,
+                "runAsGroup": uid,
+                "fsGroup": uid,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+        }
+
+
+SAFE_CONTAINER = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+HOME = {"name": "HOME", "value": "/tmp"}  # uv's cache and kubectl's: a user with no home
+
+
 def manifests(spec: FleetSpec) -> list[dict[str, Any]]:
     """ConfigMap (the spec), the Indexed Job, the collector's RBAC and the collector Job."""
     k = _options(spec)
     name = k8s_name(f"stackgate-{spec.fleet_id}")
-    collect = k8s_name(f"stackgate-{spec.fleet_id}", "-collect")
     labels = {"app.kubernetes.io/name": "stackgate-fleet", "stackgate.dev/fleet": name}
-    meta = {"namespace": k.namespace, "labels": labels}
-    # The anti-affinity selects validation pods only: a collector pod on a target node must not
-    # keep that node's validation pod from scheduling.
-    validate_labels = {**labels, "stackgate.dev/role": "validate"}
-    collect_labels = {**labels, "stackgate.dev/role": "collect"}
-    safe = {
-        "allowPrivilegeEscalation": False,
-        "capabilities": {"drop": ["ALL"]},
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
-    priority = {"priorityClassName": k.priority_class} if k.priority_class else {}
-    # Pod Security "restricted": never root. The GPUs stay usable: the device plugin's runtime
-    # hook puts /dev/nvidia* in the container with the host's modes (0666 by the driver's
-    # default), and the files a pod writes (claim, emptyDir) get the pod's fsGroup.
-    uid = k.run_as_user
-    pod_security = {
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": uid,
-            "runAsGroup": uid,
-            "fsGroup": uid,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        }
-    }
-    home = {"name": "HOME", "value": "/tmp"}  # uv's cache and kubectl's: a user with no home
+    c = _Common(spec, k, name, k8s_name(f"stackgate-{spec.fleet_id}", "-collect"), labels)
     config_map = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": name, **meta},
+        "metadata": {"name": name, **c.meta},
         "data": {"fleet.json": spec.to_json()},
     }
+    return [config_map, _validate_job(c), *_collector_rbac(c), _collector_job(c)]
+
+
+def _placement(c: _Common) -> dict[str, Any]:
+    """One pod per target node: node affinity to the set, anti-affinity among the fleet's
+    validation pods on the hostname."""
+    hostname = "kubernetes.io/hostname"
+    node_term = {
+        "matchExpressions": [{"key": hostname, "operator": "In", "values": list(c.spec.targets)}]
+    }
+    selector = {"matchLabels": {"stackgate.dev/fleet": c.name, "stackgate.dev/role": "validate"}}
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [node_term]}
+        },
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": selector, "topologyKey": hostname}
+            ]
+        },
+    }
+
+
+def _validate_container(c: _Common) -> dict[str, Any]:
+    spec, k = c.spec, c.k
     node_cmd = [spec.python, "-m", "validators", "fleet", "node"]
     node_cmd += ["--spec", SPEC_PATH, "--job-dir", spec.job_dir, "--exit-zero"]
     resources: dict[str, Any] = {"requests": {"cpu": k.cpu, "memory": k.memory}}
     if k.gpus:
         resources["limits"] = {"nvidia.com/gpu": str(k.gpus)}
-    validate = {
+    # the node's name, not the pod's: the fingerprint uses it
+    node_name = {
+        "name": "STACKGATE_HOSTNAME",
+        "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}},
+    }
+    return {
+        "name": "validate",
+        "image": k.image,
+        "workingDir": spec.checkout,
+        "command": node_cmd,
+        "env": [node_name, HOME],
+        "resources": resources,
+        "securityContext": SAFE_CONTAINER,
+        "volumeMounts": [
+            *_shared_mounts(k),
+            {"name": "local", "mountPath": spec.local_root},
+            {"name": "shm", "mountPath": "/dev/shm"},
+        ],
+    }
+
+
+def _validate_job(c: _Common) -> dict[str, Any]:
+    """The Indexed Job: one completion per target, a disrupted pod fails its index (one
+    attempt per node per run), bounded by the node deadline."""
+    k = c.k
+    disrupted = {"type": "DisruptionTarget", "status": "True"}
+    pod = {
+        **c.pod_spec(),
+        "affinity": _placement(c),
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        "containers": [_validate_container(c)],
+        "volumes": [
+            *_shared_volumes(k, c.name),
+            _local_volume(k),
+            # NCCL needs more than the 64 MiB default /dev/shm
+            {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}},
+        ],
+    }
+    # activeDeadlineSeconds sits right after restartPolicy, as the manifests always had it
+    pod = {
+        "restartPolicy": pod.pop("restartPolicy"),
+        "activeDeadlineSeconds": k.node_deadline_s,
+        **pod,
+    }
+    return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": name, **meta},
+        "metadata": {"name": c.name, **c.meta},
         "spec": {
             "completionMode": "Indexed",
-            "completions": len(spec.targets),
-            "parallelism": k.parallelism or len(spec.targets),
+            "completions": len(c.spec.targets),
+            "parallelism": k.parallelism or len(c.spec.targets),
             "backoffLimitPerIndex": 0,
             "podFailurePolicy": {
-                "rules": [
-                    {
-                        "action": "FailIndex",
-                        "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
-                    }
-                ]
+                "rules": [{"action": "FailIndex", "onPodConditions": [disrupted]}]
             },
-            "template": {
-                "metadata": {"labels": validate_labels},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "activeDeadlineSeconds": k.node_deadline_s,
-                    **priority,
-                    **pod_security,
-                    "affinity": {
-                        "nodeAffinity": {
-                            "requiredDuringSchedulingIgnoredDuringExecution": {
-                                "nodeSelectorTerms": [
-                                    {
-                                        "matchExpressions": [
-                                            {
-                                                "key": "kubernetes.io/hostname",
-                                                "operator": "In",
-                                                "values": list(spec.targets),
-                                            }
-                                        ]
-                                    }
-                                ]
-                            }
-                        },
-                        "podAntiAffinity": {
-                            "requiredDuringSchedulingIgnoredDuringExecution": [
-                                {
-                                    "labelSelector": {
-                                        "matchLabels": {
-                                            "stackgate.dev/fleet": name,
-                                            "stackgate.dev/role": "validate",
-                                        }
-                                    },
-                                    "topologyKey": "kubernetes.io/hostname",
-                                }
-                            ]
-                        },
-                    },
-                    "tolerations": [
-                        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
-                    ],
-                    "containers": [
-                        {
-                            "name": "validate",
-                            "image": k.image,
-                            "workingDir": spec.checkout,
-                            "command": node_cmd,
-                            "env": [
-                                {
-                                    # the node's name, not the pod's: the fingerprint uses it
-                                    "name": "STACKGATE_HOSTNAME",
-                                    "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}},
-                                },
-                                home,
-                            ],
-                            "resources": resources,
-                            "securityContext": safe,
-                            "volumeMounts": [
-                                *_shared_mounts(k),
-                                {"name": "local", "mountPath": spec.local_root},
-                                {"name": "shm", "mountPath": "/dev/shm"},
-                            ],
-                        }
-                    ],
-                    "volumes": [
-                        *_shared_volumes(k, name),
-                        _local_volume(k),
-                        # NCCL needs more than the 64 MiB default /dev/shm
-                        {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}},
-                    ],
-                },
-            },
+            "template": {"metadata": {"labels": c.role_labels("validate")}, "spec": pod},
         },
     }
-    account = {
-        "apiVersion": "v1",
-        "kind": "ServiceAccount",
-        "metadata": {"name": collect, **meta},
-    }
-    role = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "Role",
-        "metadata": {"name": collect, **meta},
-        "rules": [{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "watch"]}],
-    }
-    binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "RoleBinding",
-        "metadata": {"name": collect, **meta},
-        "subjects": [{"kind": "ServiceAccount", "name": collect, "namespace": k.namespace}],
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": collect},
-    }
+
+
+def _collector_rbac(c: _Common) -> list[dict[str, Any]]:
+    """A ServiceAccount allowed only to read Jobs in the namespace."""
+    meta = {"name": c.collect, **c.meta}
+    rbac = "rbac.authorization.k8s.io/v1"
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
+        {
+            "apiVersion": rbac,
+            "kind": "Role",
+            "metadata": meta,
+            "rules": [{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "watch"]}],
+        },
+        {
+            "apiVersion": rbac,
+            "kind": "RoleBinding",
+            "metadata": meta,
+            "subjects": [{"kind": "ServiceAccount", "name": c.collect, "namespace": c.k.namespace}],
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": c.collect},
+        },
+    ]
+
+
+def _collector_job(c: _Common) -> dict[str, Any]:
+    """Waits (init container polling the Job until Complete or Failed), then collects."""
+    spec, k = c.spec, c.k
     wait = (
-        f"until kubectl get job {name} -o "
+        f"until kubectl get job {c.name} -o "
         "jsonpath='{.status.conditions[?(@.status==\"True\")].type}' "
         "| grep -qE 'Complete|Failed'; do sleep 30; done"
     )
+    waiter = {
+        "name": "wait",
+        "image": k.kubectl_image,
+        "command": ["sh", "-c", wait],
+        "env": [HOME],
+        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}},
+        "securityContext": SAFE_CONTAINER,
+    }
+    collect_cmd = [spec.python, "-m", "validators", "fleet", "collect"]
     collector = {
+        "name": "collect",
+        "image": k.image,
+        "workingDir": spec.checkout,
+        "command": [*collect_cmd, "--spec", SPEC_PATH, "--job-dir", spec.job_dir],
+        "env": [HOME],
+        "volumeMounts": _shared_mounts(k),
+        "resources": {"requests": {"cpu": "1", "memory": "2Gi"}},
+        "securityContext": SAFE_CONTAINER,
+    }
+    pod = c.pod_spec()
+    pod = {
+        "restartPolicy": pod.pop("restartPolicy"),
+        "serviceAccountName": c.collect,
+        **pod,
+        "initContainers": [waiter],
+        "containers": [collector],
+        "volumes": _shared_volumes(k, c.name),
+    }
+    return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": collect, **meta},
+        "metadata": {"name": c.collect, **c.meta},
         "spec": {
             "backoffLimit": 0,
-            "template": {
-                "metadata": {"labels": collect_labels},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "serviceAccountName": collect,
-                    **priority,
-                    **pod_security,
-                    "initContainers": [
-                        {
-                            "name": "wait",
-                            "image": k.kubectl_image,
-                            "command": ["sh", "-c", wait],
-                            "env": [home],
-                            "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}},
-                            "securityContext": safe,
-                        }
-                    ],
-                    "containers": [
-                        {
-                            "name": "collect",
-                            "image": k.image,
-                            "workingDir": spec.checkout,
-                            "command": [
-                                spec.python,
-                                "-m",
-                                "validators",
-                                "fleet",
-                                "collect",
-                                "--spec",
-                                SPEC_PATH,
-                                "--job-dir",
-                                spec.job_dir,
-                            ],
-                            "env": [home],
-                            "volumeMounts": _shared_mounts(k),
-                            "resources": {"requests": {"cpu": "1", "memory": "2Gi"}},
-                            "securityContext": safe,
-                        }
-                    ],
-                    "volumes": _shared_volumes(k, name),
-                },
-            },
+            "template": {"metadata": {"labels": c.role_labels("collect")}, "spec": pod},
         },
     }
-    return [config_map, validate, account, role, binding, collector]
 
 
 def as_list(items: list[dict[str, Any]]) -> dict[str, Any]:

@@ -191,6 +191,12 @@ def reproduce(
             outcome.differ(f"host {d.field}: recorded {d.recorded}, here {d.here} ({d.why})")
         elif d.impact == "performance":
             outcome.notes.append(f"host {d.field}: recorded {d.recorded}, here {d.here}")
+    blocking = [d.field for d in outcome.host if d.impact == "blocks"]
+    outcome.parts["host"] = (
+        f"differs in what the record's runs need: {', '.join(blocking)}"
+        if blocking
+        else "what the record's runs need is here"
+    )
     with tempfile.TemporaryDirectory(prefix="stackgate-reproduce-") as tmp:
         try:
             with _timed(outcome, "sources"):

@@ -281,7 +281,7 @@ def _undecided_arch(
 def undecided_reason(check: str, files: list[str], evidence: dict[str, Any]) -> str:
     """The SKIP of an arch check whose GPU code was read only in part. It says what is not
     known, never the FAIL's "has no SASS that runs on 9.0a ... (has )": read as a verdict,
-    that told a reader torch 2.9.1 cannot run on an H100 (issue 29 item 5)."""
+    that told a reader torch 2.9.1 cannot run on an H100."""
     seen: set[str] = set()
     for codes in (evidence.get("libraries") or {}).values():
         seen.update(str(c) for c in codes)

@@ -19,7 +19,7 @@ from typing import Any, BinaryIO, cast
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from stackgate.wheel_listing import FACTS_VERSION  # the builder reads it too (issue 27)
+from stackgate.wheel_listing import FACTS_VERSION  # the builder reads it too
 from validators.lockcheck.member_view import MemberStream, MemberView, NotKnown
 from validators.lockcheck.synthetic_sections import CannotSynthesize, synthesize
 from validators.static.elf_symbols import (

@@ -1,5 +1,5 @@
 """A cache of CachedFacts and wheel listings. Facts enter it only under a key the bytes they
-came from have earned (issue 23: a lock naming the real torch wheel's sha256 at another URL
+came from have earned (a lock naming the real torch wheel's sha256 at another URL
 must not teach the cache what "torch" holds):
 
 - proven by content: facts of a member read whole whose sha256 matched its RECORD hash are
@@ -32,7 +32,7 @@ from pydantic import ValidationError
 from stackgate.compat import facts_root
 from stackgate.wheel_listing import ListingStore, WheelListing, origin_key
 
-if TYPE_CHECKING:  # numpy and pyelftools: only where facts are read (issue 27: the listing
+if TYPE_CHECKING:  # numpy and pyelftools: only where facts are read (the listing
     # path of `validators compat --lock` imports neither)
     from validators.lockcheck.facts import CachedFacts
     from validators.static.facts import ObjectFacts

@@ -1,4 +1,4 @@
-"""The pre-install verdict of a lock whose facts are all cached, kept across runs (issue 25).
+"""The pre-install verdict of a lock whose facts are all cached, kept across runs.
 
 A warm `static --lock` of the cu128 lock spent ~5 s of CPU: loading 530 objects' facts from
 the cache (gzip'd JSON, validated), building the virtual env, resolving 99,371 imports, for

@@ -1,5 +1,5 @@
 """The pre-install verdict checks where the lock's files come from before it reads a byte of
-them (issue 23 section 1): the same check `builder wheelhouse` and `builder build` run
+them: the same check `builder wheelhouse` and `builder build` run
 (builder/lock/origin.py), against the manifest of the stack the verdict is asked about.
 
 Without a stack there is no manifest naming the indexes: the verdict then reads the files the

@@ -67,7 +67,7 @@ def _acceptable_skip(r: Result, manifest: Manifest) -> bool:
     """A SKIP that does not stop a record: a finding the stack's own manifest accepts (the SKIP
     keeps the finding and the reason in the record), or a GPU-link check on a one-GPU host
     when no serving profile of the stack spans GPUs (TP 1 needs no interconnect). Found on the
-    lent ONE-H200 machine (issue 22): every SGLang run there was refused for these alone."""
+    lent ONE-H200 machine: every SGLang run there was refused for these alone."""
     if r.status != "SKIP":
         return False
     accepted = manifest.validation.accepted_findings.get(r.check)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Literal
 
@@ -112,109 +113,53 @@ def _show(value: object) -> str:
     return "unknown" if value is None else str(value)
 
 
+# field (its attribute path), impact, why it matters
+HOST_FIELDS: tuple[tuple[str, Impact, str], ...] = (
+    (
+        "gpu.compute_capabilities",
+        "blocks",
+        "other GPU arch: different kernels (cubins/PTX) run, or none do",
+    ),
+    ("gpu.count", "blocks", "tensor parallel size and the all-reduce path depend on the GPU count"),
+    ("gpu.model", "performance", "another GPU model: benchmark numbers are not comparable"),
+    (
+        "interconnect",
+        "performance",
+        "the NCCL profile is chosen per topology; all-reduce cost differs",
+    ),
+    ("driver", "performance", "driver changes JIT/PTX behaviour and may change performance"),
+    (
+        "cuda_driver",
+        "performance",
+        "the CUDA version the driver supports bounds what the stack can load",
+    ),
+    ("nvcc", "performance", "FlashInfer/Triton JIT compile with the host nvcc"),
+    ("gpu.memory_gib", "performance", "KV cache size (and so max concurrency) follows GPU memory"),
+    ("cpu_model", "performance", "tokenization and scheduling run on the CPU"),
+    ("cpu_count", "performance", "fewer CPUs can starve the scheduler and tokenizer processes"),
+    ("ram_gib", "performance", "weights are staged through host RAM while loading"),
+    ("swap_gib", "info", "swap changes how memory pressure fails (OOM kill vs slowdown)"),
+    ("kernel", "info", "kernel build"),
+    ("hostname", "info", "another machine"),
+)
+
+
 def diff_hosts(recorded: HostFingerprint, here: HostFingerprint) -> list[HostDifference]:
     """Every field that differs, with whether it blocks a faithful reproduction.
 
     blocks: the stack may not run or its kernels differ (GPU arch, GPU count for TP).
     performance: numbers are not comparable (GPU model, interconnect, driver, CPU, RAM).
     info: worth knowing, changes neither (hostname, kernel build, swap when both have none).
+    A field one side could not tell is not known to differ: info, and said so.
     """
     out: list[HostDifference] = []
-
-    def add(field: str, a: object, b: object, impact: Impact, why: str) -> None:
+    for field, impact, why in HOST_FIELDS:
+        a, b = attrgetter(field)(recorded), attrgetter(field)(here)
         if a == b:
-            return
+            continue
         if a is None or b is None:
-            # Not known to differ: one side could not tell (a probe that cannot tell says so).
             impact, why = "info", f"unknown on one side; {why}"
         out.append(HostDifference(field, _show(a), _show(b), impact, why))
-
-    add(
-        "gpu.compute_capabilities",
-        recorded.gpu.compute_capabilities,
-        here.gpu.compute_capabilities,
-        "blocks",
-        "other GPU arch: different kernels (cubins/PTX) run, or none do",
-    )
-    add(
-        "gpu.count",
-        recorded.gpu.count,
-        here.gpu.count,
-        "blocks",
-        "tensor parallel size and the all-reduce path depend on the GPU count",
-    )
-    add(
-        "gpu.model",
-        recorded.gpu.model,
-        here.gpu.model,
-        "performance",
-        "another GPU model: benchmark numbers are not comparable",
-    )
-    add(
-        "interconnect",
-        recorded.interconnect,
-        here.interconnect,
-        "performance",
-        "the NCCL profile is chosen per topology; all-reduce cost differs",
-    )
-    add(
-        "driver",
-        recorded.driver,
-        here.driver,
-        "performance",
-        "driver changes JIT/PTX behaviour and may change performance",
-    )
-    add(
-        "cuda_driver",
-        recorded.cuda_driver,
-        here.cuda_driver,
-        "performance",
-        "the CUDA version the driver supports bounds what the stack can load",
-    )
-    add(
-        "nvcc",
-        recorded.nvcc,
-        here.nvcc,
-        "performance",
-        "FlashInfer/Triton JIT compile with the host nvcc",
-    )
-    add(
-        "gpu.memory_gib",
-        recorded.gpu.memory_gib,
-        here.gpu.memory_gib,
-        "performance",
-        "KV cache size (and so max concurrency) follows GPU memory",
-    )
-    add(
-        "cpu_model",
-        recorded.cpu_model,
-        here.cpu_model,
-        "performance",
-        "tokenization and scheduling run on the CPU",
-    )
-    add(
-        "cpu_count",
-        recorded.cpu_count,
-        here.cpu_count,
-        "performance",
-        "fewer CPUs can starve the scheduler and tokenizer processes",
-    )
-    add(
-        "ram_gib",
-        recorded.ram_gib,
-        here.ram_gib,
-        "performance",
-        "weights are staged through host RAM while loading",
-    )
-    add(
-        "swap_gib",
-        recorded.swap_gib,
-        here.swap_gib,
-        "info",
-        "swap changes how memory pressure fails (OOM kill vs slowdown)",
-    )
-    add("kernel", recorded.kernel, here.kernel, "info", "kernel build")
-    add("hostname", recorded.hostname, here.hostname, "info", "another machine")
     return out
 
 

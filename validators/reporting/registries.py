@@ -32,8 +32,8 @@ def _flags(pairs: list[tuple[str, bool]]) -> str:
     return "+".join(on) if on else "-"
 
 
-def table() -> str:
-    """The markdown table: one row per thing a maintainer adds, and what is there today."""
+def _registered() -> dict[str, str]:
+    """What each registry holds today, as the table's third column shows it."""
     groups = "; ".join(
         f"`{g.name}` ("
         + _flags(
@@ -67,79 +67,89 @@ def table() -> str:
         f"`{p.name}` -> `{p.check}`" + (f" (needs `{p.package}`)" if p.package else "")
         for p in PROBES
     )
-    rows = [
-        (
-            "a check",
-            "its id in its group's Literal in `validators/core/checks.py` (mypy then checks every "
-            "`make_result`); a family member through `family_id`",
-            "one Literal per group ("
-            + _names(f"{g}" for g in GROUP_CHECKS)
-            + "), families "
-            + _names(f.prefix + "*" for f in FAMILIES),
-            "the group's tests; `tests/validators/test_check_ids.py`",
-        ),
-        (
-            "a validator group",
-            "a `GroupSpec` in `stackgate/validator_groups.py` (name, module, needs_env, "
-            "needs_gpus, host_facts, needs_serve_profile), a module with `run_group(ctx)`, its "
-            "options in `validators/core/options.py`, its ids' Literal in `validators/core/checks.py`",
-            groups,
-            "`tests/validators/`, `tests/foundation/test_registries.py`",
-        ),
-        (
-            "a runtime probe",
-            "its function in `validators/runtime/probes/smoke.py`, its row in "
-            "`validators/runtime/probe_table.py`, its id in `RuntimeCheck`",
-            probes,
-            "`tests/validators/test_runtime.py`",
-        ),
-        (
-            "a serving engine",
-            "one module in `stackgate/engines/` implementing `ServingEngine` (needs_env, "
-            "loads_onto_gpus, ports, ready line, packages) and one line in `ENGINES`",
-            engines,
-            "`tests/foundation/test_engines.py`, `tests/serve/`",
-        ),
-        (
-            "a container engine",
-            "a `ContainerEngine` subclass in `stackgate/containers/` (can_run_gpus, "
-            "reproducible, minimum, `configured()`), its name in `base.EngineName`, its class "
-            "in `select.ENGINE_CLASSES`",
-            containers,
-            "`tests/images/test_engines.py`",
-        ),
-        (
-            "a scheduler",
-            "a class in `validators/fleet/schedulers.py` implementing `Scheduler`, its name in "
-            "`spec.SchedulerName`",
-            schedulers,
-            "`tests/fleet/test_schedulers.py`",
-        ),
-        (
-            "a rule",
-            "a `[[rules]]` entry in `stacks/rules.toml` (data; conditions in "
-            "`stackgate/rules.py` `When`) and its row in the rule table of `docs/manifest.md`",
-            "the rule table of `docs/manifest.md` (a test keeps it in step)",
-            "`tests/foundation/test_rules.py`, `test_readme.py`",
-        ),
-        (
-            "a setting",
-            "a `Setting` in `stackgate/settings.py` (default, meaning, readers); "
-            "`python -m stackgate.settings --write`",
-            "`docs/settings.md` (generated from the table)",
-            "`tests/foundation/test_settings.py`",
-        ),
-        (
-            "a stack",
-            "`stacks/<name>.toml`, then `stackgate lock <name>` (nox sessions appear by themselves)",
-            "`stacks/*.toml`",
-            "`tests/foundation/test_manifest.py` loads every shipped stack",
-        ),
-    ]
+    return {
+        "a check": "one Literal per group ("
+        + _names(f"{g}" for g in GROUP_CHECKS)
+        + "), families "
+        + _names(f.prefix + "*" for f in FAMILIES),
+        "a validator group": groups,
+        "a runtime probe": probes,
+        "a serving engine": engines,
+        "a container engine": containers,
+        "a scheduler": schedulers,
+        "a rule": "the rule table of `docs/manifest.md` (a test keeps it in step)",
+        "a setting": "`docs/settings.md` (generated from the table)",
+        "a stack": "`stacks/*.toml`",
+    }
+
+
+# what a maintainer adds, what to change, and where it is tested
+ROWS: tuple[tuple[str, str, str], ...] = (
+    (
+        "a check",
+        "its id in its group's Literal in `validators/core/checks.py` (mypy then checks every "
+        "`make_result`); a family member through `family_id`",
+        "the group's tests; `tests/validators/test_check_ids.py`",
+    ),
+    (
+        "a validator group",
+        "a `GroupSpec` in `stackgate/validator_groups.py` (name, module, needs_env, "
+        "needs_gpus, host_facts, needs_serve_profile), a module with `run_group(ctx)`, its "
+        "options in `validators/core/options.py`, its ids' Literal in `validators/core/checks.py`",
+        "`tests/validators/`, `tests/foundation/test_registries.py`",
+    ),
+    (
+        "a runtime probe",
+        "its function in `validators/runtime/probes/smoke.py`, its row in "
+        "`validators/runtime/probe_table.py`, its id in `RuntimeCheck`",
+        "`tests/validators/test_runtime.py`",
+    ),
+    (
+        "a serving engine",
+        "one module in `stackgate/engines/` implementing `ServingEngine` (needs_env, "
+        "loads_onto_gpus, ports, ready line, packages) and one line in `ENGINES`",
+        "`tests/foundation/test_engines.py`, `tests/serve/`",
+    ),
+    (
+        "a container engine",
+        "a `ContainerEngine` subclass in `stackgate/containers/` (can_run_gpus, "
+        "reproducible, minimum, `configured()`), its name in `base.EngineName`, its class "
+        "in `select.ENGINE_CLASSES`",
+        "`tests/images/test_engines.py`",
+    ),
+    (
+        "a scheduler",
+        "a class in `validators/fleet/schedulers.py` implementing `Scheduler`, its name in "
+        "`spec.SchedulerName`",
+        "`tests/fleet/test_schedulers.py`",
+    ),
+    (
+        "a rule",
+        "a `[[rules]]` entry in `stacks/rules.toml` (data; conditions in "
+        "`stackgate/rules.py` `When`) and its row in the rule table of `docs/manifest.md`",
+        "`tests/foundation/test_rules.py`, `test_readme.py`",
+    ),
+    (
+        "a setting",
+        "a `Setting` in `stackgate/settings.py` (default, meaning, readers); "
+        "`python -m stackgate.settings --write`",
+        "`tests/foundation/test_settings.py`",
+    ),
+    (
+        "a stack",
+        "`stacks/<name>.toml`, then `stackgate lock <name>` (nox sessions appear by themselves)",
+        "`tests/foundation/test_manifest.py` loads every shipped stack",
+    ),
+)
+
+
+def table() -> str:
+    """The markdown table: one row per thing a maintainer adds, and what is there today."""
+    today = _registered()
     lines = [
         "| To add ... | change | registered today | and test in |",
         "|---|---|---|---|",
-        *(f"| {what} | {change} | {today} | {test} |" for what, change, today, test in rows),
+        *(f"| {what} | {change} | {today[what]} | {test} |" for what, change, test in ROWS),
     ]
     return "\n".join(lines) + "\n"
 

@@ -197,86 +197,84 @@ def _sglang_decisions(
     pinned = pin.version or (pin.ref or "").lstrip("v") if pin else None
     if pinned and not real_keys and pinned != str(sr.SGLANG_TABLE_VERSION):
         source_note += f" (the stack pins sglang {pinned}: re-check on upgrade)"
-    majors = sorted({arch_cc(a)[0] for a in manifest.host.target_archs})
     sources = {f"target {a}": arch_cc(a)[0] for a in manifest.host.target_archs}
     if cc is not None:
         sources[f"device SM{cc[0]}{cc[1]}"] = int(cc[0])
     fi_pin = manifest.package("flashinfer-python")
     fi_version = Version(fi_pin.version) if fi_pin and fi_pin.version else None
-    full_nvlink = topology == "nvlink"
-    out: list[Result] = []
+    return [
+        _symm_mem_result(sources, known, tp, "--enable-torch-symm-mem" in flags, source_note),
+        _custom_allreduce_result(tp, topology),
+        _fusion_result(sources, fi_version, "--enable-flashinfer-allreduce-fusion" in flags),
+    ]
 
+
+def _symm_mem_result(
+    sources: dict[str, int], known: set[int], tp: int, wanted: bool, source_note: str
+) -> Result:
+    """torch symmetric memory: SGLang's size table has no row for an arch (KeyError: 12)."""
     table = {
         where: {ws: sr.torch_symm_mem(major, ws).reason for ws in (2, 4, 6, 8)}
         for where, major in sources.items()
     }
-    wants_symm = "--enable-torch-symm-mem" in flags
+    evidence = {"table": table, "keys": sorted(known)}
+    check: RuntimeCheck = "runtime.sglang.torch_symm_mem"
     bad = [where for where, major in sources.items() if major not in known and major >= 9]
-    if bad and wants_symm:
-        out.append(
-            _r(
-                "runtime.sglang.torch_symm_mem",
-                "FAIL",
-                f"{', '.join(bad)}: {sr.torch_symm_mem(sources[bad[0]], tp).reason} ({source_note})",
-                {"table": table, "keys": sorted(known)},
-            )
+    if bad and wanted:
+        reason = sr.torch_symm_mem(sources[bad[0]], tp).reason
+        return _r(check, "FAIL", f"{', '.join(bad)}: {reason} ({source_note})", evidence)
+    if bad:
+        return _r(
+            check,
+            "SKIP",
+            "the serving profile does not pass --enable-torch-symm-mem; on "
+            f"{', '.join(bad)} it would raise KeyError: {sources[bad[0]]} "
+            f"(keys {sorted(known)}; {source_note})",
+            evidence,
         )
-    elif bad:
-        out.append(
-            _r(
-                "runtime.sglang.torch_symm_mem",
-                "SKIP",
-                "the serving profile does not pass --enable-torch-symm-mem; on "
-                f"{', '.join(bad)} it would raise KeyError: {sources[bad[0]]} "
-                f"(keys {sorted(known)}; {source_note})",
-                {"table": table, "keys": sorted(known)},
-            )
-        )
-    else:
-        out.append(
-            _r(
-                "runtime.sglang.torch_symm_mem",
-                "PASS",
-                "SGLang's torch-symm-mem tables cover " + ", ".join(sources) + f" ({source_note})",
-                {"table": table, "keys": sorted(known)},
-            )
-        )
-
-    car = {ws: sr.custom_all_reduce(ws, full_nvlink).reason for ws in (2, 4, 6, 8)}
-    decision = sr.custom_all_reduce(tp, full_nvlink)
-    out.append(
-        _r(
-            "runtime.sglang.custom_allreduce",
-            "PASS",
-            f"TP {tp} on {topology or 'unknown'} interconnect: custom all-reduce "
-            f"{'on' if decision.enabled else 'off'} ({decision.reason})",
-            {"by_world_size": car, "tp": tp, "topology": topology},
-        )
+    return _r(
+        check,
+        "PASS",
+        "SGLang's torch-symm-mem tables cover " + ", ".join(sources) + f" ({source_note})",
+        evidence,
     )
 
+
+def _custom_allreduce_result(tp: int, topology: Topology | None) -> Result:
+    """Custom all-reduce on or off for this TP size and interconnect (said, never a failure)."""
+    full_nvlink = topology == "nvlink"
+    car = {ws: sr.custom_all_reduce(ws, full_nvlink).reason for ws in (2, 4, 6, 8)}
+    decision = sr.custom_all_reduce(tp, full_nvlink)
+    return _r(
+        "runtime.sglang.custom_allreduce",
+        "PASS",
+        f"TP {tp} on {topology or 'unknown'} interconnect: custom all-reduce "
+        f"{'on' if decision.enabled else 'off'} ({decision.reason})",
+        {"by_world_size": car, "tp": tp, "topology": topology},
+    )
+
+
+def _fusion_result(sources: dict[str, int], fi_version: Version | None, wanted: bool) -> Result:
+    """FlashInfer all-reduce fusion: a flag that is a no-op on SM12x fails the profile."""
     fusion = {
         where: sr.flashinfer_fusion(major, fi_version).reason for where, major in sources.items()
     }
+    check: RuntimeCheck = "runtime.sglang.allreduce_fusion"
+    targets_sm12 = any(m == 12 for w, m in sources.items() if w.startswith("target "))
+    if wanted and targets_sm12:
+        return _r(
+            check,
+            "FAIL",
+            "the profile passes --enable-flashinfer-allreduce-fusion, a no-op on SM12x: "
+            + sr.flashinfer_fusion(12, fi_version).reason,
+            {"by_arch": fusion},
+        )
     no_fusion = [w for w, m in sources.items() if not sr.flashinfer_fusion(m, fi_version).enabled]
-    if "--enable-flashinfer-allreduce-fusion" in flags and any(m == 12 for m in majors):
-        out.append(
-            _r(
-                "runtime.sglang.allreduce_fusion",
-                "FAIL",
-                "the profile passes --enable-flashinfer-allreduce-fusion, a no-op on SM12x: "
-                + sr.flashinfer_fusion(12, fi_version).reason,
-                {"by_arch": fusion},
-            )
-        )
-    else:
-        out.append(
-            _r(
-                "runtime.sglang.allreduce_fusion",
-                "PASS",
-                ("FlashInfer all-reduce fusion off on " + ", ".join(no_fusion))
-                if no_fusion
-                else "FlashInfer all-reduce fusion available",
-                {"by_arch": fusion},
-            )
-        )
-    return out
+    return _r(
+        check,
+        "PASS",
+        ("FlashInfer all-reduce fusion off on " + ", ".join(no_fusion))
+        if no_fusion
+        else "FlashInfer all-reduce fusion available",
+        {"by_arch": fusion},
+    )

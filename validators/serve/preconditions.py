@@ -2,7 +2,8 @@
 draft model) folders exist, the host has at least `tp` GPUs, and those GPUs have memory free.
 
 A launch that cannot succeed is never started: a host without GPUs (CPU CI) is a SKIP that
-says what the profile needs (and names a missing model too), a missing model on a host that
+says what the profile needs (also for a server the profile's own command starts, when that
+command asks for a CUDA device) (and names a missing model too), a missing model on a host that
 could serve the profile is a FAIL, too few GPUs a FAIL, a GPU whose memory another process
 holds a FAIL naming it.
 """
@@ -55,9 +56,35 @@ def targets_cpu(profile: ServingProfile) -> bool:
     return profile.env.get("VLLM_TARGET_DEVICE") == "cpu" or device == "cpu"
 
 
+def _device(args: list[str]) -> str | None:
+    """The value of the last `--device X` / `--device=X` in a command line."""
+    found = None
+    for n, arg in enumerate(args):
+        if arg == "--device" and n + 1 < len(args):
+            found = args[n + 1]
+        elif arg.startswith("--device="):
+            found = arg.split("=", 1)[1]
+    return found
+
+
+def asks_for_cuda(profile: ServingProfile) -> bool:
+    """A server the profile's own `command` starts (its engine loads nothing itself) whose
+    command line asks for a CUDA device (`transformers serve --device cuda:0`)."""
+    device = _device([*profile.command, *profile.extra_args])
+    return device is not None and device.split(":", 1)[0] == "cuda"
+
+
 def check(profile: ServingProfile, base: Path) -> Unmet | None:
     """The first precondition that does not hold, or None."""
     if not ENGINES[profile.engine].loads_onto_gpus:
+        # The user's own server: what it loads is its own business, except that one asking
+        # for a CUDA device cannot start on a host without GPUs (a launch there ends in a crash
+        # that reads as the server's fault: FAILED instead of "not checked here").
+        if not asks_for_cuda(profile):
+            return None
+        count, why = _gpu_count()
+        if count == 0:
+            return Unmet("SKIP", f"the profile's command asks for a CUDA device; {why}")
         return None
     missing = model_problems(profile, base)
     if targets_cpu(profile):
@@ -91,3 +118,10 @@ def check(profile: ServingProfile, base: Path) -> Unmet | None:
     if held:
         return Unmet("FAIL", "GPU memory is held by other processes: " + "; ".join(held))
     return None
+
+
+def _gpu_count() -> tuple[int, str]:
+    """(GPUs on this host, why none where there are none)."""
+    snap = host_snapshot()
+    count = len(snap.inventory.gpus) if snap.inventory is not None else 0
+    return count, snap.gpus.reason or "no GPU found"

@@ -1,4 +1,4 @@
-"""Count an engine's completion tokens again, with the env's own tokenizer (issue 23 section 3).
+"""Count an engine's completion tokens again, with the env's own tokenizer.
 
 `usage.completion_tokens` is what the server says it generated; SseParser checks it against
 the stream's own shape, but a server whose per-chunk counts agree with its final claim (10

@@ -1,4 +1,4 @@
-"""The ABI resolution and the GPU-code scan of an unchanged env, kept across runs (issue 25).
+"""The ABI resolution and the GPU-code scan of an unchanged env, kept across runs.
 
 With every file's facts cached (file_facts.py), a warm run of the cu128 SGLang env still
 spent ~3 s of CPU re-resolving 99,371 imports and re-reading 5,363 cubin headers to reach the

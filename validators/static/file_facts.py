@@ -1,4 +1,4 @@
-"""Facts of installed files, cached across runs by file identity (issue 25 item 1).
+"""Facts of installed files, cached across runs by file identity.
 
 What a static run learns about a file that has not changed is the same on the next run: its
 dynamic-linking facts (ElfObject), its GPU code (CodeScan), and, per distribution, the

@@ -1,4 +1,4 @@
-"""Modules a package imports at import time without declaring them (issue 25 item 4).
+"""Modules a package imports at import time without declaring them.
 
 bitsandbytes 0.47.0's `bitsandbytes/backends/utils.py` does `from packaging import version`
 and its METADATA requires only torch and numpy: in a clean torch 2.8 env (no `packaging`),
@@ -85,20 +85,7 @@ def import_time_imports(site: Path, top: str) -> dict[str, Path]:
             continue
         module = _package_of(site, path)
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-        targets: list[str] = []
-        for match in _IMPORT.finditer(text):
-            targets += [m.strip().split(" ")[0] for m in match.group(1).split(",")]
-        for match in _FROM.finditer(text):
-            dots, name, what = match.group(1), match.group(2), match.group(3)
-            if dots:
-                base = package.split(".")
-                base = base[: len(base) - (len(dots) - 1)] if len(dots) > 1 else base
-                dotted = ".".join([*base, name] if name else base)
-                # `from . import x`: x may be a submodule
-                subs = [s.strip() for s in what.strip("()").split(",") if s.strip()]
-                targets += [dotted] + [f"{dotted}.{s.split()[0]}" for s in subs if s != "*"]
-            else:
-                targets.append(name)
+        targets = _targets(text, package)
         for dotted in targets:
             first = dotted.split(".")[0]
             if not first:

@@ -1,4 +1,4 @@
-"""Fill the facts cache for a first-time run in worker processes (issue 25 item 1).
+"""Fill the facts cache for a first-time run in worker processes.
 
 A static run with an empty cache (a first-time user) spends most of its own CPU on the facts
 of each ELF object: the dynamic symbol table and versions (elf_symbols.py) and the GPU code

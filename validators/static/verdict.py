@@ -1,6 +1,6 @@
 """From raw ABI findings to one verdict per distribution: FAIL / WARN / INFO, with the reason.
 
-Classes (issue 17):
+Classes:
 - symbols or version nodes that nothing in the object's scope defines: FAIL candidates; the
   confirming load decides (loads: INFO "refuted", fails: FAIL with both pieces of evidence);
 - an object that cannot load because a library *below* it (another distribution's) is broken:
