@@ -272,10 +272,13 @@ class GateSettings(Strict):
         default=None,
         ge=0,
         lt=1,
-        description="Regression margin for means/medians/throughput (fraction; default 0.0125).",
+        description="Regression margin for the main-class gated metrics (fraction; default 0.005).",
     )
     tail_tolerance: float | None = Field(
-        default=None, ge=0, lt=1, description="Margin for p90/p95/p99/max metrics (default 0.08)."
+        default=None,
+        ge=0,
+        lt=1,
+        description="Margin for the tail-class gated metrics (default 0.08).",
     )
     repeats: int | None = Field(
         default=None,

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.bisect.index import NEUTRAL, bisect_manifest, build_index, versions
+from tests.bisect.index import NEUTRAL, REPEATS, bisect_manifest, build_index, versions
 from tests.gate.conftest import ROOT, Project
 from tests.helpers.interpreter import base_python
 from tests.helpers.range_server import serve
@@ -75,7 +75,7 @@ def bisect_project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BisectP
         project.run("validators", "run", "base", "--env", str(current), "--option",
                     f"record_reference={stacks / 'refs' / 'main.json'}", check=True)  # fmt: skip
         runs = []
-        for i in range(2):
+        for i in range(REPEATS):  # the record holds as many runs as the stacks declare
             done = project.run("validators", "run", "base", "--env", str(current), "--json")
             assert done.returncode == 0, done.stderr
             (root / f"base-run{i}.json").write_text(done.stdout)

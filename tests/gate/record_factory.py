@@ -6,7 +6,7 @@ from validators.core.results import Result
 from validators.records.model import BuildFacts, HostFingerprint, Record
 
 THROUGHPUT = "serve-bench.sweep/output_throughput@c16"
-TTFT = "serve-bench.sweep/mean_ttft_ms@c16"
+TTFT = "serve-bench.sweep/median_ttft_ms@c16"
 
 
 def make_record(

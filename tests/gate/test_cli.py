@@ -40,9 +40,9 @@ def _write_runs(
     return args
 
 
-def _mark_baseline(project: Project) -> str:
+def _mark_baseline(project: Project, n: int = DEFAULT_REPEATS) -> str:
     env = fake_env_with_build_record(project.root / "base", "cu128")
-    runs = _write_runs(project, "base", "cu128", env, seed=11)
+    runs = _write_runs(project, "base", "cu128", env, seed=11, n=n)
     done = project.run(
         "validators", "mark-good", "cu128", *runs, "--allow-host-mismatch", "--json", check=True
     )
@@ -61,19 +61,25 @@ def test_slower_candidate_with_a_failing_check_is_refused_with_a_table(project: 
     assert "REFUSED" in err
     assert "check runtime.flashinfer_jit: FAILED" in err
     assert "metric serve-bench.sweep/output_throughput@c16: REGRESSION" in err
-    assert "whole 95% interval" in err
+    assert "99% family-wise one-sided bounds" in err
+
+
+# At the fixture's 1% noise, 8 runs a side see a 3% regression only at the edge (the smallest
+# caught with 95% power came out 2.1-3.6% by level at seeds 11/13, so UNDERPOWERED,
+# as the rule should say); 12 runs a side see it with room, so an equal candidate PASSES.
+EQUAL_RUNS = 12
 
 
 def test_equal_candidate_passes_and_json_says_why(project: Project) -> None:
-    _mark_baseline(project)
+    _mark_baseline(project, n=EQUAL_RUNS)
     env = fake_env_with_build_record(project.root / "cand", "cu128")
-    runs = _write_runs(project, "cand", "cu128", env, seed=13)
+    runs = _write_runs(project, "cand", "cu128", env, seed=13, n=EQUAL_RUNS)
     html = project.root / "gate.html"
     done = project.run("validators", "gate", "cu128", *runs, "--json", "--html", str(html))
     assert done.returncode == 0, done.stderr
     payload = json.loads(done.stdout)
     assert payload["passed"] is True and payload["reasons"] == []
-    assert {m["status"] for m in payload["metrics"] if m["direction"] != "none"} == {"SAME"}
+    assert {m["status"] for m in payload["metrics"] if m["gated"]} == {"SAME"}
     assert "PASSED" in done.stderr
     assert html.read_text().startswith("<!DOCTYPE html>")
 

@@ -23,22 +23,33 @@ from tests.gate.conftest import ROOT, Project, fake_env_with_build_record
 from tests.gate.test_run_set import _runs
 
 FAKETIME = shutil.which("faketime")
-pytestmark = pytest.mark.skipif(FAKETIME is None, reason="faketime missing (.ci/bootstrap installs it)")
+pytestmark = pytest.mark.skipif(
+    FAKETIME is None, reason="faketime missing (.ci/bootstrap installs it)"
+)
 
 
 def _at(project: Project, spec: str | None, *argv: str) -> subprocess.CompletedProcess[str]:
     """`python -m ARGV` with this host's clock set by faketime's spec (None: the real clock)."""
     prefix = [str(FAKETIME), "-f", spec] if spec else []
     env = project.env  # monotonic faked too: sleeps (clock_nanosleep) stay consistent
-    return subprocess.run([*prefix, sys.executable, "-m", *argv], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600, check=False)
+    return subprocess.run(
+        [*prefix, sys.executable, "-m", *argv],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
 
 
-def _mark_good(project: Project, spec: str | None, env: Path, name: str, **update: Any
-               ) -> subprocess.CompletedProcess[str]:
+def _mark_good(
+    project: Project, spec: str | None, env: Path, name: str, **update: Any
+) -> subprocess.CompletedProcess[str]:
     runs = _runs(project, name, env, **update)
-    return _at(project, spec, "validators", "mark-good", "cu128", *runs, "--allow-host-mismatch",
-               "--json")
+    return _at(
+        project, spec, "validators", "mark-good", "cu128", *runs, "--allow-host-mismatch", "--json"
+    )
 
 
 def _latest(project: Project) -> str:
@@ -87,8 +98,9 @@ def test_a_record_made_a_year_slow_is_the_baseline_and_says_why(project: Project
     [("@1970-01-02 00:00:00", "before 2024"), ("-3d", "the clock jumped back")],
     ids=["epoch", "behind-its-own-runs"],
 )
-def test_a_plainly_wrong_clock_is_a_clear_recoverable_error(project: Project, spec: str,
-                                                            said: str) -> None:
+def test_a_plainly_wrong_clock_is_a_clear_recoverable_error(
+    project: Project, spec: str, said: str
+) -> None:
     env = fake_env_with_build_record(project.root / "a", "cu128")
     recent = datetime.now(UTC).isoformat(timespec="seconds")
     done = _mark_good(project, spec, env, "bad", started_at=recent)

@@ -60,10 +60,20 @@ def test_five_percent_slower_and_a_failing_check_is_refused_with_reasons() -> No
 
 
 @pytest.mark.parametrize("seed", range(20))
-def test_an_equal_candidate_passes_seeded(seed: int) -> None:
+def test_an_equal_candidate_is_never_refused_seeded(seed: int) -> None:
+    """At the fixture's 1% noise and 8 runs a side the gate sees 3% only at the edge: it says
+    PASSED or UNDERPOWERED (blind, said so), never REFUSED; INCONCLUSIVE at most 5% of the time
+    family-wise (benchmarks/gate/gate_family_sim.py measures the rates)."""
     rng = np.random.default_rng(seed)
     result = gate(_record(_runs(rng)), _record(_runs(rng), "candidate"))
-    assert result.passed, result.reasons
+    assert result.verdict != "REFUSED" and not result.reasons, result.reasons
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_an_equal_candidate_with_enough_runs_passes(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    result = gate(_record(_runs(rng, n=12)), _record(_runs(rng, n=12), "candidate"))
+    assert result.verdict == "PASSED", [m.reason for m in result.metrics if m.gated]
 
 
 def test_an_equal_candidate_passes_twenty_seeded_draws() -> None:
@@ -94,7 +104,7 @@ def test_too_few_runs_fail_instead_of_passing_quietly() -> None:
     rng = np.random.default_rng(1)
     result = gate(_record(_runs(rng)), _record(_runs(rng, n=1), "candidate"))
     assert not result.passed
-    gated = [m for m in result.metrics if m.direction != "none"]
+    gated = [m for m in result.metrics if m.gated]
     assert gated and {m.status for m in gated} == {"TOO_FEW"}
     assert "candidate has 1 run" in gated[0].reason
 
@@ -131,9 +141,13 @@ def test_lower_is_better_metrics_are_oriented_so_below_one_is_worse() -> None:
 
 def test_policy_tail_metrics_get_their_own_tolerance() -> None:
     policy = GatePolicy(tolerance=0.01, tail_tolerance=0.05, overrides={"mean_ttft_ms": 0.02})
-    assert policy.tolerance_for("serve-bench.sweep/p99_itl_ms@c16") == 0.05
+    assert policy.tolerance_for("serve-bench.sweep/p99_ttft_ms@c16") == 0.05
     assert policy.tolerance_for("serve-bench.sweep/output_throughput@c16") == 0.01
     assert policy.tolerance_for("serve-bench.sweep/mean_ttft_ms@c4") == 0.02
+    # the class is declared, not read off the name: a max_ throughput is not a tail
+    assert policy.tolerance_for("serve-bench.sweep/max_output_tokens_per_s@c16") == 0.01
+    assert policy.gated("serve-bench.sweep/max_output_tokens_per_s@c16") is None
+    assert policy.gated("serve-bench.sweep/p99_itl_ms@c16") is None
     with pytest.raises(ValueError, match="at least 2 runs"):
         GatePolicy(min_repeats=1)
 
@@ -178,7 +192,7 @@ def test_interleaved_a_check_this_host_cannot_run_is_not_here_and_listed_not_pas
     assert verdict.status == "NOT_HERE" and not verdict.failing
     assert why in verdict.reason
     assert result.not_proven_here == ["host.gpus"]
-    assert result.passed, result.reasons
+    assert result.verdict != "REFUSED", result.reasons  # UNDERPOWERED at 8 pairs: not this test
 
 
 def test_a_skip_only_the_candidate_has_still_refuses_interleaved_or_not() -> None:
@@ -193,7 +207,7 @@ def test_a_skip_only_the_candidate_has_still_refuses_interleaved_or_not() -> Non
     # the same skip on the record's env re-measured here is the host's; a sequential gate
     # (no re-measure) cannot tell, so the record's PASS stays the bar
     skipped_here = _record(_skipping(_runs(rng), "host.gpus", "skipped"))
-    assert gate(record, candidate, remeasured=skipped_here).passed
+    assert gate(record, candidate, remeasured=skipped_here).verdict != "REFUSED"
     assert not gate(record, candidate).passed
 
 

@@ -115,7 +115,7 @@ def test_one_run_report_listing_eight_repeats_is_too_few(project: Project) -> No
     path.write_text(json.dumps(report))
     done = project.run("validators", "gate", "cu128", "--run", str(path), "--json")
     assert done.returncode == 1, done.stderr
-    statuses = {m["status"] for m in json.loads(done.stdout)["metrics"] if m["direction"] != "none"}
+    statuses = {m["status"] for m in json.loads(done.stdout)["metrics"] if m["gated"]}
     assert statuses == {"TOO_FEW"}, statuses
 
 

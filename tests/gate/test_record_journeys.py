@@ -190,7 +190,10 @@ def test_a_gate_of_run_reports_says_versions_unknown_once(tmp_path: Path) -> Non
     unknown = "versions unknown (the run report holds only the env's tree hash)"
     assert done.stderr.count(unknown) == 1
     assert " removed " not in done.stderr
-    assert done.stderr.strip().splitlines()[-1].startswith("REFUSED")
+    # 2 runs against the record's 3: ten run-label permutations, so no family p below 1/10 and
+    # no refusal at the 1% goal; the 18% throughput drop and x4.5 p99 TTFT are INCONCLUSIVE
+    # (tests/gate/test_gate_regressions.py: REFUSED at the runs that decide them)
+    assert done.stderr.strip().splitlines()[-1].startswith("INCONCLUSIVE")
     body = html.read_text().split("<body>", 1)[1].lstrip()
-    assert body.startswith('<div class="banner fail">REFUSED</div>')
+    assert body.startswith('<div class="banner fail">INCONCLUSIVE</div>')
     assert unescape(body).count(unknown) == 1 and ">removed<" not in body

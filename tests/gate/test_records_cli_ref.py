@@ -75,8 +75,8 @@ def test_verify_of_a_store_that_is_not_there_verifies_nothing_and_says_so(tmp_pa
 def test_a_prefix_naming_a_stored_and_a_committed_record_is_ambiguous(tmp_path: Path) -> None:
     """`records show PREFIX` took the stored record silently when a committed file held another
     record with the same prefix (a reviewer reading that file saw a different record). Notes
-    n5943 and n8714 give ids sharing their first 6 hex digits (found by search)."""
-    stored, committed = make_record(note="n5943"), make_record(note="n8714")
+    n80 and n5606 give ids sharing their first 6 hex digits (found by search over n0, n1, ...)."""
+    stored, committed = make_record(note="n80"), make_record(note="n5606")
     prefix = stored.record_id[:6]
     assert committed.record_id.startswith(prefix) and committed.record_id != stored.record_id
     store = tmp_path / "s.sqlite"

@@ -368,7 +368,7 @@ def test_the_stored_body_is_made_from_the_hash_encoding(tmp_path: Path) -> None:
     from validators.records.json_files import read_record_file_body
     from validators.records.model import canonical_json, canonical_texts
 
-    nested = {"record_id": "x" * 64, "runs": 3, "z": {"record_id": 1}, "é": "\"record_id\":\"a\""}
+    nested = {"record_id": "x" * 64, "runs": 3, "z": {"record_id": 1}, "é": '"record_id":"a"'}
     for manifest in ({}, nested):
         record = make_record("smoke").model_copy(update={"manifest": manifest}).sealed()
         path = tmp_path / "r.json"

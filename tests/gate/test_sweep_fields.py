@@ -46,9 +46,13 @@ BAD = {
     "concurrency zero": ([_level(0), _level(4)], "max_concurrency is 0"),
     "concurrency a float": ([_level(4.0), _level(8)], "max_concurrency is 4.0"),
     "two levels, no concurrency": (
-        [{"output_throughput": 1.0}, {"output_throughput": 2.0}], "no max_concurrency"),
-    "gated metric as an object": ([_level(4, output_throughput={"v": 1})],
-                                  "output_throughput@c4 = {'v': 1}"),
+        [{"output_throughput": 1.0}, {"output_throughput": 2.0}],
+        "no max_concurrency",
+    ),
+    "gated metric as an object": (
+        [_level(4, output_throughput={"v": 1})],
+        "output_throughput@c4 = {'v': 1}",
+    ),
 }
 
 
@@ -79,8 +83,9 @@ def test_gate_exits_2_naming_the_field(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("started_at", ["yesterday", "2026-11-30 12:00", "2026-11-30T12:00:00"])
-def test_a_run_report_started_at_must_be_a_time_with_a_zone(tmp_path: Path,
-                                                            started_at: str) -> None:
+def test_a_run_report_started_at_must_be_a_time_with_a_zone(
+    tmp_path: Path, started_at: str
+) -> None:
     path = _report(tmp_path, GOOD)
     data = json.loads(path.read_text())
     data["started_at"] = started_at

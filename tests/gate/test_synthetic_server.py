@@ -1,6 +1,7 @@
 """The gate on real processes: a server configured 5% slower is refused (exit 1, rate-bound
-metrics REGRESSION); for an equal one only its rate-bound metrics are asserted SAME, not the
-verdict (scheduling-bound metrics can refuse it on this host's noise).
+metrics REGRESSION); for an equal one only its rate-bound metrics are asserted never worse
+(SAME, or UNDERPOWERED where this host's noise hides 3% at 8 pairs), not the verdict
+(scheduling-bound metrics swing on this host).
 
 Real builder envs, real `validators run` with the serve-bench group, real HTTP streaming from
 the synthetic token server (the engine stand-in: a GPU engine cannot run here). Asserts only on
@@ -18,11 +19,15 @@ from tests.gate.conftest import Project
 from tests.helpers.interpreter import base_python
 from tests.helpers.synthetic_stack import write_synthetic_stack
 
-RATE_BOUND = (
+RATE_BOUND = (  # gated (validators/gate/gated.py) and set by the server's --rate
     "serve-bench.single_stream/single_stream_decode_tok_s",
     "serve-bench.sweep/median_tpot_ms@c1",
 )
-REPEATS = "3"
+# ABBA pairs. 3 pairs (8 sign patterns) answer INCONCLUSIVE however large the regression. 7
+# (128) is the fewest that can refuse, and only when the observed pattern is the single most
+# extreme one (p = 1/128 = 0.78%): at 7 pairs a 5% slowdown here got TPOT@c1 REFUSED at p 0.78%
+# and single-stream decode INCONCLUSIVE at 2/128. 8 pairs (256) leave room for two.
+REPEATS = "8"
 
 
 @pytest.mark.slow
@@ -50,6 +55,7 @@ def test_five_percent_slower_server_is_refused_and_an_equal_one_is_not(
     project.run("validators", "mark-good", "known", *runs, "--allow-host-mismatch", check=True)
 
     verdicts = {}
+    why: dict[str, dict[str, str]] = {}
     for name in ("same", "slower"):
         done = project.run(
             "validators", "gate", name, "--env", envs[name], "--baseline", "known",
@@ -58,9 +64,10 @@ def test_five_percent_slower_server_is_refused_and_an_equal_one_is_not(
         )  # fmt: skip
         payload = json.loads(done.stdout)
         verdicts[name] = (done.returncode, {m["key"]: m["status"] for m in payload["metrics"]})
+        why[name] = {m["key"]: m["reason"] for m in payload["metrics"] if m["key"] in RATE_BOUND}
         assert "re-measured interleaved" in payload["baseline_numbers"]
     code, slower = verdicts["slower"]
     assert code == 1
-    assert all(slower[k] == "REGRESSION" for k in RATE_BOUND), slower
+    assert all(slower[k] == "REGRESSION" for k in RATE_BOUND), why["slower"]
     _, same = verdicts["same"]
-    assert all(same[k] == "SAME" for k in RATE_BOUND), same
+    assert all(same[k] in ("SAME", "UNDERPOWERED") for k in RATE_BOUND), why["same"]

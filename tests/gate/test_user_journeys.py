@@ -6,7 +6,8 @@ records and run reports: every line of its journey-commands block runs as typed 
    "$BASE_SITE"`): on this host without a GPU `run` ends INCOMPLETE, naming the checks that
    decide and why they were skipped, not OK and not a crash read as FAILED;
 2. gate of machine 2's committed run reports against the committed h200-sglang record, at the
-   policy the record and its stack state: the equal candidate PASSED, mrr15 REFUSED;
+   policy the record and its stack state: 2 runs against 3 decide neither (the equal
+   candidate UNDERPOWERED, mrr15 INCONCLUSIVE: no refusal is reachable at the 1% family goal);
 3. reproduce of the committed h200-transformers record on this new host with `--no-validate`:
    the env rebuilt to its recorded tree hash, DIFFERS for the host's GPUs alone.
 
@@ -47,8 +48,8 @@ EXPECTED = [
     (["build", "h200-transformers"], "OK h200-transformers built", 0),
     (["static", "h200-transformers"], "OK static checks", 0),
     (["run", "h200-transformers"], "INCOMPLETE h200-transformers", 0),
-    (["gate", "benchmarks/h200_sglang/results/machine2/gate-equal/run-01.json"], "PASSED", 0),
-    (["gate", "benchmarks/h200_sglang/results/machine2/gate-mrr15/run-01.json"], "REFUSED", 1),
+    (["gate", "benchmarks/h200_sglang/results/machine2/gate-equal/run-01.json"], "UNDERPOWERED", 1),
+    (["gate", "benchmarks/h200_sglang/results/machine2/gate-mrr15/run-01.json"], "INCONCLUSIVE", 1),
     (["reproduce", str(RECORD.relative_to(ROOT))], "DIFFERS h200-transformers@ea68e04fe20d", 1),
 ]
 

@@ -38,6 +38,23 @@ class Books:
         self.last_send = 0.0
 
 
+class Histograms:
+    """Sums and counts of SGLang's Prometheus histograms (`--enable-metrics`): TTFT and time
+    per output token, never reset (a scraper takes differences)."""
+
+    def __init__(self) -> None:
+        self.ttft_sum = self.ttft_count = 0.0
+        self.tpot_sum = self.tpot_count = 0.0
+
+    def text(self, model: str) -> bytes:
+        label = f'{{model_name="{model}"}}'
+        lines = [f"sglang:time_to_first_token_seconds_sum{label} {self.ttft_sum}",
+                 f"sglang:time_to_first_token_seconds_count{label} {self.ttft_count}",
+                 f"sglang:time_per_output_token_seconds_sum{label} {self.tpot_sum}",
+                 f"sglang:time_per_output_token_seconds_count{label} {self.tpot_count}"]  # fmt: skip
+        return ("\n".join(lines) + "\n").encode()
+
+
 def log(msg: str, end: str = "\n") -> None:
     sys.stdout.write(msg + end)
     sys.stdout.flush()
@@ -82,6 +99,7 @@ class Server:
         self.args = args
         self.ready = False
         self.books = Books()
+        self.histograms = Histograms()
         self.served = 0
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -94,7 +112,7 @@ class Server:
                 if req is None:
                     return
                 method, path, body = req
-                if path == "/health":
+                if path in ("/health", "/health_generate"):
                     code = "200 OK" if self.ready else "503 Service Unavailable"
                     writer.write(response(code, b""))
                 elif path in ("/stats/reset", "/flush_cache"):
@@ -107,6 +125,9 @@ class Server:
                     stats = {"tokens": b.tokens, "requests": b.requests,
                              "first_accept": b.first_accept, "last_send": b.last_send}
                     writer.write(response("200 OK", json.dumps(stats).encode()))
+                elif path == "/metrics":
+                    metrics = self.histograms.text(self.args.model)
+                    writer.write(response("200 OK", metrics, "text/plain"))
                 elif path == "/v1/models":
                     data = {"object": "list", "data": [{"id": self.args.model, "object": "model"}]}
                     writer.write(response("200 OK", json.dumps(data).encode()))
@@ -150,7 +171,7 @@ class Server:
             b"transfer-encoding: chunked\r\nconnection: keep-alive\r\n\r\n"
         )
         k = self.args.tokens_per_chunk
-        interval = k / self.args.rate
+        interval = k / (self.args.rate * (1 - self.slowdown()))
         sent = 0
         start = now
         i = 0
@@ -187,6 +208,12 @@ class Server:
             writer.write(b"%x\r\n%s\r\n" % (len(data), data))
             books.tokens += step
             books.last_send = time.monotonic()
+            if sent == step:
+                self.histograms.ttft_sum += books.last_send - now
+                self.histograms.ttft_count += 1
+            else:
+                self.histograms.tpot_sum += interval
+                self.histograms.tpot_count += step
             await writer.drain()
         if lie in ("final-x10", "few-chunks"):
             # A usage-only final chunk (as vLLM sends with include_usage) that lies.
@@ -201,6 +228,20 @@ class Server:
         if tail:
             writer.write(b"%x\r\n%s\r\n" % (len(tail), tail))
         writer.write(b"0\r\n\r\n")
+
+    def slowdown(self) -> float:
+        """--rate-file: a fraction x read at each request; the stream runs at rate x (1 - x)
+        (the stand-in of the regression dial, benchmarks/gate/regression_dial.py). Each
+        request's fraction is logged."""
+        if not self.args.rate_file:
+            return 0.0
+        try:
+            with open(self.args.rate_file, encoding="utf-8") as f:
+                x = float(f.read().strip() or 0)
+        except (OSError, ValueError):
+            x = 0.0
+        log(f"request served at slowdown {x}")
+        return x
 
     def claimed(self, sent: int, max_tokens: int = 0) -> object:
         """What a lying server (--lie) reports as completion_tokens after `sent` tokens."""
@@ -284,6 +325,7 @@ async def main() -> None:
     parser.add_argument("--no-done", action="store_true", help="end streams without [DONE]")
     parser.add_argument("--garble", action="store_true", help="answer differently (broken stack)")
     parser.add_argument("--orphan", action="store_true")
+    parser.add_argument("--rate-file", default="", help="a slowdown fraction read per request")
     parser.add_argument(
         "--lie", choices=["none", "final-x10", "all-x10", "huge", "negative", "string", "down",
                           "few-chunks", "chunks-x10", "chunks-x2", "chunks-x1.5", "empty-x10",

@@ -25,22 +25,23 @@ def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
         "--tolerance",
         type=float_in(0, 1, high_open=True),
         default=None,
-        help=f"regression margin for means/medians/throughput (default: the baseline stack's "
-        f"[validation.gate] tolerance, else {DEFAULT_TOLERANCE}; see "
-        "benchmarks/gate/results/gate_power.md)",
+        help=f"regression margin for the main-class gated metrics (default: the baseline "
+        f"stack's [validation.gate] tolerance, else {DEFAULT_TOLERANCE}; see "
+        "benchmarks/gate/results/gate_family_sim.md)",
     )
     parser.add_argument(
         "--tail-tolerance",
         type=float_in(0, 1, high_open=True),
         default=None,
-        help=f"margin for p90/p95/p99/max metrics (default: the stack's tail_tolerance, else "
+        help=f"margin for the tail-class gated metrics (default: the stack's tail_tolerance, else "
         f"{DEFAULT_TAIL_TOLERANCE})",
     )
     parser.add_argument(
         "--confidence",
         type=float_in(0.5, 1, low_open=True, high_open=True),
         default=None,
-        help=f"one-sided bootstrap confidence (default {DEFAULT_CONFIDENCE})",
+        help=f"family-wise confidence: an equal candidate is refused with probability <= 1 - "
+        f"this over all gated metrics together (default {DEFAULT_CONFIDENCE})",
     )
     parser.add_argument(
         "--min-repeats",

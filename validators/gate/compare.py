@@ -10,28 +10,55 @@ from __future__ import annotations
 
 import hashlib
 import math
+from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Any, Literal
 
 import numpy as np
+from numpy.typing import NDArray
 from pydantic import Field
 
 from stackgate.model import StrictModel
 from validators.gate.diffs import Change, diff_flat, diff_manifests, diff_versions
-from validators.gate.policy import TARGET_REGRESSION, GatePolicy, detectable_regression
-from validators.gate.stats import bootstrap_ratio, coefficient_of_variation
+from validators.gate.family import (
+    FamilyInput,
+    FamilyResult,
+    MetricTest,
+    detectable,
+    family_test,
+    low_noise_bound,
+    normal_family_critical,
+    runs_to_decide,
+)
+from validators.gate.gated import ToleranceClass, declared_direction
+from validators.gate.policy import GatePolicy
+from validators.gate.runs import PerRun, per_run
+from validators.gate.stats import coefficient_of_variation, oriented_ratio
 from validators.records.fingerprint import diff_hosts
 from validators.records.metrics import Direction, direction, parse_metric_key
 from validators.records.model import Record
 
 MetricStatus = Literal[
-    "REGRESSION", "IMPROVEMENT", "SAME", "MISSING", "NEW", "TOO_FEW", "UNGATED", "INCOMPARABLE"
+    "REGRESSION",
+    "INCONCLUSIVE",
+    "UNDERPOWERED",
+    "IMPROVEMENT",
+    "SAME",
+    "MISSING",
+    "NEW",
+    "TOO_FEW",
+    "UNGATED",
+    "INCOMPARABLE",
 ]
+Verdict = Literal["PASSED", "REFUSED", "INCONCLUSIVE", "UNDERPOWERED"]
 # The order a table lists metrics in: refusals first, then what is unproven, then the rest.
 METRIC_ORDER: dict[MetricStatus, int] = {
     "REGRESSION": 0,
     "INCOMPARABLE": 0,
     "MISSING": 1,
     "TOO_FEW": 2,
+    "INCONCLUSIVE": 2,
+    "UNDERPOWERED": 2,
     "IMPROVEMENT": 3,
     "SAME": 4,
     "NEW": 5,
@@ -53,6 +80,11 @@ _FAILING_METRIC: frozenset[str] = frozenset({"REGRESSION", "MISSING", "TOO_FEW",
 # does not make a metric 100x better, a number in seconds where milliseconds were meant (1000x)
 # or a fabricated one does. Re-baseline (mark the candidate good) if it is real.
 IMPLAUSIBLE_RATIO = 100.0
+# A regression beyond its margin whose family false-alarm probability is above the goal but at
+# most this (or the smallest p the runs can reach at all) is INCONCLUSIVE, not SAME: it looks
+# worse, and the report says how many runs would decide it. An equal candidate is INCONCLUSIVE
+# at most this often (family-wise), REFUSED at most 1 - confidence.
+INCONCLUSIVE_SIGNAL = 0.05
 
 
 class MetricVerdict(StrictModel):
@@ -71,7 +103,20 @@ class MetricVerdict(StrictModel):
     cv_baseline: float | None = None
     cv_candidate: float | None = None
     detectable: float | None = Field(
-        default=None, description="Smallest regression this metric's noise lets us catch."
+        default=None,
+        description="Smallest regression refused with 95% power at the measured noise and runs "
+        "(inf: these runs cannot refuse anything at the family goal).",
+    )
+    gated: bool = Field(default=False, description="In the policy profile's gated list.")
+    tolerance_class: ToleranceClass | None = None
+    p_family: float | None = Field(
+        default=None,
+        description="Probability that an equal candidate shows a regression this large on some "
+        "gated metric (Westfall-Young adjusted p).",
+    )
+    paired: bool = Field(default=False, description="Judged on within-pair log ratios.")
+    runs_to_decide: int | None = Field(
+        default=None, description="INCONCLUSIVE: about how many runs a side would decide it."
     )
 
     @property
@@ -120,9 +165,20 @@ class GateResult(StrictModel):
     baseline_numbers: str = Field(
         default="record", description="Where the baseline's metric samples came from."
     )
+    verdict: Verdict = "REFUSED"
     underpowered: list[str] = Field(
         default_factory=list,
-        description="Metrics judged SAME whose noise hides a TARGET_REGRESSION at these repeats.",
+        description="Gated metrics within noise whose noise hides the policy's target "
+        "regression at these runs (UNDERPOWERED).",
+    )
+    inconclusive: list[str] = Field(
+        default_factory=list,
+        description="Gated metrics that look worse but whose family false-alarm probability is "
+        "above the goal (INCONCLUSIVE).",
+    )
+    family: dict[str, float | int | bool | str] = Field(
+        default_factory=dict,
+        description="The family-wise test: method, paired, relabellings, critical value, goal.",
     )
     not_proven_here: list[str] = Field(
         default_factory=list,
@@ -188,6 +244,236 @@ def _mean(samples: list[float] | None) -> float | None:
     return float(np.mean(finite))
 
 
+@dataclass(frozen=True)
+class Side:
+    """One side's samples of a metric and how they map to runs."""
+
+    samples: list[float] | None
+    runs: int | None = None  # how many validation runs the record merges
+    index: list[int] | None = None  # each sample's run (records that keep it)
+
+    def per_run(self) -> PerRun | None:
+        samples = self.samples or []
+        runs = len(samples) if self.runs is None else self.runs
+        return per_run(samples, runs, self.index)
+
+
+@dataclass(frozen=True)
+class Screened:
+    """A gated metric that is comparable: its provisional verdict and per-run values."""
+
+    verdict: MetricVerdict
+    baseline: PerRun
+    candidate: PerRun
+
+
+def _start(key: str, policy: GatePolicy, baseline: Side, candidate: Side) -> MetricVerdict:
+    entry = policy.gated(key)
+    return MetricVerdict(
+        key=key,
+        direction=declared_direction(entry, direction(key)),
+        status="UNGATED",
+        reason="",
+        gated=entry is not None,
+        tolerance_class=None if entry is None else entry.tolerance_class,
+        baseline_mean=_mean(baseline.samples),
+        candidate_mean=_mean(candidate.samples),
+        n_baseline=len(baseline.samples or []),
+        n_candidate=len(candidate.samples or []),
+        tolerance=policy.tolerance_for(key),
+        cv_baseline=_cv(baseline.samples),
+        cv_candidate=_cv(candidate.samples),
+    )
+
+
+def _cv(samples: list[float] | None) -> float | None:
+    values = samples or []
+    if not all(math.isfinite(x) and x > 0 for x in values):
+        return None
+    return coefficient_of_variation(values)
+
+
+def _unusable(v: MetricVerdict, baseline: Side, candidate: Side) -> MetricVerdict | None:
+    """INCOMPARABLE when the samples give no ratio or overflow when averaged."""
+    samples = (baseline.samples or []) + (candidate.samples or [])
+    bad = [x for x in samples if not (math.isfinite(x) and x > 0)]
+    if bad:
+        return _with(
+            v,
+            "INCOMPARABLE",
+            f"samples {bad[:3]} give no ratio (need finite numbers > 0); refusing to guess",
+            baseline_mean=_mean(baseline.samples),
+            candidate_mean=_mean(candidate.samples),
+        )
+    means = [v.baseline_mean] + ([v.candidate_mean] if candidate.samples else [])
+    if any(m is None or not math.isfinite(m) for m in means):
+        return _with(
+            v,
+            "INCOMPARABLE",
+            "the samples overflow when averaged (a mean is not finite); refusing to guess",
+        )
+    return None
+
+
+def _too_few(policy: GatePolicy, sides: dict[str, tuple[Side, PerRun | None]]) -> str | None:
+    few = []
+    for name, (side, runs) in sides.items():
+        samples = len(side.samples or [])
+        if runs is None:
+            few.append(
+                f"{name}'s {samples} samples cannot be told apart by run ({side.runs} runs; "
+                "repeats within a run are not runs)"
+            )
+            continue
+        if runs.n < policy.min_repeats:
+            more = (
+                f" ({samples} samples: repeats within a run are not runs)"
+                if samples > runs.n
+                else ""
+            )
+            few.append(f"{name} has {runs.n} run{'s' if runs.n != 1 else ''}{more}")
+    if not few:
+        return None
+    return f"{' and '.join(few)}; need >= {policy.min_repeats} to tell noise from change"
+
+
+def screen_metric(
+    key: str, baseline: Side, candidate: Side, policy: GatePolicy
+) -> MetricVerdict | Screened:
+    """A final verdict for a metric that cannot be judged (NEW, INCOMPARABLE, MISSING, UNGATED,
+    TOO_FEW), else the comparable metric's per-run values for the family test."""
+    v = _start(key, policy, baseline, candidate)
+    if not baseline.samples:
+        return _with(v, "NEW", "not measured on the baseline")
+    if not v.gated:
+        shown = "not measured" if not candidate.samples else "reported"
+        return _with(v, "UNGATED", f"{shown}; not in the gated list of the policy's profile")
+    bad = _unusable(v, baseline, candidate)
+    if bad is not None:
+        return bad
+    if not candidate.samples:
+        return _with(v, "MISSING", "the candidate did not measure it")
+    b_runs, c_runs = baseline.per_run(), candidate.per_run()
+    few = _too_few(policy, {"baseline": (baseline, b_runs), "candidate": (candidate, c_runs)})
+    if few is not None or b_runs is None or c_runs is None:
+        return _with(v, "TOO_FEW", few or "runs unknown")
+    v = v.model_copy(update={"n_baseline": b_runs.n, "n_candidate": c_runs.n})
+    ratio = oriented_ratio(float(np.mean(list(c_runs.values.values()))),
+                           float(np.mean(list(b_runs.values.values()))), v.direction)  # fmt: skip
+    if ratio > IMPLAUSIBLE_RATIO:
+        return _with(
+            v,
+            "INCOMPARABLE",
+            f"{ratio:.3g}x better is not a measurement (units? a broken run?); refusing to pass "
+            f"it (above {IMPLAUSIBLE_RATIO:g}x; mark the candidate good on its own if it is real)",
+            ratio=ratio,
+        )
+    return Screened(v, b_runs, c_runs)
+
+
+def _with(v: MetricVerdict, status: MetricStatus, reason: str, **more: Any) -> MetricVerdict:
+    return v.model_copy(update={"status": status, "reason": reason, **more})
+
+
+def _oriented_logs(runs: PerRun, rows: list[int], way: Direction) -> NDArray[np.float64]:
+    logs = np.log(np.array([runs.values[r] for r in rows], dtype=np.float64))
+    out: NDArray[np.float64] = -logs if way == "lower" else logs
+    return out
+
+
+def _family_input(screened: list[Screened], policy: GatePolicy, paired: bool) -> FamilyInput:
+    """Rows every gated metric has; paired when asked and both sides ran the same runs."""
+    b_rows = sorted(set.intersection(*(set(s.baseline.values) for s in screened)))
+    c_rows = sorted(set.intersection(*(set(s.candidate.values) for s in screened)))
+    paired = paired and b_rows == c_rows
+    cols_b = [_oriented_logs(s.baseline, b_rows, s.verdict.direction) for s in screened]
+    cols_c = [_oriented_logs(s.candidate, c_rows, s.verdict.direction) for s in screened]
+    margins = np.array([-math.log(1 - s.verdict.tolerance) for s in screened])
+    return FamilyInput(np.stack(cols_b, axis=1), np.stack(cols_c, axis=1), margins, paired)
+
+
+def _decide_runs(test: MetricTest, n: int, margin: float, policy: GatePolicy, k: int) -> int | None:
+    """Runs a side that would decide this metric: enough relabellings to reach the goal at
+    all, and enough runs to refuse the observed effect with 95% power if it is real."""
+    z = normal_family_critical(policy.confidence, k) + NormalDist().inv_cdf(0.95)
+    need = runs_to_decide(test, n, margin, z)
+    floor = math.ceil(math.log2(1 / policy.family_alpha))  # 2^n sign patterns >= 1/alpha
+    return None if need is None else max(need, floor)
+
+
+def _judge(
+    s: Screened, test: MetricTest, fam: FamilyResult, policy: GatePolicy, k: int
+) -> MetricVerdict:
+    """The family verdict of one comparable gated metric."""
+    v, alpha = s.verdict, policy.family_alpha
+    margin = -math.log(1 - v.tolerance)
+    c = fam.critical
+    bound = c if math.isfinite(c) else NormalDist().inv_cdf(policy.confidence)
+    low, high = math.exp(-(test.worse + bound * test.se)), math.exp(-(test.worse - bound * test.se))
+    blind = detectable(test.se, margin, c)
+    n = min(s.baseline.n, s.candidate.n)
+    dof = n - 1 if fam.paired else s.baseline.n + s.candidate.n - 2
+    surely_blind = detectable(low_noise_bound(test.se, dof), margin, c)
+    v = v.model_copy(
+        update={
+            "ratio": math.exp(-test.worse),
+            "low": low,
+            "high": high,
+            "detectable": blind,
+            "p_family": test.p_family,
+            "paired": fam.paired,
+        }
+    )
+    pct = f"{(math.exp(-test.worse) - 1) * 100:+.1f}%"
+    bounds = f"[{low:.3f}, {high:.3f}]"
+    # Each bound is one-sided at the family confidence over all gated metrics (the pair is not a
+    # two-sided interval at that level: it covers 1 - 2 x (1 - confidence)).
+    level = f"{policy.confidence:.0%} family-wise one-sided"
+    if test.t > 0 and test.p_family <= alpha:
+        return _with(
+            v,
+            "REGRESSION",
+            f"{pct} worse: {level} bounds {bounds} below 1 - {v.tolerance:.1%} (family "
+            f"false-alarm probability {test.p_family:.2%} <= {alpha:.0%})",
+        )
+    if math.isfinite(c) and (-test.worse - margin) / test.se > c:
+        return _with(
+            v, "IMPROVEMENT", f"{pct} better: {level} bounds {bounds} above 1 + {v.tolerance:.1%}"
+        )
+    if test.t > 0 and test.p_family <= max(INCONCLUSIVE_SIGNAL, fam.min_p):
+        runs = _decide_runs(test, n, margin, policy, k)
+        return _with(
+            v,
+            "INCONCLUSIVE",
+            f"{pct} worse, but an equal candidate shows this much on some gated metric with "
+            f"probability {test.p_family:.1%} (goal <= {alpha:.0%}) at {n} runs"
+            + (f"; about {runs} runs a side would decide it" if runs else ""),
+            runs_to_decide=runs,
+        )
+    target = policy.target_for(v.tolerance)
+    if v.tolerance_class == "main" and surely_blind > target:
+        return _with(
+            v,
+            "UNDERPOWERED",
+            f"{pct}, {level} bounds {bounds}: within noise, but at this noise and {n} runs "
+            f"only a regression of {blind:.1%} or more is caught with 95% power ({surely_blind:.1%} "
+            f"even at the low end of the noise; target {target:.1%})",
+        )
+    return _with(v, "SAME", f"{pct}, {level} bounds {bounds}: within noise")
+
+
+def judge_family(
+    screened: list[Screened], policy: GatePolicy, rng: np.random.Generator, *, paired: bool
+) -> tuple[list[MetricVerdict], FamilyResult | None]:
+    """Every comparable gated metric judged together (validators/gate/family.py)."""
+    if not screened:
+        return [], None
+    data = _family_input(screened, policy, paired)
+    fam = family_test(data, policy.confidence, rng)
+    k = len(screened)
+    return [_judge(s, t, fam, policy, k) for s, t in zip(screened, fam.tests, strict=True)], fam
+
+
 def compare_metric(
     key: str,
     baseline: list[float] | None,
@@ -198,138 +484,25 @@ def compare_metric(
     baseline_runs: int | None = None,
     candidate_runs: int | None = None,
 ) -> MetricVerdict:
-    """One metric's verdict. `*_runs`: how many validation runs the side's record merges; a
-    run may report several samples of a metric, but repeats inside one run are not the
-    independent runs the noise estimate needs, so the run count caps the n judged."""
-    way = direction(key)
-    tol = policy.tolerance_for(key)
-    if not baseline:
-        return MetricVerdict(
-            key=key,
-            direction=way,
-            status="NEW",
-            reason="not measured on the baseline",
-            candidate_mean=_mean(candidate),
-            n_candidate=len(candidate or []),
-            tolerance=tol,
-        )
-    samples = baseline + (candidate or [])
-    unusable = [v for v in samples if not (math.isfinite(v) and v > 0)]
-    if way != "none" and unusable:
-        return MetricVerdict(
-            key=key,
-            direction=way,
-            status="INCOMPARABLE",
-            reason=f"samples {unusable[:3]} give no ratio (need finite numbers > 0); "
-            "refusing to guess",
-            baseline_mean=_mean(baseline),
-            candidate_mean=_mean(candidate),
-            n_baseline=len(baseline),
-            n_candidate=len(candidate or []),
-            tolerance=tol,
-        )
-    means = [_mean(baseline), _mean(candidate)] if candidate else [_mean(baseline)]
-    if way != "none" and any(m is None or not math.isfinite(m) for m in means):
-        return MetricVerdict(
-            key=key,
-            direction=way,
-            status="INCOMPARABLE",
-            reason="the samples overflow when averaged (a mean is not finite); refusing to guess",
-            n_baseline=len(baseline),
-            n_candidate=len(candidate or []),
-            tolerance=tol,
-        )
-    cv_b = coefficient_of_variation(baseline)
-    base = MetricVerdict(
-        key=key,
-        direction=way,
-        status="UNGATED",
-        reason="",
-        baseline_mean=_mean(baseline),
-        n_baseline=len(baseline),
-        tolerance=tol,
-        cv_baseline=cv_b,
+    """One metric judged alone (a family of one); `*_runs`: how many validation runs each
+    side's record merges (repeats within a run are averaged, not counted as runs)."""
+    found = screen_metric(
+        key, Side(baseline, baseline_runs), Side(candidate, candidate_runs), policy
     )
-
-    def verdict(status: MetricStatus, reason: str, **more: Any) -> MetricVerdict:
-        return base.model_copy(update={"status": status, "reason": reason, **more})
-
-    if not candidate:
-        if way == "none":
-            return verdict("UNGATED", "not measured (not gated)")
-        return verdict("MISSING", "the candidate did not measure it")
-    cv_c = coefficient_of_variation(candidate)
-    base = base.model_copy(
-        update={
-            "candidate_mean": _mean(candidate),
-            "n_candidate": len(candidate),
-            "cv_candidate": cv_c,
-        }
-    )
-    if way == "none":
-        return verdict("UNGATED", "describes the run; not gated")
-    interval = bootstrap_ratio(
-        candidate,
-        baseline,
-        direction=way,
-        confidence=policy.confidence,
-        resamples=policy.resamples,
-        rng=rng,
-    )
-    base = base.model_copy(
-        update={
-            "ratio": interval.ratio,
-            "low": interval.low,
-            "high": interval.high,
-            "detectable": detectable_regression(
-                cv_b, cv_c, len(baseline), len(candidate), tol, policy.confidence
-            ),
-        }
-    )
-    if not all(math.isfinite(v) for v in (interval.ratio, interval.low, interval.high)):
-        return verdict(
-            "INCOMPARABLE",
-            f"the ratio or its interval is not finite ({interval.ratio}, [{interval.low}, "
-            f"{interval.high}]); refusing to guess",
-        )
-    few = [
-        f"{side} has {n} run{'s' if n != 1 else ''}"
-        + (f" ({samples} samples: repeats within a run are not runs)" if samples > n else "")
-        for side, samples, runs in (
-            ("baseline", len(baseline), baseline_runs),
-            ("candidate", len(candidate), candidate_runs),
-        )
-        if (n := samples if runs is None else min(samples, runs)) < policy.min_repeats
-    ]
-    if few:
-        return verdict(
-            "TOO_FEW",
-            f"{' and '.join(few)}; need >= {policy.min_repeats} to tell noise from change",
-        )
-    pct = f"{(interval.ratio - 1) * 100:+.1f}%"
-    bounds = f"[{interval.low:.3f}, {interval.high:.3f}]"
-    if interval.ratio > IMPLAUSIBLE_RATIO:
-        return verdict(
-            "INCOMPARABLE",
-            f"{interval.ratio:.3g}x better is not a measurement (units? a broken run?); "
-            f"refusing to pass it (above {IMPLAUSIBLE_RATIO:g}x; mark the candidate good "
-            "on its own if it is real)",
-        )
-    if interval.high < 1 - tol:
-        return verdict(
-            "REGRESSION",
-            f"{pct} worse: whole {policy.confidence:.0%} interval {bounds} is below 1 - {tol:.1%}",
-        )
-    if interval.low > 1 + tol:
-        return verdict(
-            "IMPROVEMENT", f"{pct} better: whole interval {bounds} is above 1 + {tol:.1%}"
-        )
-    return verdict("SAME", f"{pct}, interval {bounds}: within noise")
+    if isinstance(found, MetricVerdict):
+        return found
+    verdicts, _ = judge_family([found], policy, rng, paired=False)
+    return verdicts[0]
 
 
 def compare_metrics(
-    baseline: Record, candidate: Record, policy: GatePolicy, rng: np.random.Generator
-) -> list[MetricVerdict]:
+    baseline: Record,
+    candidate: Record,
+    policy: GatePolicy,
+    rng: np.random.Generator,
+    *,
+    paired: bool = False,
+) -> tuple[list[MetricVerdict], FamilyResult | None]:
     keys = sorted(set(baseline.metrics) | set(candidate.metrics))
     # A metric absent from a check that did report others (a concurrency level that did not
     # run) is MISSING and refuses. A check that reported nothing at all is judged by its own
@@ -339,26 +512,26 @@ def compare_metrics(
     # stay MISSING (a report whose numbers were all null or stripped must not pass).
     measured_scopes = {parse_metric_key(k).scope for k in candidate.metrics}
     measured_scopes |= {c.check for c in candidate.checks if c.status == "PASS"}
-    out = []
+    final: dict[str, MetricVerdict] = {}
+    comparable: list[Screened] = []
     for k in keys:
-        verdict = compare_metric(
+        found = screen_metric(
             k,
-            baseline.metrics.get(k),
-            candidate.metrics.get(k),
+            Side(baseline.metrics.get(k), baseline.runs, baseline.sample_runs.get(k)),
+            Side(candidate.metrics.get(k), candidate.runs, candidate.sample_runs.get(k)),
             policy,
-            rng,
-            baseline_runs=baseline.runs,
-            candidate_runs=candidate.runs,
         )
-        if verdict.status == "MISSING" and parse_metric_key(k).scope not in measured_scopes:
-            verdict = verdict.model_copy(
-                update={
-                    "status": "UNGATED",
-                    "reason": "its check reported no metrics in the candidate (see the check)",
-                }
+        if isinstance(found, Screened):
+            comparable.append(found)
+            continue
+        if found.status == "MISSING" and parse_metric_key(k).scope not in measured_scopes:
+            found = _with(
+                found, "UNGATED", "its check reported no metrics in the candidate (see the check)"
             )
-        out.append(verdict)
-    return out
+        final[k] = found
+    judged, fam = judge_family(comparable, policy, rng, paired=paired)
+    final.update({v.key: v for v in judged})
+    return [final[k] for k in keys], fam
 
 
 def gate(
@@ -377,7 +550,7 @@ def gate(
     seed = _seed(numbers, candidate)
     rng = np.random.default_rng(seed)
     checks = compare_checks(baseline, candidate, remeasured)
-    metrics = compare_metrics(numbers, candidate, policy, rng)
+    metrics, fam = compare_metrics(numbers, candidate, policy, rng, paired=remeasured is not None)
     reasons: list[str] = []
     for c in checks:
         if c.failing:
@@ -397,7 +570,7 @@ def gate(
     return GateResult(
         baseline=baseline.label,
         candidate=candidate.label,
-        passed=not reasons,
+        passed=_verdict(reasons, metrics) == "PASSED",
         reasons=reasons,
         checks=checks,
         metrics=metrics,
@@ -410,6 +583,8 @@ def gate(
             "tolerance": policy.tolerance,
             "tail_tolerance": policy.tail_tolerance,
             "confidence": policy.confidence,
+            "family_false_alarm_goal": policy.family_alpha,
+            "target_regression": policy.target,
             "min_repeats": policy.min_repeats,
             "resamples": policy.resamples,
         },
@@ -420,23 +595,47 @@ def gate(
             else f"re-measured interleaved with the candidate ({remeasured.runs} runs)"
         ),
         not_proven_here=[c.check for c in checks if c.status == "NOT_HERE"],
-        underpowered=[
-            m.key
-            for m in metrics
-            if m.status == "SAME"
-            and m.tolerance < TARGET_REGRESSION  # tail metrics are not sized for 3%
-            and (
-                blind := detectable_regression(
-                    m.cv_baseline,
-                    m.cv_candidate,
-                    m.n_baseline,
-                    m.n_candidate,
-                    m.tolerance,
-                    policy.confidence,
-                    sure=True,
-                )
-            )
-            is not None
-            and blind > TARGET_REGRESSION
-        ],
+        verdict=_verdict(reasons, metrics),
+        underpowered=[m.key for m in metrics if m.status == "UNDERPOWERED"],
+        inconclusive=[m.key for m in metrics if m.status == "INCONCLUSIVE"],
+        family=_family_facts(fam, policy, metrics),
     )
+
+
+def _verdict(reasons: list[str], metrics: list[MetricVerdict]) -> Verdict:
+    """REFUSED on any failing check or metric; else INCONCLUSIVE when a gated metric looks
+    worse but its evidence is within the family's noise; else UNDERPOWERED when a gated metric
+    could hide the target regression; else PASSED."""
+    if reasons:
+        return "REFUSED"
+    statuses = {m.status for m in metrics}
+    if "INCONCLUSIVE" in statuses:
+        return "INCONCLUSIVE"
+    if "UNDERPOWERED" in statuses:
+        return "UNDERPOWERED"
+    return "PASSED"
+
+
+def _family_facts(
+    fam: FamilyResult | None, policy: GatePolicy, metrics: list[MetricVerdict]
+) -> dict[str, float | int | bool | str]:
+    gated = sum(1 for m in metrics if m.gated)
+    facts: dict[str, float | int | bool | str] = {
+        "goal_false_alarm": policy.family_alpha,
+        "gated_metrics": gated,
+        "target_regression": policy.target,
+    }
+    if fam is None:
+        return facts
+    return {
+        **facts,
+        "method": "max-T over sign flips of pairs"
+        if fam.paired
+        else "max-T over run-label permutations",
+        "paired": fam.paired,
+        "relabellings": fam.relabellings,
+        "exact": fam.exact,
+        "critical_t": fam.critical if math.isfinite(fam.critical) else -1.0,
+        "smallest_p": fam.min_p,
+        "judged_together": len(fam.tests),
+    }

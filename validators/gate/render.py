@@ -25,6 +25,8 @@ _METRIC_STYLE = {
     "INCOMPARABLE": "bold red",
     "IMPROVEMENT": "bold green",
     "SAME": "green",
+    "INCONCLUSIVE": "bold yellow",
+    "UNDERPOWERED": "bold yellow",
     "NEW": "cyan",
     "UNGATED": "dim",
 }
@@ -82,7 +84,8 @@ def print_checks(console: Console, result: GateResult, *, show_ok: bool) -> None
 
 def metrics_table(result: GateResult) -> Table:
     table = Table(
-        title=f"metrics (ratio < 1 is worse; {result.policy['confidence']:.0%} bootstrap bounds)"
+        title=f"metrics (ratio < 1 is worse; interval: each bound one-sided at "
+        f"{result.policy['confidence']:.0%}, family-wise over the gated metrics)"
     )
     for col in (
         "metric",
@@ -168,7 +171,7 @@ def render_gate(console: Console, result: GateResult, *, show_ok_checks: bool = 
             styled(
                 "[yellow]note:[/] {}",
                 f"at their measured noise, {len(result.underpowered)} metric(s) "
-                "could hide a 3% regression (see 'detectable'); add runs on both sides: "
+                "could hide the target regression (see 'detectable'); add runs on both sides: "
                 + ", ".join(result.underpowered[:5])
                 + (" ..." if len(result.underpowered) > 5 else ""),
             ),
@@ -188,6 +191,18 @@ def render_gate(console: Console, result: GateResult, *, show_ok_checks: bool = 
         scope = " on this host" if result.not_proven_here else ""
         console.print(
             styled("[bold green]PASSED[/]{}: no failed check, no regression beyond noise", scope)
+        )
+        return
+    if result.verdict in ("INCONCLUSIVE", "UNDERPOWERED"):
+        keys = result.inconclusive if result.verdict == "INCONCLUSIVE" else result.underpowered
+        why = (
+            "looks worse, but within what noise gives an equal candidate at the family goal"
+            if result.verdict == "INCONCLUSIVE"
+            else "within noise, but the noise hides the target regression at these runs"
+        )
+        console.print(
+            styled("[bold yellow]{}[/]: {} ({})", result.verdict, why, ", ".join(keys[:5])),
+            highlight=False,
         )
         return
     console.print(styled("[bold red]REFUSED[/]: {} reason(s)", len(result.reasons)))

@@ -17,7 +17,7 @@ from stackgate.files import inside, read_json_file
 from stackgate.loading import LoadedStack
 from stackgate.manifest import Manifest
 from validators.core.results import Report, Result
-from validators.records.extract import merge_runs, refuse_invalid, run_metrics
+from validators.records.extract import merge_runs, refuse_invalid, run_metrics, sample_runs
 from validators.records.model import (
     MAX_SAMPLES,
     BuildFacts,
@@ -163,6 +163,7 @@ def compose_record(
         runs=max(1, len(reports)),
         checks=_merge_checks(reports),
         metrics=metrics,
+        sample_runs=sample_runs(runs),
         distributions=distributions,
         golden_outputs=golden,
     )

@@ -35,7 +35,7 @@ finite (bench_serving's `request_rate: inf`, "all at once") describes the run an
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from stackgate.errors import BadInput
@@ -281,3 +281,16 @@ def merge_runs(
         for check, value in run.golden.items():
             golden.setdefault(check, value)
     return metrics, distributions, golden
+
+
+def sample_runs(runs: Sequence[RunMetrics]) -> dict[str, list[int]]:
+    """Per metric, the run (0-based) each of merge_runs' samples came from; {} when every
+    metric has exactly one sample per run (the index then says nothing the order does not)."""
+    index: dict[str, list[int]] = {}
+    for i, run in enumerate(runs):
+        for key, samples in run.metrics.items():
+            index.setdefault(key, []).extend([i] * len(samples))
+    plain = list(range(len(runs)))
+    if all(v == plain for v in index.values()):
+        return {}
+    return index

@@ -141,7 +141,7 @@ def _holds(path: Path, record: Record) -> bool:
         )
     except (BadInput, UnicodeDecodeError):
         return False  # truncated, a FIFO, too big, not UTF-8: rewritten by the caller
-    return bool(data == record.model_dump(mode="json"))
+    return bool(data == record.data())
 
 
 def _remove(path: Path) -> None:

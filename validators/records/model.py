@@ -19,8 +19,10 @@ from pydantic import (
     AliasChoices,
     ConfigDict,
     Field,
+    SerializerFunctionWrapHandler,
     ValidationError,
     field_validator,
+    model_serializer,
 )
 
 from stackgate.build_record import BuildRecord
@@ -192,6 +194,12 @@ class Record(StrictModel):
     metrics: dict[str, Samples] = Field(
         default_factory=dict, description="Benchmark metric -> one sample per repeated run."
     )
+    sample_runs: dict[str, list[int]] = Field(
+        default_factory=dict,
+        description="Metric -> the validation run (0-based) each sample came from; repeats "
+        "within a run share it. Absent in records made before it was kept (then one sample per "
+        "run is assumed where the counts agree).",
+    )
     distributions: dict[str, list[Sample]] = Field(
         default_factory=dict, description="Per-request raw samples (ttfts_ms, itls_ms, ...)."
     )
@@ -212,7 +220,20 @@ class Record(StrictModel):
 
     # -- identity ---------------------------------------------------------------------------
     def content(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", exclude={"record_id"})
+        return self.data(exclude={"record_id"})
+
+    def data(self, exclude: set[str] | None = None) -> dict[str, Any]:
+        """The record as JSON data (an empty sample_runs left out: _drop_empty_sample_runs)."""
+        return self.model_dump(mode="json", exclude=exclude)
+
+    @model_serializer(mode="wrap")
+    def _drop_empty_sample_runs(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Records made before sample_runs was kept hash, dump and read back exactly as they
+        were written: the field appears only when it says something."""
+        data: dict[str, Any] = handler(self)
+        if not data.get("sample_runs"):
+            data.pop("sample_runs", None)
+        return data
 
     def compute_id(self) -> str:
         return content_sha256(self.content())
@@ -236,7 +257,7 @@ class Record(StrictModel):
         return f"{self.stack}@{self.short_id}"
 
     def to_json(self) -> str:
-        return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+        return json.dumps(self.data(), indent=2, sort_keys=True) + "\n"
 
 
 def canonical_json(data: Any) -> str:

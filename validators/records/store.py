@@ -570,7 +570,7 @@ def _row(record: Record) -> StoredBody:
     """A record as a row: one dump of it serves the id check and the stored body (compact
     canonical JSON: json's C encoder, several times faster than the indented export)."""
     sealed = record if record.record_id else record.sealed()
-    data = sealed.model_dump(mode="json")
+    data = sealed.data()
     del data["record_id"]
     _content, body = canonical_texts(data, sealed.record_id)
     return stored_body(sealed, body)

@@ -274,7 +274,7 @@ def render_report(
     has_metrics = bool(record.metrics or (baseline and baseline.metrics))
     if gate_result is not None:
         here = " on this host" if gate_result.not_proven_here else ""
-        banner = ("pass", f"PASSED{here}") if gate_result.passed else ("fail", "REFUSED")
+        banner = ("pass", f"PASSED{here}") if gate_result.passed else ("fail", gate_result.verdict)
     else:  # no gate: the checks' own verdict
         bad = [c.check for c in record.checks if c.status in ("FAIL", "ERROR")]
         banner = ("fail", f"FAILED: {len(bad)} check(s)") if bad else ("pass", "PASSED")

@@ -1,0 +1,63 @@
+"""Which metrics a gate judges, declared per serving profile, and how.
+
+A serving benchmark reports ~40 numbers per concurrency level, most of them fixed multiples of
+each other at fixed lengths (request, input, output and total throughput; mean TPOT and mean
+ITL). Counting each as separate evidence multiplies the chances that noise refuses an equal
+candidate without adding any evidence. So the gate judges a short declared list, each entry
+with its direction and tolerance class written down (never read off the metric's name), and
+reports every other metric as ungated.
+
+Tolerance classes:
+- "main": throughput, medians, single-stream decode. Judged at the main tolerance and required
+  to see the policy's target regression (else the gate says UNDERPOWERED instead of PASS).
+- "tail": p99 latencies. Several times noisier run to run; judged at the tail tolerance, which
+  catches gross tail regressions (a queueing knob) but is not sized for the target regression.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Literal
+
+from validators.records.metrics import Direction
+
+ToleranceClass = Literal["main", "tail"]
+
+
+@dataclass(frozen=True)
+class GatedMetric:
+    """One declared gated metric: a key pattern (fnmatch, `*` for the concurrency level)."""
+
+    pattern: str
+    direction: Literal["higher", "lower"]
+    tolerance_class: ToleranceClass
+
+    def matches(self, key: str) -> bool:
+        return fnmatchcase(key, self.pattern)
+
+
+# The serving profile: per concurrency level output throughput (the GPU's work rate), median
+# TTFT (prefill and queueing) and median TPOT (decode step time), p99 TTFT as a tail guard (a
+# scheduler knob that queues one request shows there first), and single-stream decode.
+SERVING_PROFILE: tuple[GatedMetric, ...] = (
+    GatedMetric("serve-bench.sweep/output_throughput@c*", "higher", "main"),
+    GatedMetric("serve-bench.sweep/median_ttft_ms@c*", "lower", "main"),
+    GatedMetric("serve-bench.sweep/median_tpot_ms@c*", "lower", "main"),
+    GatedMetric("serve-bench.sweep/p99_ttft_ms@c*", "lower", "tail"),
+    GatedMetric("serve-bench.single_stream/single_stream_decode_tok_s", "higher", "main"),
+)
+
+
+def declared(key: str, profile: tuple[GatedMetric, ...]) -> GatedMetric | None:
+    """The profile's entry for `key` (the first that matches), None when the key is ungated."""
+    for entry in profile:
+        if entry.matches(key):
+            return entry
+    return None
+
+
+def declared_direction(entry: GatedMetric | None, fallback: Direction) -> Direction:
+    """A gated metric's direction is its declaration's; an ungated one keeps the name's, for
+    display only."""
+    return fallback if entry is None else entry.direction
