@@ -30,7 +30,7 @@ from typing import Any
 
 def _resolve(value: Any) -> Any:
     if isinstance(value, str) and value.startswith("torch."):
-        import torch
+        import torch  # type: ignore[import-not-found]
 
         return getattr(torch, value.removeprefix("torch."))
     if isinstance(value, list):
@@ -55,9 +55,11 @@ def _emit(payload: dict[str, Any]) -> None:
 
 
 def _build_flashinfer(kernel: dict[str, Any], aot_root: Path) -> dict[str, Any]:
-    from flashinfer.jit.core import build_jit_specs
+    from flashinfer.jit.core import build_jit_specs  # type: ignore[import-not-found]
 
-    spec = _function(kernel["call"])(*_resolve(kernel.get("args", [])), **_resolve(kernel.get("kwargs", {})))
+    spec = _function(kernel["call"])(
+        *_resolve(kernel.get("args", [])), **_resolve(kernel.get("kwargs", {}))
+    )
     target = aot_root / spec.name / f"{spec.name}.so"
     if target.is_file():
         return {"name": spec.name, "files": [str(target)], "built": False}
@@ -68,14 +70,16 @@ def _build_flashinfer(kernel: dict[str, Any], aot_root: Path) -> dict[str, Any]:
 
 
 def _build_sglang(kernel: dict[str, Any], arch: str, cache_dir: Path) -> dict[str, Any]:
-    from sglang.kernels.jit.utils.arch import override_jit_cuda_arch
+    from sglang.kernels.jit.utils.arch import override_jit_cuda_arch  # type: ignore[import-not-found]
 
     major, minor = arch.rstrip("af").split(".")
     before = set(cache_dir.rglob("*.so")) if cache_dir.is_dir() else set()
     load_error = None
     with override_jit_cuda_arch(int(major), int(minor)):
         try:
-            _function(kernel["call"])(*_resolve(kernel.get("args", [])), **_resolve(kernel.get("kwargs", {})))
+            _function(kernel["call"])(
+                *_resolve(kernel.get("args", [])), **_resolve(kernel.get("kwargs", {}))
+            )
         except Exception as exc:  # loading needs libcuda; the .so is written before the load
             load_error = f"{type(exc).__name__}: {exc}"
     after = set(cache_dir.rglob("*.so")) if cache_dir.is_dir() else set()
@@ -93,7 +97,7 @@ def main(argv: list[str]) -> int:
         start = time.monotonic()
         try:
             if kernel["engine"] == "flashinfer":
-                import flashinfer.jit.env as fi_env
+                import flashinfer.jit.env as fi_env  # type: ignore[import-not-found]
 
                 result = _build_flashinfer(kernel, Path(fi_env._package_root) / "data" / "aot")
             elif kernel["engine"] == "sglang":
@@ -104,7 +108,9 @@ def main(argv: list[str]) -> int:
         except Exception as exc:
             failed += 1
             result = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[-4000:]}
-        result.update(call=kernel["call"], engine=kernel["engine"], seconds=round(time.monotonic() - start, 1))
+        result.update(
+            call=kernel["call"], engine=kernel["engine"], seconds=round(time.monotonic() - start, 1)
+        )
         _emit(result)
     return 1 if failed else 0
 

@@ -34,6 +34,8 @@ from pathlib import Path
 from builder.venv import atomic, base_site, env_slot, envprofile
 
 from builder.compile import patches
+from builder.kernels.request import request_digest
+from builder.kernels.step import KernelsJob, build_kernels, missing_lines
 from builder.compile.history import read_history, write_history
 from builder.venv.install_commands import install_commands, requirements_path
 from builder.venv.installed import verify_against_lock
@@ -52,6 +54,7 @@ from stackgate.build_record import (
     BuildHost,
     BuildRecord,
     JobPlan,
+    KernelsRecord,
     PatchRecord,
     ToolVersions,
     TreeHash,
@@ -84,6 +87,8 @@ class BuildOptions:
     repair: bool = False
     # Another Python's site-packages to layer the venv over (builder/venv/base_site.py).
     base_site: Path | None = None
+    # Just-in-time kernels to build into the env (builder/kernels/step.py).
+    kernels: KernelsJob | None = None
 
 
 @dataclass(frozen=True)
@@ -248,6 +253,37 @@ class _Build:
                 f"{cache} ({swept.bytes / 2**30:.2f} GiB)"
             )
 
+    def _kernels(
+        self,
+        job: KernelsJob,
+        partial: Path,
+        final: Path,
+        installed: dict[str, str],
+        checked: _Checked,
+        plan: JobPlan,
+    ) -> KernelsRecord:
+        count = sum(len(r.kernels) for _p, r in job.requests)
+        scratch = final.with_name(final.name + ".kernels" + PARTIAL_SUFFIX)
+        site = envprofile.site_packages(partial)
+        sites = [site, *([checked.base_site] if checked.base_site is not None else [])]
+        try:
+            with self.timer.step("kernels", f"building {count} just-in-time kernel(s)"):
+                record = build_kernels(
+                    partial,
+                    site,
+                    sites,
+                    installed,
+                    job,
+                    scratch,
+                    plan.jobs,
+                    on_line=self.reporter.note,
+                )
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        for line in missing_lines(record):
+            self.reporter.note(line)
+        return record
+
     def run(self) -> BuildOutcome:
         loaded, opts, layout, timer = self.loaded, self.options, self.layout, self.timer
         manifest = loaded.manifest
@@ -291,7 +327,10 @@ class _Build:
             self.reporter.done("wait-lock", waited)
             removed = atomic.remove_partials(layout)
             self._sweep_uv_cache()  # what a killed earlier build's uv left in its cache
-            final, existing = env_slot.pick_env(layout, state, choice, profile)
+            kernels = (
+                request_digest([r for _p, r in opts.kernels.requests]) if opts.kernels else None
+            )
+            final, existing = env_slot.pick_env(layout, state, choice, profile, kernels)
             if existing is not None:
                 with timer.step("check", f"hashing {display_path(final)} again"):
                     damage = env_slot.damage(final, existing)
@@ -408,6 +447,9 @@ class _Build:
             if checked.base_site is not None:
                 with timer.step("layer", f"appending {checked.base_site} through a .pth"):
                     layered = base_site.layer(partial, checked.base_site)
+            kernels_record = None
+            if opts.kernels is not None:
+                kernels_record = self._kernels(opts.kernels, partial, final, installed, checked, plan)
             with timer.step("hash", "hashing the installed files"):
                 read_early = early.finish()
                 with DigestCache() as cache:
@@ -465,6 +507,7 @@ class _Build:
                     base_site=layered,
                     tree=tree,
                     wheel_records=records,
+                    kernels=kernels_record,
                 )
                 record.write(partial)
             with timer.step("publish", f"renaming into {display_path(final)}"):
