@@ -167,7 +167,9 @@ class BuiltKernel(StrictModel):
     kwargs: dict[str, Any] = Field(default_factory=dict)
     arch: str
     ok: bool = Field(description="False: not in the env; the first server compiles it.")
-    how: str = Field(description="compiled | copied (from --kernels-from) | failed")
+    how: str = Field(
+        description="compiled | present (already in the env) | copied (--kernels-from) | failed"
+    )
     name: str | None = Field(default=None, description="The engine's module name.")
     seconds: float = 0.0
     files: list[KernelFile] = Field(default_factory=list)

@@ -185,7 +185,8 @@ def _compile(
             kernel = kernel.model_copy(
                 update={
                     "ok": True,
-                    "how": "compiled",
+                    # FlashInfer's module already in the AOT folder (`builder kernels` again)
+                    "how": "compiled" if item.get("built", True) else "present",
                     "error": None,
                     "name": item.get("name"),
                     "files": _files(env, paths),
