@@ -92,14 +92,16 @@ def _write_pth(site: Path) -> None:
     (site / f"{PTH_MODULE}.pth").write_text(f"import {PTH_MODULE}\n", encoding="utf-8")
 
 
-def _child_env(chain: toolchain.Toolchain, arch: str, scratch: Path, jobs: int) -> dict[str, str]:
+def _child_env(
+    chain: toolchain.Toolchain, arch: str, env_root: Path, scratch_root: Path, work: Path, jobs: int
+) -> dict[str, str]:
     env = dict(os.environ)
-    env.update(chain.env())
+    env.update(chain.env({env_root: "/env", scratch_root: "/kernels-build"}))
     env.update(
         {
             "FLASHINFER_CUDA_ARCH_LIST": arch,
-            "FLASHINFER_WORKSPACE_BASE": str(scratch / "flashinfer"),
-            "TVM_FFI_CACHE_DIR": str(scratch / "tvm-ffi"),
+            "FLASHINFER_WORKSPACE_BASE": str(work / "flashinfer"),
+            "TVM_FFI_CACHE_DIR": str(work / "tvm-ffi"),
             "MAX_JOBS": str(max(jobs, 1)),
             "PYTHONDONTWRITEBYTECODE": "1",
         }
@@ -172,7 +174,8 @@ def _compile(
     on_line: Callable[[str], None],
 ) -> list[BuiltKernel]:
     sub = KernelRequest(arch=request.arch, kernels=specs)
-    child_env = _child_env(chain, request.arch, scratch, jobs)
+    # the scratch root (its parent) holds the header overlay too
+    child_env = _child_env(chain, request.arch, env, scratch.parent, scratch, jobs)
     results = _run_child(env / "bin" / "python", sub, child_env, scratch, on_line)
     out: list[BuiltKernel] = []
     for spec, item in zip(specs, results, strict=True):

@@ -37,16 +37,39 @@ class Toolchain:
     link_dir: Path  # holds libcuda.so (the toolkit's stub or the generated one)
     link_stub: str  # "toolkit" or "generated"
 
-    def env(self) -> dict[str, str]:
+    def env(self, maps: dict[Path, str] | None = None) -> dict[str, str]:
         """Variables the kernel builds run under (CUDA_HOME is read by FlashInfer, tvm-ffi
-        and SGLang's arch choice alike)."""
+        and SGLang's arch choice alike).
+
+        maps: folder -> the name it gets inside the built files. Headers' `__FILE__` (in
+        assert and error messages) would otherwise put the build's own folders into the
+        modules, and a module copied into an env elsewhere would differ from one built there.
+        Every nvcc takes them through NVCC_APPEND_FLAGS (its host preprocessor serves the device
+        pass too), every host-only C++ compile through CXX (FlashInfer and tvm-ffi both write
+        `$cxx` into their ninja files)."""
         cpath = os.pathsep.join(
             [str(self.include_overlay), *filter(None, [os.environ.get("CPATH")])]
         )
         library_path = os.pathsep.join(
             [str(self.link_dir), *filter(None, [os.environ.get("LIBRARY_PATH")])]
         )
+        pairs = [(self.cuda_home, "/cuda"), *sorted((maps or {}).items())]
+        flags = [
+            f"-ffile-prefix-map={folder}={name}"
+            for path, name in pairs
+            for folder in dict.fromkeys([path, path.resolve()])
+        ]
+        for flag in flags:
+            if "," in flag or " " in flag:
+                raise EnvironmentProblem(f"{flag}: a folder with ',' or ' ' cannot be mapped")
         return {
+            "NVCC_APPEND_FLAGS": " ".join(
+                [
+                    *filter(None, [os.environ.get("NVCC_APPEND_FLAGS")]),
+                    *(f"-Xcompiler={f}" for f in flags),
+                ]
+            ),
+            "CXX": " ".join([os.environ.get("CXX", "c++"), *flags]),
             "CUDA_HOME": str(self.cuda_home),
             "CPATH": cpath,
             "LIBRARY_PATH": library_path,
