@@ -7,7 +7,8 @@ input check is done here, before anything is created), plan compile jobs, choose
 remove leftovers of killed builds, fetch and patch source packages (a patch that does not
 apply -> exit 2 before any venv exists), create `<env>.partial`, install the lock frozen with
 hashes, build the source packages, apply the environment profile, verify the installed set
-against the lock, hash the tree and check each file against its wheel's RECORD (one read of
+against the lock, layer it over --base-site, compile the requested just-in-time kernels into it
+(builder/kernels/step.py), hash the tree and check each file against its wheel's RECORD (one read of
 every file serves both), write the record, rename into place, switch `current`.
 
 An env for the same lock hash that already exists (with a record) is reused: its contents are
@@ -31,23 +32,21 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from builder.venv import atomic, base_site, env_slot, envprofile
-
 from builder.compile import patches
-from builder.kernels.request import request_digest
-from builder.kernels.step import KernelsJob, build_kernels, missing_lines
 from builder.compile.history import read_history, write_history
-from builder.venv.install_commands import install_commands, requirements_path
-from builder.venv.installed import verify_against_lock
 from builder.compile.jobs import compile_env, plan_jobs
-from builder.lock.resolve import explain_uv_failure, locked_packages, uv_env, uv_version
-from stackgate.lockstate import LockState, read_lock
-from builder.lock.origin import check_origins
-from builder.venv.topology import TopologyChoice, choose_topology
-from builder.venv.uv_cache import sweep_leftovers, uv_cache_dir
-from builder.lock.uvproject import index_specs
 from builder.compile.watchdog import WatchReport
 from builder.compile.watched import StepResult, Terminal, run_watched
+from builder.kernels.request import request_digest
+from builder.kernels.step import KernelsJob, build_kernels, missing_lines
+from builder.lock.origin import check_origins
+from builder.lock.resolve import explain_uv_failure, locked_packages, uv_env, uv_version
+from builder.lock.uvproject import index_specs
+from builder.venv import atomic, base_site, env_slot, envprofile
+from builder.venv.install_commands import install_commands, requirements_path
+from builder.venv.installed import verify_against_lock
+from builder.venv.topology import TopologyChoice, choose_topology
+from builder.venv.uv_cache import sweep_leftovers, uv_cache_dir
 from builder.venv.wheel_record import check_wheel_records
 from stackgate import __version__, proc
 from stackgate.build_record import (
@@ -61,13 +60,14 @@ from stackgate.build_record import (
 )
 from stackgate.digests import DigestCache
 from stackgate.early_digests import EarlyHasher, valid_raw
+from stackgate.env_generated import PROFILE_FORMAT
 from stackgate.envtree import compute_tree, digest_patterns, file_digests, write_listing
 from stackgate.errors import CheckFailed, CommandFailed, EnvironmentProblem
-from stackgate.env_generated import PROFILE_FORMAT
 from stackgate.files import sha256_file
 from stackgate.host.snapshot import host_snapshot
 from stackgate.layout import PARTIAL_SUFFIX, EnvLayout, lock_files
 from stackgate.loading import LoadedStack
+from stackgate.lockstate import LockState, read_lock
 from stackgate.owned_files import open_owned
 from stackgate.paths import display_path
 from stackgate.python_finder import Interpreter, find_python
@@ -449,7 +449,9 @@ class _Build:
                     layered = base_site.layer(partial, checked.base_site)
             kernels_record = None
             if opts.kernels is not None:
-                kernels_record = self._kernels(opts.kernels, partial, final, installed, checked, plan)
+                kernels_record = self._kernels(
+                    opts.kernels, partial, final, installed, checked, plan
+                )
             with timer.step("hash", "hashing the installed files"):
                 read_early = early.finish()
                 with DigestCache() as cache:
