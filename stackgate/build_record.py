@@ -9,7 +9,7 @@ records already on disk: add fields, never rename them.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 
@@ -147,6 +147,56 @@ class WheelRecords(StrictModel):
     )
 
 
+KernelEngine = Literal["flashinfer", "sglang"]
+
+
+class KernelFile(StrictModel):
+    """One file a build-time kernel put into the env."""
+
+    path: str = Field(description="Relative to the env's root.")
+    sha256: str
+    bytes: int = Field(ge=0)
+
+
+class BuiltKernel(StrictModel):
+    """One just-in-time kernel of a kernels request, as the build left it."""
+
+    engine: KernelEngine
+    call: str = Field(description="The engine function that makes it (`module:function`).")
+    args: list[Any] = Field(default_factory=list)
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    arch: str
+    ok: bool = Field(description="False: not in the env; the first server compiles it.")
+    how: str = Field(
+        description="compiled | present (already in the env) | copied (--kernels-from) | failed"
+    )
+    name: str | None = Field(default=None, description="The engine's module name.")
+    seconds: float = 0.0
+    files: list[KernelFile] = Field(default_factory=list)
+    error: str | None = Field(default=None, description="Why it is not in the env (tail).")
+
+
+class KernelsRecord(StrictModel):
+    """Kernels compiled at build time into the env (`builder build --kernels`), so a server
+    on a GPU host loads them instead of compiling them on first use."""
+
+    request_sha256: str = Field(description="sha256 of the requests' canonical JSON.")
+    requests: list[str] = Field(description="The request files as given.")
+    engines: dict[str, str] = Field(description="The engine distributions' versions in the env.")
+    toolchain: dict[str, str] = Field(
+        description="nvcc version, CUDA home, the libcuda link stub used, headers taken from "
+        "the env's CUDA wheels; empty when every kernel was copied."
+    )
+    source: str | None = Field(
+        default=None, description="--kernels-from: the env whose build-time kernels were copied."
+    )
+    kernels: list[BuiltKernel]
+    seconds: float
+
+    def missing(self) -> list[BuiltKernel]:
+        return [k for k in self.kernels if not k.ok]
+
+
 class BuildRecord(StrictModel):
     """What was built, from what, where, with which tools, how long it took, and what is in it."""
 
@@ -194,6 +244,11 @@ class BuildRecord(StrictModel):
         default=None,
         description="The RECORD check's outcome: files checked and every path several "
         "distributions install (records without it: built before it was kept).",
+    )
+    kernels: KernelsRecord | None = Field(
+        default=None,
+        description="Build-time kernels (`builder build --kernels`): in the env, so in its "
+        "tree hash; None when none were asked for.",
     )
 
     def write(self, env: Path) -> Path:

@@ -16,6 +16,8 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.table import Table
 
 from builder.compile.watched import Terminal
+from builder.kernels.request import load_request
+from builder.kernels.step import KernelsJob
 from builder.lock.uvproject import index_map_credentials, parse_index_map
 from builder.venv.build import BuildOptions, BuildOutcome, Reporter, build_env
 from builder.venv.fault_hook import with_fault_hook
@@ -77,6 +79,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SITE_PACKAGES",
         help="layer the venv over this site-packages of another Python of the same X.Y (a "
         "host's preinstalled PyTorch) through a .pth; the build record lists what it brings",
+    )
+    parser.add_argument(
+        "--kernels",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="REQUEST_JSON",
+        help="compile these just-in-time kernels into the env for the request's GPU arch "
+        "(builder/kernels/request.py); a kernel that cannot be built is reported with its cost, "
+        "the build goes on",
+    )
+    parser.add_argument(
+        "--kernels-required",
+        action="store_true",
+        help="fail the build (exit 1) when a requested kernel cannot be built",
+    )
+    parser.add_argument(
+        "--kernels-from",
+        type=FOLDER,
+        default=None,
+        metavar="ENV",
+        help="copy requested kernels from this env (or its kernels export) when it built them "
+        "for the same engine versions; compile the rest",
     )
 
 
@@ -197,15 +222,36 @@ def _summary(console: Console, outcome: BuildOutcome, source_builds: bool, took:
         table.add_row("time", f"{took:.1f} s now (reused); the original build: {steps}")
     else:
         table.add_row("time", f"{took:.1f} s: {steps}")
+    if record.kernels is not None:
+        k = record.kernels
+        done = [x for x in k.kernels if x.ok]
+        size = sum(f.bytes for x in done for f in x.files)
+        table.add_row(
+            "kernels",
+            f"{len(done)} of {len(k.kernels)} in the env ({size / 2**20:.1f} MiB, "
+            f"{k.seconds:.0f} s); missing: {len(k.kernels) - len(done)}",
+        )
     if outcome.removed_partials:
         table.add_row("cleaned", ", ".join(p.name for p in outcome.removed_partials))
     console.print(table)
+
+
+def _kernels_job(args: argparse.Namespace, target_archs: list[str]) -> KernelsJob | None:
+    if not args.kernels:
+        if args.kernels_required or args.kernels_from is not None:
+            raise BadInput("--kernels-required and --kernels-from need --kernels REQUEST_JSON")
+        return None
+    if args.kernels_from is not None and not args.kernels_from.is_dir():
+        raise BadInput(f"--kernels-from {args.kernels_from}: no such folder")
+    requests = [(p, load_request(p, list(target_archs))) for p in args.kernels]
+    return KernelsJob(requests, required=args.kernels_required, source=args.kernels_from)
 
 
 def run(args: argparse.Namespace) -> int:
     loaded = load_stack(args.stack)
     if args.wheelhouse is not None and not args.wheelhouse.is_dir():
         raise BadInput(f"--wheelhouse {args.wheelhouse}: no such folder")
+    kernels = _kernels_job(args, loaded.manifest.host.target_archs)
     # uv reads index credentials from its environment; they never reach a file
     os.environ.update(index_map_credentials(args.index_map))
     options = BuildOptions(
@@ -218,6 +264,7 @@ def run(args: argparse.Namespace) -> int:
         wheelhouse=args.wheelhouse,
         repair=args.repair,
         base_site=args.base_site,
+        kernels=kernels,
     )
     console = console_err()
     started = time.monotonic()

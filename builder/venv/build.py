@@ -7,7 +7,8 @@ input check is done here, before anything is created), plan compile jobs, choose
 remove leftovers of killed builds, fetch and patch source packages (a patch that does not
 apply -> exit 2 before any venv exists), create `<env>.partial`, install the lock frozen with
 hashes, build the source packages, apply the environment profile, verify the installed set
-against the lock, hash the tree and check each file against its wheel's RECORD (one read of
+against the lock, layer it over --base-site, compile the requested just-in-time kernels into it
+(builder/kernels/step.py), hash the tree and check each file against its wheel's RECORD (one read of
 every file serves both), write the record, rename into place, switch `current`.
 
 An env for the same lock hash that already exists (with a record) is reused: its contents are
@@ -31,40 +32,42 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from builder.venv import atomic, base_site, env_slot, envprofile
-
 from builder.compile import patches
 from builder.compile.history import read_history, write_history
-from builder.venv.install_commands import install_commands, requirements_path
-from builder.venv.installed import verify_against_lock
 from builder.compile.jobs import compile_env, plan_jobs
-from builder.lock.resolve import explain_uv_failure, locked_packages, uv_env, uv_version
-from stackgate.lockstate import LockState, read_lock
-from builder.lock.origin import check_origins
-from builder.venv.topology import TopologyChoice, choose_topology
-from builder.venv.uv_cache import sweep_leftovers, uv_cache_dir
-from builder.lock.uvproject import index_specs
 from builder.compile.watchdog import WatchReport
 from builder.compile.watched import StepResult, Terminal, run_watched
+from builder.kernels.request import request_digest
+from builder.kernels.step import KernelsJob, build_kernels, missing_lines
+from builder.lock.origin import check_origins
+from builder.lock.resolve import explain_uv_failure, locked_packages, uv_env, uv_version
+from builder.lock.uvproject import index_specs
+from builder.venv import atomic, base_site, env_slot, envprofile
+from builder.venv.install_commands import install_commands, requirements_path
+from builder.venv.installed import verify_against_lock
+from builder.venv.topology import TopologyChoice, choose_topology
+from builder.venv.uv_cache import sweep_leftovers, uv_cache_dir
 from builder.venv.wheel_record import check_wheel_records
 from stackgate import __version__, proc
 from stackgate.build_record import (
     BuildHost,
     BuildRecord,
     JobPlan,
+    KernelsRecord,
     PatchRecord,
     ToolVersions,
     TreeHash,
 )
 from stackgate.digests import DigestCache
 from stackgate.early_digests import EarlyHasher, valid_raw
+from stackgate.env_generated import PROFILE_FORMAT
 from stackgate.envtree import compute_tree, digest_patterns, file_digests, write_listing
 from stackgate.errors import CheckFailed, CommandFailed, EnvironmentProblem
-from stackgate.env_generated import PROFILE_FORMAT
 from stackgate.files import sha256_file
 from stackgate.host.snapshot import host_snapshot
 from stackgate.layout import PARTIAL_SUFFIX, EnvLayout, lock_files
 from stackgate.loading import LoadedStack
+from stackgate.lockstate import LockState, read_lock
 from stackgate.owned_files import open_owned
 from stackgate.paths import display_path
 from stackgate.python_finder import Interpreter, find_python
@@ -84,6 +87,8 @@ class BuildOptions:
     repair: bool = False
     # Another Python's site-packages to layer the venv over (builder/venv/base_site.py).
     base_site: Path | None = None
+    # Just-in-time kernels to build into the env (builder/kernels/step.py).
+    kernels: KernelsJob | None = None
 
 
 @dataclass(frozen=True)
@@ -248,6 +253,37 @@ class _Build:
                 f"{cache} ({swept.bytes / 2**30:.2f} GiB)"
             )
 
+    def _kernels(
+        self,
+        job: KernelsJob,
+        partial: Path,
+        final: Path,
+        installed: dict[str, str],
+        checked: _Checked,
+        plan: JobPlan,
+    ) -> KernelsRecord:
+        count = sum(len(r.kernels) for _p, r in job.requests)
+        scratch = final.with_name(final.name + ".kernels" + PARTIAL_SUFFIX)
+        site = envprofile.site_packages(partial)
+        sites = [site, *([checked.base_site] if checked.base_site is not None else [])]
+        try:
+            with self.timer.step("kernels", f"building {count} just-in-time kernel(s)"):
+                record = build_kernels(
+                    partial,
+                    site,
+                    sites,
+                    installed,
+                    job,
+                    scratch,
+                    plan.jobs,
+                    on_line=self.reporter.note,
+                )
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        for line in missing_lines(record):
+            self.reporter.note(line)
+        return record
+
     def run(self) -> BuildOutcome:
         loaded, opts, layout, timer = self.loaded, self.options, self.layout, self.timer
         manifest = loaded.manifest
@@ -291,7 +327,10 @@ class _Build:
             self.reporter.done("wait-lock", waited)
             removed = atomic.remove_partials(layout)
             self._sweep_uv_cache()  # what a killed earlier build's uv left in its cache
-            final, existing = env_slot.pick_env(layout, state, choice, profile)
+            kernels = (
+                request_digest([r for _p, r in opts.kernels.requests]) if opts.kernels else None
+            )
+            final, existing = env_slot.pick_env(layout, state, choice, profile, kernels)
             if existing is not None:
                 with timer.step("check", f"hashing {display_path(final)} again"):
                     damage = env_slot.damage(final, existing)
@@ -408,6 +447,11 @@ class _Build:
             if checked.base_site is not None:
                 with timer.step("layer", f"appending {checked.base_site} through a .pth"):
                     layered = base_site.layer(partial, checked.base_site)
+            kernels_record = None
+            if opts.kernels is not None:
+                kernels_record = self._kernels(
+                    opts.kernels, partial, final, installed, checked, plan
+                )
             with timer.step("hash", "hashing the installed files"):
                 read_early = early.finish()
                 with DigestCache() as cache:
@@ -465,6 +509,7 @@ class _Build:
                     base_site=layered,
                     tree=tree,
                     wheel_records=records,
+                    kernels=kernels_record,
                 )
                 record.write(partial)
             with timer.step("publish", f"renaming into {display_path(final)}"):

@@ -13,23 +13,29 @@ import hashlib
 import json
 from pathlib import Path
 
-from stackgate.lockstate import LockState
 from builder.venv.topology import TopologyChoice
 from stackgate.build_record import BuildRecord, read_build_record
 from stackgate.digests import DigestCache
 from stackgate.envtree import check_tree
 from stackgate.errors import BadInput, EnvironmentProblem
 from stackgate.layout import EnvLayout
+from stackgate.lockstate import LockState
 
 
 def pick_env(
-    layout: EnvLayout, state: LockState, choice: TopologyChoice, profile: dict[str, str]
+    layout: EnvLayout,
+    state: LockState,
+    choice: TopologyChoice,
+    profile: dict[str, str],
+    kernels: str | None = None,
 ) -> tuple[Path, BuildRecord | None]:
-    """Where this build goes, and the record of the env there when it can be reused."""
+    """Where this build goes, and the record of the env there when it can be reused.
+
+    kernels: the digest of the build-time kernels requested (None: none); an env with other
+    build-time kernels (or none) is another env."""
     base = layout.env_name(state.lock_hash)
-    tag = hashlib.sha256(
-        json.dumps([choice.topology, profile], sort_keys=True).encode()
-    ).hexdigest()[:8]
+    key: list[object] = [choice.topology, profile] + ([kernels] if kernels else [])
+    tag = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:8]
     for name in (base, f"{base}-{tag}"):
         path = layout.stack_dir / name
         if not path.exists():
@@ -43,6 +49,7 @@ def pick_env(
             and record.lock_hash == state.lock_hash
             and record.topology == choice.topology
             and record.env_profile == profile
+            and (record.kernels.request_sha256 if record.kernels else None) == kernels
         ):
             repairs = sorted(
                 path.parent.glob(f"{path.name}-repair*[0-9]"),

@@ -297,10 +297,16 @@ def arch_results(
                     msg + "; prebuilt-cubin backends (trtllm) are unavailable there, and no "
                     "serving profile selects one"
                 )
-            elif named and canonicalize_name(label.split(" ")[0]) not in pinned:
+            elif (
+                named
+                and not label.startswith("(")
+                and canonicalize_name(label.split(" ")[0]) not in pinned
+            ):
                 # tokenspeed-mla's cute_dsl_fmha_..._sm_100a_x86_64.so (pulled in by vLLM 0.30
                 # and SGLang 0.5.15): kernels built for, and named for, other GPUs; the engine
-                # selects them only there. A package the stack pins stays a FAIL.
+                # selects them only there. A package the stack pins stays a FAIL, and so does a
+                # file no wheel installed (a kernel built into the env for this stack: its name
+                # says which GPU it was built for, and that must be one the stack targets).
                 unneeded.append(target)
                 notes.append(
                     msg + f"; every object is named for the GPU it was built for "
