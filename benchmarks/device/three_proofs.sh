@@ -14,18 +14,22 @@
 #
 # Run under benchmarks/device/device_session.sh from a copy of the checkout; the carry's parts in
 # /tmp/sg/chunks (one a call; the last call also brings SHA256SUMS), the kernels carry
-# (kernels.tar + kernels.tar.sha256) in /tmp/sg/ka-carry. BUDGET_S: this driver's seconds.
+# (kernels.tar + kernels.tar.sha256) in /tmp/sg/ka-carry. PROOFS_S: this driver's seconds; DIAL=0 skips step 2;
+# KA_WITHOUT=1 also starts the kernels proof's server without them (its own budget then 480 s).
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 REPO=$PWD
 RES=/tmp/sg/res
-BUDGET_S=${BUDGET_S:-1400}
+PROOFS_S=${PROOFS_S:-1400}  # this driver's seconds (not BUDGET_S: the nested drivers read that name)
+unset BUDGET_S
+DIAL=${DIAL:-1}
+KA_WITHOUT=${KA_WITHOUT:-0}
 RECORD=records/h200-sglang/20261202T011853-034d1e7a9e43.json
 mkdir -p "$RES/host"
 T0=$(date +%s)
 step() { echo "== $(($(date +%s) - T0)) s: $*" | tee -a "$RES/steps.log"; }
-left() { echo $((BUDGET_S - ($(date +%s) - T0))); }
+left() { echo $((PROOFS_S - ($(date +%s) - T0))); }
 finish() {
   step "finish: $*"
   nvidia-smi --query-gpu=index,memory.used,clocks.sm,temperature.gpu,power.draw --format=csv \
@@ -61,10 +65,12 @@ timeout 300 $SG reproduce "$RECORD" --venv-root /tmp/sg/repro-envs --base-site "
   --wheelhouse "$WH" --python "$MPY" --no-validate --json >"$RES/reproduce-env.json" 2>"$RES/reproduce-env.err"
 echo "reproduce --no-validate rc=$? $(tail -1 "$RES/reproduce-env.err")" | tee -a "$RES/steps.log"
 
-step "2: the gate's demonstration (gate_dial_device.sh, ENV=$ENV)"
-mkdir -p "$RES/dial"
-NESTED=1 ENV=$ENV RES=$RES/dial bash benchmarks/gate/gate_dial_device.sh
-tail -1 "$RES/dial/demo.log" 2>/dev/null | tee -a "$RES/steps.log"
+if [ "$DIAL" = 1 ]; then
+  step "2: the gate's demonstration (gate_dial_device.sh, ENV=$ENV)"
+  mkdir -p "$RES/dial"
+  NESTED=1 ENV=$ENV RES=$RES/dial bash benchmarks/gate/gate_dial_device.sh
+  tail -1 "$RES/dial/demo.log" 2>/dev/null | tee -a "$RES/steps.log"
+fi
 
 step "3a: the 6-layer Kimi-K2.5-shaped INT4 miniature (the record's and the kernels proof's model)"
 mkdir -p /tmp/stackgate-h200
@@ -73,9 +79,9 @@ mkdir -p /tmp/stackgate-h200
 
 step "3b: build-time kernels, first server with them (left $(left) s)"
 mkdir -p "$RES/ka"
-RES=$RES/ka WITHOUT_SERVER=0 BUDGET_S=300 bash benchmarks/kernels_ahead/kernels_ahead_gpu.sh /tmp/sg/ka-carry \
+RES=$RES/ka WITHOUT_SERVER=$KA_WITHOUT BUDGET_S=$((KA_WITHOUT ? 480 : 300)) bash benchmarks/kernels_ahead/kernels_ahead_gpu.sh /tmp/sg/ka-carry \
   >"$RES/ka-driver.log" 2>&1
-tail -1 "$RES/ka-driver.log" | tee -a "$RES/steps.log"
+grep KERNELS-AHEAD "$RES/ka-driver.log" | tail -1 | tee -a "$RES/steps.log"
 
 CAP=$(($(left) - 20))
 [ "$CAP" -gt 120 ] || finish "no time left for reproduce --runs 1 ($CAP s)"
