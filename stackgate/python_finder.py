@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,7 +57,7 @@ def _probe(path: Path, found_by: str) -> Interpreter | None:
 
 
 def _pyenv_candidate(minor: str) -> Path | None:
-    pyenv = shutil.which("pyenv")
+    pyenv = proc.find("pyenv")
     if pyenv is None:
         return None
     try:
@@ -95,7 +94,7 @@ def find_python(minor: str, explicit: str | None = None, *, download: bool = Tru
     if found is not None:
         return found
     tried.append(why)
-    on_path = shutil.which(f"python{minor}")
+    on_path = proc.find(f"python{minor}")
     if on_path is not None:
         found = _probe(Path(on_path), "PATH")
         if found is not None and found.version.startswith(wanted):
@@ -108,7 +107,7 @@ def find_python(minor: str, explicit: str | None = None, *, download: bool = Tru
         found = _probe(pyenv_path, "pyenv")
         if found is not None and found.version.startswith(wanted):
             return found
-    tried.append(f"pyenv prefix {wanted}: not installed" if shutil.which("pyenv") else "no pyenv")
+    tried.append(f"pyenv prefix {wanted}: not installed" if proc.find("pyenv") else "no pyenv")
     found, why = _from_uv(wanted, download and downloads_allowed())
     if found is not None:
         return found

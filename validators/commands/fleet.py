@@ -104,6 +104,12 @@ def _submit_args(p: argparse.ArgumentParser) -> None:
         "Slurm headers; scontrol: two RPCs per element; auto (default): libslurm where the "
         "helper builds, else scontrol",
     )
+    s.add_argument(
+        "--cc",
+        metavar="PATH",
+        help="the C compiler for the libslurm pin helper, an absolute path (default: the first "
+        "of /usr/bin/cc, /usr/bin/gcc, /usr/bin/clang; PATH is never searched)",
+    )
     k = p.add_argument_group("kubernetes")
     k.add_argument("--image", help="the stackgate image, by digest")
     k.add_argument("--namespace", default="default")
@@ -200,6 +206,7 @@ def submit_request(args: argparse.Namespace) -> SubmitRequest:
         account=args.account,
         pin=not args.no_pin,
         pin_with=args.pin_with,
+        cc=args.cc,
         image=args.image,
         namespace=args.namespace,
         gpus=args.gpus,

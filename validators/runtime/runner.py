@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import tempfile
@@ -13,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast, get_args
 
+from stackgate import proc
 from validators.core.results import Status
 
 PROBES_DIR = Path(__file__).resolve().parent / "probes"
@@ -40,9 +40,9 @@ def probe_env(
     extra: Mapping[str, str] | None = None, drop_prefixes: tuple[str, ...] = ()
 ) -> dict[str, str]:
     env = (
-        {k: v for k, v in os.environ.items() if not k.startswith(drop_prefixes)}
+        {k: v for k, v in proc.child_env().items() if not k.startswith(drop_prefixes)}
         if drop_prefixes
-        else dict(os.environ)
+        else proc.child_env()
     )
     env.update(extra or {})
     env.update(SAFETY_ENV)
