@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from stackgate import dirfd
 from stackgate.errors import EnvironmentProblem
 from stackgate.layout import PARTIAL_SUFFIX, EnvLayout
 from stackgate.owned_files import open_owned
@@ -94,6 +95,25 @@ def publish(partial: Path, final: Path) -> None:
             raise EnvironmentProblem(f"disk full while publishing {final}") from exc
         raise
     _fsync_dir(final.parent)
+
+
+def publish_at(stack_fd: int, partial_name: str, final: Path, partial_fd: int) -> None:
+    """publish(), relative to the opened stack folder: the object renamed into place is
+    checked to be the opened partial folder (dirfd.rename_checked), never a swapped-in link."""
+    try:
+        dirfd.rename_checked(stack_fd, partial_name, final.name, partial_fd, where=final.parent)
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise EnvironmentProblem(f"disk full while publishing {final}") from exc
+        raise
+    os.fsync(stack_fd)
+
+
+def remove_partial_at(stack_fd: int, partial_name: str) -> None:
+    """Remove a failed build's partial folder by name in the opened stack folder; rmtree with
+    dir_fd never follows a symlink swapped in at the name (it is then left alone)."""
+    with contextlib.suppress(OSError):
+        shutil.rmtree(partial_name, dir_fd=stack_fd)
 
 
 def switch_current(layout: EnvLayout, target: Path) -> None:

@@ -31,23 +31,21 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from builder.venv import atomic, base_site, env_slot, envprofile
-
 from builder.compile import patches
 from builder.compile.history import read_history, write_history
-from builder.venv.install_commands import install_commands, requirements_path
-from builder.venv.installed import verify_against_lock
 from builder.compile.jobs import compile_env, plan_jobs
-from builder.lock.resolve import explain_uv_failure, locked_packages, uv_env, uv_version
-from stackgate.lockstate import LockState, read_lock
-from builder.lock.origin import check_origins
-from builder.venv.topology import TopologyChoice, choose_topology
-from builder.venv.uv_cache import sweep_leftovers, uv_cache_dir
-from builder.lock.uvproject import index_specs
 from builder.compile.watchdog import WatchReport
 from builder.compile.watched import StepResult, Terminal, run_watched
+from builder.lock.origin import check_origins
+from builder.lock.resolve import explain_uv_failure, locked_packages, uv_env, uv_version
+from builder.lock.uvproject import index_specs
+from builder.venv import atomic, base_site, env_slot, envprofile
+from builder.venv.install_commands import install_commands, requirements_path
+from builder.venv.installed import verify_against_lock
+from builder.venv.topology import TopologyChoice, choose_topology
+from builder.venv.uv_cache import sweep_leftovers, uv_cache_dir
 from builder.venv.wheel_record import check_wheel_records
-from stackgate import __version__, proc
+from stackgate import __version__, dirfd, proc
 from stackgate.build_record import (
     BuildHost,
     BuildRecord,
@@ -58,13 +56,14 @@ from stackgate.build_record import (
 )
 from stackgate.digests import DigestCache
 from stackgate.early_digests import EarlyHasher, valid_raw
+from stackgate.env_generated import PROFILE_FORMAT
 from stackgate.envtree import compute_tree, digest_patterns, file_digests, write_listing
 from stackgate.errors import CheckFailed, CommandFailed, EnvironmentProblem
-from stackgate.env_generated import PROFILE_FORMAT
 from stackgate.files import sha256_file
 from stackgate.host.snapshot import host_snapshot
 from stackgate.layout import PARTIAL_SUFFIX, EnvLayout, lock_files
 from stackgate.loading import LoadedStack
+from stackgate.lockstate import LockState, read_lock
 from stackgate.owned_files import open_owned
 from stackgate.paths import display_path
 from stackgate.python_finder import Interpreter, find_python
@@ -322,13 +321,25 @@ class _Build:
     ) -> BuildOutcome:
         loaded, opts, layout, timer = self.loaded, self.options, self.layout, self.timer
         state, python = checked.state, checked.python
-        partial = final.with_name(final.name + PARTIAL_SUFFIX)
+        partial_name = final.name + PARTIAL_SUFFIX
         src_root = final.with_name(final.name + ".src" + PARTIAL_SUFFIX)
         self.log.parent.mkdir(parents=True, exist_ok=True)
         os.close(open_owned(self.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC))  # never a link
+        # The partial env is made and opened once, relative to the opened stack folder; every
+        # step reaches it through that descriptor (dirfd.held_path), so a symlink swapped in
+        # at its name leads nothing anywhere, and the publish checks what it renamed.
+        stack_fd = dirfd.open_dir(final.parent)
+        try:
+            partial_fd = dirfd.make_child(stack_fd, partial_name, where=final.parent)
+        except BaseException:
+            os.close(stack_fd)
+            raise
+        partial = dirfd.held_path(partial_fd)
         # Reads each wheel's files while uv installs the next ones (one read of every file:
         # the tree hash and the RECORD check take these digests where the file is unchanged).
-        early = EarlyHasher(partial, digest_patterns(partial, (partial, final)), file_digests)
+        early = EarlyHasher(
+            partial, digest_patterns(partial, (final.parent / partial_name, final)), file_digests
+        )
         try:
             with timer.step("sources", "fetching sources and applying patches"):
                 trees: list[tuple[patches.SourcePackage, Path]] = []
@@ -336,7 +347,7 @@ class _Build:
                     repo = patches.checkout(pkg, src_root / pkg.name)
                     patches.check_and_apply(pkg, repo)
                     trees.append((pkg, patches.build_dir(pkg, repo)))
-            with timer.step("venv", f"creating {display_path(partial)}"):
+            with timer.step("venv", f"creating {display_path(final.parent / partial_name)}"):
                 proc.run(
                     [
                         uv_bin(),
@@ -412,7 +423,10 @@ class _Build:
                 read_early = early.finish()
                 with DigestCache() as cache:
                     listed = compute_tree(
-                        partial, own_paths=(partial, final), cache=cache, early=read_early
+                        partial,
+                        own_paths=(partial, final.parent / partial_name, final),
+                        cache=cache,
+                        early=read_early,
                     )
                 write_listing(partial, listed)
                 tree = TreeHash(
@@ -468,19 +482,21 @@ class _Build:
                 )
                 record.write(partial)
             with timer.step("publish", f"renaming into {display_path(final)}"):
-                atomic.publish(partial, final)
+                atomic.publish_at(stack_fd, partial_name, final, partial_fd)
             with timer.step("switch", "switching current"):
                 atomic.switch_current(layout, final)
         except OSError as exc:
-            shutil.rmtree(partial, ignore_errors=True)
+            atomic.remove_partial_at(stack_fd, partial_name)
             if exc.errno in (errno.ENOSPC, errno.EDQUOT):
                 raise EnvironmentProblem(f"disk full while building {final.name}: {exc}") from exc
             raise
         except BaseException:
-            shutil.rmtree(partial, ignore_errors=True)
+            atomic.remove_partial_at(stack_fd, partial_name)
             raise
         finally:
             early.close()
+            os.close(partial_fd)
+            os.close(stack_fd)
             shutil.rmtree(src_root, ignore_errors=True)
             requirements_path(layout.stack_dir).unlink(missing_ok=True)
             self._sweep_uv_cache()  # an install interrupted now leaves nothing behind
