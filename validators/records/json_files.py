@@ -14,21 +14,22 @@ and typed, verifies it, and adds all of them in one transaction, or none.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stackgate.errors import BadInput
+from stackgate import dirfd
+from stackgate.errors import BadInput, EnvironmentProblem
 from stackgate.files import (
-    atomic_write_text,
-    inside,
     parse_json_text,
     read_bytes_bounded,
     read_json_file,
     remove_stale_temps,
 )
-from validators.records.chain import HEADS_FOLDER, exported_head_path, write_head
+from validators.records.chain import HEADS_FOLDER, exported_head_path, write_head_at
 from validators.records.clock import ahead_of_clock
 from validators.records.model import Record, load_record_body
 from validators.records.store import ImportResult, RecordStore
@@ -102,31 +103,81 @@ def record_files(folder: Path) -> Iterator[Path]:
 
 
 def export_records(store: RecordStore, folder: Path, stack: str | None = None) -> ExportResult:
-    """Write the store's records (of one stack, or all) under folder; repair damaged copies."""
+    """Write the store's records (of one stack, or all) under folder; repair damaged copies.
+
+    Everything is written relative to folders opened once (stackgate/dirfd.py): `folder`,
+    then each `<stack>` in it and `heads/`, each opened O_NOFOLLOW; a file is written as a
+    new temp file (O_EXCL) renamed over its name. A folder swapped for a symlink while the
+    export runs is refused (exit 3), never written through.
+    """
     out = ExportResult()
-    root = folder.resolve()
     if folder.is_dir():
         remove_stale_temps(folder)  # left by an export killed mid-write
-    for record in store.iter_records(stack):
-        target = folder / record.stack / export_filename(record)
-        inside(root, target.parent)  # a symlinked stack folder may not lead elsewhere
-        existed = target.exists() or target.is_symlink()
-        if existed:
-            if not target.is_symlink() and _holds(target, record):
-                out.unchanged += 1
-                continue
-            if target.is_symlink() or not target.is_file():
-                _remove(target)  # the entry itself (in folder), never what it points at
-        atomic_write_text(target, record.to_json(), durable=False)
-        (out.repaired if existed else out.written).append(target)
-    if store.store_id is not None and store.count():
-        head_file = exported_head_path(folder, store.store_id)
-        inside(root, head_file.parent)
-        if head_file.is_symlink():
-            _remove(head_file)
-        write_head(head_file, store.chain_head())
-        out.head = head_file
+    with dirfd.opened(dirfd.open_dir(folder, create=True)) as root_fd:
+        stack_fds: dict[str, int] = {}
+        try:
+            for record in store.iter_records(stack):
+                if record.stack not in stack_fds:
+                    stack_fds[record.stack] = _open_stack_folder(root_fd, folder, record.stack)
+                target = folder / record.stack / export_filename(record)
+                existed = _export_one(stack_fds[record.stack], target, record)
+                if existed is None:
+                    out.unchanged += 1
+                else:
+                    (out.repaired if existed else out.written).append(target)
+        finally:
+            for fd in stack_fds.values():
+                os.close(fd)
+        if store.store_id is not None and store.count():
+            head_file = exported_head_path(folder, store.store_id)
+            where = head_file.parent
+            with dirfd.opened(
+                dirfd.open_child(root_fd, HEADS_FOLDER, where=where, create=True)
+            ) as heads_fd:
+                write_head_at(heads_fd, head_file, store.chain_head())
+            out.head = head_file
     return out
+
+
+def _open_stack_folder(root_fd: int, folder: Path, stack: str) -> int:
+    where = folder / stack
+    try:
+        return dirfd.open_child(root_fd, stack, where=where, create=True)
+    except dirfd.Swapped:
+        raise BadInput(
+            f"{where}: a symlink or not a folder; an export never writes through one (it could "
+            f"lead outside {folder})"
+        ) from None
+
+
+def _export_one(stack_fd: int, target: Path, record: Record) -> bool | None:
+    """Write one record file in its opened stack folder: None when it already held the
+    record, else whether a file was there (repaired) or not (written)."""
+    name = target.name
+    try:
+        info = os.stat(name, dir_fd=stack_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        info = None
+    if info is not None:
+        if stat.S_ISREG(info.st_mode):
+            data = dirfd.read_regular_at(stack_fd, name, MAX_RECORD_BYTES)
+            if data is not None and _holds_bytes(data, target, record):
+                return None
+        elif not stat.S_ISLNK(info.st_mode):
+            raise BadInput(f"{target}: in the way of an export (not a regular file)")
+    try:
+        dirfd.write_at(stack_fd, name, record.to_json().encode("utf-8"))
+    except OSError as exc:  # the opened folder was removed or moved away meanwhile
+        raise EnvironmentProblem(f"{target}: cannot be written: {exc.strerror or exc}") from None
+    return info is not None
+
+
+def _holds_bytes(data: bytes, path: Path, record: Record) -> bool:
+    try:
+        parsed = parse_json_text(data.decode("utf-8"), where=str(path))
+    except (BadInput, UnicodeDecodeError):
+        return False
+    return bool(parsed == record.model_dump(mode="json"))
 
 
 def _holds(path: Path, record: Record) -> bool:

@@ -30,6 +30,7 @@ from typing import Any
 from stackgate.env_paths import folder_from_env
 from stackgate.errors import BadInput, EnvironmentProblem
 from stackgate.files import TEMP_SUFFIX, parse_json_text, remove_stale_temps
+from stackgate.owned_files import open_owned
 from stackgate.paths import project_root
 from validators.records import store_schema
 from validators.records.chain import (
@@ -469,6 +470,13 @@ def _interrupted_write(target: Path, exc: sqlite3.DatabaseError) -> EnvironmentP
     )
 
 
+def _link_target(path: Path) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return "gone already"
+
+
 def _written_where_it_is(target: Path) -> None:
     """A store is written only at its own name: the store file and SQLite's files beside it
     (-journal, -wal, -shm) must not be symlinks or hard links. A store symlinked to an empty
@@ -487,7 +495,7 @@ def _written_where_it_is(target: Path) -> None:
         if stat.S_ISLNK(info.st_mode):
             raise EnvironmentProblem(
                 f"{path}: a symlink; the record store is written only where it is",
-                details=[f"give --store the file it leads to ({os.path.realpath(path)})"],
+                details=[f"give --store the file it leads to ({_link_target(path)})"],
             )
         if not stat.S_ISREG(info.st_mode):
             raise BadInput(f"{path}: not a regular file (a record store is an SQLite file)")
@@ -503,7 +511,10 @@ def _connect(target: Path, *, read_only: bool) -> sqlite3.Connection:
         # SQLite would open a FIFO and block on its first read, or a device and read it.
         raise BadInput(f"{target}: not a regular file (a record store is an SQLite file)")
     if not read_only:
-        _written_where_it_is(target)
+        try:
+            _written_where_it_is(target)
+        except OSError as exc:  # removed or replaced while it was being checked
+            raise EnvironmentProblem(f"cannot check the record store {target}: {exc}") from None
     try:
         if read_only:
             if not target.exists() or target.stat().st_size == 0:
@@ -512,9 +523,40 @@ def _connect(target: Path, *, read_only: bool) -> sqlite3.Connection:
             uri = f"{target.resolve().as_uri()}?mode=ro"
             return sqlite3.connect(uri, uri=True, timeout=30, isolation_level=None)
         target.parent.mkdir(parents=True, exist_ok=True)
-        return sqlite3.connect(target, timeout=30, isolation_level=None)
+        # Made (never through a symlink) before SQLite opens it by name; what SQLite then
+        # opened is checked to be that file before anything is written (_opened_is_named).
+        os.close(open_owned(target, os.O_RDWR | os.O_CREAT, 0o644))
+        conn = sqlite3.connect(target, timeout=30, isolation_level=None)
     except (OSError, sqlite3.Error) as exc:
         raise EnvironmentProblem(f"cannot open the record store {target}: {exc}") from None
+    if not _opened_is_named(target):
+        conn.close()
+        raise EnvironmentProblem(
+            f"{target}: replaced while it was opened (a symlink or another file swapped in); "
+            "nothing was written",
+            details=["the record store is written only where it is: check who else writes there"],
+        )
+    return conn
+
+
+def _opened_is_named(target: Path) -> bool:
+    """Whether the store file SQLite holds open is, itself, the regular file at `target` (a
+    symlink swapped in between the checks and the open would have SQLite open its target)."""
+    try:
+        info = target.lstat()
+    except OSError:
+        return False
+    if not stat.S_ISREG(info.st_mode):
+        return False
+    fds = Path("/proc/self/fd")
+    for entry in fds.iterdir():
+        try:
+            held = entry.stat()
+        except OSError:
+            continue
+        if (held.st_dev, held.st_ino) == (info.st_dev, info.st_ino):
+            return True
+    return False
 
 
 def _prepare(conn: sqlite3.Connection, target: Path, *, read_only: bool) -> str | None:
