@@ -472,7 +472,7 @@ def _interrupted_write(target: Path, exc: sqlite3.DatabaseError) -> EnvironmentP
 
 def _link_target(path: Path) -> str:
     try:
-        return os.readlink(path)
+        return str(path.readlink())
     except OSError:
         return "gone already"
 
