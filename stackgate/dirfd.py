@@ -21,7 +21,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from stackgate.errors import EnvironmentProblem
+from stackgate.errors import BadInput, EnvironmentProblem
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -157,3 +157,112 @@ def opened(fd: int) -> Iterator[int]:
         yield fd
     finally:
         os.close(fd)
+
+
+def _parts(rel: Path | str, where: Path | str) -> list[str]:
+    parts = [p for p in Path(rel).parts if p not in ("", ".")]
+    if not parts or Path(rel).is_absolute() or ".." in parts:
+        raise EnvironmentProblem(f"{where}: {str(rel)!r} is not a path inside its folder")
+    return parts
+
+
+def open_tree(root: Path, rel: Path | str, *, create: bool = False, mode: int = 0o755) -> int:
+    """The folder `root/rel`, opened one component at a time from `root`, none of them
+    followed when a symlink (made, with `mode`, when `create` and missing)."""
+    fd = open_dir(root, create=create, mode=mode)
+    where = root
+    try:
+        for part in _parts(rel, root):
+            where = where / part
+            child = open_child(fd, part, where=where, create=create, mode=mode)
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_regular_under(root: Path, rel: Path | str) -> int:
+    """An fd (read-only) of the regular file `root/rel`, reached without following a symlink
+    at any component below `root` (root itself is followed); BadInput naming the file for a symlink, a folder, a FIFO
+    or a device (only regular files are read from folders others can write)."""
+    parts = _parts(rel, root)
+    path = root.joinpath(*parts)
+    try:
+        # `root` itself is the caller's (named by the user, or the checkout's): followed.
+        parent = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise BadInput(f"{root}: cannot open the folder: {exc.strerror or exc}") from None
+    where = root
+    try:
+        for part in parts[:-1]:
+            where = where / part
+            child = open_child(parent, part, where=where)
+            os.close(parent)
+            parent = child
+    except EnvironmentProblem as exc:
+        os.close(parent)
+        raise BadInput(f"{path}: {exc.message}") from None
+    try:
+        fd = os.open(
+            parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=parent
+        )
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise BadInput(f"{path}: a symlink (only regular files are read)") from None
+        raise BadInput(f"{path}: cannot read: {exc.strerror or exc}") from None
+    finally:
+        os.close(parent)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise BadInput(f"{path}: not a regular file (only regular files are read)")
+    os.set_blocking(fd, True)
+    return fd
+
+
+def read_bytes_under(root: Path, rel: Path | str, max_bytes: int) -> bytes:
+    """The bytes of regular file `root/rel` (open_regular_under), at most max_bytes."""
+    fd = open_regular_under(root, rel)
+    with os.fdopen(fd, "rb") as handle:
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise BadInput(f"{root / rel}: larger than the {max_bytes} bytes this file may be")
+    return data
+
+
+def append_at(parent: int, name: str, data: bytes, *, where: Path | str) -> None:
+    """Append to file `name` in `parent` (created 0o644 when missing): never through a
+    symlink, a hard link or into something other than a regular file."""
+    try:
+        fd = os.open(
+            name,
+            os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+            0o644,
+            dir_fd=parent,
+        )
+    except OSError as exc:
+        raise (
+            _not_a_folder(where, exc)
+            if exc.errno == errno.ELOOP
+            else EnvironmentProblem(f"cannot write {where}: {exc.strerror or exc}")
+        ) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+            raise Swapped(f"{where}: not a regular file of its own; refusing to write to it")
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def create_exclusive_at(parent: int, name: str, data: bytes, *, mode: int = 0o644) -> bool:
+    """Create file `name` in `parent` holding `data` (O_EXCL | O_NOFOLLOW); False if any entry
+    of that name exists (a symlink included: it is never followed)."""
+    try:
+        fd = os.open(name, FILE_FLAGS, mode, dir_fd=parent)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+    return True

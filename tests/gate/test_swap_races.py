@@ -6,59 +6,17 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 from stackgate.errors import StackgateError
 from tests.gate.record_factory import make_record
+from tests.helpers.swap import racing
 from validators.records.json_files import export_records
 from validators.records.store import RecordStore
 
 TRIES = 600
-HOLD_S = 0.00005  # each state (real thing / symlink) lasts about this long
 VICTIM_TEXT = b"victim: must never change\n"
-
-
-class Swapper(threading.Thread):
-    """Moves `path` aside, puts a symlink to `victim` there, then puts the real thing back,
-    as fast as it can until stopped; counts the symlinks it planted."""
-
-    def __init__(self, path: Path, victim: Path) -> None:
-        super().__init__(daemon=True)
-        self.path, self.victim = path, victim
-        self.aside = path.with_name(path.name + ".aside")
-        self.stop = threading.Event()
-        self.swaps = 0
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            try:
-                os.rename(self.path, self.aside)
-            except OSError:
-                continue
-            try:
-                os.symlink(self.victim, self.path)
-                self.swaps += 1
-                time.sleep(HOLD_S)
-                os.unlink(self.path)
-            except OSError:
-                pass
-            with contextlib.suppress(OSError):
-                os.rename(self.aside, self.path)
-            time.sleep(HOLD_S)
-
-
-@contextlib.contextmanager
-def racing(path: Path, victim: Path) -> Iterator[Swapper]:
-    racer = Swapper(path, victim)
-    racer.start()
-    try:
-        yield racer
-    finally:
-        racer.stop.set()
-        racer.join()
 
 
 def _tries(action: Callable[[int], None]) -> tuple[int, int]:

@@ -51,16 +51,30 @@ def export_filename(record: Record) -> str:
     return f"{record.created_stamp}-{record.short_id}.json"
 
 
-def read_record_file(path: Path) -> Record:
+def _read_json(path: Path, under: Path | None) -> object:
+    """The JSON of a record file; with `under` (a folder others may write: records/, a fleet's
+    job folder) every component below it is reached without following a symlink and only a
+    regular file is read (a link to /etc/shadow is bad input naming the link)."""
+    if under is None:
+        return read_json_file(path, MAX_RECORD_BYTES)
+    raw = dirfd.read_bytes_under(under, path.relative_to(under), MAX_RECORD_BYTES)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    return parse_json_text(text, where=str(path))
+
+
+def read_record_file(path: Path, *, under: Path | None = None) -> Record:
     """A record from a file. Files carry only their dates (no chain orders them), so one
     dated more than clock.MAX_SKEW ahead of this host is refused (records/clock.py)."""
-    return record_from_file_data(read_json_file(path, MAX_RECORD_BYTES), path)
+    return record_from_file_data(_read_json(path, under), path)
 
 
-def read_record_file_body(path: Path) -> tuple[Record, str]:
+def read_record_file_body(path: Path, *, under: Path | None = None) -> tuple[Record, str]:
     """read_record_file, and the record's body as the store keeps it (model.load_record_body):
     every check the same, the body a by-product of the hash check."""
-    return _from_file_data(read_json_file(path, MAX_RECORD_BYTES), path)
+    return _from_file_data(_read_json(path, under), path)
 
 
 def is_record_data(data: object) -> bool:
@@ -97,7 +111,12 @@ def record_files(folder: Path) -> Iterator[Path]:
     for path in sorted(folder.rglob("*.json")):
         if HEADS_FOLDER in path.relative_to(folder).parts:
             continue
-        if path.is_dir() and not path.is_symlink():
+        if path.is_symlink():
+            raise BadInput(
+                f"{path}: a symlink (only regular files are read from a records folder)",
+                details=["replace it with the file itself, or remove it"],
+            )
+        if path.is_dir():
             raise BadInput(f"{path}: a folder named like a record file (*.json)")
         yield path
 
@@ -208,7 +227,7 @@ def import_record_files(store: RecordStore, paths: Iterable[Path]) -> ImportResu
 
 
 def import_dir(store: RecordStore, folder: Path) -> ImportResult:
-    return import_record_files(store, record_files(folder))
+    return store.add_many(read_record_file(p, under=folder) for p in record_files(folder))
 
 
 def verify_files(folder: Path) -> tuple[int, list[str]]:
@@ -222,7 +241,7 @@ def verify_files(folder: Path) -> tuple[int, list[str]]:
     for path in record_files(folder):
         count += 1
         try:
-            record = read_record_file(path)
+            record = read_record_file(path, under=folder)
         except BadInput as exc:
             problems.append("; ".join(exc.lines()))
             continue
@@ -261,7 +280,7 @@ def missing_committed(store: RecordStore, folder: Path, limit: int = 5) -> tuple
     count = 0
     for path in record_files(folder):
         try:
-            record = read_record_file(path)
+            record = read_record_file(path, under=folder)
         except BadInput:
             continue
         if not store.contains(record.record_id):

@@ -50,11 +50,11 @@ def committed_records(stack: str | None = None, id_prefix: str = "") -> Iterator
     for path in record_files(folder):
         if short and not path.stem.rpartition("-")[2].startswith(short):
             continue
-        yield _read_committed(path, stack)
+        yield _read_committed(path, stack, folder)
 
 
-def _read_committed(path: Path, stack: str | None) -> Record:
-    record = read_record_file(path)
+def _read_committed(path: Path, stack: str | None, folder: Path) -> Record:
+    record = read_record_file(path, under=folder)
     if stack is not None and record.stack != stack:
         raise BadInput(f"{path}: in the folder of stack '{stack}' but names '{record.stack}'")
     return record
@@ -77,7 +77,7 @@ def newest_committed_known_good(stack: str) -> list[Record]:
     for path in record_files(folder):
         if EXPORT_NAME.match(path.name):
             named.append(path)
-        elif (record := _read_committed(path, stack)).kind == "known-good":
+        elif (record := _read_committed(path, stack, folder)).kind == "known-good":
             found.append(record)
     newest: str | None = None
     for path in sorted(named, key=lambda p: p.name, reverse=True):
@@ -85,7 +85,7 @@ def newest_committed_known_good(stack: str) -> list[Record]:
         assert match is not None
         if newest is not None and match["stamp"] < newest:
             break
-        record = _read_committed(path, stack)
+        record = _read_committed(path, stack, folder)
         if (record.created_stamp, record.short_id) != (match["stamp"], match["short"]):
             raise BadInput(
                 f"{path}: the name says {match['stamp']}-{match['short']}, the record inside is "
