@@ -33,6 +33,7 @@ from stackgate.errors import (
     EnvironmentProblem,
     StackgateError,
 )
+from stackgate.safe_text import redact_data
 
 
 class Command(Protocol):
@@ -154,7 +155,11 @@ def _chosen(argv: Sequence[str], names: set[str]) -> str | None:
 
 def emit_json(payload: Any) -> None:
     """The one way commands print machine-readable results."""
-    sys.stdout.write(json.dumps(payload, indent=2, sort_keys=True, default=str) + "\n")
+    # One redaction at the boundary (stackgate.safe_text): no command's JSON carries a
+    # secret, whatever its fields hold; JSON escapes control characters itself.
+    plain = json.loads(json.dumps(payload, default=str))  # what default=str makes, redacted too
+    text = json.dumps(redact_data(plain), indent=2, sort_keys=True)
+    sys.stdout.write(text + "\n")
     sys.stdout.flush()
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from stackgate import proc
 from stackgate.errors import CommandFailed, EnvironmentProblem
 from stackgate.heartbeat import Heartbeat
+from stackgate.safe_text import for_terminal
 from stackgate.uvbin import uv_bin
 
 _PROBE = "import json,sys,platform;print(json.dumps([sys.version_info[:3], sys.executable]))"
@@ -187,7 +188,7 @@ def _from_uv(wanted: str, may_download: bool) -> tuple[Interpreter | None, str]:
 
 
 def _say_stderr(line: str) -> None:
-    sys.stderr.write(line + "\n")
+    sys.stderr.write(for_terminal(line) + "\n")
     sys.stderr.flush()
 
 

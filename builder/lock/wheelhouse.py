@@ -36,6 +36,7 @@ from packaging.utils import parse_wheel_filename
 from builder.lock.origin import check_origins
 from stackgate import dirfd
 from stackgate.bounded_http import Budget, LimitExceeded, Limits, get, make_client
+from stackgate.credentials import redact
 from stackgate.errors import BadInput, EnvironmentProblem
 from stackgate.lockstate import LockState
 from stackgate.manifest import Manifest
@@ -281,7 +282,7 @@ def _index(
                 "package": a.package,
                 "version": a.version,
                 "sha256": a.sha256,
-                "url": a.url,
+                "url": redact(a.url),  # the file keeps no credential; uv has them
             }
             for a in sorted(arts, key=lambda a: a.filename)
         ],

@@ -317,3 +317,38 @@ def test_a_large_fleets_table_lists_the_nodes_that_need_a_look(counts: dict[str,
     assert (note in text) == bool(unlisted)
     for kind in ("lemon", "fail", "missing"):
         assert sum(f"{kind}0000" in line for line in listed) == counts.get(kind.upper(), 0)
+
+
+HOSTILE_REASON = (
+    "run 1: \x1b[2J\x1b[H\x1b]0;owned title\x07\x1b[32mFAKE-OK everything fine\x1b[0m \x9b31m"
+    " from https://bob:S3CRETPW@idx.example/simple"
+)
+
+
+@pytest.mark.parametrize(
+    "env",
+    [{"NO_COLOR": "1"}, {}, {"FORCE_COLOR": "1"}],
+    ids=["no-color", "piped", "forced-colour"],
+)
+def test_node_written_control_characters_reach_the_terminal_escaped(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """A node writes `reasons` with a clear-screen, a window title, a fake green line, a C1
+    CSI and a credential URL: `fleet verdict` prints every one of them as visible text (piped,
+    with NO_COLOR, and with colours forced, where rich adds only its own style codes)."""
+    _job(tmp_path)
+    write_status(tmp_path, NodeStatus(fleet_id="t", node="bad1", index=18, outcome="FAIL", phase="mark-good", exit_code=1, reasons=[HOSTILE_REASON]))  # fmt: skip
+    for extra in ([], ["--json"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "validators", "fleet", "verdict", "--job-dir", str(tmp_path), *extra],
+            cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+            env={**env, "COLUMNS": "200", "PATH": "/usr/bin:/bin"},
+        )  # fmt: skip
+        assert done.returncode == 1, done.stderr
+        out = done.stdout + done.stderr
+        for raw in ("\x1b[2J", "\x1b]0;", "\x07", "\x9b", "\x1b[32mFAKE-OK", "S3CRETPW"):
+            assert raw not in out, (extra, raw, out[-2000:])
+        if not extra:
+            assert "\\x1b[2J" in done.stderr and "\\x1b]0;owned title" in done.stderr, done.stderr
+        else:
+            assert "https://***@idx.example" in done.stdout

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ValidationError
 from stackgate import dirfd
 from stackgate.build_record import BuildOutput
 from stackgate.cli_output import ErrorOutput, MarkGoodOutput, MarkGoodRefusal
+from stackgate.credentials import redact
 from stackgate.envtree import LISTING_RELPATH
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK
 from stackgate.proc import Completed, run
@@ -119,7 +120,7 @@ class NodeRun:
             timeout=STEP_TIMEOUT_S,
         )
         self.seconds[step] = round(self.seconds.get(step, 0.0) + time.monotonic() - started, 2)
-        text = f"$ {' '.join(done.argv)}\n(exit {done.returncode})\n{done.stderr}\n"
+        text = redact(f"$ {' '.join(done.argv)}\n(exit {done.returncode})\n{done.stderr}\n")
         with dirfd.opened(open_node_dir(self.spec.folder, self.node)) as folder:
             dirfd.append_at(folder, f"{step}.log", text.encode(), where=self.out / f"{step}.log")
         return done

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, cast, get_args
 
 from stackgate import proc
+from stackgate.safe_text import redact_file
 from validators.core.results import Status
 
 PROBES_DIR = Path(__file__).resolve().parent / "probes"
@@ -182,8 +183,9 @@ def run_distributed(
                 )
             )
         timed_out, crashed = _wait_all(procs, timeout, start)
-        for _, handle in logs:
+        for log, handle in logs:
             handle.close()
+            redact_file(log)  # the probe wrote it itself: hide what it printed
         seconds = time.perf_counter() - start
         tails = {
             log.name: log.read_text(encoding="utf-8", errors="replace").splitlines()[-8:]
