@@ -87,10 +87,15 @@ def record_from_file_data(data: object, path: Path) -> Record:
     return _from_file_data(data, path)[0]
 
 
+class FutureRecord(BadInput):
+    """A record file dated ahead of this host's clock: refused when named, skipped (and said)
+    when one of a folder's files, so one record from a fast clock never blocks the others."""
+
+
 def _from_file_data(data: object, path: Path) -> tuple[Record, str]:
     record, body = load_record_body(data, where=str(path), secrets=True)
     if problem := ahead_of_clock(record.created_at):
-        raise BadInput(
+        raise FutureRecord(
             f"{path}: created_at is in the future: {problem}",
             details=[
                 "fix the clock that is wrong; a record is never edited, so one with a wrong "
@@ -227,7 +232,17 @@ def import_record_files(store: RecordStore, paths: Iterable[Path]) -> ImportResu
 
 
 def import_dir(store: RecordStore, folder: Path) -> ImportResult:
-    return store.add_many(read_record_file(p, under=folder) for p in record_files(folder))
+    """Import every record file below folder in one transaction; a file dated ahead of this
+    host's clock is skipped and named in `skipped` (its date is checked again next time)."""
+    records: list[Record] = []
+    skipped: list[str] = []
+    for path in record_files(folder):
+        try:
+            records.append(read_record_file(path, under=folder))
+        except FutureRecord as exc:
+            skipped.append(exc.message)
+    result = store.add_many(records)
+    return ImportResult(added=result.added, present=result.present, skipped=skipped)
 
 
 def verify_files(folder: Path) -> tuple[int, list[str]]:

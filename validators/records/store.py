@@ -68,6 +68,8 @@ def default_store_path() -> Path:
 class ImportResult:
     added: list[str]
     present: list[str]
+    # files of a folder import left out, each with why: dated ahead of this host's clock
+    skipped: list[str] = field(default_factory=list)
 
 
 @dataclass
