@@ -263,3 +263,26 @@ def test_a_golden_reference_linked_out_of_the_stack_folder_is_not_copied(
             loaded, [make_report(np.random.default_rng(0))], build=BuildFacts(),
             host=HostFingerprint(), kind="known-good",
         )  # fmt: skip
+
+
+def test_an_sqlite_file_with_no_schema_reads_as_an_empty_store(tmp_path: Path) -> None:
+    """A real SQLite file holding no table (a table made and dropped): readers see no records
+    (before: "attempt to write a readonly database"), a writer makes the store in it."""
+    path = tmp_path / "empty.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE t(x)")
+    conn.execute("DROP TABLE t")
+    conn.commit()
+    conn.close()
+    assert path.stat().st_size > 0
+    with RecordStore.open(path, read_only=True) as store:
+        assert store.count() == 0
+    listed = subprocess.run(
+        [sys.executable, "-m", "validators", "records", "list", "--store", str(path), "--json"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert listed.returncode == 0 and json.loads(listed.stdout) == [], listed.stderr
+    with RecordStore.open(path) as store:
+        assert store.add(make_record("smoke"))
+    with RecordStore.open(path, read_only=True) as store:
+        assert store.count() == 1

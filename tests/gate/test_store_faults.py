@@ -100,8 +100,10 @@ def test_an_older_copy_disguised_as_format_1_fails_verify(tmp_path: Path) -> Non
         PRAGMA user_version = 1;"""
     )
     for r in records[:2]:
-        conn.execute("INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?)",
-                     (r.record_id, r.stack, r.kind, r.created_at, 1, r.created_at, r.to_json()))
+        conn.execute(
+            "INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (r.record_id, r.stack, r.kind, r.created_at, 1, r.created_at, r.to_json()),
+        )
     conn.commit()
     conn.close()
     (tmp_path / "empty").mkdir()
@@ -263,8 +265,13 @@ def test_a_folder_named_like_a_record_file_is_bad_input(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "argv",
-    [["--limit", "100000000000000000000000"], ["--limit", "1e23"], ["--limit", "-1"],
-     ["--offset", "99999999999999999999999"], ["--offset", "-3"]],
+    [
+        ["--limit", "100000000000000000000000"],
+        ["--limit", "1e23"],
+        ["--limit", "-1"],
+        ["--offset", "99999999999999999999999"],
+        ["--offset", "-3"],
+    ],
 )
 def test_list_paging_numbers_are_bounded(tmp_path: Path, argv: list[str]) -> None:
     _add(_store_path(tmp_path), make_record("smoke"))
@@ -275,8 +282,9 @@ def test_list_paging_numbers_are_bounded(tmp_path: Path, argv: list[str]) -> Non
 
 @pytest.mark.parametrize("var", ["STACKGATE_STATE_DIR", "STACKGATE_ROOT"])
 @pytest.mark.parametrize("value", ["/etc/passwd", "/dev/null", "/etc/passwd/below"])
-def test_a_folder_variable_naming_a_file_is_bad_input_naming_it(tmp_path: Path, var: str,
-                                                                 value: str) -> None:
+def test_a_folder_variable_naming_a_file_is_bad_input_naming_it(
+    tmp_path: Path, var: str, value: str
+) -> None:
     done = _cli(tmp_path, "records", "list", env={var: value})
     assert done.returncode == 2, done.stderr
     assert f"${var}" in done.stderr and "not a folder" in done.stderr
@@ -284,8 +292,14 @@ def test_a_folder_variable_naming_a_file_is_bad_input_naming_it(tmp_path: Path, 
 
 
 @pytest.mark.parametrize(
-    "var", ["STACKGATE_CACHE", "STACKGATE_CACHE_DIR", "STACKGATE_STACKS_DIR",
-            "STACKGATE_DRIVER_STUB_CACHE", "STACKGATE_STORAGE_ROOT"],
+    "var",
+    [
+        "STACKGATE_CACHE",
+        "STACKGATE_CACHE_DIR",
+        "STACKGATE_STACKS_DIR",
+        "STACKGATE_DRIVER_STUB_CACHE",
+        "STACKGATE_STORAGE_ROOT",
+    ],
 )
 def test_every_folder_variable_is_checked_the_same_way(
     monkeypatch: pytest.MonkeyPatch, var: str
@@ -321,3 +335,26 @@ def test_a_uv_variable_naming_a_folder_is_named(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 3, done.stdout + done.stderr
     assert "STACKGATE_UV names no executable uv" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_first_import_on_a_full_disk_is_an_environment_problem(tmp_path: Path) -> None:
+    """A real full file system (a 1 MiB tmpfs, filled): the first import cannot create the
+    store; that is the host's problem, exit 3 (before: exit 2, "not a readable record store")."""
+    from tests.helpers.small_disk import small_tmpfs
+
+    src = tmp_path / "in" / "smoke"
+    src.mkdir(parents=True)
+    for i in range(3):
+        (src / f"r{i}.json").write_text(make_record("smoke", minute=i).to_json())
+    with small_tmpfs(tmp_path, 1) as disk:
+        with (disk / "fill").open("wb") as fill, pytest.raises(OSError):
+            while True:
+                fill.write(b"x" * 65536)
+                fill.flush()
+        done = subprocess.run(
+            [sys.executable, "-m", "validators", "records", "import", "--dir",
+             str(tmp_path / "in"), "--store", str(disk / "store.sqlite")],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert done.returncode == 3, done.stderr
+        assert "disk is full" in done.stderr and "Traceback" not in done.stderr

@@ -58,6 +58,13 @@ _COLUMNS = "r.seq, r.record_id, r.stack, r.kind, r.created_at, r.schema_version,
 _SELECT = f"SELECT {_COLUMNS}, p.chain FROM records r LEFT JOIN records p ON p.seq = r.seq - 1"
 
 
+# SQLite's words for a host problem, not a damaged store: a full disk, an I/O error, a
+# read-only file system, no room for a lock (errors of the host: exit 3, not 2).
+_HOST_ERRORS = frozenset(
+    {sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_NOLFS}
+)
+
+
 def default_store_path() -> Path:
     state = folder_from_env("STACKGATE_STATE_DIR", "the record store")
     folder = state if state is not None else project_root() / ".state"
@@ -111,6 +118,11 @@ class RecordStore:
         except sqlite3.DatabaseError as exc:
             if (explained := _interrupted_write(target, exc)) is not None:
                 raise explained from None
+            if getattr(exc, "sqlite_errorcode", None) in _HOST_ERRORS:
+                # the disk (full, failing, read-only), not the store's bytes: exit 3
+                raise EnvironmentProblem(
+                    f"{target}: cannot write the record store: {exc}"
+                ) from None
             raise BadInput(f"{target}: not a readable record store: {exc}") from None
         finally:
             conn.close()
@@ -523,7 +535,14 @@ def _connect(target: Path, *, read_only: bool) -> sqlite3.Connection:
                 return sqlite3.connect(":memory:", isolation_level=None)
             _roll_back_interrupted_write(target)
             uri = f"{target.resolve().as_uri()}?mode=ro"
-            return sqlite3.connect(uri, uri=True, timeout=30, isolation_level=None)
+            conn = sqlite3.connect(uri, uri=True, timeout=30, isolation_level=None)
+            if _empty_schema(conn):
+                # An SQLite file with no tables at all (made by `sqlite3 FILE .databases`, a
+                # VACUUM of nothing): no store yet, read as the empty file is (the stand-in
+                # schema cannot be made in a read-only connection).
+                conn.close()
+                return sqlite3.connect(":memory:", isolation_level=None)
+            return conn
         target.parent.mkdir(parents=True, exist_ok=True)
         # Made (never through a symlink) before SQLite opens it by name; what SQLite then
         # opened is checked to be that file before anything is written (_opened_is_named).
@@ -539,6 +558,12 @@ def _connect(target: Path, *, read_only: bool) -> sqlite3.Connection:
             details=["the record store is written only where it is: check who else writes there"],
         )
     return conn
+
+
+def _empty_schema(conn: sqlite3.Connection) -> bool:
+    """Whether the opened database holds no schema at all (user_version 0, no table)."""
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    return version == 0 and not conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0]
 
 
 def _opened_is_named(target: Path) -> bool:
