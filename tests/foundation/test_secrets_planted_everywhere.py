@@ -100,7 +100,8 @@ def test_a_lock_with_credential_urls_leaves_them_in_no_output(tmp_path: Path) ->
     assert "S3CRETPW" in lock.read_text()  # control: the input holds them
     cache = tmp_path / "cache"
     outputs: list[str] = []
-    for extra in ([], ["--json"]):
+    # refused before any fetch (the URL leads to this host), then fetched and failing
+    for extra in ([], ["--json", "--allow-local-urls"]):
         done = subprocess.run(
             [sys.executable, "-m", "validators", "static", "--lock", str(lock), "--cache",
              str(cache), "--request-timeout", "2", "--deadline", "30", *extra],
