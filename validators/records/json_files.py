@@ -29,7 +29,7 @@ from stackgate.files import (
     read_json_file,
     remove_stale_temps,
 )
-from validators.records.chain import HEADS_FOLDER, exported_head_path, write_head_at
+from validators.records.chain import HEADS_FOLDER, exported_head_path, read_head, write_head_at
 from validators.records.clock import ahead_of_clock
 from validators.records.model import Record, load_record_body
 from validators.records.store import ImportResult, RecordStore
@@ -137,6 +137,15 @@ def export_records(store: RecordStore, folder: Path, stack: str | None = None) -
     out = ExportResult()
     if folder.is_dir():
         remove_stale_temps(folder)  # left by an export killed mid-write
+    if store.store_id is not None and (fork := _fork(store, folder)) is not None:
+        raise EnvironmentProblem(
+            fork,
+            details=[
+                "two copies of one store (a copied .sqlite file) exported into one folder; "
+                "keep one store per records/ folder: import the other copy's records into it "
+                "(records import --dir) and stop using the copy; nothing was written"
+            ],
+        )
     with dirfd.opened(dirfd.open_dir(folder, create=True)) as root_fd:
         stack_fds: dict[str, int] = {}
         try:
@@ -161,6 +170,30 @@ def export_records(store: RecordStore, folder: Path, stack: str | None = None) -
                 write_head_at(heads_fd, head_file, store.chain_head())
             out.head = head_file
     return out
+
+
+def _fork(store: RecordStore, folder: Path) -> str | None:
+    """Why the head this store's id left in folder cannot be this store's own earlier head:
+    another copy of the store, with the same id, wrote it (None: it can be)."""
+    assert store.store_id is not None
+    path = exported_head_path(folder, store.store_id)
+    try:
+        have = read_head(path)
+    except BadInput:
+        return None  # a damaged head is replaced by a good one
+    if have is None or have.count == 0:
+        return None
+    if have.count > store.count():
+        return (
+            f"{path}: a copy of this store ({store.store_id}) exported {have.count} record(s) "
+            f"here, this one holds {store.count()}: a fork (or this is an older copy of it)"
+        )
+    if store.chain_at(have.count) != have.head:
+        return (
+            f"{path}: a copy of this store ({store.store_id}) exported a different record "
+            f"{have.count} here: the two copies forked"
+        )
+    return None
 
 
 def _open_stack_folder(root_fd: int, folder: Path, stack: str) -> int:

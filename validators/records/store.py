@@ -312,6 +312,11 @@ class RecordStore:
         seq, head = self._tail()
         return ChainHead(store_id=self.store_id, count=seq, head=head, written_at=now_utc())
 
+    def chain_at(self, seq: int) -> str | None:
+        """The chain value after record `seq` (None: no such row)."""
+        found = self._conn.execute("SELECT chain FROM records WHERE seq = ?", (seq,)).fetchone()
+        return None if found is None else str(found[0])
+
     def head_problem(self, head: ChainHead, source: Path) -> str | None:
         """Why the store contradicts a head kept elsewhere (None when it extends it)."""
         if head.store_id != self.store_id:
@@ -327,7 +332,10 @@ class RecordStore:
                 "rolled back (an older copy of the file?) or rows deleted"
             )
         if found[0] != head.head:
-            return f"{source}: the first {head.count} record(s) were rewritten since"
+            return (
+                f"{source}: the first {head.count} record(s) were rewritten since (or another "
+                "copy of this store, with its id, wrote that head: a fork)"
+            )
         return None
 
     def verify(self, exported: Iterable[Path] = ()) -> Verification:
