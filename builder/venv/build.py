@@ -175,9 +175,12 @@ def _raise_step_failure(
     result: StepResult, what: str, state: LockState, loaded: LoadedStack, options: BuildOptions
 ) -> None:
     text = "\n".join(result.tail)
-    if "No space left on device" in text or "Disk quota exceeded" in text:
+    # uv wraps its error chain at the terminal's width, so a phrase can span two lines (where
+    # depends on the path's length): matched with the whitespace collapsed.
+    flat = " ".join(text.split())
+    if "No space left on device" in flat or "Disk quota exceeded" in flat:
         raise EnvironmentProblem(f"disk full while {what}", details=result.tail[-6:])
-    if "Hash mismatch" in text or "hash mismatch" in text:
+    if "Hash mismatch" in flat or "hash mismatch" in flat:
         raise EnvironmentProblem(
             f"hash mismatch while {what}: a source serves a different file than the lock pins",
             details=result.tail[-8:],
