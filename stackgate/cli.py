@@ -18,7 +18,6 @@ import importlib.util
 import json
 import logging
 import pkgutil
-import shutil
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -27,13 +26,14 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol, cast
 
-from stackgate import __version__
+from stackgate import __version__, proc
 from stackgate.errors import (
     EXIT_BAD_INPUT,
     EXIT_ENVIRONMENT,
     EnvironmentProblem,
     StackgateError,
 )
+from stackgate.safe_text import redact_data
 
 
 class Command(Protocol):
@@ -155,7 +155,11 @@ def _chosen(argv: Sequence[str], names: set[str]) -> str | None:
 
 def emit_json(payload: Any) -> None:
     """The one way commands print machine-readable results."""
-    sys.stdout.write(json.dumps(payload, indent=2, sort_keys=True, default=str) + "\n")
+    # One redaction at the boundary (stackgate.safe_text): no command's JSON carries a
+    # secret, whatever its fields hold; JSON escapes control characters itself.
+    plain = json.loads(json.dumps(payload, default=str))  # what default=str makes, redacted too
+    text = json.dumps(redact_data(plain), indent=2, sort_keys=True)
+    sys.stdout.write(text + "\n")
     sys.stdout.flush()
 
 
@@ -169,7 +173,7 @@ DEPENDENCY_MODULES = frozenset(
 def _uv_as_typed() -> str:
     """uv as the user can type it here: `uv` on PATH, else the checkout's `.tools/bin/uv`
     (where `.ci/bootstrap tools` puts it; after the README's set-up `uv` alone is exit 127)."""
-    if shutil.which("uv"):
+    if proc.find("uv"):
         return "uv"
     tools = Path(__file__).resolve().parent.parent / ".tools" / "bin" / "uv"
     if tools.is_file():
@@ -184,7 +188,7 @@ def missing_dependency_hint(prog: str, words: Sequence[str]) -> str:
     """How to run `prog` with its dependencies: the two ways the README gives."""
     shown = " ".join([prog, *words])
     uv = _uv_as_typed()
-    where = "" if uv != "uv" or shutil.which("uv") else " (.ci/bootstrap tools installs uv)"
+    where = "" if uv != "uv" or proc.find("uv") else " (.ci/bootstrap tools installs uv)"
     return (
         f"run it with its locked dependencies from the checkout: {uv} run {shown}{where}\n"
         f"  or install it as a tool ({uv} tool install . from the checkout), then: stackgate "

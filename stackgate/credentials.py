@@ -48,6 +48,15 @@ _TOKEN = re.compile(
 )
 _KIND = re.compile(r"(?:AKIA|ASIA|[a-z]+?[_-])")
 
+# An HTTP authorization value in text (a header echoed in a log or an error, a curl line):
+# `Authorization: Bearer <token>`, `Bearer <token>`, `Basic <base64>`, `token <token>`.
+_AUTH_VALUE = re.compile(
+    r"(?i)(?P<head>\bauthorization\s*[:=]\s*[\"']?(?:(?:bearer|basic|token)\s+)?"
+    r"|\b(?:bearer|basic)\s+)"
+    # a value: one with a digit, or 20 characters long (not "Basic authentication")
+    r"(?P<value>(?=[A-Za-z._~+/=-]*[0-9]|[A-Za-z0-9._~+/=-]{20})[A-Za-z0-9._~+/=-]{8,})"
+)
+
 
 def _kind(token: str) -> str:
     if token.startswith("-----"):
@@ -142,9 +151,12 @@ def strip_credentials(url: str) -> tuple[str, str | None, str | None]:
 
 def redact(text: str) -> str:
     """Every `scheme://user:pass@` (or `scheme://token@`) in text as `scheme://***@`, every
-    recognisable token as its prefix and `***`."""
+    recognisable token as its prefix and `***`, every bearer / basic authorization value and
+    secret-named query parameter value as `***`. The one redaction: stackgate.safe_text
+    applies it at every output boundary."""
     text = _USERINFO.sub(lambda m: f"{m.group('scheme')}***@", text)
     text = _TOKEN.sub(lambda m: f"{_kind(m.group(0))}***", text)
+    text = _AUTH_VALUE.sub(lambda m: f"{m.group('head')}***", text)
     return _SECRET_PARAM.sub(lambda m: f"{m.group('name')}***", text)
 
 

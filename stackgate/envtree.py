@@ -38,9 +38,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from stackgate import dirfd
 from stackgate.build_record import RECORD_DIRNAME, RECORD_FILENAME
 from stackgate.digests import DigestCache, Key, key_of, rememberable
 from stackgate.early_digests import Early
+from stackgate.errors import BadInput
 from stackgate.layout import PARTIAL_SUFFIX
 from stackgate.wheel_records import hash_workers
 
@@ -277,15 +279,27 @@ def read_listing(env: Path, *, max_bytes: int = 256 << 20) -> dict[str, tuple[st
 
 
 def read_listing_file(
-    path: Path, *, max_bytes: int = 256 << 20
+    path: Path, *, max_bytes: int = 256 << 20, under: Path | None = None
 ) -> dict[str, tuple[str, str]] | None:
-    """A listing file (an env's, or a copy of one); None when absent or unreadable."""
+    """A listing file (an env's, or a copy of one); None when absent, unreadable or not a
+    regular file. `under`: a folder others may write (a fleet's job folder); no component
+    below it is followed when a symlink."""
     try:
-        if not stat.S_ISREG(path.lstat().st_mode):
-            return None
+        if under is None:
+            if not stat.S_ISREG(path.lstat().st_mode):
+                return None
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        else:
+            fd = dirfd.open_regular_under(under, path.relative_to(under))
+    except (OSError, BadInput, ValueError):
+        return None
+    try:
         out: dict[str, tuple[str, str]] = {}
         read = 0
-        with gzip.open(path, "rt", encoding="utf-8") as handle:
+        with (
+            os.fdopen(fd, "rb") as raw,
+            gzip.open(raw, "rt", encoding="utf-8") as handle,
+        ):
             for line in handle:
                 read += len(line)
                 if read > max_bytes:

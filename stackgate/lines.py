@@ -16,6 +16,8 @@ import re
 import sys
 from typing import TYPE_CHECKING, Protocol, TextIO
 
+from stackgate.safe_text import for_terminal
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -51,7 +53,7 @@ class PlainLines:
                 self._rich = RichLines(console_on(self._stream))
             self._rich.plain(text)
             return
-        self._stream.write(text.translate(_STRIP) + "\n")
+        self._stream.write(for_terminal(text.translate(_STRIP)) + "\n")
         self._stream.flush()
 
     def styled(self, template: str, *values: object) -> None:

@@ -135,9 +135,20 @@ def _env_names(values: dict[str, str]) -> dict[str, str]:
     nul = [repr(k) for k, v in values.items() if "\0" in v]
     if nul:
         problems.append(f"values hold a NUL byte: {', '.join(nul)}")
+    # `$NAME` / `${NAME}`: an image's ENV line expands it at build time, the venv's profile
+    # sets the text as written: one manifest would make two environments. Refused in both.
+    refs = [f"{k} ({m.group(0)})" for k, v in values.items() if (m := _ENV_REF_RE.search(v))]
+    if refs:
+        problems.append(
+            f"values refer to variables: {', '.join(refs)}; an image would expand them and a "
+            "venv keep them as text; write each value in full"
+        )
     if problems:
         raise ValueError("; ".join(problems))
     return values
+
+
+_ENV_REF_RE = re.compile(r"\$(?:\{[^}]*\}?|[A-Za-z_][A-Za-z0-9_]*)")
 
 
 def _git_url(value: str) -> str:

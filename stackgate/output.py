@@ -11,19 +11,38 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterable
 from typing import TextIO
 
 from rich.console import Console
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
+from stackgate.credentials import redact
+from stackgate.safe_text import escape_controls
+
 WIDE = 100_000  # "no width": a piped table is as wide as its longest row
+
+
+class SafeConsole(Console):
+    """A rich console whose output is safe (stackgate.safe_text): the text of every segment
+    has its control characters escaped before rich adds its own styles (which stay codes),
+    and the whole output has secrets hidden. Values from files, engines, nodes and indexes
+    reach a table cell or a line only through here."""
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        cleaned = (
+            seg if seg.control else Segment(escape_controls(seg.text), seg.style, seg.control)
+            for seg in buffer
+        )
+        return redact(super()._render_buffer(cleaned))
 
 
 def _console(stream: TextIO, stderr: bool) -> Console:
     plain = os.environ.get("CI") == "true" or os.environ.get("NO_COLOR") is not None
     terminal = stream.isatty() and os.environ.get("CI") != "true"
-    return Console(
+    return SafeConsole(
         stderr=stderr,
         file=None if stderr else stream,
         no_color=plain,

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from pathlib import Path
 from stackgate import proc
 from stackgate.errors import CommandFailed, EnvironmentProblem
 from stackgate.heartbeat import Heartbeat
+from stackgate.safe_text import for_terminal
 from stackgate.uvbin import uv_bin
 
 _PROBE = "import json,sys,platform;print(json.dumps([sys.version_info[:3], sys.executable]))"
@@ -58,7 +58,7 @@ def _probe(path: Path, found_by: str) -> Interpreter | None:
 
 
 def _pyenv_candidate(minor: str) -> Path | None:
-    pyenv = shutil.which("pyenv")
+    pyenv = proc.find("pyenv")
     if pyenv is None:
         return None
     try:
@@ -95,7 +95,7 @@ def find_python(minor: str, explicit: str | None = None, *, download: bool = Tru
     if found is not None:
         return found
     tried.append(why)
-    on_path = shutil.which(f"python{minor}")
+    on_path = proc.find(f"python{minor}")
     if on_path is not None:
         found = _probe(Path(on_path), "PATH")
         if found is not None and found.version.startswith(wanted):
@@ -108,7 +108,7 @@ def find_python(minor: str, explicit: str | None = None, *, download: bool = Tru
         found = _probe(pyenv_path, "pyenv")
         if found is not None and found.version.startswith(wanted):
             return found
-    tried.append(f"pyenv prefix {wanted}: not installed" if shutil.which("pyenv") else "no pyenv")
+    tried.append(f"pyenv prefix {wanted}: not installed" if proc.find("pyenv") else "no pyenv")
     found, why = _from_uv(wanted, download and downloads_allowed())
     if found is not None:
         return found
@@ -188,7 +188,7 @@ def _from_uv(wanted: str, may_download: bool) -> tuple[Interpreter | None, str]:
 
 
 def _say_stderr(line: str) -> None:
-    sys.stderr.write(line + "\n")
+    sys.stderr.write(for_terminal(line) + "\n")
     sys.stderr.flush()
 
 

@@ -8,9 +8,9 @@ A user who installed stackgate into a venv without activating it still gets that
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
+from stackgate import proc
 from stackgate.errors import ToolNotFound
 
 
@@ -18,7 +18,7 @@ def uv_bin() -> str:
     """The uv executable every uv call uses."""
     override = os.environ.get("STACKGATE_UV")
     if override:
-        found = override if "/" in override else shutil.which(override)
+        found = proc.find(override)
         if found is None or not Path(found).is_file() or not os.access(found, os.X_OK):
             raise ToolNotFound(override, "STACKGATE_UV names no executable uv")
         return found
@@ -31,7 +31,7 @@ def uv_bin() -> str:
             return find_uv_bin()
         except FileNotFoundError:
             pass
-    on_path = shutil.which("uv")
+    on_path = proc.find("uv")
     if on_path is None:
         raise ToolNotFound("uv", "install stackgate with its dependencies (they include uv)")
     return on_path

@@ -120,7 +120,7 @@ def run_watched(
         if terminal is None:
             popen = subprocess.Popen(
                 args,
-                env=dict(env),
+                env=proc.child_env(env),
                 cwd=cwd,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
@@ -134,7 +134,12 @@ def run_watched(
             master, slave = _open_pty(terminal)
             try:
                 popen = subprocess.Popen(
-                    args, env=dict(env), cwd=cwd, stdout=slave, stderr=slave, pass_fds=keep_fds
+                    args,
+                    env=proc.child_env(env),
+                    cwd=cwd,
+                    stdout=slave,
+                    stderr=slave,
+                    pass_fds=keep_fds,
                 )
             except BaseException:
                 os.close(master)

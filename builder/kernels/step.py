@@ -22,7 +22,6 @@ error; the build goes on (the first server compiles it), unless `required`.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import time
@@ -33,6 +32,7 @@ from typing import Any
 
 from builder.kernels import toolchain
 from builder.kernels.request import KernelRequest, KernelSpec, request_digest
+from stackgate import proc
 from stackgate.build_record import (
     BuiltKernel,
     KernelFile,
@@ -95,7 +95,7 @@ def _write_pth(site: Path) -> None:
 def _child_env(
     chain: toolchain.Toolchain, arch: str, env_root: Path, scratch_root: Path, work: Path, jobs: int
 ) -> dict[str, str]:
-    env = dict(os.environ)
+    env = proc.child_env()
     env.update(chain.env({env_root: "/env", scratch_root: "/kernels-build"}))
     env.update(
         {

@@ -10,7 +10,6 @@ bad input (exit 2: the pins contradict each other).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import os
 import re
@@ -24,16 +23,19 @@ from builder.lock.uvproject import (
     index_specs,
     render_pyproject,
 )
-from stackgate import proc
+from stackgate import proc, waits
 from stackgate.errors import BadInput, CommandFailed, EnvironmentProblem
 from stackgate.layout import LockFiles
+from stackgate.lines import lines_err
 from stackgate.loading import LoadedStack
 from stackgate.lockstate import LockState, read_lock
-from stackgate.paths import stacks_dir
+from stackgate.paths import display_path, stacks_dir
 from stackgate.python_finder import Interpreter
 from stackgate.uvbin import uv_bin
 
 # Words uv (reqwest/hyper) uses when a host cannot be reached, as opposed to "no solution".
+# One `stackgate lock` of a stack waits this long for another, then stops naming the holder.
+LOCK_WAIT_S = 1800.0
 _NETWORK_WORDS = re.compile(
     r"dns error|failed to lookup|connection refused|connect error|timed out|"
     r"error sending request|network|tcp connect|unreachable|Could not connect|"
@@ -134,17 +136,20 @@ def run_lock(
 @contextlib.contextmanager
 def _locking(files: LockFiles) -> Iterator[None]:
     """One `lock` of a stack at a time; scratch folders of killed runs are removed under it."""
-    # The lock file lives outside the checkout, so it never shows up as an untracked file.
+    # The lock file lives outside the checkout (never an untracked file), in this user's own
+    # lock folder (stackgate.waits: never /tmp, where any user could hold it first), and the
+    # wait on it is bounded and said.
     tag = hashlib.sha256(str(files.folder.resolve()).encode()).hexdigest()[:16]
-    path = Path(tempfile.gettempdir()) / f"stackgate-lock-{tag}.lock"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    path = waits.lock_dir() / f"lock-{tag}.lock"
+    with waits.held(
+        path,
+        what=f"another `stackgate lock` of {display_path(files.folder)}",
+        timeout_s=LOCK_WAIT_S,
+        say=lines_err().plain,
+    ):
         for stale in files.folder.parent.glob(f".{files.folder.name}-lock-*"):
             shutil.rmtree(stale, ignore_errors=True)
         yield
-    finally:
-        os.close(fd)
 
 
 def _run_lock(

@@ -17,9 +17,11 @@ deadline per file and one for the whole wheelhouse.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -32,9 +34,10 @@ from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import parse_wheel_filename
 
 from builder.lock.origin import check_origins
+from stackgate import dirfd
 from stackgate.bounded_http import Budget, LimitExceeded, Limits, get, make_client
+from stackgate.credentials import redact
 from stackgate.errors import BadInput, EnvironmentProblem
-from stackgate.files import atomic_write_text, sha256_file
 from stackgate.lockstate import LockState
 from stackgate.manifest import Manifest
 from stackgate.paths import display_path
@@ -117,23 +120,50 @@ def artifacts(state: LockState, manifest: Manifest) -> tuple[list[Artifact], lis
 Progress = Callable[[Artifact, int], None]
 
 
+def _kept_digest(dest_fd: int, name: str) -> tuple[str, int] | None:
+    """(sha256, size) of the regular file `name` in the opened wheelhouse (no symlink)."""
+    try:
+        fd = os.open(
+            name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dest_fd
+        )
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        return hashlib.file_digest(handle, "sha256").hexdigest(), info.st_size
+
+
 def _fetch(
-    art: Artifact, dest: Path, client: httpx.Client, budget: Budget, progress: Progress
+    art: Artifact,
+    dest: Path,
+    dest_fd: int,
+    client: httpx.Client,
+    budget: Budget,
+    progress: Progress,
 ) -> bool:
-    """Fetch one artifact; True when downloaded, False when an identical copy was kept."""
-    target = dest / art.filename
-    if target.is_file() and not target.is_symlink() and sha256_file(target) == art.sha256:
-        progress(art, art.size or target.stat().st_size)
+    """Fetch one artifact into the opened wheelhouse `dest_fd` (every name is relative to it:
+    the folder swapped for a symlink mid-download writes nothing through the link); True when
+    downloaded, False when an identical copy was kept."""
+    kept = _kept_digest(dest_fd, art.filename)
+    if kept is not None and kept[0] == art.sha256:
+        progress(art, art.size or kept[1])
         return False
-    part = target.with_name(target.name + ".part")
+    part_name = art.filename + ".part"
+
+    def drop_part() -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(part_name, dir_fd=dest_fd)
+
     digest = hashlib.sha256()
     parts = urlsplit(art.url)
     limit = art.size if art.size is not None else MAX_UNSIZED
     got = 0
     try:
         # a `.part` left behind (or planted: a symlink) is removed, never written through
-        part.unlink(missing_ok=True)
-        fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        drop_part()
+        fd = os.open(part_name, dirfd.FILE_FLAGS, 0o644, dir_fd=dest_fd)
         with os.fdopen(fd, "wb") as out:
             if parts.scheme == "file":
                 with Path(unquote(parts.path)).open("rb") as src:
@@ -167,27 +197,27 @@ def _fetch(
                         out.write(chunk)
                         progress(art, len(chunk))
     except LimitExceeded as exc:
-        part.unlink(missing_ok=True)
+        drop_part()
         raise EnvironmentProblem(
             f"{art.filename} ({art.package} {art.version}): {exc.reason}", details=[art.url]
         ) from None
     except (httpx.HTTPError, OSError) as exc:
-        part.unlink(missing_ok=True)
+        drop_part()
         raise EnvironmentProblem(
             f"cannot download {art.filename} from index {art.registry}: {exc}",
             details=[art.url],
         ) from None
     except BaseException:
-        part.unlink(missing_ok=True)
+        drop_part()
         raise
     if digest.hexdigest() != art.sha256:
-        part.unlink(missing_ok=True)
+        drop_part()
         raise EnvironmentProblem(
             f"hash mismatch for {art.filename}: got sha256 {digest.hexdigest()}, "
             f"the lock pins {art.sha256}",
             details=[art.url],
         )
-    part.replace(target)
+    os.rename(part_name, art.filename, src_dir_fd=dest_fd, dst_dir_fd=dest_fd)
     return True
 
 
@@ -216,11 +246,34 @@ def download(
     with make_client(limits, max_connections=max(4, workers)) as client:
         # before the first byte of an artifact, and before the folder is created
         check_origins(manifest, state, listing=True, client=client, budget=budget)
-        dest.mkdir(parents=True, exist_ok=True)
+        dest_fd = dirfd.open_dir(dest, create=True)
         report = progress or (lambda _a, _n: None)
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            results = list(pool.map(lambda a: _fetch(a, dest, client, budget, report), arts))
-    index = {
+        try:
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                results = list(
+                    pool.map(lambda a: _fetch(a, dest, dest_fd, client, budget, report), arts)
+                )
+            index_text = json.dumps(_index(manifest, state, arts, skipped), indent=2) + "\n"
+            dirfd.write_at(dest_fd, MANIFEST_NAME, index_text.encode())
+            sizes = sum(
+                os.stat(a.filename, dir_fd=dest_fd, follow_symlinks=False).st_size for a in arts
+            )
+        finally:
+            os.close(dest_fd)
+    return {
+        "files": len(arts),
+        "downloaded": sum(results),
+        "kept": len(results) - sum(results),
+        "bytes": sizes,
+        "skipped": skipped,
+    }
+
+
+def _index(
+    manifest: Manifest, state: LockState, arts: list[Artifact], skipped: list[str]
+) -> dict[str, Any]:
+    """The wheelhouse's index (what build --wheelhouse reads): every file, its origin."""
+    return {
         "stack": manifest.name,
         "lock_hash": state.lock_hash,
         "files": [
@@ -229,17 +282,9 @@ def download(
                 "package": a.package,
                 "version": a.version,
                 "sha256": a.sha256,
-                "url": a.url,
+                "url": redact(a.url),  # the file keeps no credential; uv has them
             }
             for a in sorted(arts, key=lambda a: a.filename)
         ],
-        "skipped": skipped,
-    }
-    atomic_write_text(dest / MANIFEST_NAME, json.dumps(index, indent=2) + "\n")
-    return {
-        "files": len(arts),
-        "downloaded": sum(results),
-        "kept": len(results) - sum(results),
-        "bytes": sum((dest / a.filename).stat().st_size for a in arts),
         "skipped": skipped,
     }

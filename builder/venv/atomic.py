@@ -20,9 +20,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from stackgate import dirfd, waits
 from stackgate.errors import EnvironmentProblem
 from stackgate.layout import PARTIAL_SUFFIX, EnvLayout
+from stackgate.lines import lines_err
 from stackgate.owned_files import open_owned
+
+# A build waits this long for another build of its stack, then says whose lock it is and
+# stops (exit 3): a wait is never endless.
+BUILD_WAIT_S = 4 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -43,16 +49,27 @@ def build_lock(layout: EnvLayout, *, wait: bool = True) -> Iterator[HeldLock]:
     """
     layout.stack_dir.mkdir(parents=True, exist_ok=True)
     # Never through a symlink or hard link planted at the name (stackgate.owned_files).
-    fd = open_owned(layout.lock_path, os.O_RDWR | os.O_CREAT)
+    # 0600: flock needs only an open descriptor, so a lock file others can read is one they
+    # can hold (the wait below is bounded and said all the same).
+    fd = open_owned(layout.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
     started = time.monotonic()
     try:
-        flags = fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB
-        try:
-            fcntl.flock(fd, flags)
-        except BlockingIOError:
-            raise EnvironmentProblem(
-                f"another build of '{layout.stack}' holds {layout.lock_path}"
-            ) from None
+        os.fchmod(fd, 0o600)
+        if wait:
+            waits.acquire(
+                fd,
+                path=layout.lock_path,
+                what=f"another build of '{layout.stack}'",
+                timeout_s=BUILD_WAIT_S,
+                say=lines_err().plain,
+            )
+        else:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise EnvironmentProblem(
+                    f"another build of '{layout.stack}' holds {layout.lock_path}"
+                ) from None
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         yield HeldLock(fd, time.monotonic() - started)
@@ -94,6 +111,25 @@ def publish(partial: Path, final: Path) -> None:
             raise EnvironmentProblem(f"disk full while publishing {final}") from exc
         raise
     _fsync_dir(final.parent)
+
+
+def publish_at(stack_fd: int, partial_name: str, final: Path, partial_fd: int) -> None:
+    """publish(), relative to the opened stack folder: the object renamed into place is
+    checked to be the opened partial folder (dirfd.rename_checked), never a swapped-in link."""
+    try:
+        dirfd.rename_checked(stack_fd, partial_name, final.name, partial_fd, where=final.parent)
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise EnvironmentProblem(f"disk full while publishing {final}") from exc
+        raise
+    os.fsync(stack_fd)
+
+
+def remove_partial_at(stack_fd: int, partial_name: str) -> None:
+    """Remove a failed build's partial folder by name in the opened stack folder; rmtree with
+    dir_fd never follows a symlink swapped in at the name (it is then left alone)."""
+    with contextlib.suppress(OSError):
+        shutil.rmtree(partial_name, dir_fd=stack_fd)
 
 
 def switch_current(layout: EnvLayout, target: Path) -> None:

@@ -48,7 +48,7 @@ from builder.venv.installed import verify_against_lock
 from builder.venv.topology import TopologyChoice, choose_topology
 from builder.venv.uv_cache import sweep_leftovers, uv_cache_dir
 from builder.venv.wheel_record import check_wheel_records
-from stackgate import __version__, proc
+from stackgate import __version__, dirfd, proc
 from stackgate.build_record import (
     BuildHost,
     BuildRecord,
@@ -175,9 +175,12 @@ def _raise_step_failure(
     result: StepResult, what: str, state: LockState, loaded: LoadedStack, options: BuildOptions
 ) -> None:
     text = "\n".join(result.tail)
-    if "No space left on device" in text or "Disk quota exceeded" in text:
+    # uv wraps its error chain at the terminal's width, so a phrase can span two lines (where
+    # depends on the path's length): matched with the whitespace collapsed.
+    flat = " ".join(text.split())
+    if "No space left on device" in flat or "Disk quota exceeded" in flat:
         raise EnvironmentProblem(f"disk full while {what}", details=result.tail[-6:])
-    if "Hash mismatch" in text or "hash mismatch" in text:
+    if "Hash mismatch" in flat or "hash mismatch" in flat:
         raise EnvironmentProblem(
             f"hash mismatch while {what}: a source serves a different file than the lock pins",
             details=result.tail[-8:],
@@ -361,13 +364,25 @@ class _Build:
     ) -> BuildOutcome:
         loaded, opts, layout, timer = self.loaded, self.options, self.layout, self.timer
         state, python = checked.state, checked.python
-        partial = final.with_name(final.name + PARTIAL_SUFFIX)
+        partial_name = final.name + PARTIAL_SUFFIX
         src_root = final.with_name(final.name + ".src" + PARTIAL_SUFFIX)
         self.log.parent.mkdir(parents=True, exist_ok=True)
         os.close(open_owned(self.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC))  # never a link
+        # The partial env is made and opened once, relative to the opened stack folder; every
+        # step reaches it through that descriptor (dirfd.held_path), so a symlink swapped in
+        # at its name leads nothing anywhere, and the publish checks what it renamed.
+        stack_fd = dirfd.open_dir(final.parent)
+        try:
+            partial_fd = dirfd.make_child(stack_fd, partial_name, where=final.parent)
+        except BaseException:
+            os.close(stack_fd)
+            raise
+        partial = dirfd.held_path(partial_fd)
         # Reads each wheel's files while uv installs the next ones (one read of every file:
         # the tree hash and the RECORD check take these digests where the file is unchanged).
-        early = EarlyHasher(partial, digest_patterns(partial, (partial, final)), file_digests)
+        early = EarlyHasher(
+            partial, digest_patterns(partial, (final.parent / partial_name, final)), file_digests
+        )
         try:
             with timer.step("sources", "fetching sources and applying patches"):
                 trees: list[tuple[patches.SourcePackage, Path]] = []
@@ -375,7 +390,7 @@ class _Build:
                     repo = patches.checkout(pkg, src_root / pkg.name)
                     patches.check_and_apply(pkg, repo)
                     trees.append((pkg, patches.build_dir(pkg, repo)))
-            with timer.step("venv", f"creating {display_path(partial)}"):
+            with timer.step("venv", f"creating {display_path(final.parent / partial_name)}"):
                 proc.run(
                     [
                         uv_bin(),
@@ -456,7 +471,10 @@ class _Build:
                 read_early = early.finish()
                 with DigestCache() as cache:
                     listed = compute_tree(
-                        partial, own_paths=(partial, final), cache=cache, early=read_early
+                        partial,
+                        own_paths=(partial, final.parent / partial_name, final),
+                        cache=cache,
+                        early=read_early,
                     )
                 write_listing(partial, listed)
                 tree = TreeHash(
@@ -513,19 +531,21 @@ class _Build:
                 )
                 record.write(partial)
             with timer.step("publish", f"renaming into {display_path(final)}"):
-                atomic.publish(partial, final)
+                atomic.publish_at(stack_fd, partial_name, final, partial_fd)
             with timer.step("switch", "switching current"):
                 atomic.switch_current(layout, final)
         except OSError as exc:
-            shutil.rmtree(partial, ignore_errors=True)
+            atomic.remove_partial_at(stack_fd, partial_name)
             if exc.errno in (errno.ENOSPC, errno.EDQUOT):
                 raise EnvironmentProblem(f"disk full while building {final.name}: {exc}") from exc
             raise
         except BaseException:
-            shutil.rmtree(partial, ignore_errors=True)
+            atomic.remove_partial_at(stack_fd, partial_name)
             raise
         finally:
             early.close()
+            os.close(partial_fd)
+            os.close(stack_fd)
             shutil.rmtree(src_root, ignore_errors=True)
             requirements_path(layout.stack_dir).unlink(missing_ok=True)
             self._sweep_uv_cache()  # an install interrupted now leaves nothing behind

@@ -6,7 +6,6 @@ A probe that cannot tell returns `Probed(None, reason)`, never a guess.
 from __future__ import annotations
 
 import ctypes
-import shutil
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -126,7 +125,7 @@ def probe_nvml() -> Probed[GpuInventory]:
 
 
 def probe_nvidia_smi() -> Probed[GpuInventory]:
-    if shutil.which("nvidia-smi") is None:
+    if proc.find("nvidia-smi") is None:
         return Probed(None, "nvidia-smi not found on PATH")
     try:
         done = proc.run(

@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import os
 import platform
-import shutil
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,7 +107,7 @@ class HostSnapshot:
 
 
 def probe_nvcc() -> Probed[NvccInfo]:
-    candidates = [shutil.which("nvcc")]
+    candidates = [proc.find("nvcc")]
     for var in ("CUDA_HOME", "CUDA_PATH"):
         if os.environ.get(var):
             candidates.append(str(Path(os.environ[var]) / "bin" / "nvcc"))

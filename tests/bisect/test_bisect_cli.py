@@ -115,12 +115,14 @@ def _refusals_that_are_not_this_one(p: BisectProject, gate_json: Path) -> None:
     passed.write_text(json.dumps({**real, "ok": True, "passed": True, "reasons": []}))
     done = p.run("validators", "bisect", "--good", "base", "--bad", str(passed))
     assert done.returncode == 1 and "nothing to bisect" in done.stderr, done.stderr
-    for text in ("[1, 2]", "{not json"):
+    # junk, and JSON nested 5,000 deep (was a RecursionError traceback), or with a key twice
+    for text in ("[1, 2]", "{not json", "[" * 5000 + "]" * 5000, '{"a": 1, "a": 2}'):
         (p.root / "gate-junk.json").write_text(text)
         done = p.run(
             "validators", "bisect", "--good", "base", "--bad", str(p.root / "gate-junk.json")
         )
         assert done.returncode == 2 and "gate-junk.json" in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr
     done = p.run("validators", "bisect", "--good", "base", "--bad", str(p.root / "absent.json"))
     assert done.returncode == 2 and "no such file" in done.stderr, done.stderr
 

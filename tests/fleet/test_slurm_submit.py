@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from stackgate import compiler
 from stackgate.errors import EnvironmentProblem
 from tests.fleet.conftest import FleetStack
 from tests.helpers.interpreter import base_python
@@ -182,7 +183,9 @@ def test_a_fleet_over_max_job_count_is_refused_a_refused_pin_is_named_and_draine
             submit, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
         )
         assert done.returncode == 3, done.stderr
-        assert "MaxJobCount (4) leaves room for 3 job(s); this fleet needs 4" in done.stderr, done.stderr
+        assert "MaxJobCount (4) leaves room for 3 job(s); this fleet needs 4" in done.stderr, (
+            done.stderr
+        )
         assert "MaxJobCount >= 5" in done.stderr, done.stderr
         assert cluster.queue() == [] and (not jobs.exists() or list(jobs.iterdir()) == [])
 
@@ -208,7 +211,10 @@ def test_a_fleet_over_max_job_count_is_refused_a_refused_pin_is_named_and_draine
             ("auto", str(no_cc), "n3", None),
         ]:
             if path is not None:
+                # No C compiler here: the fixed list names only an absent file (PATH is never
+                # searched for one, so a PATH without cc no longer stands for this).
                 monkeypatch.setenv("PATH", path)
+                monkeypatch.setattr(compiler, "SYSTEM_COMPILERS", (str(no_cc / "cc"),))
             pins = [
                 ["scontrol", "update", f"JobId={array}_0", f"NodeList={good}"],
                 ["scontrol", "update", f"JobId={array}_1", "NodeList=n9"],
@@ -225,7 +231,7 @@ def test_a_fleet_over_max_job_count_is_refused_a_refused_pin_is_named_and_draine
             held = cluster.cmd("squeue", "-h", "-r", "-j", array, "-o", "%i|%n").stdout.split()
             assert f"{array}_0|{good}" in held, (how, held)  # the good pin went through
         with pytest.raises(EnvironmentProblem) as forced, slurm.pin_way(True, "libslurm"):
-            pass  # PATH has no C compiler
+            pass  # no C compiler at the fixed paths
         assert "--pin-with libslurm: the pin helper cannot be built here: no C compiler" in (
             forced.value.message
         )
@@ -252,7 +258,9 @@ def test_a_fleet_that_just_fits_max_job_count_is_submitted(tmp_path: Path) -> No
     ]  # fmt: skip
     with slurm_cluster(["n1", "n2", "n3"], extra_conf=("MaxJobCount=5",)) as cluster:
         env = {**cluster.env, "STACKGATE_STATE_DIR": str(tmp_path / "state"), "NO_COLOR": "1"}
-        done = subprocess.run(submit, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
+        done = subprocess.run(
+            submit, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
+        )
         assert done.returncode == 0, done.stderr
         submitted = json.loads(done.stdout)["submitted"]
         cluster.cmd("scancel", *submitted["arrays"], submitted["collector_job"])

@@ -33,7 +33,9 @@ def _runs(rng: random.Random, mean: float, cv: float, n: int = 8) -> list[float]
     return [mean * (1 + rng.gauss(0, cv)) for _ in range(n)]
 
 
-def _fleet(rng: random.Random, nodes: int, slow: dict[int, float]) -> dict[str, dict[str, list[float]]]:
+def _fleet(
+    rng: random.Random, nodes: int, slow: dict[int, float]
+) -> dict[str, dict[str, list[float]]]:
     """Per node: decode tok/s (0.74% run noise), NCCL latency (3.2%), throughput (3.5%)."""
     out = {}
     for i in range(nodes):
@@ -69,11 +71,22 @@ def test_only_named_metrics_with_a_direction_are_judged() -> None:
 
 
 def test_nccl_latency_evidence_becomes_record_metrics() -> None:
-    evidence = {"rows": [], "metrics": {"allreduce_1tok_p50_us": 68.9, "decode_step_allreduce_us": 8405.8}}
+    evidence = {
+        "rows": [],
+        "metrics": {"allreduce_1tok_p50_us": 68.9, "decode_step_allreduce_us": 8405.8},
+    }
     report = Report(
         stack="cu130",
         started_at="2026-11-30T00:00:00Z",
-        results=[Result(check="runtime.nccl_latency", group="runtime", status="PASS", reason="ok", evidence=evidence)],
+        results=[
+            Result(
+                check="runtime.nccl_latency",
+                group="runtime",
+                status="PASS",
+                reason="ok",
+                evidence=evidence,
+            )
+        ],
     )
     metrics = run_metrics(report).metrics
     assert metrics[NCCL] == [68.9]
@@ -86,13 +99,17 @@ H200 = HostFingerprint(
     interconnect="nvlink",
 )
 RTX = HostFingerprint(
-    gpu=GpuInfo(model="NVIDIA RTX PRO 6000 Blackwell Server Edition", count=8, compute_capabilities=["12.0"]),
+    gpu=GpuInfo(
+        model="NVIDIA RTX PRO 6000 Blackwell Server Edition", count=8, compute_capabilities=["12.0"]
+    ),
     driver="580.82.07",
     interconnect="pcie",
 )
 
 
-def _record(node: str, host: HostFingerprint, metrics: dict[str, list[float]], tree: str = "a" * 64) -> Record:
+def _record(
+    node: str, host: HostFingerprint, metrics: dict[str, list[float]], tree: str = "a" * 64
+) -> Record:
     return Record(
         stack="cu130",
         created_at="2026-11-30T22:00:00+00:00",
@@ -122,16 +139,44 @@ def _job(tmp_path: Path) -> FleetSpec:
         python=sys.executable,
         local_root="/l",
     )
-    for i, (node, metrics) in enumerate([*h200.items(), *((f"rtx{i}", m) for i, m in enumerate(rtx.values()))]):
+    for i, (node, metrics) in enumerate(
+        [*h200.items(), *((f"rtx{i}", m) for i, m in enumerate(rtx.values()))]
+    ):
         record = _record(node, RTX if node.startswith("rtx") else H200, metrics)
         rel = f"records/cu130/{node}-{record.short_id}.json"
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(record.to_json())
         claim_attempt(tmp_path, node, None, 0)
-        write_status(tmp_path, NodeStatus(fleet_id="t", node=node, index=i, outcome="PASS", phase="done", exit_code=0, record_id=record.record_id, record_file=rel))
-    failed = FailedCheck(check="runtime.nccl_latency", status="FAIL", reason="all-reduce returned wrong sums", runs=8)
+        write_status(
+            tmp_path,
+            NodeStatus(
+                fleet_id="t",
+                node=node,
+                index=i,
+                outcome="PASS",
+                phase="done",
+                exit_code=0,
+                record_id=record.record_id,
+                record_file=rel,
+            ),
+        )
+    failed = FailedCheck(
+        check="runtime.nccl_latency", status="FAIL", reason="all-reduce returned wrong sums", runs=8
+    )
     claim_attempt(tmp_path, "bad1", None, 0)
-    write_status(tmp_path, NodeStatus(fleet_id="t", node="bad1", index=18, outcome="FAIL", phase="mark-good", exit_code=1, failed_checks=[failed], reasons=["run 1: runtime.nccl_latency FAIL"]))
+    write_status(
+        tmp_path,
+        NodeStatus(
+            fleet_id="t",
+            node="bad1",
+            index=18,
+            outcome="FAIL",
+            phase="mark-good",
+            exit_code=1,
+            failed_checks=[failed],
+            reasons=["run 1: runtime.nccl_latency FAIL"],
+        ),
+    )
     (tmp_path / "fleet.json").write_text(spec.to_json())
     return spec
 
@@ -142,7 +187,9 @@ def test_verdict_per_node_classes_and_lemons(tmp_path: Path) -> None:
     assert verdict.counts == {"PASS": 18, "FAIL": 1, "MISSING": 1, "LEMON": 1}
     assert [m.metric for m in by["gpu03"].lemon] == [NCCL]
     assert by["gpu03"].lemon[0].worse_by_pct > 15
-    assert by["bad1"].verdict == "FAIL" and by["bad1"].failed_checks[0].check == "runtime.nccl_latency"
+    assert (
+        by["bad1"].verdict == "FAIL" and by["bad1"].failed_checks[0].check == "runtime.nccl_latency"
+    )
     assert by["gone1"].verdict == "MISSING"
     # RTX nodes are 30% slower than the H200s by nature: other class, no lemons there.
     assert {c.name for c in verdict.classes} == {host_class(H200), host_class(RTX)}
@@ -154,7 +201,10 @@ def test_a_missing_node_carries_the_schedulers_word(tmp_path: Path) -> None:
     spec = _job(tmp_path)
     elements = {"gone1": Element(job="7_19", state="TIMEOUT", exit_code="0:15", node="gone1")}
     by = {n.node: n for n in judge(spec, elements=elements).verdict.nodes}
-    assert by["gone1"].verdict == "MISSING" and by["gone1"].reasons[-1] == "slurm 7_19: TIMEOUT, exit 0:15"
+    assert (
+        by["gone1"].verdict == "MISSING"
+        and by["gone1"].reasons[-1] == "slurm 7_19: TIMEOUT, exit 0:15"
+    )
 
 
 def test_a_record_changed_after_the_node_wrote_it_fails_that_node(tmp_path: Path) -> None:
@@ -181,17 +231,159 @@ def test_fleet_verdict_cli(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("argv", "says"),
     [
-        (["submit", "cu130", "--wheelhouse", "/nonexistent/wh", "--nodes", "a", "--jobs-root", "/tmp/j", "--dry-run"], "--wheelhouse /nonexistent/wh: no such folder"),
-        (["submit", "cu130", "--wheelhouse", ".", "--nodes", "a,b c", "--jobs-root", "/tmp/j", "--dry-run"], "nodes: Value error, not node names: 'b c'"),
+        (
+            [
+                "submit",
+                "cu130",
+                "--wheelhouse",
+                "/nonexistent/wh",
+                "--nodes",
+                "a",
+                "--jobs-root",
+                "/tmp/j",
+                "--dry-run",
+            ],
+            "--wheelhouse /nonexistent/wh: no such folder",
+        ),
+        (
+            [
+                "submit",
+                "cu130",
+                "--wheelhouse",
+                ".",
+                "--nodes",
+                "a,b c",
+                "--jobs-root",
+                "/tmp/j",
+                "--dry-run",
+            ],
+            "nodes: Value error, not node names: 'b c'",
+        ),
         # Ids and paths land on script lines: a newline there would be a shell line (issue 23).
-        (["submit", "cu130", "--wheelhouse", ".", "--nodes", "a", "--jobs-root", "/tmp/j", "--fleet-id", "x\ntouch PWNED\n#", "--dry-run"], "is not a fleet id"),
-        (["submit", "cu130", "--wheelhouse", ".", "--nodes", "a", "--jobs-root", "/tmp/j\nx", "--fleet-id", "ok", "--dry-run"], "job_dir: Value error"),
-        (["submit", "cu130", "--wheelhouse", ".", "--nodes", "a", "--jobs-root", "/tmp/j", "--fleet-id", "../up", "--dry-run"], "is not a fleet id"),
-        (["submit", "cu130", "--wheelhouse", ".", "--nodes", "a,a", "--jobs-root", "/tmp/j", "--dry-run"], "listed twice: a"),
-        (["submit", "cu130", "--wheelhouse", ".", "--nodes", "gpu[3-1]", "--jobs-root", "/tmp/j", "--dry-run"], "--nodes 'gpu[3-1]': not a hostlist"),
-        (["submit", "cu130", "--wheelhouse", ".", "--nodes", "ok", "--nodes", "g[1-3", "--jobs-root", "/tmp/j", "--dry-run"], "--nodes 'g[1-3': not a hostlist"),
-        (["submit", "cu130", "--scheduler", "kubernetes", "--image", "i", "--wheelhouse", "/w", "--nodes", "a[]", "--jobs-root", "/j", "--dry-run"], "--nodes 'a[]': not a hostlist"),
-        (["submit", "cu130", "--wheelhouse", ".", "--nodes", "g[1-2],g[2]", "--jobs-root", "/tmp/j", "--dry-run"], "listed twice: g2"),
+        (
+            [
+                "submit",
+                "cu130",
+                "--wheelhouse",
+                ".",
+                "--nodes",
+                "a",
+                "--jobs-root",
+                "/tmp/j",
+                "--fleet-id",
+                "x\ntouch PWNED\n#",
+                "--dry-run",
+            ],
+            "is not a fleet id",
+        ),
+        (
+            [
+                "submit",
+                "cu130",
+                "--wheelhouse",
+                ".",
+                "--nodes",
+                "a",
+                "--jobs-root",
+                "/tmp/j\nx",
+                "--fleet-id",
+                "ok",
+                "--dry-run",
+            ],
+            "job_dir: Value error",
+        ),
+        (
+            [
+                "submit",
+                "cu130",
+                "--wheelhouse",
+                ".",
+                "--nodes",
+                "a",
+                "--jobs-root",
+                "/tmp/j",
+                "--fleet-id",
+                "../up",
+                "--dry-run",
+            ],
+            "is not a fleet id",
+        ),
+        (
+            [
+                "submit",
+                "cu130",
+                "--wheelhouse",
+                ".",
+                "--nodes",
+                "a,a",
+                "--jobs-root",
+                "/tmp/j",
+                "--dry-run",
+            ],
+            "listed twice: a",
+        ),
+        (
+            [
+                "submit",
+                "cu130",
+                "--wheelhouse",
+                ".",
+                "--nodes",
+                "gpu[3-1]",
+                "--jobs-root",
+                "/tmp/j",
+                "--dry-run",
+            ],
+            "--nodes 'gpu[3-1]': not a hostlist",
+        ),
+        (
+            [
+                "submit",
+                "cu130",
+                "--wheelhouse",
+                ".",
+                "--nodes",
+                "ok",
+                "--nodes",
+                "g[1-3",
+                "--jobs-root",
+                "/tmp/j",
+                "--dry-run",
+            ],
+            "--nodes 'g[1-3': not a hostlist",
+        ),
+        (
+            [
+                "submit",
+                "cu130",
+                "--scheduler",
+                "kubernetes",
+                "--image",
+                "i",
+                "--wheelhouse",
+                "/w",
+                "--nodes",
+                "a[]",
+                "--jobs-root",
+                "/j",
+                "--dry-run",
+            ],
+            "--nodes 'a[]': not a hostlist",
+        ),
+        (
+            [
+                "submit",
+                "cu130",
+                "--wheelhouse",
+                ".",
+                "--nodes",
+                "g[1-2],g[2]",
+                "--jobs-root",
+                "/tmp/j",
+                "--dry-run",
+            ],
+            "listed twice: g2",
+        ),
         (["verdict", "--job-dir", "/nonexistent/job"], "cannot read the fleet spec"),
     ],
 )
@@ -211,14 +403,26 @@ def test_collect_imports_every_pass_record_once(tmp_path: Path) -> None:
     argv = [sys.executable, "-m", "validators", "fleet", "collect", "--job-dir", str(tmp_path / "job"),
             "--store", str(store), "--json"]  # fmt: skip
     env = {"NO_COLOR": "1", "PATH": "/usr/bin:/bin"}
-    first = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False, env=env)
+    first = subprocess.run(
+        argv, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False, env=env
+    )
     assert first.returncode == 1, first.stderr  # a lemon, a FAIL and a MISSING node
     out = json.loads(first.stdout)
     # 17 PASS nodes as known-good; the lemon (gpu03) as a candidate record, never a baseline.
-    assert len(out["added"]) == 17 and out["present"] == [] and len(out["lemons_as_candidates"]) == 1
-    assert (tmp_path / "job" / "verdict.json").is_file() and (tmp_path / "job" / "verdict.html").is_file()
-    again = json.loads(subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False, env=env).stdout)
-    assert again["added"] == [] and sorted(again["present"]) == sorted(out["added"] + out["lemons_as_candidates"])
+    assert (
+        len(out["added"]) == 17 and out["present"] == [] and len(out["lemons_as_candidates"]) == 1
+    )
+    assert (tmp_path / "job" / "verdict.json").is_file() and (
+        tmp_path / "job" / "verdict.html"
+    ).is_file()
+    again = json.loads(
+        subprocess.run(
+            argv, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False, env=env
+        ).stdout
+    )
+    assert again["added"] == [] and sorted(again["present"]) == sorted(
+        out["added"] + out["lemons_as_candidates"]
+    )
     with RecordStore.open(store, read_only=True) as opened:
         good = opened.records("cu130", "known-good")
         [lemon] = opened.records("cu130", "candidate")
@@ -226,7 +430,9 @@ def test_collect_imports_every_pass_record_once(tmp_path: Path) -> None:
     assert lemon.host.hostname == "gpu03" and "a lemon" in str(lemon.note)
 
 
-def test_collect_imports_each_record_as_judged_whatever_its_file_holds_after(tmp_path: Path) -> None:
+def test_collect_imports_each_record_as_judged_whatever_its_file_holds_after(
+    tmp_path: Path,
+) -> None:
     """The judged copy is what enters the store: a record file replaced after judging (here by
     another node's valid record, and by garbage) changes nothing; every imported record is the
     one its node was judged PASS for, byte for byte its canonical content."""
@@ -287,11 +493,39 @@ def _verdict_of(counts: dict[str, int]) -> Any:
     nodes = []
     for kind, n in counts.items():
         for i in range(n):
-            lemon = [LemonMetric(metric=DECODE, value=54.0, class_median=60.0, worse_by_pct=10.0, threshold_pct=1.1)]
+            lemon = [
+                LemonMetric(
+                    metric=DECODE,
+                    value=54.0,
+                    class_median=60.0,
+                    worse_by_pct=10.0,
+                    threshold_pct=1.1,
+                )
+            ]
             verdict = "PASS" if kind in ("PASS", "LEMON") else kind
-            nodes.append(NodeVerdict(node=f"{kind.lower()}{i:05d}", verdict=verdict, record_id="r" * 64 if verdict == "PASS" else None, lemon=lemon if kind == "LEMON" else [], reasons=["x"]))  # type: ignore[arg-type]
-    tally = {"PASS": counts.get("PASS", 0) + counts.get("LEMON", 0), "FAIL": counts.get("FAIL", 0), "MISSING": counts.get("MISSING", 0), "LEMON": counts.get("LEMON", 0)}
-    return FleetVerdict(fleet_id="t", stack="cu130", expected_nodes=len(nodes), counts=tally, nodes=nodes, classes=[])
+            nodes.append(
+                NodeVerdict(
+                    node=f"{kind.lower()}{i:05d}",
+                    verdict=verdict,
+                    record_id="r" * 64 if verdict == "PASS" else None,
+                    lemon=lemon if kind == "LEMON" else [],
+                    reasons=["x"],
+                )
+            )  # type: ignore[arg-type]
+    tally = {
+        "PASS": counts.get("PASS", 0) + counts.get("LEMON", 0),
+        "FAIL": counts.get("FAIL", 0),
+        "MISSING": counts.get("MISSING", 0),
+        "LEMON": counts.get("LEMON", 0),
+    }
+    return FleetVerdict(
+        fleet_id="t",
+        stack="cu130",
+        expected_nodes=len(nodes),
+        counts=tally,
+        nodes=nodes,
+        classes=[],
+    )
 
 
 @pytest.mark.parametrize(
@@ -303,7 +537,9 @@ def _verdict_of(counts: dict[str, int]) -> Any:
         ({"PASS": 9_000, "LEMON": 3, "FAIL": 2, "MISSING": 1}, 6, 9_000),
     ],
 )
-def test_a_large_fleets_table_lists_the_nodes_that_need_a_look(counts: dict[str, int], rows: int, unlisted: int) -> None:
+def test_a_large_fleets_table_lists_the_nodes_that_need_a_look(
+    counts: dict[str, int], rows: int, unlisted: int
+) -> None:
     from rich.console import Console
 
     from validators.fleet.render import render_verdict
@@ -313,7 +549,44 @@ def test_a_large_fleets_table_lists_the_nodes_that_need_a_look(counts: dict[str,
     text = console.export_text()
     listed = [line for line in text.splitlines() if line.startswith("│")]
     assert len(listed) == rows, text[:2000]
-    note = f"{unlisted} PASS node(s) not listed above (verdict.json and verdict.html list every node)"
+    note = (
+        f"{unlisted} PASS node(s) not listed above (verdict.json and verdict.html list every node)"
+    )
     assert (note in text) == bool(unlisted)
     for kind in ("lemon", "fail", "missing"):
         assert sum(f"{kind}0000" in line for line in listed) == counts.get(kind.upper(), 0)
+
+
+HOSTILE_REASON = (
+    "run 1: \x1b[2J\x1b[H\x1b]0;owned title\x07\x1b[32mFAKE-OK everything fine\x1b[0m \x9b31m"
+    " from https://bob:S3CRETPW@idx.example/simple"
+)
+
+
+@pytest.mark.parametrize(
+    "env",
+    [{"NO_COLOR": "1"}, {}, {"FORCE_COLOR": "1"}],
+    ids=["no-color", "piped", "forced-colour"],
+)
+def test_node_written_control_characters_reach_the_terminal_escaped(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """A node writes `reasons` with a clear-screen, a window title, a fake green line, a C1
+    CSI and a credential URL: `fleet verdict` prints every one of them as visible text (piped,
+    with NO_COLOR, and with colours forced, where rich adds only its own style codes)."""
+    _job(tmp_path)
+    write_status(tmp_path, NodeStatus(fleet_id="t", node="bad1", index=18, outcome="FAIL", phase="mark-good", exit_code=1, reasons=[HOSTILE_REASON]))  # fmt: skip
+    for extra in ([], ["--json"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "validators", "fleet", "verdict", "--job-dir", str(tmp_path), *extra],
+            cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+            env={**env, "COLUMNS": "200", "PATH": "/usr/bin:/bin"},
+        )  # fmt: skip
+        assert done.returncode == 1, done.stderr
+        out = done.stdout + done.stderr
+        for raw in ("\x1b[2J", "\x1b]0;", "\x07", "\x9b", "\x1b[32mFAKE-OK", "S3CRETPW"):
+            assert raw not in out, (extra, raw, out[-2000:])
+        if not extra:
+            assert "\\x1b[2J" in done.stderr and "\\x1b]0;owned title" in done.stderr, done.stderr
+        else:
+            assert "https://***@idx.example" in done.stdout

@@ -160,3 +160,17 @@ def test_ordinary_names_with_token_in_them_are_not_secrets(tmp_path: Path) -> No
     text = SMOKE.replace('STACKGATE_SMOKE = "1"', 'STACKGATE_SMOKE = "1"\nSGLANG_MAX_TOKENS = "8"')
     done = _check(_manifest(tmp_path / "stacks", text))
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("value", ["$PATH:/opt/x", "${LD_LIBRARY_PATH}:/opt/lib", "/a:${HOME"])
+def test_an_env_value_referring_to_a_variable_has_no_two_meanings(
+    tmp_path: Path, value: str
+) -> None:
+    """`"$PATH:/opt/x"` was expanded by the image build (ENV) and kept as text by the venv:
+    one manifest, two environments. Refused with the field, for every way of writing it; a
+    `$` that refers to nothing (a price, a trailing one) stays allowed."""
+    text = SMOKE.replace('STACKGATE_SMOKE = "1"', f'STACKGATE_SMOKE = "{value}"')
+    done = _check(_manifest(tmp_path / "stacks", text))
+    _refused(done, "environment.common", "STACKGATE_SMOKE", "refer to variables")
+    ok = SMOKE.replace('STACKGATE_SMOKE = "1"', 'STACKGATE_SMOKE = "costs 5$ or $"')
+    assert _check(_manifest(tmp_path / "ok", ok)).returncode == 0

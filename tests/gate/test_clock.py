@@ -112,3 +112,36 @@ def test_a_plainly_wrong_clock_is_a_clear_recoverable_error(
     # Recoverable: the same runs on a correct clock are recorded.
     again = _mark_good(project, None, env, "bad", started_at=recent)
     assert again.returncode == 0, again.stderr
+
+
+def test_one_record_from_a_fast_clock_warns_loudly_and_never_blocks_the_others(
+    project: Project, tmp_path: Path
+) -> None:
+    """mark-good --export on a host 3 days fast says so loudly (its record is 3 days after
+    the newest one it can see); back on correct clocks, `records import --dir` of that folder
+    imports every other record and skips that one, naming it (before: exit 2 for all, until
+    the file was removed from git)."""
+    env = fake_env_with_build_record(project.root / "a", "cu128")
+    shared = tmp_path / "shared-records"
+    ok_runs = _runs(project, "ok", env)
+    first = _at(project, None, "validators", "mark-good", "cu128", *ok_runs,
+                "--allow-host-mismatch", "--json", "--export", str(shared))  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    assert "WARNING" not in first.stderr  # control: a correct clock says nothing
+    fast_runs = _runs(project, "fast", env)
+    fast = _at(project, "+3d", "validators", "mark-good", "cu128", *fast_runs,
+               "--allow-host-mismatch", "--json", "--export", str(shared))  # fmt: skip
+    assert fast.returncode == 0, fast.stderr
+    assert "WARNING: this record is dated" in fast.stderr, fast.stderr
+    assert "3.0 days after the newest record this host can see" in fast.stderr, fast.stderr
+    fast_id = json.loads(fast.stdout)["record_id"]
+    other = {**project.env, "STACKGATE_STATE_DIR": str(tmp_path / "other-state")}
+    done = subprocess.run(
+        [sys.executable, "-m", "validators", "records", "import", "--dir", str(shared), "--json"],
+        cwd=ROOT, env=other, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["added"] == [json.loads(first.stdout)["record_id"]], out
+    assert len(out["skipped"]) == 1 and fast_id[:12] in out["skipped"][0], out
+    assert "warning: skipped" in done.stderr and "ahead of this host's clock" in done.stderr

@@ -123,9 +123,29 @@ def test_a_records_entry_linked_to_dev_zero_is_refused_without_reading_it(tmp_pa
     (folder / "zero.json").symlink_to("/dev/zero")
     with (
         RecordStore.open(tmp_path / "s.sqlite") as store,
-        pytest.raises(BadInput, match=r"zero\.json: not a regular file"),
+        pytest.raises(BadInput, match=r"zero\.json: a symlink \(only regular files"),
     ):
         import_dir(store, tmp_path / "records")
+
+
+def test_a_records_entry_linked_to_a_readable_file_is_refused_not_read(tmp_path: Path) -> None:
+    """guarantees.md: regular files only. A link to a secret (/etc/shadow's stand-in, a
+    regular file) is refused naming the link; its bytes reach no message."""
+    secret = tmp_path / "shadow"
+    secret.write_text("root:$6$SECRET-HASH-never-printed:19000::::::\n")
+    folder = tmp_path / "records" / "smoke"
+    folder.mkdir(parents=True)
+    (folder / "shadow.json").symlink_to(secret)
+    with RecordStore.open(tmp_path / "s.sqlite") as store:
+        with pytest.raises(BadInput) as refused:
+            import_dir(store, tmp_path / "records")
+        assert "shadow.json: a symlink" in refused.value.message
+        assert "SECRET-HASH" not in " ".join(refused.value.lines())
+        (folder / "shadow.json").unlink()
+        (folder / "real.json").write_bytes(secret.read_bytes())  # control: a regular file is read
+        with pytest.raises(BadInput) as read:
+            import_dir(store, tmp_path / "records")
+        assert "real.json" in read.value.message
 
 
 def test_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
@@ -240,9 +260,9 @@ def test_the_gate_reads_only_the_newest_committed_files_of_a_stack(
     reads: list[Path] = []
     real = resolve.read_record_file
 
-    def counting(path: Path) -> Record:  # the real reader, counted
+    def counting(path: Path, *, under: Path | None = None) -> Record:  # the real reader, counted
         reads.append(path)
-        return real(path)
+        return real(path, under=under)
 
     monkeypatch.setattr(resolve, "read_record_file", counting)
     with RecordStore.open(tmp_path / "s.sqlite", read_only=True) as store:

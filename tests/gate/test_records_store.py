@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stackgate.errors import BadInput
+from stackgate.errors import BadInput, EnvironmentProblem
 from stackgate.loading import load_stack
 from tests.gate.record_factory import make_record
 from tests.helpers.synth_reports import make_report
@@ -263,3 +263,53 @@ def test_a_golden_reference_linked_out_of_the_stack_folder_is_not_copied(
             loaded, [make_report(np.random.default_rng(0))], build=BuildFacts(),
             host=HostFingerprint(), kind="known-good",
         )  # fmt: skip
+
+
+def test_an_sqlite_file_with_no_schema_reads_as_an_empty_store(tmp_path: Path) -> None:
+    """A real SQLite file holding no table (a table made and dropped): readers see no records
+    (before: "attempt to write a readonly database"), a writer makes the store in it."""
+    path = tmp_path / "empty.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE t(x)")
+    conn.execute("DROP TABLE t")
+    conn.commit()
+    conn.close()
+    assert path.stat().st_size > 0
+    with RecordStore.open(path, read_only=True) as store:
+        assert store.count() == 0
+    listed = subprocess.run(
+        [sys.executable, "-m", "validators", "records", "list", "--store", str(path), "--json"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert listed.returncode == 0 and json.loads(listed.stdout) == [], listed.stderr
+    with RecordStore.open(path) as store:
+        assert store.add(make_record("smoke"))
+    with RecordStore.open(path, read_only=True) as store:
+        assert store.count() == 1
+
+
+def test_two_copies_of_one_store_exporting_into_one_folder_is_named_a_fork(
+    tmp_path: Path,
+) -> None:
+    """A store file copied (same store id), each copy then marks its own record and exports
+    into one records/ folder: the second export is refused as a fork, nothing written (before:
+    it wrote, and `records verify` called the first copy's records "rewritten")."""
+    import shutil
+
+    first = tmp_path / "a.sqlite"
+    with RecordStore.open(first) as store:
+        store.add(make_record("smoke", minute=1))
+    second = tmp_path / "b.sqlite"
+    shutil.copyfile(first, second)
+    records = tmp_path / "records"
+    with RecordStore.open(first) as store:
+        store.add(make_record("smoke", note="made on copy a", minute=2))
+        export_records(store, records)
+        export_records(store, records)  # control: its own head again is no fork
+    before = sorted(p.name for p in records.rglob("*"))
+    with RecordStore.open(second) as store:
+        store.add(make_record("smoke", note="made on copy b", minute=3))
+        with pytest.raises(EnvironmentProblem, match="the two copies forked") as refused:
+            export_records(store, records)
+        assert "keep one store per records/ folder" in refused.value.details[0]
+    assert sorted(p.name for p in records.rglob("*")) == before

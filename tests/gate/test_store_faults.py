@@ -335,3 +335,26 @@ def test_a_uv_variable_naming_a_folder_is_named(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 3, done.stdout + done.stderr
     assert "STACKGATE_UV names no executable uv" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_first_import_on_a_full_disk_is_an_environment_problem(tmp_path: Path) -> None:
+    """A real full file system (a 1 MiB tmpfs, filled): the first import cannot create the
+    store; that is the host's problem, exit 3 (before: exit 2, "not a readable record store")."""
+    from tests.helpers.small_disk import small_tmpfs
+
+    src = tmp_path / "in" / "smoke"
+    src.mkdir(parents=True)
+    for i in range(3):
+        (src / f"r{i}.json").write_text(make_record("smoke", minute=i).to_json())
+    with small_tmpfs(tmp_path, 1) as disk:
+        with (disk / "fill").open("wb") as fill, pytest.raises(OSError):
+            while True:
+                fill.write(b"x" * 65536)
+                fill.flush()
+        done = subprocess.run(
+            [sys.executable, "-m", "validators", "records", "import", "--dir",
+             str(tmp_path / "in"), "--store", str(disk / "store.sqlite")],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert done.returncode == 3, done.stderr
+        assert "disk is full" in done.stderr and "Traceback" not in done.stderr

@@ -230,3 +230,25 @@ def test_cli_json_html_and_bad_input(index: Index, tmp_path: Path) -> None:
             "sgl-kernel", "--versions", "==9.9", "--against", "torch", "--index", url, env=env
         )
         assert none.returncode == 2 and "no version matches" in none.stderr
+
+
+def test_an_index_url_with_credentials_reaches_no_output(index: Index, tmp_path: Path) -> None:
+    """Plant and grep (tests/foundation/test_secrets_planted_everywhere.py has the rest):
+    `--index http://user:pw@...` is used to fetch, and neither the HTML, the --json, the
+    terminal lines nor the cache hold the password."""
+    env = {**os.environ, "STACKGATE_CACHE": str(tmp_path / "cache"), "NO_COLOR": "1"}
+    with serve_index(index.root) as url:
+        planted = url.replace("http://", "http://alice:S3CRETPW@", 1)
+        html = tmp_path / "m.html"
+        out = _cli(
+            "sgl-kernel", "--versions", "==0.3.21", "--against", "torch==2.9.1",
+            "--index", planted, "--json", "--html", str(html), env=env,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout)["counts"]["loads"] == 1  # the index was really read
+        page = html.read_text()
+        assert page.startswith("<!DOCTYPE html>")
+        for text in (out.stdout, out.stderr, page):
+            assert "S3CRETPW" not in text
+        cached = [p for p in (tmp_path / "cache").rglob("*") if p.is_file()]
+        assert not [p for p in cached if b"S3CRETPW" in p.read_bytes()]

@@ -379,6 +379,7 @@ def test_cli_exit_code_and_json(built: Built, tmp_path: Path) -> None:
                 "--cache",
                 str(tmp_path / "c"),
                 "--json",
+                "--allow-local-urls",  # the test's index is served on 127.0.0.1
             ],
             capture_output=True,
             text=True,

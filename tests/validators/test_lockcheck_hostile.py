@@ -256,6 +256,7 @@ def _cli(
             "2",
             "--deadline",
             "30",
+            "--allow-local-urls",  # the hostile servers listen on 127.0.0.1
         ],
         capture_output=True,
         text=True,
@@ -364,3 +365,37 @@ def test_environment_proxy_is_used_and_bounded_too(stall: bool, tmp_path: Path) 
         assert "deadline" in done.stdout + done.stderr
     else:
         assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("http://127.0.0.1:{port}/admin/evil-1.0-py3-none-any.whl", "is a loopback address"),
+        ("http://[::1]:{port}/evil-1.0-py3-none-any.whl", "is a loopback address"),
+        ("http://localhost:{port}/evil-1.0-py3-none-any.whl", "names this host"),
+        ("http://169.254.169.254/latest/meta-data/evil-1.0-py3-none-any.whl", "link-local"),
+        ("http://[::ffff:127.0.0.1]:{port}/evil-1.0-py3-none-any.whl", "is a loopback address"),
+        ("http://0.0.0.0:{port}/evil-1.0-py3-none-any.whl", "the unspecified address"),
+        ("file:///etc/evil-1.0-py3-none-any.whl", "a file: URL"),
+    ],
+    ids=["v4", "v6", "localhost", "metadata", "v4-mapped", "unspecified", "file"],
+)
+def test_a_lock_without_a_stack_never_fetches_from_this_host(
+    tmp_path: Path, url: str, why: str
+) -> None:
+    """SSRF: an untrusted lock with no stack pointing at this host's own services. A real
+    server on 127.0.0.1 counts the requests it gets: none, and exit 2 naming the URL; the
+    same lock with --allow-local-urls does reach it (control)."""
+    with hostile_server(tmp_path) as server:
+        port = str(server.server_port)
+        lock = write_lock(tmp_path / "uv.lock", url.format(port=port), honest())
+        argv = [sys.executable, "-m", "validators", "static", "--lock", str(lock), "--cache",
+                str(tmp_path / "cache"), "--request-timeout", "2", "--deadline", "30"]  # fmt: skip
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=HANG_GUARD_S, cwd=ROOT)
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert "lead to this host; refusing to fetch them" in done.stderr and why in done.stderr
+        assert "Traceback" not in done.stderr and server.requests == []
+        if url.startswith("http://127.0.0.1"):  # control: allowed, the server is reached
+            allowed = subprocess.run([*argv, "--allow-local-urls"], capture_output=True,
+                                     text=True, timeout=HANG_GUARD_S, cwd=ROOT)  # fmt: skip
+            assert "refusing to fetch" not in allowed.stderr and server.requests != []

@@ -65,7 +65,8 @@ def test_a_slow_index_is_not_silence(built: Built, tmp_path: Path) -> None:  # n
         )
         done = subprocess.run(
             [sys.executable, "-m", "validators", "static", "--lock", str(lock), "--cache",
-             str(tmp_path / "c"), "--deadline", "300", "--request-timeout", "60"],
+             str(tmp_path / "c"), "--deadline", "300", "--request-timeout", "60",
+             "--allow-local-urls"],
             capture_output=True, text=True, timeout=300, cwd=ROOT, check=False,
         )  # fmt: skip
     beats = [line for line in done.stderr.splitlines() if "still reading" in line]

@@ -7,7 +7,6 @@ candidate's lock has moved since (a version the gate saw is not the locked one).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from packaging.version import InvalidVersion, Version
 from pydantic import ValidationError
 
 from stackgate.errors import BadInput, CheckFailed
-from stackgate.files import read_text_bounded
+from stackgate.files import parse_json_text, read_text_bounded
 from stackgate.model import validation_problems
 from stackgate.uvlock import UvLock
 from validators.bisect.units import canonical, lock_versions
@@ -40,10 +39,9 @@ def is_gate_output(bad: str) -> bool:
 def read_refusal(path: Path) -> Refusal:
     if not path.is_file():
         raise BadInput(f"--bad {path}: no such file (a refused gate's --json output)")
-    try:
-        data = json.loads(read_text_bounded(path))
-    except ValueError as exc:
-        raise BadInput(f"{path}: not JSON ({exc})") from None
+    # parse_json_text: bounded depth (a 5,000-deep file is bad input, never a RecursionError
+    # traceback), duplicate keys refused
+    data = parse_json_text(read_text_bounded(path), where=str(path))
     if not isinstance(data, dict):
         raise BadInput(f"{path}: not a gate's --json output (an object with the gate's fields)")
     ok = data.pop("ok", None)

@@ -9,6 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from stackgate.credentials import redact
 from stackgate.files import atomic_write_text
 from stackgate.output import styled
 from validators.bisect.session import Bisect
@@ -162,4 +163,4 @@ tr.same td{{background:#dfd}}</style></head><body>
 <h2>change units</h2><table><tr><th>unit</th><th>change</th><th>merged because</th></tr>{units}</table>
 </body></html>
 """
-    atomic_write_text(path, page)
+    atomic_write_text(path, redact(page))

@@ -8,14 +8,13 @@ either. The file is rewritten atomically after each step.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
 from stackgate.errors import BadInput
-from stackgate.files import atomic_write_text, read_text_bounded
+from stackgate.files import atomic_write_text, parse_json_text, read_text_bounded
 
 Verdict = Literal["REGRESSED", "SAME", "FAIL_BEFORE_INSTALL"]
 
@@ -58,8 +57,9 @@ class StepStore:
         self.data = StepFile()
         if path.is_file():
             try:
-                self.data = StepFile.model_validate(json.loads(read_text_bounded(path)))
-            except (ValueError, ValidationError) as exc:
+                data = parse_json_text(read_text_bounded(path), where=str(path))
+                self.data = StepFile.model_validate(data)
+            except (BadInput, ValueError, ValidationError) as exc:
                 raise BadInput(
                     f"{path}: not a bisect state file ({str(exc).splitlines()[0]}); "
                     "remove it or give another --work folder"

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from stackgate.cli import emit_json
+from stackgate.credentials import redact
 from stackgate.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_ENVIRONMENT, EXIT_OK, BadInput
 from stackgate.files import atomic_write_text
 from stackgate.output import console_err
@@ -38,7 +39,7 @@ def env_path(value: str | None) -> Path | None:
 
 def finish_report(report: Report, args: argparse.Namespace) -> int:
     if getattr(args, "junit", None):
-        atomic_write_text(Path(args.junit), to_junit(report))
+        atomic_write_text(Path(args.junit), redact(to_junit(report)))
     if args.json:
         emit_json(report.model_dump(mode="json"))
     render(report, console_err())

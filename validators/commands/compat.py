@@ -25,6 +25,7 @@ from stackgate.cli import emit_json
 from stackgate.cli_numbers import WORKERS, int_in
 from stackgate.cli_paths import FOLDER, OUTPUT_FILE
 from stackgate.compat import PYPI, PairVerdict
+from stackgate.credentials import redact
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput, EnvironmentProblem
 from stackgate.files import atomic_write_text
 from stackgate.output import console_err
@@ -193,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
     checks = check_rules(matrix, rules)
     loose = uncovered(matrix, rules)
     if args.html:
-        atomic_write_text(Path(args.html), html_report(matrix, proposals, checks))
+        atomic_write_text(Path(args.html), redact(html_report(matrix, proposals, checks)))
     counts = {
         k: sum(p.verdict == k for p in matrix.pairs) for k in ("loads", "breaks", "undecidable")
     }

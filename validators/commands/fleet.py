@@ -21,6 +21,7 @@ from stackgate.cli_numbers import RUNS, int_in
 from stackgate.cli_paths import FOLDER, OUTPUT_FILE
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.output import console_err, styled
+from stackgate.safe_text import for_terminal
 from validators.fleet.elements import learn, read_submission
 from validators.fleet.node import exit_code_for, run_node
 from validators.fleet.outliers import LEMON_METRICS, MIN_PEERS
@@ -103,6 +104,12 @@ def _submit_args(p: argparse.ArgumentParser) -> None:
         help="libslurm: one update RPC per element through a helper built against the host's "
         "Slurm headers; scontrol: two RPCs per element; auto (default): libslurm where the "
         "helper builds, else scontrol",
+    )
+    s.add_argument(
+        "--cc",
+        metavar="PATH",
+        help="the C compiler for the libslurm pin helper, an absolute path (default: the first "
+        "of /usr/bin/cc, /usr/bin/gcc, /usr/bin/clang; PATH is never searched)",
     )
     k = p.add_argument_group("kubernetes")
     k.add_argument("--image", help="the stackgate image, by digest")
@@ -200,6 +207,7 @@ def submit_request(args: argparse.Namespace) -> SubmitRequest:
         account=args.account,
         pin=not args.no_pin,
         pin_with=args.pin_with,
+        cc=args.cc,
         image=args.image,
         namespace=args.namespace,
         gpus=args.gpus,
@@ -221,11 +229,11 @@ def _submit(args: argparse.Namespace) -> int:
             emit_json({"ok": True, "dry_run": True, **planned.as_json()})
         else:
             for rel, text in planned.files.items():
-                print(f"# ===== {planned.spec.job_dir}/{rel}")
-                print(text, end="" if text.endswith("\n") else "\n")
+                print(for_terminal(f"# ===== {planned.spec.job_dir}/{rel}"))
+                print(for_terminal(text), end="" if text.endswith("\n") else "\n")
             print("# ===== commands")
             for argv in planned.commands:
-                print(" ".join(argv))
+                print(for_terminal(" ".join(argv)))
         return EXIT_OK
     submitted = execute(planned)
     if args.json:

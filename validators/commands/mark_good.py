@@ -6,6 +6,7 @@ Without --run, `--env PATH --repeats N` runs the validators N times itself.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from stackgate.cli import emit_json
 from stackgate.cli_numbers import RUNS
@@ -20,14 +21,14 @@ from validators.gate.policy import DEFAULT_REPEATS
 from validators.gate.stack_policy import GateFlags, decide
 from validators.records.build_facts import read_build_facts
 from validators.records.cli_args import add_run_argument, add_store_argument
-from validators.records.clock import own_clock, parse
+from validators.records.clock import ahead_of_evidence, own_clock, parse, stamp_time
 from validators.records.compose import compose_record, qualify
 from validators.records.env_verify import require_env_matches
 from validators.records.fingerprint import target_mismatch
-from validators.records.json_files import export_records
+from validators.records.json_files import EXPORT_NAME, export_records
 from validators.records.model import BuildFacts
 from validators.records.reference import parse_reference
-from validators.records.resolve import read_report
+from validators.records.resolve import committed_records_dir, read_report
 from validators.records.run_set import run_set_problems
 from validators.records.store import RecordStore
 
@@ -133,6 +134,9 @@ def run(args: argparse.Namespace) -> int:
         made_from = [(f"run {i}'s start", r.started_at) for i, r in enumerate(reports, 1)]
         for warning in own_clock(made_from, store.newest_created_at(), parse(record.created_at)):
             console.print(styled("[bold yellow]warning[/]: {}", warning))
+        seen = [store.newest_created_at(), *_newest_file_stamps(record.stack, args.export)]
+        if loud := ahead_of_evidence(record.created_at, seen):
+            console.print(styled("[bold yellow]WARNING[/]: {}", loud))
         added = store.add(record)
         exported = export_records(store, args.export, record.stack).written if args.export else []
         where = store.path
@@ -161,3 +165,16 @@ def run(args: argparse.Namespace) -> int:
     for path in exported:
         console.print(f"  exported {path}")
     return EXIT_OK
+
+
+def _newest_file_stamps(stack: str, export: Path | None) -> list[str | None]:
+    """The newest export-name stamp of the stack's record files, committed and in --export."""
+    out: list[str | None] = []
+    for folder in (committed_records_dir() / stack, *([export / stack] if export else [])):
+        try:
+            names = [p.name for p in folder.iterdir()]
+        except OSError:
+            continue
+        stamps = [m["stamp"] for m in map(EXPORT_NAME.match, names) if m]
+        out.append(stamp_time(max(stamps)) if stamps else None)
+    return out

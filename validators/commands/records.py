@@ -278,7 +278,16 @@ def run(args: argparse.Namespace) -> int:
         result = import_record_files(store, named) if named else import_dir(store, folder)
         folder = named[0] if named else folder
     if args.json:
-        emit_json({"ok": True, "added": result.added, "present": result.present})
+        emit_json(
+            {
+                "ok": True,
+                "added": result.added,
+                "present": result.present,
+                "skipped": result.skipped,
+            }
+        )
+    for why in result.skipped:
+        console.print(styled("[bold yellow]warning[/]: skipped {}", why))
     console.print(
         f"imported {len(result.added)} record(s) from {folder}; "
         f"{len(result.present)} already present"

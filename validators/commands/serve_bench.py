@@ -17,6 +17,7 @@ from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.layout import current_env
 from stackgate.loading import LoadedStack, load_stack
 from stackgate.output import console_err, styled
+from stackgate.safe_text import for_terminal
 from stackgate.topology import TOPOLOGIES
 from validators.commands.run import default_env
 from validators.core.context import RunContext
@@ -207,7 +208,7 @@ def _dry_run(args: argparse.Namespace, loaded: LoadedStack, serve: ServeOptions)
     lines = [f"# serve-bench {manifest.name} --profile {name}"]
     lines += [f"export {key}={shlex.quote(value)}" for key, value in sorted(spec.env.items())]
     lines.append(shlex.join(spec.argv))
-    sys.stdout.write("\n".join(lines) + "\n")
+    sys.stdout.write(for_terminal("\n".join(lines)) + "\n")
     sys.stdout.flush()
     err = console_err()
     for note in spec.notes:

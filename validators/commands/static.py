@@ -58,6 +58,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--offline", action="store_true", help="with --lock: use the facts cache only, no network"
     )
     parser.add_argument(
+        "--allow-local-urls",
+        action="store_true",
+        help="with --lock and no stack: fetch URLs that lead to this host (loopback, "
+        "link-local, file:), e.g. a mirror served here; refused by default",
+    )
+    parser.add_argument(
         "--cache",
         type=FOLDER,
         help="with --lock: facts cache folder (default $STACKGATE_CACHE/lockcheck or "
@@ -124,6 +130,7 @@ def _built_env(manifest: Manifest | None) -> Path:
 def _run_lock(args: argparse.Namespace, manifest: object) -> int:
     from stackgate.lock_wheels import LockError, read_lock
     from stackgate.manifest import Manifest
+    from stackgate.url_targets import refused_urls
     from validators.lockcheck.check import LockInputs, find_interpreter, run_lock_check
     from validators.lockcheck.facts_cache import FactsCache, default_root
     from validators.lockcheck.origin import check_lock_origin, origin_result
@@ -151,6 +158,18 @@ def _run_lock(args: argparse.Namespace, manifest: object) -> int:
         wheels = read_lock(lock, parsed=origin.lock)
     except LockError as exc:
         raise BadInput(str(exc)) from None
+    # No stack names the indexes: the lock alone says where to go, so it may not send this
+    # check to this host's own services (stackgate/url_targets.py).
+    local = (
+        refused_urls(w.url for w in wheels.wheels)
+        if manifest is None and not args.offline and not args.allow_local_urls
+        else []
+    )
+    if local:
+        raise BadInput(
+            f"--lock {lock}: {len(local)} URL(s) lead to this host; refusing to fetch them",
+            details=[*local, "--allow-local-urls fetches them (a mirror served here)"],
+        )
     cache = FactsCache(Path(args.cache) if args.cache else default_root())
     err = console_err()
     verbose = bool(os.environ.get("STACKGATE_VERBOSE"))

@@ -12,6 +12,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from stackgate import proc
+from stackgate.credentials import redact
 from stackgate.errors import EnvironmentProblem
 from stackgate.output import console_err
 from validators.core.results import Report
@@ -45,8 +46,8 @@ def validate_once(
 def keep_output(stem: Path, stdout: str, stderr: str, returncode: int) -> None:
     """STEM.json (stdout) and STEM.err (stderr, then the exit status) of one child run."""
     stem.parent.mkdir(parents=True, exist_ok=True)
-    stem.with_name(stem.name + ".json").write_text(stdout)
-    stem.with_name(stem.name + ".err").write_text(f"{stderr}\n[exit {returncode}]\n")
+    stem.with_name(stem.name + ".json").write_text(redact(stdout))
+    stem.with_name(stem.name + ".err").write_text(redact(f"{stderr}\n[exit {returncode}]\n"))
 
 
 def run_validations(

@@ -183,7 +183,7 @@ def _record(
         return None, f"record_file {status.record_file!r}: not a file under {RECORDS_DIR}/"
     path = spec.folder / rel
     try:
-        record, body = read_record_file_body(path)
+        record, body = read_record_file_body(path, under=spec.folder)
     except BadInput as exc:
         return None, "; ".join(exc.lines())
     wrong: list[str] = []

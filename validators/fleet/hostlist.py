@@ -15,11 +15,11 @@ space (`a,b c`, which Slurm would split) keeps python-hostlist's `b c`, refused 
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 
 import hostlist
 
+from stackgate import proc
 from stackgate.errors import BadInput
 
 _SCONTROL_TIMEOUT_S = 60
@@ -27,7 +27,7 @@ _SCONTROL_TIMEOUT_S = 60
 
 def expand(items: list[str], *, ask_slurm: bool) -> list[str]:
     """Node names of every `--nodes` item, in order; BadInput naming the item if malformed."""
-    scontrol = shutil.which("scontrol") if ask_slurm else None
+    scontrol = proc.find("scontrol") if ask_slurm else None
     out: list[str] = []
     for item in items:
         names = _by_library(item)
@@ -54,6 +54,7 @@ def _by_slurm(scontrol: str, item: str) -> list[str] | None:
             text=True,
             timeout=_SCONTROL_TIMEOUT_S,
             check=False,
+            env=proc.child_env(),
         )
     except (OSError, subprocess.TimeoutExpired):
         return None

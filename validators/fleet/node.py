@@ -20,7 +20,6 @@ this run's record and nothing older.
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import time
 from collections import Counter
@@ -30,8 +29,10 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from stackgate import dirfd
 from stackgate.build_record import BuildOutput
 from stackgate.cli_output import ErrorOutput, MarkGoodOutput, MarkGoodRefusal
+from stackgate.credentials import redact
 from stackgate.envtree import LISTING_RELPATH
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK
 from stackgate.proc import Completed, run
@@ -45,6 +46,7 @@ from validators.fleet.status import (
     Phase,
     claim_attempt,
     node_dir,
+    open_node_dir,
     write_status,
 )
 
@@ -118,9 +120,17 @@ class NodeRun:
             timeout=STEP_TIMEOUT_S,
         )
         self.seconds[step] = round(self.seconds.get(step, 0.0) + time.monotonic() - started, 2)
-        with (self.out / f"{step}.log").open("a", encoding="utf-8") as log:
-            log.write(f"$ {' '.join(done.argv)}\n(exit {done.returncode})\n{done.stderr}\n")
+        text = redact(f"$ {' '.join(done.argv)}\n(exit {done.returncode})\n{done.stderr}\n")
+        with dirfd.opened(open_node_dir(self.spec.folder, self.node)) as folder:
+            dirfd.append_at(folder, f"{step}.log", text.encode(), where=self.out / f"{step}.log")
         return done
+
+    def _write(self, name: str, data: bytes) -> Path:
+        """Write `name` in this node's folder of the shared job folder: the folder reached
+        and the file replaced without following a symlink (others can write there)."""
+        with dirfd.opened(open_node_dir(self.spec.folder, self.node)) as folder:
+            dirfd.write_at(folder, name, data)
+        return self.out / name
 
     def status(self, outcome: str, phase: Phase, code: int, **fields: Any) -> NodeStatus:
         return NodeStatus(
@@ -150,7 +160,7 @@ class NodeRun:
         env = built.env
         listing = Path(env) / LISTING_RELPATH
         if listing.is_file() and not listing.is_symlink():
-            shutil.copyfile(listing, self.out / TREE_LISTING)
+            self._write(TREE_LISTING, listing.read_bytes())
         return env, None
 
     def validate(self, env: str) -> tuple[list[Path], NodeStatus | None]:
@@ -176,8 +186,7 @@ class NodeRun:
                     env=env,
                     runs=len(reports),
                 )
-            path = self.out / f"run-{i}.json"
-            path.write_text(done.stdout, encoding="utf-8")
+            path = self._write(f"run-{i}.json", done.stdout.encode("utf-8"))
             reports.append(path)
             for result in report.results:
                 if result.status in ("FAIL", "ERROR"):

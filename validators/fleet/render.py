@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from stackgate.credentials import redact
 from stackgate.files import atomic_write_text
 from validators.fleet.verdict import FleetVerdict, NodeVerdict
 from validators.templates import html_template
@@ -107,5 +108,5 @@ def render_html(verdict: FleetVerdict) -> str:
 
 
 def write_html(path: Path, verdict: FleetVerdict) -> Path:
-    atomic_write_text(path, render_html(verdict))
+    atomic_write_text(path, redact(render_html(verdict)))
     return path

@@ -124,9 +124,8 @@ class Slurm:
 
     def plan(self, spec: FleetSpec, max_array: int) -> tuple[dict[str, str], list[list[str]]]:
         files = {f"{SCRIPTS_DIR}/{name}": text for name, text in slurm.render(spec).items()}
-        with slurm.pin_way(
-            spec.slurm.pin, spec.slurm.pin_with
-        ) as way:  # the arrays' size depends on it
+        # The arrays' size depends on the pin way; planning only looks, it compiles nothing.
+        with slurm.pin_way(spec.slurm.pin, spec.slurm.pin_with, spec.slurm.cc, build=False) as way:
             commands = slurm.plan_commands(
                 spec, spec.folder / SCRIPTS_DIR, max_array=max_array, way=way
             )

@@ -155,17 +155,23 @@ class PinWay:
 
 
 @contextmanager
-def pin_way(pin: bool, how: PinWith) -> Iterator[PinWay]:
+def pin_way(
+    pin: bool, how: PinWith, cc: str | None = None, *, build: bool = True
+) -> Iterator[PinWay]:
     """The way a fleet pins (`spec.slurm.pin`, `.pin_with`): none without pinning; scontrol
     when asked; else libslurm, its helper built into a private temporary folder that lasts as
     long as the caller needs it, or scontrol with a warning where it cannot be built (an
-    error with --pin-with libslurm)."""
+    error with --pin-with libslurm). `build=False` (a dry run) compiles nothing: the way is
+    the one the helper's compiler and header, looked at, would give; no helper is made."""
     if not pin or how == "scontrol":
         yield PinWay("scontrol" if pin else "none")
         return
+    if not build:
+        yield PinWay("libslurm" if slurm_pin.can_build(cc) else "scontrol")
+        return
     with tempfile.TemporaryDirectory(prefix="stackgate-pin-") as work:
         try:
-            helper: Path | None = slurm_pin.build_helper(Path(work))
+            helper: Path | None = slurm_pin.build_helper(Path(work), cc)
         except slurm_pin.PinHelperUnavailable as exc:
             if how == "libslurm":
                 raise EnvironmentProblem(
@@ -367,7 +373,7 @@ def submit(
     release. Any failure before the release cancels every job submitted: all or nothing."""
     limit = limits()
     check_room(len(spec.targets), limit, job_records())
-    with pin_way(spec.slurm.pin, spec.slurm.pin_with) as way:
+    with pin_way(spec.slurm.pin, spec.slurm.pin_with, spec.slurm.cc) as way:
         return _submit(spec, scripts_dir, limit, way, before_release)
 
 

@@ -10,7 +10,10 @@ arrays of 25 (benchmarks/fleet/fleet_pin.py, results/fleet_pin.md): 2.0-2.5 s wa
 
 It is compiled for each submit (about 0.2 s) into a private temporary folder with the host's C
 compiler against the host's <slurm/slurm.h>, so the structures are always the installed
-Slurm's and no cached binary is ever trusted. Where that cannot be done (no compiler, no
+Slurm's and no cached binary is ever trusted. The compiler is a fixed system one or the one
+--cc names, run with a clean environment (stackgate/compiler.py): the helper runs as the
+submitting user, often root, so neither PATH nor CPATH/C_INCLUDE_PATH may choose its code.
+A dry run compiles nothing (`can_build` only looks). Where that cannot be done (no compiler, no
 headers: Debian/Ubuntu libslurm-dev, RHEL slurm-devel), `PinHelperUnavailable` says why and
 submit pins with scontrol instead (`--pin-with auto`), or stops (`--pin-with libslurm`).
 What Slurm holds afterwards is read back with squeue either way (slurm._verify_pins).
@@ -23,6 +26,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from stackgate.compiler import CompilerUnavailable, can_include, compiler_env, find_compiler
 from stackgate.proc import Completed, run
 
 SOURCE_NAME = "pin_elements.c"
@@ -39,17 +43,33 @@ def source_path() -> Path:
     return Path(__file__).resolve().parents[2] / "fleet" / "slurm" / SOURCE_NAME
 
 
-def build_helper(work: Path) -> Path:
-    """Compile the helper into `work` (a private folder of the caller's)."""
-    compiler = shutil.which("cc") or shutil.which("gcc")
-    if compiler is None:
-        raise PinHelperUnavailable("no C compiler (cc or gcc) on PATH")
+def can_build(cc: str | None = None) -> bool:
+    """Whether the helper would build here, found by looking only (a compiler, the header):
+    what a dry run sizes its plan by."""
+    try:
+        find_compiler(cc)
+    except CompilerUnavailable:
+        return False
+    return source_path().is_file() and can_include("slurm/slurm.h")
+
+
+def build_helper(work: Path, cc: str | None = None) -> Path:
+    """Compile the helper into `work` (a private folder of the caller's) with the system
+    compiler (or `cc`, an explicit --cc) and a clean environment."""
+    try:
+        compiler = find_compiler(cc)
+    except CompilerUnavailable as exc:
+        raise PinHelperUnavailable(str(exc)) from None
     source = source_path()
     if not source.is_file():
         raise PinHelperUnavailable(f"{source}: missing from this checkout")
+    # The source is copied into the private folder and compiled there: "..." includes and the
+    # compiler's working folder are then the private folder too.
+    private_source = work / SOURCE_NAME
+    shutil.copyfile(source, private_source)
     binary = work / "pin_elements"
-    argv = [compiler, "-O2", "-o", str(binary), str(source), "-lslurm"]
-    done = run(argv, check=False, timeout=COMPILE_TIMEOUT_S)
+    argv = [str(compiler), "-O2", "-o", str(binary), str(private_source), "-lslurm"]
+    done = run(argv, check=False, timeout=COMPILE_TIMEOUT_S, env=compiler_env(work), cwd=work)
     if done.returncode != 0:
         words = done.stderr.strip().splitlines()
         if any("slurm/slurm.h" in w for w in words):

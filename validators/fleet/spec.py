@@ -60,6 +60,18 @@ class SlurmOptions(StrictModel):
         "compiled against the host's Slurm headers), scontrol (two RPCs per element), or auto "
         "(libslurm where the helper builds, else scontrol)",
     )
+    cc: str | None = Field(
+        default=None,
+        description="the C compiler that builds the libslurm pin helper, an absolute path; "
+        "default: the first of /usr/bin/cc, /usr/bin/gcc, /usr/bin/clang (PATH is not searched)",
+    )
+
+    @field_validator("cc")
+    @classmethod
+    def _absolute_cc(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("/"):
+            raise ValueError(f"{value!r}: the compiler must be named by an absolute path")
+        return value
 
     @field_validator("partition", "collect_partition", "time", "gres", "account")
     @classmethod

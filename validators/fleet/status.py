@@ -20,8 +20,9 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 
-from stackgate.errors import BadInput
-from stackgate.files import atomic_write_text, read_json_file
+from stackgate import dirfd
+from stackgate.errors import BadInput, EnvironmentProblem
+from stackgate.files import parse_json_text
 from stackgate.model import StrictModel, validation_problems
 
 Phase = Literal["build", "validate", "mark-good", "done"]
@@ -74,35 +75,39 @@ def node_dir(job_dir: Path, node: str) -> Path:
     return job_dir / NODES_DIR / node
 
 
+def open_node_dir(job_dir: Path, node: str) -> int:
+    """`nodes/<node>` opened (made when missing) from the job folder, no component followed
+    when a symlink: another node swapping its own or this node's folder for a link to
+    /etc gets a refusal, never a write there (dirfd.open_tree)."""
+    if "/" in node or node in ("", ".", ".."):
+        raise BadInput(f"node name {node!r}: not one folder name")
+    return dirfd.open_tree(job_dir, Path(NODES_DIR) / node, create=True)
+
+
 def write_status(job_dir: Path, status: NodeStatus) -> Path:
     target = node_dir(job_dir, status.node) / STATUS_FILENAME
-    target.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(target, json.dumps(status.model_dump(mode="json"), indent=2) + "\n")
+    data = (json.dumps(status.model_dump(mode="json"), indent=2) + "\n").encode()
+    with dirfd.opened(open_node_dir(job_dir, status.node)) as folder:
+        dirfd.write_at(folder, STATUS_FILENAME, data)
     return target
 
 
 def claim_attempt(job_dir: Path, node: str, scheduler_job: str | None, restarts: int) -> Attempt:
     """Claim the next attempt number of this node (O_EXCL: two starts never share one)."""
-    folder = node_dir(job_dir, node)
-    folder.mkdir(parents=True, exist_ok=True)
     number = 0
-    while True:
-        claim = Attempt(
-            node=node,
-            attempt=number,
-            scheduler_job=scheduler_job,
-            restart_count=restarts,
-            pid=os.getpid(),
-        )
-        path = folder / f"attempt-{number}.json"
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-        except FileExistsError:
+    with dirfd.opened(open_node_dir(job_dir, node)) as folder:
+        while True:
+            claim = Attempt(
+                node=node,
+                attempt=number,
+                scheduler_job=scheduler_job,
+                restart_count=restarts,
+                pid=os.getpid(),
+            )
+            data = (json.dumps(claim.model_dump(mode="json")) + "\n").encode()
+            if dirfd.create_exclusive_at(folder, f"attempt-{number}.json", data):
+                return claim
             number += 1
-            continue
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(json.dumps(claim.model_dump(mode="json")) + "\n")
-        return claim
 
 
 _MAX_STATUS_BYTES = 16 << 20
@@ -119,22 +124,37 @@ class NodeFiles:
 
 
 def read_node(job_dir: Path, node: str) -> NodeFiles:
-    """One node's status and attempt claims; O(1) in the fleet size."""
+    """One node's status and attempt claims; O(1) in the fleet size. The folder and the
+    file are reached without following a symlink (a node's folder or status.json made a link
+    to /etc/shadow is that node's problem, never read)."""
     folder = node_dir(job_dir, node)
     out = NodeFiles(node)
     try:
-        names = [entry.name for entry in folder.iterdir()]
-    except FileNotFoundError:
+        fd = dirfd.open_tree(job_dir, Path(NODES_DIR) / node)
+    except EnvironmentProblem as exc:
+        if not folder.exists() and not folder.is_symlink():
+            return out
+        out.problem = f"{folder}: cannot open the node's folder: {exc.message}"
         return out
-    except OSError as exc:
-        out.problem = f"{folder}: cannot list the node's folder: {exc.strerror or exc}"
-        return out
+    with dirfd.opened(fd):
+        try:
+            names = os.listdir(fd)  # noqa: PTH208 - listing the opened folder, not a path
+        except OSError as exc:
+            out.problem = f"{folder}: cannot list the node's folder: {exc.strerror or exc}"
+            return out
     out.attempts = sorted(int(m[1]) for m in map(_ATTEMPT.match, names) if m)
     if STATUS_FILENAME not in names:
         return out
     path = folder / STATUS_FILENAME
     try:
-        out.status = NodeStatus.model_validate(read_json_file(path, _MAX_STATUS_BYTES))
+        raw = dirfd.read_bytes_under(
+            job_dir, Path(NODES_DIR) / node / STATUS_FILENAME, _MAX_STATUS_BYTES
+        )
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise BadInput(f"{path}: not UTF-8 text (byte {exc.start})") from None
+        out.status = NodeStatus.model_validate(parse_json_text(text, where=str(path)))
     except BadInput as exc:
         out.problem = "; ".join(exc.lines())
     except ValidationError as exc:

@@ -63,6 +63,7 @@ class SubmitRequest:
     account: str | None = None
     pin: bool = True
     pin_with: PinWith = "auto"
+    cc: str | None = None
     image: str | None = None
     namespace: str = "default"
     gpus: int = 8
@@ -116,6 +117,7 @@ def spec_from_request(req: SubmitRequest) -> FleetSpec:
                 throttle=req.throttle,
                 pin=req.pin,
                 pin_with=req.pin_with,
+                cc=req.cc,
             ),
             kubernetes=KubeOptions(
                 image=req.image,

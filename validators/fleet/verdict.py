@@ -342,8 +342,8 @@ def _tree_fail(
 def _differing_files(job_dir: Path, node: str, peer: str | None, limit: int = 10) -> list[str]:
     if peer is None:
         return []
-    mine = read_listing_file(node_dir(job_dir, node) / TREE_LISTING)
-    theirs = read_listing_file(node_dir(job_dir, peer) / TREE_LISTING)
+    mine = read_listing_file(node_dir(job_dir, node) / TREE_LISTING, under=job_dir)
+    theirs = read_listing_file(node_dir(job_dir, peer) / TREE_LISTING, under=job_dir)
     if mine is None or theirs is None:
         return [f"(no file listing to compare: nodes/{node}/{TREE_LISTING} or nodes/{peer}/)"]
     out: list[str] = []

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from pydantic import Field, ValidationError
 
+from stackgate import dirfd
 from stackgate.errors import BadInput, CheckFailed
 from stackgate.files import atomic_write_text, parse_json_text, read_text_bounded
 from stackgate.model import StrictModel, validation_problems
@@ -81,3 +82,17 @@ def write_head(path: Path, head: ChainHead, *, durable: bool = True) -> None:
     if have is not None and have.store_id == head.store_id and have.count >= head.count:
         return
     atomic_write_text(path, head.to_text(), durable=durable)
+
+
+def write_head_at(parent_fd: int, path: Path, head: ChainHead) -> None:
+    """write_head, in the opened folder `parent_fd` (path names the file in messages)."""
+    have: ChainHead | None = None
+    data = dirfd.read_regular_at(parent_fd, path.name, _MAX_HEAD_BYTES)
+    if data is not None:
+        try:
+            have = ChainHead.model_validate(parse_json_text(data.decode("utf-8"), where=str(path)))
+        except (BadInput, ValidationError, UnicodeDecodeError):
+            have = None  # a damaged head file is replaced by a good one
+    if have is not None and have.store_id == head.store_id and have.count >= head.count:
+        return
+    dirfd.write_at(parent_fd, path.name, head.to_text().encode("utf-8"))

@@ -96,3 +96,28 @@ def own_clock(
             "host's clock"
         )
     return warnings
+
+
+def ahead_of_evidence(created_at: str, newest_seen: Iterable[str | None]) -> str | None:
+    """A loud warning when a record about to be made is dated more than MAX_SKEW after the
+    newest time this host can see elsewhere (the store's chain, the record files committed
+    or exported for its stack): this host's clock may be fast. Its file would then be
+    skipped (with a warning) by every host with a correct clock until that date."""
+    when = parse(created_at)
+    seen = [t for t in (parse(s) for s in newest_seen if s) if t is not None]
+    if when is None or not seen or when <= max(seen) + MAX_SKEW:
+        return None
+    newest = max(seen)
+    return (
+        f"this record is dated {created_at}, {_span(when - newest)} after the newest record "
+        f"this host can see ({newest.isoformat(timespec='seconds')}). If this host's clock is "
+        "fast, fix it: hosts with a correct clock skip a record file dated ahead of them"
+    )
+
+
+def stamp_time(stamp: str) -> str | None:
+    """An export file name's stamp (YYYYMMDDTHHMMSS, UTC) as an ISO time."""
+    try:
+        return datetime.strptime(stamp, "%Y%m%dT%H%M%S").replace(tzinfo=UTC).isoformat()
+    except ValueError:
+        return None

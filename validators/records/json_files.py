@@ -14,21 +14,22 @@ and typed, verifies it, and adds all of them in one transaction, or none.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stackgate.errors import BadInput
+from stackgate import dirfd
+from stackgate.errors import BadInput, EnvironmentProblem
 from stackgate.files import (
-    atomic_write_text,
-    inside,
     parse_json_text,
     read_bytes_bounded,
     read_json_file,
     remove_stale_temps,
 )
-from validators.records.chain import HEADS_FOLDER, exported_head_path, write_head
+from validators.records.chain import HEADS_FOLDER, exported_head_path, read_head, write_head_at
 from validators.records.clock import ahead_of_clock
 from validators.records.model import Record, load_record_body
 from validators.records.store import ImportResult, RecordStore
@@ -50,16 +51,30 @@ def export_filename(record: Record) -> str:
     return f"{record.created_stamp}-{record.short_id}.json"
 
 
-def read_record_file(path: Path) -> Record:
+def _read_json(path: Path, under: Path | None) -> object:
+    """The JSON of a record file; with `under` (a folder others may write: records/, a fleet's
+    job folder) every component below it is reached without following a symlink and only a
+    regular file is read (a link to /etc/shadow is bad input naming the link)."""
+    if under is None:
+        return read_json_file(path, MAX_RECORD_BYTES)
+    raw = dirfd.read_bytes_under(under, path.relative_to(under), MAX_RECORD_BYTES)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    return parse_json_text(text, where=str(path))
+
+
+def read_record_file(path: Path, *, under: Path | None = None) -> Record:
     """A record from a file. Files carry only their dates (no chain orders them), so one
     dated more than clock.MAX_SKEW ahead of this host is refused (records/clock.py)."""
-    return record_from_file_data(read_json_file(path, MAX_RECORD_BYTES), path)
+    return record_from_file_data(_read_json(path, under), path)
 
 
-def read_record_file_body(path: Path) -> tuple[Record, str]:
+def read_record_file_body(path: Path, *, under: Path | None = None) -> tuple[Record, str]:
     """read_record_file, and the record's body as the store keeps it (model.load_record_body):
     every check the same, the body a by-product of the hash check."""
-    return _from_file_data(read_json_file(path, MAX_RECORD_BYTES), path)
+    return _from_file_data(_read_json(path, under), path)
 
 
 def is_record_data(data: object) -> bool:
@@ -72,10 +87,15 @@ def record_from_file_data(data: object, path: Path) -> Record:
     return _from_file_data(data, path)[0]
 
 
+class FutureRecord(BadInput):
+    """A record file dated ahead of this host's clock: refused when named, skipped (and said)
+    when one of a folder's files, so one record from a fast clock never blocks the others."""
+
+
 def _from_file_data(data: object, path: Path) -> tuple[Record, str]:
     record, body = load_record_body(data, where=str(path), secrets=True)
     if problem := ahead_of_clock(record.created_at):
-        raise BadInput(
+        raise FutureRecord(
             f"{path}: created_at is in the future: {problem}",
             details=[
                 "fix the clock that is wrong; a record is never edited, so one with a wrong "
@@ -96,37 +116,125 @@ def record_files(folder: Path) -> Iterator[Path]:
     for path in sorted(folder.rglob("*.json")):
         if HEADS_FOLDER in path.relative_to(folder).parts:
             continue
-        if path.is_dir() and not path.is_symlink():
+        if path.is_symlink():
+            raise BadInput(
+                f"{path}: a symlink (only regular files are read from a records folder)",
+                details=["replace it with the file itself, or remove it"],
+            )
+        if path.is_dir():
             raise BadInput(f"{path}: a folder named like a record file (*.json)")
         yield path
 
 
 def export_records(store: RecordStore, folder: Path, stack: str | None = None) -> ExportResult:
-    """Write the store's records (of one stack, or all) under folder; repair damaged copies."""
+    """Write the store's records (of one stack, or all) under folder; repair damaged copies.
+
+    Everything is written relative to folders opened once (stackgate/dirfd.py): `folder`,
+    then each `<stack>` in it and `heads/`, each opened O_NOFOLLOW; a file is written as a
+    new temp file (O_EXCL) renamed over its name. A folder swapped for a symlink while the
+    export runs is refused (exit 3), never written through.
+    """
     out = ExportResult()
-    root = folder.resolve()
     if folder.is_dir():
         remove_stale_temps(folder)  # left by an export killed mid-write
-    for record in store.iter_records(stack):
-        target = folder / record.stack / export_filename(record)
-        inside(root, target.parent)  # a symlinked stack folder may not lead elsewhere
-        existed = target.exists() or target.is_symlink()
-        if existed:
-            if not target.is_symlink() and _holds(target, record):
-                out.unchanged += 1
-                continue
-            if target.is_symlink() or not target.is_file():
-                _remove(target)  # the entry itself (in folder), never what it points at
-        atomic_write_text(target, record.to_json(), durable=False)
-        (out.repaired if existed else out.written).append(target)
-    if store.store_id is not None and store.count():
-        head_file = exported_head_path(folder, store.store_id)
-        inside(root, head_file.parent)
-        if head_file.is_symlink():
-            _remove(head_file)
-        write_head(head_file, store.chain_head())
-        out.head = head_file
+    if store.store_id is not None and (fork := _fork(store, folder)) is not None:
+        raise EnvironmentProblem(
+            fork,
+            details=[
+                "two copies of one store (a copied .sqlite file) exported into one folder; "
+                "keep one store per records/ folder: import the other copy's records into it "
+                "(records import --dir) and stop using the copy; nothing was written"
+            ],
+        )
+    with dirfd.opened(dirfd.open_dir(folder, create=True)) as root_fd:
+        stack_fds: dict[str, int] = {}
+        try:
+            for record in store.iter_records(stack):
+                if record.stack not in stack_fds:
+                    stack_fds[record.stack] = _open_stack_folder(root_fd, folder, record.stack)
+                target = folder / record.stack / export_filename(record)
+                existed = _export_one(stack_fds[record.stack], target, record)
+                if existed is None:
+                    out.unchanged += 1
+                else:
+                    (out.repaired if existed else out.written).append(target)
+        finally:
+            for fd in stack_fds.values():
+                os.close(fd)
+        if store.store_id is not None and store.count():
+            head_file = exported_head_path(folder, store.store_id)
+            where = head_file.parent
+            with dirfd.opened(
+                dirfd.open_child(root_fd, HEADS_FOLDER, where=where, create=True)
+            ) as heads_fd:
+                write_head_at(heads_fd, head_file, store.chain_head())
+            out.head = head_file
     return out
+
+
+def _fork(store: RecordStore, folder: Path) -> str | None:
+    """Why the head this store's id left in folder cannot be this store's own earlier head:
+    another copy of the store, with the same id, wrote it (None: it can be)."""
+    assert store.store_id is not None
+    path = exported_head_path(folder, store.store_id)
+    try:
+        have = read_head(path)
+    except BadInput:
+        return None  # a damaged head is replaced by a good one
+    if have is None or have.count == 0:
+        return None
+    if have.count > store.count():
+        return (
+            f"{path}: a copy of this store ({store.store_id}) exported {have.count} record(s) "
+            f"here, this one holds {store.count()}: a fork (or this is an older copy of it)"
+        )
+    if store.chain_at(have.count) != have.head:
+        return (
+            f"{path}: a copy of this store ({store.store_id}) exported a different record "
+            f"{have.count} here: the two copies forked"
+        )
+    return None
+
+
+def _open_stack_folder(root_fd: int, folder: Path, stack: str) -> int:
+    where = folder / stack
+    try:
+        return dirfd.open_child(root_fd, stack, where=where, create=True)
+    except dirfd.Swapped:
+        raise BadInput(
+            f"{where}: a symlink or not a folder; an export never writes through one (it could "
+            f"lead outside {folder})"
+        ) from None
+
+
+def _export_one(stack_fd: int, target: Path, record: Record) -> bool | None:
+    """Write one record file in its opened stack folder: None when it already held the
+    record, else whether a file was there (repaired) or not (written)."""
+    name = target.name
+    try:
+        info = os.stat(name, dir_fd=stack_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        info = None
+    if info is not None:
+        if stat.S_ISREG(info.st_mode):
+            data = dirfd.read_regular_at(stack_fd, name, MAX_RECORD_BYTES)
+            if data is not None and _holds_bytes(data, target, record):
+                return None
+        elif not stat.S_ISLNK(info.st_mode):
+            raise BadInput(f"{target}: in the way of an export (not a regular file)")
+    try:
+        dirfd.write_at(stack_fd, name, record.to_json().encode("utf-8"))
+    except OSError as exc:  # the opened folder was removed or moved away meanwhile
+        raise EnvironmentProblem(f"{target}: cannot be written: {exc.strerror or exc}") from None
+    return info is not None
+
+
+def _holds_bytes(data: bytes, path: Path, record: Record) -> bool:
+    try:
+        parsed = parse_json_text(data.decode("utf-8"), where=str(path))
+    except (BadInput, UnicodeDecodeError):
+        return False
+    return bool(parsed == record.model_dump(mode="json"))
 
 
 def _holds(path: Path, record: Record) -> bool:
@@ -157,7 +265,17 @@ def import_record_files(store: RecordStore, paths: Iterable[Path]) -> ImportResu
 
 
 def import_dir(store: RecordStore, folder: Path) -> ImportResult:
-    return import_record_files(store, record_files(folder))
+    """Import every record file below folder in one transaction; a file dated ahead of this
+    host's clock is skipped and named in `skipped` (its date is checked again next time)."""
+    records: list[Record] = []
+    skipped: list[str] = []
+    for path in record_files(folder):
+        try:
+            records.append(read_record_file(path, under=folder))
+        except FutureRecord as exc:
+            skipped.append(exc.message)
+    result = store.add_many(records)
+    return ImportResult(added=result.added, present=result.present, skipped=skipped)
 
 
 def verify_files(folder: Path) -> tuple[int, list[str]]:
@@ -171,7 +289,7 @@ def verify_files(folder: Path) -> tuple[int, list[str]]:
     for path in record_files(folder):
         count += 1
         try:
-            record = read_record_file(path)
+            record = read_record_file(path, under=folder)
         except BadInput as exc:
             problems.append("; ".join(exc.lines()))
             continue
@@ -210,7 +328,7 @@ def missing_committed(store: RecordStore, folder: Path, limit: int = 5) -> tuple
     count = 0
     for path in record_files(folder):
         try:
-            record = read_record_file(path)
+            record = read_record_file(path, under=folder)
         except BadInput:
             continue
         if not store.contains(record.record_id):

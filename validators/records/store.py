@@ -30,6 +30,7 @@ from typing import Any
 from stackgate.env_paths import folder_from_env
 from stackgate.errors import BadInput, EnvironmentProblem
 from stackgate.files import TEMP_SUFFIX, parse_json_text, remove_stale_temps
+from stackgate.owned_files import open_owned
 from stackgate.paths import project_root
 from validators.records import store_schema
 from validators.records.chain import (
@@ -57,6 +58,13 @@ _COLUMNS = "r.seq, r.record_id, r.stack, r.kind, r.created_at, r.schema_version,
 _SELECT = f"SELECT {_COLUMNS}, p.chain FROM records r LEFT JOIN records p ON p.seq = r.seq - 1"
 
 
+# SQLite's words for a host problem, not a damaged store: a full disk, an I/O error, a
+# read-only file system, no room for a lock (errors of the host: exit 3, not 2).
+_HOST_ERRORS = frozenset(
+    {sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_NOLFS}
+)
+
+
 def default_store_path() -> Path:
     state = folder_from_env("STACKGATE_STATE_DIR", "the record store")
     folder = state if state is not None else project_root() / ".state"
@@ -67,6 +75,8 @@ def default_store_path() -> Path:
 class ImportResult:
     added: list[str]
     present: list[str]
+    # files of a folder import left out, each with why: dated ahead of this host's clock
+    skipped: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -108,6 +118,11 @@ class RecordStore:
         except sqlite3.DatabaseError as exc:
             if (explained := _interrupted_write(target, exc)) is not None:
                 raise explained from None
+            if getattr(exc, "sqlite_errorcode", None) in _HOST_ERRORS:
+                # the disk (full, failing, read-only), not the store's bytes: exit 3
+                raise EnvironmentProblem(
+                    f"{target}: cannot write the record store: {exc}"
+                ) from None
             raise BadInput(f"{target}: not a readable record store: {exc}") from None
         finally:
             conn.close()
@@ -297,6 +312,11 @@ class RecordStore:
         seq, head = self._tail()
         return ChainHead(store_id=self.store_id, count=seq, head=head, written_at=now_utc())
 
+    def chain_at(self, seq: int) -> str | None:
+        """The chain value after record `seq` (None: no such row)."""
+        found = self._conn.execute("SELECT chain FROM records WHERE seq = ?", (seq,)).fetchone()
+        return None if found is None else str(found[0])
+
     def head_problem(self, head: ChainHead, source: Path) -> str | None:
         """Why the store contradicts a head kept elsewhere (None when it extends it)."""
         if head.store_id != self.store_id:
@@ -312,7 +332,10 @@ class RecordStore:
                 "rolled back (an older copy of the file?) or rows deleted"
             )
         if found[0] != head.head:
-            return f"{source}: the first {head.count} record(s) were rewritten since"
+            return (
+                f"{source}: the first {head.count} record(s) were rewritten since (or another "
+                "copy of this store, with its id, wrote that head: a fork)"
+            )
         return None
 
     def verify(self, exported: Iterable[Path] = ()) -> Verification:
@@ -469,6 +492,13 @@ def _interrupted_write(target: Path, exc: sqlite3.DatabaseError) -> EnvironmentP
     )
 
 
+def _link_target(path: Path) -> str:
+    try:
+        return str(path.readlink())
+    except OSError:
+        return "gone already"
+
+
 def _written_where_it_is(target: Path) -> None:
     """A store is written only at its own name: the store file and SQLite's files beside it
     (-journal, -wal, -shm) must not be symlinks or hard links. A store symlinked to an empty
@@ -487,7 +517,7 @@ def _written_where_it_is(target: Path) -> None:
         if stat.S_ISLNK(info.st_mode):
             raise EnvironmentProblem(
                 f"{path}: a symlink; the record store is written only where it is",
-                details=[f"give --store the file it leads to ({os.path.realpath(path)})"],
+                details=[f"give --store the file it leads to ({_link_target(path)})"],
             )
         if not stat.S_ISREG(info.st_mode):
             raise BadInput(f"{path}: not a regular file (a record store is an SQLite file)")
@@ -503,18 +533,65 @@ def _connect(target: Path, *, read_only: bool) -> sqlite3.Connection:
         # SQLite would open a FIFO and block on its first read, or a device and read it.
         raise BadInput(f"{target}: not a regular file (a record store is an SQLite file)")
     if not read_only:
-        _written_where_it_is(target)
+        try:
+            _written_where_it_is(target)
+        except OSError as exc:  # removed or replaced while it was being checked
+            raise EnvironmentProblem(f"cannot check the record store {target}: {exc}") from None
     try:
         if read_only:
             if not target.exists() or target.stat().st_size == 0:
                 return sqlite3.connect(":memory:", isolation_level=None)
             _roll_back_interrupted_write(target)
             uri = f"{target.resolve().as_uri()}?mode=ro"
-            return sqlite3.connect(uri, uri=True, timeout=30, isolation_level=None)
+            conn = sqlite3.connect(uri, uri=True, timeout=30, isolation_level=None)
+            if _empty_schema(conn):
+                # An SQLite file with no tables at all (made by `sqlite3 FILE .databases`, a
+                # VACUUM of nothing): no store yet, read as the empty file is (the stand-in
+                # schema cannot be made in a read-only connection).
+                conn.close()
+                return sqlite3.connect(":memory:", isolation_level=None)
+            return conn
         target.parent.mkdir(parents=True, exist_ok=True)
-        return sqlite3.connect(target, timeout=30, isolation_level=None)
+        # Made (never through a symlink) before SQLite opens it by name; what SQLite then
+        # opened is checked to be that file before anything is written (_opened_is_named).
+        os.close(open_owned(target, os.O_RDWR | os.O_CREAT, 0o644))
+        conn = sqlite3.connect(target, timeout=30, isolation_level=None)
     except (OSError, sqlite3.Error) as exc:
         raise EnvironmentProblem(f"cannot open the record store {target}: {exc}") from None
+    if not _opened_is_named(target):
+        conn.close()
+        raise EnvironmentProblem(
+            f"{target}: replaced while it was opened (a symlink or another file swapped in); "
+            "nothing was written",
+            details=["the record store is written only where it is: check who else writes there"],
+        )
+    return conn
+
+
+def _empty_schema(conn: sqlite3.Connection) -> bool:
+    """Whether the opened database holds no schema at all (user_version 0, no table)."""
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    return version == 0 and not conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0]
+
+
+def _opened_is_named(target: Path) -> bool:
+    """Whether the store file SQLite holds open is, itself, the regular file at `target` (a
+    symlink swapped in between the checks and the open would have SQLite open its target)."""
+    try:
+        info = target.lstat()
+    except OSError:
+        return False
+    if not stat.S_ISREG(info.st_mode):
+        return False
+    fds = Path("/proc/self/fd")
+    for entry in fds.iterdir():
+        try:
+            held = entry.stat()
+        except OSError:
+            continue
+        if (held.st_dev, held.st_ino) == (info.st_dev, info.st_ino):
+            return True
+    return False
 
 
 def _prepare(conn: sqlite3.Connection, target: Path, *, read_only: bool) -> str | None:

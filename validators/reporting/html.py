@@ -16,6 +16,7 @@ from typing import Literal
 import numpy as np
 from markupsafe import Markup
 
+from stackgate.credentials import redact
 from stackgate.files import atomic_write_text
 from validators.gate.compare import METRIC_ORDER, GateResult
 from validators.records.metrics import parse_metric_key
@@ -305,5 +306,6 @@ def write_report(
     gate_result: GateResult | None = None,
 ) -> Path:
     # Atomic: an interrupted write leaves the previous report or none, never half of one.
-    atomic_write_text(path, render_report(record, baseline=baseline, gate_result=gate_result))
+    page = render_report(record, baseline=baseline, gate_result=gate_result)
+    atomic_write_text(path, redact(page))
     return path

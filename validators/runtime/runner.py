@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import tempfile
@@ -13,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast, get_args
 
+from stackgate import proc
+from stackgate.safe_text import redact_file
 from validators.core.results import Status
 
 PROBES_DIR = Path(__file__).resolve().parent / "probes"
@@ -40,9 +41,9 @@ def probe_env(
     extra: Mapping[str, str] | None = None, drop_prefixes: tuple[str, ...] = ()
 ) -> dict[str, str]:
     env = (
-        {k: v for k, v in os.environ.items() if not k.startswith(drop_prefixes)}
+        {k: v for k, v in proc.child_env().items() if not k.startswith(drop_prefixes)}
         if drop_prefixes
-        else dict(os.environ)
+        else proc.child_env()
     )
     env.update(extra or {})
     env.update(SAFETY_ENV)
@@ -182,8 +183,9 @@ def run_distributed(
                 )
             )
         timed_out, crashed = _wait_all(procs, timeout, start)
-        for _, handle in logs:
+        for log, handle in logs:
             handle.close()
+            redact_file(log)  # the probe wrote it itself: hide what it printed
         seconds = time.perf_counter() - start
         tails = {
             log.name: log.read_text(encoding="utf-8", errors="replace").splitlines()[-8:]

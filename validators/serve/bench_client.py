@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import numpy.random  # eager, not lazily inside run_level (see there)
 
+from stackgate.credentials import redact
 from stackgate.manifest import BenchSettings
 from validators.serve.owned_loop import run_owned
 from validators.serve.sse_transport import HttpError, StreamingClient
@@ -535,4 +536,4 @@ def append_jsonl(path: Path, records: Sequence[dict[str, Any]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a", encoding="utf-8") as fh:
         for record in records:
-            fh.write(json.dumps(record, sort_keys=True, default=str) + "\n")
+            fh.write(redact(json.dumps(record, sort_keys=True, default=str)) + "\n")

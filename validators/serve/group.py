@@ -34,6 +34,7 @@ from stackgate.host.snapshot import host_snapshot
 from stackgate.manifest import BenchSettings, ServingProfile
 from stackgate.model import validation_problems
 from stackgate.output import console_err
+from stackgate.safe_text import redact_file
 from validators.core.checks import ServeBenchCheck
 from validators.core.context import RunContext
 from validators.core.results import Measurement, Result, Status, make_result
@@ -221,6 +222,7 @@ def _run_group(ctx: RunContext, intr: Interrupts) -> list[Result]:
             wait_leader=server.reap,
         )
         server.tracker.close()
+        redact_file(log_path)  # the engine wrote it itself: a token it printed is hidden now
         report.evidence["log"] = str(log_path)
         results.append(
             _result(

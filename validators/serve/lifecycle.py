@@ -24,6 +24,7 @@ from typing import Any, Literal
 import httpx
 import psutil
 
+from stackgate import proc
 from stackgate.errors import CheckFailed
 from validators.serve.adapters import DEFAULT_PORTS, LaunchSpec
 from validators.serve.gpu import GpuSnapshot, snapshot
@@ -113,7 +114,7 @@ class Server:
 def start(spec: LaunchSpec, log_path: Path, *, path_prepend: Path | None = None) -> Server:
     """Launch spec.argv in a new session, output to log_path; GPU baseline taken first."""
     baseline = snapshot()
-    env = dict(os.environ)
+    env = proc.child_env()
     # The served env imports what it has: a PYTHONPATH set for stackgate itself (e.g. its
     # dependencies unpacked beside a machine's Python) would shadow the env's own packages.
     env.pop("PYTHONPATH", None)

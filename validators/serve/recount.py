@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from stackgate import proc as procs
 from stackgate.manifest import ServingProfile
 from validators.core.results import Status
 from validators.serve.bench_client import RequestOutcome
@@ -124,6 +125,7 @@ class Recounter:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
+                env=procs.child_env(),
             )
         except OSError as exc:
             raise RecountUnavailable(f"cannot run {python}: {exc}") from None

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from stackgate import proc
+
 # global: dlopen RTLD_GLOBAL (a module by name when no path), as cuda-core does with torch._C
 StepKind = Literal["import", "extension", "library", "global"]
 # stub-crash: crashed under the stub driver, and no real driver userland could confirm it
@@ -118,7 +120,7 @@ def _signal_name(rc: int) -> str:
 
 
 def _child_env(library_path: Path | Sequence[Path] | None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "PYTHONPATH")}
+    env = {k: v for k, v in proc.child_env().items() if k not in ("LD_LIBRARY_PATH", "PYTHONPATH")}
     if isinstance(library_path, Path):
         library_path = [library_path]
     if library_path:

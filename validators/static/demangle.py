@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterable
 
 from stackgate import proc
@@ -12,7 +11,7 @@ from stackgate.errors import StackgateError
 def demangle(names: Iterable[str]) -> dict[str, str]:
     """Mangled -> readable; names c++filt is missing for map to themselves."""
     unique = sorted(set(names))
-    if not unique or shutil.which("c++filt") is None:
+    if not unique or proc.find("c++filt") is None:
         return {n: n for n in unique}
     try:
         done = proc.run(["c++filt"], input_text="\n".join(unique) + "\n", timeout=30)
@@ -25,4 +24,4 @@ def demangle(names: Iterable[str]) -> dict[str, str]:
 
 
 def available() -> bool:
-    return shutil.which("c++filt") is not None
+    return proc.find("c++filt") is not None

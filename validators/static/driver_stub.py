@@ -10,7 +10,8 @@ folder holding generated stand-ins first on LD_LIBRARY_PATH of the child process
 - libnvidia-ml.so.1 exports every `nvml*` name imported; each returns 9
   (NVML_ERROR_DRIVER_NOT_LOADED).
 
-They are compiled with the host's C compiler (cc/gcc) into a cache folder keyed by the names
+They are compiled with the system C compiler (stackgate/compiler.py: a fixed absolute path and
+a clean environment, never PATH or CPATH) into a cache folder keyed by the names
 (~/.cache/stackgate/driver-stubs/<sha>/), never into the environment, and only used when no
 real libcuda.so.1 is on the host's library path. Nothing here needs a GPU.
 """
@@ -26,6 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from stackgate.compiler import CompilerUnavailable, compiler_env, find_compiler
 from stackgate.env_paths import folder_from_env
 from stackgate.settings import cache_root
 
@@ -69,9 +71,10 @@ def build_stubs(imports: Iterable[str], cache: Path | None = None) -> DriverStub
     total = sum(len(v) for v in names.values())
     if all((folder / lib).is_file() for lib in DRIVER_LIBS):
         return DriverStubs(folder, total)
-    compiler = shutil.which("cc") or shutil.which("gcc")
-    if compiler is None:
-        raise StubBuildError("no C compiler (cc or gcc) on PATH to build the driver stubs")
+    try:
+        compiler = find_compiler()
+    except CompilerUnavailable as exc:
+        raise StubBuildError(f"cannot build the driver stubs: {exc}") from None
     folder.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{digest}-", dir=folder.parent))
     try:
@@ -82,12 +85,14 @@ def build_stubs(imports: Iterable[str], cache: Path | None = None) -> DriverStub
                 f"/* stackgate driver stub for {lib}: no GPU here */\n{body or 'int _stub;'}\n",
                 encoding="utf-8",
             )
-            argv = [compiler, "-shared", "-fPIC", "-O0", f"-Wl,-soname,{lib}"]
+            argv = [str(compiler), "-shared", "-fPIC", "-O0", f"-Wl,-soname,{lib}"]
             done = subprocess.run(
                 [*argv, "-o", str(work / lib), str(source)],
                 capture_output=True,
                 text=True,
                 check=False,
+                env=compiler_env(work),
+                cwd=work,
             )
             if done.returncode != 0:
                 raise StubBuildError(f"{compiler} failed building {lib}: {done.stderr[-400:]}")

@@ -20,13 +20,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from stackgate import dirfd
+from stackgate.errors import BadInput, EnvironmentProblem
 from stackgate.settings import cache_root
 from validators.lockcheck.facts import CachedFacts
 from validators.static.elf_symbols import ElfObject, read_elf
@@ -36,6 +37,7 @@ CACHE_VERSION = 2  # 2: identity without ctime
 # every ELF file: pyelftools' per-file set-up made the 286 small objects of the cu128 env
 # (< 256 KiB) the larger part of a warm run when they were read directly
 MIN_SIZE = 0
+MAX_ENTRY_BYTES = 256 << 20  # an entry bigger than this is damaged (a miss)
 
 
 def file_identity(path: Path) -> str | None:
@@ -62,23 +64,40 @@ class FileFactsCache:
     def default(cls) -> FileFactsCache:
         return cls(default_root())
 
-    def _path(self, kind: str, key: str) -> Path:
+    def _rel(self, kind: str, key: str) -> Path:
         digest = hashlib.sha256(f"{kind}\0{key}".encode()).hexdigest()
-        return self.root / f"v{CACHE_VERSION}" / kind / digest[:2] / f"{digest}.json"
+        return Path(f"v{CACHE_VERSION}", kind, digest[:2], f"{digest}.json")
+
+    def _path(self, kind: str, key: str) -> Path:
+        return self.root / self._rel(kind, key)
+
+    def _read(self, kind: str, key: str) -> bytes | None:
+        """An entry's bytes, reached below the root without following a symlink (an entry or
+        folder swapped for a link to a planted file is a miss, never read)."""
+        try:
+            return dirfd.read_bytes_under(self.root, self._rel(kind, key), MAX_ENTRY_BYTES)
+        except (BadInput, OSError):
+            return None
 
     def get(self, kind: str, key: str) -> Any:
+        data = self._read(kind, key)
         try:
-            value = json.loads(self._path(kind, key).read_bytes())
-        except (OSError, ValueError):
+            value = json.loads(data) if data is not None else None
+        except ValueError:
+            value = None
+        if value is None:
             self.misses += 1
             return None
         self.hits += 1
         return value
 
     def get_text(self, kind: str, key: str) -> str | None:
+        data = self._read(kind, key)
         try:
-            text = self._path(kind, key).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
+            text = data.decode("utf-8") if data is not None else None
+        except UnicodeDecodeError:
+            text = None
+        if text is None:
             self.misses += 1
             return None
         self.hits += 1
@@ -88,19 +107,25 @@ class FileFactsCache:
         self.put_text(kind, key, json.dumps(value))
 
     def put_text(self, kind: str, key: str, text: str) -> None:
-        path = self._path(kind, key)
+        """Write an entry relative to its folder, opened from the root one component at a
+        time (made 0o700, never through a symlink), as a new temp file renamed into place: a
+        folder of the cache swapped for a link while a run writes writes nothing there."""
+        rel = self._rel(kind, key)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-            Path(tmp).replace(path)
-        except OSError:
+            with dirfd.opened(
+                dirfd.open_tree(self.root, rel.parent, create=True, mode=0o700)
+            ) as fd:
+                dirfd.write_at(fd, rel.name, text.encode("utf-8"))
+        except (OSError, EnvironmentProblem):
             return  # a cache that cannot be written is only slower
 
     def has(self, kind: str, key: str) -> bool:
         """Is there an entry (valid or not: a damaged one is a miss when read)?"""
-        return self._path(kind, key).is_file()
+        try:
+            os.close(dirfd.open_regular_under(self.root, self._rel(kind, key)))
+        except (BadInput, OSError):
+            return False
+        return True
 
     @staticmethod
     def elf_key(ident: str, path: Path) -> str:
