@@ -21,7 +21,9 @@ import fnmatch
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from stackgate.installed import Distribution
 from validators.static.imports import SourceTree
 
 # calls that load a shared library into the process
@@ -264,3 +266,24 @@ def _members(names: Iterable[str]) -> list[str]:
         and not any(p in ("tests", "test", "testing") for p in n.split("/")[:-1])
     )
     return py[:MAX_MEMBERS]
+
+
+def record_tree(site: Path, dist: Distribution) -> SourceTree | None:
+    """An installed distribution's files (its RECORD), each read from disk when asked."""
+    try:
+        record = (dist.dist_info / "RECORD").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    names = frozenset(
+        row.split(",", 1)[0] for row in record.splitlines() if row and not row.startswith("..")
+    )
+    return SourceTree(names, lambda name: _disk_text(site / name))
+
+
+def _disk_text(path: Path) -> str | None:
+    try:
+        if path.stat().st_size > MAX_MEMBER_BYTES:
+            return None
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None

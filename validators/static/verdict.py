@@ -38,7 +38,7 @@ from validators.static.imports import (
     installed_top_levels,
     undeclared_imports,
 )
-from validators.static.preloaders import disk_text
+from validators.static.package_loads import PackageLoads, record_tree
 
 Severity = Literal["FAIL", "WARN", "INFO", "PASS"]
 # build tags of runtime-chosen variants: cu12/, _cu13, _cuda128, -torch29 (one build per CUDA
@@ -137,6 +137,12 @@ class PackageVerdict:
     # imports reach (the same walk over the installed files or the wheel's members); None:
     # its sources could not be read
     import_walk: tuple[list[str], set[str]] | None = None
+    # what its own source says about loading the libraries it lacks (package_loads.py):
+    # INFO, a miss its own import loads first; WARN, a library only its package folder holds
+    # that nothing in its source names (unknown); notes added to the FAIL/WARN text
+    loaded_by_own_import: list[str] = field(default_factory=list)
+    own_loads_unknown: list[str] = field(default_factory=list)
+    load_notes: list[str] = field(default_factory=list)
 
     @property
     def loaded_impact(self) -> Literal["BROKEN", "DEGRADED"] | None:
@@ -187,9 +193,20 @@ class PackageVerdict:
             return "FAIL" if self.confirmed is not False else "INFO"
         if self.confirmed is True:  # an import failed on an "optional" library
             return "FAIL"
-        if self.optional_sonames or self.undeclared_unconfirmed or self.stub_crashes:
+        if (
+            self.optional_sonames
+            or self.undeclared_unconfirmed
+            or self.stub_crashes
+            or self.own_loads_unknown
+        ):
             return "WARN"
-        if self.variant_sonames or self.variant_objects or self.other_python or self.unmet:
+        if (
+            self.variant_sonames
+            or self.variant_objects
+            or self.other_python
+            or self.unmet
+            or self.loaded_by_own_import
+        ):
             return "INFO"
         return "PASS"
 
@@ -245,8 +262,10 @@ def classify(
     *,
     deep: bool = False,
     cache: FileFactsCache | None = None,
+    loads: Callable[[Distribution], PackageLoads | None] | None = None,
 ) -> dict[str, PackageVerdict]:
-    """`shipped`: library file names the env ships (to recognise another CUDA major)."""
+    """`shipped`: library file names the env ships (to recognise another CUDA major);
+    `loads`: what a distribution's own source loads (package_loads.py)."""
     roots = list(roots)
     grouped = by_package(
         env, roots, findings.missing_symbols, findings.missing_sonames, findings.missing_versions
@@ -303,6 +322,9 @@ def classify(
         for m in pkg.sonames:
             missing_by_obj.setdefault(m.requester, []).append(m)
         absent_dists = _absent_requirements(env, v.dist)
+        own = loads(v.dist) if loads is not None and v.dist is not None else None
+        if own is not None:
+            missing_by_obj = _own_import_loads(v, own, missing_by_obj, site)
         for obj, misses in missing_by_obj.items():
             other_major = any(
                 cuda_major_of(m.soname) is not None
@@ -329,6 +351,8 @@ def classify(
                     f"{obj.name} is an extension module; {first}, and its RUNPATH does not "
                     "reach them"
                 )
+                if own is not None:
+                    v.needed_because += _own_load_notes(own, misses)
             elif other_major:
                 v.needed_sonames.extend(misses)
             elif obj in load_bearing or absent_dists:
@@ -343,11 +367,20 @@ def classify(
                     )
             else:
                 v.optional_sonames.extend(misses)
+                if own is not None:
+                    v.load_notes += _own_load_notes(own, misses)
         v.needed_because = list(dict.fromkeys(v.needed_because))
+        v.load_notes = list(dict.fromkeys(v.load_notes))
         for obj, misses in missing_by_obj.items():
             module = _module_name(obj, site) if is_python_extension_path(obj, env) else None
             if module is not None and any(m in v.needed_sonames for m in misses):
                 v.modules_lacking[module] = sorted({m.soname for m in misses})
+    for requester, soname in findings.package_loads_unread:
+        verdict(env.owner_label(requester)).own_loads_unknown.append(
+            f"{requester.name} needs {soname}, which only its own package folder holds (no "
+            "RUNPATH reaches it) and nothing in its source names in a load: whether the "
+            "package loads it first is unknown"
+        )
     for path in findings.other_python:
         verdict(env.owner_label(path)).other_python.append(path)
     for root, broken in findings.taken_down:
@@ -371,16 +404,53 @@ def classify(
     return dict(sorted(out.items()))
 
 
+def _own_import_loads(
+    v: PackageVerdict,
+    own: PackageLoads,
+    missing_by_obj: dict[Path, list[MissingSoname]],
+    site: Path,
+) -> dict[Path, list[MissingSoname]]:
+    """Drop the misses an env file serves because the package's own import loads it first
+    (its source names the file in a load that runs at import): INFO, with where it is read."""
+    kept: dict[Path, list[MissingSoname]] = {}
+    for obj, misses in missing_by_obj.items():
+        rest = []
+        for m in misses:
+            hit = own.site_for(m.installed_at.name) if m.installed_at is not None else None
+            if hit is not None and hit.entry is None and m.installed_at is not None:
+                v.loaded_by_own_import.append(
+                    f"{obj.name} needs {m.soname}: {own.label.split(' ')[0]}'s own import loads "
+                    f"{_plain(m.installed_at, site)} first ({hit.where()})"
+                )
+            else:
+                rest.append(m)
+        if rest:
+            kept[obj] = rest
+    return kept
+
+
+def _own_load_notes(own: PackageLoads, misses: list[MissingSoname]) -> list[str]:
+    """What the package's source says about loading the libraries an object lacks: a load
+    that runs only when a function is called, or loads of computed paths (unknown)."""
+    notes: list[str] = []
+    name = own.label.split(" ")[0]
+    for m in misses:
+        hit = own.site_for(m.soname)
+        if hit is not None and hit.entry is not None:
+            notes.append(f"{name} loads {m.soname} {hit.when()} ({hit.where()}), not at import")
+    computed = [c for c in own.computed if c.entry is None]
+    if computed and not any(own.site_for(m.soname) for m in misses):
+        names = ", ".join(sorted({m.soname for m in misses}))
+        notes.append(
+            f"{name} loads computed paths at import ({', '.join(c.where() for c in computed[:3])}):"
+            f" whether one is {names} is unknown to a reading of its source"
+        )
+    return notes
+
+
 def installed_tree(site: Path, dist: Distribution) -> SourceTree | None:
     """The installed distribution's files (its RECORD) for the import-time walk."""
-    try:
-        record = (dist.dist_info / "RECORD").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-    names = frozenset(
-        row.split(",", 1)[0] for row in record.splitlines() if row and not row.startswith("..")
-    )
-    return SourceTree(names, lambda name: disk_text(site / name))
+    return record_tree(site, dist)
 
 
 def walk_imports(
