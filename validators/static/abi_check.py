@@ -184,7 +184,11 @@ class AbiChecker:
         return {k: v for k, v in self.shipped.items() if str(v).startswith(lib)}
 
     def package_loads(self, dist: Distribution) -> PackageLoads | None:
-        """What the distribution's own source loads (None: its sources cannot be read)."""
+        """What the distribution's own source loads (None: its sources cannot be read, or it
+        is torch, whose loads preloaders.py reads with their conditions: its fallback list
+        runs only when libtorch_global_deps.so cannot load)."""
+        if dist.key == "torch":
+            return None
         if dist.key not in self._loads:
             tree = self._trees(dist)
             self._loads[dist.key] = None if tree is None else read_package_loads(dist.label(), tree)

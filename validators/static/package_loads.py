@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stackgate.installed import Distribution
-from validators.static.imports import SourceTree
+from validators.static.imports import SourceTree, import_time_modules
 
 # calls that load a shared library into the process
 LOAD_CALLS = frozenset(
@@ -217,6 +217,10 @@ def read_module(
                 loads.computed.append(LoadSite(member, node.lineno, call[:120], entry_of(node)))
 
 
+def _parse(texts: dict[str, str]) -> list[_Module]:
+    return [m for member, text in sorted(texts.items()) if (m := parse_module(member, text))]
+
+
 def _loaders(modules: list[_Module]) -> set[str]:
     """Names of the package's functions that load a library or call (by name, across its
     modules) a function that does."""
@@ -239,17 +243,24 @@ def _loaders(modules: list[_Module]) -> set[str]:
 
 
 def read_package_loads(label: str, tree: SourceTree) -> PackageLoads:
-    """Every Python file of the package (its RECORD or its wheel's members), tests aside."""
+    """The Python files `import` of the package runs (the import-time walk of imports.py, from
+    its top-level packages and the packages inside its namespace folders, such as
+    jax_plugins/xla_cuda12): what can load a library before its extension modules. The same
+    files the impact walk reads, so a lock's check fetches no other member."""
     loads = PackageLoads(label)
-    modules: list[_Module] = []
-    for member in _members(tree.names):
+    texts: dict[str, str] = {}
+    for member in _members(tree):
         text = tree.text_of(member)
-        if text is None or len(text) > MAX_MEMBER_BYTES:
-            continue
-        loads.members_read += 1
-        module = parse_module(member, text)
-        if module is not None:
-            modules.append(module)
+        if text is not None and len(text) <= MAX_MEMBER_BYTES:
+            texts[member] = text
+    loads.members_read = len(texts)
+    # parse only what can take part: files with a load call, then files naming a loader
+    modules = _parse({m: t for m, t in texts.items() if any(c in t for c in LOAD_CALLS)})
+    loaders = _loaders(modules)
+    parsed = {m.member for m in modules}
+    modules += _parse(
+        {m: t for m, t in texts.items() if m not in parsed and any(name in t for name in loaders)}
+    )
     at_import = {name for m in modules for name in m.top_calls()}
     loaders = _loaders(modules)
     for module in modules:
@@ -257,15 +268,29 @@ def read_package_loads(label: str, tree: SourceTree) -> PackageLoads:
     return loads
 
 
-def _members(names: Iterable[str]) -> list[str]:
-    py = sorted(
-        n
-        for n in names
-        if n.endswith(".py")
-        and ".dist-info/" not in n
-        and not any(p in ("tests", "test", "testing") for p in n.split("/")[:-1])
-    )
-    return py[:MAX_MEMBERS]
+def _members(tree: SourceTree) -> list[str]:
+    names = tree.names
+    seeds = set(tree.tops())
+    for n in names:  # a package inside a namespace folder (no __init__.py of its own)
+        parts = n.split("/")
+        if (
+            len(parts) == 3
+            and parts[2] == "__init__.py"
+            and f"{parts[0]}/__init__.py" not in names
+            and all(p.isidentifier() for p in parts[:2])
+        ):
+            seeds.add(f"{parts[0]}.{parts[1]}")
+    reached = import_time_modules(sorted(seeds), tree.text_of, names)
+    files = {f for dotted in reached if (f := _py_file(dotted, names)) is not None}
+    return sorted(files)[:MAX_MEMBERS]
+
+
+def _py_file(dotted: str, names: Iterable[str]) -> str | None:
+    base = dotted.replace(".", "/")
+    for candidate in (f"{base}/__init__.py", f"{base}.py"):
+        if candidate in names:
+            return candidate
+    return None
 
 
 def record_tree(site: Path, dist: Distribution) -> SourceTree | None:

@@ -322,7 +322,9 @@ def classify(
         for m in pkg.sonames:
             missing_by_obj.setdefault(m.requester, []).append(m)
         absent_dists = _absent_requirements(env, v.dist)
-        own = loads(v.dist) if loads is not None and v.dist is not None else None
+        # read only where it can matter: a lacked library the env holds somewhere
+        shipped_miss = any(m.installed_at is not None for m in pkg.sonames)
+        own = loads(v.dist) if loads and v.dist is not None and shipped_miss else None
         if own is not None:
             missing_by_obj = _own_import_loads(v, own, missing_by_obj, site)
         for obj, misses in missing_by_obj.items():
