@@ -138,7 +138,7 @@ class AbiChecker:
     ) -> None:
         self.env = env
         self._trees = trees or (lambda dist: record_tree(env.site_packages, dist))
-        self._loads: dict[str, PackageLoads | None] = {}
+        self._loads: dict[tuple[str, bool], PackageLoads | None] = {}
         self.source: ObjectSource = source if source is not None else DiskSource(reader)
         # what the env ships in nvidia/*/lib and torch/lib: the nvidia libraries find each
         # other that way; any other object only what an earlier import really loaded
@@ -187,19 +187,33 @@ class AbiChecker:
         """What the distribution's own source loads (None: its sources cannot be read, or it
         is torch, whose loads preloaders.py reads with their conditions: its fallback list
         runs only when libtorch_global_deps.so cannot load)."""
+        return self._package_loads(dist, every=False)
+
+    def _package_loads(self, dist: Distribution, *, every: bool) -> PackageLoads | None:
         if dist.key == "torch":
             return None
-        if dist.key not in self._loads:
+        key = (dist.key, every)
+        if key not in self._loads:
             tree = self._trees(dist)
-            self._loads[dist.key] = None if tree is None else read_package_loads(dist.label(), tree)
-        return self._loads[dist.key]
+            self._loads[key] = (
+                None if tree is None else read_package_loads(dist.label(), tree, every=every)
+            )
+        return self._loads[key]
 
     def _own_loads(self, requester: Path, candidate: Path) -> bool:
         """Does the requester's package source name `candidate` in a load? (Resolver asks
         about a library found only in the requester's own package folder.)"""
         dist = self.env.owner(requester)
-        loads = self.package_loads(dist) if dist is not None else None
-        return loads is not None and loads.site_for(candidate.name) is not None
+        if dist is None:
+            return False
+        # the import-time files first; else every file (a module imported later may load it)
+        return any(
+            loads is not None and loads.site_for(candidate.name) is not None
+            for loads in (
+                self._package_loads(dist, every=False),
+                self._package_loads(dist, every=True),
+            )
+        )
 
     def _in_env(self, obj: ElfObject) -> bool:
         return obj.path.is_relative_to(self._env_root)

@@ -33,7 +33,7 @@ LOAD_CALLS = frozenset(
 MAX_MEMBERS = 800  # Python files read per package (torch's own loads are read by preloaders.py)
 MAX_MEMBER_BYTES = 1 << 20
 # a literal that can name a library: libfoo, libfoo.so, libfoo.so.12, libcublas.so.*[0-9]
-_LIBRARY = re.compile(r"^(?:.*/)?lib[\w+.-]*(?:\.so[\w.*\[\]-]*)?$")
+_LIBRARY = re.compile(r"^(?:.*/)?lib[\w+.*-]*(?:\.so[\w.*\[\]-]*)?$")
 
 
 @dataclass(frozen=True)
@@ -202,10 +202,10 @@ def read_module(
         return entries.get(function, function)
 
     for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            value = node.value
-            if not (
-                len(value) < 200 and _LIBRARY.match(value) and value.rsplit("/", 1)[-1] != "lib"
+        if isinstance(node, ast.Constant | ast.JoinedStr):
+            value = _literal(node)
+            if value is None or not (
+                len(value) < 200 and _LIBRARY.match(value) and _specific(value.rsplit("/", 1)[-1])
             ):
                 continue
             if id(node) in in_loader_call or inside.get(id(node)) in serving:
@@ -215,6 +215,23 @@ def read_module(
             if not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
                 call = ast.get_source_segment(text, node) or _call_name(node) or ""
                 loads.computed.append(LoadSite(member, node.lineno, call[:120], entry_of(node)))
+
+
+def _specific(name: str) -> bool:
+    """A name or glob that can stand for one library: `lib` and `lib*` (f"lib{x}") cannot."""
+    return len(name.split("*", 1)[0]) > len("lib")
+
+
+def _literal(node: ast.Constant | ast.JoinedStr) -> str | None:
+    """A string literal's text; an f-string's as a glob (f"libtorio_ffmpeg{v}" ->
+    "libtorio_ffmpeg*": torchaudio 2.8 loads one of its FFmpeg builds by version)."""
+    if isinstance(node, ast.Constant):
+        return node.value if isinstance(node.value, str) else None
+    parts = [
+        v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else "*"
+        for v in node.values
+    ]
+    return "".join(parts)
 
 
 def _parse(texts: dict[str, str]) -> list[_Module]:
@@ -242,14 +259,16 @@ def _loaders(modules: list[_Module]) -> set[str]:
     return found
 
 
-def read_package_loads(label: str, tree: SourceTree) -> PackageLoads:
+def read_package_loads(label: str, tree: SourceTree, *, every: bool = False) -> PackageLoads:
     """The Python files `import` of the package runs (the import-time walk of imports.py, from
     its top-level packages and the packages inside its namespace folders, such as
     jax_plugins/xla_cuda12): what can load a library before its extension modules. The same
-    files the impact walk reads, so a lock's check fetches no other member."""
+    files the impact walk reads, so a lock's check fetches no other member. `every`: all its
+    Python files (tests aside), for a library a module imported later loads first
+    (torchaudio's CTC decoder module loads libctc_prefix_decoder.so before its extension)."""
     loads = PackageLoads(label)
     texts: dict[str, str] = {}
-    for member in _members(tree):
+    for member in _all_members(tree) if every else _members(tree):
         text = tree.text_of(member)
         if text is not None and len(text) <= MAX_MEMBER_BYTES:
             texts[member] = text
@@ -283,6 +302,17 @@ def _members(tree: SourceTree) -> list[str]:
     reached = import_time_modules(sorted(seeds), tree.text_of, names)
     files = {f for dotted in reached if (f := _py_file(dotted, names)) is not None}
     return sorted(files)[:MAX_MEMBERS]
+
+
+def _all_members(tree: SourceTree) -> list[str]:
+    py = sorted(
+        n
+        for n in tree.names
+        if n.endswith(".py")
+        and ".dist-info/" not in n
+        and not any(p in ("tests", "test", "testing") for p in n.split("/")[:-1])
+    )
+    return py[:MAX_MEMBERS]
 
 
 def _py_file(dotted: str, names: Iterable[str]) -> str | None:

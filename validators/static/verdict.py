@@ -327,6 +327,8 @@ def classify(
         own = loads(v.dist) if loads and v.dist is not None and shipped_miss else None
         if own is not None:
             missing_by_obj = _own_import_loads(v, own, missing_by_obj, site)
+        needed_misses: list[MissingSoname] = []
+        optional_misses: list[MissingSoname] = []
         for obj, misses in missing_by_obj.items():
             other_major = any(
                 cuda_major_of(m.soname) is not None
@@ -353,8 +355,7 @@ def classify(
                     f"{obj.name} is an extension module; {first}, and its RUNPATH does not "
                     "reach them"
                 )
-                if own is not None:
-                    v.needed_because += _own_load_notes(own, misses)
+                needed_misses += misses
             elif other_major:
                 v.needed_sonames.extend(misses)
             elif obj in load_bearing or absent_dists:
@@ -369,10 +370,11 @@ def classify(
                     )
             else:
                 v.optional_sonames.extend(misses)
-                if own is not None:
-                    v.load_notes += _own_load_notes(own, misses)
+                optional_misses += misses
+        if own is not None:
+            v.needed_because += _own_load_notes(own, needed_misses)
+            v.load_notes += _own_load_notes(own, optional_misses)
         v.needed_because = list(dict.fromkeys(v.needed_because))
-        v.load_notes = list(dict.fromkeys(v.load_notes))
         for obj, misses in missing_by_obj.items():
             module = _module_name(obj, site) if is_python_extension_path(obj, env) else None
             if module is not None and any(m in v.needed_sonames for m in misses):
@@ -431,21 +433,29 @@ def _own_import_loads(
     return kept
 
 
-def _own_load_notes(own: PackageLoads, misses: list[MissingSoname]) -> list[str]:
-    """What the package's source says about loading the libraries an object lacks: a load
-    that runs only when a function is called, or loads of computed paths (unknown)."""
-    notes: list[str] = []
+def _own_load_notes(own: PackageLoads, misses: Iterable[MissingSoname]) -> list[str]:
+    """What the package's source says about loading the libraries its objects lack: loads
+    that run only when a function is called (one note per function), and loads of computed
+    paths at import, whose targets a reading of the source cannot know."""
     name = own.label.split(" ")[0]
-    for m in misses:
-        hit = own.site_for(m.soname)
+    later: dict[tuple[str, str], list[str]] = {}
+    unread: list[str] = []
+    for soname in sorted({m.soname for m in misses}):
+        hit = own.site_for(soname)
         if hit is not None and hit.entry is not None:
-            notes.append(f"{name} loads {m.soname} {hit.when()} ({hit.where()}), not at import")
+            later.setdefault((hit.entry, hit.member), []).append(soname)
+        elif hit is None:
+            unread.append(soname)
+    notes = [
+        f"{name} loads {', '.join(sonames)} only when `{entry}()` is called ({member}), "
+        "not at import"
+        for (entry, member), sonames in sorted(later.items())
+    ]
     computed = [c for c in own.computed if c.entry is None]
-    if computed and not any(own.site_for(m.soname) for m in misses):
-        names = ", ".join(sorted({m.soname for m in misses}))
+    if computed and unread:
         notes.append(
             f"{name} loads computed paths at import ({', '.join(c.where() for c in computed[:3])}):"
-            f" whether one is {names} is unknown to a reading of its source"
+            f" whether they include {', '.join(unread)} is unknown to a reading of its source"
         )
     return notes
 
