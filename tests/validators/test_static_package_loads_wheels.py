@@ -156,3 +156,35 @@ def test_an_own_library_the_source_does_not_name_is_unknown_not_assumed() -> Non
     assert r.status == "PASS" and r.evidence["severity"] == "WARN", r.reason
     assert "_torchaudio.so needs libtorchaudio.so" in r.reason
     assert "whether the package loads it first is unknown" in r.reason
+
+
+def test_torchaudio_libraries_loaded_by_modules_imported_later_are_read() -> None:
+    """torchaudio's CTC decoder module (not run by `import torchaudio`) loads
+    lib/libctc_prefix_decoder.so before its extension; torchaudio 2.8's torio loads
+    `f"libtorio_ffmpeg{version}"`: both are read (every file, f-strings as globs), so no
+    library of the package is left unknown and the package's verdict carries no WARN for it."""
+    env = corpus_env("ta291-t291", ["torch==2.9.1", "torchaudio==2.9.1"], [])
+    loaded = load_environment(env)
+    results = abi_results(
+        loaded,
+        [p for p in _shared(env) if "torchaudio" in str(p)],
+        None,
+        options=AbiOptions(confirm=False),
+    )
+    r = {x.check: x for x in results}["static.abi.torchaudio"]
+    assert "own_loads_unknown" not in r.evidence, r.reason
+    code = (
+        "import torch, torchaudio.models.decoder._cuda_ctc_decoder as d\n"
+        "print(json.dumps(mapped()))\n"
+    )
+    (after,) = _maps(env, code)
+    assert "libctc_prefix_decoder.so" in after  # the truth: that module loads it itself
+    old = corpus_env("ta28-t291", ["torch==2.9.1"], ["torchaudio==2.8.0"])
+    checker = AbiChecker(load_environment(old))
+    site = checker.package_loads(checker.env.distributions["torchaudio"])
+    assert site is not None
+    every = checker._package_loads(checker.env.distributions["torchaudio"], every=True)
+    assert every is not None
+    hit = every.site_for("libtorio_ffmpeg6.so")
+    assert hit is not None and hit.text == "libtorio_ffmpeg*", hit
+    assert hit.member == "torio/_extension/utils.py"
