@@ -19,6 +19,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from validators.static.abi_check import AbiChecker
 from validators.static.environment import load_environment
@@ -36,7 +37,7 @@ def _ours(path: str) -> bool:
     return any(f"/site-packages/{d}/" in path for d in ("torch", "nvidia", "cusparselt"))
 
 
-def row(env: Path) -> dict[str, object]:
+def row(env: Path) -> dict[str, Any]:
     loaded_env = load_environment(env)
     site = loaded_env.site_packages
     version = loaded_env.distributions["torch"].version
@@ -59,9 +60,7 @@ def row(env: Path) -> dict[str, object]:
         p.name for p in closure.loaded.values() if "/nvidia/" in str(p) or "/cusparselt/" in str(p)
     }
     nvidia_mapped = {
-        Path(p).name
-        for p in done.stdout.splitlines()
-        if "/nvidia/" in p or "/cusparselt/" in p
+        Path(p).name for p in done.stdout.splitlines() if "/nvidia/" in p or "/cusparselt/" in p
     }
     return {
         "torch": version,
@@ -100,7 +99,9 @@ def main() -> int:
     if args.out:
         args.out.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
     bad = [r for r in rows if r["read_not_mapped"] or r["mapped_not_read"]]
-    print(f"{'OK' if not bad else 'DIFFERS'}: {len(rows) - len(bad)}/{len(rows)} torch versions agree")
+    print(
+        f"{'OK' if not bad else 'DIFFERS'}: {len(rows) - len(bad)}/{len(rows)} torch versions agree"
+    )
     return 0 if not bad else 1
 
 
