@@ -188,3 +188,22 @@ def test_torchaudio_libraries_loaded_by_modules_imported_later_are_read() -> Non
     hit = every.site_for("libtorio_ffmpeg6.so")
     assert hit is not None and hit.text == "libtorio_ffmpeg*", hit
     assert hit.member == "torio/_extension/utils.py"
+
+
+def test_a_library_loaded_from_a_computed_folder_is_not_the_envs_copy() -> None:
+    """sgl-kernel 0.3.21 loads "libcudart.so.12" at import from CUDA_HOME or the system
+    folders (sgl_kernel/load_utils.py): its source names the file but not the env's
+    nvidia/cuda_runtime/lib, so that copy is not counted as loaded first by it; jax's plugin
+    names the folder beside the file (`_load("cublas", [...])`)."""
+    from tests.validators.test_real_wheels import real_env
+
+    env = real_env("2.9.1")  # torch 2.9.1 + sgl-kernel 0.3.21
+    site = env / "lib" / "python3.12" / "site-packages"
+    cudart = site / "nvidia" / "cuda_runtime" / "lib" / "libcudart.so.12"
+    hit = _loads(env, "sgl-kernel").site_for(cudart.name)
+    assert hit is not None and hit.entry is None, hit  # named, at import
+    assert hit.member == "sgl_kernel/load_utils.py" and not hit.names_folder(cudart)
+    jax = corpus_env("jax081-cuda12", ["jax[cuda12]==0.8.1", *CU12], [])
+    cublas = jax / "lib" / "python3.12" / "site-packages" / "nvidia" / "cublas" / "lib"
+    jax_hit = _loads(jax, "jax-cuda12-pjrt").site_for("libcublas.so.12")
+    assert jax_hit is not None and jax_hit.names_folder(cublas / "libcublas.so.12")

@@ -44,9 +44,21 @@ class LoadSite:
     line: int
     text: str  # the literal, or the load call's source for a computed one
     entry: str | None  # None: runs at import; else the function whose call runs it
+    # the other strings of the call or tuple the literal is in: jax's _load("cublas", [...])
+    # and onnxruntime's ("nvidia", "cublas", "lib", ...) name the folder they load from
+    context: tuple[str, ...] = ()
 
     def where(self) -> str:
         return f"{self.member}:{self.line}"
+
+    def names_folder(self, installed: Path) -> bool:
+        """Does the site name the folder of `installed` (nvidia/cublas/lib/libcublas.so.12:
+        "cublas")? A package loading "libcudart.so.12" from a folder it computes (sgl-kernel
+        searches CUDA_HOME) does not load the env's nvidia/cuda_runtime/lib copy."""
+        folder = installed.parent.parent.name if installed.parent.name == "lib" else ""
+        if not folder:
+            return False
+        return folder in self.context or f"{folder}/lib/" in self.text
 
     def when(self) -> str:
         return "at import" if self.entry is None else f"only when `{self.entry}()` is called"
@@ -181,6 +193,7 @@ def read_module(
     tree, text, member = module.tree, module.text, module.member
     entries = module.entries(at_import)
     inside = _enclosing(tree)
+    parents = {id(c): p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
     serving = set(loaders)
     queue = [f for f in module.functions if f in loaders]
     while queue:  # what a loader of this module calls serves it
@@ -209,12 +222,31 @@ def read_module(
             ):
                 continue
             if id(node) in in_loader_call or inside.get(id(node)) in serving:
-                loads.named.append(LoadSite(member, node.lineno, value, entry_of(node)))
+                around = _context(node, parents)
+                loads.named.append(LoadSite(member, node.lineno, value, entry_of(node), around))
         elif isinstance(node, ast.Call) and _call_name(node) in LOAD_CALLS and node.args:
             first = node.args[0]
             if not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
                 call = ast.get_source_segment(text, node) or _call_name(node) or ""
                 loads.computed.append(LoadSite(member, node.lineno, call[:120], entry_of(node)))
+
+
+def _context(node: ast.AST, parents: dict[int, ast.AST]) -> tuple[str, ...]:
+    """The string constants of the nearest call or tuple around `node` (its siblings)."""
+    here: ast.AST | None = parents.get(id(node))
+    while here is not None and not isinstance(here, ast.Call | ast.Tuple):
+        if isinstance(here, ast.stmt):
+            return ()
+        here = parents.get(id(here))
+    if here is None:
+        return ()
+    inner = here.args if isinstance(here, ast.Call) else here.elts
+    return tuple(
+        sub.value
+        for arg in inner
+        for sub in ast.walk(arg)
+        if isinstance(sub, ast.Constant) and isinstance(sub.value, str)
+    )
 
 
 def _specific(name: str) -> bool:

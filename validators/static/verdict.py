@@ -421,7 +421,12 @@ def _own_import_loads(
         rest = []
         for m in misses:
             hit = own.site_for(m.installed_at.name) if m.installed_at is not None else None
-            if hit is not None and hit.entry is None and m.installed_at is not None:
+            if (
+                hit is not None
+                and hit.entry is None
+                and m.installed_at is not None
+                and hit.names_folder(m.installed_at)
+            ):
                 v.loaded_by_own_import.append(
                     f"{obj.name} needs {m.soname}: {own.label.split(' ')[0]}'s own import loads "
                     f"{_plain(m.installed_at, site)} first ({hit.where()})"
@@ -440,17 +445,25 @@ def _own_load_notes(own: PackageLoads, misses: Iterable[MissingSoname]) -> list[
     name = own.label.split(" ")[0]
     later: dict[tuple[str, str], list[str]] = {}
     unread: list[str] = []
+    elsewhere: list[str] = []  # loaded at import from a folder the source computes
     for soname in sorted({m.soname for m in misses}):
         hit = own.site_for(soname)
         if hit is not None and hit.entry is not None:
             later.setdefault((hit.entry, hit.member), []).append(soname)
-        elif hit is None:
+        elif hit is not None:
+            elsewhere.append(f"{soname} ({hit.where()})")
+        else:
             unread.append(soname)
     notes = [
         f"{name} loads {', '.join(sonames)} only when `{entry}()` is called ({member}), "
         "not at import"
         for (entry, member), sonames in sorted(later.items())
     ]
+    if elsewhere:
+        notes.append(
+            f"{name} loads {', '.join(elsewhere)} at import from a folder its source computes: "
+            "whether that is the env's copy is unknown, so it is not counted as loaded first"
+        )
     computed = [c for c in own.computed if c.entry is None]
     if computed and unread:
         notes.append(
