@@ -295,9 +295,10 @@ def read_package_loads(label: str, tree: SourceTree, *, every: bool = False) -> 
     """The Python files `import` of the package runs (the import-time walk of imports.py, from
     its top-level packages and the packages inside its namespace folders, such as
     jax_plugins/xla_cuda12): what can load a library before its extension modules. The same
-    files the impact walk reads, so a lock's check fetches no other member. `every`: all its
-    Python files (tests aside), for a library a module imported later loads first
-    (torchaudio's CTC decoder module loads libctc_prefix_decoder.so before its extension)."""
+    files the impact walk reads (a lock's check fetches them by byte ranges). `every`: all its
+    Python files (tests aside), asked only for a library of the package's own folder that the
+    import-time files do not name (torchaudio's CTC decoder module, imported later, loads
+    libctc_prefix_decoder.so before its extension)."""
     loads = PackageLoads(label)
     texts: dict[str, str] = {}
     for member in _all_members(tree) if every else _members(tree):
