@@ -10,6 +10,7 @@ disk or a kill leaves the old file or none, never half of one.
 from __future__ import annotations
 
 import fcntl
+import fnmatch
 import hashlib
 import json
 import os
@@ -199,6 +200,25 @@ def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o644, durable: b
         raise
 
 
+def _named_below(folder: Path, pattern: str, *, recursive: bool) -> list[Path]:
+    """Files below folder whose name matches pattern, never following a symlinked folder.
+
+    A folder that vanishes or is swapped while it is listed (another process at work, or a
+    racer) is skipped: os.walk passes over what it cannot list, where Path.rglob raises.
+    """
+    if not recursive:
+        try:
+            names = [e.name for e in os.scandir(folder) if not e.is_dir(follow_symlinks=False)]
+        except OSError:
+            return []
+        return [folder / name for name in fnmatch.filter(names, pattern)]
+    return [
+        Path(top) / name
+        for top, _dirs, files in os.walk(folder)
+        for name in fnmatch.filter(files, pattern)
+    ]
+
+
 def remove_stale_temps(
     folder: Path,
     *,
@@ -213,7 +233,7 @@ def remove_stale_temps(
     Symlinks and anything not a regular file are left alone. Returns what was removed.
     """
     removed: list[Path] = []
-    for path in folder.rglob(pattern) if recursive else folder.glob(pattern):
+    for path in _named_below(folder, pattern, recursive=recursive):
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:
