@@ -11,13 +11,19 @@ on the current stream: GPU time that nothing else can use, outside any CUDA grap
 Calibration (in seconds, inside the GPU booking): the first CALIBRATION_STEPS forwards after
 CALIBRATION_SKIP warm-up steps are timed with CUDA events (one synchronize, once); the extra
 time per step is median_step * x / (1 - x), so that throughput 1 / (step + extra) is (1 - x)
-of 1 / step; the `_sleep` rate (cycles per second) is measured once with events around a
-known number of cycles. Until calibrated the dial adds nothing. The calibration is written to
-STACKGATE_DIAL_LOG (JSON lines) so the result page can show it.
+of 1 / step; the `_sleep` rate (cycles per second) is first probed with events around a known
+number of cycles, then measured again under the load it runs in: after every change of the
+setting the next VERIFY_STEPS sleeps are timed with events around each (one synchronize), the
+rate is re-read from their median and the cycles recomputed, until the measured extra is within
+VERIFY_TOLERANCE of the asked one (at most VERIFY_ROUNDS rounds). Why: on an H100 the probe read
+1.20e9 cycles/s, but the sleeps between a C=16 bench's steps ran at ~2e9 (the SM clock under
+load), so a 3% dial slowed the decode step by 1.8% and a 5% one by 3.1%
+(benchmarks/gate/results/dial-h100-1/). Until calibrated the dial adds nothing. Every calibration
+and measurement is written to STACKGATE_DIAL_LOG (JSON lines) so the result page can show it.
 
 One candidate server can serve several dial settings without a restart (no restart offset
 between the equal and the dialled gates): with STACKGATE_DIAL_FILE set, the fraction is read
-from that file (a number; checked every POLL_STEPS steps by its mtime) and the cycles are
+from that file (a number; its mtime checked every POLL_STEPS steps: one stat, microseconds) and the cycles are
 recomputed from the calibration, which does not depend on the fraction (it times undialled
 steps). STACKGATE_DIAL=0 with a file starts undialled.
 
@@ -45,7 +51,10 @@ TARGET_METHOD = "forward"
 CALIBRATION_SKIP = 50
 CALIBRATION_STEPS = 200
 SLEEP_PROBE_CYCLES = 20_000_000
-POLL_STEPS = 64
+POLL_STEPS = 1
+VERIFY_STEPS = 16
+VERIFY_TOLERANCE = 0.03
+VERIFY_ROUNDS = 3
 
 
 def extra_seconds(step_s: float, fraction: float) -> float:
@@ -84,6 +93,9 @@ class Dial:
     rate: float | None = None
     control_mtime: float | None = None
     timings: list[tuple[Any, Any]] = field(default_factory=list)
+    sleeps: list[tuple[Any, Any]] = field(default_factory=list)  # timed sleeps under load
+    rounds: int = 0  # verification rounds since the setting changed
+    extra: float = 0.0  # the extra seconds a step asked for
 
     def after_forward(self, start: Any, end: Any) -> None:
         """Called after each forward with the events around it."""
@@ -92,12 +104,49 @@ class Dial:
             if self.control and self.seen % POLL_STEPS == 0:
                 self.poll()
             if self.cycles:
-                self.gpu.cuda._sleep(self.cycles)
+                self.sleep()
             return
         if self.seen > self.skip:
             self.timings.append((start, end))
         if len(self.timings) >= self.steps:
             self.calibrate()
+
+    def sleep(self) -> None:
+        """The step's extra GPU time; timed while the setting is being verified under load."""
+        assert self.cycles is not None
+        if self.rounds >= VERIFY_ROUNDS:
+            self.gpu.cuda._sleep(self.cycles)
+            return
+        start = self.gpu.cuda.Event(enable_timing=True)
+        end = self.gpu.cuda.Event(enable_timing=True)
+        start.record()
+        self.gpu.cuda._sleep(self.cycles)
+        end.record()
+        self.sleeps.append((start, end))
+        if len(self.sleeps) >= VERIFY_STEPS:
+            self.verify()
+
+    def verify(self) -> None:
+        """Re-read the sleep rate from the timed sleeps; recompute the cycles if they missed."""
+        assert self.cycles is not None and self.step_s is not None
+        self.sleeps[-1][1].synchronize()
+        slept = statistics.median(s.elapsed_time(e) / 1000 for s, e in self.sleeps)
+        self.sleeps.clear()
+        self.rounds += 1
+        if slept <= 0:
+            self.rounds = VERIFY_ROUNDS
+            return
+        missed = abs(slept - self.extra) / self.extra if self.extra else 0.0
+        self.rate = self.cycles / slept
+        if missed <= VERIFY_TOLERANCE:
+            self.rounds = VERIFY_ROUNDS
+        else:
+            self.cycles = cycles_for(self.extra, self.rate)
+        self.record({"event": "sleep measured under load", "asked_extra_s": self.extra,
+                     "slept_s": slept, "missed": missed, "cycles_per_s": self.rate,
+                     "cycles": self.cycles, "fraction": self.fraction,
+                     "realized_fraction": slowdown_of(self.step_s, slept),
+                     "round": self.rounds, "pid": os.getpid()})  # fmt: skip
 
     def calibrate(self) -> None:
         self.timings[-1][1].synchronize()
@@ -110,6 +159,8 @@ class Dial:
         assert self.step_s is not None and self.rate is not None
         extra = extra_seconds(self.step_s, fraction)
         self.fraction, self.cycles = fraction, cycles_for(extra, self.rate)
+        self.extra, self.rounds = extra, 0
+        self.sleeps.clear()
         self.record({"event": why, "median_step_s": self.step_s, "cycles_per_s": self.rate,
                      "extra_s": extra, "cycles": self.cycles, "fraction": fraction,
                      "pid": os.getpid()})  # fmt: skip

@@ -138,3 +138,57 @@ def test_the_control_file_changes_the_dial_without_a_restart(tmp_path: Path) -> 
     for _ in range(rd.POLL_STEPS):
         forward()
     assert dial.fraction == 0.03  # a bad value keeps the last one
+
+
+class _ClockingGpu(_Gpu):
+    """A GPU whose SM clock is lower while the probe sleeps (the idle clock) than under the
+    bench's load: what an H100 showed (probe 1.20e9 cycles/s, ~2e9 between a C=16 bench's steps)."""
+
+    def __init__(self, step_s: float, probe_rate: float, load_rate: float) -> None:
+        super().__init__(step_s, load_rate)
+        self.probe_rate = probe_rate
+        self.cuda = _ClockingCuda(self)
+
+
+class _ClockingCuda(_Cuda):
+    gpu: _ClockingGpu
+
+    def _sleep(self, cycles: int) -> None:
+        self.gpu.sleeps.append(cycles)
+        rate = self.gpu.probe_rate if cycles == rd.SLEEP_PROBE_CYCLES else self.gpu.rate
+        self.gpu.clock += cycles / rate
+
+
+@pytest.mark.parametrize("load_rate", [2.0e9, 1.2e9, 0.9e9])
+def test_the_sleep_is_remeasured_under_load_until_it_gives_the_asked_extra(
+    tmp_path: Path, load_rate: float
+) -> None:
+    import json
+    import os
+
+    control = tmp_path / "dial"
+    control.write_text("0")
+    log = tmp_path / "dial.jsonl"
+    gpu = _ClockingGpu(step_s=0.0156, probe_rate=1.2e9, load_rate=load_rate)
+    dial = rd.Dial(0.0, gpu, str(log), control=str(control), skip=2, steps=4)
+    forward = rd.wrap_forward(lambda: gpu.__setattr__("clock", gpu.clock + gpu.step_s), dial)
+    for _ in range(6):
+        forward()
+    control.write_text("0.03\n")
+    os.utime(control, (1, 1))
+    for _ in range(rd.VERIFY_STEPS * rd.VERIFY_ROUNDS + 5):
+        forward()
+    slept = dial.cycles / load_rate  # what a step's sleep now takes under load
+    assert rd.slowdown_of(0.0156, slept) == pytest.approx(0.03, rel=0.01)
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    measured = [e for e in events if e["event"] == "sleep measured under load"]
+    assert measured, events
+    assert measured[-1]["missed"] <= rd.VERIFY_TOLERANCE or measured[-1]["round"] < rd.VERIFY_ROUNDS
+    # the probe's rate was wrong unless the load clock equals the probe's: then one round
+    assert (len(measured) == 1) == (load_rate == 1.2e9)
+    assert measured[-1]["cycles_per_s"] == pytest.approx(load_rate, rel=1e-6)
+    # once verified, no more timing (no synchronize per step)
+    syncs = gpu.syncs
+    for _ in range(50):
+        forward()
+    assert gpu.syncs == syncs
