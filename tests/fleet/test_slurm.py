@@ -200,4 +200,8 @@ def test_a_slow_node_among_healthy_peers_is_a_lemon(fleet_stack: FleetStack) -> 
     assert gate.returncode == 1, gate.stderr
     decided = json.loads(gate.stdout)
     assert decided["baseline"] != decided["candidate"], decided["baseline"]
-    assert "REGRESSION" in gate.stdout and "decode_tok_s" in gate.stdout, gate.stdout[-3000:]
+    # Two runs a side cannot reach the family-wise goal: the 30% slower decode is refused as
+    # INCONCLUSIVE (exit 1 above), never passed.
+    slow = [m["status"] for m in decided["metrics"] if m["key"].endswith(decode.split("/")[1])]
+    assert decided["verdict"] in ("INCONCLUSIVE", "REFUSED"), decided["verdict"]
+    assert slow and set(slow) <= {"INCONCLUSIVE", "REGRESSION"}, (slow, gate.stdout[-3000:])
