@@ -220,6 +220,50 @@ ENVS: tuple[CorpusEnv, ...] = (
         ("cupy-cuda12x==13.4.1", *CU12_AS_TORCH_291),
         note="cupy 13.4.1 does not search nvidia/*/lib; libcudnn.so.8 is optional (cuDNN 8)",
     ),
+    # "loaded first" read from each package's own code (package_loads.py, preloaders.py)
+    CorpusEnv(
+        "t260-ort122-cupy1341",
+        ("torch==2.6.0", "onnxruntime-gpu==1.22.0", "cupy-cuda12x==13.4.1"),
+        expect="broken",
+        note="torch 2.6.0's import does not load cuSOLVER: cupy's cusolver modules cannot load",
+    ),
+    CorpusEnv(
+        "cupy-ort-cu124",
+        (
+            "onnxruntime-gpu==1.22.0",
+            "cupy-cuda12x==13.4.1",
+            "nvidia-cublas-cu12==12.4.5.8",
+            "nvidia-cuda-runtime-cu12==12.4.127",
+            "nvidia-cusolver-cu12==11.6.1.9",
+            "nvidia-cusparse-cu12==12.3.1.170",
+            "nvidia-cufft-cu12==11.2.1.3",
+            "nvidia-curand-cu12==10.3.5.147",
+            "nvidia-cudnn-cu12==9.1.0.70",
+            "nvidia-nvjitlink-cu12==12.4.127",
+            "nvidia-cuda-nvrtc-cu12==12.4.127",
+        ),
+        expect="broken",
+        note="no torch: nothing loads nvidia/*/lib first; onnxruntime loads them only in "
+        "preload_dlls()",
+    ),
+    CorpusEnv("t291-sgk0321", ("torch==2.9.1", "sgl-kernel==0.3.21")),
+    CorpusEnv(
+        "jax081-cuda12",
+        (
+            "jax[cuda12]==0.8.1",
+            *CU12_AS_TORCH_291,
+            "nvidia-nccl-cu12==2.27.5",
+            "nvidia-cuda-cupti-cu12==12.8.90",
+            "nvidia-nvshmem-cu12==3.3.20",
+        ),
+        note="the plugin loads nvidia/*/lib in initialize() (at backend start), not at import",
+    ),
+    CorpusEnv(
+        "ta291-t291",
+        ("torch==2.9.1", "torchaudio==2.9.1"),
+        note="_torchaudio.so needs lib/libtorchaudio.so with no RPATH; torchaudio loads it first",
+    ),
+    CorpusEnv("numba-t291", ("torch==2.9.1", "numba")),
     CorpusEnv(
         "vllm0110",
         ("vllm==0.11.0",),

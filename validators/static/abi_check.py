@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from stackgate.installed import Distribution
 from validators.static.elf_symbols import (
     VERSYM_HIDDEN,
     ElfObject,
@@ -26,7 +27,9 @@ from validators.static.elf_symbols import (
 from validators.static.environment import Environment
 from validators.static.facts import python_tag
 from validators.static.findings import MissingSoname, MissingSymbol, MissingVersion, ScopeResolved
+from validators.static.imports import SourceTree
 from validators.static.loader import HOST_PROVIDED, Resolver, closure, system_library_dirs
+from validators.static.package_loads import PackageLoads, read_package_loads, record_tree
 from validators.static.preloaders import ImportClosure, disk_text, torch_import_closure
 from validators.static.source import DiskSource, ElfReader, ObjectSource
 
@@ -56,6 +59,9 @@ class AbiFindings:
     taken_down: list[tuple[Path, Path]] = field(default_factory=list)
     # what an earlier import loads first ("`import torch` (torch 2.6.0) loads 40 libraries")
     loaded_first_by: str | None = None
+    # (requester, soname) found only in the requester's own package folder, and nothing in
+    # the package's source names it in a load: whether the package loads it first is unknown
+    package_loads_unread: list[tuple[Path, str]] = field(default_factory=list)
 
 
 def _site_python(site: Path) -> tuple[int, int] | None:
@@ -128,8 +134,11 @@ class AbiChecker:
         source: ObjectSource | None = None,
         reader: ElfReader | None = None,
         texts: Callable[[Path], str | None] | None = None,
+        trees: Callable[[Distribution], SourceTree | None] | None = None,
     ) -> None:
         self.env = env
+        self._trees = trees or (lambda dist: record_tree(env.site_packages, dist))
+        self._loads: dict[tuple[str, bool], PackageLoads | None] = {}
         self.source: ObjectSource = source if source is not None else DiskSource(reader)
         # what the env ships in nvidia/*/lib and torch/lib: the nvidia libraries find each
         # other that way; any other object only what an earlier import really loaded
@@ -153,6 +162,7 @@ class AbiChecker:
             source=self.source,
             preload_under=self.source.real_path(env.site_packages / "nvidia"),
             loaded_first=self._first(),
+            own_loads=self._own_loads,
             _cache=parsed,
         )
         self._own_misses: dict[Path, list[Import]] = {}
@@ -172,6 +182,38 @@ class AbiChecker:
             return dict(self.import_closure.loaded)
         lib = str(self.env.site_packages / "torch" / "lib")
         return {k: v for k, v in self.shipped.items() if str(v).startswith(lib)}
+
+    def package_loads(self, dist: Distribution) -> PackageLoads | None:
+        """What the distribution's own source loads (None: its sources cannot be read, or it
+        is torch, whose loads preloaders.py reads with their conditions: its fallback list
+        runs only when libtorch_global_deps.so cannot load)."""
+        return self._package_loads(dist, every=False)
+
+    def _package_loads(self, dist: Distribution, *, every: bool) -> PackageLoads | None:
+        if dist.key == "torch":
+            return None
+        key = (dist.key, every)
+        if key not in self._loads:
+            tree = self._trees(dist)
+            self._loads[key] = (
+                None if tree is None else read_package_loads(dist.label(), tree, every=every)
+            )
+        return self._loads[key]
+
+    def _own_loads(self, requester: Path, candidate: Path) -> bool:
+        """Does the requester's package source name `candidate` in a load? (Resolver asks
+        about a library found only in the requester's own package folder.)"""
+        dist = self.env.owner(requester)
+        if dist is None:
+            return False
+        # the import-time files first; else every file (a module imported later may load it)
+        return any(
+            loads is not None and loads.site_for(candidate.name) is not None
+            for loads in (
+                self._package_loads(dist, every=False),
+                self._package_loads(dist, every=True),
+            )
+        )
 
     def _in_env(self, obj: ElfObject) -> bool:
         return obj.path.is_relative_to(self._env_root)
@@ -387,6 +429,7 @@ class AbiChecker:
                             version_file=imp.version_file,
                         )
                     )
+        findings.package_loads_unread = sorted(self.resolver.package_preloads_unread)
         unloadable.update(v.requester for v in findings.missing_versions)
         if unloadable:
             self._taken_down(closures, unloadable, findings)

@@ -88,7 +88,7 @@ def abi_results(
     resolution = resolve(
         env,
         shared,
-        lambda: AbiChecker(env, source=source, reader=cache, texts=texts),
+        lambda: AbiChecker(env, source=source, reader=cache, texts=texts, trees=trees),
         cache,
         memo=source is None,
     )
@@ -98,7 +98,15 @@ def abi_results(
     readable = demangle.demangle(names)
     have = set(resolution.shipped)
     roots = [p for p in [*extensions, *plugins]]
-    verdicts = classify(env, findings, roots, have, deep=options.deep, cache=cache)
+    verdicts = classify(
+        env,
+        findings,
+        roots,
+        have,
+        deep=options.deep,
+        cache=cache,
+        loads=resolution.checker().package_loads,
+    )
     walk_imports(verdicts, trees or functools.partial(installed_tree, env.site_packages))
     seconds = time.perf_counter() - t
     load_note, load_seconds = "", 0.0
@@ -534,11 +542,18 @@ def _package_result(
         imported = [r.step.name for r in v.loads if r.step.kind == "import" and r.outcome == "ok"]
         grounds = "no other package's objects need it and no requirement of the package is missing"
         seen = f"; import {', '.join(imported)} works without it" if imported else f"; {grounds}"
+        notes = f"; {'; '.join(v.load_notes)}" if v.load_notes else ""
         warns.append(
             "optional: "
             + _sonames_reason(v.label, v.optional_sonames, have)
-            + f" (an optional dependency or a host-library backend{seen})"
+            + f" (an optional dependency or a host-library backend{seen}{notes})"
         )
+    warns += v.own_loads_unknown
+    infos += v.loaded_by_own_import
+    if v.loaded_by_own_import:
+        evidence["loaded_by_own_import"] = v.loaded_by_own_import
+    if v.own_loads_unknown:
+        evidence["own_loads_unknown"] = v.own_loads_unknown
     soname_lists = [*v.needed_sonames, *v.optional_sonames, *v.variant_sonames]
     if soname_lists:
         evidence["missing_sonames"] = [f"{m.requester.name} needs {m.soname}" for m in soname_lists]

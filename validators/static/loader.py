@@ -12,7 +12,9 @@ Search order per soname (glibc's, with one addition):
 4. the system directories from /etc/ld.so.conf(.d) and the defaults;
 5. last, a library of the requester's own package (its folder or a lib/ beside it, up to the
    package's top): packages such as torchaudio load it themselves before the extension, and
-   ld.so then matches the soname. Such finds are counted and reported.
+   ld.so then matches the soname. Such finds are counted and reported; `own_loads` says
+   whether the package's source names the file in a load (package_loads.py), and a find it
+   does not name is reported as unknown, not as loaded.
 
 A candidate must be ELF of the same class and machine, as ld.so skips the others.
 """
@@ -20,7 +22,7 @@ A candidate must be ELF of the same class and machine, as ld.so skips the others
 from __future__ import annotations
 
 import glob
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -89,6 +91,10 @@ class Resolver:
     preload_under: Path | None = None
     source: ObjectSource = field(default_factory=DiskSource)
     package_preloads: set[tuple[Path, str]] = field(default_factory=set)
+    # (requester, candidate) -> does the requester's package source load the candidate?
+    own_loads: Callable[[Path, Path], bool] | None = None
+    # package_preloads that nothing in the package's source names (unknown, not read)
+    package_preloads_unread: set[tuple[Path, str]] = field(default_factory=set)
     # soname -> file an earlier import left in the process (every root): preloaders.py
     loaded_first: dict[str, Path] = field(default_factory=dict)
     closures: dict[Path, Closure] = field(default_factory=dict)
@@ -197,6 +203,10 @@ class Resolver:
                 found = self._candidate(candidate, requester)
                 if found is not None:
                     self.package_preloads.add((requester.path, soname))
+                    if self.own_loads is not None and not self.own_loads(
+                        requester.path, found.path
+                    ):
+                        self.package_preloads_unread.add((requester.path, soname))
                     return found
             folder = folder.parent
         return None

@@ -38,7 +38,7 @@ from validators.static.imports import (
     installed_top_levels,
     undeclared_imports,
 )
-from validators.static.preloaders import disk_text
+from validators.static.package_loads import PackageLoads, record_tree
 
 Severity = Literal["FAIL", "WARN", "INFO", "PASS"]
 # build tags of runtime-chosen variants: cu12/, _cu13, _cuda128, -torch29 (one build per CUDA
@@ -137,6 +137,12 @@ class PackageVerdict:
     # imports reach (the same walk over the installed files or the wheel's members); None:
     # its sources could not be read
     import_walk: tuple[list[str], set[str]] | None = None
+    # what its own source says about loading the libraries it lacks (package_loads.py):
+    # INFO, a miss its own import loads first; WARN, a library only its package folder holds
+    # that nothing in its source names (unknown); notes added to the FAIL/WARN text
+    loaded_by_own_import: list[str] = field(default_factory=list)
+    own_loads_unknown: list[str] = field(default_factory=list)
+    load_notes: list[str] = field(default_factory=list)
 
     @property
     def loaded_impact(self) -> Literal["BROKEN", "DEGRADED"] | None:
@@ -187,9 +193,20 @@ class PackageVerdict:
             return "FAIL" if self.confirmed is not False else "INFO"
         if self.confirmed is True:  # an import failed on an "optional" library
             return "FAIL"
-        if self.optional_sonames or self.undeclared_unconfirmed or self.stub_crashes:
+        if (
+            self.optional_sonames
+            or self.undeclared_unconfirmed
+            or self.stub_crashes
+            or self.own_loads_unknown
+        ):
             return "WARN"
-        if self.variant_sonames or self.variant_objects or self.other_python or self.unmet:
+        if (
+            self.variant_sonames
+            or self.variant_objects
+            or self.other_python
+            or self.unmet
+            or self.loaded_by_own_import
+        ):
             return "INFO"
         return "PASS"
 
@@ -245,8 +262,10 @@ def classify(
     *,
     deep: bool = False,
     cache: FileFactsCache | None = None,
+    loads: Callable[[Distribution], PackageLoads | None] | None = None,
 ) -> dict[str, PackageVerdict]:
-    """`shipped`: library file names the env ships (to recognise another CUDA major)."""
+    """`shipped`: library file names the env ships (to recognise another CUDA major);
+    `loads`: what a distribution's own source loads (package_loads.py)."""
     roots = list(roots)
     grouped = by_package(
         env, roots, findings.missing_symbols, findings.missing_sonames, findings.missing_versions
@@ -303,6 +322,13 @@ def classify(
         for m in pkg.sonames:
             missing_by_obj.setdefault(m.requester, []).append(m)
         absent_dists = _absent_requirements(env, v.dist)
+        # read only where it can matter: a lacked library the env holds somewhere
+        shipped_miss = any(m.installed_at is not None for m in pkg.sonames)
+        own = loads(v.dist) if loads and v.dist is not None and shipped_miss else None
+        if own is not None:
+            missing_by_obj = _own_import_loads(v, own, missing_by_obj, site)
+        needed_misses: list[MissingSoname] = []
+        optional_misses: list[MissingSoname] = []
         for obj, misses in missing_by_obj.items():
             other_major = any(
                 cuda_major_of(m.soname) is not None
@@ -329,6 +355,7 @@ def classify(
                     f"{obj.name} is an extension module; {first}, and its RUNPATH does not "
                     "reach them"
                 )
+                needed_misses += misses
             elif other_major:
                 v.needed_sonames.extend(misses)
             elif obj in load_bearing or absent_dists:
@@ -343,11 +370,21 @@ def classify(
                     )
             else:
                 v.optional_sonames.extend(misses)
+                optional_misses += misses
+        if own is not None:
+            v.needed_because += _own_load_notes(own, needed_misses)
+            v.load_notes += _own_load_notes(own, optional_misses)
         v.needed_because = list(dict.fromkeys(v.needed_because))
         for obj, misses in missing_by_obj.items():
             module = _module_name(obj, site) if is_python_extension_path(obj, env) else None
             if module is not None and any(m in v.needed_sonames for m in misses):
                 v.modules_lacking[module] = sorted({m.soname for m in misses})
+    for requester, soname in findings.package_loads_unread:
+        verdict(env.owner_label(requester)).own_loads_unknown.append(
+            f"{requester.name} needs {soname}, which only its own package folder holds (no "
+            "RUNPATH reaches it) and nothing in its source names in a load: whether the "
+            "package loads it first is unknown"
+        )
     for path in findings.other_python:
         verdict(env.owner_label(path)).other_python.append(path)
     for root, broken in findings.taken_down:
@@ -371,16 +408,74 @@ def classify(
     return dict(sorted(out.items()))
 
 
+def _own_import_loads(
+    v: PackageVerdict,
+    own: PackageLoads,
+    missing_by_obj: dict[Path, list[MissingSoname]],
+    site: Path,
+) -> dict[Path, list[MissingSoname]]:
+    """Drop the misses an env file serves because the package's own import loads it first
+    (its source names the file in a load that runs at import): INFO, with where it is read."""
+    kept: dict[Path, list[MissingSoname]] = {}
+    for obj, misses in missing_by_obj.items():
+        rest = []
+        for m in misses:
+            hit = own.site_for(m.installed_at.name) if m.installed_at is not None else None
+            if (
+                hit is not None
+                and hit.entry is None
+                and m.installed_at is not None
+                and hit.names_folder(m.installed_at)
+            ):
+                v.loaded_by_own_import.append(
+                    f"{obj.name} needs {m.soname}: {own.label.split(' ')[0]}'s own import loads "
+                    f"{_plain(m.installed_at, site)} first ({hit.where()})"
+                )
+            else:
+                rest.append(m)
+        if rest:
+            kept[obj] = rest
+    return kept
+
+
+def _own_load_notes(own: PackageLoads, misses: Iterable[MissingSoname]) -> list[str]:
+    """What the package's source says about loading the libraries its objects lack: loads
+    that run only when a function is called (one note per function), and loads of computed
+    paths at import, whose targets a reading of the source cannot know."""
+    name = own.label.split(" ")[0]
+    later: dict[tuple[str, str], list[str]] = {}
+    unread: list[str] = []
+    elsewhere: list[str] = []  # loaded at import from a folder the source computes
+    for soname in sorted({m.soname for m in misses}):
+        hit = own.site_for(soname)
+        if hit is not None and hit.entry is not None:
+            later.setdefault((hit.entry, hit.member), []).append(soname)
+        elif hit is not None:
+            elsewhere.append(f"{soname} ({hit.where()})")
+        else:
+            unread.append(soname)
+    notes = [
+        f"{name} loads {', '.join(sonames)} only when `{entry}()` is called ({member}), "
+        "not at import"
+        for (entry, member), sonames in sorted(later.items())
+    ]
+    if elsewhere:
+        notes.append(
+            f"{name} loads {', '.join(elsewhere)} at import from a folder its source computes: "
+            "whether that is the env's copy is unknown, so it is not counted as loaded first"
+        )
+    computed = [c for c in own.computed if c.entry is None]
+    if computed and unread:
+        notes.append(
+            f"{name} loads computed paths at import ({', '.join(c.where() for c in computed[:3])}):"
+            f" whether they include {', '.join(unread)} is unknown to a reading of its source"
+        )
+    return notes
+
+
 def installed_tree(site: Path, dist: Distribution) -> SourceTree | None:
     """The installed distribution's files (its RECORD) for the import-time walk."""
-    try:
-        record = (dist.dist_info / "RECORD").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-    names = frozenset(
-        row.split(",", 1)[0] for row in record.splitlines() if row and not row.startswith("..")
-    )
-    return SourceTree(names, lambda name: disk_text(site / name))
+    return record_tree(site, dist)
 
 
 def walk_imports(
