@@ -31,6 +31,8 @@ from stackgate import __version__
 from stackgate.errors import (
     EXIT_BAD_INPUT,
     EXIT_ENVIRONMENT,
+    EXIT_INTERRUPTED,
+    MEANING,
     EnvironmentProblem,
     StackgateError,
 )
@@ -192,6 +194,13 @@ def missing_dependency_hint(prog: str, words: Sequence[str]) -> str:
     ).rstrip()
 
 
+def verdict_after_error(verdict: str, prog: str, command: str | None, code: int) -> str:
+    """The verdict line a command ends with after an error message: "REFUSED stackgate lock:
+    bad input, nothing was changed (exit 2)"."""
+    what = f"{prog} {command}" if command else prog
+    return f"{verdict} {what}: {MEANING.get(code, 'error')} (exit {code})"
+
+
 def _raised_at(exc: BaseException) -> str:
     """`file:line in function` of the innermost frame that raised exc."""
     frames = traceback.extract_tb(exc.__traceback__)
@@ -224,7 +233,11 @@ def _main_for(packages: Sequence[str], prog: str, description: str, words: list[
     try:
         args = parser.parse_args(words)
     except SystemExit as exc:  # argparse: 2 on bad arguments, 0 on --help
-        return int(exc.code or 0) if exc.code in (0, None) else EXIT_BAD_INPUT
+        if exc.code in (0, None):
+            return 0
+        chosen = _chosen(words, {c.name for c in commands})
+        sys.stderr.write(verdict_after_error("REFUSED", prog, chosen, EXIT_BAD_INPUT) + "\n")
+        return EXIT_BAD_INPUT
     logging.basicConfig(
         level=logging.DEBUG if args.debug else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
@@ -247,17 +260,20 @@ def _main_for(packages: Sequence[str], prog: str, description: str, words: list[
         err.styled("[bold red]error:[/] {}", exc.message)
         for line in exc.details:
             err.plain(f"  {line}")
+        err.plain(verdict_after_error(exc.verdict, prog, args.command, exc.exit_code))
         return exc.exit_code
     except KeyboardInterrupt:
-        lines_err().plain("interrupted")
-        return 130
+        lines_err().plain(verdict_after_error("INCOMPLETE", prog, args.command, EXIT_INTERRUPTED))
+        return EXIT_INTERRUPTED
     except OSError as exc:
         if args.debug:
             traceback.print_exc()
         # An OSError can carry no file name (os.getcwd() after its folder went away): say
         # where it was raised, so a failure seen only as a child's last stderr line is findable.
         where = _raised_at(exc)
-        lines_err().styled("[bold red]error:[/] {} (raised at {})", exc, where)
+        err = lines_err()
+        err.styled("[bold red]error:[/] {} (raised at {})", exc, where)
+        err.plain(verdict_after_error("FAILED", prog, args.command, EXIT_ENVIRONMENT))
         return EXIT_ENVIRONMENT
 
 

@@ -62,7 +62,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--offline", action="store_true", help="use no network at all")
     parser.add_argument(
-        "--wheelhouse", type=FOLDER, default=None, help="folder from `builder wheelhouse`"
+        "--wheelhouse",
+        type=FOLDER,
+        default=None,
+        help="folder from `stackgate wheelhouse STACK --to DIR`",
     )
     parser.add_argument(
         "--repair",

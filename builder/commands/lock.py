@@ -14,7 +14,7 @@ from builder.lock.uvproject import index_map_credentials, parse_index_map
 from stackgate.cli import emit_json
 from stackgate.cli_paths import FOLDER
 from stackgate.errors import EXIT_OK
-from stackgate.layout import lock_files
+from stackgate.layout import lock_files_of
 from stackgate.loading import load_stack
 from stackgate.output import console_err, styled
 from stackgate.paths import display_path
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     # uv reads index credentials from its environment; they never reach the lock
     os.environ.update(index_map_credentials(args.index_map))
     python = find_python(manifest.python, args.python)
-    files = lock_files(manifest.name, args.locks_dir)
+    files = lock_files_of(loaded.path, manifest.name, args.locks_dir)
     console = console_err()
     started = time.monotonic()
     compat = CompatVet.for_manifest(files.folder, manifest)
@@ -83,14 +83,14 @@ def run(args: argparse.Namespace) -> int:
                 "seconds": round(seconds, 2),
             }
         )
-    console.print(
-        styled(
-            "[bold green]locked[/] {}",
-            f"{manifest.name}: {len(packages)} packages in {seconds:.1f} s -> "
-            f"{display_path(files.lockfile)} (lock {state.short})",
-        )
-    )
     for name in sorted(manifest.packages):
         console.print(f"  {name} == {packages.get(name, '?')}", highlight=False)
     console.print(compat.line(off=args.no_compat), highlight=False, markup=False, soft_wrap=True)
+    console.print(
+        styled(
+            "[bold green]OK[/] {}",
+            f"locked {manifest.name}: {len(packages)} packages in {seconds:.1f} s -> "
+            f"{display_path(files.lockfile)} (lock {state.short})",
+        )
+    )
     return EXIT_OK

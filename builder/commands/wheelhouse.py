@@ -22,7 +22,7 @@ from stackgate.cli_numbers import WORKERS
 from stackgate.cli_paths import FOLDER
 from stackgate.errors import EXIT_OK, BadInput
 from stackgate.host.resources import GIB
-from stackgate.layout import lock_files
+from stackgate.layout import lock_files_of
 from stackgate.loading import load_stack
 from stackgate.lockstate import read_lock
 from stackgate.output import console_err, styled
@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise BadInput(str(exc)) from None
     loaded = load_stack(args.stack)
-    state = read_lock(loaded, lock_files(loaded.manifest.name, args.locks_dir))
+    state = read_lock(loaded, lock_files_of(loaded.path, loaded.manifest.name, args.locks_dir))
     arts, _ = artifacts(state, loaded.manifest)
     total = sum(a.size or 0 for a in arts)
     console = console_err()
@@ -89,14 +89,14 @@ def run(args: argparse.Namespace) -> int:
                 **result,
             }
         )
+    for item in result["skipped"]:
+        console.print(styled("  [yellow]not in the wheelhouse[/]: {}", item))
     console.print(
         styled(
-            "[bold green]wheelhouse[/] {}",
-            f"{display_path(args.to)}: {result['files']} files "
+            "[bold green]OK[/] {}",
+            f"wheelhouse {display_path(args.to)}: {result['files']} files "
             f"({result['downloaded']} downloaded, {result['kept']} already there), "
             f"{result['bytes'] / GIB:.2f} GiB in {seconds:.1f} s, every sha256 checked",
         )
     )
-    for item in result["skipped"]:
-        console.print(styled("  [yellow]not in the wheelhouse[/]: {}", item))
     return EXIT_OK

@@ -31,21 +31,19 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from builder.venv import atomic, base_site, env_slot, envprofile
-
 from builder.compile import patches
 from builder.compile.history import read_history, write_history
-from builder.venv.install_commands import install_commands, requirements_path
-from builder.venv.installed import verify_against_lock
 from builder.compile.jobs import compile_env, plan_jobs
-from builder.lock.resolve import explain_uv_failure, locked_packages, uv_env, uv_version
-from stackgate.lockstate import LockState, read_lock
-from builder.lock.origin import check_origins
-from builder.venv.topology import TopologyChoice, choose_topology
-from builder.venv.uv_cache import sweep_leftovers, uv_cache_dir
-from builder.lock.uvproject import index_specs
 from builder.compile.watchdog import WatchReport
 from builder.compile.watched import StepResult, Terminal, run_watched
+from builder.lock.origin import check_origins
+from builder.lock.resolve import explain_uv_failure, locked_packages, uv_env, uv_version
+from builder.lock.uvproject import index_specs
+from builder.venv import atomic, base_site, env_slot, envprofile
+from builder.venv.install_commands import install_commands, requirements_path
+from builder.venv.installed import verify_against_lock
+from builder.venv.topology import TopologyChoice, choose_topology
+from builder.venv.uv_cache import sweep_leftovers, uv_cache_dir
 from builder.venv.wheel_record import check_wheel_records
 from stackgate import __version__, proc
 from stackgate.build_record import (
@@ -56,15 +54,17 @@ from stackgate.build_record import (
     ToolVersions,
     TreeHash,
 )
+from stackgate.cli_hint import cli_command
 from stackgate.digests import DigestCache
 from stackgate.early_digests import EarlyHasher, valid_raw
+from stackgate.env_generated import PROFILE_FORMAT
 from stackgate.envtree import compute_tree, digest_patterns, file_digests, write_listing
 from stackgate.errors import CheckFailed, CommandFailed, EnvironmentProblem
-from stackgate.env_generated import PROFILE_FORMAT
 from stackgate.files import sha256_file
 from stackgate.host.snapshot import host_snapshot
-from stackgate.layout import PARTIAL_SUFFIX, EnvLayout, lock_files
+from stackgate.layout import PARTIAL_SUFFIX, EnvLayout, lock_files_of
 from stackgate.loading import LoadedStack
+from stackgate.lockstate import LockState, read_lock
 from stackgate.owned_files import open_owned
 from stackgate.paths import display_path
 from stackgate.python_finder import Interpreter, find_python
@@ -254,7 +254,7 @@ class _Build:
         # Every input check runs before anything is created, fetched or locked: bad input
         # (exit 2) leaves the venv root exactly as it was.
         with timer.step("lock", "reading the lock and checking the patches it needs"):
-            state = read_lock(loaded, lock_files(manifest.name, opts.locks_root))
+            state = read_lock(loaded, lock_files_of(loaded.path, manifest.name, opts.locks_root))
             # `uv sync --frozen` fetches the lock's own URLs: each must be a file its index
             # lists (mirrors and wheelhouses install by hash through `uv pip install`)
             check_origins(
@@ -302,7 +302,7 @@ class _Build:
                 if not opts.repair:
                     raise CheckFailed(
                         f"{final} was built for this lock but its files changed since; "
-                        f"repair it with: stackgate build {manifest.name} --repair "
+                        f"repair it with: {cli_command(['build', manifest.name, '--repair'])} "
                         "(builds a fresh copy beside it; the damaged one is left as it is)",
                         details=damage,
                     )

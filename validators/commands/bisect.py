@@ -12,7 +12,7 @@ from stackgate.cli import emit_json
 from stackgate.cli_numbers import RUNS, int_in
 from stackgate.cli_paths import FOLDER, OUTPUT_FILE
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
-from stackgate.layout import current_env, lock_files, venv_root
+from stackgate.layout import current_env, lock_files, lock_files_of, venv_root
 from stackgate.lockstate import read_lock
 from stackgate.output import console_err
 from stackgate.python_finder import find_python
@@ -112,7 +112,7 @@ def _baseline(args: argparse.Namespace, lookup: Lookup) -> Record:
 
 def _sides(baseline: Record, bad: str, lookup: Lookup) -> Sides:
     base = lookup.stack(baseline.stack)
-    base_state = read_lock(base, lock_files(base.manifest.name))
+    base_state = read_lock(base, lock_files_of(base.path, base.manifest.name))
     recorded = baseline.build.lock_sha256
     if recorded is not None and recorded != base_state.lock_hash:
         raise BadInput(
@@ -121,7 +121,7 @@ def _sides(baseline: Record, bad: str, lookup: Lookup) -> Sides:
             "baseline's lock or give the record that matches it"
         )
     cand = lookup.stack(bad)
-    cand_state = read_lock(cand, lock_files(cand.manifest.name))
+    cand_state = read_lock(cand, lock_files_of(cand.path, cand.manifest.name))
     return Sides(base, cand, base_state.lock, cand_state.lock, base_state.files.lockfile)
 
 

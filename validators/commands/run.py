@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from stackgate.cli_hint import cli_command
 from stackgate.cli_paths import FOLDER, OUTPUT_FILE
 from stackgate.errors import BadInput, EnvironmentProblem
 from stackgate.layout import current_env
@@ -101,7 +102,7 @@ def default_env(stack: str, groups: list[str]) -> Path | None:
     if need_env(groups):
         raise BadInput(
             f"no --env given and no built environment at {current}",
-            details=[f"build it first: stackgate build {stack}   (or pass --env PATH)"],
+            details=[f"build it first: {cli_command(['build', stack])}   (or pass --env PATH)"],
         )
     return None
 

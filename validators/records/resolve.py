@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from stackgate.cli_hint import cli_command
 from stackgate.errors import BadInput, CheckFailed
 from stackgate.files import read_json_file
 from stackgate.model import validation_problems
@@ -155,8 +156,8 @@ def latest_known_good(stack: str, store: RecordStore) -> Record:
             f"no known-good record for stack '{stack}' in {store.path} or "
             f"{committed_records_dir()}",
             details=[
-                f"make one: stackgate mark-good {stack} --run RESULT.json",
-                "or import committed ones: stackgate records import records/",
+                f"make one: {cli_command(['mark-good', stack, '--run', 'RESULT.json'])}",
+                f"or import committed ones: {cli_command('records import records/')}",
             ],
         )
     return max(candidates, key=lambda r: (r.created_at, r.record_id))

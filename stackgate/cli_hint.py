@@ -1,0 +1,55 @@
+"""The one way hints, errors and help texts write a stackgate command: as the user can type it
+here, from the folder they are in.
+
+`.ci/bootstrap tools` writes `.tools/bin/stackgate` (the checkout's locked CLI, runnable from
+any folder); where it exists, hints use it (relative in the checkout, absolute elsewhere). A
+`stackgate` on PATH (an installed tool, or .tools/bin on PATH) is written `stackgate`. Else the
+README's form, `.tools/bin/uv run stackgate`. Never `python -m builder`, `nox -s lock-X` or a
+bare `uv` that is not on PATH: a newcomer after the README's set-up cannot type them.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+CHECKOUT = Path(__file__).resolve().parent.parent
+SHIM = Path(".tools") / "bin" / "stackgate"
+
+
+def _as_typed(path: Path) -> str:
+    """`path` relative to the current folder when under it, else absolute."""
+    try:
+        return str(path.relative_to(Path.cwd().resolve()))
+    except (ValueError, FileNotFoundError):
+        return str(path)
+
+
+def cli_prefix() -> str:
+    """How to type `stackgate` here."""
+    on_path = shutil.which("stackgate")
+    shim = CHECKOUT / SHIM
+    if shim.is_file():
+        same = on_path is not None and Path(on_path).resolve() == shim.resolve()
+        return "stackgate" if same else _as_typed(shim)
+    if on_path:
+        return "stackgate"
+    return f"{uv_prefix()} run stackgate"
+
+
+def uv_prefix() -> str:
+    """uv as the user can type it here: on PATH, else the checkout's .tools/bin/uv."""
+    return "uv" if shutil.which("uv") else _as_typed(CHECKOUT / ".tools" / "bin" / "uv")
+
+
+def cli_command(words: str | Sequence[str]) -> str:
+    """`words` (a string as typed, or argv words to be quoted) as a command the user can type."""
+    text = words if isinstance(words, str) else shlex.join(words)
+    return f"{cli_prefix()} {text}".rstrip()
+
+
+def uv_command(words: str) -> str:
+    """A uv command as the user can type it here (uv on PATH, else the checkout's)."""
+    return f"{uv_prefix()} {words}"
