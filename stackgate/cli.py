@@ -164,7 +164,7 @@ def emit_json(payload: Any) -> None:
 # Import names of stackgate's own dependencies (pyproject.toml; a test keeps them in step).
 DEPENDENCY_MODULES = frozenset(
     {"pydantic", "packaging", "rich", "elftools", "pynvml", "docker", "httpx", "psutil", "numpy"}
-    | {"jinja2", "uv", "httpcore", "variantlib", "hostlist"}
+    | {"jinja2", "uv", "httpcore", "variantlib"}
 )
 
 

@@ -140,7 +140,7 @@ def test_without_dependencies_exit_3_with_the_fix_and_no_traceback(package: str)
 def test_dependency_modules_cover_pyproject() -> None:
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     names = {d.split(">")[0].split("=")[0].split("<")[0].strip().lower() for d in deps}
-    import_name = {"pyelftools": "elftools", "nvidia-ml-py": "pynvml", "python-hostlist": "hostlist"}
+    import_name = {"pyelftools": "elftools", "nvidia-ml-py": "pynvml"}
     assert {import_name.get(n, n) for n in names} == set(DEPENDENCY_MODULES)
 
 
