@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from contextlib import AbstractContextManager
 
 from rich.text import Text
 
@@ -14,6 +15,7 @@ from builder.lock.uvproject import index_map_credentials, parse_index_map
 from stackgate.cli import emit_json
 from stackgate.cli_paths import FOLDER
 from stackgate.errors import EXIT_OK
+from stackgate.heartbeat import Heartbeat
 from stackgate.layout import lock_files_of
 from stackgate.loading import load_stack
 from stackgate.output import console_err, styled
@@ -57,7 +59,20 @@ def run(args: argparse.Namespace) -> int:
     console = console_err()
     started = time.monotonic()
     compat = CompatVet.for_manifest(files.folder, manifest)
-    with console.status(Text(f"locking {manifest.name} with uv ({python.path})")):
+    doing = f"locking {manifest.name} with uv ({python.path}), then checking its binary packages"
+    # On a terminal a spinner; piped, a line when it first starts and every 15 s after (a
+    # cold cu128 lock printed nothing for 44 s).
+    waiting: AbstractContextManager[object] = (
+        console.status(Text(doing))
+        if console.is_terminal
+        else Heartbeat(
+            lambda line: console.print(line, markup=False, highlight=False),
+            lambda s: f"  still {doing} ({s:.0f} s)",
+        )
+    )
+    if not console.is_terminal:
+        console.print(doing, markup=False, highlight=False)
+    with waiting:
         state = run_lock(
             loaded,
             files,

@@ -40,6 +40,7 @@ from builder.lock.origin import check_origins
 from builder.lock.resolve import explain_uv_failure, locked_packages, uv_env, uv_version
 from builder.lock.uvproject import index_specs
 from builder.venv import atomic, base_site, env_slot, envprofile
+from builder.venv.disk_room import require_room, signals_held, tree_bytes, writable_root
 from builder.venv.install_commands import install_commands, requirements_path
 from builder.venv.installed import verify_against_lock
 from builder.venv.topology import TopologyChoice, choose_topology
@@ -283,13 +284,20 @@ class _Build:
         with timer.step("topology", "choosing the environment profile"):
             choice: TopologyChoice = choose_topology(opts.topology)
             profile = manifest.env_for(choice.topology)
+        writable_root(layout)  # a read-only --venv-root: exit 3 naming it, before anything
         self.reporter.step("wait-lock", f"waiting for {display_path(layout.lock_path)}")
         with atomic.build_lock(layout) as held:
             waited = held.waited_s
             self.lock_fd = held.fd
             timer.timings["wait-lock"] = round(waited, 3)
             self.reporter.done("wait-lock", waited)
+            sizes = {p: tree_bytes(p) for p in atomic.leftovers(layout)}
             removed = atomic.remove_partials(layout)
+            for path in removed:
+                self.reporter.note(
+                    f"removed {display_path(path)} ({sizes.get(path, 0) / 2**30:.2f} GiB), "
+                    "left by an interrupted build"
+                )
             self._sweep_uv_cache()  # what a killed earlier build's uv left in its cache
             final, existing = env_slot.pick_env(layout, state, choice, profile)
             if existing is not None:
@@ -308,6 +316,8 @@ class _Build:
                     )
                 final = env_slot.repair_name(final)
             checked = _Checked(state, python, sources, patch_records, base)
+            # Enough free disk for the env (and uv's cache), before the .partial exists.
+            require_room(state, loaded.manifest.name, layout.root, uv_cache_dir(uv_env()))
             return self._build(checked, final, plan, choice, profile, removed, waited)
 
     def _build(
@@ -476,8 +486,19 @@ class _Build:
             if exc.errno in (errno.ENOSPC, errno.EDQUOT):
                 raise EnvironmentProblem(f"disk full while building {final.name}: {exc}") from exc
             raise
-        except BaseException:
-            shutil.rmtree(partial, ignore_errors=True)
+        except BaseException as exc:
+            # Ctrl-C or SIGTERM: the half-built env (gigabytes) goes, and a second Ctrl-C
+            # during the removal does not stop it half-way; what is left is said.
+            size = tree_bytes(partial)
+            with signals_held():
+                shutil.rmtree(partial, ignore_errors=True)
+            if isinstance(exc, KeyboardInterrupt) and size:
+                left = partial.exists()
+                self.reporter.note(
+                    f"interrupted: {'could not remove' if left else 'removed'} "
+                    f"{display_path(partial)} ({size / 2**30:.2f} GiB)"
+                    + ("; the next build removes it" if left else "")
+                )
             raise
         finally:
             early.close()

@@ -12,8 +12,8 @@ import sys
 import time
 from contextlib import AbstractContextManager
 
-from builder.venv.build import Reporter
 from builder.compile.watched import Terminal
+from builder.venv.build import Reporter
 
 HOLD_ENV = "STACKGATE_TEST_HOLD_AT"
 

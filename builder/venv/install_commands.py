@@ -15,8 +15,8 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from stackgate.lockstate import LockState
 from builder.lock.uvproject import index_specs
+from stackgate.lockstate import LockState
 from stackgate.manifest import Manifest
 from stackgate.uvbin import uv_bin
 
