@@ -128,11 +128,47 @@ def _common() -> argparse.ArgumentParser:
     return common
 
 
+# The commands in the order a newcomer uses them, by step of the journey (`--help` lists them
+# so; a command missing here comes last, and a test holds every command to a step).
+JOURNEY: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("1. a stack, before any download", ("check", "show")),
+    ("2. lock and build it", ("lock", "static", "build", "verify")),
+    ("3. validate it on this host", ("preflight", "run", "serve-bench")),
+    ("4. record it, gate an upgrade", ("mark-good", "gate", "diff", "report", "records")),
+    ("5. reproduce, bisect, fleets", ("reproduce", "bisect", "fleet")),
+    (
+        "more tools",
+        ("wheelhouse", "image", "image-pins", "plan", "compile", "compat", "schema"),
+    ),
+)
+_STEP = {name: i for i, (_title, names) in enumerate(JOURNEY) for name in names}
+_ORDER = {name: i for i, name in enumerate(n for _t, names in JOURNEY for n in names)}
+
+
+def journey_epilog(names: Sequence[str]) -> str:
+    """The commands of `names` grouped by step, one line per step."""
+    lines = ["order of use (COMMAND --help for its options):"]
+    for title, step in JOURNEY:
+        here = [n for n in step if n in names]
+        if here:
+            lines.append(f"  {title + ':':<34} {', '.join(here)}")
+    rest = sorted(n for n in names if n not in _STEP)
+    if rest:
+        lines.append(f"  {'other:':<34} {', '.join(rest)}")
+    return "\n".join(lines)
+
+
 def build_parser(
     prog: str, commands: Sequence[CommandEntry], description: str, chosen: str | None = None
 ) -> argparse.ArgumentParser:
     """The parser; only the `chosen` command's module is imported for its arguments."""
-    parser = argparse.ArgumentParser(prog=prog, description=description)
+    commands = sorted(commands, key=lambda c: (_ORDER.get(c.name, len(_ORDER)), c.name))
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description=description,
+        epilog=journey_epilog([c.name for c in commands]),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"stackgate {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     common = _common()
@@ -168,24 +204,12 @@ DEPENDENCY_MODULES = frozenset(
 )
 
 
-def _uv_as_typed() -> str:
-    """uv as the user can type it here: `uv` on PATH, else the checkout's `.tools/bin/uv`
-    (where `.ci/bootstrap tools` puts it; after the README's set-up `uv` alone is exit 127)."""
-    if shutil.which("uv"):
-        return "uv"
-    tools = Path(__file__).resolve().parent.parent / ".tools" / "bin" / "uv"
-    if tools.is_file():
-        try:
-            return str(tools.relative_to(Path.cwd().resolve()))
-        except (ValueError, FileNotFoundError):
-            return str(tools)
-    return "uv"
-
-
 def missing_dependency_hint(prog: str, words: Sequence[str]) -> str:
     """How to run `prog` with its dependencies: the two ways the README gives."""
+    from stackgate.cli_hint import uv_prefix
+
     shown = " ".join([prog, *words])
-    uv = _uv_as_typed()
+    uv = uv_prefix()
     where = "" if uv != "uv" or shutil.which("uv") else " (.ci/bootstrap tools installs uv)"
     return (
         f"run it with its locked dependencies from the checkout: {uv} run {shown}{where}\n"

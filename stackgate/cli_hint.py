@@ -4,7 +4,7 @@ here, from the folder they are in.
 `.ci/bootstrap tools` writes `.tools/bin/stackgate` (the checkout's locked CLI, runnable from
 any folder); where it exists, hints use it (relative in the checkout, absolute elsewhere). A
 `stackgate` on PATH (an installed tool, or .tools/bin on PATH) is written `stackgate`. Else the
-README's form, `.tools/bin/uv run stackgate`. Never `python -m builder`, `nox -s lock-X` or a
+README's form, `.tools/bin/uv run stackgate` (with `--project CHECKOUT` outside the checkout). Never `python -m builder`, `nox -s lock-X` or a
 bare `uv` that is not on PATH: a newcomer after the README's set-up cannot type them.
 """
 
@@ -31,12 +31,28 @@ def cli_prefix() -> str:
     """How to type `stackgate` here."""
     on_path = shutil.which("stackgate")
     shim = CHECKOUT / SHIM
-    if shim.is_file():
+    if _runs_this_checkout(shim):
         same = on_path is not None and Path(on_path).resolve() == shim.resolve()
         return "stackgate" if same else _as_typed(shim)
     if on_path:
         return "stackgate"
-    return f"{uv_prefix()} run stackgate"
+    try:
+        Path.cwd().resolve().relative_to(CHECKOUT)
+        inside = True
+    except (ValueError, FileNotFoundError):
+        inside = False
+    # `uv run` finds the project from the current folder: outside the checkout it is named.
+    project = "" if inside else f" --project {shlex.quote(str(CHECKOUT))}"
+    return f"{uv_prefix()} run{project} stackgate"
+
+
+def _runs_this_checkout(shim: Path) -> bool:
+    """The shim exists and runs this checkout (a .tools shared between checkouts runs the
+    one that wrote it)."""
+    try:
+        return f'--project "{CHECKOUT}"' in shim.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
 
 
 def uv_prefix() -> str:

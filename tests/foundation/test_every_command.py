@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from stackgate.cli import discover
+from stackgate.cli import JOURNEY, discover
 from tests.helpers.every_command import CASES, ROOT, VERDICT, run_case
 from tests.helpers.tiny_stack import tiny_index, tiny_manifest
 
@@ -35,6 +35,8 @@ def test_every_command_has_a_case() -> None:
     commands = {c.name for p in ("builder", "validators") for c in discover(p)}
     covered = {case.argv[0] for case in CASES}
     assert commands <= covered, f"commands without a case: {sorted(commands - covered)}"
+    steps = {name for _title, names in JOURNEY for name in names}
+    assert commands <= steps, f"commands in no step of --help: {sorted(commands - steps)}"
 
 
 @pytest.mark.slow

@@ -78,7 +78,13 @@ def _submit_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--runs", type=RUNS, default=DEFAULT_REPEATS, help="validation runs per node")
     p.add_argument("--only", nargs="+", metavar="GROUP", help="validator groups to run")
-    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a group option for the nodes' runs (every KEY: stackgate run --help)",
+    )
     p.add_argument("--allow-host-mismatch", action="store_true", help="test stands only")
     p.add_argument("--store", default=None, help="the team's store the collector imports into")
     p.add_argument("--checkout", default=None, help="stackgate checkout on the nodes")
