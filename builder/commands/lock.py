@@ -36,7 +36,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="resolve the manifest's index NAME from URL instead (mirror or local folder)",
     )
     parser.add_argument("--python", default=None, help="interpreter path or version to use")
-    parser.add_argument("--locks-dir", type=FOLDER, default=None, help="default: stacks/locks")
+    parser.add_argument(
+        "--locks-dir",
+        type=FOLDER,
+        default=None,
+        help="where the lock folder goes (default: locks/ beside the manifest: stacks/locks "
+        "for a shipped stack)",
+    )
     parser.add_argument(
         "--upgrade", action="store_true", help="re-resolve everything, not just what changed"
     )

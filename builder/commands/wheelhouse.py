@@ -35,7 +35,12 @@ HELP = "download every locked artifact of a stack (hash-checked) for offline bui
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("stack", help="a stack name in stacks/ or a path to a manifest")
     parser.add_argument("--to", type=FOLDER, required=True, help="the wheelhouse folder")
-    parser.add_argument("--locks-dir", type=FOLDER, default=None, help="default: stacks/locks")
+    parser.add_argument(
+        "--locks-dir",
+        type=FOLDER,
+        default=None,
+        help="the folder of lock folders (default: locks/ beside the manifest)",
+    )
     parser.add_argument("--workers", type=WORKERS, default=4, help="parallel downloads (1-64)")
     add_limit_arguments(parser)
 
