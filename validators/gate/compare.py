@@ -306,7 +306,7 @@ def compare_metric(
             "TOO_FEW",
             f"{' and '.join(few)}; need >= {policy.min_repeats} to tell noise from change",
         )
-    pct = f"{(interval.ratio - 1) * 100:+.1f}%"
+    pct = _change(interval.ratio)
     bounds = f"[{interval.low:.3f}, {interval.high:.3f}]"
     if interval.ratio > IMPLAUSIBLE_RATIO:
         return verdict(
@@ -325,6 +325,16 @@ def compare_metric(
             "IMPROVEMENT", f"{pct} better: whole interval {bounds} is above 1 + {tol:.1%}"
         )
     return verdict("SAME", f"{pct}, interval {bounds}: within noise")
+
+
+def _change(ratio: float) -> str:
+    """The change a ratio (< 1 worse) stands for, as a person reads it: a percent near 1, a
+    factor beyond 2x either way ("-77.7% worse" for a p99 4.5 times slower read as mild)."""
+    if ratio < 0.5:
+        return f"x{1 / ratio:.1f}"
+    if ratio > 2:
+        return f"x{ratio:.1f}"
+    return f"{(ratio - 1) * 100:+.1f}%"
 
 
 def compare_metrics(
