@@ -221,7 +221,7 @@ def missing_dependency_hint(prog: str, words: Sequence[str]) -> str:
 def verdict_after_error(verdict: str, prog: str, command: str | None, code: int) -> str:
     """The verdict line a command ends with after an error message: "REFUSED stackgate lock:
     bad input, nothing was changed (exit 2)"."""
-    what = f"{prog} {command}" if command else prog
+    what = command or prog  # the same line whichever way it was run (stackgate, python -m)
     return f"{verdict} {what}: {MEANING.get(code, 'error')} (exit {code})"
 
 

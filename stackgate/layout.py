@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stackgate.build_record import build_record_path, read_build_record
+from stackgate.cli_hint import cli_command
 from stackgate.errors import BadInput
 from stackgate.paths import project_root, stacks_dir
 
@@ -92,7 +93,7 @@ class EnvLayout:
             raise BadInput(
                 f"{link} leads to {target} ({resolved}), not an env of stack '{self.stack}' "
                 f"in {self.stack_dir}",
-                details=["select one with: stackgate build " + self.stack],
+                details=[f"select one with: {cli_command(['build', self.stack])}"],
             )
         record = build_record_path(resolved)
         if record.is_file():

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from stackgate.cli import emit_json
+from stackgate.cli_hint import cli_command
 from stackgate.cli_numbers import RUNS, int_in
 from stackgate.cli_paths import FOLDER, OUTPUT_FILE
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
@@ -105,7 +106,7 @@ def _baseline(args: argparse.Namespace, lookup: Lookup) -> Record:
     if baseline.kind != "known-good":
         raise BadInput(
             f"--good {args.good}: {baseline.label} is a {baseline.kind} record, not "
-            "known-good (mark it good first: python -m validators mark-good)"
+            f"known-good (mark it good first: {cli_command('mark-good STACK --env ENV')})"
         )
     return baseline
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from stackgate.cli import emit_json
+from stackgate.cli_hint import cli_command
 from stackgate.cli_paths import FOLDER, OUTPUT_FILE
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_ENVIRONMENT, EXIT_OK, BadInput
 from stackgate.output import console_err, styled
@@ -45,8 +46,8 @@ def run(args: argparse.Namespace) -> int:
                     exc.message,
                     details=[
                         *exc.details,
-                        "or report one run: stackgate run STACK --json > RESULT.json, "
-                        "then stackgate report RESULT.json --out report.html",
+                        f"or report one run: {cli_command('run STACK --json')} > RESULT.json, "
+                        f"then {cli_command('report RESULT.json --out report.html')}",
                     ],
                 ) from None
         baseline = lookup.any_record(request.baseline) if request.baseline else None
