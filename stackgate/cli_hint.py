@@ -4,14 +4,18 @@ here, from the folder they are in.
 `.ci/bootstrap tools` writes `.tools/bin/stackgate` (the checkout's locked CLI, runnable from
 any folder); where it exists, hints use it (relative in the checkout, absolute elsewhere). A
 `stackgate` on PATH (an installed tool, or .tools/bin on PATH) is written `stackgate`. Else the
-README's form, `.tools/bin/uv run stackgate` (with `--project CHECKOUT` outside the checkout). Never `python -m builder`, `nox -s lock-X` or a
-bare `uv` that is not on PATH: a newcomer after the README's set-up cannot type them.
+README's form, `.tools/bin/uv run stackgate` (with `--project CHECKOUT` outside the checkout).
+An installed stackgate (`uv tool install .`, a wheel) has no checkout beside its package: its
+hints name the script that runs (or `python -m stackgate` with its interpreter) and the uv of
+its own environment. Never `python -m builder`, `nox -s lock-X` or a bare `uv` that is not on
+PATH: a newcomer after the README's set-up cannot type them.
 """
 
 from __future__ import annotations
 
 import shlex
 import shutil
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -30,6 +34,8 @@ def _as_typed(path: Path) -> str:
 def cli_prefix() -> str:
     """How to type `stackgate` here."""
     on_path = shutil.which("stackgate")
+    if not _is_checkout(CHECKOUT):
+        return _installed_prefix(on_path)
     shim = CHECKOUT / SHIM
     if _runs_this_checkout(shim):
         same = on_path is not None and Path(on_path).resolve() == shim.resolve()
@@ -46,6 +52,22 @@ def cli_prefix() -> str:
     return f"{uv_prefix()} run{project} stackgate"
 
 
+def _is_checkout(folder: Path) -> bool:
+    """The package's parent is a checkout (a clone, an editable install), not site-packages."""
+    return (folder / "pyproject.toml").is_file() and (folder / "stacks").is_dir()
+
+
+def _installed_prefix(on_path: str | None) -> str:
+    """An installed stackgate: the script that runs this process (`stackgate` where PATH finds
+    that one), else this interpreter's `-m stackgate`."""
+    script = Path(sys.argv[0]) if sys.argv and Path(sys.argv[0]).name == "stackgate" else None
+    if script is not None:
+        if on_path is not None and Path(on_path).resolve() == script.resolve():
+            return "stackgate"
+        return shlex.quote(str(script.absolute()))
+    return f"{shlex.quote(sys.executable)} -m stackgate"
+
+
 def _runs_this_checkout(shim: Path) -> bool:
     """The shim exists and runs this checkout (a .tools shared between checkouts runs the
     one that wrote it)."""
@@ -56,8 +78,13 @@ def _runs_this_checkout(shim: Path) -> bool:
 
 
 def uv_prefix() -> str:
-    """uv as the user can type it here: on PATH, else the checkout's .tools/bin/uv."""
-    return "uv" if shutil.which("uv") else _as_typed(CHECKOUT / ".tools" / "bin" / "uv")
+    """uv as the user can type it here: on PATH, else the checkout's .tools/bin/uv (an
+    installed stackgate: the uv its own environment holds, beside its interpreter)."""
+    if shutil.which("uv"):
+        return "uv"
+    if _is_checkout(CHECKOUT):
+        return _as_typed(CHECKOUT / ".tools" / "bin" / "uv")
+    return shlex.quote(str(Path(sys.executable).parent / "uv"))
 
 
 def cli_command(words: str | Sequence[str]) -> str:

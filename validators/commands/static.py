@@ -142,7 +142,8 @@ def _run_lock(args: argparse.Namespace, manifest: object, own_lock: Path | None)
     else:
         raise BadInput("--lock: give a uv.lock path or a stack")
     if not lock.is_file():
-        raise BadInput(f"--lock {lock}: no such file (run `stackgate lock` first)")
+        first = cli_command(["lock", args.stack] if args.stack else "lock STACK")
+        raise BadInput(f"--lock {lock}: no such file (run `{first}` first)")
     if args.jobs < 1:
         raise BadInput(f"--jobs {args.jobs}: must be >= 1")
     try:
