@@ -13,6 +13,7 @@ PATH: a newcomer after the README's set-up cannot type them.
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import sys
@@ -33,7 +34,7 @@ def _as_typed(path: Path) -> str:
 
 def cli_prefix() -> str:
     """How to type `stackgate` here."""
-    on_path = shutil.which("stackgate")
+    on_path = _on_users_path("stackgate")
     if not _is_checkout(CHECKOUT):
         return _installed_prefix(on_path)
     shim = CHECKOUT / SHIM
@@ -50,6 +51,21 @@ def cli_prefix() -> str:
     # `uv run` finds the project from the current folder: outside the checkout it is named.
     project = "" if inside else f" --project {shlex.quote(str(CHECKOUT))}"
     return f"{uv_prefix()} run{project} stackgate"
+
+
+def _on_users_path(name: str) -> str | None:
+    """`name` as the user's shell finds it. `uv run` puts its env's bin folder on PATH for its
+    child alone: a script found there under `uv run` (stackgate, the uv package's uv) is not
+    one the user can type."""
+    found = shutil.which(name)
+    if found is None or not os.environ.get("UV_RUN_RECURSION_DEPTH"):
+        return found
+    own_bin = Path(sys.prefix) / "bin"
+    try:
+        same = Path(found).parent.resolve() == own_bin.resolve()
+    except OSError:
+        same = False
+    return None if same else found
 
 
 def _is_checkout(folder: Path) -> bool:
@@ -80,7 +96,7 @@ def _runs_this_checkout(shim: Path) -> bool:
 def uv_prefix() -> str:
     """uv as the user can type it here: on PATH, else the checkout's .tools/bin/uv (an
     installed stackgate: the uv its own environment holds, beside its interpreter)."""
-    if shutil.which("uv"):
+    if _on_users_path("uv"):
         return "uv"
     if _is_checkout(CHECKOUT):
         return _as_typed(CHECKOUT / ".tools" / "bin" / "uv")

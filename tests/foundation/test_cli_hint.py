@@ -4,7 +4,9 @@ outside the checkout (where `uv run stackgate` alone fails to spawn)."""
 
 from __future__ import annotations
 
+import os
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -52,3 +54,32 @@ def test_python_dash_m_stackgate_runs_the_cli(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith("OK ")
+
+
+def test_under_uv_run_a_hint_never_names_the_env_s_own_scripts() -> None:
+    """`.tools/bin/uv run stackgate run cu128` (the README's form) said `build it first:
+    stackgate build cu128`: `uv run` had put .venv/bin on PATH for its child only, and the
+    user's shell has no `stackgate`. The hint's first word must be typeable in that shell."""
+    users_path = "/usr/bin:/bin"
+    env = {
+        **os.environ,
+        "UV_RUN_RECURSION_DEPTH": "1",  # what `uv run` sets for its child
+        "PATH": f"{Path(sys.executable).parent}:{users_path}",
+        "STACKGATE_VENV_ROOT": "/nonexistent/envs",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "stackgate", "run", "cu128"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    hint = next(line for line in done.stderr.splitlines() if "build it first:" in line)
+    command = hint.split("build it first:", 1)[1].split("(or pass", 1)[0].strip()
+    first = shlex.split(command)[0]
+    if "/" in first:
+        assert (ROOT / first).is_file(), hint
+    else:
+        assert shutil.which(first, path=users_path) is not None, hint
+    assert command.endswith("stackgate build cu128"), hint
+    assert done.stderr.strip().splitlines()[-1] == (
+        "REFUSED run: bad input, nothing was changed (exit 2)"
+    )

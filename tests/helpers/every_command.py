@@ -58,6 +58,12 @@ CASES: tuple[Case, ...] = (
         3,
         "INCOMPLETE",
     ),
+    Case(
+        "serve-bench --dry-run",
+        ("serve-bench", "cu130", "--profile", "kimi-k25-tp8", "--topology", "pcie", "--dry-run"),
+        0,
+        "OK",
+    ),
     Case("mark-good", ("mark-good", "{mine}", "--env", "{env}"), 3, "REFUSED"),
     Case("gate", ("gate", "{mine}", "--env", "{env}", "--baseline", "{mine}"), 2, "REFUSED"),
     Case("diff (two stacks)", ("diff", "cu130", "cu128"), 0, "OK"),

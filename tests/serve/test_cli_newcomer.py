@@ -156,6 +156,10 @@ def test_dry_run_prints_the_script_on_stdout(tmp_path: Path) -> None:
     assert "export FLASHINFER_CUDA_ARCH_LIST=12.0a" in lines
     assert "-m sglang.launch_server --model-path /models/moonshotai/Kimi-K2.5" in lines[-1]
     assert "sglang.launch_server" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "OK serve-bench cu130 --profile kimi-k25-tp8: dry run, nothing started; "
+        "the launch script on stdout"
+    )
 
 
 def test_a_missing_model_on_a_host_without_gpus_is_the_gpu_skip_naming_it(

@@ -193,6 +193,11 @@ def _dry_run(args: argparse.Namespace, loaded: LoadedStack, serve: ServeOptions)
         port=port,
         topology=args.topology,
     )
+    verdict = styled(
+        "[bold green]OK[/] {}",
+        f"serve-bench {manifest.name} --profile {name}: dry run, nothing started; "
+        + ("the launch as JSON on stdout" if args.json else "the launch script on stdout"),
+    )
     if args.json:
         emit_json(
             {
@@ -205,6 +210,7 @@ def _dry_run(args: argparse.Namespace, loaded: LoadedStack, serve: ServeOptions)
                 "notes": spec.notes,
             }
         )
+        console_err().print(verdict)
         return EXIT_OK
     # What the user asked to see is a shell script: stdout, plain, never wrapped.
     lines = [f"# serve-bench {manifest.name} --profile {name}"]
@@ -214,5 +220,6 @@ def _dry_run(args: argparse.Namespace, loaded: LoadedStack, serve: ServeOptions)
     sys.stdout.flush()
     err = console_err()
     for note in spec.notes:
-        err.print(f"note: {note}")
+        err.print(f"note: {note}", markup=False, highlight=False)
+    err.print(verdict)  # the last line, as every command's
     return EXIT_OK
