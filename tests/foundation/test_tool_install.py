@@ -13,6 +13,7 @@ code are asserted.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -86,7 +87,7 @@ def _run(tool: Tool, *words: str, root: Path | None = None) -> tuple[int, str, s
 
 
 def _has_gpu() -> bool:
-    return Path("/dev/nvidiactl").exists()
+    return shutil.which("nvidia-smi") is not None and Path("/dev/nvidia0").exists()
 
 
 @pytest.mark.network
