@@ -106,7 +106,10 @@ def test_stale_lock_exits_2_with_the_refresh_command(local_stack: LocalStack) ->
     local_stack.manifest.write_text(text.replace('"flashinfer-python==0.6.4", ', ""))
     done = local_stack.build()
     assert done.returncode == 2
-    assert "stale" in done.stderr and "lock-localstack" in done.stderr
+    assert "stale" in done.stderr
+    # the hint is a command the user can type here: stackgate's lock of this manifest
+    (hint,) = [line for line in done.stderr.splitlines() if "refresh it with: " in line]
+    assert hint.endswith(f"stackgate lock {local_stack.manifest}"), hint
     assert not local_stack.stack_dir.exists() or not any(local_stack.stack_dir.glob("localstack-*"))
 
 
