@@ -75,7 +75,10 @@ def test_tp8_on_a_host_without_gpus_is_a_skip_in_seconds(tmp_path: Path, env: Pa
     (launch,) = payload["results"]
     assert launch["status"] == "SKIP", launch
     assert "profile needs 8 GPU(s) (tp=8)" in launch["reason"]
-    assert done.returncode == 0 and payload["ok"] is True
+    # The launch decides serve-bench: skipped, the run is INCOMPLETE (exit 3), never OK.
+    assert done.returncode == 3 and payload["ok"] is False, done.stderr
+    assert payload["incomplete"].startswith("not decided: serve-bench.launch skipped (")
+    assert done.stderr.strip().splitlines()[-1].startswith("INCOMPLETE serve-bench kimi: ")
 
 
 _CRASH = [sys.executable, "-c", "import sys; sys.exit(1)"]
@@ -173,4 +176,5 @@ def test_a_missing_model_on_a_host_without_gpus_is_the_gpu_skip_naming_it(
     assert launch["status"] == "SKIP", launch
     assert "profile needs 8 GPU(s) (tp=8)" in launch["reason"]
     assert "also: model_path /nonexistent/Kimi-K2.5 does not exist" in launch["reason"]
-    assert done.returncode == 0
+    assert done.returncode == 3  # INCOMPLETE: the launch that decides was skipped
+    assert done.stderr.strip().splitlines()[-1].startswith("INCOMPLETE serve-bench kimi: ")

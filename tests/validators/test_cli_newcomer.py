@@ -58,10 +58,10 @@ def test_preflight_piped_rows_are_whole_failures_first_and_a_verdict_ends_it() -
     last = human.stderr.strip().splitlines()[-1]
     failed = any(r["status"] in ("FAIL", "ERROR") for r in results)
     # Without a driver or GPU (this machine, CI) nothing decides whether the host can run
-    # cu130: INCOMPLETE saying what it needs, never "OK ... 4 skipped" (exit code unchanged).
+    # cu130: INCOMPLETE saying what it needs and exit 3, never "OK ... 4 skipped", exit 0.
     no_gpu = any(r["check"] == "host.gpus" and r["status"] == "SKIP" for r in results)
     verdict = "FAILED" if failed else "INCOMPLETE" if no_gpu else "OK"
-    assert (as_json.returncode != 0) == failed
+    assert as_json.returncode == {"FAILED": 1, "INCOMPLETE": 3, "OK": 0}[verdict]
     assert last.startswith(f"{verdict} preflight cu130: {len(results)} checks, ")
     if no_gpu and not failed:
         assert "no NVIDIA driver or GPU here" in payload["incomplete"]
