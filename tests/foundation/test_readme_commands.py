@@ -132,6 +132,13 @@ def uv_as_typed(tmp_path_factory: pytest.TempPathFactory) -> TypedShell:
 HERE: dict[str, tuple[int, str]] = {
     "check cu128": (0, "OK stacks/cu128.toml: 0 error(s), 3 warning(s)"),
     "check cu130": (0, "OK stacks/cu130.toml: 0 error(s), 3 warning(s)"),
+    "check h200-transformers": (0, "OK stacks/h200-transformers.toml: 0 error(s), 0 warning(s)"),
+    "check docs/examples/h200-transformers.toml": (
+        0,
+        "OK docs/examples/h200-transformers.toml: 0 error(s), 0 warning(s)",
+    ),
+    "static h200-transformers": (2, "REFUSED static: bad input, nothing was changed (exit 2)"),
+    "run h200-transformers": (2, "REFUSED run: bad input, nothing was changed (exit 2)"),
     "check cu130-torch210": (1, "REFUSED stacks/cu130-torch210.toml: 1 error(s), 3 warning(s)"),
     "check docs/examples/bad.toml": (2, "REFUSED check: bad input, nothing was changed (exit 2)"),
     "show cu128": (0, "OK cu128: resolved manifest printed on stdout"),
@@ -194,6 +201,7 @@ NOT_HERE: dict[str, str] = {
     "sgl-kernel-cu130=/srv/wheels/sgl-kernel-cu130": "the example's mirror and wheel folder",
     "static cu128 --lock": NETWORK + " (byte ranges of the locked wheels, unless cached)",
     "build cu128": "a ~10 GB install of the lock",
+    "static h200-transformers --lock": NETWORK + " (tests/gate/test_user_journeys.py runs it)",
     "wheelhouse cu130 --to /mnt/wheelhouse": NETWORK,
     "compile cu130 -- make -C sgl-kernel build": "sgl-kernel's source tree",
     "image cu130": "a container engine and the base image's registry",
