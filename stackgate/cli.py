@@ -138,7 +138,7 @@ JOURNEY: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("5. reproduce, bisect, fleets", ("reproduce", "bisect", "fleet")),
     (
         "more tools",
-        ("wheelhouse", "image", "image-pins", "plan", "compile", "compat", "schema"),
+        ("wheelhouse", "image", "image-pins", "plan", "compile", "kernels", "compat", "schema"),
     ),
 )
 _STEP = {name: i for i, (_title, names) in enumerate(JOURNEY) for name in names}

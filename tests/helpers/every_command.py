@@ -50,6 +50,12 @@ CASES: tuple[Case, ...] = (
     Case("wheelhouse", ("wheelhouse", "{mine}", "--to", "{work}/wheelhouse"), 0, "OK"),
     Case("compile", ("compile", "--venv-root", "{work}/envs", "{mine}", "--", "true"), 0, "OK"),
     Case("static --env", ("static", "{mine}", "--env", "{env}"), 0, "OK"),
+    Case(
+        "kernels (an env the builder built)",
+        ("kernels", "{mine}", "--env", "{env}", "--kernels", "{work}/request.json"),
+        2,
+        "REFUSED",
+    ),
     Case("preflight", ("preflight", "cu128"), 3, "INCOMPLETE"),
     Case("run", ("run", "{mine}", "--env", "{env}"), 3, "INCOMPLETE"),
     Case(
