@@ -158,7 +158,8 @@ def test_with_stackgate_root_the_tool_runs_the_readme_commands_from_anywhere(too
         tool, "gate", str(equal / "run-01.json"), "--run", str(equal / "run-02.json"),
         "--baseline", str(RECORD), root=ROOT,
     )  # fmt: skip
-    assert (code, last) == (0, "OK gate PASSED: no failed check, no regression beyond noise"), err
+    # 2 runs against the record's 3: the family-wise rule cannot decide the equal candidate.
+    assert code == 1 and last.startswith("UNDERPOWERED: "), (last, err)
     # python -m stackgate: the ecosystem's fallback, in the tool's own interpreter.
     done = subprocess.run(
         [str(tool.python), "-m", "stackgate", "check", "mine.toml"],
