@@ -360,7 +360,10 @@ class _Build:
                 final = env_slot.repair_name(final)
             checked = _Checked(state, python, sources, patch_records, base)
             # Enough free disk for the env (and uv's cache), before the .partial exists.
-            require_room(state, loaded.manifest.name, layout.root, uv_cache_dir(uv_env()))
+            for note in require_room(
+                state, loaded.manifest.name, layout.root, uv_cache_dir(uv_env())
+            ):
+                self.reporter.note(note)
             return self._build(checked, final, plan, choice, profile, removed, waited)
 
     def _build(

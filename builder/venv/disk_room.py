@@ -5,7 +5,9 @@ unpacked size of every locked wheel; uv's cache holds the same unpacked again fo
 it does not have yet. Unpacked is about twice the wheels' bytes: cu128's 169 wheels are
 4.8 GiB and its env ~10 GB (README "What it costs"). A disk with less is refused up front
 (exit 3) naming what is needed, what is free and where to build instead, instead of failing
-mid-install with a half-written `.partial`.
+mid-install with a half-written `.partial`. Wheels are sized by builder.venv.lock_sizes (a
+local wheel by its file); a package whose size cannot be known is named, in the refusal and
+in a note when the check passes, never counted as 0 in silence.
 """
 
 from __future__ import annotations
@@ -18,12 +20,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from builder.venv.lock_sizes import lock_sizes
 from stackgate.cli_hint import cli_command
 from stackgate.errors import HostCannot
 from stackgate.layout import EnvLayout
-from stackgate.lock_wheels import LockError, read_lock
 from stackgate.lockstate import LockState
 from stackgate.paths import display_path
+from stackgate.uvlock import UvLock
 
 UNPACKED_RATIO = 2.0  # unpacked bytes per wheel byte (cu128: ~10 GB from 4.8 GiB)
 SLACK = 0.1  # of the env: logs, the build record, the tree listing, the filesystem's own
@@ -36,6 +39,7 @@ class Room:
     env_bytes: int  # the env, on the venv root's filesystem
     cache_bytes: int  # uv's cache for wheels it lacks, when on the same filesystem
     free_bytes: int
+    unknown: tuple[str, ...] = ()  # packages whose size is not known: not counted, named
 
     @property
     def needed(self) -> int:
@@ -58,14 +62,11 @@ def _cached(cache: Path, name: str, version: str) -> bool:
     return False
 
 
-def room_for(state: LockState, venv_root: Path, cache: Path | None) -> Room | None:
-    """What building `state`'s env under venv_root needs and has; None when the lock gives no
-    wheel sizes (a local index), so nothing can be said."""
-    try:
-        wheels = read_lock(state.files.lockfile, parsed=state.lock).wheels
-    except LockError:
-        return None
-    total = sum(w.size for w in wheels)
+def room_for(lock: UvLock, lockfile: Path, venv_root: Path, cache: Path | None) -> Room:
+    """What building the lock's env under venv_root needs and has."""
+    sizes = lock_sizes(lock, lockfile)
+    wheels = sizes.wheels
+    total = sizes.total
     where = _existing(venv_root.absolute())
     free = shutil.disk_usage(where).free
     cache_bytes = 0
@@ -74,26 +75,39 @@ def room_for(state: LockState, venv_root: Path, cache: Path | None) -> Room | No
         if cache_at.stat().st_dev == where.stat().st_dev:
             missing = sum(w.size for w in wheels if not _cached(cache, w.name, w.version))
             cache_bytes = int(missing * UNPACKED_RATIO)
-    return Room(total, int(total * UNPACKED_RATIO), cache_bytes, free)
+    return Room(total, int(total * UNPACKED_RATIO), cache_bytes, free, tuple(sizes.unknown))
 
 
-def require_room(state: LockState, stack: str, venv_root: Path, cache: Path | None) -> None:
-    """HostCannot (exit 3, REFUSED) before anything is created when the disk is too small."""
-    room = room_for(state, venv_root, cache)
-    if room is None or room.free_bytes >= room.needed:
-        return
+def _size(n: float) -> str:
+    """GiB for a real env, MiB below one GiB (a 12 MiB estimate is not "0.0 GiB")."""
+    return f"{n / GIB:.1f} GiB" if n >= GIB else f"{n / (1 << 20):.1f} MiB"
+
+
+def _unknown_line(unknown: tuple[str, ...], most: int = 5) -> str:
+    shown = "; ".join(unknown[:most])
+    more = f"; and {len(unknown) - most} more" if len(unknown) > most else ""
+    return f"size unknown, not counted ({len(unknown)}): {shown}{more}"
+
+
+def require_room(state: LockState, stack: str, venv_root: Path, cache: Path | None) -> list[str]:
+    """HostCannot (exit 3, REFUSED) before anything is created when the disk is too small;
+    else the notes to print (packages the estimate could not count)."""
+    room = room_for(state.lock, state.files.lockfile, venv_root, cache)
+    if room.free_bytes >= room.needed:
+        return [f"free-disk check: {_unknown_line(room.unknown)}"] if room.unknown else []
     cache_part = (
-        f" + {room.cache_bytes / GIB:.1f} GiB in uv's cache ({display_path(cache)}) for wheels "
+        f" + {_size(room.cache_bytes)} in uv's cache ({display_path(cache)}) for wheels "
         "it does not hold yet"
         if cache is not None and room.cache_bytes
         else ""
     )
     raise HostCannot(
-        f"not enough free disk to build {stack}: about {room.needed / GIB:.1f} GiB needed, "
-        f"{room.free_bytes / GIB:.1f} GiB free under {display_path(_existing(venv_root))}",
+        f"not enough free disk to build {stack}: about {_size(room.needed)} needed, "
+        f"{_size(room.free_bytes)} free under {display_path(_existing(venv_root))}",
         details=[
-            f"the env: {room.env_bytes / GIB:.1f} GiB (the lock's wheels, "
-            f"{room.wheels_bytes / GIB:.1f} GiB, unpacked){cache_part}",
+            f"the env: {_size(room.env_bytes)} (the lock's wheels, "
+            f"{_size(room.wheels_bytes)}, unpacked){cache_part}",
+            *([_unknown_line(room.unknown)] if room.unknown else []),
             f"build on a bigger disk: {cli_command(['build', stack, '--venv-root', 'DIR'])} "
             "(or set STACKGATE_VENV_ROOT)",
         ],

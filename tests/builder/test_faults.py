@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -214,6 +215,11 @@ def test_too_small_a_disk_is_refused_before_the_build(
     assert done.returncode == 3, done.stderr
     lines = done.stderr.strip().splitlines()
     assert "not enough free disk to build localstack" in done.stderr, done.stderr
-    assert "GiB needed" in done.stderr and "--venv-root DIR" in done.stderr
+    assert "MiB needed" in done.stderr and "--venv-root DIR" in done.stderr
+    # The lock names local-index wheels by `path` with no size: each is counted by its file.
+    counted = re.search(r"the lock's wheels, ([0-9.]+) MiB, unpacked", done.stderr)
+    assert counted is not None, done.stderr
+    assert float(counted.group(1)) >= big.stat().st_size / 2**20 - 0.05, done.stderr
+    assert "size unknown" not in done.stderr, done.stderr
     assert lines[-1].startswith("REFUSED"), lines[-1]
     assert not list((venvs / "localstack").glob("*.partial"))
