@@ -20,6 +20,8 @@ the test says so in its output; CI runs `.ci/bootstrap` first, so there it is th
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
 import shlex
@@ -102,6 +104,18 @@ def test_every_nox_session_the_readme_names_exists() -> None:
             wanted.add(word)
     assert {"tests", "lint", "build-cu128"} <= wanted
     assert wanted <= sessions, wanted - sessions
+    # docs/*.md write sessions as `nox -s NAME` (their header: typed `.tools/bin/nox -s ...`),
+    # in code blocks, their comments and inline spans; a placeholder (serve-bench-STACK) is
+    # a usage form
+    in_docs: dict[str, str] = {}
+    for doc in sorted((ROOT / "docs").glob("*.md")):
+        for raw in re.findall(r"\bnox -s (\S+)", doc.read_text(encoding="utf-8")):
+            name = raw.rstrip("`.,;:)")
+            if name and name != "..." and not re.search(r"[A-Z]", name):
+                in_docs[name] = doc.relative_to(ROOT).as_posix()
+    assert {"image-cu130", "validate-cu130", "gate-cu130-torch210"} <= set(in_docs), in_docs
+    missing = {f"{where}: nox -s {name}" for name, where in in_docs.items() if name not in sessions}
+    assert not missing, missing
 
 
 def test_the_set_up_and_test_commands_are_the_ones_ci_and_fresh_machine_run() -> None:
@@ -209,6 +223,11 @@ NOT_HERE: dict[str, str] = {
     ),
     "serve-bench cu130 --profile kimi-k25-tp8 --record-reference "
     "stacks/references/cu130-kimi-k25-tp8.json": "the built env and 8 GPUs (it writes the file)",
+    "fleet submit fleetsmoke --wheelhouse $T/wheelhouse --nodes 'n[1-5]' --jobs-root $T/jobs "
+    '--local-root "$T/local/{node}" --runs 2 --throttle 3 --build-python $PY '
+    "--allow-host-mismatch --store $T/team.sqlite --fleet-id ci-run": (
+        "a Slurm cluster and the test's $T and $PY (tests/fleet/test_slurm.py runs it)"
+    ),
 }
 # A usage form, not a command: placeholders (STACK, PATH, <name>), options in [...], choices.
 SYNOPSIS = re.compile(r"[\[\]|<>]|\.\.\.|\b[A-Z][A-Z_0-9]{2,}\b|path/to")
@@ -221,16 +240,38 @@ class DocCommand:
     words: str  # after `stackgate`, whitespace collapsed
     shown: tuple[str, ...] = ()  # a console block's output lines (stderr's, as the doc shows)
     shown_exit: int | None = None  # a console block's `echo $?`
+    package: str | None = None  # `python -m builder|validators`: only that package's commands
+
+
+# How a doc runs stackgate (longest first): the README's form, the any-folder shim, an
+# installed `stackgate`, and the package entry points docs/commands.md names (the builder's
+# or the validators' commands only).
+PREFIXES: dict[str, str | None] = {
+    f"{UV} run python -m builder": "builder",
+    f"{UV} run python -m validators": "validators",
+    f"{UV} run stackgate": None,
+    ".tools/bin/stackgate": None,
+    "python -m stackgate": None,
+    "python -m builder": "builder",
+    "python -m validators": "validators",
+    "stackgate": None,
+}
 
 
 def _stackgate_tail(line: str) -> str | None:
     """The words after `stackgate` of a line that runs it, as typed in the README's form or
     the docs' (`stackgate ...`, typed from the checkout as `.tools/bin/uv run stackgate ...`)."""
-    for prefix in (f"{UV} run stackgate", "stackgate"):
+    found = _prefixed(line)
+    return None if found is None else found[0]
+
+
+def _prefixed(line: str) -> tuple[str, str | None] | None:
+    """(the words after the prefix, the package the prefix runs, None: stackgate, either)."""
+    for prefix, package in PREFIXES.items():
         if line == prefix:
-            return ""
+            return "", package
         if line.startswith(prefix + " "):
-            return " ".join(line[len(prefix) :].split())
+            return " ".join(line[len(prefix) :].split()), package
     return None
 
 
@@ -243,25 +284,26 @@ def doc_commands() -> list[DocCommand]:
             lines = body.replace("\\\n", " ").splitlines()
             if lang == "bash":
                 for line in lines:
-                    tail = _stackgate_tail(line.split("#", 1)[0].strip())
-                    if tail is not None:
-                        found.append(DocCommand(where, tail))
+                    hit = _prefixed(line.split("#", 1)[0].strip())
+                    if hit is not None:
+                        found.append(DocCommand(where, hit[0], package=hit[1]))
                 continue
             for i, line in enumerate(lines):  # console: `$ ` lines, their output after them
-                tail = _stackgate_tail(line.removeprefix("$ ").strip())
-                if not line.startswith("$ ") or tail is None:
+                hit = _prefixed(line.removeprefix("$ ").strip())
+                if not line.startswith("$ ") or hit is None:
                     continue
+                tail = hit[0]
                 rest = lines[i + 1 :]
                 shown = tuple(
                     rest[: next((j for j, x in enumerate(rest) if x.startswith("$ ")), len(rest))]
                 )
                 after = rest[len(shown) :]
                 code = int(after[1]) if after[:1] == ["$ echo $?"] and len(after) > 1 else None
-                found.append(DocCommand(where, tail, shown, code))
+                found.append(DocCommand(where, tail, shown, code, hit[1]))
         for span in re.findall(r"`([^`\n]+)`", text):
-            tail = _stackgate_tail(span)
-            if tail is not None:
-                found.append(DocCommand(where, tail))
+            hit = _prefixed(span)
+            if hit is not None:
+                found.append(DocCommand(where, hit[0], package=hit[1]))
     return found
 
 
@@ -275,21 +317,36 @@ def test_every_doc_command_is_run_here_or_says_what_it_needs() -> None:
             if words and not words[0].isupper():
                 pytest.fail(f"{command.where}: `stackgate {command.words}`: no such command")
             continue
-        if SYNOPSIS.search(command.words) or len(words) == 1:
+        if command.package is not None and words[0] not in {
+            c.name for c in discover(command.package)
+        } | {"--help", "..."}:
+            pytest.fail(f"{command.where}: `python -m {command.package} {command.words}`: no such")
+        # quoted text is literal ('n[1-5]' is a node list, not an optional part)
+        if SYNOPSIS.search(re.sub(r"'[^']*'", "", command.words)) or len(words) == 1:
             continue  # a usage form or a command's name: its options are the parser's
-        seen.add(command.words)
         if command.words not in HERE and command.words not in NOT_HERE:
             unclassified.append(f"{command.where}: {command.words}")
+        seen.add(command.words)
         if words[0] == "--help":
             continue
         parser = build_parser(
             "stackgate", [c for p in ("builder", "validators") for c in discover(p)], "", words[0]
         )
+        said = io.StringIO()
         try:
-            parser.parse_args(shlex.split(command.words))
+            with contextlib.redirect_stderr(said):
+                parser.parse_args(shlex.split(command.words))
         except SystemExit as exc:
+            named_only = not any(w.startswith("-") for w in words)
+            if named_only and "the following arguments are required" in said.getvalue():
+                # a sub-command's name (`fleet submit`), not a command
+                if unclassified[-1:] == [f"{command.where}: {command.words}"]:
+                    unclassified.pop()
+                seen.discard(command.words)
+                continue
             pytest.fail(
-                f"{command.where}: stackgate {command.words}: the parser refused it ({exc.code})"
+                f"{command.where}: stackgate {command.words}: the parser refused it ({exc.code}): "
+                + said.getvalue().strip().splitlines()[-1]
             )
     assert not unclassified, "put each in HERE or NOT_HERE:\n" + "\n".join(unclassified)
     assert not set(HERE) & set(NOT_HERE)
