@@ -172,10 +172,13 @@ def test_disk_full_exits_3_and_keeps_the_previous_env(
     assert first.returncode == 0, first.stderr
     first_env = Path(json.loads(first.stdout)["env"])
     # The next lock adds a package bigger than the space left once unpacked, but small as a
-    # wheel (zeros compress ~1000x), so the check before the build lets it through and the
-    # disk fills mid-install.
+    # wheel (zeros deflate ~1000x), so the check before the build (which counts each local
+    # wheel by its file) lets it through and the disk fills mid-install.
     blob = bytes(4 * 1024 * 1024)
-    big = make_wheel(local_stack.root / "big", "bigdata", "1.0", files={"bigdata/blob.bin": blob})
+    big = make_wheel(
+        local_stack.root / "big", "bigdata", "1.0", files={"bigdata/blob.bin": blob}, deflate=True
+    )
+    assert big.stat().st_size < 64 * 1024
     make_index(local_stack.root / "idx-pypi", [big])
     text = local_stack.manifest.read_text()
     local_stack.manifest.write_text(
