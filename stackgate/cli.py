@@ -30,6 +30,8 @@ from stackgate import __version__, proc
 from stackgate.errors import (
     EXIT_BAD_INPUT,
     EXIT_ENVIRONMENT,
+    EXIT_INTERRUPTED,
+    MEANING,
     EnvironmentProblem,
     StackgateError,
 )
@@ -126,11 +128,47 @@ def _common() -> argparse.ArgumentParser:
     return common
 
 
+# The commands in the order a newcomer uses them, by step of the journey (`--help` lists them
+# so; a command missing here comes last, and a test holds every command to a step).
+JOURNEY: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("1. a stack, before any download", ("check", "show")),
+    ("2. lock and build it", ("lock", "static", "build", "verify")),
+    ("3. validate it on this host", ("preflight", "run", "serve-bench")),
+    ("4. record it, gate an upgrade", ("mark-good", "gate", "diff", "report", "records")),
+    ("5. reproduce, bisect, fleets", ("reproduce", "bisect", "fleet")),
+    (
+        "more tools",
+        ("wheelhouse", "image", "image-pins", "plan", "compile", "kernels", "compat", "schema"),
+    ),
+)
+_STEP = {name: i for i, (_title, names) in enumerate(JOURNEY) for name in names}
+_ORDER = {name: i for i, name in enumerate(n for _t, names in JOURNEY for n in names)}
+
+
+def journey_epilog(names: Sequence[str]) -> str:
+    """The commands of `names` grouped by step, one line per step."""
+    lines = ["order of use (COMMAND --help for its options):"]
+    for title, step in JOURNEY:
+        here = [n for n in step if n in names]
+        if here:
+            lines.append(f"  {title + ':':<34} {', '.join(here)}")
+    rest = sorted(n for n in names if n not in _STEP)
+    if rest:
+        lines.append(f"  {'other:':<34} {', '.join(rest)}")
+    return "\n".join(lines)
+
+
 def build_parser(
     prog: str, commands: Sequence[CommandEntry], description: str, chosen: str | None = None
 ) -> argparse.ArgumentParser:
     """The parser; only the `chosen` command's module is imported for its arguments."""
-    parser = argparse.ArgumentParser(prog=prog, description=description)
+    commands = sorted(commands, key=lambda c: (_ORDER.get(c.name, len(_ORDER)), c.name))
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description=description,
+        epilog=journey_epilog([c.name for c in commands]),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"stackgate {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     common = _common()
@@ -166,34 +204,29 @@ def emit_json(payload: Any) -> None:
 # Import names of stackgate's own dependencies (pyproject.toml; a test keeps them in step).
 DEPENDENCY_MODULES = frozenset(
     {"pydantic", "packaging", "rich", "elftools", "pynvml", "docker", "httpx", "psutil", "numpy"}
-    | {"jinja2", "uv", "httpcore", "variantlib", "hostlist"}
+    | {"jinja2", "uv", "httpcore", "variantlib"}
 )
-
-
-def _uv_as_typed() -> str:
-    """uv as the user can type it here: `uv` on PATH, else the checkout's `.tools/bin/uv`
-    (where `.ci/bootstrap tools` puts it; after the README's set-up `uv` alone is exit 127)."""
-    if proc.find("uv"):
-        return "uv"
-    tools = Path(__file__).resolve().parent.parent / ".tools" / "bin" / "uv"
-    if tools.is_file():
-        try:
-            return str(tools.relative_to(Path.cwd().resolve()))
-        except (ValueError, FileNotFoundError):
-            return str(tools)
-    return "uv"
 
 
 def missing_dependency_hint(prog: str, words: Sequence[str]) -> str:
     """How to run `prog` with its dependencies: the two ways the README gives."""
+    from stackgate.cli_hint import uv_prefix
+
     shown = " ".join([prog, *words])
-    uv = _uv_as_typed()
+    uv = uv_prefix()
     where = "" if uv != "uv" or proc.find("uv") else " (.ci/bootstrap tools installs uv)"
     return (
         f"run it with its locked dependencies from the checkout: {uv} run {shown}{where}\n"
         f"  or install it as a tool ({uv} tool install . from the checkout), then: stackgate "
         + " ".join(words)
     ).rstrip()
+
+
+def verdict_after_error(verdict: str, prog: str, command: str | None, code: int) -> str:
+    """The verdict line a command ends with after an error message: "REFUSED stackgate lock:
+    bad input, nothing was changed (exit 2)"."""
+    what = command or prog  # the same line whichever way it was run (stackgate, python -m)
+    return f"{verdict} {what}: {MEANING.get(code, 'error')} (exit {code})"
 
 
 def _raised_at(exc: BaseException) -> str:
@@ -228,7 +261,11 @@ def _main_for(packages: Sequence[str], prog: str, description: str, words: list[
     try:
         args = parser.parse_args(words)
     except SystemExit as exc:  # argparse: 2 on bad arguments, 0 on --help
-        return int(exc.code or 0) if exc.code in (0, None) else EXIT_BAD_INPUT
+        if exc.code in (0, None):
+            return 0
+        chosen = _chosen(words, {c.name for c in commands})
+        sys.stderr.write(verdict_after_error("REFUSED", prog, chosen, EXIT_BAD_INPUT) + "\n")
+        return EXIT_BAD_INPUT
     logging.basicConfig(
         level=logging.DEBUG if args.debug else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
@@ -251,17 +288,20 @@ def _main_for(packages: Sequence[str], prog: str, description: str, words: list[
         err.styled("[bold red]error:[/] {}", exc.message)
         for line in exc.details:
             err.plain(f"  {line}")
+        err.plain(verdict_after_error(exc.verdict, prog, args.command, exc.exit_code))
         return exc.exit_code
     except KeyboardInterrupt:
-        lines_err().plain("interrupted")
-        return 130
+        lines_err().plain(verdict_after_error("INCOMPLETE", prog, args.command, EXIT_INTERRUPTED))
+        return EXIT_INTERRUPTED
     except OSError as exc:
         if args.debug:
             traceback.print_exc()
         # An OSError can carry no file name (os.getcwd() after its folder went away): say
         # where it was raised, so a failure seen only as a child's last stderr line is findable.
         where = _raised_at(exc)
-        lines_err().styled("[bold red]error:[/] {} (raised at {})", exc, where)
+        err = lines_err()
+        err.styled("[bold red]error:[/] {} (raised at {})", exc, where)
+        err.plain(verdict_after_error("FAILED", prog, args.command, EXIT_ENVIRONMENT))
         return EXIT_ENVIRONMENT
 
 

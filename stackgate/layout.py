@@ -5,7 +5,9 @@ Venv root:   --venv-root, else $STACKGATE_VENV_ROOT, else <checkout>/envs
              <root>/<stack>/<name>.partial/           a build in progress
              <root>/<stack>/current -> <name>          the selected env
              <root>/<stack>/.build.lock               flock: one build at a time
-Locks:       <stacks>/locks/<stack>/{pyproject.toml,uv.lock}  (--locks-dir replaces <stacks>/locks)
+Locks:       beside the manifest: <its folder>/locks/<stack>/{pyproject.toml,uv.lock}, so
+             stacks/cu128.toml locks into stacks/locks/cu128/ and ~/mine.toml into
+             ~/locks/mine/ (never into the checkout); --locks-dir replaces <its folder>/locks
 
 The builder creates and switches these (builder.venv.atomic); validators, serve-bench --dry-run
 and the gate only read them, through the same functions, so they cannot disagree.
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stackgate.build_record import build_record_path, read_build_record
+from stackgate.cli_hint import cli_command
 from stackgate.errors import BadInput
 from stackgate.paths import project_root, stacks_dir
 
@@ -90,7 +93,7 @@ class EnvLayout:
             raise BadInput(
                 f"{link} leads to {target} ({resolved}), not an env of stack '{self.stack}' "
                 f"in {self.stack_dir}",
-                details=["select one with: stackgate build " + self.stack],
+                details=[f"select one with: {cli_command(['build', self.stack])}"],
             )
         record = build_record_path(resolved)
         if record.is_file():
@@ -136,5 +139,13 @@ class LockFiles:
 
 
 def lock_files(stack: str, root: Path | None = None) -> LockFiles:
-    """The lock folder of a stack: <root or stacks/locks>/<stack>."""
+    """The lock folder of a stack in stacks/ known by name: <root or stacks/locks>/<stack>."""
     return LockFiles((root or locks_dir()) / stack)
+
+
+def lock_files_of(manifest_path: Path, stack: str, root: Path | None = None) -> LockFiles:
+    """The lock folder of the manifest at `manifest_path`: beside it, <its folder>/locks/<stack>
+    (a shipped stack: stacks/locks/<stack>), or <root>/<stack> with --locks-dir. A manifest
+    kept elsewhere never locks into the checkout: a copy named like a shipped stack would
+    overwrite that stack's committed lock."""
+    return LockFiles((root or manifest_path.parent / LOCKS_DIRNAME) / stack)

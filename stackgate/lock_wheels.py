@@ -62,7 +62,8 @@ def _target_tags(python: tuple[int, int], arch: str) -> tuple[Tag, ...]:
     return tuple(tags)
 
 
-def _python_of(lock: UvLock, path: Path) -> tuple[int, int]:
+def lock_python(lock: UvLock, path: Path) -> tuple[int, int]:
+    """The one CPython X.Y the lock targets (requires-python ==3.X.*); else LockError."""
     spec = lock.requires_python or ""
     for part in spec.replace(" ", "").split(","):
         if part.startswith("=="):
@@ -82,7 +83,7 @@ def read_lock(
     except BadInput as exc:
         raise LockError("; ".join(exc.lines())) from None
     if python is None:
-        python = _python_of(lock, path)
+        python = lock_python(lock, path)
     rank = {tag: i for i, tag in enumerate(target_tags(python))}
     wheels: list[LockedWheel] = []
     no_wheel: list[str] = []

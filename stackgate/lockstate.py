@@ -21,7 +21,7 @@ from stackgate.layout import LockFiles
 from stackgate.loading import LoadedStack
 from stackgate.lockpins import contradictions
 from stackgate.manifest import Manifest
-from stackgate.paths import display_path
+from stackgate.paths import display_path, stacks_dir
 from stackgate.uvlock import MAX_LOCK_BYTES, UvLock, parse_uv_lock
 
 # The fields a lock is a function of. Serving, validation, environment and build settings
@@ -37,7 +37,10 @@ def manifest_hash(manifest: Manifest) -> str:
 
 
 def regenerate_command(stack: str) -> str:
-    return f"nox -s lock-{stack}  (or: python -m builder lock {stack})"
+    """The command that locks `stack` (a name in stacks/ or a manifest's path) again."""
+    from stackgate.cli_hint import cli_command
+
+    return cli_command(["lock", stack])
 
 
 @dataclass(frozen=True)
@@ -55,10 +58,12 @@ class LockState:
 
 def read_lock(loaded: LoadedStack, files: LockFiles) -> LockState:
     """The committed lock for the stack, or BadInput (exit 2) when missing or stale."""
-    stack = loaded.manifest.name
+    name = loaded.manifest.name
+    # How the user names this stack on a command line: its name in stacks/, else its path.
+    stack = name if loaded.path.parent.resolve() == stacks_dir() else display_path(loaded.path)
     if not files.pyproject.is_file() or not files.lockfile.is_file():
         raise BadInput(
-            f"no lock for stack '{stack}' in {display_path(files.folder)}",
+            f"no lock for stack '{name}' in {display_path(files.folder)}",
             details=[f"create it with: {regenerate_command(stack)}"],
         )
     try:
@@ -85,7 +90,7 @@ def read_lock(loaded: LoadedStack, files: LockFiles) -> LockState:
     current = manifest_hash(loaded.manifest)
     if recorded != current:
         raise BadInput(
-            f"the lock of stack '{stack}' is stale: {display_path(loaded.path)} changed "
+            f"the lock of stack '{name}' is stale: {display_path(loaded.path)} changed "
             "since it was locked",
             details=[
                 f"recorded manifest hash {str(recorded)[:12]}, current {current[:12]}",

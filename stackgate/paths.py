@@ -19,7 +19,21 @@ def _is_checkout(folder: Path) -> bool:
 def project_root() -> Path:
     """The checkout holding stacks/: env STACKGATE_ROOT wins, then the package's parent (a
     checkout or an editable install), then the nearest checkout at or above the cwd (stackgate
-    installed as a tool, `uv tool install .`, run from inside a checkout)."""
+    installed as a tool, `uv tool install .`, run from inside a checkout).
+
+    No checkout found: BadInput naming what needs one. Falling back to the package's parent
+    put an installed tool's envs/, records store and schemas inside its site-packages."""
+    found = checkout_root()
+    if found is None:
+        raise BadInput(
+            "no stackgate checkout here: the shipped stacks/, records/, envs/ and the records "
+            "store (.state/) live in one; run inside a checkout or set STACKGATE_ROOT to one"
+        )
+    return found
+
+
+def checkout_root() -> Path | None:
+    """project_root()'s answer, None where no checkout is found."""
     override = folder_from_env("STACKGATE_ROOT", "the checkout (stacks/, records/, .state/)")
     if override is not None:
         return override.resolve()
@@ -28,8 +42,8 @@ def project_root() -> Path:
         return package_parent
     cwd = working_dir()
     if cwd is None:
-        return package_parent
-    return next((d for d in (cwd, *cwd.parents) if _is_checkout(d)), package_parent)
+        return None
+    return next((d for d in (cwd, *cwd.parents) if _is_checkout(d)), None)
 
 
 def working_dir() -> Path | None:

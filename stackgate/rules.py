@@ -8,6 +8,7 @@ the validators' preflight evaluates them.
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from collections.abc import Iterator, Mapping
@@ -24,7 +25,10 @@ from stackgate.errors import ManifestError
 from stackgate.loading import format_validation_errors
 from stackgate.manifest import Manifest, Strict
 from stackgate.manifest_values import SpecifierStr, arch_cc
-from stackgate.paths import display_path, project_root, stacks_dir
+from stackgate.paths import checkout_root, display_path, stacks_dir
+
+# stacks/rules.toml as the wheel carries it (for an installed stackgate outside a checkout).
+PACKAGED_RULES = Path(__file__).resolve().parent / "shipped" / "rules.toml"
 
 Severity = Literal["error", "warning"]
 
@@ -158,11 +162,15 @@ def default_rules_path() -> Path:
     """The stacks folder's rules.toml; a stacks folder of one's own (STACKGATE_STACKS_DIR: a
     test's, a reproduce's) without one gets the checkout's. The rules are facts about packages
     and hosts, not about one folder of manifests: a folder without a rules file must not mean
-    "no rules" (nor a crash of the host group, which was the old behaviour)."""
+    "no rules" (nor a crash of the host group, which was the old behaviour). Outside any
+    checkout, the copy the wheel carries (pyproject's force-include)."""
+    checkout = checkout_root()
+    if checkout is None and not os.environ.get("STACKGATE_STACKS_DIR"):
+        return PACKAGED_RULES  # an installed stackgate, run outside a checkout
     own = stacks_dir() / "rules.toml"
     if own.is_file():
         return own
-    shipped = project_root() / "stacks" / "rules.toml"
+    shipped = checkout / "stacks" / "rules.toml" if checkout is not None else PACKAGED_RULES
     return shipped if shipped.is_file() else own
 
 

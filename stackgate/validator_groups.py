@@ -32,6 +32,9 @@ class GroupSpec:
     host_facts: bool = False
     # A manifest requiring it must name validation.serve_profile.
     needs_serve_profile: bool = False
+    # The checks without which the group's question has no answer: one of them SKIPped (no
+    # driver, no GPU, nothing to serve) makes the verdict INCOMPLETE, never OK.
+    deciding: tuple[str, ...] = ()
 
 
 GROUPS: tuple[GroupSpec, ...] = (
@@ -42,6 +45,7 @@ GROUPS: tuple[GroupSpec, ...] = (
         needs_env=False,
         needs_gpus=True,
         host_facts=True,
+        deciding=("host.driver", "host.gpus"),
     ),
     GroupSpec(
         "static",
@@ -56,6 +60,7 @@ GROUPS: tuple[GroupSpec, ...] = (
         "imports and probes on this host's GPUs",
         needs_env=True,
         needs_gpus=True,
+        deciding=("runtime.gpu",),
     ),
     GroupSpec(
         "serve-bench",
@@ -64,6 +69,7 @@ GROUPS: tuple[GroupSpec, ...] = (
         needs_env=True,
         needs_gpus=True,
         needs_serve_profile=True,
+        deciding=("serve-bench.launch",),
     ),
 )
 ORDER: tuple[ValidatorGroup, ...] = tuple(g.name for g in GROUPS)

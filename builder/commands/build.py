@@ -47,7 +47,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="where envs live (default <repo>/envs, or $STACKGATE_VENV_ROOT)",
     )
-    parser.add_argument("--locks-dir", type=FOLDER, default=None, help="default: stacks/locks")
+    parser.add_argument(
+        "--locks-dir",
+        type=FOLDER,
+        default=None,
+        help="the folder of lock folders (default: locks/ beside the manifest)",
+    )
     parser.add_argument("--python", default=None, help="interpreter path or version to use")
     parser.add_argument(
         "--topology",
@@ -64,7 +69,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--offline", action="store_true", help="use no network at all")
     parser.add_argument(
-        "--wheelhouse", type=FOLDER, default=None, help="folder from `builder wheelhouse`"
+        "--wheelhouse",
+        type=FOLDER,
+        default=None,
+        help="folder from `stackgate wheelhouse STACK --to DIR`",
     )
     parser.add_argument(
         "--repair",

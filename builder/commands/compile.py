@@ -15,7 +15,7 @@ from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.host.resources import GIB
 from stackgate.layout import venv_root
 from stackgate.loading import load_stack
-from stackgate.output import console_err
+from stackgate.output import console_err, styled
 
 NAME = "compile"
 HELP = "run a build command under the stack's memory-aware job plan and the watchdog"
@@ -82,10 +82,13 @@ def run(args: argparse.Namespace) -> int:
                 "resumes": watch.resumes,
             }
         )
+    verdict = "[bold green]OK[/]" if result.returncode == 0 else "[bold red]FAILED[/]"
     console.print(
-        f"exit {result.returncode}; peak RSS {watch.peak_total_rss / GIB:.2f} GiB, per job "
-        f"{watch.peak_job_rss / GIB:.2f} GiB over {watch.jobs_seen} job(s), "
-        f"{watch.pauses} pause(s)",
-        highlight=False,
+        styled(
+            verdict + " {}",
+            f"the command exited {result.returncode}; peak RSS "
+            f"{watch.peak_total_rss / GIB:.2f} GiB, per job {watch.peak_job_rss / GIB:.2f} GiB "
+            f"over {watch.jobs_seen} job(s), {watch.pauses} pause(s)",
+        )
     )
     return EXIT_OK if result.returncode == 0 else EXIT_CHECK_FAILED

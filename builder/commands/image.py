@@ -211,8 +211,12 @@ def run(args: argparse.Namespace) -> int:
                 }
             )
         console.print(
-            f"rendered {display_path(containerfile)}; build args: "
-            + " ".join(f"{k}={v}" for k, v in sorted(build_args.items()))
+            "build args: " + " ".join(f"{k}={v}" for k, v in sorted(build_args.items())),
+            markup=False,
+            highlight=False,
+        )
+        console.print(
+            styled("[bold green]OK[/] {}", f"rendered {display_path(containerfile)}; nothing built")
         )
         return EXIT_OK
     result = build_image(loaded, request)
@@ -220,10 +224,6 @@ def run(args: argparse.Namespace) -> int:
     ok = repro is None or repro.identical
     if args.json:
         emit_json({"ok": ok, **result.model_dump(mode="json")})
-    console.print(
-        f"built {result.tag or result.archive} with {result.engine} {result.engine_version} "
-        f"in {result.seconds:.1f} s: image id {result.image_id}"
-    )
     if result.archive:
         console.print(f"OCI archive {result.archive}: manifest {result.archive_digest}")
     if repro is not None:
@@ -237,4 +237,12 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"  {what}: {a} {'==' if a == b else '!='} {b}", highlight=False)
         if repro.note:
             console.print(f"  note: {repro.note}", highlight=False)
+    console.print(
+        styled(
+            ("[bold green]OK[/]" if ok else "[bold red]FAILED[/]") + " {}",
+            f"built {result.tag or result.archive} with {result.engine} "
+            f"{result.engine_version} in {result.seconds:.1f} s: image id {result.image_id}"
+            + ("" if ok else " (not reproducible: see above)"),
+        )
+    )
     return EXIT_OK if ok else EXIT_CHECK_FAILED

@@ -8,7 +8,7 @@ from pathlib import Path
 from builder.image.pins import load_pins, refresh_pins
 from stackgate.cli import emit_json
 from stackgate.errors import EXIT_OK
-from stackgate.output import console_err
+from stackgate.output import console_err, styled
 from stackgate.paths import display_path
 
 NAME = "image-pins"
@@ -38,7 +38,13 @@ def run(args: argparse.Namespace) -> int:
     for name, image in images.items():
         console.print(f"{name}: {image['tag']} -> {image['ref'].split('@', 1)[1]}", highlight=False)
     if args.refresh:
-        console.print(f"{len(changes)} digest(s) moved in {display_path(pins.path)}")
         for change in changes:
             console.print(f"  {change}", highlight=False)
+    moved = f", {len(changes)} digest(s) moved" if args.refresh else ""
+    console.print(
+        styled(
+            "[bold green]OK[/] {}",
+            f"{len(images)} base-image pins in {display_path(pins.path)}{moved}",
+        )
+    )
     return EXIT_OK

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from contextlib import AbstractContextManager
 
 from rich.text import Text
 
@@ -14,7 +15,8 @@ from builder.lock.uvproject import index_map_credentials, parse_index_map
 from stackgate.cli import emit_json
 from stackgate.cli_paths import FOLDER
 from stackgate.errors import EXIT_OK
-from stackgate.layout import lock_files
+from stackgate.heartbeat import Heartbeat
+from stackgate.layout import lock_files_of
 from stackgate.loading import load_stack
 from stackgate.output import console_err, styled
 from stackgate.paths import display_path
@@ -34,7 +36,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="resolve the manifest's index NAME from URL instead (mirror or local folder)",
     )
     parser.add_argument("--python", default=None, help="interpreter path or version to use")
-    parser.add_argument("--locks-dir", type=FOLDER, default=None, help="default: stacks/locks")
+    parser.add_argument(
+        "--locks-dir",
+        type=FOLDER,
+        default=None,
+        help="where the lock folder goes (default: locks/ beside the manifest: stacks/locks "
+        "for a shipped stack)",
+    )
     parser.add_argument(
         "--upgrade", action="store_true", help="re-resolve everything, not just what changed"
     )
@@ -53,11 +61,24 @@ def run(args: argparse.Namespace) -> int:
     # uv reads index credentials from its environment; they never reach the lock
     os.environ.update(index_map_credentials(args.index_map))
     python = find_python(manifest.python, args.python)
-    files = lock_files(manifest.name, args.locks_dir)
+    files = lock_files_of(loaded.path, manifest.name, args.locks_dir)
     console = console_err()
     started = time.monotonic()
     compat = CompatVet.for_manifest(files.folder, manifest)
-    with console.status(Text(f"locking {manifest.name} with uv ({python.path})")):
+    doing = f"locking {manifest.name} with uv ({python.path}), then checking its binary packages"
+    # On a terminal a spinner; piped, a line when it first starts and every 15 s after (a
+    # cold cu128 lock printed nothing for 44 s).
+    waiting: AbstractContextManager[object] = (
+        console.status(Text(doing))
+        if console.is_terminal
+        else Heartbeat(
+            lambda line: console.print(line, markup=False, highlight=False),
+            lambda s: f"  still {doing} ({s:.0f} s)",
+        )
+    )
+    if not console.is_terminal:
+        console.print(doing, markup=False, highlight=False)
+    with waiting:
         state = run_lock(
             loaded,
             files,
@@ -83,14 +104,14 @@ def run(args: argparse.Namespace) -> int:
                 "seconds": round(seconds, 2),
             }
         )
-    console.print(
-        styled(
-            "[bold green]locked[/] {}",
-            f"{manifest.name}: {len(packages)} packages in {seconds:.1f} s -> "
-            f"{display_path(files.lockfile)} (lock {state.short})",
-        )
-    )
     for name in sorted(manifest.packages):
         console.print(f"  {name} == {packages.get(name, '?')}", highlight=False)
     console.print(compat.line(off=args.no_compat), highlight=False, markup=False, soft_wrap=True)
+    console.print(
+        styled(
+            "[bold green]OK[/] {}",
+            f"locked {manifest.name}: {len(packages)} packages in {seconds:.1f} s -> "
+            f"{display_path(files.lockfile)} (lock {state.short})",
+        )
+    )
     return EXIT_OK

@@ -48,4 +48,5 @@ def run(args: argparse.Namespace) -> int:
         highlight=False,
         markup=False,
     )
+    console.print(styled("[bold green]OK[/] {}", f"{loaded.manifest.name}: {plan.summary()}"))
     return EXIT_OK

@@ -6,8 +6,9 @@ import argparse
 import json
 
 from stackgate.cli import emit_json
+from stackgate.cli_hint import cli_command
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK
-from stackgate.output import console_err
+from stackgate.output import console_err, styled
 from stackgate.schema import schema_dir, schemas
 
 NAME = "schema"
@@ -31,9 +32,15 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({"ok": not stale, "stale": stale, "folder": str(folder)})
     if stale:
-        console_err().print(f"stale schemas: {', '.join(stale)}; run `stackgate schema --write`")
+        console_err().print(
+            styled(
+                "[bold red]FAILED[/] {}",
+                f"stale schemas: {', '.join(stale)}; run `{cli_command('schema --write')}`",
+            )
+        )
         return EXIT_CHECK_FAILED
-    console_err().print("schemas written" if args.write else "schemas are current")
+    verdict = "schemas written" if args.write else "schemas are current"
+    console_err().print(styled("[bold green]OK[/] {}", verdict))
     return EXIT_OK
 
 

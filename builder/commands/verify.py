@@ -8,6 +8,7 @@ from pathlib import Path
 
 from stackgate.build_record import read_build_record
 from stackgate.cli import emit_json
+from stackgate.cli_hint import cli_command
 from stackgate.cli_paths import FOLDER
 from stackgate.digests import DigestCache
 from stackgate.envtree import check_tree
@@ -80,5 +81,5 @@ def run(args: argparse.Namespace) -> int:
     )
     for line in check.explain():
         console.print(f"  - {line}", markup=False, highlight=False)
-    console.print(f"repair: stackgate build {name} --repair (a fresh copy beside it)")
+    console.print(f"repair: {cli_command(['build', name, '--repair'])} (a fresh copy beside it)")
     return EXIT_CHECK_FAILED

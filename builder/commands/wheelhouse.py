@@ -22,7 +22,7 @@ from stackgate.cli_numbers import WORKERS
 from stackgate.cli_paths import FOLDER
 from stackgate.errors import EXIT_OK, BadInput
 from stackgate.host.resources import GIB
-from stackgate.layout import lock_files
+from stackgate.layout import lock_files_of
 from stackgate.loading import load_stack
 from stackgate.lockstate import read_lock
 from stackgate.output import console_err, styled
@@ -35,7 +35,12 @@ HELP = "download every locked artifact of a stack (hash-checked) for offline bui
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("stack", help="a stack name in stacks/ or a path to a manifest")
     parser.add_argument("--to", type=FOLDER, required=True, help="the wheelhouse folder")
-    parser.add_argument("--locks-dir", type=FOLDER, default=None, help="default: stacks/locks")
+    parser.add_argument(
+        "--locks-dir",
+        type=FOLDER,
+        default=None,
+        help="the folder of lock folders (default: locks/ beside the manifest)",
+    )
     parser.add_argument("--workers", type=WORKERS, default=4, help="parallel downloads (1-64)")
     add_limit_arguments(parser)
 
@@ -46,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise BadInput(str(exc)) from None
     loaded = load_stack(args.stack)
-    state = read_lock(loaded, lock_files(loaded.manifest.name, args.locks_dir))
+    state = read_lock(loaded, lock_files_of(loaded.path, loaded.manifest.name, args.locks_dir))
     arts, _ = artifacts(state, loaded.manifest)
     total = sum(a.size or 0 for a in arts)
     console = console_err()
@@ -89,14 +94,14 @@ def run(args: argparse.Namespace) -> int:
                 **result,
             }
         )
+    for item in result["skipped"]:
+        console.print(styled("  [yellow]not in the wheelhouse[/]: {}", item))
     console.print(
         styled(
-            "[bold green]wheelhouse[/] {}",
-            f"{display_path(args.to)}: {result['files']} files "
+            "[bold green]OK[/] {}",
+            f"wheelhouse {display_path(args.to)}: {result['files']} files "
             f"({result['downloaded']} downloaded, {result['kept']} already there), "
             f"{result['bytes'] / GIB:.2f} GiB in {seconds:.1f} s, every sha256 checked",
         )
     )
-    for item in result["skipped"]:
-        console.print(styled("  [yellow]not in the wheelhouse[/]: {}", item))
     return EXIT_OK

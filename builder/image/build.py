@@ -31,7 +31,7 @@ from stackgate.containers.select import EngineChoice, open_engine
 from stackgate.errors import BadInput, CommandFailed, EnvironmentProblem
 from stackgate.files import sha256_file
 from stackgate.host.resources import HostResources
-from stackgate.layout import LockFiles, lock_files
+from stackgate.layout import LockFiles, lock_files_of
 from stackgate.loading import LoadedStack
 from stackgate.lockstate import LockState, read_lock
 from stackgate.model import StrictModel
@@ -130,7 +130,11 @@ class Prepared:
 
 def prepare(loaded: LoadedStack, request: ImageRequest) -> Prepared:
     """Everything that needs no engine: lock check, pins, job plan, labels, recipe inputs."""
-    files = LockFiles(request.lock_dir) if request.lock_dir else lock_files(loaded.manifest.name)
+    files = (
+        LockFiles(request.lock_dir)
+        if request.lock_dir
+        else lock_files_of(loaded.path, loaded.manifest.name)
+    )
     state = read_lock(loaded, files)  # missing or stale lock: exit 2 with the command to fix it
     pins = load_pins()
     plan = plan_jobs(loaded.manifest.build, resources=request.resources)

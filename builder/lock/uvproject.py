@@ -20,7 +20,7 @@ from typing import Any
 
 from stackgate.credentials import credential_env, has_credentials, redact, strip_credentials
 from stackgate.errors import BadInput
-from stackgate.lockstate import LOCK_FIELDS, manifest_hash, regenerate_command
+from stackgate.lockstate import LOCK_FIELDS, manifest_hash
 from stackgate.manifest import Manifest, Package
 from stackgate.toml_write import toml_value
 
@@ -136,7 +136,9 @@ def render_pyproject(
     out = [
         f"# DO NOT EDIT: generated from {manifest_path} by `python -m builder lock "
         f"{manifest.name}`.",
-        f"# Regenerate with: {regenerate_command(manifest.name)}",
+        # Written into committed files: the same text on every machine (not a typed hint).
+        f"# Regenerate with: nox -s lock-{manifest.name}  (or: python -m builder lock "
+        f"{manifest.name})",
         "[project]",
         f'name = "stackgate-stack-{manifest.name}"',
         'version = "0"',

@@ -77,6 +77,17 @@ def build_lock(layout: EnvLayout, *, wait: bool = True) -> Iterator[HeldLock]:
         os.close(fd)  # closing drops the flock
 
 
+def leftovers(layout: EnvLayout) -> list[Path]:
+    """What remove_partials would remove: `.partial` folders and `.current-*` links."""
+    if not layout.stack_dir.is_dir():
+        return []
+    return [
+        entry
+        for entry in sorted(layout.stack_dir.iterdir())
+        if entry.name.endswith(PARTIAL_SUFFIX) or entry.name.startswith(".current-")
+    ]
+
+
 def remove_partials(layout: EnvLayout) -> list[Path]:
     """Remove leftovers of killed builds. Call only while holding the build lock."""
     removed: list[Path] = []

@@ -43,6 +43,7 @@ from builder.lock.origin import check_origins
 from builder.lock.resolve import explain_uv_failure, locked_packages, uv_env, uv_version
 from builder.lock.uvproject import index_specs
 from builder.venv import atomic, base_site, env_slot, envprofile
+from builder.venv.disk_room import require_room, signals_held, tree_bytes, writable_root
 from builder.venv.install_commands import install_commands, requirements_path
 from builder.venv.installed import verify_against_lock
 from builder.venv.topology import TopologyChoice, choose_topology
@@ -58,6 +59,7 @@ from stackgate.build_record import (
     ToolVersions,
     TreeHash,
 )
+from stackgate.cli_hint import cli_command
 from stackgate.digests import DigestCache
 from stackgate.early_digests import EarlyHasher, valid_raw
 from stackgate.env_generated import PROFILE_FORMAT
@@ -65,7 +67,7 @@ from stackgate.envtree import compute_tree, digest_patterns, file_digests, write
 from stackgate.errors import CheckFailed, CommandFailed, EnvironmentProblem
 from stackgate.files import sha256_file
 from stackgate.host.snapshot import host_snapshot
-from stackgate.layout import PARTIAL_SUFFIX, EnvLayout, lock_files
+from stackgate.layout import PARTIAL_SUFFIX, EnvLayout, lock_files_of
 from stackgate.loading import LoadedStack
 from stackgate.lockstate import LockState, read_lock
 from stackgate.owned_files import open_owned
@@ -293,7 +295,7 @@ class _Build:
         # Every input check runs before anything is created, fetched or locked: bad input
         # (exit 2) leaves the venv root exactly as it was.
         with timer.step("lock", "reading the lock and checking the patches it needs"):
-            state = read_lock(loaded, lock_files(manifest.name, opts.locks_root))
+            state = read_lock(loaded, lock_files_of(loaded.path, manifest.name, opts.locks_root))
             # `uv sync --frozen` fetches the lock's own URLs: each must be a file its index
             # lists (mirrors and wheelhouses install by hash through `uv pip install`)
             check_origins(
@@ -322,13 +324,20 @@ class _Build:
         with timer.step("topology", "choosing the environment profile"):
             choice: TopologyChoice = choose_topology(opts.topology)
             profile = manifest.env_for(choice.topology)
+        writable_root(layout)  # a read-only --venv-root: exit 3 naming it, before anything
         self.reporter.step("wait-lock", f"waiting for {display_path(layout.lock_path)}")
         with atomic.build_lock(layout) as held:
             waited = held.waited_s
             self.lock_fd = held.fd
             timer.timings["wait-lock"] = round(waited, 3)
             self.reporter.done("wait-lock", waited)
+            sizes = {p: tree_bytes(p) for p in atomic.leftovers(layout)}
             removed = atomic.remove_partials(layout)
+            for path in removed:
+                self.reporter.note(
+                    f"removed {display_path(path)} ({sizes.get(path, 0) / 2**30:.2f} GiB), "
+                    "left by an interrupted build"
+                )
             self._sweep_uv_cache()  # what a killed earlier build's uv left in its cache
             kernels = (
                 request_digest([r for _p, r in opts.kernels.requests]) if opts.kernels else None
@@ -344,12 +353,17 @@ class _Build:
                 if not opts.repair:
                     raise CheckFailed(
                         f"{final} was built for this lock but its files changed since; "
-                        f"repair it with: stackgate build {manifest.name} --repair "
+                        f"repair it with: {cli_command(['build', manifest.name, '--repair'])} "
                         "(builds a fresh copy beside it; the damaged one is left as it is)",
                         details=damage,
                     )
                 final = env_slot.repair_name(final)
             checked = _Checked(state, python, sources, patch_records, base)
+            # Enough free disk for the env (and uv's cache), before the .partial exists.
+            for note in require_room(
+                state, loaded.manifest.name, layout.root, uv_cache_dir(uv_env())
+            ):
+                self.reporter.note(note)
             return self._build(checked, final, plan, choice, profile, removed, waited)
 
     def _build(
@@ -539,8 +553,21 @@ class _Build:
             if exc.errno in (errno.ENOSPC, errno.EDQUOT):
                 raise EnvironmentProblem(f"disk full while building {final.name}: {exc}") from exc
             raise
-        except BaseException:
-            atomic.remove_partial_at(stack_fd, partial_name)
+        except BaseException as exc:
+            # Ctrl-C or SIGTERM: the half-built env (gigabytes) goes, by name in the opened
+            # stack folder (never through a link swapped in), and a second Ctrl-C during the
+            # removal does not stop it half-way; what is left is said.
+            size = tree_bytes(partial)
+            with signals_held():
+                atomic.remove_partial_at(stack_fd, partial_name)
+            if isinstance(exc, KeyboardInterrupt) and size:
+                shown = final.parent / partial_name
+                left = os.path.lexists(shown)
+                self.reporter.note(
+                    f"interrupted: {'could not remove' if left else 'removed'} "
+                    f"{display_path(shown)} ({size / 2**30:.2f} GiB)"
+                    + ("; the next build removes it" if left else "")
+                )
             raise
         finally:
             early.close()

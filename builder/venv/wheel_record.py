@@ -26,6 +26,7 @@ from typing import Literal
 from packaging.utils import canonicalize_name
 
 from stackgate.build_record import WheelRecords
+from stackgate.cli_hint import uv_command
 from stackgate.errors import EnvironmentProblem
 from stackgate.paths import display_path
 from stackgate.wheel_records import (
@@ -110,10 +111,8 @@ def refusal(env: Path, found: list[Diagnosis]) -> EnvironmentProblem:
     }
     if by_cause["cache"]:
         names = " ".join(sorted({p for d in by_cause["cache"] for p in d.packages}))
-        advice.append(
-            f"uv's cache holds damaged copies; clear them with `uv cache clean {names}` and "
-            "build again"
-        )
+        clean = uv_command(f"cache clean {names}")
+        advice.append(f"uv's cache holds damaged copies; clear them with `{clean}` and build again")
     if by_cause["after-install"]:
         advice.append(
             "files changed after uv installed them (its cache copies are intact): something "
@@ -121,9 +120,10 @@ def refusal(env: Path, found: list[Diagnosis]) -> EnvironmentProblem:
         )
     if by_cause["unknown"]:
         names = " ".join(sorted({p for d in by_cause["unknown"] for p in d.packages}))
+        clean = uv_command(f"cache clean {names}")
         advice.append(
             "uv's cache holds no copy to compare with: build again; if the same files differ "
-            f"again, clear the packages with `uv cache clean {names}`"
+            f"again, clear the packages with `{clean}`"
         )
     return EnvironmentProblem(
         f"{display_path(env)}: installed files match none of the RECORDs that list them: "

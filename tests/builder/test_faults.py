@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -160,10 +161,9 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 
 
 @pytest.mark.slow
-def test_disk_full_exits_3_and_keeps_the_previous_env(local_stack: LocalStack,
-                                                       small_disk: Path) -> None:
-    import random
-
+def test_disk_full_exits_3_and_keeps_the_previous_env(
+    local_stack: LocalStack, small_disk: Path
+) -> None:
     from tests.helpers.wheels import make_index, make_wheel
 
     venvs = small_disk / "envs"
@@ -171,13 +171,19 @@ def test_disk_full_exits_3_and_keeps_the_previous_env(local_stack: LocalStack,
     first = local_stack.cli(*local_stack.build_args("--json", venvs=venvs))
     assert first.returncode == 0, first.stderr
     first_env = Path(json.loads(first.stdout)["env"])
-    # The next lock adds a package bigger than the space left.
-    blob = random.Random(0).randbytes(4 * 1024 * 1024)  # incompressible
-    big = make_wheel(local_stack.root / "big", "bigdata", "1.0", files={"bigdata/blob.bin": blob})
+    # The next lock adds a package bigger than the space left once unpacked, but small as a
+    # wheel (zeros deflate ~1000x), so the check before the build (which counts each local
+    # wheel by its file) lets it through and the disk fills mid-install.
+    blob = bytes(4 * 1024 * 1024)
+    big = make_wheel(
+        local_stack.root / "big", "bigdata", "1.0", files={"bigdata/blob.bin": blob}, deflate=True
+    )
+    assert big.stat().st_size < 64 * 1024
     make_index(local_stack.root / "idx-pypi", [big])
     text = local_stack.manifest.read_text()
     local_stack.manifest.write_text(
-        text.replace("[build]", '[packages.bigdata]\nversion = "1.0"\nindex = "pypi"\n\n[build]'))
+        text.replace("[build]", '[packages.bigdata]\nversion = "1.0"\nindex = "pypi"\n\n[build]')
+    )
     assert local_stack.lock().returncode == 0
     done = local_stack.cli(*local_stack.build_args(venvs=venvs))
     assert done.returncode == 3, done.stderr
@@ -186,4 +192,37 @@ def test_disk_full_exits_3_and_keeps_the_previous_env(local_stack: LocalStack,
     assert record is not None
     assert compute_tree(first_env, own_paths=(first_env,)).sha256 == record.tree.sha256
     assert (venvs / "localstack" / "current").resolve() == first_env.resolve()
+    assert not list((venvs / "localstack").glob("*.partial"))
+
+
+@pytest.mark.slow
+def test_too_small_a_disk_is_refused_before_the_build(
+    local_stack: LocalStack, small_disk: Path
+) -> None:
+    """A lock whose wheels unpack to more than the venv root's free space: exit 3 before any
+    .partial exists, saying how much is needed, how much is free and to use --venv-root."""
+    import random
+
+    from tests.helpers.wheels import make_index, make_wheel
+
+    venvs = small_disk / "envs"
+    blob = random.Random(0).randbytes(4 * 1024 * 1024)  # incompressible: a 4 MiB wheel
+    big = make_wheel(local_stack.root / "big", "bigdata", "1.0", files={"bigdata/blob.bin": blob})
+    make_index(local_stack.root / "idx-pypi", [big])
+    text = local_stack.manifest.read_text()
+    local_stack.manifest.write_text(
+        text.replace("[build]", '[packages.bigdata]\nversion = "1.0"\nindex = "pypi"\n\n[build]')
+    )
+    assert local_stack.lock().returncode == 0
+    done = local_stack.cli(*local_stack.build_args(venvs=venvs))
+    assert done.returncode == 3, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert "not enough free disk to build localstack" in done.stderr, done.stderr
+    assert "MiB needed" in done.stderr and "--venv-root DIR" in done.stderr
+    # The lock names local-index wheels by `path` with no size: each is counted by its file.
+    counted = re.search(r"the lock's wheels, ([0-9.]+) MiB, unpacked", done.stderr)
+    assert counted is not None, done.stderr
+    assert float(counted.group(1)) >= big.stat().st_size / 2**20 - 0.05, done.stderr
+    assert "size unknown" not in done.stderr, done.stderr
+    assert lines[-1].startswith("REFUSED"), lines[-1]
     assert not list((venvs / "localstack").glob("*.partial"))

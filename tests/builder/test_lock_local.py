@@ -38,11 +38,19 @@ def test_lock_pins_indexes_local_versions_and_overrides(local_stack: LocalStack)
 
 
 def test_without_overrides_the_upstream_pin_conflicts(local_stack: LocalStack) -> None:
-    manifest = write_manifest(local_stack.root / "other", "localstack",
-                              {"pypi": local_stack.pypi_url, "cuda": local_stack.cuda_url,
-                               "kernel": local_stack.kernel_url}, overrides="")
-    done = local_stack.cli("lock", manifest, "--locks-dir", local_stack.locks,
-                           "--python", base_python())
+    manifest = write_manifest(
+        local_stack.root / "other",
+        "localstack",
+        {
+            "pypi": local_stack.pypi_url,
+            "cuda": local_stack.cuda_url,
+            "kernel": local_stack.kernel_url,
+        },
+        overrides="",
+    )
+    done = local_stack.cli(
+        "lock", manifest, "--locks-dir", local_stack.locks, "--python", base_python()
+    )
     assert done.returncode == 2, done.stderr
     assert "no resolution" in done.stderr
     assert not (local_stack.locks / "localstack" / "uv.lock").exists()
@@ -66,11 +74,17 @@ def test_build_installs_exactly_the_lock(local_stack: LocalStack) -> None:
     import subprocess
 
     probe = subprocess.run(
-        [env / "bin" / "python", "-c",
-         "import os,subprocess,sys; print(subprocess.run([sys.executable,'-c',"
-         "'import os;print(os.environ[\"NCCL_PROTO\"])'],capture_output=True,text=True).stdout"
-         ".strip(), os.environ['STACKGATE_TOPOLOGY'])"],
-        capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}, check=True,
+        [
+            env / "bin" / "python",
+            "-c",
+            "import os,subprocess,sys; print(subprocess.run([sys.executable,'-c',"
+            "'import os;print(os.environ[\"NCCL_PROTO\"])'],capture_output=True,text=True).stdout"
+            ".strip(), os.environ['STACKGATE_TOPOLOGY'])",
+        ],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin"},
+        check=True,
     )
     assert probe.stdout.split() == ["LL", "pcie"]
 
@@ -89,10 +103,17 @@ def test_tree_hash_is_independent_of_folder_and_install_path(local_stack: LocalS
     a = json.loads(local_stack.build("--json", "--topology", "pcie").stdout)
     other = local_stack.root / "envs-b"
     wheelhouse = local_stack.root / "wh"
-    assert local_stack.cli("wheelhouse", local_stack.manifest, "--locks-dir", local_stack.locks,
-                           "--to", wheelhouse).returncode == 0
-    done = local_stack.cli(*local_stack.build_args("--topology", "pcie", "--wheelhouse",
-                                                   wheelhouse, "--json", venvs=other))
+    assert (
+        local_stack.cli(
+            "wheelhouse", local_stack.manifest, "--locks-dir", local_stack.locks, "--to", wheelhouse
+        ).returncode
+        == 0
+    )
+    done = local_stack.cli(
+        *local_stack.build_args(
+            "--topology", "pcie", "--wheelhouse", wheelhouse, "--json", venvs=other
+        )
+    )
     assert done.returncode == 0, done.stderr
     b = json.loads(done.stdout)
     assert b["record"]["offline"] is True
@@ -106,7 +127,10 @@ def test_stale_lock_exits_2_with_the_refresh_command(local_stack: LocalStack) ->
     local_stack.manifest.write_text(text.replace('"flashinfer-python==0.6.4", ', ""))
     done = local_stack.build()
     assert done.returncode == 2
-    assert "stale" in done.stderr and "lock-localstack" in done.stderr
+    assert "stale" in done.stderr
+    # the hint is a command the user can type here: stackgate's lock of this manifest
+    (hint,) = [line for line in done.stderr.splitlines() if "refresh it with: " in line]
+    assert hint.endswith(f"stackgate lock {local_stack.manifest}"), hint
     assert not local_stack.stack_dir.exists() or not any(local_stack.stack_dir.glob("localstack-*"))
 
 
@@ -117,9 +141,11 @@ def test_missing_lock_exits_2(local_stack: LocalStack) -> None:
 
 def test_unreachable_index_exits_3_naming_it(local_stack: LocalStack) -> None:
     dead = "http://127.0.0.1:9/simple"
-    manifest = write_manifest(local_stack.root / "dead", "localstack",
-                              {"pypi": local_stack.pypi_url, "cuda": dead,
-                               "kernel": local_stack.kernel_url})
+    manifest = write_manifest(
+        local_stack.root / "dead",
+        "localstack",
+        {"pypi": local_stack.pypi_url, "cuda": dead, "kernel": local_stack.kernel_url},
+    )
     args = ["lock", manifest, "--locks-dir", local_stack.locks, "--python", base_python()]
     online = {"UV_OFFLINE": ""}  # loopback only: the dead index is on 127.0.0.1
     done = local_stack.cli(*args, env=online)
@@ -127,8 +153,9 @@ def test_unreachable_index_exits_3_naming_it(local_stack: LocalStack) -> None:
     assert "pytorch-cu130" in done.stderr and dead in done.stderr
     assert "--index-map" in done.stderr
     # The same manifest locks when the index is remapped to a reachable copy.
-    mapped = local_stack.cli(*args, "--index-map", f"pytorch-cu130={local_stack.cuda_url}",
-                             env=online)
+    mapped = local_stack.cli(
+        *args, "--index-map", f"pytorch-cu130={local_stack.cuda_url}", env=online
+    )
     assert mapped.returncode == 0, mapped.stderr
     pkgs = read_lock_packages(local_stack.locks / "localstack" / "uv.lock")
     assert pkgs["torch"]["source"] == registry(local_stack.cuda_url)
@@ -141,15 +168,22 @@ def test_index_map_at_build_time_reads_a_mirror(local_stack: LocalStack) -> None
     shutil.rmtree(local_stack.root / "idx-cuda")  # the original index is gone
     plain = local_stack.build()
     assert plain.returncode == 3, plain.stderr
-    done = local_stack.build("--index-map", f"pytorch-cu130={(mirror / 'simple').as_uri()}",
-                             "--json")
+    done = local_stack.build(
+        "--index-map", f"pytorch-cu130={(mirror / 'simple').as_uri()}", "--json"
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["record"]["packages"]["torch"] == "2.9.1+cu130"
 
 
 def test_bad_index_map_is_bad_input(local_stack: LocalStack) -> None:
-    done = local_stack.cli("lock", local_stack.manifest, "--locks-dir", local_stack.locks,
-                           "--index-map", "nosuch=file:///tmp")
+    done = local_stack.cli(
+        "lock",
+        local_stack.manifest,
+        "--locks-dir",
+        local_stack.locks,
+        "--index-map",
+        "nosuch=file:///tmp",
+    )
     assert done.returncode == 2 and "no index or git package 'nosuch'" in done.stderr
 
 
@@ -163,8 +197,13 @@ def test_hash_mismatch_exits_3_and_keeps_the_previous_env(local_stack: LocalStac
     local_stack.manifest.write_text(text.replace("0.6.4", "0.6.3"))
     assert local_stack.lock().returncode == 0
     served = local_stack.root / "idx-pypi" / "simple" / "flashinfer-python"
-    tampered = make_wheel(local_stack.root / "tampered", "flashinfer-python", "0.6.3",
-                          requires=["torch"], files={"flashinfer/__init__.py": "EVIL = 1\n"})
+    tampered = make_wheel(
+        local_stack.root / "tampered",
+        "flashinfer-python",
+        "0.6.3",
+        requires=["torch"],
+        files={"flashinfer/__init__.py": "EVIL = 1\n"},
+    )
     (served / tampered.name).write_bytes(tampered.read_bytes())
     # A fresh uv cache, so the tampered file is really fetched.
     done = local_stack.build(env={"UV_CACHE_DIR": str(local_stack.root / "fresh-cache")})
@@ -187,7 +226,10 @@ def test_another_topology_gets_its_own_env_and_neither_is_touched(local_stack: L
     assert nvlink.returncode == 0, nvlink.stderr
     other = json.loads(nvlink.stdout)
     assert other["reused"] is False and other["env"] != pcie["env"]
-    assert other["record"]["topology"] == "nvlink" and "NCCL_PROTO" not in other["record"]["env_profile"]
+    assert (
+        other["record"]["topology"] == "nvlink"
+        and "NCCL_PROTO" not in other["record"]["env_profile"]
+    )
     again = json.loads(local_stack.build("--topology", "pcie", "--json").stdout)
     assert again["reused"] is True and again["env"] == pcie["env"]
     assert (local_stack.stack_dir / "current").resolve() == Path(pcie["env"]).resolve()

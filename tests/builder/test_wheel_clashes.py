@@ -105,7 +105,7 @@ def test_a_damaged_cache_copy_is_refused_with_cache_clean_advice(tmp_path: Path)
     with pytest.raises(EnvironmentProblem) as caught:
         check_wheel_records(second, uv_cache=cache)
 
-    assert "`uv cache clean torch-c-dlpack-ext`" in caught.value.message
+    assert "uv cache clean torch-c-dlpack-ext`" in caught.value.message  # uv as typed here
     assert "changed after" not in caught.value.message
 
 

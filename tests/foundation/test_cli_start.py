@@ -140,7 +140,7 @@ def test_without_dependencies_exit_3_with_the_fix_and_no_traceback(package: str)
 def test_dependency_modules_cover_pyproject() -> None:
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     names = {d.split(">")[0].split("=")[0].split("<")[0].strip().lower() for d in deps}
-    import_name = {"pyelftools": "elftools", "nvidia-ml-py": "pynvml", "python-hostlist": "hostlist"}
+    import_name = {"pyelftools": "elftools", "nvidia-ml-py": "pynvml"}
     assert {import_name.get(n, n) for n in names} == set(DEPENDENCY_MODULES)
 
 
@@ -162,10 +162,26 @@ def test_the_interpreter_finder_asks_uv_and_lets_it_download_where_allowed(
     # No python3.12 and no pyenv on PATH (not even uv: it comes from its package), and no
     # active venv (uv would offer nox's: under `tests-fast-3.12` that one is a 3.12).
     outer = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
-    env = {**outer, "PATH": str(tmp_path), "UV_PYTHON_DOWNLOADS": downloads,
-           "UV_PYTHON_INSTALL_DIR": str(tmp_path / "pythons"), "UV_OFFLINE": "1"}
-    done = _run([sys.executable, "-m", "builder", "lock", "cu128", "--locks-dir",
-                 str(tmp_path / "locks"), "--json"], env=env)
+    env = {
+        **outer,
+        "PATH": str(tmp_path),
+        "UV_PYTHON_DOWNLOADS": downloads,
+        "UV_PYTHON_INSTALL_DIR": str(tmp_path / "pythons"),
+        "UV_OFFLINE": "1",
+    }
+    done = _run(
+        [
+            sys.executable,
+            "-m",
+            "builder",
+            "lock",
+            "cu128",
+            "--locks-dir",
+            str(tmp_path / "locks"),
+            "--json",
+        ],
+        env=env,
+    )
     assert done.returncode == 3, done.stderr
     payload = json.loads(done.stdout)
     tried = " | ".join(payload["details"])
@@ -188,8 +204,10 @@ def test_stackgate_uv_overrides(tmp_path: Path) -> None:
     code = "from stackgate.uvbin import uv_bin; print(uv_bin())"
     done = _run([sys.executable, "-c", code], env={**os.environ, "STACKGATE_UV": str(fake)})
     assert done.stdout.strip() == str(fake)
-    done = _run([sys.executable, "-m", "builder", "lock", "cu128"],
-                env={**os.environ, "STACKGATE_UV": str(tmp_path / "nope")})
+    done = _run(
+        [sys.executable, "-m", "builder", "lock", "cu128"],
+        env={**os.environ, "STACKGATE_UV": str(tmp_path / "nope")},
+    )
     assert done.returncode == 3 and "STACKGATE_UV" in done.stderr
 
 
@@ -197,20 +215,31 @@ def test_stackgate_uv_overrides(tmp_path: Path) -> None:
 def test_stackgate_installs_as_a_tool_and_finds_the_checkout_and_its_uv(tmp_path: Path) -> None:
     from stackgate.uvbin import uv_bin
 
-    env = {**os.environ, "UV_TOOL_DIR": str(tmp_path / "tools"),
-           "UV_TOOL_BIN_DIR": str(tmp_path / "bin")}
+    env = {
+        **os.environ,
+        "UV_TOOL_DIR": str(tmp_path / "tools"),
+        "UV_TOOL_BIN_DIR": str(tmp_path / "bin"),
+    }
     env.pop("VIRTUAL_ENV", None)
     done = _run([uv_bin(), "tool", "install", "--python", sys.executable, str(ROOT)], env=env)
     assert done.returncode == 0, done.stderr
     tool = tmp_path / "bin" / "stackgate"
     # Run from a folder inside the checkout, with a PATH that has neither uv nor python.
-    inside = subprocess.run([str(tool), "check", "cu130"], cwd=ROOT / "docs", capture_output=True,
-                            text=True, check=False, env={**env, "PATH": str(tmp_path / "bin")})
+    inside = subprocess.run(
+        [str(tool), "check", "cu130"],
+        cwd=ROOT / "docs",
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**env, "PATH": str(tmp_path / "bin")},
+    )
     assert inside.returncode == 0, inside.stderr
     assert "OK " in inside.stderr and "cu130.toml" in inside.stderr
     tool_python = tmp_path / "tools" / "stackgate" / "bin" / "python"
-    found = _run([str(tool_python), "-c", "from stackgate.uvbin import uv_bin; print(uv_bin())"],
-                 env={**env, "PATH": str(tmp_path / "bin")})
+    found = _run(
+        [str(tool_python), "-c", "from stackgate.uvbin import uv_bin; print(uv_bin())"],
+        env={**env, "PATH": str(tmp_path / "bin")},
+    )
     assert found.stdout.strip() == str(tmp_path / "tools" / "stackgate" / "bin" / "uv")
 
 

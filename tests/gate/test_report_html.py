@@ -73,11 +73,16 @@ def test_a_record_alone_renders_without_a_baseline() -> None:
     _, candidate = _pair()
     html = render_report(candidate)
     assert html.count("<svg") == 3
-    # An overall verdict even without a gate, from the record's own checks; a run is a run.
+    # A failed check is a verdict even without a gate; a lone record with none passed nothing
+    # against anything: no green PASSED, it says what it is. A run is a run.
     failed = [c for c in candidate.checks if c.status in ("FAIL", "ERROR")]
-    banner = f"FAILED: {len(failed)} check(s)" if failed else "PASSED"
-    assert f'class="banner {"fail" if failed else "pass"}">{banner}</div>' in html
+    if failed:
+        assert f'class="banner fail">FAILED: {len(failed)} check(s)</div>' in html
+    else:
+        assert 'class="banner info">' in html and "no baseline compared" in html
+        assert 'class="banner pass"' not in html
     assert ("<th>run</th>" in html) == (candidate.kind == "candidate")
+    assert ">candidate<" not in html.split("<svg", 1)[0]  # the record is not named candidate
 
 
 @pytest.fixture

@@ -47,7 +47,7 @@ EXPECTED = [
     (["static", "h200-transformers", "--lock"], "OK static checks before install", 0),
     (["build", "h200-transformers"], "OK h200-transformers built", 0),
     (["static", "h200-transformers"], "OK static checks", 0),
-    (["run", "h200-transformers"], "INCOMPLETE h200-transformers", 0),
+    (["run", "h200-transformers"], "INCOMPLETE h200-transformers", 3),
     (["gate", "benchmarks/h200_sglang/results/machine2/gate-equal/run-01.json"], "UNDERPOWERED", 1),
     (["gate", "benchmarks/h200_sglang/results/machine2/gate-mrr15/run-01.json"], "INCONCLUSIVE", 1),
     (["reproduce", str(RECORD.relative_to(ROOT))], "DIFFERS h200-transformers@ea68e04fe20d", 1),
@@ -94,7 +94,7 @@ def test_the_three_journeys_run_as_typed(shell: TypedShell, tmp_path: Path) -> N
     assert str(site) in (pth / "_stackgate_base_site.pth").read_text()
     ran = last_line(outputs["run h200-transformers"])
     assert "0 failed" in ran and "serve-bench.launch" in ran
-    assert "skipped, so whether it runs on this host was not checked" in ran
+    assert "(not decided: " in ran and "serve-bench.launch skipped (" in ran
     # 3. Identical env; the verdict rests on the host's GPUs alone, and says so.
     reproduced = outputs[f"reproduce {RECORD.relative_to(ROOT)}"]
     assert "         env: env tree identical" in reproduced.stderr

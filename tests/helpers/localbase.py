@@ -28,8 +28,15 @@ from stackgate import proc
 # Parts of the stdlib a `uv sync` and a `python -c` never need; leaving them out keeps the vfs
 # copies (one per layer) small.
 _SKIP_STDLIB = {
-    "site-packages", "test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3",
-    "__pycache__", "pydoc_data",
+    "site-packages",
+    "test",
+    "idlelib",
+    "tkinter",
+    "turtledemo",
+    "ensurepip",
+    "lib2to3",
+    "__pycache__",
+    "pydoc_data",
 }
 _LDD_LINE = re.compile(r"(?:=>\s*)?(/\S+)\s+\(0x[0-9a-f]+\)")
 
@@ -48,9 +55,12 @@ class LocalImage:
 def buildah_base_args(store: Path) -> list[str]:
     return [
         "buildah",
-        "--root", str(store / "root"),
-        "--runroot", str(store / "run"),
-        "--storage-driver", "vfs",
+        "--root",
+        str(store / "root"),
+        "--runroot",
+        str(store / "run"),
+        "--storage-driver",
+        "vfs",
     ]
 
 
@@ -118,7 +128,11 @@ def make_rootfs(root: Path) -> str:
     elf = [exe, real_uv(), *(so for so in dynload if not so.name.startswith("_tkinter"))]
     for lib in sorted(_ldd(elf) | _manylinux_libs()):
         # libpython from the host prefix goes to /usr/lib; system libs keep their path.
-        dest = root / "usr/lib" / lib.name if lib.is_relative_to(prefix) else root / lib.relative_to("/")
+        dest = (
+            root / "usr/lib" / lib.name
+            if lib.is_relative_to(prefix)
+            else root / lib.relative_to("/")
+        )
         dest.parent.mkdir(parents=True, exist_ok=True)
         if not dest.exists():
             shutil.copy2(lib, dest, follow_symlinks=True)
@@ -146,11 +160,16 @@ def real_uv() -> Path:
 
 def _commit(store: Path, rootfs: Path, name: str, *, config: list[str]) -> str:
     b = buildah_base_args(store)
-    container = proc.run([*b, "from", "--name", f"{name.rsplit('/', 1)[-1]}-work", "scratch"]).stdout.strip()
+    container = proc.run(
+        [*b, "from", "--name", f"{name.rsplit('/', 1)[-1]}-work", "scratch"]
+    ).stdout.strip()
     try:
         proc.run([*b, "copy", container, f"{rootfs}/", "/"], timeout=300)
         proc.run([*b, "config", *config, container])
-        proc.run([*b, "commit", "--timestamp", "0", "--identity-label=false", "--rm", container, name], timeout=300)
+        proc.run(
+            [*b, "commit", "--timestamp", "0", "--identity-label=false", "--rm", container, name],
+            timeout=300,
+        )
     finally:
         proc.run([*b, "rm", container], check=False)
     return image_digest(store, name)
@@ -162,12 +181,16 @@ def image_digest(store: Path, name: str) -> str:
     return str(entries[0]["digest"])
 
 
-def make_base_image(store: Path, work: Path, name: str = "localhost/stackgate-test-base") -> LocalImage:
+def make_base_image(
+    store: Path, work: Path, name: str = "localhost/stackgate-test-base"
+) -> LocalImage:
     rootfs = work / "rootfs"
     rootfs.parent.mkdir(parents=True, exist_ok=True)
     python = make_rootfs(rootfs)
     digest = _commit(
-        store, rootfs, name,
+        store,
+        rootfs,
+        name,
         config=["--env", "PATH=/usr/local/bin:/usr/bin:/bin", "--cmd", "/bin/sh"],
     )
     return LocalImage(name=name, digest=digest, python=python)

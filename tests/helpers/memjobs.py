@@ -61,13 +61,26 @@ def build_hog(folder: Path) -> Path:
     return exe
 
 
-def write_makefile(folder: Path, hog: Path, *, targets: int, peak_mb: int, steps: int = 20,
-                   work_ms: int = 40, hold_ms: int = 0) -> Path:
+def write_makefile(
+    folder: Path,
+    hog: Path,
+    *,
+    targets: int,
+    peak_mb: int,
+    steps: int = 20,
+    work_ms: int = 40,
+    hold_ms: int = 0,
+) -> Path:
     """A Makefile whose `all` builds `targets` objects, each one hog run."""
     names = [f"obj{i}.o" for i in range(targets)]
     lines = [".PHONY: all clean", f"all: {' '.join(names)}", ""]
     for name in names:
-        lines += [f"{name}:", f"\t{hog} {peak_mb} {steps} {work_ms} {hold_ms}", f"\ttouch {name}", ""]
+        lines += [
+            f"{name}:",
+            f"\t{hog} {peak_mb} {steps} {work_ms} {hold_ms}",
+            f"\ttouch {name}",
+            "",
+        ]
     lines += ["clean:", "\trm -f *.o", ""]
     makefile = folder / "Makefile"
     makefile.write_text("\n".join(lines))

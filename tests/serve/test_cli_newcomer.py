@@ -20,7 +20,11 @@ ROOT = Path(__file__).resolve().parents[2]
 def _serve(*args: str | Path, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "validators", "serve-bench", *[str(a) for a in args]],
-        cwd=cwd, capture_output=True, text=True, check=False, timeout=300,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
     )
 
 
@@ -75,7 +79,10 @@ def test_tp8_on_a_host_without_gpus_is_a_skip_in_seconds(tmp_path: Path, env: Pa
     (launch,) = payload["results"]
     assert launch["status"] == "SKIP", launch
     assert "profile needs 8 GPU(s) (tp=8)" in launch["reason"]
-    assert done.returncode == 0 and payload["ok"] is True
+    # The launch decides serve-bench: skipped, the run is INCOMPLETE (exit 3), never OK.
+    assert done.returncode == 3 and payload["ok"] is False, done.stderr
+    assert payload["incomplete"].startswith("not decided: serve-bench.launch skipped (")
+    assert done.stderr.strip().splitlines()[-1].startswith("INCOMPLETE serve-bench kimi: ")
 
 
 _CRASH = [sys.executable, "-c", "import sys; sys.exit(1)"]
@@ -107,10 +114,11 @@ def test_a_command_asking_for_cuda_on_a_host_without_gpus_is_a_skip(
     if skipped:
         assert launch["status"] == "SKIP", launch
         assert launch["reason"].startswith("the profile's command asks for a CUDA device; ")
-        assert launch["evidence"] == {"launched": False} and done.returncode == 0
+        # not launched: what decides serve-bench was skipped, INCOMPLETE and exit 3
+        assert launch["evidence"] == {"launched": False} and done.returncode == 3
         last = done.stderr.strip().splitlines()[-1]
         assert last.startswith("INCOMPLETE serve-bench cmd: 1 checks"), last
-        assert "serve-bench.launch skipped, so whether it runs on this host was not checked" in last
+        assert "(not decided: serve-bench.launch skipped (the profile's command asks" in last
     else:
         assert launch["status"] == "PASS", launch  # launched; it then exits: ready FAILs
         assert done.returncode == 1
@@ -120,11 +128,25 @@ def test_a_crash_shows_the_last_log_lines_and_the_log_path_without_markup(
     tmp_path: Path, env: Path
 ) -> None:
     # A server that writes a line rich would read as a closing tag, then dies.
-    crash = [sys.executable, "-c",
-             "import sys; print('opening [/dev/nvidia0] failed [/oops]', flush=True); sys.exit(1)"]
-    stack = write_stack(tmp_path, "crashy", {"main": {
-        "engine": "openai-command", "model_path": "synthetic", "command": crash,
-        "load_timeout_s": 60, "hang_timeout_s": 60, "stop_grace_s": 5}})
+    crash = [
+        sys.executable,
+        "-c",
+        "import sys; print('opening [/dev/nvidia0] failed [/oops]', flush=True); sys.exit(1)",
+    ]
+    stack = write_stack(
+        tmp_path,
+        "crashy",
+        {
+            "main": {
+                "engine": "openai-command",
+                "model_path": "synthetic",
+                "command": crash,
+                "load_timeout_s": 60,
+                "hang_timeout_s": 60,
+                "stop_grace_s": 5,
+            }
+        },
+    )
     out = tmp_path / "odd[/x]"
     done = _serve(stack, "--env", env, "--out-dir", out)
     assert done.returncode == 1, done.stderr
@@ -133,8 +155,11 @@ def test_a_crash_shows_the_last_log_lines_and_the_log_path_without_markup(
     logs = list((out / "serve-logs").glob("*.log"))
     assert len(logs) == 1 and f"log: {logs[0]}" in done.stderr
     # Failures first: the ready FAIL is printed before the launch PASS.
-    statuses = [line.split()[0] for line in done.stderr.splitlines()
-                if line.split()[:1] and line.split()[0] in ("PASS", "FAIL", "SKIP", "ERROR")]
+    statuses = [
+        line.split()[0]
+        for line in done.stderr.splitlines()
+        if line.split()[:1] and line.split()[0] in ("PASS", "FAIL", "SKIP", "ERROR")
+    ]
     assert statuses[0] == "FAIL" and "PASS" in statuses
     again = _serve(stack, "--env", env, "--out-dir", out, "--json")
     assert json.loads(again.stdout)["ok"] is False and again.returncode == 1
@@ -156,6 +181,10 @@ def test_dry_run_prints_the_script_on_stdout(tmp_path: Path) -> None:
     assert "export FLASHINFER_CUDA_ARCH_LIST=12.0a" in lines
     assert "-m sglang.launch_server --model-path /models/moonshotai/Kimi-K2.5" in lines[-1]
     assert "sglang.launch_server" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "OK serve-bench cu130 --profile kimi-k25-tp8: dry run, nothing started; "
+        "the launch script on stdout"
+    )
 
 
 def test_a_missing_model_on_a_host_without_gpus_is_the_gpu_skip_naming_it(
@@ -169,4 +198,5 @@ def test_a_missing_model_on_a_host_without_gpus_is_the_gpu_skip_naming_it(
     assert launch["status"] == "SKIP", launch
     assert "profile needs 8 GPU(s) (tp=8)" in launch["reason"]
     assert "also: model_path /nonexistent/Kimi-K2.5 does not exist" in launch["reason"]
-    assert done.returncode == 0
+    assert done.returncode == 3  # INCOMPLETE: the launch that decides was skipped
+    assert done.stderr.strip().splitlines()[-1].startswith("INCOMPLETE serve-bench kimi: ")

@@ -24,7 +24,11 @@ ORDER = {"FAIL": 0, "ERROR": 1, "SKIP": 2, "PASS": 3}
 def _validators(*args: str | Path, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "validators", *[str(a) for a in args]],
-        cwd=cwd, capture_output=True, text=True, check=False, timeout=600,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
     )
 
 
@@ -58,10 +62,10 @@ def test_preflight_piped_rows_are_whole_failures_first_and_a_verdict_ends_it() -
     last = human.stderr.strip().splitlines()[-1]
     failed = any(r["status"] in ("FAIL", "ERROR") for r in results)
     # Without a driver or GPU (this machine, CI) nothing decides whether the host can run
-    # cu130: INCOMPLETE saying what it needs, never "OK ... 4 skipped" (exit code unchanged).
+    # cu130: INCOMPLETE saying what it needs and exit 3, never "OK ... 4 skipped", exit 0.
     no_gpu = any(r["check"] == "host.gpus" and r["status"] == "SKIP" for r in results)
     verdict = "FAILED" if failed else "INCOMPLETE" if no_gpu else "OK"
-    assert (as_json.returncode != 0) == failed
+    assert as_json.returncode == {"FAILED": 1, "INCOMPLETE": 3, "OK": 0}[verdict]
     assert last.startswith(f"{verdict} preflight cu130: {len(results)} checks, ")
     if no_gpu and not failed:
         assert "no NVIDIA driver or GPU here" in payload["incomplete"]
@@ -103,9 +107,11 @@ def test_static_ends_with_a_summary_and_does_not_repeat_the_group_time(tmp_path:
     assert last.startswith(("FAILED static checks: ", "OK static checks: ")), done.stderr
     assert " checks, " in last and " passed, " in last and last.endswith(" s")
     payload = json.loads(_validators("static", "cu128", "--env", env, "--json").stdout)
-    per_package = [r for r in payload["results"]
-                   if r["check"].split(".")[:2] == ["static", "abi"]
-                   and r["check"] != "static.abi.summary"]
+    per_package = [
+        r
+        for r in payload["results"]
+        if r["check"].split(".")[:2] == ["static", "abi"] and r["check"] != "static.abi.summary"
+    ]
     assert all(r["duration_s"] == 0.0 for r in per_package)
 
 
@@ -123,8 +129,8 @@ def test_an_empty_store_says_how_to_fill_it(tmp_path: Path) -> None:
 def test_a_store_that_is_not_there_is_exit_2_not_an_empty_one(tmp_path: Path, action: str) -> None:
     """A mistyped --store read as "no records" with exit 0; nothing is created there."""
     store = tmp_path / "typo.sqlite"
-    extra = ["cu130"] if action == "show" else ["--dir", str(tmp_path / "out")] * (
-        action == "export"
+    extra = (
+        ["cu130"] if action == "show" else ["--dir", str(tmp_path / "out")] * (action == "export")
     )
     done = _validators("records", action, *extra, "--store", store)
     assert done.returncode == 2, done.stderr
@@ -134,8 +140,9 @@ def test_a_store_that_is_not_there_is_exit_2_not_an_empty_one(tmp_path: Path, ac
 
 
 def test_report_without_records_mentions_reporting_a_run_file(tmp_path: Path) -> None:
-    done = _validators("report", "cu130", "--out", tmp_path / "r.html",
-                       "--store", tmp_path / "s.sqlite")
+    done = _validators(
+        "report", "cu130", "--out", tmp_path / "r.html", "--store", tmp_path / "s.sqlite"
+    )
     assert done.returncode == 2
     assert "no known-good record" in done.stderr
     assert "stackgate report RESULT.json --out" in done.stderr
@@ -143,8 +150,17 @@ def test_report_without_records_mentions_reporting_a_run_file(tmp_path: Path) ->
 
 
 def test_gate_without_runs_says_the_baseline_is_missing_too(tmp_path: Path) -> None:
-    done = _validators("gate", "cu130-torch210", "--baseline", "cu130", "--env",
-                       tmp_path / "missing", "--store", tmp_path / "s.sqlite", "--json")
+    done = _validators(
+        "gate",
+        "cu130-torch210",
+        "--baseline",
+        "cu130",
+        "--env",
+        tmp_path / "missing",
+        "--store",
+        tmp_path / "s.sqlite",
+        "--json",
+    )
     assert done.returncode == 2, done.stderr
     payload = json.loads(done.stdout)
     assert "no runs for candidate cu130-torch210" in payload["error"]
@@ -153,16 +169,22 @@ def test_gate_without_runs_says_the_baseline_is_missing_too(tmp_path: Path) -> N
 
 
 def test_show_prints_the_manifest_on_stdout() -> None:
-    done = subprocess.run([sys.executable, "-m", "builder", "show", "cu130"], cwd=ROOT,
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "builder", "show", "cu130"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 0
     assert json.loads(done.stdout)["name"] == "cu130"
     assert done.stderr.strip() == "OK cu130: resolved manifest printed on stdout"
 
 
 def test_every_per_stack_nox_session_has_a_description() -> None:
-    done = subprocess.run([sys.executable, "-m", "nox", "-l"], cwd=ROOT, capture_output=True,
-                          text=True, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "nox", "-l"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
     assert done.returncode == 0, done.stderr
     sessions = [line[2:] for line in done.stdout.splitlines() if line.startswith(("* ", "- "))]
     per_stack = [s for s in sessions if s.split(" ")[0].startswith(("check-", "gate-", "build-"))]

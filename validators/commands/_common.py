@@ -13,19 +13,23 @@ from stackgate.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_ENVIRONMENT
 from stackgate.files import atomic_write_text
 from stackgate.output import console_err
 from validators.core.results import Report, Result, to_junit
+from validators.core.undecided import undecided
 from validators.reporting.render import render, render_results
 
 # An ERROR in these checks means the input (the --env path) is wrong, not the host.
 BAD_INPUT_CHECKS = {"static.env", "runtime.env", "static.lock.wheels"}
 
 
-def exit_code(results: Sequence[Result]) -> int:
+def exit_code(results: Sequence[Result], incomplete: str | None = None) -> int:
+    """1 on a FAIL, 2 or 3 on an ERROR (bad input or the host), 3 when what decides the
+    verdict was skipped (`incomplete`: INCOMPLETE, the host lacks what the question needs), 0
+    otherwise."""
     if any(r.status == "FAIL" for r in results):
         return EXIT_CHECK_FAILED
     errors = [r for r in results if r.status == "ERROR"]
     if any(r.check in BAD_INPUT_CHECKS for r in errors):
         return EXIT_BAD_INPUT
-    return EXIT_ENVIRONMENT if errors else EXIT_OK
+    return EXIT_ENVIRONMENT if errors or incomplete else EXIT_OK
 
 
 def env_path(value: str | None) -> Path | None:
@@ -42,8 +46,9 @@ def finish_report(report: Report, args: argparse.Namespace) -> int:
         atomic_write_text(Path(args.junit), redact(to_junit(report)))
     if args.json:
         emit_json(report.model_dump(mode="json"))
-    render(report, console_err())
-    return exit_code(report.results)
+    incomplete = undecided(report.results)
+    render(report, console_err(), incomplete)
+    return exit_code(report.results, incomplete)
 
 
 def finish_results(
@@ -56,6 +61,7 @@ def finish_results(
     """JSON on stdout when asked; the table (failures first) and one verdict line on stderr
     (INCOMPLETE instead of OK when `incomplete` says why the deciding checks were skipped)."""
     seconds = time.monotonic() - started if started is not None else None
+    incomplete = incomplete or undecided(results)
     if args.json:
         payload: dict[str, object] = {
             "schema_version": 1,
@@ -65,4 +71,4 @@ def finish_results(
             payload["incomplete"] = incomplete
         emit_json(payload)
     render_results(results, title, console_err(), seconds, incomplete)
-    return exit_code(results)
+    return exit_code(results, incomplete)

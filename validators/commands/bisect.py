@@ -9,10 +9,11 @@ import json
 from pathlib import Path
 
 from stackgate.cli import emit_json
+from stackgate.cli_hint import cli_command
 from stackgate.cli_numbers import RUNS, int_in
 from stackgate.cli_paths import FOLDER, OUTPUT_FILE
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
-from stackgate.layout import current_env, lock_files, venv_root
+from stackgate.layout import current_env, lock_files, lock_files_of, venv_root
 from stackgate.lockstate import read_lock
 from stackgate.output import console_err
 from stackgate.python_finder import find_python
@@ -105,14 +106,14 @@ def _baseline(args: argparse.Namespace, lookup: Lookup) -> Record:
     if baseline.kind != "known-good":
         raise BadInput(
             f"--good {args.good}: {baseline.label} is a {baseline.kind} record, not "
-            "known-good (mark it good first: python -m validators mark-good)"
+            f"known-good (mark it good first: {cli_command('mark-good STACK --env ENV')})"
         )
     return baseline
 
 
 def _sides(baseline: Record, bad: str, lookup: Lookup) -> Sides:
     base = lookup.stack(baseline.stack)
-    base_state = read_lock(base, lock_files(base.manifest.name))
+    base_state = read_lock(base, lock_files_of(base.path, base.manifest.name))
     recorded = baseline.build.lock_sha256
     if recorded is not None and recorded != base_state.lock_hash:
         raise BadInput(
@@ -121,7 +122,7 @@ def _sides(baseline: Record, bad: str, lookup: Lookup) -> Sides:
             "baseline's lock or give the record that matches it"
         )
     cand = lookup.stack(bad)
-    cand_state = read_lock(cand, lock_files(cand.manifest.name))
+    cand_state = read_lock(cand, lock_files_of(cand.path, cand.manifest.name))
     return Sides(base, cand, base_state.lock, cand_state.lock, base_state.files.lockfile)
 
 

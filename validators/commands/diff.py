@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from stackgate.cli import emit_json
 from stackgate.errors import EXIT_OK
-from stackgate.output import console_err, styled
+from stackgate.output import console_err, print_table, styled
 from validators.gate.compare import gate
 from validators.gate.diffs import Change, diff_flat, diff_manifests, diff_versions
 from validators.gate.policy import GatePolicy
@@ -106,17 +106,17 @@ def run(args: argparse.Namespace) -> int:
         ("manifest", manifest),
     ):
         if changes:
-            console.print(changes_table(title, changes))
+            print_table(console, changes_table(title, changes))
         elif not (unknown and title == "package versions"):
             console.print(f"{title}: same")
     if a.record is not None and b.record is not None:
         # The gate's comparison for a record pair, shown, not judged.
         result = gate(a.record, b.record, GatePolicy(min_repeats=2))
         if result.host:
-            console.print(host_table(result))
+            print_table(console, host_table(result))
         print_checks(console, result, show_ok=False)
         if result.metrics:
-            console.print(metrics_table(result))
+            print_table(console, metrics_table(result))
         payload["host"] = [h.model_dump() for h in result.host]
         payload["checks"] = [c.model_dump() for c in result.checks]
         payload["metrics"] = [m.model_dump() for m in result.metrics]
@@ -124,6 +124,13 @@ def run(args: argparse.Namespace) -> int:
         console.print("one side is a stack (no results): only the manifest sides compared")
     if args.json:
         emit_json(payload)
-    counted = f"{len(versions)} version, {len(env)} env and {len(manifest)} manifest change(s)"
-    console.print(styled("[bold green]OK[/] {}", f"{a.label} -> {b.label}: {counted}"))
+    # Versions a record could not list are not counted as the same: the count says so.
+    counted = "package versions unknown" if unknown else f"{len(versions)} package version(s)"
+    console.print(
+        styled(
+            "[bold green]OK[/] {}",
+            f"diff {a.label} -> {b.label}: {counted}, {len(env)} "
+            f"environment variable(s), {len(manifest)} manifest value(s) differ",
+        )
+    )
     return EXIT_OK

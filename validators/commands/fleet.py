@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -78,7 +79,13 @@ def _submit_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--runs", type=RUNS, default=DEFAULT_REPEATS, help="validation runs per node")
     p.add_argument("--only", nargs="+", metavar="GROUP", help="validator groups to run")
-    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a group option for the nodes' runs (every KEY: stackgate run --help)",
+    )
     p.add_argument("--allow-host-mismatch", action="store_true", help="test stands only")
     p.add_argument("--store", default=None, help="the team's store the collector imports into")
     p.add_argument("--checkout", default=None, help="stackgate checkout on the nodes")
@@ -234,24 +241,33 @@ def _submit(args: argparse.Namespace) -> int:
             print("# ===== commands")
             for argv in planned.commands:
                 print(for_terminal(" ".join(argv)))
+            sys.stdout.flush()
+        console.print(
+            styled(
+                "[bold green]OK[/] {}",
+                f"fleet {planned.spec.fleet_id} dry run: {len(planned.spec.targets)} node(s) "
+                f"for {planned.spec.scheduler}, {len(planned.files)} file(s) and "
+                f"{len(planned.commands)} command(s) printed on stdout; nothing submitted",
+            )
+        )
         return EXIT_OK
     submitted = execute(planned)
     if args.json:
         emit_json({"ok": True, **planned.as_json(), "submitted": submitted})
-    console.print(
-        styled(
-            "[bold]fleet {}[/]: {}",
-            planned.spec.fleet_id,
-            f"{len(planned.spec.targets)} node(s) submitted "
-            f"to {planned.spec.scheduler}; job folder {planned.spec.job_dir}",
-        )
-    )
     for node, why in planned.spec.skipped.items():
         console.print(styled("  [yellow]{}[/]: {}", node, why))
     if submitted.get("arrays"):
         console.print(f"  array job(s): {', '.join(submitted['arrays'])}", highlight=False)
     if submitted.get("collector_job"):
         console.print(f"  collector job: {submitted['collector_job']}", highlight=False)
+    console.print(
+        styled(
+            "[bold green]OK[/] fleet {}: {}",
+            planned.spec.fleet_id,
+            f"{len(planned.spec.targets)} node(s) submitted "
+            f"to {planned.spec.scheduler}; job folder {planned.spec.job_dir}",
+        )
+    )
     return EXIT_OK
 
 
@@ -298,6 +314,13 @@ def _status(args: argparse.Namespace) -> int:
             highlight=False,
             markup=False,
         )
+    reported = sum(1 for row in rows if row["reported"])
+    console.print(
+        styled(
+            "[bold green]OK[/] {}",
+            f"fleet {spec.fleet_id}: {reported} of {len(rows)} node(s) reported so far",
+        )
+    )
     return EXIT_OK
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from stackgate.cli import emit_json
 from stackgate.cli_numbers import RUNS
 from stackgate.cli_paths import OUTPUT_FILE
-from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK
+from stackgate.errors import EXIT_CHECK_FAILED, EXIT_ENVIRONMENT, EXIT_OK
 from stackgate.output import console_err
 from validators.gate.cli_args import add_policy_arguments, request_from
 from validators.gate.flow import run_gate
@@ -80,11 +80,14 @@ def run(args: argparse.Namespace) -> int:
     with RecordStore.open(args.store, read_only=True) as store:
         outcome = run_gate(request, Lookup(store), console.print)
     result = outcome.result
-    if html:
+    if html:  # said before the verdict, which is the last line
         baseline = outcome.remeasured or outcome.baseline
         write_report(html, outcome.candidate, baseline=baseline, gate_result=result)
         console.print(f"HTML report: {html}")
-    render_gate(console, result, show_ok_checks=args.all)  # its last line is the verdict
+    render_gate(console, result, show_ok_checks=args.all)
     if args.json:
         emit_json({"ok": result.passed, **result.model_dump(mode="json")})
-    return EXIT_OK if result.passed else EXIT_CHECK_FAILED
+    if not result.passed:
+        return EXIT_CHECK_FAILED
+    # Passed, but checks the baseline passed could not run here: INCOMPLETE (the host).
+    return EXIT_ENVIRONMENT if result.not_proven_here else EXIT_OK

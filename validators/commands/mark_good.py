@@ -15,6 +15,7 @@ from stackgate.cli_paths import FOLDER
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.loading import load_stack
 from stackgate.output import console_err, styled
+from validators.core.gpu_needs import refuse_without_gpus
 from validators.core.runs import run_validations
 from validators.gate.candidate import env_of, host_of
 from validators.gate.policy import DEFAULT_REPEATS
@@ -83,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
     if args.runs:
         reports = [read_report(p) for p in args.runs]
     elif args.env is not None:
+        refuse_without_gpus(loaded.manifest, "mark-good")
         reports = run_validations(str(args.stack), args.env, decision.runs)
     else:
         raise BadInput("give the runs (--run RESULT.json, once per run) or --env PATH to run them")
@@ -110,9 +112,15 @@ def run(args: argparse.Namespace) -> int:
     if problems:
         if args.json:
             emit_json(MarkGoodRefusal(stack=loaded.manifest.name, refused=problems).model_dump())
-        console.print(styled("[bold red]REFUSED[/] {} is not marked good:", loaded.manifest.name))
+        console.print(styled("{} is not marked good:", loaded.manifest.name))
         for p in problems:
             console.print(f"  - {p}", markup=False, highlight=False)
+        console.print(
+            styled(
+                "[bold red]REFUSED[/] {}",
+                f"{loaded.manifest.name} is not marked good: {len(problems)} problem(s) above",
+            )
+        )
         return EXIT_CHECK_FAILED
     assert env is not None and build is not None
     if build.env_tree_sha256 is None:
@@ -152,18 +160,18 @@ def run(args: argparse.Namespace) -> int:
         )
         emit_json(output.model_dump())
     verb = "recorded" if added else "already recorded"
-    console.print(
-        styled(
-            "[bold green]KNOWN-GOOD[/] {}",
-            f"{record.label} {verb} in {where}: {len(record.checks)} checks, "
-            f"{len(record.metrics)} metrics x {record.runs} run(s), env tree "
-            f"{(build.env_tree_sha256 or '')[:12]}",
-        )
-    )
     for m in mismatch:
         console.print(styled("[yellow]host mismatch accepted:[/] {}", m))
     for path in exported:
         console.print(f"  exported {path}")
+    console.print(
+        styled(
+            "[bold green]OK[/] {}",
+            f"KNOWN-GOOD {record.label} {verb} in {where}: {len(record.checks)} checks, "
+            f"{len(record.metrics)} metrics x {record.runs} run(s), env tree "
+            f"{(build.env_tree_sha256 or '')[:12]}",
+        )
+    )
     return EXIT_OK
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from rich.table import Table
 
 from stackgate.cli import emit_json
+from stackgate.cli_hint import cli_command
 from stackgate.cli_numbers import int_in
 from stackgate.cli_paths import FOLDER
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
@@ -89,11 +90,14 @@ def _list(args: argparse.Namespace, store: RecordStore) -> int:
         return EXIT_OK
     if total == 0:
         what = f"for '{args.ref}' " if args.ref else ""
-        console_err().print(
-            f"no records {what}in {store.path}. Make one: stackgate mark-good STACK "
-            "--env ENV; or import the committed ones: stackgate records import "
-            f"--dir {display_path(committed_records_dir())}"
+        console = console_err()
+        console.print(
+            f"make one: {cli_command('mark-good STACK --env ENV')}; or import the committed "
+            f"ones: {cli_command(['records', 'import', display_path(committed_records_dir())])}",
+            markup=False,
+            highlight=False,
         )
+        console.print(styled("[bold green]OK[/] {}", f"no records {what}in {store.path}"))
         return EXIT_OK
     table = Table(title=f"records in {store.path}")
     for col in ("id", "stack", "kind", "created", "runs", "checks", "metrics", "GPUs", "env tree"):
@@ -114,12 +118,14 @@ def _list(args: argparse.Namespace, store: RecordStore) -> int:
         )
     console = console_err()
     print_table(console, table)
-    if shown < total:
-        first = args.offset + 1 if shown else args.offset
-        console.print(
-            f"records {first}-{args.offset + shown} of {total}, newest first "
-            f"(--offset {args.offset + shown} for more, --limit 0 for all)"
+    first = args.offset + 1 if shown else args.offset
+    more = f" (--offset {args.offset + shown} for more, --limit 0 for all)" if shown < total else ""
+    console.print(
+        styled(
+            "[bold green]OK[/] {}",
+            f"records {first}-{args.offset + shown} of {total} in {store.path}, newest first{more}",
         )
+    )
     return EXIT_OK
 
 
@@ -176,11 +182,19 @@ def _verify(args: argparse.Namespace, store: RecordStore, folder: Path) -> int:
         for problem in file_problems:
             console.print(f"  - {problem}", markup=False)
     if result.problems or file_problems:
+        console.print(
+            styled(
+                "[bold red]FAILED[/] {}",
+                f"records verify: {len(result.problems)} store problem(s), "
+                f"{len(file_problems)} bad record file(s) above",
+            )
+        )
         return EXIT_CHECK_FAILED
     if nothing:
         console.print(
             styled(
-                "[bold red]nothing verified[/]: no record store at {} and no record files in {}",
+                "[bold red]FAILED[/] nothing verified: no record store at {} and no record files "
+                "in {}",
                 store.path,
                 folder,
             )
@@ -189,7 +203,7 @@ def _verify(args: argparse.Namespace, store: RecordStore, folder: Path) -> int:
     if not has_store:
         console.print(
             styled(
-                "[green]ok[/]: {} record file(s) verified in {}; no record store at {} "
+                "[bold green]OK[/] {} record file(s) verified in {}; no record store at {} "
                 "(not verified)",
                 files,
                 folder,
@@ -197,16 +211,16 @@ def _verify(args: argparse.Namespace, store: RecordStore, folder: Path) -> int:
             )
         )
         return EXIT_OK
+    for note in result.notes:
+        console.print(f"  {note}", markup=False, highlight=False)
     console.print(
         styled(
-            "[green]ok[/]: {} record(s) verified in {} (hash chain intact){}",
+            "[bold green]OK[/] {} record(s) verified in {} (hash chain intact){}",
             result.count,
             store.path,
             f"; {files} record file(s) verified in {folder}" if files else "",
         )
     )
-    for note in result.notes:
-        console.print(f"  {note}", markup=False, highlight=False)
     return EXIT_OK
 
 
@@ -248,13 +262,19 @@ def run(args: argparse.Namespace) -> int:
             return _verify(args, store, folder)
         if args.action == "show":
             record = resolve_record(args.ref or "", store)
-            if args.json:
+            if args.json:  # the whole record (thousands of lines for a served stack)
                 emit_json(record.model_dump(mode="json"))
-            else:
-                # what was asked for: stdout (`| less`, `> file`); the verdict line: stderr
-                sys.stdout.write(record.to_json().rstrip("\n") + "\n")
-                sys.stdout.flush()
-                console.print(styled("[bold green]OK[/] {}: printed on stdout", record.label))
+                return EXIT_OK
+            # What was asked for: a summary on stdout; the verdict line: stderr.
+            sys.stdout.write("\n".join(record_summary(record)) + "\n")
+            sys.stdout.flush()
+            console.print(
+                styled(
+                    "[bold green]OK[/] {}",
+                    f"{record.label}: summary printed on stdout (the whole record: "
+                    f"{cli_command(['records', 'show', record.record_id, '--json'])})",
+                )
+            )
             return EXIT_OK
         if args.action == "export":
             done = export_records(store, folder, args.ref)
@@ -268,12 +288,15 @@ def run(args: argparse.Namespace) -> int:
                         "head": str(done.head) if done.head else None,
                     }
                 )
-            console.print(
-                f"exported {len(done.written)} new record(s) to {folder}; repaired "
-                f"{len(done.repaired)}; {done.unchanged} already there"
-            )
             for p in [*done.written, *done.repaired]:
                 console.print(f"  {p}", markup=False, highlight=False)
+            console.print(
+                styled(
+                    "[bold green]OK[/] {}",
+                    f"exported {len(done.written)} new record(s) to {folder}; repaired "
+                    f"{len(done.repaired)}; {done.unchanged} already there",
+                )
+            )
             return EXIT_OK
         result = import_record_files(store, named) if named else import_dir(store, folder)
         folder = named[0] if named else folder
@@ -289,7 +312,32 @@ def run(args: argparse.Namespace) -> int:
     for why in result.skipped:
         console.print(styled("[bold yellow]warning[/]: skipped {}", why))
     console.print(
-        f"imported {len(result.added)} record(s) from {folder}; "
-        f"{len(result.present)} already present"
+        styled(
+            "[bold green]OK[/] {}",
+            f"imported {len(result.added)} record(s) from {folder}; "
+            f"{len(result.present)} already present",
+        )
     )
     return EXIT_OK
+
+
+def record_summary(record: Record) -> list[str]:
+    """What a person reads first: what, when, where, what was checked and measured."""
+    counts: dict[str, int] = {}
+    for r in record.checks:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    statuses = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "none"
+    gpu = record.host.gpu
+    metrics = sorted(record.metrics)
+    shown = ", ".join(metrics[:8]) + (f" ... ({len(metrics)} in all)" if len(metrics) > 8 else "")
+    return [
+        f"record   {record.label} ({record.kind})",
+        f"id       {record.record_id}",
+        f"created  {record.created_at} by stackgate {record.stackgate_version}",
+        f"host     {gpu.count}x {gpu.model or '-'}",
+        f"env tree {(record.build.env_tree_sha256 or '-')[:12]}",
+        f"runs     {record.runs}",
+        f"checks   {len(record.checks)}: {statuses}",
+        f"metrics  {shown or 'none'}",
+        *([f"note     {record.note}"] if record.note else []),
+    ]

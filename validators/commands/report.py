@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 
 from stackgate.cli import emit_json
+from stackgate.cli_hint import cli_command
 from stackgate.cli_paths import FOLDER, OUTPUT_FILE
-from stackgate.errors import EXIT_OK, BadInput
-from stackgate.output import console_err
+from stackgate.errors import EXIT_CHECK_FAILED, EXIT_ENVIRONMENT, EXIT_OK, BadInput
+from stackgate.output import console_err, styled
 from validators.gate.cli_args import add_policy_arguments, policy_from, request_from
 from validators.gate.compare import gate
 from validators.gate.flow import candidate_side
@@ -45,8 +46,8 @@ def run(args: argparse.Namespace) -> int:
                     exc.message,
                     details=[
                         *exc.details,
-                        "or report one run: stackgate run STACK --json > RESULT.json, "
-                        "then stackgate report RESULT.json --out report.html",
+                        f"or report one run: {cli_command('run STACK --json')} > RESULT.json, "
+                        f"then {cli_command('report RESULT.json --out report.html')}",
                     ],
                 ) from None
         baseline = lookup.any_record(request.baseline) if request.baseline else None
@@ -62,5 +63,30 @@ def run(args: argparse.Namespace) -> int:
                 "passed": result.passed if result else None,
             }
         )
-    console_err().print(f"wrote {path}")
-    return EXIT_OK
+    console = console_err()
+    if result is None:
+        console.print(
+            styled("[bold green]OK[/] {}", f"wrote {path}: {record.label}, no baseline compared")
+        )
+        return EXIT_OK
+    if result.passed:
+        not_here = f"; not decided here: {', '.join(result.not_proven_here)}"
+        verdict = "[bold yellow]INCOMPLETE[/]" if result.not_proven_here else "[bold green]OK[/]"
+        console.print(
+            styled(
+                verdict + " {}",
+                f"wrote {path}: {record.label} vs {result.baseline}: the gate passes"
+                + (not_here if result.not_proven_here else ""),
+            )
+        )
+        return EXIT_ENVIRONMENT if result.not_proven_here else EXIT_OK
+    for reason in result.reasons:
+        console.print(f"  - {reason}", markup=False, highlight=False)
+    console.print(
+        styled(
+            "[bold red]REFUSED[/] {}",
+            f"wrote {path}: {record.label} vs {result.baseline}: the gate refuses, "
+            f"{len(result.reasons)} reason(s) above",
+        )
+    )
+    return EXIT_CHECK_FAILED

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from stackgate.cli_hint import cli_command
 from stackgate.cli_paths import FOLDER, OUTPUT_FILE
 from stackgate.errors import BadInput, EnvironmentProblem
 from stackgate.layout import current_env
@@ -19,7 +20,7 @@ from stackgate.validator_groups import ORDER, need_env, need_gpus
 from validators.commands._common import env_path, finish_report
 from validators.core.checks import is_known
 from validators.core.context import RunContext
-from validators.core.options import SECTIONS, parse_options
+from validators.core.options import option_help, parse_options
 from validators.core.pipeline import run_pipeline
 from validators.core.results import Report
 
@@ -58,8 +59,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help=f"group options ({', '.join(SECTIONS)}), e.g. targets=12.0a, nccl_iters=200",
+        help="a group option, e.g. targets=12.0a or nccl_iters=200 (every KEY below)",
     )
+    parser.epilog = option_help()
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
 
 
 def run(args: argparse.Namespace) -> int:
@@ -101,7 +104,7 @@ def default_env(stack: str, groups: list[str]) -> Path | None:
     if need_env(groups):
         raise BadInput(
             f"no --env given and no built environment at {current}",
-            details=[f"build it first: stackgate build {stack}   (or pass --env PATH)"],
+            details=[f"build it first: {cli_command(['build', stack])}   (or pass --env PATH)"],
         )
     return None
 

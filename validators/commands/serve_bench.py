@@ -13,17 +13,19 @@ from rich.console import Console
 from stackgate.cli import emit_json
 from stackgate.cli_numbers import PORT
 from stackgate.cli_paths import FOLDER
-from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
+from stackgate.errors import EXIT_OK, BadInput
 from stackgate.layout import current_env
 from stackgate.loading import LoadedStack, load_stack
 from stackgate.output import console_err, styled
 from stackgate.safe_text import for_terminal
 from stackgate.topology import TOPOLOGIES
+from validators.commands._common import exit_code
 from validators.commands.run import default_env
 from validators.core.context import RunContext
 from validators.core.options import GroupOptions, ServeOptions
 from validators.core.results import Result
-from validators.reporting.render import failures_first, undecided, verdict_line
+from validators.core.undecided import undecided
+from validators.reporting.render import failures_first, verdict_line
 from validators.serve.adapters import DEFAULT_PORTS, build_launch
 from validators.serve.group import bench_settings, run_group
 from validators.serve.interrupts import Interrupts
@@ -135,12 +137,14 @@ def _run(args: argparse.Namespace, interrupts: Interrupts) -> int:
     results = run_group(ctx, interrupts)
     interrupts.checkpoint()  # one that came during the teardown: exit 130 all the same
     failed = any(r.status in ("FAIL", "ERROR") for r in results)
+    incomplete = undecided(results)
     if args.json:
         emit_json(
             {
-                "ok": not failed,
+                "ok": not failed and not incomplete,
                 "stack": loaded.manifest.name,
                 "results": [r.model_dump() for r in results],
+                **({"incomplete": incomplete} if incomplete else {}),
             }
         )
     console = console_err()
@@ -150,9 +154,8 @@ def _run(args: argparse.Namespace, interrupts: Interrupts) -> int:
             styled(f"[{colour[r.status]}]{{}}[/] {{}}: {{}}", f"{r.status:5}", r.check, r.reason)
         )
         _print_crash(console, r)
-    title = f"serve-bench {loaded.manifest.name}"
-    console.print(verdict_line(results, title, None, undecided(results)))
-    return EXIT_CHECK_FAILED if failed else EXIT_OK
+    console.print(verdict_line(results, f"serve-bench {loaded.manifest.name}", None, incomplete))
+    return exit_code(results, incomplete)
 
 
 def _print_crash(console: Console, result: Result) -> None:
@@ -191,6 +194,11 @@ def _dry_run(args: argparse.Namespace, loaded: LoadedStack, serve: ServeOptions)
         port=port,
         topology=args.topology,
     )
+    verdict = styled(
+        "[bold green]OK[/] {}",
+        f"serve-bench {manifest.name} --profile {name}: dry run, nothing started; "
+        + ("the launch as JSON on stdout" if args.json else "the launch script on stdout"),
+    )
     if args.json:
         emit_json(
             {
@@ -203,6 +211,7 @@ def _dry_run(args: argparse.Namespace, loaded: LoadedStack, serve: ServeOptions)
                 "notes": spec.notes,
             }
         )
+        console_err().print(verdict)
         return EXIT_OK
     # What the user asked to see is a shell script: stdout, plain, never wrapped.
     lines = [f"# serve-bench {manifest.name} --profile {name}"]
@@ -212,5 +221,6 @@ def _dry_run(args: argparse.Namespace, loaded: LoadedStack, serve: ServeOptions)
     sys.stdout.flush()
     err = console_err()
     for note in spec.notes:
-        err.print(f"note: {note}")
+        err.print(f"note: {note}", markup=False, highlight=False)
+    err.print(verdict)  # the last line, as every command's
     return EXIT_OK

@@ -13,18 +13,18 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from stackgate.cli_hint import cli_command
 from stackgate.cli_numbers import WORKERS
 from stackgate.cli_paths import FOLDER
 from stackgate.errors import BadInput
 from stackgate.heartbeat import Heartbeat, took
 from stackgate.http_limits import add_limit_arguments, limits_from
-from stackgate.layout import current_env
+from stackgate.layout import current_env, lock_files_of
 from stackgate.loading import load_stack
 from stackgate.output import console_err
 from validators.commands._common import env_path, finish_results
 from validators.core.pipeline import apply_accepted
 from validators.static.abi_results import AbiOptions
-from validators.static.dist_check import lock_path
 from validators.static.file_facts import FileFactsCache
 from validators.static.group import StaticInputs, run_static, targets_from
 
@@ -88,9 +88,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
-    manifest = load_stack(args.stack).manifest if args.stack else None
+    loaded = load_stack(args.stack) if args.stack else None
+    manifest = loaded.manifest if loaded else None
+    # The stack's own lock: beside its manifest (stackgate.layout.lock_files_of).
+    own_lock = lock_files_of(loaded.path, loaded.manifest.name).lockfile if loaded else None
     if args.lock is not None:
-        return _run_lock(args, manifest)
+        return _run_lock(args, manifest, own_lock)
     if args.offline:
         raise BadInput("--offline: only with --lock")
     given = env_path(args.env)
@@ -100,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
             env_path=path,
             stack=manifest.name if manifest else None,
             manifest=manifest,
+            lock=own_lock,
             targets=targets_from(args.targets, manifest),
             abi=AbiOptions(confirm=not args.no_confirm, deep=args.deep),
             cache=FileFactsCache.default(),
@@ -122,12 +126,14 @@ def _built_env(manifest: Manifest | None) -> Path:
     if not current.exists():
         raise BadInput(
             f"no --env given and no built environment at {current}",
-            details=[f"build it first: stackgate build {manifest.name}   (or pass --env PATH)"],
+            details=[
+                f"build it first: {cli_command(['build', manifest.name])}   (or pass --env PATH)"
+            ],
         )
     return current
 
 
-def _run_lock(args: argparse.Namespace, manifest: object) -> int:
+def _run_lock(args: argparse.Namespace, manifest: object, own_lock: Path | None) -> int:
     from stackgate.lock_wheels import LockError, read_lock
     from stackgate.manifest import Manifest
     from stackgate.url_targets import refused_urls
@@ -138,12 +144,13 @@ def _run_lock(args: argparse.Namespace, manifest: object) -> int:
     assert manifest is None or isinstance(manifest, Manifest)
     if args.lock:
         lock = Path(args.lock)
-    elif manifest is not None:
-        lock = lock_path(manifest.name)
+    elif own_lock is not None:
+        lock = own_lock
     else:
         raise BadInput("--lock: give a uv.lock path or a stack")
     if not lock.is_file():
-        raise BadInput(f"--lock {lock}: no such file (run `stackgate lock` first)")
+        first = cli_command(["lock", args.stack] if args.stack else "lock STACK")
+        raise BadInput(f"--lock {lock}: no such file (run `{first}` first)")
     if args.jobs < 1:
         raise BadInput(f"--jobs {args.jobs}: must be >= 1")
     try:

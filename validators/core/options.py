@@ -59,7 +59,9 @@ class RuntimeOptions(StrictModel):
 class ServeOptions(StrictModel):
     host: str = Field(default="127.0.0.1", description="Address the server binds to.")
     port: Port | None = Field(default=None, description="Fixed port (fail if taken).")
-    log_dir: Path | None = None
+    log_dir: Path | None = Field(
+        default=None, description="Folder for the server logs (default: OUT_DIR/serve-logs)."
+    )
     reference: Path | None = Field(default=None, description="Known-good greedy outputs.")
     record_reference: Path | None = Field(default=None, description="Record outputs here.")
     jsonl: Path | None = Field(default=None, description="Append benchmark records here.")
@@ -114,6 +116,18 @@ SECTIONS: dict[str, str] = {
     for key in info.annotation.model_fields  # type: ignore[union-attr]
 }
 _LISTS = frozenset({"targets", "concurrencies"})
+
+
+def option_help() -> str:
+    """Every --option KEY with its group and meaning (the fields' descriptions), for --help."""
+    lines = ["--option KEY=VALUE (repeatable; lists comma-separated):"]
+    for section, info in GroupOptions.model_fields.items():
+        model = info.annotation
+        for key, field in model.model_fields.items():  # type: ignore[union-attr]
+            lines.append(f"  {key:<18} {section:<8} {field.description or ''}")
+    return "\n".join(lines)
+
+
 # Values that name files (fields typed Path): a file name need not be UTF-8 on Linux.
 _PATHS = frozenset(
     key

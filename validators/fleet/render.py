@@ -14,6 +14,7 @@ from rich.text import Text
 
 from stackgate.credentials import redact
 from stackgate.files import atomic_write_text
+from stackgate.output import styled
 from validators.fleet.verdict import FleetVerdict, NodeVerdict
 from validators.templates import html_template
 
@@ -88,9 +89,11 @@ def render_verdict(verdict: FleetVerdict, console: Console) -> None:
             )
     c = verdict.counts
     console.print(
-        f"{verdict.expected_nodes} node(s) expected: {c['PASS']} PASS ({c['LEMON']} lemon), "
-        f"{c['FAIL']} FAIL, {c['MISSING']} MISSING",
-        highlight=False,
+        styled(
+            ("[bold green]OK[/]" if verdict.ok else "[bold red]FAILED[/]") + " {}",
+            f"{verdict.expected_nodes} node(s) expected: {c['PASS']} PASS ({c['LEMON']} lemon), "
+            f"{c['FAIL']} FAIL, {c['MISSING']} MISSING",
+        )
     )
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stackgate.build_record import build_record_path
+from stackgate.cli_hint import cli_command
 from stackgate.errors import BadInput, CheckFailed, ManifestError
 from stackgate.layout import current_env
 from stackgate.manifest import GateSettings
@@ -73,7 +74,7 @@ def run_gate(request: GateRequest, lookup: Lookup, note: Callable[[str], None]) 
         # A baseline named by file or id can be any record; only a proven one is a baseline.
         raise CheckFailed(
             f"baseline {baseline.label} is a {baseline.kind} record, not known-good; refusing "
-            f"to gate against it (mark it good first: stackgate mark-good)"
+            f"to gate against it (mark it good first: {cli_command('mark-good STACK --env ENV')})"
         )
     policy, loosened = under_baseline(
         request.flags, decision.policy, baseline, interleaving, declared.settings

@@ -187,10 +187,19 @@ def render_gate(console: Console, result: GateResult, *, show_ok_checks: bool = 
             ),
             highlight=False,
         )
-    if result.passed:
-        scope = " on this host" if result.not_proven_here else ""
+    if result.passed and result.not_proven_here:
+        # What the record proved and this host cannot run is not decided: not an OK.
         console.print(
-            styled("[bold green]PASSED[/]{}: no failed check, no regression beyond noise", scope)
+            styled(
+                "[bold yellow]INCOMPLETE[/] {}",
+                "gate PASSED on this host only: no failed check, no regression beyond noise; "
+                f"not decided here: {', '.join(result.not_proven_here)}",
+            )
+        )
+        return
+    if result.passed:
+        console.print(
+            styled("[bold green]OK[/] gate PASSED: no failed check, no regression beyond noise")
         )
         return
     if result.verdict in ("INCONCLUSIVE", "UNDERPOWERED"):
@@ -205,4 +214,4 @@ def render_gate(console: Console, result: GateResult, *, show_ok_checks: bool = 
             highlight=False,
         )
         return
-    console.print(styled("[bold red]REFUSED[/]: {} reason(s)", len(result.reasons)))
+    console.print(styled("[bold red]REFUSED[/]: {} reason(s) above", len(result.reasons)))

@@ -37,5 +37,5 @@ def add_run_argument(parser: argparse.ArgumentParser, *, required: bool) -> None
         default=[],
         required=required,
         metavar="RESULT.json",
-        help="a `python -m validators run --json` report; repeat it once per repeated run",
+        help="a `stackgate run STACK --json > RESULT.json` report; repeat it once per repeated run",
     )

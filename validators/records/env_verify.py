@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from stackgate.cli_hint import cli_command
 from stackgate.digests import DigestCache
 from stackgate.envtree import TreeCheck, check_tree
 from stackgate.errors import BadInput, CheckFailed
@@ -39,7 +40,7 @@ def require_env_matches(env: Path, build: BuildFacts) -> TreeCheck:
         raise CheckFailed(
             f"{env}: its files no longer match its build record (tree "
             f"{check.tree.sha256[:16]} now, {check.recorded_sha256[:16]} recorded); rebuild "
-            "it (stackgate build STACK --repair) and validate again",
+            f"it ({cli_command('build STACK --repair')}) and validate again",
             details=check.explain(),
         )
     return check

@@ -8,12 +8,14 @@ without importing first.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import ValidationError
 
+from stackgate.cli_hint import cli_command
 from stackgate.errors import BadInput, CheckFailed
 from stackgate.files import read_json_file
 from stackgate.lines import lines_err
@@ -142,6 +144,20 @@ def resolve_record(ref: str, store: RecordStore) -> Record:
     return latest_known_good(ref, store)
 
 
+def _neither(ref: str, store: RecordStore) -> BadInput:
+    """`ref` names no stack and no record: a mistyped record id (`...-ea68e04fe20x`) is not
+    a stack to mark good. Close names, the ids as exported files spell them, are offered."""
+    files = sorted(p.stem for p in committed_records_dir().glob("*/*.json"))
+    ids = [*files, *(name.rsplit("-", 1)[-1] for name in files)]
+    close = difflib.get_close_matches(ref, [*stack_names(), *ids], n=3, cutoff=0.6)
+    details = [f"did you mean: {', '.join(close)}"] if close else []
+    details += [
+        f"stacks: {', '.join(stack_names())}",
+        f"record ids: {cli_command('records list')}",
+    ]
+    return BadInput(f"'{ref}' is neither a stack in stacks/ nor a record id", details=details)
+
+
 def _ambiguous(ref: str, ids: list[str]) -> BadInput:
     return BadInput(
         f"record id prefix {ref!r} matches {len(ids)} records (store and committed files): "
@@ -168,13 +184,15 @@ def latest_known_good(stack: str, store: RecordStore) -> Record:
                 f"baseline {record.short_id} is a {record.kind} record of '{record.stack}', "
                 f"not a known-good record of '{stack}'; refusing to compare"
             )
+    if not candidates and stack not in stack_names() and not store.count(stack):
+        raise _neither(stack, store)
     if not candidates:
         raise BadInput(
             f"no known-good record for stack '{stack}' in {store.path} or "
             f"{committed_records_dir()}",
             details=[
-                f"make one: stackgate mark-good {stack} --run RESULT.json",
-                "or import committed ones: stackgate records import records/",
+                f"make one: {cli_command(['mark-good', stack, '--run', 'RESULT.json'])}",
+                f"or import committed ones: {cli_command('records import records/')}",
             ],
         )
     return max(candidates, key=lambda r: (r.created_at, r.record_id))

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stackgate.cli_hint import cli_command
 from stackgate.env_paths import folder_from_env
 from stackgate.errors import BadInput, EnvironmentProblem
 from stackgate.files import TEMP_SUFFIX, parse_json_text, remove_stale_temps
@@ -130,7 +131,7 @@ class RecordStore:
     def _tampered(self, what: str) -> TamperedStore:
         return TamperedStore(
             f"{self.path}: tampered store: {what}",
-            details=["run `python -m validators records verify` for every problem"],
+            details=[f"run `{cli_command('records verify')}` for every problem"],
         )
 
     def _check_sidecar(self) -> None:
@@ -432,7 +433,7 @@ def _empty_file_notes(target: Path) -> list[str]:
             "record(s) were written: the store was lost (a full disk?), not tampered with",
             details=[
                 "restore it from a backup, or move it and its .head aside and rebuild it from "
-                "the committed records: python -m validators records import --dir records/"
+                f"the committed records: {cli_command('records import --dir records/')}"
             ],
         )
     return [
@@ -485,8 +486,8 @@ def _interrupted_write(target: Path, exc: sqlite3.DatabaseError) -> EnvironmentP
         f"{target.name}-journal, which must be rolled back before the store can be read; this "
         "user cannot write there to do it",
         details=[
-            "run one writing command where the store is writable (python -m validators "
-            "records import --dir records/), or ask the store's owner to; the last "
+            "run one writing command where the store is writable ("
+            f"{cli_command('records import --dir records/')}), or ask the store's owner to; the last "
             "completed write is kept, the interrupted one is undone"
         ],
     )
@@ -611,7 +612,7 @@ def _prepare(conn: sqlite3.Connection, target: Path, *, read_only: bool) -> str 
         if version < store_schema.STORE_VERSION:
             raise BadInput(
                 f"{target}: store format {version} has no hash chain; run a writing command "
-                "once (`python -m validators records import`) to upgrade it"
+                f"once (`{cli_command('records import')}`) to upgrade it"
             )
     else:
         conn.execute("BEGIN IMMEDIATE")

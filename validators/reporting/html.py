@@ -136,7 +136,8 @@ def _metrics(gate_result: GateResult | None, record: Record) -> Table:
 
 
 def _sides(record: Record, baseline: Record | None) -> dict[str, Record]:
-    return {"baseline": baseline, "candidate": record} if baseline else {"candidate": record}
+    # A lone record is not a candidate of anything: it is named as what it is.
+    return {"baseline": baseline, "candidate": record} if baseline else {"record": record}
 
 
 def _throughput_charts(sides: dict[str, Record], rng: np.random.Generator) -> list[str]:
@@ -164,10 +165,13 @@ def _throughput_charts(sides: dict[str, Record], rng: np.random.Generator) -> li
             data[side] = [p for _, p in sorted(pts, key=lambda t: t[0])]
         if any(data.values()):
             name = series.split("/")[-1]
+            levels = {p.x for pts in data.values() for p in pts}
+            # One level is a point, not a curve over concurrency: say which level it is.
+            at = f" at concurrency {next(iter(levels))}" if len(levels) == 1 else ""
             charts.append(
                 interval_chart(
                     data,
-                    title=f"{series.split('/')[-1]}: mean and 95% interval over runs",
+                    title=f"{name}{at}: mean and 95% interval over runs",
                     y_label=f"{name} (tok/s)" if "output" in name or "total" in name else name,
                     x_label="concurrency",
                 )
@@ -278,7 +282,17 @@ def render_report(
         banner = ("pass", f"PASSED{here}") if gate_result.passed else ("fail", gate_result.verdict)
     else:  # no gate: the checks' own verdict
         bad = [c.check for c in record.checks if c.status in ("FAIL", "ERROR")]
-        banner = ("fail", f"FAILED: {len(bad)} check(s)") if bad else ("pass", "PASSED")
+        passed = sum(1 for c in record.checks if c.status == "PASS")
+        # A lone record passed nothing against anything: no green "PASSED" verdict.
+        banner = (
+            ("fail", f"FAILED: {len(bad)} check(s)")
+            if bad
+            else (
+                "info",
+                f"{record.kind} record: {passed} of {len(record.checks)} checks passed; "
+                "no baseline compared",
+            )
+        )
     return html_template("report.html.j2").render(
         title=f"stackgate: {record.label}" + (f" vs {baseline.label}" if baseline else ""),
         stack=record.stack,

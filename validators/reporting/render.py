@@ -70,31 +70,14 @@ def verdict_line(
     )
 
 
-# The checks that decide whether an environment runs on this host: skipped (no driver, no
-# GPU, nothing launched), the run has not said so, whatever else passed.
-DECIDING = ("host.driver", "host.gpus", "runtime.gpu", "serve-bench.launch")
-
-
-def undecided(results: Sequence[Result]) -> str | None:
-    """Why a run's deciding checks were skipped ("OK cu128 ... 5 skipped" on a host without a
-    GPU read as "cu128 runs here"), or None when none was."""
-    skipped = [r for r in results if r.check in DECIDING and r.status == "SKIP"]
-    if not skipped:
-        return None
-    names = ", ".join(r.check for r in skipped)
-    return f"{names} skipped, so whether it runs on this host was not checked: {skipped[0].reason}"
-
-
-def render(report: Report, console: Console) -> None:
+def render(report: Report, console: Console, incomplete: str | None = None) -> None:
     print_table(
         console, results_table(report.results, f"stackgate validate {report.stack}", console)
     )
     for group, why in report.groups_skipped.items():
         console.print(styled("[yellow]{}[/]: {}", group, why))
     console.print(
-        verdict_line(
-            report.results, report.stack or "run", report.duration_s, undecided(report.results)
-        )
+        verdict_line(report.results, report.stack or "run", report.duration_s, incomplete)
     )
 
 

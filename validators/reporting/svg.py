@@ -16,7 +16,7 @@ from validators.gate.stats import resampled_means
 
 WIDTH, HEIGHT = 640, 300
 LEFT, RIGHT, TOP, BOTTOM = 70, 20, 46, 50
-COLORS = {"baseline": "#6b7280", "candidate": "#2563eb"}
+COLORS = {"baseline": "#6b7280", "candidate": "#2563eb", "record": "#2563eb"}
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,9 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
+from stackgate.cli_hint import cli_command
 from stackgate.errors import BadInput
+from stackgate.layout import lock_files_of
 from stackgate.manifest import Manifest
 from stackgate.manifest_values import parse_arch
 from stackgate.uvlock import read_uv_lock
@@ -73,6 +75,7 @@ def run_group(ctx: RunContext) -> list[Result]:
             env_path=ctx.env_path,
             stack=manifest.name,
             manifest=manifest,
+            lock=lock_files_of(ctx.stack.path, manifest.name).lockfile,
             targets=targets or tuple(manifest.host.target_archs),
             abi=abi,
             cache=FileFactsCache.default(),
@@ -197,7 +200,11 @@ def _dist_results(env: Environment, inputs: StaticInputs) -> list[Result]:
         out.append(_result("static.dists.lock", "SKIP", "no stack given: no lock to compare"))
     elif not lock.is_file():
         out.append(
-            _result("static.dists.lock", "SKIP", f"no lock at {lock} (run `stackgate lock`)")
+            _result(
+                "static.dists.lock",
+                "SKIP",
+                f"no lock at {lock} (run `{cli_command('lock STACK')}`)",
+            )
         )
     else:
         try:
