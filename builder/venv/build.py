@@ -445,9 +445,10 @@ class _Build:
                 # On a terminal uv draws its own progress (downloads in bytes) there.
                 with self.reporter.terminal() as terminal:
                     if self.origins is not None and len(commands) == 1:
-                        # The listing is still being read: uv's cache only, nothing downloaded.
+                        # The listing is still being read: uv's cache only (nothing downloaded)
+                        # and no source distribution built (no code from the lock runs).
                         cached = self._run(
-                            [*commands[0], "--offline"],
+                            [*commands[0], "--offline", "--no-build"],
                             plan,
                             "installing the lock from uv's cache",
                             state,
