@@ -152,8 +152,6 @@ class EarlyHasher:
                 ident = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
                 if not stat.S_ISREG(st.st_mode) or self._seen_records.get(record) == ident:
                     continue
-                if not final and not os.path.exists(f"{folder}/INSTALLER"):  # noqa: PTH110
-                    continue  # uv writes INSTALLER when the wheel's files are in place
                 self._seen_records[record] = ident
                 for rel in record_rows(self.env, site, Path(record)):
                     if rel not in self._queued:

@@ -116,19 +116,20 @@ def test_files_a_record_lists_before_they_are_there_are_read_once_they_come(
     assert tree.sha256 == compute_tree(env, own_paths=own_paths_of(env)).sha256
 
 
-def test_a_wheel_without_installer_yet_is_read_at_the_end(tmp_path: Path) -> None:
-    """A dist-info without INSTALLER is a wheel uv is still writing: left for later, and read
-    by finish() (never dropped)."""
+def test_a_record_that_changes_is_read_again(tmp_path: Path) -> None:
+    """A RECORD read while it lists only part of its wheel: the rows it gains are read while the
+    install goes on, not left to the tree hash."""
     env = _env(tmp_path)
-    installer = next(site(env).glob("pkg1-*.dist-info")) / "INSTALLER"
-    kept = installer.read_bytes()
-    installer.unlink()
+    record = next(site(env).glob("pkg1-*.dist-info")) / "RECORD"
+    full = record.read_text()
+    record.write_text("".join(ln for ln in full.splitlines(True) if "big.bin" not in ln))
     time.sleep(2 * MARGIN_NS / 1e9)
     rel = f"lib/{site(env).parent.name}/site-packages/pkg1/big.bin"
     with EarlyHasher(env, digest_patterns(env, own_paths_of(env)), file_digests) as hasher:
         assert _wait_for(hasher, f"lib/{site(env).parent.name}/site-packages/pkg0/big.bin")
         time.sleep(0.6)
         assert rel not in hasher.results
+        record.write_text(full)  # uv writes the whole RECORD
+        assert _wait_for(hasher, rel), "read only after the install (or never)"
         early = dict(hasher.finish())
-    installer.write_bytes(kept)
-    assert rel in early and early[rel].valid_for(os.lstat(env / rel))
+    assert early[rel].valid_for(os.lstat(env / rel))
