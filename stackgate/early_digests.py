@@ -7,8 +7,8 @@ files they list (the tree digest and the sha256 of the bytes as they are, one re
 stackgate.envtree) while uv copies the next wheels. A RECORD can be there before every file it
 lists is (measured on cu128: ~9,000 files were not there yet when first tried, the largest
 cudnn and cusolver libraries among them), so a file not there yet, or written too recently to
-be read now, is tried again at the next look, and a RECORD that changes is read again. A digest taken early is used later only
-when the file is provably the one that was read:
+be read now, is tried again every RETRY_S, and a RECORD that changes is read again. A digest
+taken early is used later only when the file is provably the one that was read:
 
 - its lstat identity is unchanged (device, inode, size, mtime_ns, ctime_ns: any write, rename
   over it or chmod moves ctime, which no unprivileged call can set back);
