@@ -1,8 +1,7 @@
 """Files hashed while the installer is still writing others: one read of each file, started as
 soon as its wheel is installed instead of after the whole install.
 
-uv installs wheels in parallel and writes each wheel's `*.dist-info/RECORD` when it has
-written that wheel's files. A thread watches site-packages for new RECORDs and hashes the
+uv installs wheels in parallel, each with a `*.dist-info/RECORD` listing its files. A thread watches site-packages for new RECORDs and hashes the
 files they list (the tree digest and the sha256 of the bytes as they are, one read:
 stackgate.envtree) while uv copies the next wheels. A RECORD can be there before every file it
 lists is (measured on cu128: ~9,000 files were not there yet when first tried, the largest
