@@ -1,11 +1,13 @@
 """Files hashed while the installer is still writing others: one read of each file, started as
 soon as its wheel is installed instead of after the whole install.
 
-uv installs wheels in parallel and writes each wheel's `*.dist-info/RECORD` when it has
-written that wheel's files. A thread watches site-packages for new RECORDs and hashes the
+uv installs wheels in parallel, each with a `*.dist-info/RECORD` listing its files. A thread watches site-packages for new RECORDs and hashes the
 files they list (the tree digest and the sha256 of the bytes as they are, one read:
-stackgate.envtree) while uv copies the next wheels. A digest taken early is used later only
-when the file is provably the one that was read:
+stackgate.envtree) while uv copies the next wheels. A RECORD can be there before every file it
+lists is (measured on cu128: ~9,000 files were not there yet when first tried, the largest
+cudnn and cusolver libraries among them), so a file not there yet, or written too recently to
+be read now, is tried again every RETRY_S, and a RECORD that changes is read again. A digest
+taken early is used later only when the file is provably the one that was read:
 
 - its lstat identity is unchanged (device, inode, size, mtime_ns, ctime_ns: any write, rename
   over it or chmod moves ctime, which no unprivileged call can set back);
@@ -36,6 +38,7 @@ MARGIN_NS = 100_000_000
 # stackgate.envtree's one-read digest: (path, size, env-path patterns) -> (tree digest, raw sha256)
 Digest = Callable[[str, int, list[bytes]], tuple[bytes, bytes]]
 POLL_S = 0.25
+RETRY_S = 1.0  # how often files not there (or too fresh) when tried are tried again
 
 
 @dataclass(frozen=True)
@@ -82,8 +85,14 @@ class EarlyHasher:
         self.patterns = patterns
         self.digest = digest
         self.results: dict[str, Early] = {}
-        self._seen_records: set[str] = set()
+        # RECORD path -> the identity it was read at: read again when uv rewrites it (a
+        # RECORD can be there before the wheel's last files are, and grow)
+        self._seen_records: dict[str, tuple[int, int, int, int]] = {}
         self._queued: set[str] = set()
+        # listed files not there yet, or written too recently to read: tried again later
+        self._later: set[str] = set()
+        self._later_lock = threading.Lock()
+        self._retried = time.monotonic()
         self._jobs: list[Future[None]] = []
         self._stop = threading.Event()
         self._pool = ThreadPoolExecutor(max_workers=workers or max(1, len(os.sched_getaffinity(0))))
@@ -111,7 +120,7 @@ class EarlyHasher:
         self._stop.set()
         if self._poller.is_alive():
             self._poller.join()
-        self._scan()
+        self._scan(final=True)
         for job in self._jobs:
             job.result()
         return self.results
@@ -120,7 +129,14 @@ class EarlyHasher:
         while not self._stop.wait(POLL_S):
             self._scan()
 
-    def _scan(self) -> None:
+    def _scan(self, final: bool = False) -> None:
+        now = time.monotonic()
+        if final or now - self._retried >= RETRY_S:
+            self._retried = now
+            with self._later_lock:
+                again, self._later = self._later, set()
+            for rel in sorted(again):
+                self._jobs.append(self._pool.submit(self._read, rel))
         for site in sorted(self.env.glob("lib/python*/site-packages")):
             try:
                 records = [e.path for e in os.scandir(site) if e.name.endswith(".dist-info")]
@@ -128,22 +144,41 @@ class EarlyHasher:
                 continue
             for folder in records:
                 record = f"{folder}/RECORD"
-                if record in self._seen_records or not os.path.isfile(record):  # noqa: PTH113
+                try:
+                    st = os.stat(record)  # noqa: PTH116 -- str paths: speed
+                except OSError:
                     continue
-                self._seen_records.add(record)
+                ident = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+                if not stat.S_ISREG(st.st_mode) or self._seen_records.get(record) == ident:
+                    continue
+                self._seen_records[record] = ident
                 for rel in record_rows(self.env, site, Path(record)):
                     if rel not in self._queued:
                         self._queued.add(rel)
                         self._jobs.append(self._pool.submit(self._read, rel))
 
+    def _defer(self, rel: str) -> None:
+        if not self._stop.is_set():  # after finish's last scan the tree hash reads it
+            with self._later_lock:
+                self._later.add(rel)
+
     def _read(self, rel: str) -> None:
         full = f"{self.env}/{rel}"
         try:
             st = os.lstat(full)
-            if not stat.S_ISREG(st.st_mode):
-                return
-            started = time.time_ns()
+        except FileNotFoundError:
+            self._defer(rel)  # listed before uv wrote it
+            return
+        except OSError:
+            return  # the tree hash reads it
+        if not stat.S_ISREG(st.st_mode):
+            return
+        started = time.time_ns()
+        if max(st.st_mtime_ns, st.st_ctime_ns) >= started - MARGIN_NS:
+            self._defer(rel)  # being written, or too recently for the digest to be used
+            return
+        try:
             tree, raw = self.digest(full, st.st_size, self.patterns)
         except OSError:
-            return  # not there (yet): the tree hash reads it
+            return
         self.results[rel] = Early(key_of(st), started, tree, raw)

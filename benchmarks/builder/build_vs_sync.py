@@ -8,9 +8,10 @@ alternating (ABBA), and the folder is removed before the next install (a cu128 e
              --link-mode copy  (in the lock's folder, into a venv made by `uv venv`, as the
              builder makes its own)
   stackgate  stackgate build STACK --venv-root <fresh>: CLI start-up, the lock and its origins
-             (every locked file listed by its index: network), interpreter, plan, venv, the
-             same uv sync, profile, installed set vs the lock, ONE read of every file for the
-             tree hash and the RECORD check, record, rename, current.
+             (registry check; the index listing, network, runs beside the install, which is
+             the same uv sync with --offline until the listing passed), interpreter, plan,
+             venv, profile, installed set vs the lock, ONE read of every file for the tree
+             hash and the RECORD check (started while uv installs), record, rename, current.
 The build's own step timings (from its record) are kept per round, and the page cache's state
 is the same for both sides (the files come from uv's cache, read by both).
 

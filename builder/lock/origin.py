@@ -355,19 +355,45 @@ def check_origins(
     """Refuse (BadInput) a lock with an artifact from anywhere but its manifest's index:
     the registry check always, the listing check when `listing` (index pages over the network
     only with `network`)."""
-    lockfile = display_path(state.files.lockfile)
     wrong = registry_problems(manifest, state, extra_map)
     if not wrong and listing:
-        run = budget or Budget(what="the origin check")
-        if client is not None:
-            wrong = listing_problems(manifest, state, client, run, network=network)
-        else:
-            with make_client(run.limits) as own:
-                wrong = listing_problems(manifest, state, own, run, network=network)
+        wrong = _listed(manifest, state, network=network, client=client, budget=budget)
+    _refuse(state, wrong)
+
+
+def check_listing(
+    manifest: Manifest,
+    state: LockState,
+    *,
+    network: bool = True,
+    client: httpx.Client | None = None,
+    budget: Budget | None = None,
+) -> None:
+    """The listing check alone (BadInput as check_origins words it): for a caller that ran
+    the registry check already and reads the index pages later (builder.venv.origin_ahead)."""
+    _refuse(state, _listed(manifest, state, network=network, client=client, budget=budget))
+
+
+def _listed(
+    manifest: Manifest,
+    state: LockState,
+    *,
+    network: bool,
+    client: httpx.Client | None,
+    budget: Budget | None,
+) -> list[str]:
+    run = budget or Budget(what="the origin check")
+    if client is not None:
+        return listing_problems(manifest, state, client, run, network=network)
+    with make_client(run.limits) as own:
+        return listing_problems(manifest, state, own, run, network=network)
+
+
+def _refuse(state: LockState, wrong: list[str]) -> None:
     if wrong:
         more = [f"... and {len(wrong) - 20} more"] if len(wrong) > 20 else []
         raise BadInput(
-            f"{lockfile}: {len(wrong)} locked artifacts do not come from the index the "
-            "manifest names for their package",
+            f"{display_path(state.files.lockfile)}: {len(wrong)} locked artifacts do not come "
+            "from the index the manifest names for their package",
             details=[*wrong[:20], *more],
         )

@@ -39,13 +39,14 @@ from builder.compile.watchdog import WatchReport
 from builder.compile.watched import StepResult, Terminal, run_watched
 from builder.kernels.request import request_digest
 from builder.kernels.step import KernelsJob, build_kernels, missing_lines
-from builder.lock.origin import check_origins
+from builder.lock.origin import check_listing, check_origins
 from builder.lock.resolve import explain_uv_failure, locked_packages, uv_env, uv_version
 from builder.lock.uvproject import index_specs
 from builder.venv import atomic, base_site, env_slot, envprofile
 from builder.venv.disk_room import require_room, signals_held, tree_bytes, writable_root
 from builder.venv.install_commands import install_commands, requirements_path
 from builder.venv.installed import verify_against_lock
+from builder.venv.origin_ahead import OriginAhead
 from builder.venv.topology import TopologyChoice, choose_topology
 from builder.venv.uv_cache import sweep_leftovers, uv_cache_dir
 from builder.venv.wheel_record import check_wheel_records
@@ -206,6 +207,15 @@ class _Build:
         self.log = self.layout.stack_dir / "build.log"
         self.watch = WatchReport()
         self.lock_fd: int | None = None
+        # The origin check's index listing while the build goes on (builder.venv.origin_ahead);
+        # None once it has passed, or when there is none to read.
+        self.origins: OriginAhead | None = None
+
+    def _origins_passed(self) -> None:
+        """Wait for the index listing; its refusal (BadInput) or failure raised here."""
+        if self.origins is not None:
+            pending, self.origins = self.origins, None
+            pending.wait()
 
     def _step_env(self, plan: JobPlan, venv: Path | None = None) -> dict[str, str]:
         env = uv_env(compile_env(plan, self.loaded.manifest.build))
@@ -223,7 +233,9 @@ class _Build:
         cwd: Path | None = None,
         venv: Path | None = None,
         terminal: Terminal | None = None,
-    ) -> None:
+        check: bool = True,
+    ) -> bool:
+        """Run one step's command; False when it failed and `check` is off."""
         result = run_watched(
             argv,
             env=self._step_env(plan, venv),
@@ -239,8 +251,9 @@ class _Build:
         self.watch.peak_job_rss = max(self.watch.peak_job_rss, result.watch.peak_job_rss)
         self.watch.jobs_seen += result.watch.jobs_seen
         self.watch.pauses += result.watch.pauses
-        if result.returncode != 0:
+        if result.returncode != 0 and check:
             _raise_step_failure(result, what, state, self.loaded, self.options)
+        return result.returncode == 0
 
     def _sweep_uv_cache(self) -> None:
         """Remove uv's partial extractions (`.tmp*` in its cache) when no uv is running."""
@@ -290,21 +303,32 @@ class _Build:
         return record
 
     def run(self) -> BuildOutcome:
+        try:
+            return self._run_build()
+        except Exception:
+            # The listing found an input error (exit 2) before anything else could, when it
+            # ran first: it still comes first.
+            self._origins_passed()
+            raise
+        finally:
+            self.origins = None  # a listing still in flight is abandoned (a daemon thread)
+
+    def _run_build(self) -> BuildOutcome:
         loaded, opts, layout, timer = self.loaded, self.options, self.layout, self.timer
         manifest = loaded.manifest
         # Every input check runs before anything is created, fetched or locked: bad input
-        # (exit 2) leaves the venv root exactly as it was.
+        # (exit 2) leaves the venv root exactly as it was. The one exception is the index
+        # listing below (network): it goes on beside the build, which installs from uv's cache
+        # alone until it has passed (builder.venv.origin_ahead); its refusal removes the
+        # partial env and publishes nothing.
         with timer.step("lock", "reading the lock and checking the patches it needs"):
             state = read_lock(loaded, lock_files_of(loaded.path, manifest.name, opts.locks_root))
             # `uv sync --frozen` fetches the lock's own URLs: each must be a file its index
             # lists (mirrors and wheelhouses install by hash through `uv pip install`)
-            check_origins(
-                manifest,
-                state,
-                listing=not opts.offline and not opts.index_map,
-                network=not _truthy(os.environ.get("UV_OFFLINE")),
-                extra_map=opts.index_map,
-            )
+            check_origins(manifest, state, listing=False, extra_map=opts.index_map)
+            if not opts.offline and not opts.index_map:
+                network = not _truthy(os.environ.get("UV_OFFLINE"))
+                self.origins = OriginAhead(lambda: check_listing(manifest, state, network=network))
             sources = patches.source_packages(loaded, state)
             patch_records = [r for pkg in sources for r in patches.verify_patch_hashes(pkg)]
         with timer.step("python", f"finding Python {manifest.python}"):
@@ -344,6 +368,8 @@ class _Build:
             )
             final, existing = env_slot.pick_env(layout, state, choice, profile, kernels)
             if existing is not None:
+                with timer.step("origins", "checking the lock's files against their indexes"):
+                    self._origins_passed()
                 with timer.step("check", f"hashing {display_path(final)} again"):
                     damage = env_slot.damage(final, existing)
                 if not damage:
@@ -432,6 +458,27 @@ class _Build:
                 early.start()
                 # On a terminal uv draws its own progress (downloads in bytes) there.
                 with self.reporter.terminal() as terminal:
+                    if self.origins is not None and len(commands) == 1:
+                        # The listing is still being read: uv's cache only (nothing downloaded)
+                        # and no source distribution built (no code from the lock runs).
+                        cached = self._run(
+                            [*commands[0], "--offline", "--no-build"],
+                            plan,
+                            "installing the lock from uv's cache",
+                            state,
+                            cwd=state.files.folder,
+                            venv=partial,
+                            terminal=terminal,
+                            check=False,
+                        )
+                        if cached:
+                            commands = []
+                        else:
+                            self.reporter.note(
+                                "uv's cache lacks files of this lock: they are downloaded once "
+                                "their indexes list them"
+                            )
+                            self._origins_passed()
                     for install_argv in commands:
                         self._run(
                             install_argv,
@@ -450,6 +497,10 @@ class _Build:
                         "env may hold another lock than the one checked: build again",
                         details=[f"hashed before the install: {state.lock_hash[:16]}"],
                     )
+            if self.origins is not None:
+                # Before anything runs the installed code or the env becomes visible.
+                with timer.step("origins", "checking the lock's files against their indexes"):
+                    self._origins_passed()
             if trees:
                 with timer.step(
                     "compile", f"building {len(trees)} source package(s): {plan.summary()}"

@@ -83,3 +83,53 @@ def test_a_file_written_within_the_margin_of_its_read_is_not_trusted(tmp_path: P
     forged = replace(racy, tree=b"\0" * 32, raw=b"\0" * 32)
     tree = compute_tree(env, own_paths=own_paths_of(env), early={rel: forged})
     assert tree.raw[rel] != b"\0" * 32  # not used: the file was read again
+
+
+def _wait_for(hasher: EarlyHasher, rel: str, seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if rel in hasher.results:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_files_a_record_lists_before_they_are_there_are_read_once_they_come(
+    tmp_path: Path,
+) -> None:
+    """uv can write a wheel's RECORD before its files: the files are tried again while the
+    install goes on (not left to the tree hash), and their digests are the ones it would take."""
+    env = _env(tmp_path)
+    pkg = site(env) / "pkg3"
+    aside = tmp_path / "aside"
+    pkg.rename(aside)  # RECORD and INSTALLER there, the files not (yet)
+    time.sleep(2 * MARGIN_NS / 1e9)
+    rel = f"lib/{site(env).parent.name}/site-packages/pkg3/big.bin"
+    with EarlyHasher(env, digest_patterns(env, own_paths_of(env)), file_digests) as hasher:
+        assert _wait_for(hasher, f"lib/{site(env).parent.name}/site-packages/pkg0/big.bin")
+        assert rel not in hasher.results
+        aside.rename(pkg)  # the files come
+        assert _wait_for(hasher, rel), "read only after the install (or never)"
+        early = dict(hasher.finish())
+    tree = compute_tree(env, own_paths=own_paths_of(env), early=early)
+    assert early[rel].valid_for(os.lstat(env / rel))
+    assert tree.sha256 == compute_tree(env, own_paths=own_paths_of(env)).sha256
+
+
+def test_a_record_that_changes_is_read_again(tmp_path: Path) -> None:
+    """A RECORD read while it lists only part of its wheel: the rows it gains are read while the
+    install goes on, not left to the tree hash."""
+    env = _env(tmp_path)
+    record = next(site(env).glob("pkg1-*.dist-info")) / "RECORD"
+    full = record.read_text()
+    record.write_text("".join(ln for ln in full.splitlines(True) if "big.bin" not in ln))
+    time.sleep(2 * MARGIN_NS / 1e9)
+    rel = f"lib/{site(env).parent.name}/site-packages/pkg1/big.bin"
+    with EarlyHasher(env, digest_patterns(env, own_paths_of(env)), file_digests) as hasher:
+        assert _wait_for(hasher, f"lib/{site(env).parent.name}/site-packages/pkg0/big.bin")
+        time.sleep(0.6)
+        assert rel not in hasher.results
+        record.write_text(full)  # uv writes the whole RECORD
+        assert _wait_for(hasher, rel), "read only after the install (or never)"
+        early = dict(hasher.finish())
+    assert early[rel].valid_for(os.lstat(env / rel))
