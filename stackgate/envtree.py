@@ -314,14 +314,19 @@ def read_listing_file(
 
 
 def differing_files(recorded: dict[str, tuple[str, str]], tree: Tree, limit: int = 10) -> list[str]:
-    """The first `limit` differences, in path order: 'changed', 'added' or 'missing' + path."""
+    """The first `limit` differences, in path order: 'changed', 'added' or 'missing' + path; when
+    there are more, a last line says how many were left out (a reader must not take the named
+    ones for all of them)."""
     now = {rel: (kind, digest.hex()) for rel, kind, digest in tree.entries}
     out: list[str] = []
+    left_out = 0
     for rel in sorted(set(recorded) | set(now)):
         before, after = recorded.get(rel), now.get(rel)
         if before == after:
             continue
-        if before is None:
+        if len(out) >= limit:
+            left_out += 1
+        elif before is None:
             out.append(f"added: {rel}")
         elif after is None:
             out.append(f"missing: {rel}")
@@ -329,8 +334,8 @@ def differing_files(recorded: dict[str, tuple[str, str]], tree: Tree, limit: int
             out.append(f"mode changed ({before[0]} -> {after[0]}): {rel}")
         else:
             out.append(f"changed: {rel}")
-        if len(out) >= limit:
-            break
+    if left_out:
+        out.append(f"... and {left_out} more differing paths (only the first {limit} are named)")
     return out
 
 

@@ -81,6 +81,11 @@ cp "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["log"])' "
   "$RES/server-with.log" 2>/dev/null
 python3 -m builder verify h200-sglang --venv-root "$KA/envs" --env "$WITH" >"$RES/verify-with.txt" 2>&1
 echo "verify rc=$? (1: something was written into the env at run time)" | tee -a "$RES/steps.log"
+# every module in the env's TVM-FFI folder with its mtime: one compiled at run time is named here
+# in full (verify names only its first differing paths)
+find "$WITH" -path '*/_stackgate_kernels/*' -name '*.so' -printf '%TY-%Tm-%Td %TH:%TM:%TS %10s %P\n' \
+  2>/dev/null | sort >"$RES/env-kernels-after.txt"
+echo "  env TVM-FFI modules after: $(wc -l <"$RES/env-kernels-after.txt")" | tee -a "$RES/steps.log"
 
 step "4. first server WITHOUT them (fresh HOME), at most what the budget leaves"
 [ "$WITHOUT_SERVER" = 1 ] || { echo "KERNELS-AHEAD step 4 skipped (WITHOUT_SERVER=0)"; }
