@@ -8,6 +8,7 @@ import stat
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -448,7 +449,7 @@ def _compat_index(tmp: Path) -> Path:
     return tmp / "served"
 
 
-def _compat_planted(tmp: Path, plant: callable) -> Outcome:  # type: ignore[valid-type]
+def _compat_planted(tmp: Path, plant: Callable[[str], str]) -> Outcome:
     served = _compat_index(tmp)
     code = ("import sys, subprocess, time; from pathlib import Path; "
             "from tests.helpers.json_index import serve_index\n"
@@ -622,12 +623,13 @@ def _smoke_manifest(tmp: Path, index_url: str) -> Path:
 def refusal_lines(tmp: Path) -> Outcome:
     manifest = _smoke_manifest(tmp, "https://u:S3CRETPW@idx.example/simple?private_token=PRIVTOK77")
     outs, codes = [], []
-    for argv in (
+    argvs: tuple[list[str | Path], ...] = (
         ["check", manifest],
         ["lock", manifest],
         ["build", manifest],
         ["wheelhouse", manifest, "--to", tmp / "house"],
-    ):
+    )
+    for argv in argvs:
         done = module(tmp, "builder", *argv)
         outs += [done.stdout, done.stderr]
         codes.append(done.returncode)
@@ -1107,7 +1109,8 @@ def ssrf_redirect(tmp: Path) -> Outcome:
     "metadata services by other names: AWS IPv6 fd00:ec2::254, metadata.google.internal, 169.254.170.2 (ECS), [fe80::1]",
 )
 def ssrf_metadata(tmp: Path) -> Outcome:
-    seen, ok = [], True
+    seen: list[str] = []
+    ok = True
     for url in ("http://[fd00:ec2::254]/latest/meta-data/evil-1.0-py3-none-any.whl",
                 "http://metadata.google.internal/computeMetadata/evil-1.0-py3-none-any.whl",
                 "http://169.254.170.2/v2/credentials/evil-1.0-py3-none-any.whl",
