@@ -10,6 +10,9 @@ Two rules, always both:
   and tab, DEL and the C1 range (U+0080-U+009F, which some terminals read as ESC + letter)
   become `\\xNN` / `\\u00NN`. A node's `reasons` holding ESC[2J or an OSC window title print
   as text, on a terminal, piped and with NO_COLOR alike (rich strips only BEL/BS/VT/FF/CR).
+  So do the Unicode direction controls (U+200E/U+200F marks, U+202A-U+202E embeddings and
+  overrides, U+2066-U+2069 isolates): a terminal that lays text out both ways would show
+  `\\u202eKO SSAP` (an override, then "KO SSAP") as "PASS OK"; they are escaped too.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 
 from stackgate.credentials import redact
 
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def _shown(match: re.Match[str]) -> str:
@@ -30,7 +33,8 @@ def _shown(match: re.Match[str]) -> str:
 
 
 def escape_controls(text: str) -> str:
-    """Every control character but newline and tab as a visible escape."""
+    """Every control character but newline and tab, and every direction control, as a
+    visible escape."""
     return _CONTROL.sub(_shown, text)
 
 

@@ -19,6 +19,9 @@ from urllib.parse import urlsplit
 from stackgate.credentials import redact
 
 _LOCAL_NAMES = ("localhost", "metadata", "metadata.google.internal", "instance-data")
+# Metadata services at addresses no class above covers: AWS's IPv6 one is a unique-local
+# address (fd00:ec2::254), neither loopback nor link-local.
+_METADATA_ADDRESSES = (ipaddress.ip_address("fd00:ec2::254"),)
 
 
 def _bad_address(text: str) -> str | None:
@@ -29,6 +32,7 @@ def _bad_address(text: str) -> str | None:
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         address = address.ipv4_mapped
     for kind, hit in (
+        ("a cloud metadata service's address", address in _METADATA_ADDRESSES),
         ("a loopback address", address.is_loopback),
         ("a link-local address (the cloud metadata service is one)", address.is_link_local),
         ("the unspecified address", address.is_unspecified),

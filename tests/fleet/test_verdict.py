@@ -590,3 +590,26 @@ def test_node_written_control_characters_reach_the_terminal_escaped(
             assert "\\x1b[2J" in done.stderr and "\\x1b]0;owned title" in done.stderr, done.stderr
         else:
             assert "https://***@idx.example" in done.stdout
+
+
+def test_direction_controls_in_node_reasons_are_shown_not_obeyed(tmp_path: Path) -> None:
+    """Unicode direction controls (an override U+202E, isolates U+2066/U+2069, marks U+200F)
+    in a node's `reasons` make a terminal that lays text out both ways show `KO SSAP` as `PASS
+    OK`: printed as visible escapes, the text around them kept (a Hebrew letter is text)."""
+    from stackgate.safe_text import escape_controls
+
+    reason = "run 1: \u202eKO SSAP\u202c \u2066hidden\u2069 \u200fmark \u05d0"
+    assert escape_controls(reason) == (
+        "run 1: \\u202eKO SSAP\\u202c \\u2066hidden\\u2069 \\u200fmark \u05d0"
+    )
+    _job(tmp_path)
+    write_status(tmp_path, NodeStatus(fleet_id="t", node="bad1", index=18, outcome="FAIL", phase="mark-good", exit_code=1, reasons=[reason]))  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "validators", "fleet", "verdict", "--job-dir", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+        env={"NO_COLOR": "1", "COLUMNS": "200", "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    out = done.stdout + done.stderr
+    assert not any(c in out for c in "\u202e\u202c\u2066\u2069\u200f"), ascii(out[-1500:])
+    assert "\\u202eKO SSAP" in out, out[-1500:]

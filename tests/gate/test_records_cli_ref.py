@@ -120,3 +120,22 @@ def test_a_prefix_naming_a_stored_and_a_committed_record_is_ambiguous(tmp_path: 
         .splitlines()[-1]
         .startswith(f"OK {stored.label}: summary printed on stdout")
     )
+
+
+def test_a_ref_longer_than_any_name_is_bad_input_not_the_file_systems_error(
+    tmp_path: Path,
+) -> None:
+    """`records show` with a 10,000-character stack-like argument (or a path with such a part)
+    was looked up as a folder: ENAMETOOLONG, exit 3, the whole argument echoed. Bad input,
+    exit 2, the argument shortened; a 64-hex id still reads as an id (control)."""
+    store = tmp_path / "s.sqlite"
+    record = make_record(minute=3)
+    with RecordStore.open(store) as opened:
+        opened.add(record)
+    for ref in ("a" * 10_000, "x/" + "b" * 300 + ".json", "é" * 200):
+        done = _cli("show", ref, "--store", store)
+        assert done.returncode == 2, (ref[:8], done.stderr[-400:])
+        assert "longer than any record id, stack name or file name" in done.stderr
+        assert len(done.stderr) < 1000 and "Traceback" not in done.stderr
+    done = _cli("show", record.record_id, "--store", store, "--json")
+    assert done.returncode == 0 and json.loads(done.stdout)["record_id"] == record.record_id

@@ -377,8 +377,9 @@ def test_environment_proxy_is_used_and_bounded_too(stall: bool, tmp_path: Path) 
         ("http://[::ffff:127.0.0.1]:{port}/evil-1.0-py3-none-any.whl", "is a loopback address"),
         ("http://0.0.0.0:{port}/evil-1.0-py3-none-any.whl", "the unspecified address"),
         ("file:///etc/evil-1.0-py3-none-any.whl", "a file: URL"),
+        ("http://[fd00:ec2::254]/latest/meta-data/evil-1.0-py3-none-any.whl", "metadata"),
     ],
-    ids=["v4", "v6", "localhost", "metadata", "v4-mapped", "unspecified", "file"],
+    ids=["v4", "v6", "localhost", "metadata", "v4-mapped", "unspecified", "file", "aws-v6"],
 )
 def test_a_lock_without_a_stack_never_fetches_from_this_host(
     tmp_path: Path, url: str, why: str

@@ -33,6 +33,7 @@ from validators.records.model import Record
 from validators.records.store import RecordStore
 
 _HEX = re.compile(r"^[0-9a-f]{6,64}\Z")
+_NAME_MAX = 255  # bytes in one file name (Linux NAME_MAX)
 
 
 def committed_records_dir() -> Path:
@@ -117,6 +118,13 @@ def resolve_record(ref: str, store: RecordStore) -> Record:
         raise BadInput(
             f"record {ref!r}: empty; give a record id (or a prefix of 6+), a stack name or a "
             "record file"
+        )
+    if any(len(part.encode("utf-8", "surrogateescape")) > _NAME_MAX for part in ref.split("/")):
+        # No record id, stack name or file name is this long; looked up as a path it would
+        # be the file system's ENAMETOOLONG (exit 3, the whole argument echoed).
+        raise BadInput(
+            f"record {ref[:40]!r}... ({len(ref)} characters): longer than any record id, stack "
+            "name or file name"
         )
     path = Path(ref)
     if path.suffix == ".json" or "/" in ref:
