@@ -386,7 +386,7 @@ def _virtual_env(
 
 
 def _cubin_counter(scan: WheelScan) -> Counter[GpuCode]:
-    from validators.lockcheck.facts import CachedFacts
+    from validators.static.cached_object import CachedFacts
 
     out: Counter[GpuCode] = Counter()
     for label in scan.cubin_codes.values():
