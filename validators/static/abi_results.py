@@ -24,7 +24,7 @@ from validators.static.driver_stub import StubBuildError, build_stubs
 from validators.static.driver_userland import ENV_VAR as USERLAND_VAR
 from validators.static.driver_userland import find_userland
 from validators.static.elf_symbols import ElfReadError
-from validators.static.env_memo import resolve
+from validators.static.env_memo import Resolution, resolve
 from validators.static.environment import Environment
 from validators.static.file_facts import FileFactsCache
 from validators.static.findings import MissingSoname, MissingSymbol
@@ -134,6 +134,20 @@ def abi_results(
         for v in verdicts.values()
         if v.extensions or v.severity != "PASS"
     ]
+    out.extend(_summary_results(env, resolution, seconds, load_note, load_seconds))
+    return out
+
+
+def _summary_results(
+    env: Environment,
+    resolution: Resolution,
+    seconds: float,
+    load_note: str,
+    load_seconds: float,
+) -> list[Result]:
+    """The env-wide results after the packages': clashes, unreadable files, the summary."""
+    out: list[Result] = []
+    extensions, plugins, findings = resolution.extensions, resolution.plugins, resolution.findings
     host_sonames = sorted({m.soname for m in findings.missing_sonames if m.host_provided})
     summary = {
         "extension_modules": len(extensions),
