@@ -410,16 +410,14 @@ def _cubin_counter(scan: WheelScan) -> Counter[GpuCode]:
     return out
 
 
-def _fetch_result(inputs: LockInputs, report: ScanReport) -> Result:
+def _read_objects(report: ScanReport) -> list[dict[str, Any]]:
+    """How each ELF member was read (the evidence of static.lock.fetch), in wheel order."""
     objects: list[dict[str, Any]] = []
-    partial = 0
     for scan in report.wheels:
         for member, cached in sorted(scan.facts.items()):
             read = cached.read
             if read is None:
                 continue
-            if not read.whole:
-                partial += 1
             objects.append(
                 {
                     "wheel": scan.wheel.filename,
@@ -440,6 +438,12 @@ def _fetch_result(inputs: LockInputs, report: ScanReport) -> Result:
                     "gpu_code": read.gpu_code,
                 }
             )
+    return objects
+
+
+def _fetch_result(inputs: LockInputs, report: ScanReport) -> Result:
+    objects = _read_objects(report)
+    partial = sum(1 for o in objects if not o["whole_member_read"])
     lacking = [f"{w.wheel.filename}: {m}" for w in report.wheels for m in w.lacking]
     modes = sorted({w.fetch_mode for w in report.wheels if w.fetch_mode != "cache"})
     evidence: dict[str, Any] = {
