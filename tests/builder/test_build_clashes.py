@@ -17,37 +17,11 @@ from pathlib import Path
 
 from tests.builder.conftest import ROOT, run_builder
 from tests.helpers.interpreter import PY_MINOR, base_python
+from tests.helpers.local_manifest import local_manifest
 from tests.helpers.wheels import make_index, make_wheel
 
-MANIFEST = """\
-schema_version = 1
-name = "clashes"
-description = "two wheels that install the same files"
-python = "{python}"
 
-[host]
-min_driver = "580"
-cuda = "12.8"
-target_archs = ["12.0a"]
-
-[indexes.local]
-url = "{url}"
-explicit = false
-
-[packages.alpha]
-version = "1.0"
-index = "local"
-
-[packages.beta]
-version = "2.0"
-index = "local"
-
-[validation]
-required = ["static"]
-{extra}"""
-
-
-def _stack(root: Path, extra: str = "") -> Path:
+def _stack(root: Path, validation: str = "") -> Path:
     wheels = root / "wheels"
     built = [
         make_wheel(
@@ -74,7 +48,17 @@ def _stack(root: Path, extra: str = "") -> Path:
     url = make_index(root / "index", built)
     manifest = root / "stacks" / "clashes.toml"
     manifest.parent.mkdir(parents=True, exist_ok=True)
-    manifest.write_text(MANIFEST.format(python=PY_MINOR, url=url, extra=extra))
+    manifest.write_text(
+        local_manifest(
+            name="clashes",
+            description="two wheels that install the same files",
+            python=PY_MINOR,
+            index=url,
+            packages={"alpha": "1.0", "beta": "2.0"},
+            required=["static"],
+            validation=validation,
+        )
+    )
     return manifest
 
 

@@ -19,32 +19,8 @@ from stackgate.lock_install import env_markers, installed_set
 from stackgate.uvlock import read_uv_lock
 from tests.builder.conftest import run_builder
 from tests.helpers.interpreter import PY_MINOR, base_python
+from tests.helpers.local_manifest import local_manifest
 from tests.helpers.wheels import make_index, make_wheel
-
-MANIFEST = """\
-schema_version = 1
-name = "markers"
-description = "packages a universal lock holds for other interpreters"
-python = "{python}"
-platform = "linux-x86_64"
-
-[host]
-min_driver = "570"
-cuda = "12.8"
-target_archs = ["9.0a"]
-
-[indexes.local]
-url = "{index}"
-explicit = false
-
-[packages.app]
-version = "1.0"
-index = "local"
-extras = ["gpu"]
-
-[validation]
-required = ["host"]
-"""
 
 THIS_PYTHON = ".".join(map(str, sys.version_info[:3]))  # a later patch release needs more
 EXPECTED = {"app", "pyzmq-like", "gpu-lib", "shared", "py-lib"}
@@ -85,7 +61,18 @@ def _stack(tmp_path: Path) -> Path:
     index = make_index(tmp_path / "idx", made)
     manifest = tmp_path / "stacks" / "markers.toml"
     manifest.parent.mkdir()
-    manifest.write_text(MANIFEST.format(python=PY_MINOR, index=index))
+    manifest.write_text(
+        local_manifest(
+            name="markers",
+            description="packages a universal lock holds for other interpreters",
+            python=PY_MINOR,
+            index=index,
+            packages={"app": "1.0"},
+            extras={"app": ["gpu"]},
+            host=("570", "12.8", "9.0a"),
+            platform="linux-x86_64",
+        )
+    )
     return manifest
 
 

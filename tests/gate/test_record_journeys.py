@@ -136,15 +136,21 @@ def _reproduced(done: subprocess.CompletedProcess[str], record: str) -> dict[str
     return outcome
 
 
+def _reproduce(tmp_path: Path, record: str, env: dict[str, str] | None = None) -> dict[str, object]:
+    """`stackgate reproduce RECORD --no-validate --json` over a base site built for it."""
+    site = _base_site(tmp_path, record)
+    done = _stackgate(
+        "reproduce", record, "--no-validate", "--json",
+        "--base-site", str(site), "--venv-root", str(tmp_path / "envs"),
+        env=env,
+    )  # fmt: skip
+    return _reproduced(done, record)
+
+
 @pytest.mark.network
 def test_the_transformers_record_rebuilds_to_its_env_tree(tmp_path: Path) -> None:
     """Its manifest (schema 1, with the never-read timeouts) comes from git history."""
-    site = _base_site(tmp_path, TRANSFORMERS)
-    done = _stackgate(
-        "reproduce", TRANSFORMERS, "--no-validate", "--json",
-        "--base-site", str(site), "--venv-root", str(tmp_path / "envs"),
-    )  # fmt: skip
-    outcome = _reproduced(done, TRANSFORMERS)
+    outcome = _reproduce(tmp_path, TRANSFORMERS)
     assert any("validation.timeouts.model_load_s" in n for n in outcome["notes"])  # type: ignore[attr-defined]
 
 
@@ -155,13 +161,7 @@ def test_a_copy_without_git_history_rebuilds_from_the_records_own_manifest(
     """A `git archive` export has no history: the manifest comes from the record's tables."""
     stacks = tmp_path / "export" / "stacks"
     shutil.copytree(ROOT / "stacks", stacks)
-    site = _base_site(tmp_path, TRANSFORMERS)
-    done = _stackgate(
-        "reproduce", TRANSFORMERS, "--no-validate", "--json",
-        "--base-site", str(site), "--venv-root", str(tmp_path / "envs"),
-        env={"STACKGATE_STACKS_DIR": str(stacks)},
-    )  # fmt: skip
-    outcome = _reproduced(done, TRANSFORMERS)
+    outcome = _reproduce(tmp_path, TRANSFORMERS, env={"STACKGATE_STACKS_DIR": str(stacks)})
     assert "manifest from the record's copy of its tables" in outcome["notes"]  # type: ignore[operator]
 
 
@@ -169,12 +169,7 @@ def test_a_copy_without_git_history_rebuilds_from_the_records_own_manifest(
 @pytest.mark.slow
 def test_the_sglang_record_rebuilds_to_its_env_tree(tmp_path: Path) -> None:
     """~600 MB of wheels from PyPI (its torch comes from the base site, not the lock)."""
-    site = _base_site(tmp_path, SGLANG)
-    done = _stackgate(
-        "reproduce", SGLANG, "--no-validate", "--json",
-        "--base-site", str(site), "--venv-root", str(tmp_path / "envs"),
-    )  # fmt: skip
-    outcome = _reproduced(done, SGLANG)
+    outcome = _reproduce(tmp_path, SGLANG)
     assert any("header (stackgate's profile-module format) recorded 1" in i
                for i in outcome["host_inputs"])  # type: ignore[attr-defined]  # fmt: skip
 

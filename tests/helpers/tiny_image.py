@@ -6,36 +6,20 @@ from __future__ import annotations
 
 import http.server
 
-TINY_MANIFEST = """\
-schema_version = 1
-name = "tiny"
-description = "A two-package stack for image tests"
-python = "{python}"
+from tests.helpers.local_manifest import local_manifest
 
-[host]
-min_driver = "580"
-cuda = "13.0.1"
-target_archs = ["12.0a"]
-
-[indexes.local]
-url = "{index}"
-explicit = false
-
-[packages.tinyapp]
-version = "1.0"
-index = "local"
-
-[build]
-memory_per_job_gb = 1.0
-max_jobs = 3
-
-[environment.common]
-TINY_STACK_MARK = "from-the-manifest"
-CUDA_DEVICE_ORDER = "PCI_BUS_ID"
-
-[validation]
-required = ["host"]
-"""
+TINY_MANIFEST = local_manifest(  # a template: .format(python=..., index=...)
+    name="tiny",
+    description="A two-package stack for image tests",
+    python="{python}",
+    index="{index}",
+    packages={"tinyapp": "1.0"},
+    host=("580", "13.0.1", "12.0a"),
+    sections=(
+        "[build]\nmemory_per_job_gb = 1.0\nmax_jobs = 3\n\n[environment.common]\n"
+        'TINY_STACK_MARK = "from-the-manifest"\nCUDA_DEVICE_ORDER = "PCI_BUS_ID"\n\n'
+    ),
+)
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):

@@ -181,30 +181,50 @@ def test_a_damaged_memo_entry_is_a_miss(tmp_path: Path) -> None:
     assert _comparable(again) == _comparable(first)
 
 
-def test_every_module_the_memoised_code_loads_is_in_the_code_digest() -> None:
+@pytest.mark.parametrize(
+    ("entry", "readers"),
+    [
+        ("validators.static.group", ()),  # the env memo: code_digest()
+        ("validators.lockcheck.check", ("validators.lockcheck",)),  # lock_memo: over lockcheck/
+    ],
+)
+def test_every_module_the_memoised_code_loads_is_in_the_code_digest(
+    entry: str, readers: tuple[str, ...]
+) -> None:
     """An edit of any module the static group or the lock check runs on (stackgate's manifest,
-    lock and installed-distribution readers too) makes every memo a miss: each module a fresh
-    interpreter loads for them is one of code_files(). validators/__init__.py is a docstring."""
+    lock and installed-distribution readers too) makes its memo a miss: each module a fresh
+    interpreter loads for it is one of the code_files() its memo digests.
+    validators/__init__.py is a docstring."""
     loaded = subprocess.run(
-        [sys.executable, "-c", LOADED],
+        [sys.executable, "-c", LOADED.format(entry=entry)],
         cwd=Path(__file__).resolve().parents[2],  # the checkout the test process imports
         capture_output=True,
         text=True,
         check=True,
     ).stdout.split("\n")
-    digested = {path.resolve() for _, path in code_files()}
+    root = Path(__file__).resolve().parents[2]
+    folders = [root.joinpath(*r.split(".")) for r in readers]
+    digested = {path.resolve() for _, path in code_files(*folders)}
     ours = [Path(f) for f in loaded if f and Path(f).parent.name != "validators"]
     assert len(ours) > 40, ours
     missing = sorted(str(f) for f in ours if f not in digested)
     assert not missing, missing
 
 
+def test_the_static_memo_does_not_digest_the_lock_reader() -> None:
+    """The installed-env check runs none of lockcheck/: an edit there leaves its memo valid,
+    while the lock memo's digest covers it."""
+    lockcheck = Path(__file__).resolve().parents[2] / "validators" / "lockcheck"
+    assert not any(p.parent == lockcheck for _, p in code_files())
+    assert any(p.parent == lockcheck for _, p in code_files(lockcheck))
+
+
 LOADED = """
 import sys
 from pathlib import Path
-import validators.static.group, validators.lockcheck.check  # the memoised runs
-roots = {Path(m.__file__).resolve().parent for m in (sys.modules["stackgate"],
-         sys.modules["validators"])}
+import {entry}  # the memoised run
+roots = {{Path(m.__file__).resolve().parent for m in (sys.modules["stackgate"],
+         sys.modules["validators"])}}
 for module in list(sys.modules.values()):
     path = Path(getattr(module, "__file__", None) or "/").resolve()
     if any(path.is_relative_to(r) for r in roots):

@@ -158,9 +158,21 @@ def _run_lock_check(
     finally:
         scanner.close()
     results = [_fetch_result(inputs, report)]
+    read, usable = _read_results(report)
+    results.extend(read)
+    lacking = [f"{w.wheel.filename}: {m}" for w in report.wheels for m in w.lacking]
+    if not usable or report.errors or lacking:
+        return results, report
+    results.extend(_judge(inputs, report, host, root, site))
+    return results, report
+
+
+def _read_results(report: ScanReport) -> tuple[list[Result], bool]:
+    """What reading the wheels found wrong, and whether their facts can be judged: not when a
+    wheel is malformed (bad input: exit 2) or an object matches neither its zip entry nor
+    the lock; a member that differs from RECORD only is a warning."""
     if report.malformed:
-        # A wheel that does not hold together (or breaks a bound) is bad input: exit 2.
-        results.append(
+        return [
             _result(
                 "static.lock.wheels",
                 "ERROR",
@@ -168,11 +180,10 @@ def _run_lock_check(
                 + "; ".join(report.malformed[:6]),
                 {"malformed": report.malformed},
             )
-        )
-        return results, report
+        ], False
     integrity = [m for w in report.wheels for m in w.integrity]
     if integrity:
-        results.append(
+        return [
             _result(
                 "static.lock.integrity",
                 "FAIL",
@@ -180,28 +191,32 @@ def _run_lock_check(
                 + "; ".join(integrity[:6]),
                 {"mismatches": integrity},
             )
-        )
-        return results, report
+        ], False
     stale = [
         f"{w.wheel.filename}: {member}: sha256 {cached.read.record_mismatch} does not match RECORD"
         for w in report.wheels
         for member, cached in sorted(w.facts.items())
         if cached.read is not None and cached.read.record_mismatch
     ]
-    if stale:
-        results.append(
-            _result(
-                "static.lock.integrity",
-                "PASS",
-                f"WARN: {len(stale)} objects differ from their wheel's RECORD while matching "
-                "the zip's size and CRC32: the wheel was published so (an installer writes "
-                "these bytes; they are the ones judged here): " + "; ".join(stale[:6]),
-                {"severity": "WARN", "record_mismatches": stale},
-            )
+    if not stale:
+        return [], True
+    return [
+        _result(
+            "static.lock.integrity",
+            "PASS",
+            f"WARN: {len(stale)} objects differ from their wheel's RECORD while matching "
+            "the zip's size and CRC32: the wheel was published so (an installer writes "
+            "these bytes; they are the ones judged here): " + "; ".join(stale[:6]),
+            {"severity": "WARN", "record_mismatches": stale},
         )
-    lacking = [f"{w.wheel.filename}: {m}" for w in report.wheels for m in w.lacking]
-    if report.errors or lacking:
-        return results, report
+    ], True
+
+
+def _judge(
+    inputs: LockInputs, report: ScanReport, host: DiskSource, root: Path, site: Path
+) -> list[Result]:
+    """The static group's checks over the virtual env the wheels' facts make: pins, ABI,
+    GPU archs, the stable-ABI shims."""
     env, facts, codes = _virtual_env(inputs, report, root, site)
     source = source_from_facts(facts, roots=(root,), fallback=host)
     texts = {
@@ -218,7 +233,7 @@ def _run_lock_check(
     shared = env.shared_objects()
     if inputs.only:
         shared = [p for p in shared if _owned_by(env, p, inputs.only)]
-    results.extend(_pins(env, inputs))
+    results = _pins(env, inputs)
     # the sources of a package whose modules cannot load are read only then (wheel_sources.py)
     with WheelSources(
         inputs.cache, inputs.wheels.wheels, offline=inputs.offline, limits=inputs.limits
@@ -235,7 +250,7 @@ def _run_lock_check(
     )
     results.extend(_undecided_arch(arch, env, report, site, root))
     results.extend(stable_abi_results(env, facts, inputs.cache))
-    return results, report
+    return results
 
 
 def _owned_by(env: Environment, path: Path, names: frozenset[str]) -> bool:
@@ -386,7 +401,7 @@ def _virtual_env(
 
 
 def _cubin_counter(scan: WheelScan) -> Counter[GpuCode]:
-    from validators.lockcheck.facts import CachedFacts
+    from validators.static.cached_object import CachedFacts
 
     out: Counter[GpuCode] = Counter()
     for label in scan.cubin_codes.values():
@@ -395,16 +410,14 @@ def _cubin_counter(scan: WheelScan) -> Counter[GpuCode]:
     return out
 
 
-def _fetch_result(inputs: LockInputs, report: ScanReport) -> Result:
+def _read_objects(report: ScanReport) -> list[dict[str, Any]]:
+    """How each ELF member was read (the evidence of static.lock.fetch), in wheel order."""
     objects: list[dict[str, Any]] = []
-    partial = 0
     for scan in report.wheels:
         for member, cached in sorted(scan.facts.items()):
             read = cached.read
             if read is None:
                 continue
-            if not read.whole:
-                partial += 1
             objects.append(
                 {
                     "wheel": scan.wheel.filename,
@@ -425,6 +438,12 @@ def _fetch_result(inputs: LockInputs, report: ScanReport) -> Result:
                     "gpu_code": read.gpu_code,
                 }
             )
+    return objects
+
+
+def _fetch_result(inputs: LockInputs, report: ScanReport) -> Result:
+    objects = _read_objects(report)
+    partial = sum(1 for o in objects if not o["whole_member_read"])
     lacking = [f"{w.wheel.filename}: {m}" for w in report.wheels for m in w.lacking]
     modes = sorted({w.fetch_mode for w in report.wheels if w.fetch_mode != "cache"})
     evidence: dict[str, Any] = {

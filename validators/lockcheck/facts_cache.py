@@ -34,7 +34,7 @@ from stackgate.wheel_listing import ListingStore, WheelListing, origin_key
 
 if TYPE_CHECKING:  # numpy and pyelftools: only where facts are read (the listing
     # path of `validators compat --lock` imports neither)
-    from validators.lockcheck.facts import CachedFacts
+    from validators.static.cached_object import CachedFacts
     from validators.static.facts import ObjectFacts
 
 
@@ -70,7 +70,7 @@ class FactsCache(ListingStore):
         data = self._load(self.path("objects", sha256))
         if data is None:
             return None
-        from validators.lockcheck.facts import CachedFacts
+        from validators.static.cached_object import CachedFacts
 
         try:
             return CachedFacts.model_validate(data)

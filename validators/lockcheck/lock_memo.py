@@ -3,10 +3,11 @@
 A warm `static --lock` of the cu128 lock spent ~5 s of CPU: loading 530 objects' facts from
 the cache (gzip'd JSON, validated), building the virtual env, resolving 99,371 imports, for
 the verdict the previous run reached from the same facts. The verdict is a function of this
-tool's code (env_memo.code_digest), the inputs (the lock's wheels, targets, stack, `only`,
-the interpreter whose closure is the global scope), the facts cache entries the scan reads
-for those wheels, the torch shim index (stable_abi.py) and what the host's disk told the
-resolution (system libraries: listings, links, identities; env_memo.Answers).
+tool's code (env_memo.code_digest, over lockcheck/ too), the inputs (the lock's wheels,
+targets, stack, `only`, the interpreter whose closure is the global scope), the facts cache
+entries the scan reads for those wheels, the torch shim index (stable_abi.py) and what the
+host's disk told the resolution (system libraries: listings, links, identities;
+env_memo.Answers).
 
 The key names each wheel's listing in the cache (under its proven and origin keys) by
 identity, without reading it; the entry holds the identities of the cache files the scan may
@@ -31,6 +32,8 @@ from validators.lockcheck.stable_abi import index_path
 from validators.static.env_memo import Answers, code_digest
 from validators.static.file_facts import file_identity
 
+_HERE = Path(__file__).resolve().parent  # this reader's code is in the key too
+
 
 class _LockEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -43,7 +46,7 @@ def memo_key(cache: FactsCache, wheels: list[LockedWheel], inputs_text: str) -> 
     """None when a wheel's listing is not cached (the scan would fetch: nothing to reuse).
     The listings are named by identity, not read: the facts files they lead to are the
     entry's to check (`facts_files`)."""
-    h = hashlib.sha256(f"lock\0{code_digest()}\0{inputs_text}".encode())
+    h = hashlib.sha256(f"lock\0{code_digest(_HERE)}\0{inputs_text}".encode())
     index = index_path(cache)
     h.update(f"\0{index}={file_identity(index)}".encode())
     for wheel in wheels:

@@ -18,12 +18,12 @@ import httpx
 from stackgate.bounded_http import Budget, Limits
 from stackgate.lock_wheels import LockedWheel
 from stackgate.wheel_listing import WheelListing, origin_key
-from validators.lockcheck.facts import CachedFacts, ReadEvidence
 from validators.lockcheck.facts_cache import FactsCache
 from validators.lockcheck.http_ranges import FetchError, RemoteFile, make_client
 from validators.lockcheck.member_view import IntegrityError, NotKnown
 from validators.lockcheck.wheel_reader import RemoteWheel, verify_spooled
 from validators.lockcheck.zip_directory import LOCAL_HEADER, ZipFormatError
+from validators.static.cached_object import CachedFacts, ReadEvidence
 from validators.static.elf_symbols import ElfReadError
 from validators.static.fatbin import fatbin_codes_bytes
 from validators.static.preloaders import PRELOADER_SOURCES

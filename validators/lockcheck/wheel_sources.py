@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -92,16 +93,9 @@ class WheelSources:
             return None
         known, text = self._entry(wheel, NAMES)
         if not known or text is None:
-            remote = self._remote(wheel)
-            if remote is None:
+            text = self._fetch(wheel, NAMES, lambda remote: json.dumps(sorted(remote.members)))
+            if text is None:
                 return None
-            try:
-                if not remote.members:
-                    remote.read_directory()
-            except (FetchError, ZipFormatError, IntegrityError):
-                return None
-            text = json.dumps(sorted(remote.members))
-            self.cache.put_source(origin_key(wheel.sha256, wheel.url, NAMES), text)
         names = frozenset(str(n) for n in json.loads(text))
         return SourceTree(names, lambda member: self._text(wheel, member))
 
@@ -109,19 +103,33 @@ class WheelSources:
         known, text = self._entry(wheel, member)
         if known:
             return text
+        return self._fetch(wheel, member, lambda remote: _member_text(remote, member))
+
+    def _fetch(
+        self, wheel: LockedWheel, member: str, read: Callable[[RemoteWheel], str | None]
+    ) -> str | None:
+        """`read` over the wheel's central directory (fetched first), its text kept in the
+        cache under `member`; None offline, when the wheel cannot be read or `read` finds
+        nothing."""
         remote = self._remote(wheel)
         if remote is None:
             return None
         try:
             if not remote.members:
                 remote.read_directory()
-            found = remote.members.get(member)
-            if found is None or found.size > MAX_SOURCE_BYTES:
-                return None
-            view = remote.view(found, None)
-            view.ensure(0, found.size)
-            text = view.get(0, found.size).decode("utf-8", "replace")
+            text = read(remote)
         except (FetchError, ZipFormatError, IntegrityError):
             return None
-        self.cache.put_source(origin_key(wheel.sha256, wheel.url, member), text)
+        if text is not None:
+            self.cache.put_source(origin_key(wheel.sha256, wheel.url, member), text)
         return text
+
+
+def _member_text(remote: RemoteWheel, member: str) -> str | None:
+    """A source member's text, read by byte ranges; None when absent or too large to walk."""
+    found = remote.members.get(member)
+    if found is None or found.size > MAX_SOURCE_BYTES:
+        return None
+    view = remote.view(found, None)
+    view.ensure(0, found.size)
+    return view.get(0, found.size).decode("utf-8", "replace")

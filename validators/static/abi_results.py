@@ -7,7 +7,7 @@ import mmap
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from validators.static.driver_stub import StubBuildError, build_stubs
 from validators.static.driver_userland import ENV_VAR as USERLAND_VAR
 from validators.static.driver_userland import find_userland
 from validators.static.elf_symbols import ElfReadError
-from validators.static.env_memo import resolve
+from validators.static.env_memo import Resolution, resolve
 from validators.static.environment import Environment
 from validators.static.file_facts import FileFactsCache
 from validators.static.findings import MissingSoname, MissingSymbol
@@ -134,6 +134,20 @@ def abi_results(
         for v in verdicts.values()
         if v.extensions or v.severity != "PASS"
     ]
+    out.extend(_summary_results(env, resolution, seconds, load_note, load_seconds))
+    return out
+
+
+def _summary_results(
+    env: Environment,
+    resolution: Resolution,
+    seconds: float,
+    load_note: str,
+    load_seconds: float,
+) -> list[Result]:
+    """The env-wide results after the packages': clashes, unreadable files, the summary."""
+    out: list[Result] = []
+    extensions, plugins, findings = resolution.extensions, resolution.plugins, resolution.findings
     host_sonames = sorted({m.soname for m in findings.missing_sonames if m.host_provided})
     summary = {
         "extension_modules": len(extensions),
@@ -459,6 +473,17 @@ def _recheck_with_real_driver(
             )
 
 
+@dataclass
+class _Findings:
+    """What one package's result says, gathered step by step: FAIL reasons, warnings, notes
+    and the evidence behind them."""
+
+    evidence: dict[str, Any]
+    fails: list[str] = field(default_factory=list)
+    warns: list[str] = field(default_factory=list)
+    infos: list[str] = field(default_factory=list)
+
+
 def _package_result(
     env: Environment,
     v: PackageVerdict,
@@ -468,18 +493,57 @@ def _package_result(
     seconds: float,
 ) -> Result:
     check = family_id(STATIC_ABI, check_key(v.label))
-    fails: list[str] = []
-    warns: list[str] = []
-    infos: list[str] = []
-    evidence: dict[str, Any] = {"severity": v.severity}
+    found = _Findings({"severity": v.severity})
+    _load_findings(env, v, found)
+    _link_findings(env, v, readable, found)
+    _soname_findings(env, v, have, found)
+    _variant_notes(v, found)
+    loads = [r for r in v.loads if r.step.kind != "import" or r.outcome != "ok"]
+    if v.loads:
+        found.evidence["loads"] = [
+            {"step": _step_text(r, env), "outcome": r.outcome, "error": r.error[:400]}
+            for r in v.loads
+        ]
+    _confirmation(env, v, loads, found)
+    severity = v.severity
+    status: Status
+    if severity == "FAIL":
+        status = "FAIL"
+        _fail_evidence(env, v, loads, found)
+        reason = " | ".join(found.fails + [f"WARN {w}" for w in found.warns])
+    elif severity == "PASS":
+        return _result(
+            check,
+            "PASS",
+            f"{v.extensions} modules: every strong import resolves in its scope",
+            found.evidence,
+            seconds,
+        )
+    else:
+        status = "PASS"
+        reason = f"{severity}: " + " | ".join(found.warns + found.infos)
+    key = canonicalize_name(v.label.split(" ")[0]) if not v.label.startswith("(") else None
+    if status == "FAIL" and relevant is not None and key is not None and key not in relevant:
+        return _result(
+            check,
+            "SKIP",
+            "not required by the stack's pinned packages; found: " + reason,
+            found.evidence,
+            seconds,
+        )
+    return _result(check, status, reason, found.evidence, seconds)
+
+
+def _load_findings(env: Environment, v: PackageVerdict, found: _Findings) -> None:
+    """Crashes at load and imports of packages the package does not declare."""
     if v.crashed:
         how = sorted({r.error.split(" (", 1)[0] for r in v.crashed})
-        fails.append(
+        found.fails.append(
             f"crashes at load ({', '.join(how)}): "
             + ", ".join(_step_text(r, env) for r in v.crashed)
         )
     for name in v.undeclared_failed:
-        fails.append(
+        found.fails.append(
             f"import fails: {v.label} imports {name} at import time "
             f"({short(v.undeclared[name], env)}) without declaring it, and {name} is not installed: "
             + "; ".join(
@@ -489,17 +553,25 @@ def _package_result(
             )[:400]
         )
     for name, where in v.undeclared_unconfirmed.items():
-        warns.append(
+        found.warns.append(
             f"{v.label} imports {name} at import time ({short(where, env)}) without declaring "
             f"it, and {name} is not installed (no load ran to confirm)"
         )
     if v.stub_crashes:
-        warns.append(
+        found.warns.append(
             "crashes at load, not confirmed: "
             + "; ".join(f"{_step_text(r, env)}: {r.error[:300]}" for r in v.stub_crashes)
         )
     if v.crashed and v.unmet:
-        fails.append("likely why: " + "; ".join(v.unmet))
+        found.fails.append("likely why: " + "; ".join(v.unmet))
+
+
+def _link_findings(
+    env: Environment, v: PackageVerdict, readable: dict[str, str], found: _Findings
+) -> None:
+    """Symbols and symbol versions no provider defines, objects taken down by a library below
+    them, and the modules that cannot load for it."""
+    fails, evidence = found.fails, found.evidence
     if v.symbols:
         fails.append(_symbols_reason(env, v.label, v.symbols, readable))
         evidence["missing_symbols"] = [_symbol_evidence(env, m, readable) for m in v.symbols]
@@ -511,8 +583,8 @@ def _package_result(
         fails.append("; ".join(dict.fromkeys(versions[:MAX_LISTED])))
         evidence["missing_versions"] = versions
     if (v.symbols or v.versions) and v.unmet and not v.crashed:
-        # torch 2.13.0 forced over SGLang 0.5.15's nvidia-nccl-cu13 2.28.9: ncclCommResume is
-        # defined by nothing; the unmet pin on the library's wheel is the cause to fix
+        # a symbol defined by nothing because a library's wheel was forced past its pin: the
+        # unmet pin on that wheel is the cause to fix
         fails.append("likely why: " + "; ".join(v.unmet))
     if v.taken_down_by:
         causes = sorted({f"{b.name} ({env.owner_label(b)})" for _, b in v.taken_down_by})
@@ -527,6 +599,12 @@ def _package_result(
         evidence["impact_from_imports"] = v.walked_impact or "UNKNOWN"
         evidence["impact_from_load"] = v.loaded_impact or "NOT RUN"
         evidence["modules_that_cannot_load"] = v.modules_lacking
+
+
+def _soname_findings(env: Environment, v: PackageVerdict, have: set[str], found: _Findings) -> None:
+    """Libraries no one provides: needed, optional (or needed after all), and the libraries
+    the package loads itself."""
+    fails, warns, evidence = found.fails, found.warns, found.evidence
     if v.needed_sonames:
         because = f" (not optional: {'; '.join(v.needed_because)})" if v.needed_because else ""
         fails.append(_sonames_reason(v.label, v.needed_sonames, have) + because)
@@ -549,7 +627,7 @@ def _package_result(
             + f" (an optional dependency or a host-library backend{seen}{notes})"
         )
     warns += v.own_loads_unknown
-    infos += v.loaded_by_own_import
+    found.infos += v.loaded_by_own_import
     if v.loaded_by_own_import:
         evidence["loaded_by_own_import"] = v.loaded_by_own_import
     if v.own_loads_unknown:
@@ -557,6 +635,12 @@ def _package_result(
     soname_lists = [*v.needed_sonames, *v.optional_sonames, *v.variant_sonames]
     if soname_lists:
         evidence["missing_sonames"] = [f"{m.requester.name} needs {m.soname}" for m in soname_lists]
+
+
+def _variant_notes(v: PackageVerdict, found: _Findings) -> None:
+    """Objects built for another CUDA, torch or Python (a sibling serves this env) and
+    requirements the env does not meet, as notes."""
+    infos = found.infos
     if v.variant_sonames:
         infos.append(
             f"{len({m.requester for m in v.variant_sonames})} modules are builds for another "
@@ -577,74 +661,55 @@ def _package_result(
     if v.unmet and not v.crashed:
         loaded = " (its modules load)" if v.loads and not v.crashed else ""
         infos.append("; ".join(v.unmet) + loaded)
-    loads = [r for r in v.loads if r.step.kind != "import" or r.outcome != "ok"]
-    if v.loads:
-        evidence["loads"] = [
-            {"step": _step_text(r, env), "outcome": r.outcome, "error": r.error[:400]}
-            for r in v.loads
-        ]
+
+
+def _confirmation(
+    env: Environment, v: PackageVerdict, loads: list[StepResult], found: _Findings
+) -> None:
+    """What the confirming loads said: a refutation turns the FAIL reasons into a note; a
+    confirmation names the load that failed."""
     if v.candidates and v.confirmed is False:
-        infos.insert(
+        found.infos.insert(
             0,
             "refuted by a load: every module in question loads after import torch "
-            "and the package's own imports: " + " | ".join(fails),
+            "and the package's own imports: " + " | ".join(found.fails),
         )
-        fails = []
-    elif v.confirmed and fails:
+        found.fails = []
+    elif v.confirmed and found.fails:
         bad = [r for r in loads if r.outcome == "error"]
         bad.sort(key=lambda r: (r.undefined_symbol is None, r.step.kind == "import"))
         if bad:
-            fails.append(f"confirmed by a load: {_step_text(bad[0], env)}: {bad[0].error[:200]}")
-    elif v.confirmed and not fails:
+            found.fails.append(
+                f"confirmed by a load: {_step_text(bad[0], env)}: {bad[0].error[:200]}"
+            )
+    elif v.confirmed and not found.fails:
         bad = [r for r in loads if r.outcome != "ok" and "cannot open shared object" not in r.error]
-        fails.append(
+        found.fails.append(
             "a load fails: " + "; ".join(f"{_step_text(r, env)}: {r.error[:200]}" for r in bad[:3])
         )
-    severity = v.severity
-    status: Status
-    if severity == "FAIL":
-        status = "FAIL"
-        if v.dist is not None:
-            down = sorted(
-                d.label() for d in dependents(env, v.dist) if d.label() not in v.takes_down
+
+
+def _fail_evidence(
+    env: Environment, v: PackageVerdict, loads: list[StepResult], found: _Findings
+) -> None:
+    """A failing package's dependents (down with it) and the objects that fail."""
+    if v.dist is not None:
+        down = sorted(d.label() for d in dependents(env, v.dist) if d.label() not in v.takes_down)
+        if down:
+            found.evidence["required_by"] = down
+            found.fails.append(
+                f"required by {len(down)} more (down too where they import it): "
+                + ", ".join(down[:MAX_LISTED])
             )
-            if down:
-                evidence["required_by"] = down
-                fails.append(
-                    f"required by {len(down)} more (down too where they import it): "
-                    + ", ".join(down[:MAX_LISTED])
-                )
-        failing = [*v.objects_to_confirm(), *(Path(r.step.path) for r in v.crashed if r.step.path)]
-        failing += [
-            Path(r.step.path)
-            for r in loads
-            if r.outcome == "error"
-            and r.step.path
-            and (r.undefined_symbol is not None or "expected C function" in r.error)
-        ]
-        evidence["failing_objects"] = sorted({str(x) for x in failing})
-        reason = " | ".join(fails + [f"WARN {w}" for w in warns])
-    elif severity == "PASS":
-        return _result(
-            check,
-            "PASS",
-            f"{v.extensions} modules: every strong import resolves in its scope",
-            evidence,
-            seconds,
-        )
-    else:
-        status = "PASS"
-        reason = f"{severity}: " + " | ".join(warns + infos)
-    key = canonicalize_name(v.label.split(" ")[0]) if not v.label.startswith("(") else None
-    if status == "FAIL" and relevant is not None and key is not None and key not in relevant:
-        return _result(
-            check,
-            "SKIP",
-            "not required by the stack's pinned packages; found: " + reason,
-            evidence,
-            seconds,
-        )
-    return _result(check, status, reason, evidence, seconds)
+    failing = [*v.objects_to_confirm(), *(Path(r.step.path) for r in v.crashed if r.step.path)]
+    failing += [
+        Path(r.step.path)
+        for r in loads
+        if r.outcome == "error"
+        and r.step.path
+        and (r.undefined_symbol is not None or "expected C function" in r.error)
+    ]
+    found.evidence["failing_objects"] = sorted({str(x) for x in failing})
 
 
 def _impact_reason(v: PackageVerdict) -> str:

@@ -32,10 +32,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 import stackgate
 import validators.core.results as results_module
-import validators.lockcheck.facts as facts_module
-from validators.lockcheck.facts import CachedFacts
 from validators.static.abi_check import AbiChecker, AbiFindings
 from validators.static.arch_check import DistCode
+from validators.static.cached_object import CachedFacts
 from validators.static.elf_symbols import ElfReadError
 from validators.static.environment import Environment
 from validators.static.fatbin import GpuCode
@@ -47,14 +46,14 @@ MEMO_VERSION = 1
 _HERE = Path(__file__).resolve().parent
 
 
-def code_files() -> list[tuple[str, Path]]:
-    """(name, file) of the code whose outcome is kept: the static group's modules, the
-    pre-install reader's (lockcheck/), the run core's (check ids, the result model) and the
-    whole stackgate package they read manifests, locks and installed distributions with
+def code_files(*readers: Path) -> list[tuple[str, Path]]:
+    """(name, file) of the code whose outcome is kept: the static group's modules, the folders
+    of the readers that keep their own outcome over it (`readers`: the pre-install reader
+    passes lockcheck/), the run core's (check ids, the result model) and the whole stackgate
+    package they read manifests, locks and installed distributions with
     (stackgate.installed's version rule and manifest_values' arch table decide findings).
     Found through the modules themselves, wherever a layout change puts them."""
-    folders = [_HERE, Path(facts_module.__file__).resolve().parent]
-    folders.append(Path(results_module.__file__).resolve().parent)
+    folders = [_HERE, *readers, Path(results_module.__file__).resolve().parent]
     files = [(f"{f.name}/{p.name}", p) for f in folders for p in sorted(f.glob("*.py"))]
     package = Path(stackgate.__file__).resolve().parent
     for path in sorted(package.rglob("*.py")):
@@ -63,10 +62,10 @@ def code_files() -> list[tuple[str, Path]]:
 
 
 @functools.cache
-def code_digest() -> str:
-    """The digest of code_files(): any edit of them makes every memo a miss."""
+def code_digest(*readers: Path) -> str:
+    """The digest of code_files(*readers): any edit of them makes every memo a miss."""
     h = hashlib.sha256(f"memo {MEMO_VERSION}".encode())
-    for name, path in code_files():
+    for name, path in code_files(*readers):
         h.update(name.encode() + b"\0")
         h.update(path.read_bytes())
     return h.hexdigest()

@@ -9,7 +9,7 @@ installed files from its cache, so any install of the same wheel elsewhere chang
 count, hence the ctime, of every file this env shares with it (measured: every warm run
 missed while other installs ran).
 
-Entries are JSON (the ElfObject in the lock check's CachedFacts model, validated on read),
+Entries are JSON (the ElfObject in the CachedFacts model of cached_object.py, validated on read),
 written to a temporary name and renamed into place; a damaged or stale entry is a miss.
 Root: static/ under stackgate's cache root (stackgate/settings.py). `run_static` uses no cache
 unless given one (tests stay hermetic); the CLI gives the default one.
@@ -29,7 +29,7 @@ from pydantic import ValidationError
 from stackgate import dirfd
 from stackgate.errors import BadInput, EnvironmentProblem
 from stackgate.settings import cache_root
-from validators.lockcheck.facts import CachedFacts
+from validators.static.cached_object import CachedFacts
 from validators.static.elf_symbols import ElfObject, read_elf
 from validators.static.fatbin import CodeScan, gpu_code
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -274,100 +274,123 @@ def arch_results(
         if inputs.manifest is not None
         else set()
     )
-    out: list[Result] = []
-    for label, code in sorted(per_dist.items()):
-        check = family_id(STATIC_ARCH, check_key(label))
-        listing = {
-            short(p, env): [c.label() for c in codes] for p, codes in sorted(code.libraries.items())
-        }
-        cubins = {c.label(): n for c, n in sorted(code.cubins.items())}
-        fails: list[str] = []
-        undecided: list[str] = []
-        notes: list[str] = []
-        unneeded: list[str] = []
-        for target in inputs.targets:
-            cov = coverage(code, target, env.site_packages)
-            if cov.covered_by:
-                if cov.uncovered_files:
-                    notes.append(f"{target}: no code in {'; '.join(cov.uncovered_files[:6])}")
-                continue
-            only_cubins = not code.libraries and bool(code.cubins)
-            has = ", ".join(sorted({c.label() for c in code.all_codes()})) or "nothing readable"
-            msg = (
-                f"{label} has no SASS that runs on {target} and no PTX that can be JIT-compiled "
-                f"for it (has {has})"
-            )
-            named = arch_named(code)
-            if only_cubins and not needs_cubins:
-                unneeded.append(target)
-                notes.append(
-                    msg + "; prebuilt-cubin backends (trtllm) are unavailable there, and no "
-                    "serving profile selects one"
-                )
-            elif (
-                named
-                and not label.startswith("(")
-                and canonicalize_name(label.split(" ")[0]) not in pinned
-            ):
-                # tokenspeed-mla's cute_dsl_fmha_..._sm_100a_x86_64.so (pulled in by vLLM 0.30
-                # and SGLang 0.5.15): kernels built for, and named for, other GPUs; the engine
-                # selects them only there. A package the stack pins stays a FAIL, and so does a
-                # file no wheel installed (a kernel built into the env for this stack: its name
-                # says which GPU it was built for, and that must be one the stack targets).
-                unneeded.append(target)
-                notes.append(
-                    msg + f"; every object is named for the GPU it was built for "
-                    f"({', '.join(named)}): kernels the engine selects only on those GPUs, "
-                    "and the stack does not pin this package"
-                )
-            elif cov.undecided:
-                # kernels in a form this reader does not know: no verdict either way
-                undecided.append(
-                    f"{msg} in the fatbins it can read, but it also holds GPU code it cannot "
-                    f"read: {'; '.join(cov.undecided[:4])}"
-                )
-            else:
-                fails.append(msg)
-        # One scan serves every distribution: its time is recorded, not charged to each.
-        evidence = {
-            "libraries": listing,
-            "cubins": cubins,
-            "targets": list(inputs.targets),
-            "scan_s": round(seconds, 3),
-        }
-        if code.unreadable:
-            evidence["unreadable"] = [f"{p}: {why}" for p, why in code.unreadable]
-        if code.unknown:
-            evidence["unknown_gpu_code"] = {
-                short(p, env): list(why[:MAX_LISTED]) for p, why in sorted(code.unknown.items())
-            }
-        if fails:
-            out.append(_result(check, "FAIL", "; ".join(fails + undecided + notes), evidence))
-            continue
-        if undecided:
-            evidence["severity"] = "UNDECIDED"
-            out.append(
-                _result(check, "SKIP", "UNDECIDED: " + "; ".join(undecided + notes), evidence)
-            )
-            continue
-        archs = sorted({c.label() for c in code.all_codes()})
-        covered = [t for t in inputs.targets if t not in unneeded]
-        reason = (
-            f"covers {', '.join(covered)} (has {', '.join(archs)})"
-            if covered
-            else f"not needed by the stack on {', '.join(unneeded)}"
+    out = [
+        _dist_arch_result(
+            env, label, code, inputs, seconds, needs_cubins=needs_cubins, pinned=pinned
         )
-        out.append(
-            _result(
-                check,
-                "PASS",
-                reason + (f"; {' | '.join(notes)}" if notes else ""),
-                evidence,
-            )
-        )
+        for label, code in sorted(per_dist.items())
+    ]
     if not per_dist:
         out.append(_result("static.arch", "PASS", "no GPU code in this environment", {}, seconds))
     return out
+
+
+def _dist_arch_result(
+    env: Environment,
+    label: str,
+    code: DistCode,
+    inputs: StaticInputs,
+    seconds: float,
+    *,
+    needs_cubins: bool,
+    pinned: Collection[str],
+) -> Result:
+    """One distribution's `static.arch.*` result over every target."""
+    check = family_id(STATIC_ARCH, check_key(label))
+    listing = {
+        short(p, env): [c.label() for c in codes] for p, codes in sorted(code.libraries.items())
+    }
+    cubins = {c.label(): n for c, n in sorted(code.cubins.items())}
+    fails, undecided, notes, unneeded = _per_target(
+        env, label, code, inputs, needs_cubins=needs_cubins, pinned=pinned
+    )
+    # One scan serves every distribution: its time is recorded, not charged to each.
+    evidence = {
+        "libraries": listing,
+        "cubins": cubins,
+        "targets": list(inputs.targets),
+        "scan_s": round(seconds, 3),
+    }
+    if code.unreadable:
+        evidence["unreadable"] = [f"{p}: {why}" for p, why in code.unreadable]
+    if code.unknown:
+        evidence["unknown_gpu_code"] = {
+            short(p, env): list(why[:MAX_LISTED]) for p, why in sorted(code.unknown.items())
+        }
+    if fails:
+        return _result(check, "FAIL", "; ".join(fails + undecided + notes), evidence)
+    if undecided:
+        evidence["severity"] = "UNDECIDED"
+        return _result(check, "SKIP", "UNDECIDED: " + "; ".join(undecided + notes), evidence)
+    archs = sorted({c.label() for c in code.all_codes()})
+    covered = [t for t in inputs.targets if t not in unneeded]
+    reason = (
+        f"covers {', '.join(covered)} (has {', '.join(archs)})"
+        if covered
+        else f"not needed by the stack on {', '.join(unneeded)}"
+    )
+    return _result(check, "PASS", reason + (f"; {' | '.join(notes)}" if notes else ""), evidence)
+
+
+def _per_target(
+    env: Environment,
+    label: str,
+    code: DistCode,
+    inputs: StaticInputs,
+    *,
+    needs_cubins: bool,
+    pinned: Collection[str],
+) -> tuple[list[str], list[str], list[str], list[str]]:
+    """Each target arch judged for one distribution: (fails, undecided, notes, targets the
+    stack does not need this distribution's code for)."""
+    fails: list[str] = []
+    undecided: list[str] = []
+    notes: list[str] = []
+    unneeded: list[str] = []
+    for target in inputs.targets:
+        cov = coverage(code, target, env.site_packages)
+        if cov.covered_by:
+            if cov.uncovered_files:
+                notes.append(f"{target}: no code in {'; '.join(cov.uncovered_files[:6])}")
+            continue
+        only_cubins = not code.libraries and bool(code.cubins)
+        has = ", ".join(sorted({c.label() for c in code.all_codes()})) or "nothing readable"
+        msg = (
+            f"{label} has no SASS that runs on {target} and no PTX that can be JIT-compiled "
+            f"for it (has {has})"
+        )
+        named = arch_named(code)
+        if only_cubins and not needs_cubins:
+            unneeded.append(target)
+            notes.append(
+                msg + "; prebuilt-cubin backends (trtllm) are unavailable there, and no "
+                "serving profile selects one"
+            )
+        elif (
+            named
+            and not label.startswith("(")
+            and canonicalize_name(label.split(" ")[0]) not in pinned
+        ):
+            # kernels built for, and named for, other GPUs (an attention package's
+            # ..._sm_100a_x86_64.so an engine pulls in): the engine selects them only there.
+            # A package the stack pins stays a FAIL, and so does a file no wheel installed
+            # (a kernel built into the env for this stack: its name says which GPU it was
+            # built for, and that must be one the stack targets).
+            unneeded.append(target)
+            notes.append(
+                msg + f"; every object is named for the GPU it was built for "
+                f"({', '.join(named)}): kernels the engine selects only on those GPUs, "
+                "and the stack does not pin this package"
+            )
+        elif cov.undecided:
+            # kernels in a form this reader does not know: no verdict either way
+            undecided.append(
+                f"{msg} in the fatbins it can read, but it also holds GPU code it cannot "
+                f"read: {'; '.join(cov.undecided[:4])}"
+            )
+        else:
+            fails.append(msg)
+    return fails, undecided, notes, unneeded
 
 
 _ARCH_IN_NAME = re.compile(r"(?:^|[_.-])sm_?(\d{2,3}[af]?)(?=[_.-]|$)")

@@ -31,7 +31,13 @@ from validators.static.confirm import Step, StepResult
 from validators.static.dist_check import applicable_requirements
 from validators.static.environment import Environment
 from validators.static.file_facts import FileFactsCache, file_identity
-from validators.static.findings import MissingSoname, MissingSymbol, MissingVersion, by_package
+from validators.static.findings import (
+    MissingSoname,
+    MissingSymbol,
+    MissingVersion,
+    PackageFindings,
+    by_package,
+)
 from validators.static.imports import (
     SourceTree,
     import_time_modules,
@@ -254,6 +260,23 @@ def _absent_requirements(env: Environment, dist: Distribution | None) -> list[st
     ]
 
 
+@dataclass(frozen=True)
+class _Scope:
+    """What classify knows of the whole env when it judges one package."""
+
+    env: Environment
+    findings: AbiFindings
+    shipped: set[str]
+    resolved_keys: set[str]  # variant keys of roots whose libraries all resolve
+    clean_keys: set[str]  # variant keys of roots with no finding at all
+    load_bearing: dict[Path, set[str]]  # library -> the packages whose objects it takes down
+    loads: Callable[[Distribution], PackageLoads | None] | None
+
+    @property
+    def site(self) -> Path:
+        return self.env.site_packages
+
+
 def classify(
     env: Environment,
     findings: AbiFindings,
@@ -272,7 +295,6 @@ def classify(
     )
     site = env.site_packages
     unresolved_roots = {m.requester for m in findings.missing_sonames if not m.host_provided}
-    resolved_keys = {variant_key(r, site) for r in roots if r not in unresolved_roots}
     out: dict[str, PackageVerdict] = {}
 
     def verdict(label: str) -> PackageVerdict:
@@ -288,97 +310,137 @@ def classify(
         load_bearing.setdefault(broken, set()).add(env.owner_label(root))
     broken_roots = unresolved_roots | {m.importer for m in findings.missing_symbols}
     broken_roots |= {m.requester for m in findings.missing_versions}
-    clean_keys = {variant_key(r, site) for r in roots if r not in broken_roots}
+    scope = _Scope(
+        env,
+        findings,
+        shipped,
+        resolved_keys={variant_key(r, site) for r in roots if r not in unresolved_roots},
+        clean_keys={variant_key(r, site) for r in roots if r not in broken_roots},
+        load_bearing=load_bearing,
+        loads=loads,
+    )
     for label, pkg in grouped.items():
-        v = verdict(label)
-        v.extensions = pkg.extensions
-        # a variant whose sibling build resolves: the package picks the matching one at run time
-        tagged = {
-            o
-            for o in {m.importer for m in pkg.symbols} | {x.requester for x in pkg.versions}
-            if variant_key(o, site) in clean_keys and variant_key(o, site) != _plain(o, site)
-        }
-        torch_version = installed_torch(env)
-        tagged |= {
-            o
-            for o in {m.importer for m in pkg.symbols} | {x.requester for x in pkg.versions}
-            if (tag := torch_tag(o.name)) is not None
-            and torch_version is not None
-            and tag != torch_version
-        }
-        if tagged:
-            v.variant_objects.extend(sorted(tagged))
-            pkg.symbols = [m for m in pkg.symbols if m.importer not in tagged]
-            pkg.versions = [x for x in pkg.versions if x.requester not in tagged]
-        absent = pkg.absent_sonames()
-        # an object with an absent DT_NEEDED library cannot load whatever its symbols; the
-        # symbols it misses (versioned against that library or not) follow from the absence
-        lacking = {m.requester for m in pkg.sonames}
-        v.symbols = [
-            m for m in pkg.symbols if m.version_file not in absent and m.importer not in lacking
-        ]
-        v.versions = list(pkg.versions)
-        missing_by_obj: dict[Path, list[MissingSoname]] = {}
-        for m in pkg.sonames:
-            missing_by_obj.setdefault(m.requester, []).append(m)
-        absent_dists = _absent_requirements(env, v.dist)
-        # read only where it can matter: a lacked library the env holds somewhere
-        shipped_miss = any(m.installed_at is not None for m in pkg.sonames)
-        own = loads(v.dist) if loads and v.dist is not None and shipped_miss else None
-        if own is not None:
-            missing_by_obj = _own_import_loads(v, own, missing_by_obj, site)
-        needed_misses: list[MissingSoname] = []
-        optional_misses: list[MissingSoname] = []
-        for obj, misses in missing_by_obj.items():
-            other_major = any(
-                cuda_major_of(m.soname) is not None
-                and any(
-                    s.startswith(m.soname.rpartition(".so.")[0] + ".so.") and s != m.soname
-                    for s in shipped
-                )
-                for m in misses
+        _package_verdict(scope, verdict(label), pkg)
+    _env_wide_findings(env, findings, verdict)
+    _requirement_findings(env, roots, verdict, deep=deep, cache=cache)
+    return dict(sorted(out.items()))
+
+
+def _package_verdict(scope: _Scope, v: PackageVerdict, pkg: PackageFindings) -> None:
+    """One package's findings sorted into the verdict: variant builds set aside, symbols that
+    follow from an absent library dropped, each absent library needed or optional."""
+    env, site = scope.env, scope.site
+    v.extensions = pkg.extensions
+    _set_variants_aside(scope, v, pkg)
+    absent = pkg.absent_sonames()
+    # an object with an absent DT_NEEDED library cannot load whatever its symbols; the
+    # symbols it misses (versioned against that library or not) follow from the absence
+    lacking = {m.requester for m in pkg.sonames}
+    v.symbols = [
+        m for m in pkg.symbols if m.version_file not in absent and m.importer not in lacking
+    ]
+    v.versions = list(pkg.versions)
+    missing_by_obj: dict[Path, list[MissingSoname]] = {}
+    for m in pkg.sonames:
+        missing_by_obj.setdefault(m.requester, []).append(m)
+    # read only where it can matter: a lacked library the env holds somewhere
+    shipped_miss = any(m.installed_at is not None for m in pkg.sonames)
+    loads = scope.loads
+    own = loads(v.dist) if loads and v.dist is not None and shipped_miss else None
+    if own is not None:
+        missing_by_obj = _own_import_loads(v, own, missing_by_obj, site)
+    needed_misses, optional_misses = _needed_or_optional(scope, v, missing_by_obj)
+    if own is not None:
+        v.needed_because += _own_load_notes(own, needed_misses)
+        v.load_notes += _own_load_notes(own, optional_misses)
+    v.needed_because = list(dict.fromkeys(v.needed_because))
+    for obj, misses in missing_by_obj.items():
+        module = _module_name(obj, site) if is_python_extension_path(obj, env) else None
+        if module is not None and any(m in v.needed_sonames for m in misses):
+            v.modules_lacking[module] = sorted({m.soname for m in misses})
+
+
+def _set_variants_aside(scope: _Scope, v: PackageVerdict, pkg: PackageFindings) -> None:
+    """A variant whose sibling build resolves, or a build for another torch: the package picks
+    the matching one at run time, so its symbols and versions are no finding."""
+    env, site = scope.env, scope.site
+    tagged = {
+        o
+        for o in {m.importer for m in pkg.symbols} | {x.requester for x in pkg.versions}
+        if variant_key(o, site) in scope.clean_keys and variant_key(o, site) != _plain(o, site)
+    }
+    torch_version = installed_torch(env)
+    tagged |= {
+        o
+        for o in {m.importer for m in pkg.symbols} | {x.requester for x in pkg.versions}
+        if (tag := torch_tag(o.name)) is not None
+        and torch_version is not None
+        and tag != torch_version
+    }
+    if tagged:
+        v.variant_objects.extend(sorted(tagged))
+        pkg.symbols = [m for m in pkg.symbols if m.importer not in tagged]
+        pkg.versions = [x for x in pkg.versions if x.requester not in tagged]
+
+
+def _needed_or_optional(
+    scope: _Scope, v: PackageVerdict, missing_by_obj: dict[Path, list[MissingSoname]]
+) -> tuple[list[MissingSoname], list[MissingSoname]]:
+    """Each object's absent libraries: a sibling variant's, needed (with the reason), or
+    optional. Returns the needed and the optional ones that `_own_load_notes` explains."""
+    env, site, findings = scope.env, scope.site, scope.findings
+    absent_dists = _absent_requirements(env, v.dist)
+    needed_misses: list[MissingSoname] = []
+    optional_misses: list[MissingSoname] = []
+    for obj, misses in missing_by_obj.items():
+        other_major = any(
+            cuda_major_of(m.soname) is not None
+            and any(
+                s.startswith(m.soname.rpartition(".so.")[0] + ".so.") and s != m.soname
+                for s in scope.shipped
             )
-            if variant_key(obj, site) in resolved_keys:  # a sibling variant resolves
-                v.variant_sonames.extend(misses)
-            elif all(m.installed_at for m in misses) and is_python_extension_path(obj, env):
-                # cupy-cuda12x 13.4.1's cublas module beside nvidia-cublas-cu12 and no torch,
-                # its cusolver module beside torch 2.6.0 (whose import does not load cuSOLVER):
-                # `import` searches RUNPATH and the system path, and nothing loaded them first
-                v.needed_sonames.extend(misses)
-                names = ", ".join(sorted({m.soname for m in misses}))
-                first = (
-                    f"{findings.loaded_first_by}, not {names}"
-                    if findings.loaded_first_by
-                    else f"no import in the env loads {names} first (no torch)"
-                )
+            for m in misses
+        )
+        if variant_key(obj, site) in scope.resolved_keys:  # a sibling variant resolves
+            v.variant_sonames.extend(misses)
+        elif all(m.installed_at for m in misses) and is_python_extension_path(obj, env):
+            # an extension module beside the wheel of its library (cupy's cublas module beside
+            # nvidia-cublas-cu12, no torch): `import` searches RUNPATH and the system path,
+            # and nothing loaded the library first
+            v.needed_sonames.extend(misses)
+            names = ", ".join(sorted({m.soname for m in misses}))
+            first = (
+                f"{findings.loaded_first_by}, not {names}"
+                if findings.loaded_first_by
+                else f"no import in the env loads {names} first (no torch)"
+            )
+            v.needed_because.append(
+                f"{obj.name} is an extension module; {first}, and its RUNPATH does not reach them"
+            )
+            needed_misses += misses
+        elif other_major:
+            v.needed_sonames.extend(misses)
+        elif obj in scope.load_bearing or absent_dists:
+            v.needed_sonames.extend(misses)
+            if obj in scope.load_bearing:
                 v.needed_because.append(
-                    f"{obj.name} is an extension module; {first}, and its RUNPATH does not "
-                    "reach them"
+                    f"{obj.name} is below {', '.join(sorted(scope.load_bearing[obj]))}"
                 )
-                needed_misses += misses
-            elif other_major:
-                v.needed_sonames.extend(misses)
-            elif obj in load_bearing or absent_dists:
-                v.needed_sonames.extend(misses)
-                if obj in load_bearing:
-                    v.needed_because.append(
-                        f"{obj.name} is below {', '.join(sorted(load_bearing[obj]))}"
-                    )
-                if absent_dists:
-                    v.needed_because.append(
-                        f"{label} requires {', '.join(absent_dists)}, not installed"
-                    )
-            else:
-                v.optional_sonames.extend(misses)
-                optional_misses += misses
-        if own is not None:
-            v.needed_because += _own_load_notes(own, needed_misses)
-            v.load_notes += _own_load_notes(own, optional_misses)
-        v.needed_because = list(dict.fromkeys(v.needed_because))
-        for obj, misses in missing_by_obj.items():
-            module = _module_name(obj, site) if is_python_extension_path(obj, env) else None
-            if module is not None and any(m in v.needed_sonames for m in misses):
-                v.modules_lacking[module] = sorted({m.soname for m in misses})
+            if absent_dists:
+                v.needed_because.append(
+                    f"{v.label} requires {', '.join(absent_dists)}, not installed"
+                )
+        else:
+            v.optional_sonames.extend(misses)
+            optional_misses += misses
+    return needed_misses, optional_misses
+
+
+def _env_wide_findings(
+    env: Environment, findings: AbiFindings, verdict: Callable[[str], PackageVerdict]
+) -> None:
+    """Findings that name a package from outside its own objects: libraries its source may
+    load unread, modules for another Python, objects taken down by a library below them."""
     for requester, soname in findings.package_loads_unread:
         verdict(env.owner_label(requester)).own_loads_unknown.append(
             f"{requester.name} needs {soname}, which only its own package folder holds (no "
@@ -391,6 +453,18 @@ def classify(
         v = verdict(env.owner_label(root))
         v.taken_down_by.append((root, broken))
         verdict(env.owner_label(broken)).takes_down.add(v.label)
+
+
+def _requirement_findings(
+    env: Environment,
+    roots: list[Path],
+    verdict: Callable[[str], PackageVerdict],
+    *,
+    deep: bool,
+    cache: FileFactsCache | None,
+) -> None:
+    """Per distribution with objects: its unmet requirements and its undeclared imports."""
+    site = env.site_packages
     with_libs = {d.key for p in env.shared_objects() if (d := env.owner(p)) is not None}
     installed, env_python = import_scan_inputs(env)
     seen: set[str] = set()
@@ -405,7 +479,6 @@ def classify(
         missing = _undeclared(site, dist, installed, cache, env_python)
         if missing:
             verdict(dist.label()).undeclared = missing
-    return dict(sorted(out.items()))
 
 
 def _own_import_loads(

@@ -1,0 +1,238 @@
+"""No import cycle between the product's packages, read from the source as it is.
+
+Every `import` / `from ... import` of stackgate/, builder/ and validators/ (module level and
+inside functions alike: a lazy import is still an import; those under `if TYPE_CHECKING:`
+are left out, they never run) becomes an arrow between two places, and no group of places
+may reach each other. A place is checked at two grains:
+
+- the three top packages (stackgate, builder, validators);
+- a subpackage right under a top package (validators.static, validators.lockcheck,
+  builder.lock, ...: everything below it counts as it), or a module loose in a top package
+  (stackgate.model), which is its own place: a subpackage may use some of its parent's loose
+  modules while other loose modules use it (stackgate.host reads stackgate.model,
+  stackgate.build_record reads stackgate.host), as long as no circle closes.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TOPS = ("stackgate", "builder", "validators")
+
+Graph = dict[str, set[str]]
+
+
+def _modules(root: Path) -> dict[str, tuple[Path, bool]]:
+    """module name -> (file, is a package's __init__)."""
+    out: dict[str, tuple[Path, bool]] = {}
+    for top in TOPS:
+        for path in sorted((root / top).rglob("*.py")):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            is_package = parts[-1] == "__init__"
+            out[".".join(parts[:-1] if is_package else parts)] = (path, is_package)
+    return out
+
+
+def _under_type_checking(tree: ast.AST) -> set[int]:
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If):
+            test = node.test
+            name = test.id if isinstance(test, ast.Name) else getattr(test, "attr", "")
+            if name == "TYPE_CHECKING":
+                skip.update(id(n) for child in node.body for n in ast.walk(child))
+    return skip
+
+
+def _imported(tree: ast.AST, module: str, is_package: bool) -> set[str]:
+    """Every dotted name an import statement of `module` names (relative ones resolved)."""
+    skip = _under_type_checking(tree)
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = module if is_package else module.rpartition(".")[0]
+                for _ in range(node.level - 1):
+                    package = package.rpartition(".")[0]
+                base = f"{package}.{base}" if base else package
+            found.add(base)
+            found.update(f"{base}.{a.name}" for a in node.names)
+    return found
+
+
+def module_graph(root: Path) -> Graph:
+    """module -> the product's modules it imports (a name resolves to its longest module)."""
+    modules = _modules(root)
+    graph: Graph = {}
+    for name, (path, is_package) in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        targets = graph.setdefault(name, set())
+        for target in _imported(tree, name, is_package):
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                targets.add(target)
+    return graph
+
+
+def place_graph(modules: Graph, place: Callable[[str], str]) -> Graph:
+    out: Graph = {}
+    for source, targets in modules.items():
+        here = place(source)
+        arrows = out.setdefault(here, set())
+        arrows.update(p for p in map(place, targets) if p != here)
+    return out
+
+
+def circles(graph: Graph) -> list[list[str]]:
+    """The groups of two or more places that reach each other (Tarjan's strongly connected
+    components)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group: list[str] = []
+            while not group or group[-1] != v:
+                group.append(stack.pop())
+                on_stack.discard(group[-1])
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 10_000))
+    try:
+        for v in sorted(graph):
+            if v not in index:
+                visit(v)
+    finally:
+        sys.setrecursionlimit(limit)
+    return sorted(groups)
+
+
+def top_package(module: str) -> str:
+    return module.split(".")[0]
+
+
+def subpackage_or_loose(packages: Iterable[str]) -> Callable[[str], str]:
+    names = set(packages)
+
+    def place(module: str) -> str:
+        parts = module.split(".")
+        second = ".".join(parts[:2])
+        return second if len(parts) > 1 and second in names else module
+
+    return place
+
+
+def _packages(root: Path) -> set[str]:
+    return {name for name, (_, is_package) in _modules(root).items() if is_package}
+
+
+def _arrows_between(graph: Graph, group: list[str], place: Callable[[str], str]) -> list[str]:
+    """The module imports that make the circle, for the failure message."""
+    return sorted(
+        f"{source} -> {target}"
+        for source, targets in graph.items()
+        for target in targets
+        if place(source) in group and place(target) in group and place(source) != place(target)
+    )
+
+
+@pytest.mark.parametrize("grain", ["top packages", "subpackages"])
+def test_the_product_has_no_import_cycle_between_packages(grain: str) -> None:
+    modules = module_graph(ROOT)
+    assert len(modules) > 200, len(modules)  # the real tree was read
+    assert "validators.static.cached_object" in modules["validators.lockcheck.facts"]
+    place = top_package if grain == "top packages" else subpackage_or_loose(_packages(ROOT))
+    found = circles(place_graph(modules, place))
+    assert not found, [(g, _arrows_between(modules, g, place)[:8]) for g in found]
+
+
+def _tree(root: Path, files: dict[str, str]) -> None:
+    for top in TOPS:
+        (root / top).mkdir(parents=True, exist_ok=True)
+        (root / top / "__init__.py").touch()
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for folder in path.relative_to(root).parents:
+            if folder.parts:
+                (root / folder / "__init__.py").touch()
+        path.write_text(text, encoding="utf-8")
+
+
+def _subpackage_circles(root: Path) -> list[list[str]]:
+    return circles(place_graph(module_graph(root), subpackage_or_loose(_packages(root))))
+
+
+def test_a_cycle_through_a_lazy_and_a_relative_import_is_found(tmp_path: Path) -> None:
+    """The check reads what the code does: a function-level import and a relative one
+    close a circle between two subpackages, three modules deep."""
+    _tree(
+        tmp_path,
+        {
+            "validators/static/group.py": "from validators.lockcheck.deep import x\n",
+            "validators/lockcheck/deep/__init__.py": "from .inner import x\n",
+            "validators/lockcheck/deep/inner.py": (
+                "def x():\n    from validators.static import group\n    return group\n"
+            ),
+        },
+    )
+    assert _subpackage_circles(tmp_path) == [["validators.lockcheck", "validators.static"]]
+
+
+def test_type_checking_imports_and_parent_loose_modules_are_no_cycle(tmp_path: Path) -> None:
+    """An import only the type checker sees never runs; a subpackage that uses one of its
+    parent's loose modules while another uses it closes no circle; modules of one subpackage
+    may import each other."""
+    _tree(
+        tmp_path,
+        {
+            "validators/static/facts.py": (
+                "from typing import TYPE_CHECKING\n"
+                "if TYPE_CHECKING:\n    from validators.lockcheck.check import Lock\n"
+            ),
+            "validators/lockcheck/check.py": "import validators.static.facts\n",
+            "stackgate/build_record.py": "from stackgate.host import gpus\n",
+            "stackgate/host/gpus.py": "from stackgate import model\n",
+            "stackgate/model.py": "import json\n",
+            "validators/fleet/kube.py": "from validators.fleet import spec\n",
+            "validators/fleet/spec.py": "from validators.fleet import kube\n",
+        },
+    )
+    assert _subpackage_circles(tmp_path) == []
+
+
+def test_a_cycle_between_top_packages_is_found(tmp_path: Path) -> None:
+    _tree(
+        tmp_path,
+        {
+            "builder/lock/origin.py": "import validators.gate.flow\n",
+            "validators/gate/flow.py": "from builder.lock import origin\n",
+        },
+    )
+    assert circles(place_graph(module_graph(tmp_path), top_package)) == [["builder", "validators"]]
