@@ -26,7 +26,7 @@ Runs under stackgate's Python (the gate code) from a copy of the checkout; the e
 --env's Python. --dry-run prints the plan and the estimated device seconds and starts nothing.
 
     python benchmarks/gate/gate_dial_demo.py --env ENV --model-dir DIR --res RES \\
-        [--pairs 8] [--budget-s 430] [--dry-run]
+        [--pairs 8] [--budget-s 850] [--dry-run]
 """
 
 from __future__ import annotations
@@ -49,9 +49,10 @@ sys.path.insert(0, str(ROOT))
 
 GIB = 1024**3
 PAIRS = 8  # 2^8 sign patterns: the smallest family p is 1/256 < 1%; 7 is the least that works
-BENCH_S = 2.5  # one side of a pair: C=16 warm-up + measured requests, in process (estimate)
-COLD_START_S = 150.0  # the machine's first server: Triton kernels compile (estimate)
-WARM_START_S = 60.0  # a later server on the same machine, caches hot (machine 2: 41-51 s)
+BENCH_S = 6.0  # one side: 16 short warm-up + 16 measured requests of 320 tokens (estimate)
+COLD_START_S = 185.0  # the machine's first server: Triton kernels compile (H100 machine 1: 183 s)
+WARM_START_S = 90.0  # a later server on the same machine, caches hot (machine 2: 41-51 s)
+PRIME_BENCHES = 2  # discarded benches on D before the gates: the dial calibrates in them
 A_MEM, B_MEM = 0.45, 0.80  # B's fraction is of the memory left free by A (SGLang 0.5.17)
 MAX_TOTAL_TOKENS = 40_000  # the same KV pool on every server (>= 16 x (in + out))
 # The machine's first server compiles every kernel: FlashInfer's MLA modules and SGLang's INT4
@@ -77,7 +78,10 @@ PORTS = {"D": 31000, "M": 31003}
 @dataclass(frozen=True)
 class Bench:
     input_len: int = 256
-    output_len: int = 64  # the warm-up requests' 64+ steps cover one dial poll (POLL_STEPS)
+    # 320 decode steps a bench: the burst's prefill jitter (TTFT sd ~45 ms on an H100) is then
+    # ~1% of the bench's duration, not the 3.5% it was at 64 (throughput CV 1.0-2.6% there).
+    output_len: int = 320
+    warmup_output_len: int = 32  # >= the dial's VERIFY_STEPS x VERIFY_ROUNDS / 2 steps a side
     prompts: int = 16
     concurrency: int = 16
     single_output_len: int = 64
@@ -99,7 +103,8 @@ def gate_seconds(pairs: int, bench_s: float = BENCH_S) -> float:
 def plan(pairs: int = PAIRS, bench_s: float = BENCH_S) -> list[Step]:
     """Every server start, bench, dial setting, gate and stop, in order, with estimated seconds."""
     steps = [Step("start D server", "D", {"STACKGATE_DIAL": "0"}, COLD_START_S),
-             Step("client comparison on D (SGLang's, ours, x2)", "D", {}, 4 * bench_s + 8)]  # fmt: skip
+             Step(f"{PRIME_BENCHES} priming benches on D (discarded; the dial calibrates)", "D",
+                  {}, PRIME_BENCHES * bench_s)]  # fmt: skip
     for gate_name, server, dial in GATES:
         if server != "D":
             steps.append(Step(f"start {server} server beside D", server, {}, WARM_START_S))
@@ -257,22 +262,50 @@ class Demo:
         return out
 
     def our_bench(self, server: Server, tag: str) -> dict[str, float]:
+        """One side of a pair with the product's client pieces: 16 short warm-up requests (the
+        dial's setting takes and is verified in their steps), then the measured ones."""
         from stackgate.manifest import BenchSettings
-        from validators.serve.bench_client import Target, run_level
+        from validators.serve import bench_client as bc
 
         settings = BenchSettings(input_len=self.bench.input_len, output_len=self.bench.output_len,
                                  concurrencies=[self.bench.concurrency], seed=self.bench.seed)  # fmt: skip
+        warm_settings = settings.model_copy(update={"output_len": self.bench.warmup_output_len})
+        target = bc.Target(server.url, str(self.model))
+        conc, count = self.bench.concurrency, self.bench.prompts
+
+        async def both() -> tuple[list[Any], float, list[Any]]:
+            warm = bc.make_prompts(warm_settings, conc, stream=1_000_000 + conc)
+            measured = bc.make_prompts(settings, count, stream=conc)
+            client = bc.open_client(target)
+            try:
+                warm_out, _ = await bc.run_requests(client, target, warm, warm_settings, conc)
+                outcomes, duration = await bc.run_requests(client, target, measured, settings, conc)
+            finally:
+                client.abandon()
+            return outcomes, duration, warm_out
+
         started = time.monotonic()
         before = self.scrape(server)
-        fields = run_level(Target(server.url, str(self.model)), settings, self.bench.concurrency,
-                           self.bench.prompts)  # fmt: skip
+        outcomes, duration, warm_out = bc.run_owned(both())
+        fields = bc.level_fields(outcomes, duration, conc, count, warm_out)
         window = server_window(before, self.scrape(server))
-        out = metric_fields("sweep", fields, window, self.bench.concurrency)
+        out = metric_fields("sweep", fields, window, conc)
+        fields["dial_in_force"] = self.dial_state(server)
         (self.res / "bench" / f"{tag}-ours.json").write_text(json.dumps(fields, default=str))
         self.note(step="bench ours", tag=tag, server=server.name,
                   seconds=round(time.monotonic() - started, 2), output_throughput=out.get(
-            f"serve-bench.sweep/output_throughput@c{self.bench.concurrency}"))  # fmt: skip
+            f"serve-bench.sweep/output_throughput@c{conc}"),
+            median_itl_ms=out.get(f"serve-bench.sweep/median_itl_ms@c{conc}"),
+            dial=fields["dial_in_force"])  # fmt: skip
         return out
+
+    def dial_state(self, server: Server) -> dict[str, Any] | None:
+        """The dial's last logged event after a bench: the setting the bench ran under."""
+        log = self.res / f"dial-{server.name}.jsonl"
+        if not SERVERS[server.name][1] or not log.is_file():
+            return None
+        lines = log.read_text(encoding="utf-8").splitlines()
+        return json.loads(lines[-1]) if lines else None
 
 
 KEPT = ("output_throughput", "median_ttft_ms", "median_tpot_ms", "p99_ttft_ms", "mean_ttft_ms",
@@ -345,6 +378,8 @@ def run(demo: Demo, pairs: int) -> int:
     for i in range(2 if demo.client_comparison else 0):  # the same server and load, both clients
         demo.sglang_bench(d, f"clients-{i}-sglang")
         demo.our_bench(d, f"clients-{i}-ours")
+    for i in range(PRIME_BENCHES):  # discarded: the dial calibrates on their undialled steps
+        demo.our_bench(d, f"prime-{i}")
     measured = [e["seconds"] for e in demo.log if e.get("step") == "bench ours"]
     bench_s = statistics.median(measured) if measured else BENCH_S
     verdicts: list[dict[str, Any]] = []
@@ -386,7 +421,7 @@ def main() -> int:
     ap.add_argument("--model-dir", type=Path, required=True, help="kimi_full_depth.py's folder")
     ap.add_argument("--res", type=Path, required=True)
     ap.add_argument("--pairs", type=int, default=PAIRS)
-    ap.add_argument("--budget-s", type=float, default=430.0)
+    ap.add_argument("--budget-s", type=float, default=850.0)
     ap.add_argument("--dry-run", action="store_true")
     ap.add_argument("--no-client-comparison", action="store_true",
                     help="skip SGLang's client on D (a stand-in server has none)")  # fmt: skip

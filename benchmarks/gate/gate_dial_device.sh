@@ -16,7 +16,7 @@
 #                        by earlier calls, one 56 MB part each), joined, checked and built exactly
 #                        as benchmarks/h200_sglang/h200_sglang.sh does;
 #              /tmp/sg/jit-carry (optional): JIT caches saved by an earlier machine, restored;
-#              PAIRS (8), LAYERS (32), BUDGET_S (430: the demonstration's own seconds), RES.
+#              PAIRS (8), LAYERS (32), BUDGET_S (850: the demonstration's own seconds), CLIENTS (0), RES.
 # The model: Kimi-K2.5's shape at LAYERS layers with bf16 experts (no INT4 Marlin module to
 # compile: machine 2's first server spent ~400 s compiling), two servers fit one H100.
 # Steps are timed in $RES/steps.log; the demo's own steps in $RES/demo/steps.jsonl.
@@ -26,7 +26,8 @@ export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 REPO=$PWD
 RES=${RES:-/tmp/sg/res}
 PAIRS=${PAIRS:-8}
-BUDGET_S=${BUDGET_S:-430}
+BUDGET_S=${BUDGET_S:-850}
+CLIENTS=${CLIENTS:-0}  # 1: SGLang's client beside ours first (machine 1 ran it; recorded)
 LAYERS=${LAYERS:-32}
 MODEL=/tmp/stackgate-gate/kimi-full-depth
 mkdir -p "$RES"/host /tmp/sg
@@ -77,6 +78,7 @@ cp "$MODEL/config.json" "$RES/model-config.json"
 
 step "demonstration: $PAIRS ABBA pairs a gate, budget $BUDGET_S s"
 timeout $((BUDGET_S + 60)) "$MPY" benchmarks/gate/gate_dial_demo.py --env "$ENV" --model-dir "$MODEL" \
-  --res "$RES/demo" --pairs "$PAIRS" --budget-s "$BUDGET_S" >"$RES/demo.log" 2>&1
+  --res "$RES/demo" --pairs "$PAIRS" --budget-s "$BUDGET_S" $([ "$CLIENTS" = 1 ] || echo --no-client-comparison) \
+  >"$RES/demo.log" 2>&1
 echo "demo rc=$? $(tail -1 "$RES/demo.log")" | tee -a "$RES/steps.log"
 finish "done"
