@@ -25,6 +25,7 @@ PROOFS_S=${PROOFS_S:-1400}  # this driver's seconds (not BUDGET_S: the nested dr
 unset BUDGET_S
 DIAL=${DIAL:-1}
 KA_WITHOUT=${KA_WITHOUT:-0}
+KA=${KA:-1}  # 0: no kernels proof (steps 3a-3b), for a booking that only has room for the gate
 RECORD=records/h200-sglang/20261202T011853-034d1e7a9e43.json
 mkdir -p "$RES/host"
 T0=$(date +%s)
@@ -72,16 +73,18 @@ if [ "$DIAL" = 1 ]; then
   tail -1 "$RES/dial/demo.log" 2>/dev/null | tee -a "$RES/steps.log"
 fi
 
-step "3a: the 6-layer Kimi-K2.5-shaped INT4 miniature (the record's and the kernels proof's model)"
-mkdir -p /tmp/stackgate-h200
-"$ENV/bin/python" tests/serve/make_kimi_mini.py /tmp/stackgate-h200/kimi-mini --device cuda --layers 6 \
-  >"$RES/model-kimi.json" 2>"$RES/model-kimi.err" || finish "make_kimi_mini failed"
+if [ "$KA" = 1 ]; then
+  step "3a: the 6-layer Kimi-K2.5-shaped INT4 miniature (the record's and the kernels proof's model)"
+  mkdir -p /tmp/stackgate-h200
+  "$ENV/bin/python" tests/serve/make_kimi_mini.py /tmp/stackgate-h200/kimi-mini --device cuda --layers 6 \
+    >"$RES/model-kimi.json" 2>"$RES/model-kimi.err" || finish "make_kimi_mini failed"
 
-step "3b: build-time kernels, first server with them (left $(left) s)"
-mkdir -p "$RES/ka"
-RES=$RES/ka WITHOUT_SERVER=$KA_WITHOUT BUDGET_S=$((KA_WITHOUT ? 480 : 300)) bash benchmarks/kernels_ahead/kernels_ahead_gpu.sh /tmp/sg/ka-carry \
-  >"$RES/ka-driver.log" 2>&1
-grep KERNELS-AHEAD "$RES/ka-driver.log" | tail -1 | tee -a "$RES/steps.log"
+  step "3b: build-time kernels, first server with them (left $(left) s)"
+  mkdir -p "$RES/ka"
+  RES=$RES/ka WITHOUT_SERVER=$KA_WITHOUT BUDGET_S=$((KA_WITHOUT ? 480 : 300)) bash benchmarks/kernels_ahead/kernels_ahead_gpu.sh /tmp/sg/ka-carry \
+    >"$RES/ka-driver.log" 2>&1
+  grep KERNELS-AHEAD "$RES/ka-driver.log" | tail -1 | tee -a "$RES/steps.log"
+fi
 
 CAP=$(($(left) - 20))
 [ "$CAP" -gt 120 ] || finish "no time left for reproduce --runs 1 ($CAP s)"
