@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -98,4 +99,22 @@ def assemble(
         for package in _TOOL_PACKAGES:
             _copy_tree(tool_root / package, tool / package)
         _copy_tree(tool_root / "images", tool / "images")
+        for rel in _forced_includes(tool_root / "pyproject.toml"):
+            (tool / rel).parent.mkdir(parents=True, exist_ok=True)
+            if (tool_root / rel).is_dir():
+                _copy_tree(tool_root / rel, tool / rel)
+            else:
+                shutil.copy2(tool_root / rel, tool / rel)
     return dest / CONTAINERFILE
+
+
+def _forced_includes(pyproject: Path) -> list[str]:
+    """The files the tool's wheel build takes from outside its packages (hatch's
+    force-include, e.g. the stack rules): the image's `uv sync` builds that wheel, so they must
+    be in the context too."""
+    if not pyproject.is_file():
+        return []
+    with pyproject.open("rb") as f:
+        data = tomllib.load(f)
+    targets = data.get("tool", {}).get("hatch", {}).get("build", {}).get("targets", {})
+    return sorted(str(k) for k in targets.get("wheel", {}).get("force-include", {}))
