@@ -340,6 +340,24 @@ def record_of(label: str, runs: list[dict[str, float]], kind: str) -> Any:
     }).sealed()  # fmt: skip
 
 
+def dial_profile() -> tuple[Any, ...]:
+    """The gated list this demonstration judges (pre-registered in booking_4.md), not the
+    product's default: from machine 1's H100 data the decode step is gated as median ITL
+    (within-server CV 0.08-0.22%) rather than median TPOT (0.16-4.2%, bimodal when a prefill
+    lands between decode steps), and median TTFT at a burst of 16 arrivals (9-23%) is a tail-class
+    guard. Not the product's default yet: on the Python synthetic server (2.5 ms a token) the
+    client's median ITL moved 1.3% for a 5% rate change (timer-bound), so the product keeps TPOT
+    until ITL is proven on the engine."""
+    from validators.gate.gated import GatedMetric
+
+    return (
+        GatedMetric("serve-bench.sweep/output_throughput@c*", "higher", "main"),
+        GatedMetric("serve-bench.sweep/median_itl_ms@c*", "lower", "main"),
+        GatedMetric("serve-bench.sweep/median_ttft_ms@c*", "lower", "tail"),
+        GatedMetric("serve-bench.sweep/p99_ttft_ms@c*", "lower", "tail"),
+    )
+
+
 def judge(demo: Demo, name: str, a_runs: list[dict[str, float]],
           b_runs: list[dict[str, float]], gpu_s: float) -> dict[str, Any]:  # fmt: skip
     from validators.gate.compare import gate
@@ -348,7 +366,8 @@ def judge(demo: Demo, name: str, a_runs: list[dict[str, float]],
 
     baseline = record_of(f"A for {name}", a_runs, "known-good")
     candidate = record_of(name, b_runs, "candidate")
-    result = gate(baseline, candidate, GatePolicy(min_repeats=7), remeasured=baseline)
+    result = gate(baseline, candidate, GatePolicy(min_repeats=7, profile=dial_profile()),
+                  remeasured=baseline)  # fmt: skip
     out = demo.res / "gates"
     (out / f"{name}.json").write_text(json.dumps(
         {"ok": result.passed, "gpu_seconds": round(gpu_s, 1), **result.model_dump(mode="json")},

@@ -21,11 +21,11 @@ from tests.helpers.synthetic_stack import write_synthetic_stack
 
 RATE_BOUND = (  # gated (validators/gate/gated.py) and set by the server's --rate
     "serve-bench.single_stream/single_stream_decode_tok_s",
-    "serve-bench.sweep/median_itl_ms@c1",
+    "serve-bench.sweep/median_tpot_ms@c1",
 )
 # ABBA pairs. 3 pairs (8 sign patterns) answer INCONCLUSIVE however large the regression. 7
 # (128) is the fewest that can refuse, and only when the observed pattern is the single most
-# extreme one (p = 1/128 = 0.78%): at 7 pairs a 5% slowdown here got TPOT@c1 (then gated) REFUSED at p 0.78%
+# extreme one (p = 1/128 = 0.78%): at 7 pairs a 5% slowdown here got TPOT@c1 REFUSED at p 0.78%
 # and single-stream decode INCONCLUSIVE at 2/128. 8 pairs (256) leave room for two.
 REPEATS = "8"
 
