@@ -43,12 +43,12 @@ from builder.lock.origin import check_listing, check_origins
 from builder.lock.resolve import explain_uv_failure, locked_packages, uv_env, uv_version
 from builder.lock.uvproject import index_specs
 from builder.venv import atomic, base_site, env_slot, envprofile
-from builder.venv.disk_room import require_room, signals_held, tree_bytes, writable_root
+from builder.venv.disk_room import require_room, signals_held, writable_root
 from builder.venv.install_commands import install_commands, requirements_path
 from builder.venv.installed import verify_against_lock
 from builder.venv.origin_ahead import OriginAhead
 from builder.venv.topology import TopologyChoice, choose_topology
-from builder.venv.uv_cache import sweep_leftovers, uv_cache_dir
+from builder.venv.uv_cache import sweep_leftovers, tree_bytes, uv_cache_dir
 from builder.venv.wheel_record import check_wheel_records
 from stackgate import __version__, dirfd, proc
 from stackgate.build_record import (

@@ -133,16 +133,6 @@ def writable_root(layout: EnvLayout) -> None:
         ) from None
 
 
-def tree_bytes(path: Path) -> int:
-    """Bytes of the files under path (0 when it is gone)."""
-    total = 0
-    for root, _dirs, files in os.walk(path):
-        for name in files:
-            with contextlib.suppress(OSError):
-                total += (Path(root) / name).lstat().st_size
-    return total
-
-
 @contextlib.contextmanager
 def signals_held() -> Iterator[None]:
     """SIGINT and SIGTERM wait until the block ends (a cleanup is not cut half-way)."""

@@ -45,7 +45,8 @@ def uv_cache_dir(env: dict[str, str]) -> Path | None:
     return Path(text) if text else None
 
 
-def _size(path: Path) -> int:
+def tree_bytes(path: Path) -> int:
+    """Bytes of the files under path, links not followed (0 when it is gone)."""
     total = 0
     for root, _dirs, files in os.walk(path):
         for name in files:
@@ -71,7 +72,7 @@ def sweep_leftovers(cache: Path) -> Swept:
             if not entry.name.startswith(".tmp"):
                 continue
             if entry.is_dir() and not entry.is_symlink():
-                size += _size(entry)
+                size += tree_bytes(entry)
                 shutil.rmtree(entry, ignore_errors=True)
             else:
                 size += entry.lstat().st_size
