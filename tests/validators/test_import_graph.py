@@ -23,6 +23,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks" / "house_walk"))
+from rooms import _imports  # noqa: E402  the one import-statement reader (house counts use it too)
+
 TOPS = ("stackgate", "builder", "validators")
 
 Graph = dict[str, set[str]]
@@ -39,38 +42,6 @@ def _modules(root: Path) -> dict[str, tuple[Path, bool]]:
     return out
 
 
-def _under_type_checking(tree: ast.AST) -> set[int]:
-    skip: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If):
-            test = node.test
-            name = test.id if isinstance(test, ast.Name) else getattr(test, "attr", "")
-            if name == "TYPE_CHECKING":
-                skip.update(id(n) for child in node.body for n in ast.walk(child))
-    return skip
-
-
-def _imported(tree: ast.AST, module: str, is_package: bool) -> set[str]:
-    """Every dotted name an import statement of `module` names (relative ones resolved)."""
-    skip = _under_type_checking(tree)
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        if id(node) in skip:
-            continue
-        if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                package = module if is_package else module.rpartition(".")[0]
-                for _ in range(node.level - 1):
-                    package = package.rpartition(".")[0]
-                base = f"{package}.{base}" if base else package
-            found.add(base)
-            found.update(f"{base}.{a.name}" for a in node.names)
-    return found
-
-
 def module_graph(root: Path) -> Graph:
     """module -> the product's modules it imports (a name resolves to its longest module)."""
     modules = _modules(root)
@@ -78,7 +49,7 @@ def module_graph(root: Path) -> Graph:
     for name, (path, is_package) in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         targets = graph.setdefault(name, set())
-        for target in _imported(tree, name, is_package):
+        for target in _imports(tree, name, is_package):
             while target and target not in modules:
                 target = target.rpartition(".")[0]
             if target and target != name:
