@@ -22,8 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.helpers.every_command import CASES, VERDICT, run_case  # noqa: E402
-from tests.helpers.tiny_stack import tiny_index, tiny_manifest  # noqa: E402
+from tests.helpers.every_command import CASES, VERDICT, newcomer_workspace, run_case  # noqa: E402
 
 
 def main() -> int:
@@ -38,15 +37,7 @@ def main() -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="every-command-") as tmp:
         work = Path(tmp)
-        url = tiny_index(work)
-        mine = work / "elsewhere" / "mine.toml"
-        mine.parent.mkdir()
-        mine.write_text(
-            tiny_manifest("mine", url, description="a newcomer's own stack",
-                          required=["host", "static", "runtime"]),
-            encoding="utf-8",
-        )  # fmt: skip
-        values = {"work": str(work), "mine": str(mine), "env": str(work / "envs/mine/current")}
+        values = newcomer_workspace(work)
         for case in CASES:
             if case.slow and args.skip_slow:
                 continue

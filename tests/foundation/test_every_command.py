@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 
 from stackgate.cli import JOURNEY, discover
-from tests.helpers.every_command import CASES, ROOT, VERDICT, run_case
-from tests.helpers.tiny_stack import tiny_index, tiny_manifest
+from tests.helpers.every_command import CASES, ROOT, VERDICT, newcomer_workspace, run_case
 
 BOX = set("│┃━─┏┓┗┛╭╮╰╯┡┩")
 
@@ -44,15 +43,7 @@ def test_every_command_ends_with_its_verdict(tmp_path: Path) -> None:
     """One run of every case, in order (lock, then build, then the validators on the env):
     the last line is a verdict line with the expected word, the exit code the expected one,
     and nothing is left in the checkout's stacks/."""
-    url = tiny_index(tmp_path)
-    mine = tmp_path / "elsewhere" / "mine.toml"
-    mine.parent.mkdir()
-    mine.write_text(
-        tiny_manifest("mine", url, description="a newcomer's own stack",
-                      required=["host", "static", "runtime"]),
-        encoding="utf-8",
-    )  # fmt: skip
-    values = {"work": str(tmp_path), "mine": str(mine), "env": str(tmp_path / "envs/mine/current")}
+    values = newcomer_workspace(tmp_path)
     env = {**os.environ, "STACKGATE_STATE_DIR": str(tmp_path / "state")}
     before = _untracked()
     wrong: list[str] = []
@@ -67,4 +58,6 @@ def test_every_command_ends_with_its_verdict(tmp_path: Path) -> None:
             wrong.append(f"{line} (a box-drawn table when piped)")
     assert not wrong, "\n".join(wrong)
     assert _untracked() == before, "the commands left files in the checkout's stacks/"
-    assert (mine.parent / "locks" / "mine" / "uv.lock").is_file(), "the lock is beside its manifest"
+    assert (Path(values["mine"]).parent / "locks" / "mine" / "uv.lock").is_file(), (
+        "the lock is beside its manifest"
+    )

@@ -157,3 +157,19 @@ def run_case(
 def stackgate_argv() -> list[str]:
     """The CLI as installed beside this interpreter (the checkout's .venv under the tests)."""
     return [sys.executable, "-m", "stackgate"]
+
+
+def newcomer_workspace(work: Path) -> dict[str, str]:
+    """A local index and a newcomer's own manifest kept outside the checkout; the values the
+    cases' placeholders ({work}, {mine}, {env}) are filled with."""
+    from tests.helpers.tiny_stack import tiny_index, tiny_manifest
+
+    url = tiny_index(work)
+    mine = work / "elsewhere" / "mine.toml"
+    mine.parent.mkdir()
+    mine.write_text(
+        tiny_manifest("mine", url, description="a newcomer's own stack",
+                      required=["host", "static", "runtime"]),
+        encoding="utf-8",
+    )  # fmt: skip
+    return {"work": str(work), "mine": str(mine), "env": str(work / "envs/mine/current")}
