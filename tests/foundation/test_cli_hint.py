@@ -30,13 +30,12 @@ def test_a_shim_counts_only_when_it_runs_this_checkout(tmp_path: Path) -> None:
     assert not cli_hint._runs_this_checkout(tmp_path / "missing")
 
 
-@pytest.mark.skipif(
-    cli_hint._runs_this_checkout(cli_hint.CHECKOUT / cli_hint.SHIM),
-    reason="this checkout has its own .tools/bin/stackgate: hints use it",
-)
 def test_outside_the_checkout_the_hint_names_the_project(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A checkout without the set-up's shim (CI's clone has one: the shim is pointed at a
+    missing file so this case runs everywhere)."""
+    monkeypatch.setattr(cli_hint, "SHIM", tmp_path / "no-shim" / "stackgate")
     monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no stackgate, no uv on PATH
     monkeypatch.chdir(tmp_path)
     hint = cli_hint.cli_command(["build", "my stack"])
@@ -45,6 +44,23 @@ def test_outside_the_checkout_the_hint_names_the_project(
     )
     monkeypatch.chdir(ROOT)
     assert cli_hint.cli_command("build cu128") == ".tools/bin/uv run stackgate build cu128"
+
+
+def test_a_shim_that_runs_this_checkout_is_the_hint_absolute_outside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shim = tmp_path / "bin" / "stackgate"
+    shim.parent.mkdir()
+    shim.write_text(
+        f'exec uv run --quiet --frozen --project "{cli_hint.CHECKOUT}" stackgate "$@"\n'
+    )
+    shim.chmod(0o755)
+    monkeypatch.setattr(cli_hint, "SHIM", shim)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    monkeypatch.chdir(ROOT)
+    assert cli_hint.cli_command("build cu128") == f"{shim} build cu128"
+    monkeypatch.setenv("PATH", f"{shim.parent}:/usr/bin:/bin")
+    assert cli_hint.cli_command("build cu128") == "stackgate build cu128"
 
 
 def test_python_dash_m_stackgate_runs_the_cli(tmp_path: Path) -> None:
