@@ -52,6 +52,7 @@ PAIRS = 8  # 2^8 sign patterns: the smallest family p is 1/256 < 1%; 7 is the le
 BENCH_S = 6.0  # one side: 16 short warm-up + 16 measured requests of 320 tokens (estimate)
 COLD_START_S = 185.0  # the machine's first server: Triton kernels compile (H100 machine 1: 183 s)
 WARM_START_S = 90.0  # a later server on the same machine, caches hot (machine 2: 41-51 s)
+PRIME_SHAPES_S = 10.0  # 136 two-token requests in 16 bursts (not yet timed on a GPU)
 PRIME_BENCHES = 2  # discarded benches on D before the gates: the dial calibrates in them
 A_MEM, B_MEM = 0.45, 0.80  # B's fraction is of the memory left free by A (SGLang 0.5.17)
 MAX_TOTAL_TOKENS = 40_000  # the same KV pool on every server (>= 16 x (in + out))
@@ -103,11 +104,13 @@ def gate_seconds(pairs: int, bench_s: float = BENCH_S) -> float:
 def plan(pairs: int = PAIRS, bench_s: float = BENCH_S) -> list[Step]:
     """Every server start, bench, dial setting, gate and stop, in order, with estimated seconds."""
     steps = [Step("start D server", "D", {"STACKGATE_DIAL": "0"}, COLD_START_S),
+             Step("prime D's prefill shapes (prime_shapes.py)", "D", {}, PRIME_SHAPES_S),
              Step(f"{PRIME_BENCHES} priming benches on D (discarded; the dial calibrates)", "D",
                   {}, PRIME_BENCHES * bench_s)]  # fmt: skip
     for gate_name, server, dial in GATES:
         if server != "D":
             steps.append(Step(f"start {server} server beside D", server, {}, WARM_START_S))
+            steps.append(Step(f"prime {server}'s prefill shapes", server, {}, PRIME_SHAPES_S))
         for p in range(pairs):
             for side in ("A", "B") if p % 2 == 0 else ("B", "A"):
                 fraction = dial if side == "B" and server == "D" else 0.0
@@ -226,7 +229,22 @@ class Demo:
             raise RuntimeError(f"server {name} not ready in 900 s")
         server.ready_s = time.monotonic() - server.started
         self.note(step="server up", server=name, ready_s=round(server.ready_s, 1), mem=mem)
+        self.prime(server)
         return server
+
+    def prime(self, server: Server) -> None:
+        """Every prefill batch of up to C prompts once, before any bench (prime_shapes.py: on
+        the lent H200 of booking 5 a split first met inside a measured bench stalled it 1.2 s)."""
+        from stackgate.manifest import BenchSettings
+        from validators.serve import bench_client as bc
+        from validators.serve import prime_shapes
+
+        settings = BenchSettings(input_len=self.bench.input_len, output_len=self.bench.output_len,
+                                 concurrencies=[self.bench.concurrency], seed=self.bench.seed)  # fmt: skip
+        started = time.monotonic()
+        counts = prime_shapes.prime(bc.Target(server.url, str(self.model)), settings)
+        self.note(step="prefill shapes primed", server=server.name,
+                  seconds=round(time.monotonic() - started, 1), **counts)  # fmt: skip
 
     def stop(self, server: Server) -> None:
         server.process.terminate()
@@ -403,7 +421,9 @@ def run(demo: Demo, pairs: int) -> int:
     bench_s = statistics.median(measured) if measured else BENCH_S
     verdicts: list[dict[str, Any]] = []
     for k, (gate_name, name, dial) in enumerate(GATES):
-        need = gate_seconds(pairs, bench_s) + (WARM_START_S if name != "D" else 0.0)
+        need = gate_seconds(pairs, bench_s) + (
+            WARM_START_S + PRIME_SHAPES_S if name != "D" else 0.0
+        )
         if time.monotonic() - demo.t0 + need > demo.budget_s:
             demo.note(step="budget spent", needed_s=round(need, 1),
                       left=[g for g, _, _ in GATES[k:]])  # fmt: skip

@@ -56,8 +56,13 @@ class Histograms:
 
 
 def log(msg: str, end: str = "\n") -> None:
-    sys.stdout.write(msg + end)
-    sys.stdout.flush()
+    """To stdout; a reader that went away (tests close the pipe once the server is ready)
+    does not stop the serving."""
+    try:
+        sys.stdout.write(msg + end)
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):
+        pass
 
 
 def deterministic_text(prompt: str, n: int, garble: bool) -> str:
@@ -94,6 +99,41 @@ def response(status: str, payload: bytes, ctype: str = "application/json") -> by
     ).encode() + payload
 
 
+class Prefill:
+    """--compile-stall-s: streamed requests arriving within WINDOW_S of each other form one
+    prefill batch; the first batch of each size waits the stall before its first token (a
+    stand-in for an engine's JIT compiling a kernel for a token count it has not met)."""
+
+    WINDOW_S = 0.1  # a burst sent together arrives within it, also on a loaded machine
+
+    def __init__(self, stall_s: float) -> None:
+        self.stall_s = stall_s
+        self.seen: set[int] = set()
+        self.stalled: list[int] = []
+        self.batch: list[int] = []
+        self.done: asyncio.Future | None = None
+
+    async def join(self) -> None:
+        if self.stall_s <= 0:
+            return
+        if self.done is None:
+            self.batch, self.done = [], asyncio.get_running_loop().create_future()
+            asyncio.get_running_loop().call_later(self.WINDOW_S, self._close, self.batch, self.done)
+        self.batch.append(1)
+        await asyncio.shield(self.done)
+
+    def _close(self, batch: list[int], done: asyncio.Future) -> None:
+        self.done = None
+        size = len(batch)
+        if size in self.seen:
+            done.set_result(None)
+            return
+        self.seen.add(size)
+        self.stalled.append(size)
+        asyncio.get_running_loop().call_later(self.stall_s, done.set_result, None)
+        log(f"compiling for a prefill batch of {size}")
+
+
 class Server:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
@@ -101,6 +141,7 @@ class Server:
         self.books = Books()
         self.histograms = Histograms()
         self.served = 0
+        self.prefill = Prefill(args.compile_stall_s)
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -123,7 +164,8 @@ class Server:
                 elif path == "/stats":
                     b = self.books
                     stats = {"tokens": b.tokens, "requests": b.requests,
-                             "first_accept": b.first_accept, "last_send": b.last_send}
+                             "first_accept": b.first_accept, "last_send": b.last_send,
+                             "compile_stalls": self.prefill.stalled}
                     writer.write(response("200 OK", json.dumps(stats).encode()))
                 elif path == "/metrics":
                     metrics = self.histograms.text(self.args.model)
@@ -170,10 +212,11 @@ class Server:
             b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
             b"transfer-encoding: chunked\r\nconnection: keep-alive\r\n\r\n"
         )
+        await self.prefill.join()
         k = self.args.tokens_per_chunk
         interval = k / (self.args.rate * (1 - self.slowdown()))
         sent = 0
-        start = now
+        start = time.monotonic()  # after a prefill stall, if any
         i = 0
         lie = self.args.lie
         # few-chunks: stream half the tokens (a faster, cheaper server), claim them all;
@@ -325,6 +368,8 @@ async def main() -> None:
     parser.add_argument("--no-done", action="store_true", help="end streams without [DONE]")
     parser.add_argument("--garble", action="store_true", help="answer differently (broken stack)")
     parser.add_argument("--orphan", action="store_true")
+    parser.add_argument("--compile-stall-s", type=float, default=0.0,
+                        help="the first prefill batch of each size waits this long (a JIT)")
     parser.add_argument("--rate-file", default="", help="a slowdown fraction read per request")
     parser.add_argument(
         "--lie", choices=["none", "final-x10", "all-x10", "huge", "negative", "string", "down",

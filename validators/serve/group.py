@@ -38,7 +38,7 @@ from stackgate.safe_text import redact_file
 from validators.core.checks import ServeBenchCheck
 from validators.core.context import RunContext
 from validators.core.results import Measurement, Result, Status, make_result
-from validators.serve import bench_client, correctness, measures, preconditions
+from validators.serve import bench_client, correctness, measures, preconditions, prime_shapes
 from validators.serve.adapters import LaunchSpec, build_launch
 from validators.serve.interrupts import Interrupts
 from validators.serve.lifecycle import ReadyOutcome, Server, choose_port, start, wait_ready
@@ -452,6 +452,13 @@ def _levels(
     t0: float,
 ) -> list[Result]:
     err = console_err()
+    sizes = prime_shapes.burst_sizes(settings)
+    err.print(
+        f"  [serve] priming prefill shapes: bursts of {sizes[0]}..{sizes[-1]} prompts",
+        highlight=False,
+        markup=False,
+    )
+    primed = prime_shapes.prime(target, settings, pending=intr.pending)
     err.print("  [serve] single-stream decode", highlight=False, markup=False)
     single = bench_client.run_level(
         target, settings, 1, settings.single_stream_requests, pending=intr.pending, check=recheck
@@ -471,7 +478,7 @@ def _levels(
         "errors",
     )
     kept = {k: single[k] for k in keep if k in single}
-    ev = kept | {"jsonl": str(jsonl)}
+    ev = kept | primed | {"jsonl": str(jsonl)}
     if single["failed"]:
         status: Status = "FAIL"
         reason = f"{single['failed']} of {settings.single_stream_requests} requests failed"
