@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,7 +42,18 @@ from stackgate.loading import load_stack  # noqa: E402
 ARMS = ("none", "timestamp", "checked-hash")
 
 
-def _build(stack: str, root: Path, *, bytecode: bool, base_site: Path | None) -> dict[str, object]:
+@dataclass(frozen=True)
+class Built:
+    env: str
+    wall_s: float
+    timings_s: dict[str, float]
+    tree_sha256: str
+    tree_files: int
+    bytecode: dict[str, object] | None
+    jobs: int
+
+
+def _build(stack: str, root: Path, *, bytecode: bool, base_site: Path | None) -> Built:
     loaded = load_stack(stack)
     started = time.monotonic()
     outcome = build_env(
@@ -49,15 +61,15 @@ def _build(stack: str, root: Path, *, bytecode: bool, base_site: Path | None) ->
     )
     wall = time.monotonic() - started
     record = outcome.record
-    return {
-        "env": str(outcome.env),
-        "wall_s": round(wall, 2),
-        "timings_s": record.timings_s,
-        "tree_sha256": record.tree.sha256,
-        "tree_files": record.tree.files,
-        "bytecode": record.bytecode.model_dump() if record.bytecode else None,
-        "jobs": record.job_plan.jobs,
-    }
+    return Built(
+        env=str(outcome.env),
+        wall_s=round(wall, 2),
+        timings_s=record.timings_s,
+        tree_sha256=record.tree.sha256,
+        tree_files=record.tree.files,
+        bytecode=record.bytecode.model_dump() if record.bytecode else None,
+        jobs=record.job_plan.jobs,
+    )
 
 
 def _import_once(python: Path, modules: list[str], prefix: Path | None) -> tuple[float, float]:
@@ -101,6 +113,7 @@ def main() -> int:
 
     work = Path(tempfile.mkdtemp(prefix="bytecode-cost-", dir=os.environ.get("BENCH_TMP")))
     result: dict[str, object] = {"stack": args.stack, "modules": args.modules}
+
     def save() -> None:
         if args.out is not None:
             args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -110,13 +123,15 @@ def main() -> int:
         off = _build(args.stack, work / "off", bytecode=False, base_site=args.base_site)
         shutil.rmtree(work / "off")
         on = _build(args.stack, work / "on", bytecode=True, base_site=args.base_site)
-        result["build_off"], result["build_on"] = off, on
+        result["build_off"], result["build_on"] = asdict(off), asdict(on)
         result["load_after_builds"] = os.getloadavg()
         save()  # the build numbers stand even when an import below fails
-        print(f"build without byte-code: {off['wall_s']} s; with: {on['wall_s']} s "
-              f"(bytecode step {on['timings_s'].get('bytecode')} s, "  # type: ignore[union-attr]
-              f"{on['jobs']} job(s)); tree hashes equal: {off['tree_sha256'] == on['tree_sha256']}")
-        python = Path(str(on["env"])) / "bin" / "python"
+        print(
+            f"build without byte-code: {off.wall_s} s; with: {on.wall_s} s (bytecode step "
+            f"{on.timings_s.get('bytecode')} s, {on.jobs} job(s)); tree hashes equal: "
+            f"{off.tree_sha256 == on.tree_sha256}"
+        )
+        python = Path(on.env) / "bin" / "python"
         empty, stamped = work / "prefix-empty", work / "prefix-timestamp"
         empty.mkdir()
         _warm_timestamp(python, args.modules, stamped)
@@ -128,28 +143,29 @@ def main() -> int:
             for arm in order:
                 samples[arm].append(_import_once(python, args.modules, prefixes[arm]))
         assert not any(empty.iterdir()), "the no-byte-code arm wrote byte-code"
-        medians = {
-            arm: {
-                "cpu_s": round(statistics.median(c for c, _ in s), 3),
-                "wall_s": round(statistics.median(w for _, w in s), 3),
-                "cpu_samples": [round(c, 3) for c, _ in s],
-            }
-            for arm, s in samples.items()
-        }
-        base = medians["none"]["cpu_s"]
+        cpu = {arm: statistics.median(c for c, _ in s) for arm, s in samples.items()}
+        wall = {arm: statistics.median(w for _, w in s) for arm, s in samples.items()}
         ratios = {
-            "checked-hash / none": round(medians["checked-hash"]["cpu_s"] / base, 3),  # type: ignore[operator]
-            "timestamp / none": round(medians["timestamp"]["cpu_s"] / base, 3),  # type: ignore[operator]
-            "checked-hash / timestamp": round(
-                medians["checked-hash"]["cpu_s"] / medians["timestamp"]["cpu_s"], 3  # type: ignore[operator]
-            ),
-            "build on / off (wall)": round(on["wall_s"] / off["wall_s"], 3),  # type: ignore[operator]
+            "checked-hash / none": round(cpu["checked-hash"] / cpu["none"], 3),
+            "timestamp / none": round(cpu["timestamp"] / cpu["none"], 3),
+            "checked-hash / timestamp": round(cpu["checked-hash"] / cpu["timestamp"], 3),
+            "build on / off (wall)": round(on.wall_s / off.wall_s, 3),
         }
-        result["imports"], result["ratios"] = medians, ratios
+        result["imports"] = {
+            arm: {
+                "cpu_s": round(cpu[arm], 3),
+                "wall_s": round(wall[arm], 3),
+                "cpu_samples": [round(c, 3) for c, _ in samples[arm]],
+            }
+            for arm in ARMS
+        }
+        result["ratios"] = ratios
         result["load"] = os.getloadavg()
         for arm in ARMS:
-            print(f"import {', '.join(args.modules)} [{arm}]: median {medians[arm]['cpu_s']} "
-                  f"CPU-s, {medians[arm]['wall_s']} s wall over {args.rounds} runs")
+            print(
+                f"import {', '.join(args.modules)} [{arm}]: median {cpu[arm]:.3f} CPU-s, "
+                f"{wall[arm]:.3f} s wall over {args.rounds} runs"
+            )
         for name, value in ratios.items():
             print(f"ratio {name}: {value}")
     finally:
