@@ -197,6 +197,30 @@ class KernelsRecord(StrictModel):
         return [k for k in self.kernels if not k.ok]
 
 
+PycMode = Literal["checked-hash"]
+
+
+class BytecodeRecord(StrictModel):
+    """Byte-code compiled at build time into the env's site-packages (builder.venv.bytecode).
+    The `.pyc` files live in `__pycache__` folders, which the tree hash leaves out
+    (stackgate.envtree): what runs is checked through the hashed `.py` sources instead."""
+
+    mode: PycMode = Field(
+        description="PEP 552 invalidation mode: the interpreter checks each .pyc against the "
+        "sha of its .py at every import, and recompiles when they differ."
+    )
+    jobs: int = Field(ge=1, description="compileall workers (the build's job plan).")
+    pyc_files: int = Field(ge=0, description="`.pyc` files under site-packages after the step.")
+    pyc_bytes: int = Field(ge=0)
+    failed: int = Field(
+        ge=0, description="`.py` files the env's interpreter cannot compile (nor import)."
+    )
+    failed_examples: list[str] = Field(
+        default_factory=list, description="The first few of them, relative to site-packages."
+    )
+    seconds: float
+
+
 class BuildRecord(StrictModel):
     """What was built, from what, where, with which tools, how long it took, and what is in it."""
 
@@ -249,6 +273,11 @@ class BuildRecord(StrictModel):
         default=None,
         description="Build-time kernels (`builder build --kernels`): in the env, so in its "
         "tree hash; None when none were asked for.",
+    )
+    bytecode: BytecodeRecord | None = Field(
+        default=None,
+        description="Byte-code compiled at build time (not in the tree hash); None: none was "
+        "compiled (records of builds before the step existed, or a build without it).",
     )
 
     def write(self, env: Path) -> Path:

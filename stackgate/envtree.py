@@ -7,7 +7,9 @@ of one lock and profile (in different folders, cold or warm uv cache) compare eq
 
 Left out, because they are written after the build or say how a package got there, not what
 it is (measured on the cu128 env in docs/guarantees.md):
-- byte-code caches: every `__pycache__` folder (imports write them on first use);
+- byte-code caches: every `__pycache__` folder (the build fills them with checked-hash `.pyc`,
+  builder.venv.bytecode, and imports write more on first use; each `.pyc` embeds the path it
+  was compiled at, length-prefixed, which the own-path normalization below cannot undo);
 - the build record and this listing (`stackgate/build-record.json`, `stackgate/tree.tsv.gz`);
 - installer bookkeeping in `*.dist-info` (RECORD, INSTALLER, REQUESTED, direct_url.json,
   uv_cache.json), which differs between `uv sync` from an index and `uv pip` from a wheelhouse.

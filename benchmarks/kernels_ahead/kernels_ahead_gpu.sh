@@ -21,6 +21,9 @@
 #     run time would land in the env and be named there)
 #  4. server WITHOUT them (the env of step 0, or one built now without --kernels), fresh HOME,
 #     waited for at most what the budget leaves (a timeout is a lower bound); caches listed
+#  5. (BYTECODE_ARM=1, prereg-3.md) the env of step 3 with every __pycache__ of its
+#     site-packages removed (an env as builds made it before the byte-code step: same kernels,
+#     same tree hash), fresh HOME: ready seconds, against step 3's
 # Last line: KERNELS-AHEAD with=<s> without=<s or >s> ... (or INCOMPLETE naming what is missing).
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -31,6 +34,7 @@ KA=/tmp/ka
 RES=${RES:-${OUT:-/tmp/ka}/ka-res}
 BUDGET_S=${BUDGET_S:-480}
 WITHOUT_SERVER=${WITHOUT_SERVER:-1}  # 0: skip step 4 (the baseline is machine 2's ~513 s)
+BYTECODE_ARM=${BYTECODE_ARM:-0}  # 1: step 5, the same env without its build-time byte-code
 REF=stacks/references/h200-sglang-kimi-mini.json
 REQS=(--kernels benchmarks/kernels_ahead/flashinfer-h200-sglang.json
       --kernels benchmarks/kernels_ahead/sglang-h200-sglang.json)
@@ -56,6 +60,8 @@ rm -rf "$KA/export" && mkdir -p "$KA/export" && tar xf "$CARRY/kernels.tar" -C "
 du -sb "$KA/export" | tee -a "$RES/steps.log"
 
 step "2. build h200-sglang with the kernels copied from the carry"
+# the base site is the image's, not the env's: the build compiles none of it
+echo "  .pyc in the base site $SITE: $(find "$SITE" -name '*.pyc' 2>/dev/null | wc -l)" | tee -a "$RES/steps.log"
 python3 -m builder build h200-sglang --wheelhouse "$WH" --offline --base-site "$SITE" --python "$MPY" \
   --venv-root "$KA/envs" "${REQS[@]}" --kernels-from "$KA/export" --json \
   >"$RES/build-with.json" 2>"$RES/build-with.err"
@@ -67,6 +73,9 @@ import json, sys
 k = json.load(open(sys.argv[1]))["record"]["kernels"]
 for x in k["kernels"]:
     print(f"  kernel {x['name'] or x['call']}: {x['how']} {sum(f['bytes'] for f in x['files'])} B")
+b = json.load(open(sys.argv[1]))["record"].get("bytecode") or {}
+print(f"  bytecode: {b.get('pyc_files')} .pyc, {b.get('pyc_bytes')} B, {b.get('seconds')} s, "
+      f"{b.get('jobs')} job(s), {b.get('failed')} failed")
 EOF
 
 step "3. first server WITH build-time kernels (fresh HOME)"
@@ -106,6 +115,20 @@ echo "server without rc=$? (cap $CAP s)" | tee -a "$RES/steps.log"
 caches "$KA/home-without" >"$RES/caches-without-after.txt"
 fi
 
+if [ "$BYTECODE_ARM" = 1 ]; then
+step "5. the same env without its build-time byte-code (fresh HOME)"
+CAP=$(($(left) - 30))
+[ "$CAP" -gt 60 ] || stop "no time left for the server without byte-code ($CAP s)"
+find "$WITH"/lib/python3.*/site-packages -type d -name __pycache__ -prune -exec rm -rf {} + 2>/dev/null
+echo "  .pyc left in the env: $(find "$WITH" -name '*.pyc' | wc -l)" | tee -a "$RES/steps.log"
+rm -rf "$KA/home-nopyc" && mkdir -p "$KA/home-nopyc"
+HOME=$KA/home-nopyc python3 benchmarks/kernels_ahead/kernels_ahead_ready.py h200-sglang --env "$WITH" \
+  --reference "$REF" --load-timeout-s "$CAP" --out "$RES/ready-nopyc.json" >"$RES/ready-nopyc.log" 2>&1
+echo "server without byte-code rc=$? (cap $CAP s)" | tee -a "$RES/steps.log"
+python3 -m builder verify h200-sglang --venv-root "$KA/envs" --env "$WITH" >"$RES/verify-nopyc.txt" 2>&1
+echo "verify rc=$? (0: removing byte-code leaves the tree hash)" | tee -a "$RES/steps.log"
+fi
+
 python3 - "$RES" <<'EOF' | tee -a "$RES/steps.log"
 import json, sys
 from pathlib import Path
@@ -123,6 +146,6 @@ except (OSError, ValueError):
 n = lambda f: sum(1 for _ in open(res / f)) if (res / f).exists() else -1
 print(f"KERNELS-AHEAD with={ready('with')} s without={ready('without')} s "
       f"greedy_exact={g.get('exact_match')} caches_after_with={n('caches-with-after.txt')} "
-      f"caches_after_without={n('caches-without-after.txt')}")
+      f"caches_after_without={n('caches-without-after.txt')} nopyc={ready('nopyc')} s")
 EOF
 step "done"

@@ -26,7 +26,7 @@ import errno
 import os
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -42,7 +42,7 @@ from builder.kernels.step import KernelsJob, build_kernels, missing_lines
 from builder.lock.origin import check_listing, check_origins
 from builder.lock.resolve import explain_uv_failure, locked_packages, uv_env, uv_version
 from builder.lock.uvproject import index_specs
-from builder.venv import atomic, base_site, env_slot, envprofile
+from builder.venv import atomic, base_site, bytecode, env_slot, envprofile
 from builder.venv.disk_room import require_room, signals_held, writable_root
 from builder.venv.install_commands import install_commands, requirements_path
 from builder.venv.installed import verify_against_lock
@@ -54,6 +54,7 @@ from stackgate import __version__, dirfd, proc
 from stackgate.build_record import (
     BuildHost,
     BuildRecord,
+    BytecodeRecord,
     JobPlan,
     KernelsRecord,
     PatchRecord,
@@ -92,6 +93,9 @@ class BuildOptions:
     base_site: Path | None = None
     # Just-in-time kernels to build into the env (builder/kernels/step.py).
     kernels: KernelsJob | None = None
+    # Byte-code compiled into the env's site-packages (builder/venv/bytecode.py); off only to
+    # measure what it costs and saves (benchmarks/kernels_ahead/bytecode_cost.py).
+    bytecode: bool = True
 
 
 @dataclass(frozen=True)
@@ -300,6 +304,42 @@ class _Build:
             shutil.rmtree(scratch, ignore_errors=True)
         for line in missing_lines(record):
             self.reporter.note(line)
+        return record
+
+    def _bytecode(self, partial: Path, final: Path, plan: JobPlan) -> BytecodeRecord:
+        site = envprofile.site_packages(partial)
+        recorded_as = final / site.relative_to(partial)
+
+        def run(
+            argv: Sequence[str], env: Mapping[str, str], on_line: Callable[[str], None]
+        ) -> tuple[int, list[str]]:
+            def both(line: str) -> None:
+                on_line(line)
+                self.reporter.line(line)
+
+            result = run_watched(
+                argv,
+                env=env,
+                cwd=None,
+                limit_bytes=max(plan.usable_memory_bytes, 1),
+                pause_at_bytes=plan.memory_budget_bytes or None,
+                log_path=self.log,
+                on_line=both,
+                keep_fds=(self.lock_fd,) if self.lock_fd is not None else (),
+            )
+            self.watch.pauses += result.watch.pauses
+            return result.returncode, result.tail
+
+        with self.timer.step("bytecode", f"compiling byte-code with {plan.jobs} job(s)"):
+            record = bytecode.compile_site(
+                partial / "bin" / "python", site, recorded_as, plan.jobs, os.environ, run
+            )
+        if record.failed:
+            self.reporter.note(
+                f"{record.failed} .py file(s) of the env do not compile under its Python (nor "
+                f"import): {', '.join(record.failed_examples)}"
+                + (" ..." if record.failed > len(record.failed_examples) else "")
+            )
         return record
 
     def run(self) -> BuildOutcome:
@@ -532,6 +572,7 @@ class _Build:
                 kernels_record = self._kernels(
                     opts.kernels, partial, final, installed, checked, plan
                 )
+            bytecode_record = self._bytecode(partial, final, plan) if opts.bytecode else None
             with timer.step("hash", "hashing the installed files"):
                 read_early = early.finish()
                 with DigestCache() as cache:
@@ -593,6 +634,7 @@ class _Build:
                     tree=tree,
                     wheel_records=records,
                     kernels=kernels_record,
+                    bytecode=bytecode_record,
                 )
                 record.write(partial)
             with timer.step("publish", f"renaming into {display_path(final)}"):

@@ -121,8 +121,17 @@ def test_a_record_over_a_base_site_asks_for_this_hosts(tmp_path: Path) -> None:
 
 
 def _reproduced(done: subprocess.CompletedProcess[str], record: str) -> dict[str, object]:
-    assert done.returncode in (0, 1), done.stderr[-3000:]  # 1 here: no GPU (host differs)
+    # a host without the record's GPUs (CI's, this one's): the host differs, nothing else
+    assert done.returncode == 1, done.stderr[-3000:]
     outcome: dict[str, object] = json.loads(done.stdout)
+    label = outcome["record"]
+    last = done.stderr.splitlines()[-1]
+    assert last.startswith(f"DIFFERS {label} in {outcome['env']}: "), last
+    assert "(host gpu." in last, last
+    # the rebuilt env holds build-time byte-code, and its tree still equals the record's
+    built = json.loads((Path(str(outcome["env"])) / "stackgate" / "build-record.json").read_text())
+    assert built["bytecode"]["mode"] == "checked-hash", built.get("bytecode")
+    assert built["bytecode"]["pyc_files"] > 0 and built["bytecode"]["failed"] == 0
     tree = outcome["env_tree"]
     assert tree == {
         "recorded": _record(record)["build"]["env_tree_sha256"],  # type: ignore[index]
@@ -163,6 +172,27 @@ def test_a_copy_without_git_history_rebuilds_from_the_records_own_manifest(
     shutil.copytree(ROOT / "stacks", stacks)
     outcome = _reproduce(tmp_path, TRANSFORMERS, env={"STACKGATE_STACKS_DIR": str(stacks)})
     assert "manifest from the record's copy of its tables" in outcome["notes"]  # type: ignore[operator]
+
+
+@pytest.mark.network
+def test_the_transformers_record_rebuilds_offline_from_a_wheelhouse_alone(tmp_path: Path) -> None:
+    """The air-gapped host's path: a wheelhouse made on a connected host, then `reproduce ID`
+    with an empty record store (the committed file is found by its id), offline, with an
+    empty uv cache: every file of the env comes from the wheelhouse."""
+    wheels = tmp_path / "wheels"
+    made = _stackgate("wheelhouse", "h200-transformers", "--to", str(wheels))
+    assert made.returncode == 0, made.stderr[-2000:]
+    assert made.stderr.splitlines()[-1].startswith(f"OK wheelhouse {wheels}: "), made.stderr
+    record_id = str(_record(TRANSFORMERS)["record_id"])[:12]
+    site = _base_site(tmp_path, TRANSFORMERS)
+    done = _stackgate(
+        "reproduce", record_id, "--no-validate", "--json", "--wheelhouse", str(wheels),
+        "--base-site", str(site), "--venv-root", str(tmp_path / "envs"),
+        env={"UV_OFFLINE": "1", "UV_CACHE_DIR": str(tmp_path / "empty-uv-cache"),
+             "STACKGATE_STATE_DIR": str(tmp_path / "state")},
+    )  # fmt: skip
+    _reproduced(done, TRANSFORMERS)
+    assert not (tmp_path / "state" / "stackgate.sqlite").exists()  # read-only: nothing written
 
 
 @pytest.mark.network

@@ -62,6 +62,23 @@ def _side(ref: Reference, lookup: Lookup) -> Side:
     )
 
 
+def _pins_against_record(a: Side, b: Side) -> tuple[list[Change], str | None]:
+    """A stack against a record: a stack names only its pins, a record every installed
+    version, so the record's other packages are not "added" or "removed": they are compared
+    only where the stack pins them, and a note says how many were left out."""
+    stack, record_side = (b, a) if a.record is not None else (a, b)
+    pinned = {k: v for k, v in record_side.packages.items() if k in stack.packages}
+    left_out = len(record_side.packages) - len(pinned)
+    sides = (pinned, stack.packages) if stack is b else (stack.packages, pinned)
+    note = (
+        f"package versions: {stack.label} names only its {len(stack.packages)} pin(s); the "
+        f"other {left_out} installed in {record_side.label} are not compared"
+        if left_out
+        else None
+    )
+    return diff_flat(*sides), note
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("a", help="stack name or RECORD (file or id)")
     parser.add_argument("b", help="stack name or RECORD (file or id)")
@@ -74,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
         lookup = Lookup(store)
         a, b = _side(a_ref, lookup), _side(b_ref, lookup)
     unknown: str | None = None
+    pins_only: str | None = None
     if a.record is not None and b.record is not None:
         # installed versions on both sides, or "unknown" for a run report's side, never the
         # manifest's pins against another side's installed versions
@@ -84,6 +102,8 @@ def run(args: argparse.Namespace) -> int:
         )
         versions: list[Change] = known.changes
         unknown = known.summary({"baseline": a.label, "candidate": b.label})
+    elif a.record is not None or b.record is not None:
+        versions, pins_only = _pins_against_record(a, b)
     else:
         versions = diff_flat(a.packages, b.packages)
     env = diff_flat(a.env, b.env)
@@ -95,11 +115,13 @@ def run(args: argparse.Namespace) -> int:
         "b": b.label,
         "versions": [c.model_dump() for c in versions],
         "versions_unknown": unknown,
+        "versions_pins_only": pins_only,
         "env": [c.model_dump() for c in env],
         "manifest": [c.model_dump() for c in manifest],
     }
-    if unknown:
-        console.print(unknown, markup=False, highlight=False)
+    for note in (unknown, pins_only):
+        if note:
+            console.print(note, markup=False, highlight=False)
     for title, changes in (
         ("package versions", [] if unknown else versions),
         ("environment variables", env),
@@ -125,7 +147,13 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(payload)
     # Versions a record could not list are not counted as the same: the count says so.
-    counted = "package versions unknown" if unknown else f"{len(versions)} package version(s)"
+    counted = (
+        "package versions unknown"
+        if unknown
+        else f"{len(versions)} pinned package version(s)"
+        if pins_only
+        else f"{len(versions)} package version(s)"
+    )
     console.print(
         styled(
             "[bold green]OK[/] {}",
