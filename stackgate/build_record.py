@@ -15,8 +15,8 @@ from pydantic import Field, ValidationError
 
 from stackgate.errors import BadInput, EnvironmentProblem
 from stackgate.files import read_json_file
-from stackgate.host.resources import GIB, HostResources
 from stackgate.model import StrictModel, validation_problems
+from stackgate.resource_limits import GIB, HostResources
 from stackgate.topology import Topology
 
 RECORD_DIRNAME = "stackgate"

@@ -41,11 +41,15 @@ def _type_checking(node: ast.If) -> bool:
     )
 
 
-def _imports(tree: ast.AST, module: str, is_package: bool) -> set[str]:
+def _imports(
+    tree: ast.AST, module: str, is_package: bool, *, type_checking: bool = False
+) -> set[str]:
+    """The modules a module's import statements name; those under `if TYPE_CHECKING:` only
+    with `type_checking`."""
     found: set[str] = set()
     skip: set[int] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.If) and _type_checking(node):
+        if not type_checking and isinstance(node, ast.If) and _type_checking(node):
             skip.update(id(n) for child in node.body for n in ast.walk(child))
     for node in ast.walk(tree):
         if id(node) in skip:

@@ -13,11 +13,12 @@ from pathlib import Path
 from benchmarks.trust.harness import (
     ROOT,
     Outcome,
-    base_env,
     case,
+    committed_records,
+    fleet_job,
     module,
     no_traceback,
-    pytest_node,
+    suite_case,
     tail,
 )  # fmt: skip
 
@@ -77,17 +78,7 @@ def gate_deep(tmp: Path) -> Outcome:
     "fleet verdict: a node's status.json nested 5,000 deep (the verdict goes on, that node named)",
 )
 def fleet_deep(tmp: Path) -> Outcome:
-    job = tmp / "job"
-    code = "import sys; from pathlib import Path; from tests.fleet.test_verdict import _job; p = Path(sys.argv[1]); p.mkdir(); _job(p)"
-    env = dict(base_env(tmp), PYTHONPATH=str(ROOT))
-    assert (
-        subprocess.run(
-            [sys.executable, "-c", code, str(job)], env=env, cwd=ROOT, check=False
-        ).returncode
-        == 0
-    )
-    status = job / "nodes" / "bad1" / "status.json"
-    status.parent.mkdir(parents=True, exist_ok=True)
+    job, status = fleet_job(tmp)
     status.write_text(DEEP_OBJ)
     done = module(tmp, "validators", "fleet", "verdict", "--job-dir", job)
     ok = done.returncode in (1, 2) and no_traceback(done) and "bad1" in done.stdout + done.stderr
@@ -201,18 +192,14 @@ def _future(note: str, days: float) -> str:
     return json.dumps(_resealed(data))
 
 
-@case(
+suite_case(
     "F4.1",
     "faults",
     4,
     "issue",
     "mark-good --export under faketime +3 days, then records import --dir on the real clock (the suite's test)",
+    "tests/gate/test_clock.py::test_one_record_from_a_fast_clock_warns_loudly_and_never_blocks_the_others",
 )
-def fast_clock(tmp: Path) -> Outcome:
-    done = pytest_node(
-        "tests/gate/test_clock.py::test_one_record_from_a_fast_clock_warns_loudly_and_never_blocks_the_others"
-    )
-    return Outcome(done.returncode == 0, tail(done, 160))
 
 
 @case(
@@ -256,15 +243,10 @@ def import_future(tmp: Path) -> Outcome:
     "a gate whose committed records/<stack> holds one record dated 2099 (the baseline stays the real newest)",
 )
 def gate_future(tmp: Path) -> Outcome:
-    folder = tmp / "records" / "smoke"
-    folder.mkdir(parents=True)
-    (folder / "real.json").write_text(make_record(minute=30).to_json())
+    folder, cand, env = committed_records(tmp)
     data = make_record(note="2099").model_dump(mode="json")
     data["created_at"] = "2099-01-01T00:00:00+00:00"
     (folder / "future.json").write_text(json.dumps(_resealed(data)))
-    cand = tmp / "cand.json"
-    cand.write_text(make_record(kind="candidate", minute=40).to_json())
-    env = base_env(tmp, STACKGATE_ROOT=str(tmp))
     done = module(
         tmp,
         "validators",

@@ -18,12 +18,14 @@ from benchmarks.trust.harness import (
     Outcome,
     base_env,
     case,
+    committed_records,
+    fleet_job,
     leaks,
     module,
     no_traceback,
     planted_exe,
-    pytest_node,
     python,
+    suite_case,
     tail,
 )  # fmt: skip
 
@@ -228,6 +230,16 @@ def verdict(racer, in_victim):
 """
 
 
+# one record store and an import into it per try (`one`), for the racers that swap it
+_STORE_IMPORTS = """
+from validators.records.store import RecordStore
+store = tmp / 'store' / 'records.sqlite'
+with RecordStore.open(store) as s: s.add(make_record('smoke'))
+def one(i):
+    with RecordStore.open(store) as s: s.add(make_record('smoke', note=f'try {i}', minute=i % 60))
+"""
+
+
 @case(
     "S2.1",
     "security",
@@ -239,13 +251,9 @@ def race_store(tmp: Path) -> Outcome:
     return _race(
         tmp,
         _RACE_HEAD
+        + _STORE_IMPORTS
         + """
-from validators.records.store import RecordStore
 vf = tmp / 'victim.db'; vf.touch()
-store = tmp / 'store' / 'records.sqlite'
-with RecordStore.open(store) as s: s.add(make_record('smoke'))
-def one(i):
-    with RecordStore.open(store) as s: s.add(make_record('smoke', note=f'try {i}', minute=i % 60))
 with racing(store, vf) as r:
     for i in range(TRIES): tried(one, i)
 verdict(r, ['victim.db is now %d bytes' % vf.stat().st_size] if vf.stat().st_size else [])
@@ -284,16 +292,14 @@ verdict(r, os.listdir(victim))
     )
 
 
-@case(
+suite_case(
     "S2.3",
     "security",
     2,
     "issue",
     "<env>.partial swapped for a symlink during real builds (6 uv builds; the suite's racer)",
+    "tests/builder/test_partial_swap_race.py",
 )
-def race_partial(tmp: Path) -> Outcome:
-    done = pytest_node("tests/builder/test_partial_swap_race.py")
-    return Outcome(done.returncode == 0, tail(done, 160))
 
 
 @case(
@@ -347,18 +353,14 @@ verdict(r, [str(p) for p in victim.rglob('*')])
     )
 
 
-@case(
+suite_case(
     "S2.6",
     "security",
     2,
     "issue",
     "the wheelhouse folder swapped during real downloads over HTTP (6 runs; the suite's racer)",
+    "tests/builder/test_wheelhouse.py::test_a_wheelhouse_folder_swapped_for_a_symlink_mid_download_writes_nothing_there",
 )
-def race_wheelhouse(tmp: Path) -> Outcome:
-    done = pytest_node(
-        "tests/builder/test_wheelhouse.py::test_a_wheelhouse_folder_swapped_for_a_symlink_mid_download_writes_nothing_there"
-    )
-    return Outcome(done.returncode == 0, tail(done, 160))
 
 
 @case(
@@ -372,12 +374,8 @@ def race_store_folder(tmp: Path) -> Outcome:
     return _race(
         tmp,
         _RACE_HEAD
+        + _STORE_IMPORTS
         + """
-from validators.records.store import RecordStore
-store = tmp / 'store' / 'records.sqlite'
-with RecordStore.open(store) as s: s.add(make_record('smoke'))
-def one(i):
-    with RecordStore.open(store) as s: s.add(make_record('smoke', note=f'try {i}', minute=i % 60))
 with racing(tmp / 'store', victim) as r:
     for i in range(TRIES): tried(one, i)
 verdict(r, os.listdir(victim))
@@ -1180,12 +1178,7 @@ def records_symlink(tmp: Path) -> Outcome:
     "the fleet folder: nodes/<node>/status.json a symlink to /etc/shadow's stand-in, and a node folder linked elsewhere; fleet verdict",
 )
 def fleet_symlink(tmp: Path) -> Outcome:
-    job = tmp / "job"
-    code = "import sys; from pathlib import Path; from tests.fleet.test_verdict import _job; p = Path(sys.argv[1]); p.mkdir(); _job(p)"
-    assert python(tmp, code, str(job)).returncode == 0
-    status = job / "nodes" / "bad1" / "status.json"
-    status.parent.mkdir(parents=True, exist_ok=True)
-    status.unlink(missing_ok=True)
+    job, status = fleet_job(tmp)
     status.symlink_to(_secret(tmp))
     texts = []
     for extra in ([], ["--json"]):
@@ -1234,16 +1227,8 @@ def records_hardlink(tmp: Path) -> Outcome:
     "records verify --dir and a gate's committed read: a records/<stack> entry linked to the secret",
 )
 def committed_symlink(tmp: Path) -> Outcome:
-    sys.path.insert(0, str(ROOT))
-    from tests.gate.record_factory import make_record
-
-    folder = tmp / "records" / "smoke"
-    folder.mkdir(parents=True)
-    (folder / "real.json").write_text(make_record(minute=30).to_json())
+    folder, cand, env = committed_records(tmp)
     (folder / "zz-link.json").symlink_to(_secret(tmp))
-    cand = tmp / "cand.json"
-    cand.write_text(make_record(kind="candidate", minute=40).to_json())
-    env = base_env(tmp, STACKGATE_ROOT=str(tmp))
     a = module(
         tmp,
         "validators",
@@ -1273,12 +1258,7 @@ def committed_symlink(tmp: Path) -> Outcome:
     "the fleet folder: status.json a FIFO nobody writes (a read would block forever)",
 )
 def fleet_fifo(tmp: Path) -> Outcome:
-    job = tmp / "job"
-    code = "import sys; from pathlib import Path; from tests.fleet.test_verdict import _job; p = Path(sys.argv[1]); p.mkdir(); _job(p)"
-    assert python(tmp, code, str(job)).returncode == 0
-    status = job / "nodes" / "bad1" / "status.json"
-    status.parent.mkdir(parents=True, exist_ok=True)
-    status.unlink(missing_ok=True)
+    job, status = fleet_job(tmp)
     os.mkfifo(status)
     try:
         done = module(tmp, "validators", "fleet", "verdict", "--job-dir", job, timeout=60)

@@ -48,6 +48,16 @@ def case(key: str, table: str, item: int, origin: str, title: str) -> Callable[.
     return register
 
 
+def suite_case(key: str, table: str, item: int, origin: str, title: str, node: str) -> None:
+    """A case whose setup is the suite's own fixtures: it runs that test (stopped: it passed)."""
+
+    def run(tmp: Path) -> Outcome:
+        done = pytest_node(node)
+        return Outcome(done.returncode == 0, tail(done, 160))
+
+    case(key, table, item, origin, title)(run)
+
+
 def base_env(tmp: Path, **extra: str) -> dict[str, str]:
     """A clean environment for a command: its own cache and state under tmp."""
     env = {
@@ -143,3 +153,34 @@ def exit_ok(done: subprocess.CompletedProcess[str], *codes: int) -> bool:
 
 def env_without(*names: str) -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in names}
+
+
+_FLEET_JOB = (
+    "import sys; from pathlib import Path; from tests.fleet.test_verdict import _job; "
+    "p = Path(sys.argv[1]); p.mkdir(); _job(p)"
+)
+
+
+def fleet_job(tmp: Path) -> tuple[Path, Path]:
+    """A fleet job folder made by the suite's fixture, and the path of node bad1's status.json
+    (its folder there, no file), for a case to plant something in."""
+    job = tmp / "job"
+    assert python(tmp, _FLEET_JOB, str(job)).returncode == 0
+    status = job / "nodes" / "bad1" / "status.json"
+    status.parent.mkdir(parents=True, exist_ok=True)
+    status.unlink(missing_ok=True)
+    return job, status
+
+
+def committed_records(tmp: Path) -> tuple[Path, Path, dict[str, str]]:
+    """tmp as a project whose records/smoke holds one real record: (that folder, a candidate
+    record file, the environment that makes tmp the project root)."""
+    sys.path.insert(0, str(ROOT))
+    from tests.gate.record_factory import make_record
+
+    folder = tmp / "records" / "smoke"
+    folder.mkdir(parents=True)
+    (folder / "real.json").write_text(make_record(minute=30).to_json())
+    cand = tmp / "cand.json"
+    cand.write_text(make_record(kind="candidate", minute=40).to_json())
+    return folder, cand, base_env(tmp, STACKGATE_ROOT=str(tmp))

@@ -26,11 +26,11 @@ from stackgate.cli import emit_json
 from stackgate.cli_paths import FOLDER
 from stackgate.errors import EXIT_OK, BadInput
 from stackgate.heartbeat import Heartbeat
-from stackgate.host.resources import GIB
 from stackgate.layout import venv_root
 from stackgate.loading import load_stack
 from stackgate.output import console_err, styled
 from stackgate.paths import display_path
+from stackgate.resource_limits import GIB
 from stackgate.topology import TOPOLOGIES
 
 NAME = "build"

@@ -12,10 +12,10 @@ from builder.lock.resolve import uv_env
 from stackgate.cli import emit_json
 from stackgate.cli_paths import FOLDER
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
-from stackgate.host.resources import GIB
 from stackgate.layout import venv_root
 from stackgate.loading import load_stack
 from stackgate.output import console_err, styled
+from stackgate.resource_limits import GIB
 
 NAME = "compile"
 HELP = "run a build command under the stack's memory-aware job plan and the watchdog"

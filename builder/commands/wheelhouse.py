@@ -21,12 +21,12 @@ from stackgate.cli import emit_json
 from stackgate.cli_numbers import WORKERS
 from stackgate.cli_paths import FOLDER
 from stackgate.errors import EXIT_OK, BadInput
-from stackgate.host.resources import GIB
 from stackgate.layout import lock_files_of
 from stackgate.loading import load_stack
 from stackgate.lockstate import read_lock
 from stackgate.output import console_err, styled
 from stackgate.paths import display_path
+from stackgate.resource_limits import GIB
 
 NAME = "wheelhouse"
 HELP = "download every locked artifact of a stack (hash-checked) for offline builds"

@@ -24,8 +24,9 @@ import math
 from typing import Literal
 
 from stackgate.build_record import JobPlan, LimitedBy
-from stackgate.host.resources import GIB, HostResources, probe_host_resources
+from stackgate.host.resources import probe_host_resources
 from stackgate.manifest import BuildSettings
+from stackgate.resource_limits import GIB, HostResources
 
 # A measured peak is one sample of a noisy quantity (the biggest translation unit may not have
 # overlapped the others last time); plan with this much on top.

@@ -30,12 +30,12 @@ from stackgate.containers.docker import DockerConfig
 from stackgate.containers.select import EngineChoice, open_engine
 from stackgate.errors import BadInput, CommandFailed, EnvironmentProblem
 from stackgate.files import sha256_file
-from stackgate.host.resources import HostResources
 from stackgate.layout import LockFiles, lock_files_of
 from stackgate.loading import LoadedStack
 from stackgate.lockstate import LockState, read_lock
 from stackgate.model import StrictModel
 from stackgate.paths import project_root
+from stackgate.resource_limits import HostResources
 
 
 class ImageRequest(StrictModel):

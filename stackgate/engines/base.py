@@ -10,10 +10,36 @@ same for every engine.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-if TYPE_CHECKING:  # the manifest imports the registry for its engine names
-    from stackgate.manifest import ServingProfile
+
+class EngineSpeculative(Protocol):
+    @property
+    def algorithm(self) -> str: ...
+
+    draft_model_path: str | None
+    num_steps: int | None
+    eagle_topk: int | None
+    num_draft_tokens: int | None
+
+
+class EngineProfile(Protocol):
+    """The serving-profile fields an engine reads (stackgate.manifest.ServingProfile has them):
+    the manifest imports this registry for its engine names, so engines name no manifest model."""
+
+    model_path: str
+    served_model_name: str | None
+    tp: int
+    attention_backend: str | None
+    cuda_graph_max_bs: int | None
+    trust_remote_code: bool
+    tool_call_parser: str | None
+    reasoning_parser: str | None
+    extra_args: list[str]
+    command: list[str]
+
+    @property
+    def speculative(self) -> EngineSpeculative | None: ...
 
 
 class ServingEngine(Protocol):
@@ -41,9 +67,9 @@ class ServingEngine(Protocol):
         model folders, `tp` GPUs and their memory free (validators.serve.preconditions)."""
 
     def argv(
-        self, profile: ServingProfile, python: str, host: str, port: int
+        self, profile: EngineProfile, python: str, host: str, port: int
     ) -> tuple[list[str], list[str]]:
         """(the command line, notes on profile fields this engine cannot take)."""
 
-    def problems(self, profile: ServingProfile, env: Mapping[str, str]) -> list[str]:
+    def problems(self, profile: EngineProfile, env: Mapping[str, str]) -> list[str]:
         """Profile mistakes the engine would only report after loading; [] when none."""

@@ -8,10 +8,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from stackgate.manifest import ServingProfile
+from stackgate.engines.base import EngineProfile
 
 _PLACEHOLDER = re.compile(r"\{(host|port|model_path|python|bin|served_model_name)\}")
 
@@ -26,7 +24,7 @@ class OpenAICommand:
     loads_onto_gpus: bool = False  # the user's own server: what it loads is its own business
 
     def argv(
-        self, profile: ServingProfile, python: str, host: str, port: int
+        self, profile: EngineProfile, python: str, host: str, port: int
     ) -> tuple[list[str], list[str]]:
         values = {
             "host": host,
@@ -39,7 +37,7 @@ class OpenAICommand:
         argv = [_PLACEHOLDER.sub(lambda m: values[m.group(1)], a) for a in profile.command]
         return argv + list(profile.extra_args), []
 
-    def problems(self, profile: ServingProfile, env: Mapping[str, str]) -> list[str]:
+    def problems(self, profile: EngineProfile, env: Mapping[str, str]) -> list[str]:
         if not profile.command:
             return ["engine 'openai-command' needs `command` (the argv that starts the server)"]
         return []

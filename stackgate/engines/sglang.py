@@ -6,10 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from stackgate.manifest import ServingProfile
+from stackgate.engines.base import EngineProfile
 
 # SGLang 0.5.9 http_server.py:1836, printed after the warm-up request succeeded.
 SGLANG_READY = r"The server is fired up and ready to roll!"
@@ -25,7 +23,7 @@ class SGLang:
     loads_onto_gpus: bool = True
 
     def argv(
-        self, profile: ServingProfile, python: str, host: str, port: int
+        self, profile: EngineProfile, python: str, host: str, port: int
     ) -> tuple[list[str], list[str]]:
         argv = [python, "-m", "sglang.launch_server", "--model-path", profile.model_path]
         argv += ["--tp-size", str(profile.tp)]
@@ -55,7 +53,7 @@ class SGLang:
         argv += ["--host", host, "--port", str(port)]
         return argv + list(profile.extra_args), []
 
-    def problems(self, profile: ServingProfile, env: Mapping[str, str]) -> list[str]:
+    def problems(self, profile: EngineProfile, env: Mapping[str, str]) -> list[str]:
         problems: list[str] = []
         spec = profile.speculative
         if spec is not None and spec.algorithm in ("EAGLE", "EAGLE3") and not spec.draft_model_path:

@@ -6,10 +6,8 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from stackgate.manifest import ServingProfile
+from stackgate.engines.base import EngineProfile
 
 # uvicorn's own line; vLLM's API server logs it once the app is serving.
 UVICORN_READY = r"Application startup complete\."
@@ -25,7 +23,7 @@ class VLLM:
     loads_onto_gpus: bool = True
 
     def argv(
-        self, profile: ServingProfile, python: str, host: str, port: int
+        self, profile: EngineProfile, python: str, host: str, port: int
     ) -> tuple[list[str], list[str]]:
         notes: list[str] = []
         argv = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", profile.model_path]
@@ -55,7 +53,7 @@ class VLLM:
         argv += ["--host", host, "--port", str(port)]
         return argv + list(profile.extra_args), notes
 
-    def problems(self, profile: ServingProfile, env: Mapping[str, str]) -> list[str]:
+    def problems(self, profile: EngineProfile, env: Mapping[str, str]) -> list[str]:
         return []
 
 

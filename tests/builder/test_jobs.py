@@ -10,8 +10,6 @@ import pytest
 from builder.compile.jobs import MEASURED_HEADROOM, plan_jobs
 from stackgate.host.parsers import SwapDevice, parse_meminfo, parse_swaps
 from stackgate.host.resources import (
-    GIB,
-    HostResources,
     parse_cfs_quota,
     parse_cpu_max,
     parse_memory_limit,
@@ -19,6 +17,7 @@ from stackgate.host.resources import (
     probe_host_resources,
 )
 from stackgate.manifest import BuildSettings
+from stackgate.resource_limits import GIB, HostResources
 
 DATA = Path(__file__).parent / "data" / "proc"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from stackgate.build_record import BuildHost, BuildRecord, JobPlan, ToolVersions, TreeHash
 from stackgate.envtree import compute_tree, write_listing
-from stackgate.host.resources import HostResources
+from stackgate.resource_limits import HostResources
 from stackgate.topology import Topology
 
 _RESOURCES = HostResources(affinity_cpus=2, mem_available=20 << 30, mem_total=24 << 30)

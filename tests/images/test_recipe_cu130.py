@@ -17,11 +17,11 @@ from builder.image.recipe import RecipeInputs, render
 from builder.lock.resolve import write_project
 from stackgate.containers.base import context_tar
 from stackgate.errors import BadInput
-from stackgate.host.resources import HostResources
 from stackgate.layout import LockFiles
 from stackgate.loading import LoadedStack, load_stack
 from stackgate.lockstate import read_lock
 from stackgate.paths import project_root
+from stackgate.resource_limits import HostResources
 
 GIB = 1024**3
 # A 2-CPU, 24 GiB host with no swap (this CI machine's kind), fixed so the plan is known.

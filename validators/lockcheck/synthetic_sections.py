@@ -65,6 +65,12 @@ def _symbol_count(read: Read, tags: dict[int, int], loads: list[tuple[int, int, 
         index += 1
 
 
+_NAMES = b"\0.dynsym\0.dynstr\0.gnu.version\0.gnu.version_r\0.gnu.version_d\0.dynamic\0.shstrtab\0"
+SHT_STRTAB, SHT_DYNSYM, SHT_DYNAMIC = 3, 11, 6
+# (name, type, offset, size, link, info, entsize) of one section header
+Row = tuple[int, int, int, int, int, int, int]
+
+
 def synthesize(
     read: Read,
     phdrs: list[tuple[int, ...]],
@@ -76,72 +82,11 @@ def synthesize(
     `phdrs`: (type, offset, filesz, vaddr, memsz) rows; `dynamic`: PT_DYNAMIC (offset, size);
     `read(offset, size)` reads known member bytes."""
     loads = [(p[1], p[3], p[2]) for p in phdrs if p[0] == PT_LOAD]
-    raw = read(*dynamic)
-    tags: dict[int, int] = {}
-    for tag, value in struct.iter_unpack("<qQ", raw[: len(raw) - len(raw) % 16]):
-        if tag == DT_NULL:
-            break
-        tags.setdefault(tag, value)
-    for need in (DT_STRTAB, DT_STRSZ, DT_SYMTAB):
-        if need not in tags:
-            raise CannotSynthesize(f"PT_DYNAMIC lacks tag {need}")
-    count = _symbol_count(read, tags, loads)
-    names = (
-        b"\0.dynsym\0.dynstr\0.gnu.version\0.gnu.version_r\0.gnu.version_d\0.dynamic\0.shstrtab\0"
-    )
-
-    def name(text: str) -> int:
-        return names.index(b"\0" + text.encode() + b"\0") + 1
-
-    SHT_STRTAB, SHT_DYNSYM, SHT_DYNAMIC = 3, 11, 6
-    rows: list[tuple[int, int, int, int, int, int, int]] = [(0, 0, 0, 0, 0, 0, 0)]
-    # (name, type, offset, size, link, info, entsize)
-    rows.append(
-        (name(".dynsym"), SHT_DYNSYM, _to_offset(tags[DT_SYMTAB], loads), 24 * count, 2, 1, 24)
-    )
-    rows.append(
-        (name(".dynstr"), SHT_STRTAB, _to_offset(tags[DT_STRTAB], loads), tags[DT_STRSZ], 0, 0, 0)
-    )
-    if DT_VERSYM in tags:
-        rows.append(
-            (
-                name(".gnu.version"),
-                0x6FFFFFFF,
-                _to_offset(tags[DT_VERSYM], loads),
-                2 * count,
-                1,
-                0,
-                2,
-            )
-        )
-    if DT_VERNEED in tags:
-        rows.append(
-            (
-                name(".gnu.version_r"),
-                0x6FFFFFFE,
-                _to_offset(tags[DT_VERNEED], loads),
-                0,  # walked by count (sh_info), not by size
-                2,
-                tags.get(DT_VERNEEDNUM, 0),
-                0,
-            )
-        )
-    if DT_VERDEF in tags:
-        rows.append(
-            (
-                name(".gnu.version_d"),
-                0x6FFFFFFD,
-                _to_offset(tags[DT_VERDEF], loads),
-                0,
-                2,
-                tags.get(DT_VERDEFNUM, 0),
-                0,
-            )
-        )
-    rows.append((name(".dynamic"), SHT_DYNAMIC, dynamic[0], dynamic[1], 2, 0, 16))
+    tags = _dynamic_tags(read(*dynamic))
+    rows = _section_rows(tags, loads, _symbol_count(read, tags, loads), dynamic)
     table_at = (member_size + 4095) // 4096 * 4096 + 4096  # past the end: never fetched
     names_at = table_at + 64 * (len(rows) + 1)
-    rows.append((name(".shstrtab"), SHT_STRTAB, names_at, len(names), 0, 0, 0))
+    rows.append((_name(".shstrtab"), SHT_STRTAB, names_at, len(_NAMES), 0, 0, 0))
     table = b"".join(
         struct.pack("<IIQQQQIIQQ", n, t, 0, 0, off, size, link, info, 1, ent)
         for n, t, off, size, link, info, ent in rows
@@ -153,4 +98,43 @@ def synthesize(
         + header[48:58]
         + struct.pack("<HHH", 64, len(rows), len(rows) - 1)
     )
-    return {0: patched, table_at: table, names_at: names}
+    return {0: patched, table_at: table, names_at: _NAMES}
+
+
+def _dynamic_tags(raw: bytes) -> dict[int, int]:
+    """The first value of each DT_ tag before DT_NULL; the three the symbol table needs."""
+    tags: dict[int, int] = {}
+    for tag, value in struct.iter_unpack("<qQ", raw[: len(raw) - len(raw) % 16]):
+        if tag == DT_NULL:
+            break
+        tags.setdefault(tag, value)
+    for need in (DT_STRTAB, DT_STRSZ, DT_SYMTAB):
+        if need not in tags:
+            raise CannotSynthesize(f"PT_DYNAMIC lacks tag {need}")
+    return tags
+
+
+def _name(text: str) -> int:
+    return _NAMES.index(b"\0" + text.encode() + b"\0") + 1
+
+
+def _section_rows(
+    tags: dict[int, int], loads: list[tuple[int, int, int]], count: int, dynamic: tuple[int, int]
+) -> list[Row]:
+    """The null row, .dynsym, .dynstr, the GNU version tables the tags name, .dynamic."""
+    rows: list[Row] = [
+        (0, 0, 0, 0, 0, 0, 0),
+        (_name(".dynsym"), SHT_DYNSYM, _to_offset(tags[DT_SYMTAB], loads), 24 * count, 2, 1, 24),
+        (_name(".dynstr"), SHT_STRTAB, _to_offset(tags[DT_STRTAB], loads), tags[DT_STRSZ], 0, 0, 0),
+    ]
+    # version needs and definitions are walked by count (sh_info), not by size
+    for tag, section, kind, size, link, info, entsize in (
+        (DT_VERSYM, ".gnu.version", 0x6FFFFFFF, 2 * count, 1, 0, 2),
+        (DT_VERNEED, ".gnu.version_r", 0x6FFFFFFE, 0, 2, tags.get(DT_VERNEEDNUM, 0), 0),
+        (DT_VERDEF, ".gnu.version_d", 0x6FFFFFFD, 0, 2, tags.get(DT_VERDEFNUM, 0), 0),
+    ):
+        if tag in tags:
+            offset = _to_offset(tags[tag], loads)
+            rows.append((_name(section), kind, offset, size, link, info, entsize))
+    rows.append((_name(".dynamic"), SHT_DYNAMIC, dynamic[0], dynamic[1], 2, 0, 16))
+    return rows

@@ -57,6 +57,31 @@ def parse_directory(tail: bytes, file_size: int) -> list[Member] | NeedMore:
 
 def _parse(tail: bytes, file_size: int) -> list[Member] | NeedMore:
     base = file_size - len(tail)
+    found = _directory_at(tail, base, file_size)
+    if isinstance(found, NeedMore):
+        return found
+    count, cd_size, cd_offset = found
+    rel = cd_offset - base
+    if rel < 0:
+        return NeedMore(cd_offset)
+    members: list[Member] = []
+    spans: list[tuple[int, int, str]] = []  # (local header offset, end of its data, name)
+    seen: set[str] = set()
+    p = rel
+    for _ in range(count):
+        member, data_end, p = _entry(tail, p, base, rel + cd_size, cd_offset)
+        if member.name in seen:
+            raise ZipFormatError(f"{member.name}: two entries of one name")
+        seen.add(member.name)
+        members.append(member)
+        spans.append((member.local_offset, data_end, member.name))
+    _no_overlap(spans)
+    return members
+
+
+def _directory_at(tail: bytes, base: int, file_size: int) -> tuple[int, int, int] | NeedMore:
+    """(entries, size, offset) of the central directory, from the end record (ZIP64's where
+    the classic one says so), within the limits and ending before its end record."""
     pos = tail.rfind(EOCD_SIG)
     if pos < 0 or len(tail) - pos < 22:
         if len(tail) < file_size:
@@ -67,19 +92,10 @@ def _parse(tail: bytes, file_size: int) -> list[Member] | NeedMore:
     )
     directory_end = base + pos  # the directory ends where its end record starts
     if count == 0xFFFF or cd_size == 0xFFFFFFFF or cd_offset == 0xFFFFFFFF:
-        loc = pos - 20
-        if loc < 0 or tail[loc : loc + 4] != EOCD64_LOC_SIG:
-            raise ZipFormatError("ZIP64 locator missing")
-        (eocd64_offset,) = struct.unpack_from("<Q", tail, loc + 8)
-        if eocd64_offset + 56 > base + loc:
-            raise ZipFormatError(f"ZIP64 end record offset {eocd64_offset} is past the locator")
-        rel = eocd64_offset - base
-        if rel < 0:
-            return NeedMore(eocd64_offset)
-        if tail[rel : rel + 4] != EOCD64_SIG:
-            raise ZipFormatError("ZIP64 end record missing")
-        count, cd_size, cd_offset = struct.unpack_from("<QQQ", tail, rel + 32)
-        directory_end = eocd64_offset
+        found = _zip64_directory_at(tail, base, pos)
+        if isinstance(found, NeedMore):
+            return found
+        count, cd_size, cd_offset, directory_end = found
     if count > MAX_MEMBERS:
         raise ZipFormatError(f"{count} entries: more than the limit of {MAX_MEMBERS}")
     if cd_size > MAX_DIRECTORY_BYTES:
@@ -93,57 +109,66 @@ def _parse(tail: bytes, file_size: int) -> list[Member] | NeedMore:
         )
     if count * 46 > cd_size:
         raise ZipFormatError(f"{count} entries cannot fit in {cd_size} directory bytes")
-    rel = cd_offset - base
+    return count, cd_size, cd_offset
+
+
+def _zip64_directory_at(tail: bytes, base: int, pos: int) -> tuple[int, int, int, int] | NeedMore:
+    """(entries, size, offset, end) of the directory from the ZIP64 end record, found through
+    the locator right before the classic end record at `pos`."""
+    loc = pos - 20
+    if loc < 0 or tail[loc : loc + 4] != EOCD64_LOC_SIG:
+        raise ZipFormatError("ZIP64 locator missing")
+    (eocd64_offset,) = struct.unpack_from("<Q", tail, loc + 8)
+    if eocd64_offset + 56 > base + loc:
+        raise ZipFormatError(f"ZIP64 end record offset {eocd64_offset} is past the locator")
+    rel = eocd64_offset - base
     if rel < 0:
-        return NeedMore(cd_offset)
-    limit = rel + cd_size
-    members: list[Member] = []
-    spans: list[tuple[int, int, str]] = []  # (local header offset, end of its data, name)
-    seen: set[str] = set()
-    p = rel
-    for _ in range(count):
-        if p + 46 > limit or tail[p : p + 4] != CDIR_SIG:
-            raise ZipFormatError(f"bad central directory entry at offset {base + p}")
-        (flags, method, _t, _d, crc, csize, usize, nlen, elen, clen) = struct.unpack_from(
-            "<4xHHHHIIIHHH", tail, p + 4
+        return NeedMore(eocd64_offset)
+    if tail[rel : rel + 4] != EOCD64_SIG:
+        raise ZipFormatError("ZIP64 end record missing")
+    count, cd_size, cd_offset = struct.unpack_from("<QQQ", tail, rel + 32)
+    return count, cd_size, cd_offset, eocd64_offset
+
+
+def _entry(tail: bytes, p: int, base: int, limit: int, cd_offset: int) -> tuple[Member, int, int]:
+    """The central directory entry at `p` (ending by `limit`): (its member, where the member's
+    data ends, where the next entry starts)."""
+    if p + 46 > limit or tail[p : p + 4] != CDIR_SIG:
+        raise ZipFormatError(f"bad central directory entry at offset {base + p}")
+    (flags, method, _t, _d, crc, csize, usize, nlen, elen, clen) = struct.unpack_from(
+        "<4xHHHHIIIHHH", tail, p + 4
+    )
+    (local,) = struct.unpack_from("<I", tail, p + 42)
+    if p + 46 + nlen + elen + clen > limit:
+        raise ZipFormatError(f"central directory entry at offset {base + p} runs past it")
+    raw_name = tail[p + 46 : p + 46 + nlen]
+    try:
+        name = raw_name.decode("utf-8" if flags & 0x800 else "cp437")
+    except UnicodeDecodeError:
+        raise ZipFormatError(
+            f"entry at offset {base + p}: name {raw_name[:80]!r} is not valid UTF-8"
+        ) from None
+    if "\x00" in name or not name:
+        raise ZipFormatError(f"entry at offset {base + p}: empty name or a NUL in it")
+    if name.startswith("/") or ".." in name.split("/"):
+        # an installer would write it outside site-packages (pip and uv refuse it)
+        raise ZipFormatError(f"{name}: an absolute name or one climbing out with '..'")
+    extra = tail[p + 46 + nlen : p + 46 + nlen + elen]
+    usize, csize, local = _zip64_sizes(name, extra, usize, csize, local)
+    if flags & 0x1:
+        raise ZipFormatError(f"{name}: encrypted members are not supported")
+    if local + LOCAL_HEADER + csize > cd_offset:
+        raise ZipFormatError(
+            f"{name}: its data ({local}+{csize} bytes) runs into the central directory "
+            f"at {cd_offset}"
         )
-        (local,) = struct.unpack_from("<I", tail, p + 42)
-        if p + 46 + nlen + elen + clen > limit:
-            raise ZipFormatError(f"central directory entry at offset {base + p} runs past it")
-        raw_name = tail[p + 46 : p + 46 + nlen]
-        try:
-            name = raw_name.decode("utf-8" if flags & 0x800 else "cp437")
-        except UnicodeDecodeError:
-            raise ZipFormatError(
-                f"entry at offset {base + p}: name {raw_name[:80]!r} is not valid UTF-8"
-            ) from None
-        if "\x00" in name or not name:
-            raise ZipFormatError(f"entry at offset {base + p}: empty name or a NUL in it")
-        if name.startswith("/") or ".." in name.split("/"):
-            # an installer would write it outside site-packages (pip and uv refuse it)
-            raise ZipFormatError(f"{name}: an absolute name or one climbing out with '..'")
-        extra = tail[p + 46 + nlen : p + 46 + nlen + elen]
-        usize, csize, local = _zip64_sizes(name, extra, usize, csize, local)
-        if flags & 0x1:
-            raise ZipFormatError(f"{name}: encrypted members are not supported")
-        if local + LOCAL_HEADER + csize > cd_offset:
-            raise ZipFormatError(
-                f"{name}: its data ({local}+{csize} bytes) runs into the central directory "
-                f"at {cd_offset}"
-            )
-        if usize > MAX_RATIO * csize + (1 << 16):
-            raise ZipFormatError(
-                f"{name}: {csize} compressed bytes claim to inflate to {usize} (more than the "
-                f"limit ratio of {MAX_RATIO}:1)"
-            )
-        if name in seen:
-            raise ZipFormatError(f"{name}: two entries of one name")
-        seen.add(name)
-        members.append(Member(name, method, crc, csize, usize, local))
-        spans.append((local, local + LOCAL_HEADER + nlen + csize, name))
-        p += 46 + nlen + elen + clen
-    _no_overlap(spans)
-    return members
+    if usize > MAX_RATIO * csize + (1 << 16):
+        raise ZipFormatError(
+            f"{name}: {csize} compressed bytes claim to inflate to {usize} (more than the "
+            f"limit ratio of {MAX_RATIO}:1)"
+        )
+    member = Member(name, method, crc, csize, usize, local)
+    return member, local + LOCAL_HEADER + nlen + csize, p + 46 + nlen + elen + clen
 
 
 def _no_overlap(spans: list[tuple[int, int, str]]) -> None:

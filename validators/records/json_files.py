@@ -252,13 +252,6 @@ def _holds(path: Path, record: Record) -> bool:
     return bool(data == record.data())
 
 
-def _remove(path: Path) -> None:
-    try:
-        path.unlink()
-    except OSError as exc:
-        raise BadInput(f"{path}: in the way of an export and cannot be removed: {exc}") from None
-
-
 def import_record_files(store: RecordStore, paths: Iterable[Path]) -> ImportResult:
     """Verify and add records from files, in one transaction (all added, or none)."""
     return store.add_many(read_record_file(p) for p in paths)

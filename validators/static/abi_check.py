@@ -28,7 +28,13 @@ from validators.static.environment import Environment
 from validators.static.facts import python_tag
 from validators.static.findings import MissingSoname, MissingSymbol, MissingVersion, ScopeResolved
 from validators.static.imports import SourceTree
-from validators.static.loader import HOST_PROVIDED, Resolver, closure, system_library_dirs
+from validators.static.loader import (
+    HOST_PROVIDED,
+    Closure,
+    Resolver,
+    closure,
+    system_library_dirs,
+)
 from validators.static.package_loads import PackageLoads, read_package_loads, record_tree
 from validators.static.preloaders import ImportClosure, disk_text, torch_import_closure
 from validators.static.source import DiskSource, ElfReader, ObjectSource
@@ -62,6 +68,20 @@ class AbiFindings:
     # (requester, soname) found only in the requester's own package folder, and nothing in
     # the package's source names it in a load: whether the package loads it first is unknown
     package_loads_unread: list[tuple[Path, str]] = field(default_factory=list)
+
+
+@dataclass
+class _CheckRun:
+    """One `check`: its findings and what it has already counted or reported."""
+
+    findings: AbiFindings
+    global_objs: list[ElfObject]
+    unloadable: set[Path] = field(default_factory=set)
+    closures: list[tuple[ElfObject, list[ElfObject]]] = field(default_factory=list)
+    seen_sonames: set[tuple[Path, str]] = field(default_factory=set)
+    seen_symbols: set[tuple[Path, str, str | None]] = field(default_factory=set)
+    seen_versions: set[tuple[Path, str]] = field(default_factory=set)
+    checked: set[Path] = field(default_factory=set)
 
 
 def _site_python(site: Path) -> tuple[int, int] | None:
@@ -337,103 +357,115 @@ class AbiChecker:
         findings = AbiFindings()
         if self.import_closure is not None:
             findings.loaded_first_by = self.import_closure.describe()
-        global_objs = self.global_scope()
-        unloadable: set[Path] = set()
-        closures: list[tuple[ElfObject, list[ElfObject]]] = []
-        seen_sonames: set[tuple[Path, str]] = set()
-        seen_symbols: set[tuple[Path, str, str | None]] = set()
-        seen_versions: set[tuple[Path, str]] = set()
-        checked: set[Path] = set()
+        run = _CheckRun(findings, self.global_scope())
         for root_path in roots:
-            if self.other_python(root_path):
-                findings.other_python.append(root_path)
-                continue
-            try:
-                root = self.resolver.load(root_path)
-            except ElfReadError as exc:
-                findings.unreadable.append((root_path, exc.reason))
-                continue
-            findings.checked_roots += 1
-            cl = closure(self.resolver, root)
-            closures.append((root, cl.order))
-            host_missing = set()
-            for requester, soname in cl.missing:
-                host = soname in HOST_PROVIDED
-                if host:
-                    host_missing.add(soname)
-                key = (requester.path, soname)
-                if key not in seen_sonames:
-                    seen_sonames.add(key)
-                    findings.missing_sonames.append(
-                        MissingSoname(requester.path, soname, host, self.shipped.get(soname))
-                    )
-            scope = [*cl.order, *global_objs]
-            by_name: dict[str, ElfObject] = {}
-            for o in cl.order:
-                by_name.setdefault(o.path.name, o)
-                if o.soname:
-                    by_name.setdefault(o.soname, o)
-            for obj in cl.order:
-                if not self._in_env(obj):
-                    continue
-                if obj.path not in checked:
-                    checked.add(obj.path)
-                    findings.checked_objects += 1
-                    findings.imports_checked += len(obj.imports)
-                self._check_versions(obj, by_name, findings, seen_versions)
-                misses = self._own_misses.get(obj.path)
-                if misses is None:
-                    own = closure(self.resolver, obj).order if obj is not root else cl.order
-                    misses = self._unresolved(obj, [*own, *global_objs])
-                    self._own_misses[obj.path] = misses
-                if not misses:
-                    continue
-                for imp in misses:
-                    if any(satisfies(p, imp) for p in scope if imp.name in p.exports):
-                        continue
-                    if self.env.interpreter is None and _PYTHON_API.match(imp.name):
-                        findings.python_api_unchecked += 1
-                        continue
-                    if host_missing and imp.version is None and _DRIVER_NAME.match(imp.name):
-                        findings.host_provided_symbols += 1
-                        findings.host_provided_names.add(imp.name)
-                        continue
-                    key3 = (obj.path, imp.name, imp.version)
-                    if key3 in seen_symbols:
-                        continue
-                    seen_symbols.add(key3)
-                    scoped = next(
-                        (
-                            p
-                            for p in self.package_scope(obj)
-                            if imp.name in p.exports and satisfies(p, imp)
-                        ),
-                        None,
-                    )
-                    if scoped is not None:
-                        findings.scope_resolved.append(
-                            ScopeResolved(obj.path, imp.name, scoped.path)
-                        )
-                        continue
-                    unloadable.add(obj.path)
-                    expected, where, near = self._expected_provider(imp, obj, cl.order)
-                    findings.missing_symbols.append(
-                        MissingSymbol(
-                            importer=obj.path,
-                            root=root.path,
-                            symbol=imp.name,
-                            version=imp.version,
-                            expected_from=expected,
-                            expected_path=where,
-                            near_misses=near,
-                            version_file=imp.version_file,
-                        )
-                    )
+            self._check_root(root_path, run)
         findings.package_loads_unread = sorted(self.resolver.package_preloads_unread)
-        unloadable.update(v.requester for v in findings.missing_versions)
-        if unloadable:
-            self._taken_down(closures, unloadable, findings)
+        run.unloadable.update(v.requester for v in findings.missing_versions)
+        if run.unloadable:
+            self._taken_down(run.closures, run.unloadable, findings)
         return findings
+
+    def _check_root(self, root_path: Path, run: _CheckRun) -> None:
+        """One root: the sonames its closure lacks, then each env object of the closure: its
+        versions and the imports neither its own closure nor the global scope defines."""
+        findings = run.findings
+        if self.other_python(root_path):
+            findings.other_python.append(root_path)
+            return
+        try:
+            root = self.resolver.load(root_path)
+        except ElfReadError as exc:
+            findings.unreadable.append((root_path, exc.reason))
+            return
+        findings.checked_roots += 1
+        cl = closure(self.resolver, root)
+        run.closures.append((root, cl.order))
+        host_missing = self._missing_sonames(cl, run)
+        scope = [*cl.order, *run.global_objs]
+        by_name: dict[str, ElfObject] = {}
+        for o in cl.order:
+            by_name.setdefault(o.path.name, o)
+            if o.soname:
+                by_name.setdefault(o.soname, o)
+        for obj in cl.order:
+            if not self._in_env(obj):
+                continue
+            if obj.path not in run.checked:
+                run.checked.add(obj.path)
+                findings.checked_objects += 1
+                findings.imports_checked += len(obj.imports)
+            self._check_versions(obj, by_name, findings, run.seen_versions)
+            misses = self._own_misses.get(obj.path)
+            if misses is None:
+                own = closure(self.resolver, obj).order if obj is not root else cl.order
+                misses = self._unresolved(obj, [*own, *run.global_objs])
+                self._own_misses[obj.path] = misses
+            for imp in misses:
+                if not any(satisfies(p, imp) for p in scope if imp.name in p.exports):
+                    self._unresolved_import(imp, obj, root, cl.order, bool(host_missing), run)
+
+    def _missing_sonames(self, cl: Closure, run: _CheckRun) -> set[str]:
+        """Report each (requester, soname) nothing in the closure provides once; the missing
+        sonames the host's driver provides."""
+        host_missing = set()
+        for requester, soname in cl.missing:
+            host = soname in HOST_PROVIDED
+            if host:
+                host_missing.add(soname)
+            key = (requester.path, soname)
+            if key not in run.seen_sonames:
+                run.seen_sonames.add(key)
+                run.findings.missing_sonames.append(
+                    MissingSoname(requester.path, soname, host, self.shipped.get(soname))
+                )
+        return host_missing
+
+    def _unresolved_import(
+        self,
+        imp: Import,
+        obj: ElfObject,
+        root: ElfObject,
+        order: list[ElfObject],
+        driver_missing: bool,
+        run: _CheckRun,
+    ) -> None:
+        """An import nothing in the root's scope defines: the C API with no interpreter to
+        check it against, a driver-API name with the driver absent, a name the package's own
+        scope provides, else a missing symbol (and the object cannot load)."""
+        findings = run.findings
+        if self.env.interpreter is None and _PYTHON_API.match(imp.name):
+            findings.python_api_unchecked += 1
+            return
+        if driver_missing and imp.version is None and _DRIVER_NAME.match(imp.name):
+            findings.host_provided_symbols += 1
+            findings.host_provided_names.add(imp.name)
+            return
+        key = (obj.path, imp.name, imp.version)
+        if key in run.seen_symbols:
+            return
+        run.seen_symbols.add(key)
+        scoped = next(
+            (p for p in self.package_scope(obj) if imp.name in p.exports and satisfies(p, imp)),
+            None,
+        )
+        if scoped is not None:
+            findings.scope_resolved.append(ScopeResolved(obj.path, imp.name, scoped.path))
+            return
+        run.unloadable.add(obj.path)
+        expected, where, near = self._expected_provider(imp, obj, order)
+        findings.missing_symbols.append(
+            MissingSymbol(
+                importer=obj.path,
+                root=root.path,
+                symbol=imp.name,
+                version=imp.version,
+                expected_from=expected,
+                expected_path=where,
+                near_misses=near,
+                version_file=imp.version_file,
+            )
+        )
 
     def _taken_down(
         self,

@@ -20,7 +20,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -272,53 +272,11 @@ def run_steps(
 
     while pending and out.children <= len(steps) + 1:  # each child finishes >= 1 step
         out.children += 1
-        payload = json.dumps([s.__dict__ for s in pending])
-        if first is not None:  # pending == steps here: the child already ran first.steps
-            stdout, rc, stderr = first.finish(pending[len(first.steps) :], timeout)
-            out.prewarmed = first.warmed(stdout)
-            if not out.prewarmed:  # its warm import failed: the run in a fresh child instead
-                stdout, rc, stderr = _run_child(python, payload, site_packages, env, timeout)
-            first = None
-        else:
-            stdout, rc, stderr = _run_child(python, payload, site_packages, env, timeout)
-        in_flight: int | None = None
-        finished = 0
-        for line in stdout.splitlines():
-            try:
-                msg = json.loads(line)
-            except ValueError:
-                continue
-            if "start" in msg:
-                in_flight = msg["start"]
-            elif "done" in msg:
-                in_flight = None
-                finished = msg["done"] + 1
-                record(
-                    StepResult(
-                        pending[msg["done"]],
-                        "ok" if msg["ok"] else "error",
-                        msg.get("error", ""),
-                    )
-                )
-        why: Outcome = "timeout" if rc is None else "crash"
-        if rc == 0 or in_flight is None:
-            if in_flight is None and finished < len(pending) and rc != 0:
-                record(StepResult(pending[finished], why, f"child died: {stderr[-300:]}"))
-                finished += 1
-            else:
-                break
-        else:
-            detail = stderr.strip().splitlines()[-1:] if stderr.strip() else []
-            record(
-                StepResult(
-                    pending[in_flight],
-                    why,
-                    (_signal_name(rc) if rc is not None else stderr)
-                    + (f" ({detail[0][:200]})" if detail else ""),
-                )
-            )
-            finished = in_flight + 1
-        rest = pending[finished:]
+        stdout, rc, stderr = _one_child(first, pending, python, site_packages, env, timeout, out)
+        first = None
+        in_flight, finished = _progress(stdout, pending, record)
+        finished_after = _after_exit(rc, stderr, pending, in_flight, finished, record)
+        rest = pending[finished_after:] if finished_after is not None else []
         if not rest:
             break
         # a new child first redoes the imports that worked (torch, the packages' preloads)
@@ -326,3 +284,73 @@ def run_steps(
         pending = [s for s in steps if s in good and s not in rest] + rest
     out.seconds = time.perf_counter() - started
     return out
+
+
+def _one_child(
+    first: Prewarmed | None,
+    pending: list[Step],
+    python: Path,
+    site_packages: Path,
+    env: dict[str, str],
+    timeout: float,
+    out: LoadRun,
+) -> tuple[str, int | None, str]:
+    """Run `pending` in one child: `first` when given (then pending are all the steps and it
+    has run first.steps), unless its warm import failed; else a fresh child."""
+    if first is not None:
+        stdout, rc, stderr = first.finish(pending[len(first.steps) :], timeout)
+        out.prewarmed = first.warmed(stdout)
+        if out.prewarmed:
+            return stdout, rc, stderr
+    payload = json.dumps([s.__dict__ for s in pending])
+    return _run_child(python, payload, site_packages, env, timeout)
+
+
+def _progress(
+    stdout: str, pending: list[Step], record: Callable[[StepResult], None]
+) -> tuple[int | None, int]:
+    """Record each step the child's output says it finished; (the step it had begun and not
+    finished, or None; how many of `pending` it finished)."""
+    in_flight: int | None = None
+    finished = 0
+    for line in stdout.splitlines():
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            continue
+        if "start" in msg:
+            in_flight = msg["start"]
+        elif "done" in msg:
+            in_flight = None
+            finished = msg["done"] + 1
+            status: Outcome = "ok" if msg["ok"] else "error"
+            record(StepResult(pending[msg["done"]], status, msg.get("error", "")))
+    return in_flight, finished
+
+
+def _after_exit(
+    rc: int | None,
+    stderr: str,
+    pending: list[Step],
+    in_flight: int | None,
+    finished: int,
+    record: Callable[[StepResult], None],
+) -> int | None:
+    """Record the step a dead child took down: the one in flight, else the next one when it
+    died between steps. How many of `pending` are settled; None when the run is over."""
+    why: Outcome = "timeout" if rc is None else "crash"
+    if rc == 0 or in_flight is None:
+        if in_flight is None and finished < len(pending) and rc != 0:
+            record(StepResult(pending[finished], why, f"child died: {stderr[-300:]}"))
+            return finished + 1
+        return None
+    detail = stderr.strip().splitlines()[-1:] if stderr.strip() else []
+    record(
+        StepResult(
+            pending[in_flight],
+            why,
+            (_signal_name(rc) if rc is not None else stderr)
+            + (f" ({detail[0][:200]})" if detail else ""),
+        )
+    )
+    return in_flight + 1

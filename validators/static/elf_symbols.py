@@ -335,34 +335,67 @@ def _read(path: Path, stream: BinaryIO) -> ElfObject:
     by_type: dict[int, SectionHeader] = {}
     for h in headers:
         by_type.setdefault(h.type, h)
+    needed, rpath, runpath, soname = _dynamic(stream, header, headers, by_type.get(SHT_DYNAMIC))
+    version_defs, version_needs, needs_by_file, versym = _versions(stream, headers, by_type)
+    imports, exports, multi = _symbols(
+        stream, header, headers, by_type.get(SHT_DYNSYM), versym, version_needs
+    )
+    return ElfObject(
+        path=path,
+        machine=str(header.machine),
+        elf_class=header.elf_class,
+        elf_type=str(header.elf_type),
+        soname=soname,
+        needed=needed,
+        rpath=rpath,
+        runpath=runpath,
+        imports=tuple(imports),
+        exports=exports,
+        multi=multi,
+        version_names=version_defs,
+        version_defs=frozenset(version_defs.values()),
+        version_needs={k: frozenset(v) for k, v in needs_by_file.items()},
+    )
+
+
+def _dynamic(
+    stream: BinaryIO, header: ElfHeader, headers: list[SectionHeader], dyn: SectionHeader | None
+) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], str | None]:
+    """(DT_NEEDED names, DT_RPATH, DT_RUNPATH, DT_SONAME) of the dynamic section."""
     needed: list[str] = []
     rpath: tuple[str, ...] = ()
     runpath: tuple[str, ...] = ()
     soname: str | None = None
-    dyn_header = by_type.get(SHT_DYNAMIC)
-    if dyn_header is not None and dyn_header.link < len(headers):
-        # Elf_Dyn is (d_tag, d_val) in the file's word size; strings live in the linked .dynstr.
-        fmt = "<qQ" if header.elf_class == 64 else "<iI"
-        size = struct.calcsize(fmt)
-        raw = _read_table(stream, dyn_header.offset, dyn_header.size)
-        strs_h = headers[dyn_header.link]
-        strs = _read_table(stream, strs_h.offset, strs_h.size)
-        for tag, value in struct.iter_unpack(fmt, raw[: len(raw) - len(raw) % size]):
-            if tag == DT_NULL:
-                break
-            if tag == DT_NEEDED:
-                needed.append(_cstr(strs, value))
-            elif tag == DT_RPATH:
-                rpath = _split_path_list(_cstr(strs, value))
-            elif tag == DT_RUNPATH:
-                runpath = _split_path_list(_cstr(strs, value))
-            elif tag == DT_SONAME:
-                soname = _cstr(strs, value) or None
+    if dyn is None or dyn.link >= len(headers):
+        return (), rpath, runpath, soname
+    # Elf_Dyn is (d_tag, d_val) in the file's word size; strings live in the linked .dynstr.
+    fmt = "<qQ" if header.elf_class == 64 else "<iI"
+    size = struct.calcsize(fmt)
+    raw = _read_table(stream, dyn.offset, dyn.size)
+    strs_h = headers[dyn.link]
+    strs = _read_table(stream, strs_h.offset, strs_h.size)
+    for tag, value in struct.iter_unpack(fmt, raw[: len(raw) - len(raw) % size]):
+        if tag == DT_NULL:
+            break
+        if tag == DT_NEEDED:
+            needed.append(_cstr(strs, value))
+        elif tag == DT_RPATH:
+            rpath = _split_path_list(_cstr(strs, value))
+        elif tag == DT_RUNPATH:
+            runpath = _split_path_list(_cstr(strs, value))
+        elif tag == DT_SONAME:
+            soname = _cstr(strs, value) or None
+    return tuple(needed), rpath, runpath, soname
 
+
+def _versions(
+    stream: BinaryIO, headers: list[SectionHeader], by_type: dict[int, SectionHeader]
+) -> tuple[dict[int, str], dict[int, tuple[str, str]], dict[str, set[str]], np.ndarray | None]:
+    """(version index -> name defined, version index -> (file, name) needed, file -> names
+    needed from it, the .gnu.version array or None) of the GNU version sections."""
     version_defs: dict[int, str] = {}
     version_needs: dict[int, tuple[str, str]] = {}
     needs_by_file: dict[str, set[str]] = {}
-    versym: np.ndarray | None = None
     verdef_h = by_type.get(SHT_GNU_VERDEF)
     verneed_h = by_type.get(SHT_GNU_VERNEED)
     if verdef_h is not None:
@@ -375,71 +408,67 @@ def _read(path: Path, stream: BinaryIO) -> ElfObject:
                 version_needs[other] = (file, name)
                 needs_by_file.setdefault(file, set()).add(name)
     versym_h = by_type.get(SHT_GNU_VERSYM)
+    versym: np.ndarray | None = None
     if versym_h is not None:
         versym = np.frombuffer(_read_table(stream, versym_h.offset, versym_h.size), dtype="<u2")
+    return version_defs, version_needs, needs_by_file, versym
 
+
+def _symbols(
+    stream: BinaryIO,
+    header: ElfHeader,
+    headers: list[SectionHeader],
+    dynsym: SectionHeader | None,
+    versym: np.ndarray | None,
+    version_needs: dict[int, tuple[str, str]],
+) -> tuple[list[Import], dict[str, int], dict[str, tuple[int, ...]]]:
+    """(imports, exports -> version index, names exported at several versions) of the dynamic
+    symbol table: global, weak and unique symbols with a name; hidden definitions left out."""
     imports: list[Import] = []
-    exports: dict[str, int] = {}
-    multi: dict[str, tuple[int, ...]] = {}
-    dynsym = by_type.get(SHT_DYNSYM)
-    if dynsym is not None and dynsym.size and dynsym.link < len(headers):
-        strtab_h = headers[dynsym.link]
-        strtab = _read_table(stream, strtab_h.offset, strtab_h.size)
-        raw = _read_table(stream, dynsym.offset, dynsym.size)
-        dtype = _SYM64 if header.elf_class == 64 else _SYM32
-        count = len(raw) // dtype.itemsize
-        syms = np.frombuffer(raw, dtype=dtype, count=count)
-        if versym is not None and len(versym) >= count:
-            vers = versym[:count]
-        else:
-            vers = np.ones(count, dtype="<u2")
-        bind = syms["info"] >> 4
-        visibility = syms["other"] & 0x3
-        undefined = syms["shndx"] == SHN_UNDEF
-        wanted = np.isin(bind, (STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE)) & (syms["name"] != 0)
-        # Hidden/internal definitions are not visible to other objects.
-        exported = wanted & ~undefined & ((visibility == 0) | (visibility == 3))
-        imp_idx = np.flatnonzero(wanted & undefined)
-        starts = _string_starts(strtab)
-        imp_names = _names(strtab, syms["name"][imp_idx].tolist(), starts)
-        imp_vers = (vers[imp_idx] & 0x7FFF).tolist()
-        imp_weak = (bind[imp_idx] == STB_WEAK).tolist()
-        for name, ver, weak in zip(imp_names, imp_vers, imp_weak, strict=True):
-            file_version = version_needs.get(ver)
-            imports.append(
-                Import(
-                    name=name,
-                    version=file_version[1] if file_version else None,
-                    version_file=file_version[0] if file_version else None,
-                    weak=weak,
-                )
+    if dynsym is None or not dynsym.size or dynsym.link >= len(headers):
+        return imports, {}, {}
+    strtab_h = headers[dynsym.link]
+    strtab = _read_table(stream, strtab_h.offset, strtab_h.size)
+    raw = _read_table(stream, dynsym.offset, dynsym.size)
+    dtype = _SYM64 if header.elf_class == 64 else _SYM32
+    count = len(raw) // dtype.itemsize
+    syms = np.frombuffer(raw, dtype=dtype, count=count)
+    if versym is not None and len(versym) >= count:
+        vers = versym[:count]
+    else:
+        vers = np.ones(count, dtype="<u2")
+    bind = syms["info"] >> 4
+    visibility = syms["other"] & 0x3
+    undefined = syms["shndx"] == SHN_UNDEF
+    wanted = np.isin(bind, (STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE)) & (syms["name"] != 0)
+    # Hidden/internal definitions are not visible to other objects.
+    exported = wanted & ~undefined & ((visibility == 0) | (visibility == 3))
+    imp_idx = np.flatnonzero(wanted & undefined)
+    starts = _string_starts(strtab)
+    imp_names = _names(strtab, syms["name"][imp_idx].tolist(), starts)
+    imp_vers = (vers[imp_idx] & 0x7FFF).tolist()
+    imp_weak = (bind[imp_idx] == STB_WEAK).tolist()
+    for name, ver, weak in zip(imp_names, imp_vers, imp_weak, strict=True):
+        file_version = version_needs.get(ver)
+        imports.append(
+            Import(
+                name=name,
+                version=file_version[1] if file_version else None,
+                version_file=file_version[0] if file_version else None,
+                weak=weak,
             )
-        exp_idx = np.flatnonzero(exported)
-        exp_names = _names(strtab, syms["name"][exp_idx].tolist(), starts)
-        exp_vers = vers[exp_idx].tolist()
-        exports = dict(zip(exp_names, exp_vers, strict=True))
-        if len(exports) != len(exp_names):  # several versions of one name (libc, libstdc++)
-            grouped: dict[str, list[int]] = {}
-            for name, ver in zip(exp_names, exp_vers, strict=True):
-                grouped.setdefault(name, []).append(ver)
-            multi = {k: tuple(v) for k, v in grouped.items() if len(v) > 1}
-
-    return ElfObject(
-        path=path,
-        machine=str(header.machine),
-        elf_class=header.elf_class,
-        elf_type=str(header.elf_type),
-        soname=soname,
-        needed=tuple(needed),
-        rpath=rpath,
-        runpath=runpath,
-        imports=tuple(imports),
-        exports=exports,
-        multi=multi,
-        version_names=version_defs,
-        version_defs=frozenset(version_defs.values()),
-        version_needs={k: frozenset(v) for k, v in needs_by_file.items()},
-    )
+        )
+    exp_idx = np.flatnonzero(exported)
+    exp_names = _names(strtab, syms["name"][exp_idx].tolist(), starts)
+    exp_vers = vers[exp_idx].tolist()
+    exports = dict(zip(exp_names, exp_vers, strict=True))
+    multi: dict[str, tuple[int, ...]] = {}
+    if len(exports) != len(exp_names):  # several versions of one name (libc, libstdc++)
+        grouped: dict[str, list[int]] = {}
+        for name, ver in zip(exp_names, exp_vers, strict=True):
+            grouped.setdefault(name, []).append(ver)
+        multi = {k: tuple(v) for k, v in grouped.items() if len(v) > 1}
+    return imports, exports, multi
 
 
 def read_elf_bytes(data: bytes, path: Path) -> ElfObject:
