@@ -7,7 +7,10 @@ direct_url.json, uv_cache.json, with their hashes). A path two or more RECORDs l
 top-level `build_backend.py` in flashinfer-python 0.6.3 and torch-c-dlpack-ext 0.1.5), the
 installer writes each in turn and the last one written stays. Which one that is depends on the
 installer's order, so a clash is judged by the bytes: the env holds the copy of every owner
-whose RECORD lists the file's sha256. A clash is a fact to report, not damage. A file that
+whose RECORD lists the file's sha256. A clash is a fact to report, not damage. uv installs
+wheels in parallel, so which copy it leaves varies between two installs of one lock; the copy an
+env must hold is fixed by one rule (`chosen_owner`), and the builder puts that copy in place
+(builder/venv/clash_settle.py) so two builds of a lock hash equal. A file that
 matches none of the RECORDs listing it with a hash is damage (or missing, or leads out of the
 env).
 
@@ -29,6 +32,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
+
+from packaging.utils import canonicalize_name
 
 from stackgate.build_record import FileClash
 from stackgate.files import read_text_bounded
@@ -61,6 +66,22 @@ class Claims:
 
     def clash_paths(self) -> list[str]:
         return sorted(p for p, cs in self.by_path.items() if len({c.dist for c in cs}) > 1)
+
+
+def lock_order(dist: str) -> tuple[str, str]:
+    """Where a distribution (its dist-info folder's name) stands in a uv.lock, which lists its
+    packages by normalized project name (an env holds one version of each)."""
+    return (str(canonicalize_name(dist.removesuffix(".dist-info").split("-")[0])), dist)
+
+
+def chosen_owner(claims: Iterable[Claim]) -> Claim | None:
+    """The claim whose copy a path several distributions install must hold: of the owners
+    whose RECORD lists a sha256 for it, the last in lock order. That is the copy a sequential
+    installer walking the lock from top to bottom leaves (each wheel written over the ones
+    before), it depends on the lock alone (not on which of uv's parallel writes ends last), and
+    the RECORD's sha256 proves the bytes put in place. None when no owner lists a hash."""
+    hashed = [c for c in claims if c.digest]
+    return max(hashed, key=lambda c: lock_order(c.dist)) if hashed else None
 
 
 @dataclass(frozen=True)
@@ -222,12 +243,14 @@ def judge(
             damaged.append(Damaged(rel, "differs", tuple(owned), "matches none of its RECORDs"))
             continue
         if len(owners) > 1:
+            chosen = chosen_owner(owned)
             clashes.append(
                 FileClash(
                     path=rel,
                     owners=owners,
                     holds=holds,
                     same_bytes=len(listed) == 1 and all(c.digest for c in owned),
+                    chosen=chosen.dist if chosen is not None else None,
                 )
             )
     damaged += [
