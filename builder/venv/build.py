@@ -8,10 +8,10 @@ take the stack's build lock and remove leftovers of killed builds, fetch and pat
 packages (a patch that does not apply -> exit 2 before any venv exists), create
 `<env>.partial`, install the lock frozen with hashes, build the source packages, give each path
 several wheels install the copy the lock-order rule chooses (builder/venv/clash_settle.py),
-apply the environment profile, verify the installed set against the lock, layer it over --base-
-site, compile the requested just-in-time kernels into it (builder/kernels/step.py), hash the
-tree and check each file against its wheel's RECORD (one read of every file serves both), write
-the record, rename into place, switch `current`.
+apply the environment profile, verify the installed set against the lock, layer it over
+--base-site, compile the requested just-in-time kernels into it (builder/kernels/step.py), hash
+the tree and check each file against its wheel's RECORD (one read of every file serves both),
+write the record, rename into place, switch `current`.
 
 An env for the same lock hash that already exists (with a record) is reused: its contents are
 a function of the lock, so building it again would only burn time.
