@@ -27,6 +27,7 @@ import hashlib
 import io
 import os
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -128,28 +129,59 @@ def _rows(env: Path, site: Path, record: Path) -> tuple[list[tuple[str, Claim]],
     return inside, outside
 
 
-def record_rows(env: Path, site: Path, record: Path) -> list[str]:
-    """The env-relative paths one RECORD lists inside the env ([] when it cannot be read)."""
-    try:
-        return [rel for rel, _claim in _rows(env, site, record)[0]]
-    except (OSError, ValueError):
-        return []
+@dataclass(frozen=True)
+class ParsedRecord:
+    """One RECORD's rows and the identity of the file they were read from: a later reader takes
+    the rows again only while that identity holds (the rule of stackgate.early_digests: inode,
+    size, mtime and ctime unchanged, and last written STAMP_MARGIN_NS before the read began)."""
+
+    ident: tuple[int, int, int, int]  # (inode, size, mtime_ns, ctime_ns)
+    read_ns: int
+    inside: tuple[tuple[str, Claim], ...]
+    outside: tuple[Claim, ...]
+
+    def valid_for(self, st: os.stat_result) -> bool:
+        return (
+            _ident(st) == self.ident
+            and max(st.st_mtime_ns, st.st_ctime_ns) < self.read_ns - STAMP_MARGIN_NS
+        )
 
 
-def read_claims(env: Path) -> Claims:
-    """Every row of every `*.dist-info/RECORD` in the env's site-packages."""
+# The kernel stamps files with a clock that may lag the reader's by a tick (<= 10 ms): a file
+# written this close before a read may be rewritten within the same stamp.
+STAMP_MARGIN_NS = 100_000_000
+
+
+def _ident(st: os.stat_result) -> tuple[int, int, int, int]:
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def parse_record(env: Path, site: Path, record: Path) -> ParsedRecord:
+    """One RECORD's rows with the identity it was read at (OSError, ValueError: unreadable)."""
+    read_ns = time.time_ns()
+    st = os.stat(record)  # noqa: PTH116 -- str paths: speed
+    inside, outside = _rows(env, site, record)
+    return ParsedRecord(_ident(st), read_ns, tuple(inside), tuple(outside))
+
+
+def read_claims(env: Path, parsed: Mapping[str, ParsedRecord] | None = None) -> Claims:
+    """Every row of every `*.dist-info/RECORD` in the env's site-packages. parsed: RECORDs read
+    before (by their path as str), taken again where the file is provably unchanged since."""
+    parsed = parsed or {}
     by_path: dict[str, list[Claim]] = {}
     outside: list[Claim] = []
     unreadable: list[str] = []
     for site in site_packages(env):
         for record in sorted(site.glob("*.dist-info/RECORD")):
             try:
-                inside, out = _rows(env, site, record)
+                before = parsed.get(str(record))
+                if before is None or not before.valid_for(os.stat(record)):  # noqa: PTH116
+                    before = parse_record(env, site, record)
             except (OSError, ValueError) as exc:
                 unreadable.append(f"{os.path.relpath(record, env)}: {exc}")
                 continue
-            outside += out
-            for rel, claim in inside:
+            outside += before.outside
+            for rel, claim in before.inside:
                 by_path.setdefault(rel, []).append(claim)
     return Claims(env, by_path, outside, unreadable)
 

@@ -79,6 +79,7 @@ from stackgate.paths import display_path
 from stackgate.python_finder import Interpreter, find_python
 from stackgate.topology import Topology
 from stackgate.uvbin import uv_bin
+from stackgate.wheel_records import read_claims
 
 
 @dataclass(frozen=True)
@@ -525,7 +526,8 @@ class _Build:
             # Before anything from the env runs: a path several wheels install holds the copy
             # the lock-order rule chooses, whatever order uv's parallel writes ended in.
             with timer.step("clashes", "giving paths several wheels install their chosen copy"):
-                settled = settle_clashes(partial, uv_cache_dir(uv_env()))
+                claims = read_claims(partial, early.parsed_records())
+                settled = settle_clashes(partial, uv_cache_dir(uv_env()), claims)
             for item in settled:
                 if not item.found:
                     self.reporter.note(
@@ -566,7 +568,11 @@ class _Build:
             # no owner's RECORD matches refuses the build with its cause).
             with timer.step("records", "checking the files against their wheels' RECORDs"):
                 raw = {**valid_raw(partial, read_early, listed.raw), **listed.raw}
-                records = check_wheel_records(partial, raw, uv_cache=uv_cache_dir(uv_env()))
+                # the RECORDs as the watcher read them during the install, where unchanged
+                claims = read_claims(partial, early.parsed_records())
+                records = check_wheel_records(
+                    partial, raw, uv_cache=uv_cache_dir(uv_env()), claims=claims
+                )
             for clash in records.clashes:
                 if not clash.same_bytes:
                     self.reporter.note(

@@ -27,7 +27,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from stackgate.wheel_records import Claim, chosen_owner, read_claims, record_digest
+from stackgate.wheel_records import Claim, Claims, chosen_owner, read_claims, record_digest
 
 
 @dataclass(frozen=True)
@@ -87,10 +87,11 @@ def _put(source: Path, target: str) -> None:
         raise
 
 
-def settle_clashes(env: Path, uv_cache: Path | None) -> list[Settled]:
+def settle_clashes(env: Path, uv_cache: Path | None, claims: Claims | None = None) -> list[Settled]:
     """Give every path several distributions install the copy of its chosen owner; one entry
-    per clashed path that some owner lists with a hash, in path order."""
-    claims = read_claims(env)
+    per clashed path that some owner lists with a hash, in path order. claims: the env's
+    RECORD rows when already read."""
+    claims = claims if claims is not None else read_claims(env)
     root = os.path.realpath(env)
     out: list[Settled] = []
     for rel in claims.clash_paths():
