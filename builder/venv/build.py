@@ -70,7 +70,6 @@ from stackgate.env_generated import PROFILE_FORMAT
 from stackgate.envtree import compute_tree, digest_patterns, file_digests, write_listing
 from stackgate.errors import CheckFailed, CommandFailed, EnvironmentProblem
 from stackgate.files import sha256_file
-from stackgate.gc_paused import collector_paused
 from stackgate.host.snapshot import host_snapshot
 from stackgate.layout import PARTIAL_SUFFIX, EnvLayout, lock_files_of
 from stackgate.loading import LoadedStack
@@ -395,10 +394,7 @@ class _Build:
                 state, loaded.manifest.name, layout.root, uv_cache_dir(uv_env())
             ):
                 self.reporter.note(note)
-            # the install and its one read of every file make ~58k long-lived objects and
-            # no cycles: collections walking them all cost ~5 % of a cu128 build's CPU
-            with collector_paused():
-                return self._build(checked, final, plan, choice, profile, removed, waited)
+            return self._build(checked, final, plan, choice, profile, removed, waited)
 
     def _build(
         self,
