@@ -250,3 +250,33 @@ def test_cu128s_build_backend_clash_holds_torch_c_dlpack_exts_copy(tmp_path: Pat
         assert held != _record_sha(env, "flashinfer_python-0.6.3.dist-info", "build_backend.py")
         trees.append(compute_tree(env, own_paths=own_paths_of(env)).sha256)
     assert trees[0] == trees[1]
+
+
+def test_a_script_uv_generates_for_two_owners_is_kept_and_said(tmp_path: Path) -> None:
+    # uv writes `bin/tool` for each wheel's console script (its bytes exist nowhere in the
+    # cache): the chosen owner's copy cannot be put in place when uv wrote the other one last
+    entry = "[console_scripts]\ntool = {}:main\n"
+    wheels = [
+        make_wheel(
+            tmp_path / "wheels",
+            name,
+            "1.0",
+            files={
+                f"{name}/__init__.py": "def main():\n    return 0\n",
+                f"{name}-1.0.dist-info/entry_points.txt": entry.format(name),
+            },
+        )
+        for name in ("alpha", "beta")
+    ]
+    cache = tmp_path / "uv-cache"
+    for order, ranked in (("rule-last", wheels), ("rule-first", wheels[::-1])):
+        env = _install_in_order(tmp_path / order, cache, ranked)
+        before = (env / "bin" / "tool").read_bytes()
+        (item,) = settle_clashes(env, cache)
+        assert item.path == "bin/tool" and item.chosen == "beta-1.0.dist-info"
+        assert item.found is (order == "rule-last") and not item.rewritten
+        assert (env / "bin" / "tool").read_bytes() == before
+        records = check_wheel_records(env, uv_cache=cache)  # a clash, not damage
+        (clash,) = records.clashes
+        assert clash.chosen == "beta-1.0.dist-info"
+        assert clash.holds == (["beta-1.0.dist-info"] if order == "rule-last" else ["alpha-1.0.dist-info"])
