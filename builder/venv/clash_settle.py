@@ -13,8 +13,10 @@ RECORD lists; the file's executable bit follows that copy too (the tree hash tel
 executable file from a plain one). Paths every owner ships with the same bytes and mode need
 nothing.
 
-A copy that cannot be found (uv's cache pruned under the build, a script uv rewrote while
-installing it) leaves the path as uv wrote it: the build record's clash then names a `chosen`
+A console or GUI script uv generated (its bytes are in no wheel) is rebuilt from the one uv
+left for the other owner (builder/venv/entry_scripts.py), under the same sha256 condition. A
+copy that cannot be found (uv's cache pruned under the build, a `.data` script whose `#!python`
+uv rewrote) leaves the path as uv wrote it: the build record's clash then names a `chosen`
 owner that `holds` lacks, and the build says that this env's tree hash may differ from another
 build's.
 """
@@ -27,7 +29,15 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from stackgate.wheel_records import Claim, Claims, chosen_owner, read_claims, record_digest
+from builder.venv.entry_scripts import entry_point, script_for
+from stackgate.wheel_records import (
+    Claim,
+    Claims,
+    chosen_owner,
+    read_claims,
+    record_digest,
+    site_packages,
+)
 
 
 @dataclass(frozen=True)
@@ -87,6 +97,34 @@ def _put(source: Path, target: str) -> None:
         raise
 
 
+def _put_data(data: bytes, mode: int, target: str) -> None:
+    """`data` at target with `mode`, replaced in one rename."""
+    tmp = f"{target}.stackgate-settle"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.chmod(tmp, mode)  # noqa: PTH101 -- str paths
+        os.replace(tmp, target)  # noqa: PTH105 -- str paths
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _entry_script(env: Path, target: str, rel: str, chosen: Claim) -> bytes | None:
+    """The chosen owner's console/GUI script, made from the one uv left (entry_scripts), when
+    its sha256 is the one the owner's RECORD lists."""
+    for site in site_packages(env):
+        spec = entry_point(site / chosen.dist, rel.removeprefix("bin/"))
+        if spec is None:
+            continue
+        with open(target, "rb") as handle:  # noqa: PTH123 -- str paths
+            script = script_for(handle.read(1 << 20), spec)
+        if script is not None and record_digest(hashlib.sha256(script).digest()) == chosen.digest:
+            return script
+    return None
+
+
 def settle_clashes(env: Path, uv_cache: Path | None, claims: Claims | None = None) -> list[Settled]:
     """Give every path several distributions install the copy of its chosen owner; one entry
     per clashed path that some owner lists with a hash, in path order. claims: the env's
@@ -116,6 +154,12 @@ def settle_clashes(env: Path, uv_cache: Path | None, claims: Claims | None = Non
             continue
         holds = current == chosen.digest
         copy = _verified_copy(uv_cache, chosen)
+        if copy is None and not holds and rel.startswith("bin/"):
+            script = _entry_script(env, target, rel, chosen)
+            if script is not None:
+                _put_data(script, stat.S_IMODE(st.st_mode), target)
+                out.append(Settled(rel, chosen.dist, rewritten=True, found=True))
+                continue
         if copy is None:
             # bytes that every owner shares, or already the chosen ones: only the mode is unknown
             out.append(Settled(rel, chosen.dist, rewritten=False, found=holds))

@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,7 @@ SITE = f"lib/python{PY_MINOR}/site-packages"
 #   tool_mode.py        alpha / beta (same bytes, only alpha's executable)     -> beta: plain
 #   nsp/__init__.py     alpha / beta / Zed (same bytes and mode)               -> nothing to do
 #   share/clash/x.txt   alpha / beta (`.data/data`, outside site-packages)     -> beta
+#   bin/tool            alpha / beta (console scripts uv generates)            -> beta
 WHEELS: list[tuple[str, str, dict[str, str], tuple[str, ...]]] = [
     (
         "alpha",
@@ -49,6 +51,7 @@ WHEELS: list[tuple[str, str, dict[str, str], tuple[str, ...]]] = [
             "tool_mode.py": "MODE = 1\n",
             "nsp/__init__.py": "",
             "alpha-1.0.data/data/share/clash/x.txt": "alpha's data\n",
+            "alpha-1.0.dist-info/entry_points.txt": "[console_scripts]\ntool = alpha:main\n",
         },
         ("tool_mode.py",),
     ),
@@ -62,6 +65,7 @@ WHEELS: list[tuple[str, str, dict[str, str], tuple[str, ...]]] = [
             "tool_mode.py": "MODE = 1\n",
             "nsp/__init__.py": "",
             "beta-2.0.data/data/share/clash/x.txt": "beta's data\n",
+            "beta-2.0.dist-info/entry_points.txt": "[console_scripts]\ntool = beta:main\n",
         },
         ("pair.py",),
     ),
@@ -78,6 +82,7 @@ CHOSEN = {
     f"{SITE}/tool_mode.py": ("beta-2.0.dist-info", b"MODE = 1\n", False),
     f"{SITE}/nsp/__init__.py": ("Zed-3.0.dist-info", b"", False),
     "share/clash/x.txt": ("beta-2.0.dist-info", b"beta's data\n", False),
+    "bin/tool": ("beta-2.0.dist-info", b"from beta import main\n", True),  # a line of it
 }
 
 
@@ -90,7 +95,8 @@ def _wheels(folder: Path) -> list[Path]:
 
 def _assert_rule_copies(env: Path) -> None:
     for rel, (_owner, data, runnable) in CHOSEN.items():
-        assert (env / rel).read_bytes() == data, rel
+        held = (env / rel).read_bytes()
+        assert (data in held) if rel == "bin/tool" else (held == data), rel
         assert bool((env / rel).stat().st_mode & 0o111) is runnable, rel
 
 
@@ -169,7 +175,7 @@ def test_settling_gives_the_rules_copy_whatever_order_installed_them(tmp_path: P
         assert all(s.found for s in settled.values())
         assert not settled[f"{SITE}/nsp/__init__.py"].rewritten
         if order == "rule-first":
-            assert settled["share/clash/x.txt"].rewritten
+            assert settled["share/clash/x.txt"].rewritten and settled["bin/tool"].rewritten
             assert settled[f"{SITE}/tool_mode.py"].rewritten  # the mode alone
         _assert_rule_copies(env)
         records = check_wheel_records(env, uv_cache=cache)  # the chosen bytes match a RECORD
@@ -205,7 +211,8 @@ def test_without_a_verified_copy_the_path_stays_and_says_so(tmp_path: Path) -> N
         os.chmod(backend, 0o644)
         backend.write_text("WHO = 'a damaged cache copy'\n")
 
-    # no cache at all: every path holding another owner's bytes stays as uv left it
+    # no cache at all: every path holding another owner's bytes in a wheel stays as uv left it
+    # (bin/tool is made from the env alone)
     assert {s.path for s in settle_clashes(env, None) if not s.found} == {
         f"{SITE}/shared_backend.py",
         f"{SITE}/pair.py",
@@ -252,31 +259,73 @@ def test_cu128s_build_backend_clash_holds_torch_c_dlpack_exts_copy(tmp_path: Pat
     assert trees[0] == trees[1]
 
 
-def test_a_script_uv_generates_for_two_owners_is_kept_and_said(tmp_path: Path) -> None:
-    # uv writes `bin/tool` for each wheel's console script (its bytes exist nowhere in the
-    # cache): the chosen owner's copy cannot be put in place when uv wrote the other one last
-    entry = "[console_scripts]\ntool = {}:main\n"
+
+@pytest.mark.parametrize(
+    ("alpha_spec", "beta_spec"),
+    [("alpha:main", "beta:main"), ("alpha.cli:run", "beta:App.start")],  # module paths, a method
+)
+def test_a_script_uv_generates_for_two_owners_is_the_rules(
+    tmp_path: Path, alpha_spec: str, beta_spec: str
+) -> None:
+    # uv writes `bin/tool` for each wheel's console script; its bytes are in no wheel, so the
+    # chosen owner's is rebuilt from the one uv left and kept only under its RECORD's sha256
+    sources = {
+        "alpha": {
+            "alpha/__init__.py": "def main():\n    return 0\n",
+            "alpha/cli.py": "def run():\n    return 0\n",
+        },
+        "beta": {
+            "beta/__init__.py": "class App:\n    @staticmethod\n    def start():\n        return 0\n\n\n"
+            "def main():\n    return 0\n",
+        },
+    }
     wheels = [
         make_wheel(
             tmp_path / "wheels",
             name,
             "1.0",
             files={
-                f"{name}/__init__.py": "def main():\n    return 0\n",
-                f"{name}-1.0.dist-info/entry_points.txt": entry.format(name),
+                **sources[name],
+                f"{name}-1.0.dist-info/entry_points.txt": f"[console_scripts]\ntool = {spec}\n",
             },
         )
-        for name in ("alpha", "beta")
+        for name, spec in (("alpha", alpha_spec), ("beta", beta_spec))
     ]
     cache = tmp_path / "uv-cache"
+    held = []
     for order, ranked in (("rule-last", wheels), ("rule-first", wheels[::-1])):
         env = _install_in_order(tmp_path / order, cache, ranked)
-        before = (env / "bin" / "tool").read_bytes()
+        if order == "rule-first":
+            assert b"from alpha" in (env / "bin" / "tool").read_bytes()  # uv left alpha's
         (item,) = settle_clashes(env, cache)
-        assert item.path == "bin/tool" and item.chosen == "beta-1.0.dist-info"
-        assert item.found is (order == "rule-last") and not item.rewritten
-        assert (env / "bin" / "tool").read_bytes() == before
-        records = check_wheel_records(env, uv_cache=cache)  # a clash, not damage
-        (clash,) = records.clashes
-        assert clash.chosen == "beta-1.0.dist-info"
-        assert clash.holds == (["beta-1.0.dist-info"] if order == "rule-last" else ["alpha-1.0.dist-info"])
+        assert item.path == "bin/tool" and item.chosen == "beta-1.0.dist-info" and item.found
+        assert item.rewritten is (order == "rule-first")
+        script = (env / "bin" / "tool").read_bytes()
+        assert b"from beta import" in script and (env / "bin" / "tool").stat().st_mode & 0o111
+        (clash,) = check_wheel_records(env, uv_cache=cache).clashes
+        assert clash.holds == ["beta-1.0.dist-info"] == [clash.chosen]
+        held.append(script.replace(str(env).encode(), b"<env>"))
+        ran = subprocess.run([env / "bin" / "tool"], capture_output=True, text=True, timeout=60)
+        assert ran.returncode == 0, ran.stderr  # the rebuilt script runs the chosen entry point
+    assert held[0] == held[1]
+
+
+def test_a_script_the_rule_cannot_rebuild_stays_as_uv_wrote_it(tmp_path: Path) -> None:
+    # beta's entry point is not a `module:attr` uv's template takes: nothing is made up
+    wheels = [
+        make_wheel(tmp_path / "wheels", name, "1.0", files={
+            f"{name}/__init__.py": "def main():\n    return 0\n",
+            f"{name}-1.0.dist-info/entry_points.txt": f"[console_scripts]\ntool = {spec}\n",
+        })
+        for name, spec in (("alpha", "alpha:main"), ("beta", "beta:main"))
+    ]
+    cache = tmp_path / "uv-cache"
+    env = _install_in_order(tmp_path, cache, wheels[::-1])
+    entry = env / SITE / "beta-1.0.dist-info" / "entry_points.txt"
+    entry.write_text("[console_scripts]\ntool = beta\n")  # as if another template made it
+    before = (env / "bin" / "tool").read_bytes()
+
+    (item,) = settle_clashes(env, cache)
+
+    assert item.found is False and not item.rewritten
+    assert (env / "bin" / "tool").read_bytes() == before
