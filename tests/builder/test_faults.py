@@ -20,7 +20,9 @@ from stackgate.envtree import compute_tree
 from tests.builder.conftest import LocalStack, popen_builder
 from tests.helpers.small_disk import small_tmpfs
 
-STEPS = ["sources", "venv", "install", "profile", "verify", "hash", "record", "publish", "switch"]
+STEPS = [
+    "sources", "venv", "install", "clashes", "profile", "verify", "hash", "record", "publish", "switch"
+]
 
 
 def _wait_for_line(popen: subprocess.Popen[str], needle: str, timeout: float = 120) -> None:
