@@ -136,6 +136,13 @@ class FileClash(StrictModel):
         "holds (empty when no owner lists a hash)."
     )
     same_bytes: bool = Field(description="Every owner's RECORD lists the same sha256.")
+    chosen: str | None = Field(
+        default=None,
+        description="The owner whose copy the env must hold (stackgate.wheel_records."
+        "chosen_owner: of the owners listing a sha256, the last in the lock's order by project "
+        "name); the builder puts its copy in place, so `holds` names it unless that copy could "
+        "not be found. None: no owner lists a hash, or a record from before the rule.",
+    )
 
 
 class WheelRecords(StrictModel):

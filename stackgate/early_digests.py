@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stackgate.digests import Key, key_of
-from stackgate.wheel_records import record_rows
+from stackgate.wheel_records import STAMP_MARGIN_NS, ParsedRecord, parse_record
 
-MARGIN_NS = 100_000_000
+MARGIN_NS = STAMP_MARGIN_NS
 # stackgate.envtree's one-read digest: (path, size, env-path patterns) -> (tree digest, raw sha256)
 Digest = Callable[[str, int, list[bytes]], tuple[bytes, bytes]]
 POLL_S = 0.25
@@ -92,6 +92,10 @@ class EarlyHasher:
         # listed files not there yet, or written too recently to read: tried again later
         self._later: set[str] = set()
         self._later_lock = threading.Lock()
+        # RECORD path -> its rows as last read (the RECORD check and the clash step take them
+        # again where the RECORD is unchanged: one parse of every RECORD)
+        self._parsed: dict[str, ParsedRecord] = {}
+        self._parsed_lock = threading.Lock()
         self._retried = time.monotonic()
         self._jobs: list[Future[None]] = []
         self._stop = threading.Event()
@@ -125,6 +129,11 @@ class EarlyHasher:
             job.result()
         return self.results
 
+    def parsed_records(self) -> dict[str, ParsedRecord]:
+        """The RECORDs read so far, by path (safe while the watcher runs)."""
+        with self._parsed_lock:
+            return dict(self._parsed)
+
     def _poll(self) -> None:
         while not self._stop.wait(POLL_S):
             self._scan()
@@ -152,7 +161,13 @@ class EarlyHasher:
                 if not stat.S_ISREG(st.st_mode) or self._seen_records.get(record) == ident:
                     continue
                 self._seen_records[record] = ident
-                for rel in record_rows(self.env, site, Path(record)):
+                try:
+                    parsed = parse_record(self.env, site, Path(record))
+                except (OSError, ValueError):
+                    continue  # the RECORD check reads it again and names the problem
+                with self._parsed_lock:
+                    self._parsed[record] = parsed
+                for rel, _claim in parsed.inside:
                     if rel not in self._queued:
                         self._queued.add(rel)
                         self._jobs.append(self._pool.submit(self._read, rel))

@@ -7,7 +7,10 @@ direct_url.json, uv_cache.json, with their hashes). A path two or more RECORDs l
 top-level `build_backend.py` in flashinfer-python 0.6.3 and torch-c-dlpack-ext 0.1.5), the
 installer writes each in turn and the last one written stays. Which one that is depends on the
 installer's order, so a clash is judged by the bytes: the env holds the copy of every owner
-whose RECORD lists the file's sha256. A clash is a fact to report, not damage. A file that
+whose RECORD lists the file's sha256. A clash is a fact to report, not damage. uv installs
+wheels in parallel, so which copy it leaves varies between two installs of one lock; the copy an
+env must hold is fixed by one rule (`chosen_owner`), and the builder puts that copy in place
+(builder/venv/clash_settle.py) so two builds of a lock hash equal. A file that
 matches none of the RECORDs listing it with a hash is damage (or missing, or leads out of the
 env).
 
@@ -24,11 +27,14 @@ import hashlib
 import io
 import os
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
+
+from packaging.utils import canonicalize_name
 
 from stackgate.build_record import FileClash
 from stackgate.files import read_text_bounded
@@ -61,6 +67,22 @@ class Claims:
 
     def clash_paths(self) -> list[str]:
         return sorted(p for p, cs in self.by_path.items() if len({c.dist for c in cs}) > 1)
+
+
+def lock_order(dist: str) -> tuple[str, str]:
+    """Where a distribution (its dist-info folder's name) stands in a uv.lock, which lists its
+    packages by normalized project name (an env holds one version of each)."""
+    return (str(canonicalize_name(dist.removesuffix(".dist-info").split("-")[0])), dist)
+
+
+def chosen_owner(claims: Iterable[Claim]) -> Claim | None:
+    """The claim whose copy a path several distributions install must hold: of the owners
+    whose RECORD lists a sha256 for it, the last in lock order. That is the copy a sequential
+    installer walking the lock from top to bottom leaves (each wheel written over the ones
+    before), it depends on the lock alone (not on which of uv's parallel writes ends last), and
+    the RECORD's sha256 proves the bytes put in place. None when no owner lists a hash."""
+    hashed = [c for c in claims if c.digest]
+    return max(hashed, key=lambda c: lock_order(c.dist)) if hashed else None
 
 
 @dataclass(frozen=True)
@@ -107,28 +129,59 @@ def _rows(env: Path, site: Path, record: Path) -> tuple[list[tuple[str, Claim]],
     return inside, outside
 
 
-def record_rows(env: Path, site: Path, record: Path) -> list[str]:
-    """The env-relative paths one RECORD lists inside the env ([] when it cannot be read)."""
-    try:
-        return [rel for rel, _claim in _rows(env, site, record)[0]]
-    except (OSError, ValueError):
-        return []
+@dataclass(frozen=True)
+class ParsedRecord:
+    """One RECORD's rows and the identity of the file they were read from: a later reader takes
+    the rows again only while that identity holds (the rule of stackgate.early_digests: inode,
+    size, mtime and ctime unchanged, and last written STAMP_MARGIN_NS before the read began)."""
+
+    ident: tuple[int, int, int, int]  # (inode, size, mtime_ns, ctime_ns)
+    read_ns: int
+    inside: tuple[tuple[str, Claim], ...]
+    outside: tuple[Claim, ...]
+
+    def valid_for(self, st: os.stat_result) -> bool:
+        return (
+            _ident(st) == self.ident
+            and max(st.st_mtime_ns, st.st_ctime_ns) < self.read_ns - STAMP_MARGIN_NS
+        )
 
 
-def read_claims(env: Path) -> Claims:
-    """Every row of every `*.dist-info/RECORD` in the env's site-packages."""
+# The kernel stamps files with a clock that may lag the reader's by a tick (<= 10 ms): a file
+# written this close before a read may be rewritten within the same stamp.
+STAMP_MARGIN_NS = 100_000_000
+
+
+def _ident(st: os.stat_result) -> tuple[int, int, int, int]:
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def parse_record(env: Path, site: Path, record: Path) -> ParsedRecord:
+    """One RECORD's rows with the identity it was read at (OSError, ValueError: unreadable)."""
+    read_ns = time.time_ns()
+    st = os.stat(record)  # noqa: PTH116 -- str paths: speed
+    inside, outside = _rows(env, site, record)
+    return ParsedRecord(_ident(st), read_ns, tuple(inside), tuple(outside))
+
+
+def read_claims(env: Path, parsed: Mapping[str, ParsedRecord] | None = None) -> Claims:
+    """Every row of every `*.dist-info/RECORD` in the env's site-packages. parsed: RECORDs read
+    before (by their path as str), taken again where the file is provably unchanged since."""
+    parsed = parsed or {}
     by_path: dict[str, list[Claim]] = {}
     outside: list[Claim] = []
     unreadable: list[str] = []
     for site in site_packages(env):
         for record in sorted(site.glob("*.dist-info/RECORD")):
             try:
-                inside, out = _rows(env, site, record)
+                before = parsed.get(str(record))
+                if before is None or not before.valid_for(os.stat(record)):  # noqa: PTH116
+                    before = parse_record(env, site, record)
             except (OSError, ValueError) as exc:
                 unreadable.append(f"{os.path.relpath(record, env)}: {exc}")
                 continue
-            outside += out
-            for rel, claim in inside:
+            outside += before.outside
+            for rel, claim in before.inside:
                 by_path.setdefault(rel, []).append(claim)
     return Claims(env, by_path, outside, unreadable)
 
@@ -222,12 +275,14 @@ def judge(
             damaged.append(Damaged(rel, "differs", tuple(owned), "matches none of its RECORDs"))
             continue
         if len(owners) > 1:
+            chosen = chosen_owner(owned)
             clashes.append(
                 FileClash(
                     path=rel,
                     owners=owners,
                     holds=holds,
                     same_bytes=len(listed) == 1 and all(c.digest for c in owned),
+                    chosen=chosen.dist if chosen is not None else None,
                 )
             )
     damaged += [

@@ -23,7 +23,7 @@ page that cannot be read is an environment problem (exit 3) naming the index.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from html.parser import HTMLParser
@@ -210,15 +210,32 @@ class _Links(HTMLParser):
                 self.hrefs.append(href)
 
 
-def parse_page(body: bytes, page_url: str, content_type: str) -> dict[str, str | None]:
-    """normalized file URL -> sha256 (None where the page gives none)."""
+def file_name(url: str) -> str:
+    """A URL's last path segment, query and fragment dropped and percent-encoding undone: the
+    same for a URL and its normal_url form (over http; a file:// URL's resolve() may follow a
+    link to another name)."""
+    path = url.split("#", 1)[0].split("?", 1)[0].rstrip("/")
+    name = path.rsplit("/", 1)[-1]
+    return unquote(name) if "%" in name else name
+
+
+def parse_page(
+    body: bytes, page_url: str, content_type: str, names: Collection[str] | None = None
+) -> dict[str, str | None]:
+    """normalized file URL -> sha256 (None where the page gives none). names: the file names
+    (file_name) the caller looks for; over http only those entries are normalized (PyPI's
+    pages for the cu128 lock list 160k files in 70 MB, and normalizing every URL cost ~5 s of
+    CPU beside the install), the others cannot equal a wanted URL."""
     listed: dict[str, str | None] = {}
+    wanted = None if names is None or page_url.startswith("file:") else frozenset(names)
     text = body.decode("utf-8", "replace")
     if "json" in content_type:
         data = json.loads(text)
         files = data.get("files", []) if isinstance(data, dict) else []
         for item in files if isinstance(files, list) else []:
             if not isinstance(item, dict) or not isinstance(item.get("url"), str):
+                continue
+            if wanted is not None and file_name(item["url"]) not in wanted:
                 continue
             hashes = item.get("hashes")
             sha = hashes.get("sha256") if isinstance(hashes, dict) else None
@@ -228,6 +245,8 @@ def parse_page(body: bytes, page_url: str, content_type: str) -> dict[str, str |
     parser = _Links()
     parser.feed(text)
     for href in parser.hrefs:
+        if wanted is not None and file_name(href) not in wanted:
+            continue
         url = urljoin(page_url, href)
         fragment = urlsplit(url).fragment
         sha = fragment.removeprefix("sha256=") if fragment.startswith("sha256=") else None
@@ -256,6 +275,7 @@ def _page(
     package: str,
     client: httpx.Client,
     budget: Budget,
+    names: Collection[str] | None = None,
 ) -> dict[str, str | None]:
     page_url = f"{registry}/{package}/"
     if registry.startswith("file://"):
@@ -297,7 +317,7 @@ def _page(
             f"index {registry} cannot be read for {package}'s page: {exc}", details=[page_url]
         ) from None
     try:
-        return parse_page(body, final, kind)
+        return parse_page(body, final, kind, names)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError
         raise EnvironmentProblem(f"index page {page_url} is not a simple-API page: {exc}") from None
 
@@ -320,7 +340,8 @@ def listing_problems(
 
     def one(key: tuple[str, str]) -> list[str]:
         registry, package = key
-        listed = _page(manifest, state, registry, package, client, budget)
+        names = {file_name(item.url) for item in groups[key]}
+        listed = _page(manifest, state, registry, package, client, budget, names)
         out: list[str] = []
         for item in groups[key]:
             label = f"{item.package.name} {item.package.version or ''}".strip()

@@ -3,13 +3,15 @@ previous environment.
 
 Order (each step timed and recorded): read the lock (stale -> exit 2) and check the patches'
 sha256, find the interpreter (absent -> exit 3) and check --base-site against its X.Y (every
-input check is done here, before anything is created), plan compile jobs, choose the topology, take the stack's build lock and
-remove leftovers of killed builds, fetch and patch source packages (a patch that does not
-apply -> exit 2 before any venv exists), create `<env>.partial`, install the lock frozen with
-hashes, build the source packages, apply the environment profile, verify the installed set
-against the lock, layer it over --base-site, compile the requested just-in-time kernels into it
-(builder/kernels/step.py), hash the tree and check each file against its wheel's RECORD (one read of
-every file serves both), write the record, rename into place, switch `current`.
+input check is done here, before anything is created), plan compile jobs, choose the topology,
+take the stack's build lock and remove leftovers of killed builds, fetch and patch source
+packages (a patch that does not apply -> exit 2 before any venv exists), create
+`<env>.partial`, install the lock frozen with hashes, build the source packages, give each path
+several wheels install the copy the lock-order rule chooses (builder/venv/clash_settle.py),
+apply the environment profile, verify the installed set against the lock, layer it over
+--base-site, compile the requested just-in-time kernels into it (builder/kernels/step.py), hash
+the tree and check each file against its wheel's RECORD (one read of every file serves both),
+write the record, rename into place, switch `current`.
 
 An env for the same lock hash that already exists (with a record) is reused: its contents are
 a function of the lock, so building it again would only burn time.
@@ -43,6 +45,7 @@ from builder.lock.origin import check_listing, check_origins
 from builder.lock.resolve import explain_uv_failure, locked_packages, uv_env, uv_version
 from builder.lock.uvproject import index_specs
 from builder.venv import atomic, base_site, bytecode, env_slot, envprofile
+from builder.venv.clash_settle import settle_clashes
 from builder.venv.disk_room import require_room, signals_held, writable_root
 from builder.venv.install_commands import install_commands, requirements_path
 from builder.venv.installed import verify_against_lock
@@ -77,6 +80,7 @@ from stackgate.paths import display_path
 from stackgate.python_finder import Interpreter, find_python
 from stackgate.topology import Topology
 from stackgate.uvbin import uv_bin
+from stackgate.wheel_records import read_claims
 
 
 @dataclass(frozen=True)
@@ -559,6 +563,18 @@ class _Build:
                         if opts.offline:
                             argv += ["--offline"]
                         self._run(argv, plan, f"building {_pkg.name}", state)
+            # Before anything from the env runs: a path several wheels install holds the copy
+            # the lock-order rule chooses, whatever order uv's parallel writes ended in.
+            with timer.step("clashes", "giving paths several wheels install their chosen copy"):
+                claims = read_claims(partial, early.parsed_records())
+                settled = settle_clashes(partial, uv_cache_dir(uv_env()), claims)
+            for item in settled:
+                if not item.found:
+                    self.reporter.note(
+                        f"{item.path}: no verified copy of {item.chosen}'s file to put in place; "
+                        "the env keeps the copy uv wrote last, so its tree hash may differ "
+                        "from another build of this lock"
+                    )
             with timer.step("profile", f"applying the {choice.topology or 'common'} profile"):
                 envprofile.apply_profile(partial, profile, choice)
             with timer.step("verify", "comparing installed packages with the lock"):
@@ -593,12 +609,17 @@ class _Build:
             # no owner's RECORD matches refuses the build with its cause).
             with timer.step("records", "checking the files against their wheels' RECORDs"):
                 raw = {**valid_raw(partial, read_early, listed.raw), **listed.raw}
-                records = check_wheel_records(partial, raw, uv_cache=uv_cache_dir(uv_env()))
+                # the RECORDs as the watcher read them during the install, where unchanged
+                claims = read_claims(partial, early.parsed_records())
+                records = check_wheel_records(
+                    partial, raw, uv_cache=uv_cache_dir(uv_env()), claims=claims
+                )
             for clash in records.clashes:
                 if not clash.same_bytes:
                     self.reporter.note(
                         f"{clash.path} is installed by {', '.join(clash.owners)}; the env "
-                        f"holds the copy of {' and '.join(clash.holds) or 'none of them'}"
+                        f"holds the copy of {' and '.join(clash.holds) or 'none of them'} "
+                        "(the last owner in the lock's order)"
                     )
             with timer.step("record", "writing the build record"):
                 record = BuildRecord(

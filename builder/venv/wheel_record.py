@@ -31,6 +31,7 @@ from stackgate.errors import EnvironmentProblem
 from stackgate.paths import display_path
 from stackgate.wheel_records import (
     Claim,
+    Claims,
     Damaged,
     judge,
     read_claims,
@@ -134,12 +135,16 @@ def refusal(env: Path, found: list[Diagnosis]) -> EnvironmentProblem:
 
 
 def check_wheel_records(
-    env: Path, digests: Mapping[str, bytes] | None = None, *, uv_cache: Path | None = None
+    env: Path,
+    digests: Mapping[str, bytes] | None = None,
+    *,
+    uv_cache: Path | None = None,
+    claims: Claims | None = None,
 ) -> WheelRecords:
     """Every file a RECORD lists with a hash against its owners' RECORDs; the clashes found.
-    digests: rel -> raw sha256 already read (the tree hash's pass). EnvironmentProblem when a
-    file matches no owner's RECORD."""
-    judged = judge(read_claims(env), digests)
+    digests: rel -> raw sha256 already read (the tree hash's pass); claims: the env's RECORD
+    rows when already read. EnvironmentProblem when a file matches no owner's RECORD."""
+    judged = judge(claims if claims is not None else read_claims(env), digests)
     if judged.damaged:
         raise refusal(env, diagnose(judged.damaged, uv_cache))
     return WheelRecords(files_checked=judged.checked, clashes=judged.clashes)

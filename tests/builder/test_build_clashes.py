@@ -93,8 +93,9 @@ def test_a_clash_builds_is_recorded_and_is_a_static_warning(tmp_path: Path) -> N
     backend = clashes[f"{site}/shared_backend.py"]
     assert backend["owners"] == ["alpha-1.0.dist-info", "beta-2.0.dist-info"]
     assert backend["same_bytes"] is False
-    held = (env / site / "shared_backend.py").read_text()
-    assert backend["holds"] == (["alpha-1.0.dist-info"] if "alpha" in held else ["beta-2.0.dist-info"])
+    # the last owner in the lock's order, whichever copy uv wrote last
+    assert (env / site / "shared_backend.py").read_text() == "WHO = 'beta'\n"
+    assert backend["holds"] == ["beta-2.0.dist-info"] and backend["chosen"] == "beta-2.0.dist-info"
     namespace = clashes[f"{site}/nsp/__init__.py"]
     assert namespace["same_bytes"] is True and len(namespace["holds"]) == 2
     assert record["wheel_records"]["files_checked"] >= 6

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from stackgate.early_digests import MARGIN_NS, Early, EarlyHasher, valid_raw
 from stackgate.envtree import compute_tree, digest_patterns, file_digests, own_paths_of
-from stackgate.wheel_records import judge, read_claims
+from stackgate.wheel_records import ParsedRecord, judge, read_claims
 from tests.helpers.uv_venv import install, site, venv
 from tests.helpers.wheels import make_wheel
 
@@ -133,3 +133,38 @@ def test_a_record_that_changes_is_read_again(tmp_path: Path) -> None:
         assert _wait_for(hasher, rel), "read only after the install (or never)"
         early = dict(hasher.finish())
     assert early[rel].valid_for(os.lstat(env / rel))
+
+
+def _parsed(env: Path) -> dict[str, ParsedRecord]:
+    with EarlyHasher(env, digest_patterns(env, own_paths_of(env)), file_digests) as hasher:
+        hasher.finish()
+        return hasher.parsed_records()
+
+
+def test_the_records_read_during_the_install_serve_the_record_check(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    time.sleep(2 * MARGIN_NS / 1e9)
+    parsed = _parsed(env)
+    assert len(parsed) == 4  # pkg0..pkg3
+
+    before = read_claims(env)
+    assert read_claims(env, parsed) == before
+    assert judge(before).damaged == []
+    # a RECORD rewritten since (a row whose hash now names other bytes) is parsed again
+    record = site(env) / "pkg3-1.0.dist-info" / "RECORD"
+    text = record.read_text()
+    record.write_text(text.replace("pkg3/__init__.py,sha256=", "pkg3/__init__.py,sha256=AAAA"))
+    again = read_claims(env, parsed)
+    assert again == read_claims(env) and again != before
+    (found,) = judge(again).damaged
+    assert found.path.endswith("pkg3/__init__.py") and found.kind == "differs"
+
+
+def test_a_record_written_within_the_margin_of_its_read_is_read_again(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    time.sleep(2 * MARGIN_NS / 1e9)
+    parsed = _parsed(env)
+    (key, entry), *_ = sorted(parsed.items())
+    fake = replace(entry, inside=(), read_ns=max(entry.ident[2], entry.ident[3]) + 1)
+    assert not fake.valid_for(os.stat(key))
+    assert read_claims(env, {key: fake}) == read_claims(env)  # the rows are not taken from it

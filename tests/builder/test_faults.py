@@ -24,6 +24,7 @@ STEPS = [
     "sources",
     "venv",
     "install",
+    "clashes",
     "profile",
     "verify",
     "bytecode",

@@ -32,12 +32,14 @@ def make_wheel(
     deflate: bool = False,
     variant: tuple[str, str] | None = None,
     unhashed: Iterable[str] = (),
+    executable: Iterable[str] = (),
 ) -> Path:
     """Write `<name>-<version>-<tag>.whl` into out_dir and return its path (members stored,
     or deflated as real wheels are with `deflate=True`). `variant`: (label, the text of
     `*.dist-info/variant.json`) for a PEP 825 variant wheel `<name>-<version>-<tag>-<label>.whl`
     (label "": the file name has none; text "": the wheel holds no variant.json). `unhashed`:
-    members whose RECORD row lists no hash (`path,,`), as some wheels list byte-code."""
+    members whose RECORD row lists no hash (`path,,`), as some wheels list byte-code.
+    `executable`: members stored with mode 0755 (the rest 0644)."""
     dist = name.replace("-", "_")
     dist_info = f"{dist}-{version}.dist-info"
     contents: dict[str, bytes] = {}
@@ -52,6 +54,7 @@ def make_wheel(
         f"Wheel-Version: 1.0\nGenerator: stackgate-tests\nRoot-Is-Purelib: true\nTag: {tag}\n"
     ).encode()
     bare = set(unhashed)
+    runnable = set(executable)
     record_lines = [
         f"{rel},," if rel in bare else f"{rel},{_record_hash(data)},{len(data)}"
         for rel, data in contents.items()
@@ -64,7 +67,7 @@ def make_wheel(
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         for rel in sorted(contents):
             info = zipfile.ZipInfo(rel, date_time=(2020, 1, 1, 0, 0, 0))
-            info.external_attr = 0o644 << 16
+            info.external_attr = (0o755 if rel in runnable else 0o644) << 16
             if deflate:  # as real wheels are (ZipInfo members default to stored)
                 info.compress_type = zipfile.ZIP_DEFLATED
             zf.writestr(info, contents[rel])

@@ -1,8 +1,10 @@
 """Files two or more installed distributions install (`static.dists.clashes`).
 
 The installer writes each owner's copy in turn and the last one stays, so which module an
-import gets depends on the order the installer happened to use (uv installs in parallel: a
-rebuild of the same lock may hold the other copy). That is a finding, a WARN by default (a
+import gets depends on the order the installer happened to use (uv installs in parallel); a
+stackgate build then puts the copy of the last owner in the lock's order in place (`chosen`,
+builder/venv/clash_settle.py), so its rebuilds hold the same one. Either way the stack imports
+one wheel's module where another wheel expected its own. That is a finding, a WARN by default (a
 PASS whose reason starts with `WARN:`, as the static group reports warnings): a stack accepts
 it (`[validation.accepted_findings]`) or refuses it (`[validation.refused_findings]`, then it
 is a FAIL). Paths every owner ships with the same bytes (`nvidia/__init__.py` of the nvidia-*
@@ -52,7 +54,8 @@ def clash_result(env_root: Path) -> Result:
         listed = "; ".join(_line(c) for c in differing[:MAX_LISTED])
         reason = (
             f"WARN: {len(differing)} file(s) installed by two or more distributions with "
-            f"different bytes (the env holds the copy the installer wrote last): {listed}"
+            f"different bytes (one copy stays: a stackgate build keeps the last owner's in "
+            f"the lock's order): {listed}"
         )
     elif same:
         reason = (
