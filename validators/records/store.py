@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +45,7 @@ from validators.records.chain import (
     write_head,
 )
 from validators.records.clock import ahead_of_clock
+from validators.records.store_busy import ATTEMPT_S, held_elsewhere, is_busy, retry_busy
 from validators.records.model import (
     Record,
     StoredBody,
@@ -93,32 +94,55 @@ class RecordStore:
     """Open with `RecordStore.open(path)`; all methods verify what they read."""
 
     def __init__(
-        self, path: Path, conn: sqlite3.Connection, store_id: str | None, *, read_only: bool
+        self,
+        path: Path,
+        conn: sqlite3.Connection,
+        store_id: str | None,
+        *,
+        read_only: bool,
+        say: Callable[[str], None] | None = None,
     ) -> None:
         self.path = path
         self.store_id = store_id
         self.read_only = read_only
         self.notes: list[str] = []  # what a reader should be told (an empty store file)
         self._conn = conn
+        self._say = say or _say_err
 
     # -- opening -------------------------------------------------------------------------------
     @classmethod
     @contextmanager
-    def open(cls, path: Path | None = None, *, read_only: bool = False) -> Iterator[RecordStore]:
+    def open(
+        cls,
+        path: Path | None = None,
+        *,
+        read_only: bool = False,
+        say: Callable[[str], None] | None = None,
+    ) -> Iterator[RecordStore]:
+        """The store at `path` (default_store_path()); a store another process holds is
+        waited for boundedly, each wait told to `say` (stderr by default), store_busy."""
         target = path or default_store_path()
+        say = say or _say_err
         notes = _empty_file_notes(target) if read_only else []
         if not read_only and target.parent.is_dir():
             remove_stale_temps_here(target)
-        conn = _connect(target, read_only=read_only)
+        conn = _connect(target, read_only=read_only, say=say)
         try:
-            store_id = _prepare(conn, target, read_only=read_only)
-            store = cls(target, conn, store_id, read_only=read_only)
+
+            def prepared() -> RecordStore:
+                store_id = _prepare(conn, target, read_only=read_only)
+                store = cls(target, conn, store_id, read_only=read_only, say=say)
+                store._check_sidecar()
+                return store
+
+            store = retry_busy(prepared, target=target, doing="opening it", say=say)
             store.notes = notes
-            store._check_sidecar()
             yield store
         except sqlite3.DatabaseError as exc:
             if (explained := _interrupted_write(target, exc)) is not None:
                 raise explained from None
+            if is_busy(exc):  # held past the bound by a statement outside retry_busy
+                raise held_elsewhere(target, ATTEMPT_S, "reading it") from None
             if getattr(exc, "sqlite_errorcode", None) in _HOST_ERRORS:
                 # the disk (full, failing, read-only), not the store's bytes: exit 3
                 raise EnvironmentProblem(
@@ -162,7 +186,12 @@ class RecordStore:
         added: list[str] = []
         present: list[str] = []
         conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
+        retry_busy(
+            lambda: conn.execute("BEGIN IMMEDIATE"),
+            target=self.path,
+            doing="starting a write",
+            say=self._say,
+        )
         try:
             seq, previous = self._tail()
             now = now_utc()
@@ -185,7 +214,10 @@ class RecordStore:
                      row.schema_version, now, row.body, previous),
                 )  # fmt: skip
                 added.append(row.record_id)
-            conn.execute("COMMIT")
+            # A reader's open cursor holds the file: COMMIT waits for it (boundedly, said).
+            retry_busy(
+                lambda: conn.execute("COMMIT"), target=self.path, doing="committing", say=self._say
+            )
         except sqlite3.OperationalError as exc:
             _rollback(conn)
             # A read-only file or folder, a full disk, a lock held past the timeout.
@@ -407,6 +439,12 @@ class RecordStore:
             out.unmatched_heads.append((source, head))
 
 
+def _say_err(line: str) -> None:
+    from stackgate.lines import lines_err
+
+    lines_err().plain(line)
+
+
 def _filtered(stack: str | None, kind: str | None) -> tuple[str, list[Any]]:
     clauses, params = [], []
     for column, value in (("stack", stack), ("kind", kind)):
@@ -529,7 +567,9 @@ def _written_where_it_is(target: Path) -> None:
             )
 
 
-def _connect(target: Path, *, read_only: bool) -> sqlite3.Connection:
+def _connect(
+    target: Path, *, read_only: bool, say: Callable[[str], None]
+) -> sqlite3.Connection:
     if target.exists() and not target.is_file():
         # SQLite would open a FIFO and block on its first read, or a device and read it.
         raise BadInput(f"{target}: not a regular file (a record store is an SQLite file)")
@@ -544,8 +584,10 @@ def _connect(target: Path, *, read_only: bool) -> sqlite3.Connection:
                 return sqlite3.connect(":memory:", isolation_level=None)
             _roll_back_interrupted_write(target)
             uri = f"{target.resolve().as_uri()}?mode=ro"
-            conn = sqlite3.connect(uri, uri=True, timeout=30, isolation_level=None)
-            if _empty_schema(conn):
+            conn = sqlite3.connect(uri, uri=True, timeout=ATTEMPT_S, isolation_level=None)
+            if retry_busy(
+                lambda: _empty_schema(conn), target=target, doing="opening it", say=say
+            ):
                 # An SQLite file with no tables at all (made by `sqlite3 FILE .databases`, a
                 # VACUUM of nothing): no store yet, read as the empty file is (the stand-in
                 # schema cannot be made in a read-only connection).
@@ -556,7 +598,7 @@ def _connect(target: Path, *, read_only: bool) -> sqlite3.Connection:
         # Made (never through a symlink) before SQLite opens it by name; what SQLite then
         # opened is checked to be that file before anything is written (_opened_is_named).
         os.close(open_owned(target, os.O_RDWR | os.O_CREAT, 0o644))
-        conn = sqlite3.connect(target, timeout=30, isolation_level=None)
+        conn = sqlite3.connect(target, timeout=ATTEMPT_S, isolation_level=None)
     except (OSError, sqlite3.Error) as exc:
         raise EnvironmentProblem(f"cannot open the record store {target}: {exc}") from None
     if not _opened_is_named(target):
@@ -597,6 +639,7 @@ def _opened_is_named(target: Path) -> bool:
 
 def _prepare(conn: sqlite3.Connection, target: Path, *, read_only: bool) -> str | None:
     """Create or upgrade the schema (writers); the store id (None: no store yet)."""
+    _refuse_foreign(conn, target)
     version = int(conn.execute("PRAGMA user_version").fetchone()[0])
     if version > store_schema.STORE_VERSION:
         raise BadInput(
@@ -617,11 +660,15 @@ def _prepare(conn: sqlite3.Connection, target: Path, *, read_only: bool) -> str 
     else:
         conn.execute("BEGIN IMMEDIATE")
         try:
+            _refuse_foreign(conn, target)  # again, under the write lock: nothing written
             version = int(conn.execute("PRAGMA user_version").fetchone()[0])
             if version == 0:
                 store_schema.create(conn)
             elif version == 1:
                 store_schema.upgrade_from_1(conn)
+            elif not int(conn.execute("PRAGMA application_id").fetchone()[0]):
+                # a store made before the id was set: marked now that its tables are known
+                conn.execute(f"PRAGMA application_id = {store_schema.APPLICATION_ID}")
             conn.execute("COMMIT")
             if version == 1:
                 _write_upgraded_head(conn, target)
@@ -632,6 +679,15 @@ def _prepare(conn: sqlite3.Connection, target: Path, *, read_only: bool) -> str 
     if row is None:
         raise TamperedStore(f"{target}: tampered store: its id (meta.store_id) is gone")
     return str(row[0])
+
+
+def _refuse_foreign(conn: sqlite3.Connection, target: Path) -> None:
+    """BadInput (exit 2) for an SQLite file of another program: a store is never made in it."""
+    if (why := store_schema.foreign(conn)) is not None:
+        raise BadInput(
+            f"{target}: not a stackgate record store: {why}; nothing was written",
+            details=["give --store a stackgate store, or a path where none exists yet"],
+        )
 
 
 def _write_upgraded_head(conn: sqlite3.Connection, target: Path) -> None:
