@@ -72,7 +72,6 @@ def test_an_engine_printing_credentials_leaves_them_in_no_output(tmp_path: Path)
     assert _leaks(done.stdout, done.stderr, folder=out) == []
 
 
-
 # Settings an engine prints with their values (SGLang logs `server_args=ServerArgs(...)`, vLLM its
 # argv and environment), each secret a tell-tale value of its own.
 SETTINGS = (
@@ -110,6 +109,7 @@ def test_an_engine_printing_its_secret_settings_leaves_them_in_no_output(tmp_pat
     assert [t for t in SETTING_TELLS for text in texts if t in text] == []
     assert "api_key='***'" in done.stdout and "admin_api_key=None" in done.stdout
     assert "max_total_tokens=5000" in done.stdout and "#token: 123" in done.stdout
+
 
 def _lock(path: Path, url: str) -> Path:
     wheel = b"not fetched"

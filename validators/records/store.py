@@ -45,13 +45,19 @@ from validators.records.chain import (
     write_head,
 )
 from validators.records.clock import ahead_of_clock
-from validators.records.store_busy import ATTEMPT_S, held_elsewhere, is_busy, retry_busy
 from validators.records.model import (
     Record,
     StoredBody,
     canonical_texts,
     load_record,
     stored_body,
+)
+from validators.records.store_busy import (
+    ATTEMPT_S,
+    WAIT_S,
+    held_elsewhere,
+    is_busy,
+    retry_busy,
 )
 
 STORE_FILENAME = "stackgate.sqlite"
@@ -101,6 +107,7 @@ class RecordStore:
         *,
         read_only: bool,
         say: Callable[[str], None] | None = None,
+        wait_s: float = WAIT_S,
     ) -> None:
         self.path = path
         self.store_id = store_id
@@ -108,6 +115,7 @@ class RecordStore:
         self.notes: list[str] = []  # what a reader should be told (an empty store file)
         self._conn = conn
         self._say = say or _say_err
+        self._wait_s = wait_s
 
     # -- opening -------------------------------------------------------------------------------
     @classmethod
@@ -118,6 +126,7 @@ class RecordStore:
         *,
         read_only: bool = False,
         say: Callable[[str], None] | None = None,
+        wait_s: float = WAIT_S,
     ) -> Iterator[RecordStore]:
         """The store at `path` (default_store_path()); a store another process holds is
         waited for boundedly, each wait told to `say` (stderr by default), store_busy."""
@@ -126,16 +135,16 @@ class RecordStore:
         notes = _empty_file_notes(target) if read_only else []
         if not read_only and target.parent.is_dir():
             remove_stale_temps_here(target)
-        conn = _connect(target, read_only=read_only, say=say)
+        conn = _connect(target, read_only=read_only, say=say, wait_s=wait_s)
         try:
 
             def prepared() -> RecordStore:
                 store_id = _prepare(conn, target, read_only=read_only)
-                store = cls(target, conn, store_id, read_only=read_only, say=say)
+                store = cls(target, conn, store_id, read_only=read_only, say=say, wait_s=wait_s)
                 store._check_sidecar()
                 return store
 
-            store = retry_busy(prepared, target=target, doing="opening it", say=say)
+            store = retry_busy(prepared, target=target, doing="opening it", say=say, wait_s=wait_s)
             store.notes = notes
             yield store
         except sqlite3.DatabaseError as exc:
@@ -191,6 +200,7 @@ class RecordStore:
             target=self.path,
             doing="starting a write",
             say=self._say,
+            wait_s=self._wait_s,
         )
         try:
             seq, previous = self._tail()
@@ -216,7 +226,11 @@ class RecordStore:
                 added.append(row.record_id)
             # A reader's open cursor holds the file: COMMIT waits for it (boundedly, said).
             retry_busy(
-                lambda: conn.execute("COMMIT"), target=self.path, doing="committing", say=self._say
+                lambda: conn.execute("COMMIT"),
+                target=self.path,
+                doing="committing",
+                say=self._say,
+                wait_s=self._wait_s,
             )
         except sqlite3.OperationalError as exc:
             _rollback(conn)
@@ -568,7 +582,7 @@ def _written_where_it_is(target: Path) -> None:
 
 
 def _connect(
-    target: Path, *, read_only: bool, say: Callable[[str], None]
+    target: Path, *, read_only: bool, say: Callable[[str], None], wait_s: float
 ) -> sqlite3.Connection:
     if target.exists() and not target.is_file():
         # SQLite would open a FIFO and block on its first read, or a device and read it.
@@ -586,7 +600,11 @@ def _connect(
             uri = f"{target.resolve().as_uri()}?mode=ro"
             conn = sqlite3.connect(uri, uri=True, timeout=ATTEMPT_S, isolation_level=None)
             if retry_busy(
-                lambda: _empty_schema(conn), target=target, doing="opening it", say=say
+                lambda: _empty_schema(conn),
+                target=target,
+                doing="opening it",
+                say=say,
+                wait_s=wait_s,
             ):
                 # An SQLite file with no tables at all (made by `sqlite3 FILE .databases`, a
                 # VACUUM of nothing): no store yet, read as the empty file is (the stand-in
@@ -657,7 +675,9 @@ def _prepare(conn: sqlite3.Connection, target: Path, *, read_only: bool) -> str 
                 f"{target}: store format {version} has no hash chain; run a writing command "
                 f"once (`{cli_command('records import')}`) to upgrade it"
             )
-    else:
+    elif version != store_schema.STORE_VERSION or not _application_id(conn):
+        # Only a store to make, upgrade or mark takes the write lock here: a COMMIT waits
+        # for every reader, and opening a current store must not.
         conn.execute("BEGIN IMMEDIATE")
         try:
             _refuse_foreign(conn, target)  # again, under the write lock: nothing written
@@ -666,7 +686,7 @@ def _prepare(conn: sqlite3.Connection, target: Path, *, read_only: bool) -> str 
                 store_schema.create(conn)
             elif version == 1:
                 store_schema.upgrade_from_1(conn)
-            elif not int(conn.execute("PRAGMA application_id").fetchone()[0]):
+            elif not _application_id(conn):
                 # a store made before the id was set: marked now that its tables are known
                 conn.execute(f"PRAGMA application_id = {store_schema.APPLICATION_ID}")
             conn.execute("COMMIT")
@@ -679,6 +699,10 @@ def _prepare(conn: sqlite3.Connection, target: Path, *, read_only: bool) -> str 
     if row is None:
         raise TamperedStore(f"{target}: tampered store: its id (meta.store_id) is gone")
     return str(row[0])
+
+
+def _application_id(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA application_id").fetchone()[0])
 
 
 def _refuse_foreign(conn: sqlite3.Connection, target: Path) -> None:
