@@ -179,9 +179,11 @@ def test_a_held_store_is_waited_for_boundedly_by_readers_and_writers(
     said: list[str] = []
     holder = _holder(store, mode, 600)
     try:
-        with pytest.raises(EnvironmentProblem, match="held by another process") as caught:  # noqa: PT012
-            with RecordStore.open(store, read_only=read_only, say=said.append, wait_s=2.5) as s:
-                s.add(make_record(minute=2))
+        with (
+            pytest.raises(EnvironmentProblem, match="held by another process") as caught,
+            RecordStore.open(store, read_only=read_only, say=said.append, wait_s=2.5) as s,
+        ):
+            s.add(make_record(minute=2))
     finally:
         _stop(holder)
     assert str(store) in caught.value.message
@@ -214,9 +216,11 @@ def test_a_commit_waits_for_a_reader_boundedly(tmp_path: Path) -> None:
     holder = _holder(store, "DEFERRED; SELECT COUNT(*) FROM records", 600)
     # the holder's SELECT inside a transaction keeps its SHARED lock
     try:
-        with RecordStore.open(store, say=said.append, wait_s=2.5) as s:
-            with pytest.raises(EnvironmentProblem, match="held by another process"):
-                s.add(make_record(minute=2))
+        with (
+            RecordStore.open(store, say=said.append, wait_s=2.5) as s,
+            pytest.raises(EnvironmentProblem, match="held by another process"),
+        ):
+            s.add(make_record(minute=2))
     finally:
         _stop(holder)
     assert said and "committing" in said[-1]
