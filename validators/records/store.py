@@ -59,6 +59,7 @@ from validators.records.store_busy import (
     is_busy,
     retry_busy,
 )
+from validators.records.store_folder import StoreFolder, open_store_folder
 
 STORE_FILENAME = "stackgate.sqlite"
 
@@ -108,8 +109,13 @@ class RecordStore:
         read_only: bool,
         say: Callable[[str], None] | None = None,
         wait_s: float = WAIT_S,
+        folder: StoreFolder | None = None,
     ) -> None:
         self.path = path
+        # A writer's opened folder (store_folder.py): its own files beside the store are
+        # reached through it; a reader works by the name.
+        self._folder = folder
+        self._files = folder.here(path.name) if folder is not None else path
         self.store_id = store_id
         self.read_only = read_only
         self.notes: list[str] = []  # what a reader should be told (an empty store file)
@@ -133,14 +139,28 @@ class RecordStore:
         target = path or default_store_path()
         say = say or _say_err
         notes = _empty_file_notes(target) if read_only else []
-        if not read_only and target.parent.is_dir():
-            remove_stale_temps_here(target)
-        conn = _connect(target, read_only=read_only, say=say, wait_s=wait_s)
+        folder = None if read_only else open_store_folder(target)
+        try:
+            if folder is not None:
+                remove_stale_temps_here(folder.here(target.name))
+            conn = _connect(target, read_only=read_only, say=say, wait_s=wait_s, folder=folder)
+        except BaseException:
+            if folder is not None:
+                folder.close()
+            raise
         try:
 
             def prepared() -> RecordStore:
-                store_id = _prepare(conn, target, read_only=read_only)
-                store = cls(target, conn, store_id, read_only=read_only, say=say, wait_s=wait_s)
+                store_id = _prepare(conn, target, read_only=read_only, folder=folder)
+                store = cls(
+                    target,
+                    conn,
+                    store_id,
+                    read_only=read_only,
+                    say=say,
+                    wait_s=wait_s,
+                    folder=folder,
+                )
                 store._check_sidecar()
                 return store
 
@@ -160,6 +180,8 @@ class RecordStore:
             raise BadInput(f"{target}: not a readable record store: {exc}") from None
         finally:
             conn.close()
+            if folder is not None:
+                folder.close()
 
     def _tampered(self, what: str) -> TamperedStore:
         return TamperedStore(
@@ -171,7 +193,7 @@ class RecordStore:
         """The head written beside the store must still be a prefix of it (rollback check)."""
         if self.store_id is None:
             return
-        head = read_head(sidecar_path(self.path))
+        head = read_head(sidecar_path(self._files))
         if head is not None:
             problem = self.head_problem(head, sidecar_path(self.path))
             if problem:
@@ -195,6 +217,8 @@ class RecordStore:
         added: list[str] = []
         present: list[str] = []
         conn = self._conn
+        if self._folder is not None:
+            self._folder.check("before this write")
         retry_busy(
             lambda: conn.execute("BEGIN IMMEDIATE"),
             target=self.path,
@@ -239,8 +263,10 @@ class RecordStore:
         except BaseException:
             _rollback(conn)
             raise
+        if self._folder is not None:
+            self._folder.check("during this write (SQLite's journal may have gone there)")
         if added and self.store_id is not None:
-            write_head(sidecar_path(self.path), self.chain_head())
+            write_head(sidecar_path(self._files), self.chain_head())
         return ImportResult(added=added, present=present)
 
     def _tail(self) -> tuple[int, str]:
@@ -552,17 +578,22 @@ def _link_target(path: Path) -> str:
         return "gone already"
 
 
-def _written_where_it_is(target: Path) -> None:
+def _written_where_it_is(target: Path, *, named: Path | None = None) -> None:
     """A store is written only at its own name: the store file and SQLite's files beside it
     (-journal, -wal, -shm) must not be symlinks or hard links. A store symlinked to an empty
     file elsewhere was turned into a database there by `records import`; a planted journal
-    symlink would have SQLite write the journal through it. SQLite follows both."""
-    for path in (
-        target,
-        *(target.with_name(target.name + s) for s in ("-journal", "-wal", "-shm")),
+    symlink would have SQLite write the journal through it. SQLite follows both. `target`
+    is looked at, `named` (default: target) is what messages call it."""
+    shown = named or target
+    for looked, path in (
+        (target, shown),
+        *(
+            (target.with_name(target.name + s), shown.with_name(shown.name + s))
+            for s in ("-journal", "-wal", "-shm")
+        ),
     ):
         try:
-            info = path.lstat()
+            info = looked.lstat()
         except FileNotFoundError:
             continue
         except OSError as exc:
@@ -570,7 +601,7 @@ def _written_where_it_is(target: Path) -> None:
         if stat.S_ISLNK(info.st_mode):
             raise EnvironmentProblem(
                 f"{path}: a symlink; the record store is written only where it is",
-                details=[f"give --store the file it leads to ({_link_target(path)})"],
+                details=[f"give --store the file it leads to ({_link_target(looked)})"],
             )
         if not stat.S_ISREG(info.st_mode):
             raise BadInput(f"{path}: not a regular file (a record store is an SQLite file)")
@@ -582,14 +613,20 @@ def _written_where_it_is(target: Path) -> None:
 
 
 def _connect(
-    target: Path, *, read_only: bool, say: Callable[[str], None], wait_s: float
+    target: Path,
+    *,
+    read_only: bool,
+    say: Callable[[str], None],
+    wait_s: float,
+    folder: StoreFolder | None = None,
 ) -> sqlite3.Connection:
     if target.exists() and not target.is_file():
         # SQLite would open a FIFO and block on its first read, or a device and read it.
         raise BadInput(f"{target}: not a regular file (a record store is an SQLite file)")
+    here = folder.here(target.name) if folder is not None else target
     if not read_only:
         try:
-            _written_where_it_is(target)
+            _written_where_it_is(here, named=target)
         except OSError as exc:  # removed or replaced while it was being checked
             raise EnvironmentProblem(f"cannot check the record store {target}: {exc}") from None
     try:
@@ -612,14 +649,16 @@ def _connect(
                 conn.close()
                 return sqlite3.connect(":memory:", isolation_level=None)
             return conn
-        target.parent.mkdir(parents=True, exist_ok=True)
-        # Made (never through a symlink) before SQLite opens it by name; what SQLite then
-        # opened is checked to be that file before anything is written (_opened_is_named).
-        os.close(open_owned(target, os.O_RDWR | os.O_CREAT, 0o644))
-        conn = sqlite3.connect(target, timeout=ATTEMPT_S, isolation_level=None)
+        assert folder is not None  # a writer always has its opened folder
+        # Made (never through a symlink) in the opened folder before SQLite opens it by
+        # name, mode=rw (SQLite creates nothing by name); what SQLite then opened is checked
+        # to be that file before anything is written (_opened_is_named).
+        os.close(open_owned(here, os.O_RDWR | os.O_CREAT, 0o644))
+        uri = f"{(folder.real / target.name).as_uri()}?mode=rw"
+        conn = sqlite3.connect(uri, uri=True, timeout=ATTEMPT_S, isolation_level=None)
     except (OSError, sqlite3.Error) as exc:
         raise EnvironmentProblem(f"cannot open the record store {target}: {exc}") from None
-    if not _opened_is_named(target):
+    if not _opened_is_named(here):
         conn.close()
         raise EnvironmentProblem(
             f"{target}: replaced while it was opened (a symlink or another file swapped in); "
@@ -655,7 +694,9 @@ def _opened_is_named(target: Path) -> bool:
     return False
 
 
-def _prepare(conn: sqlite3.Connection, target: Path, *, read_only: bool) -> str | None:
+def _prepare(
+    conn: sqlite3.Connection, target: Path, *, read_only: bool, folder: StoreFolder | None = None
+) -> str | None:
     """Create or upgrade the schema (writers); the store id (None: no store yet)."""
     _refuse_foreign(conn, target)
     version = int(conn.execute("PRAGMA user_version").fetchone()[0])
@@ -691,7 +732,9 @@ def _prepare(conn: sqlite3.Connection, target: Path, *, read_only: bool) -> str 
                 conn.execute(f"PRAGMA application_id = {store_schema.APPLICATION_ID}")
             conn.execute("COMMIT")
             if version == 1:
-                _write_upgraded_head(conn, target)
+                _write_upgraded_head(
+                    conn, folder.here(target.name) if folder is not None else target
+                )
         except BaseException:
             _rollback(conn)
             raise
