@@ -48,3 +48,11 @@ def test_a_secret_settings_value_is_hidden(text: str, secret: str) -> None:
 )
 def test_no_secret_is_kept_as_printed(text: str) -> None:
     assert redact(text) == text
+
+
+@pytest.mark.parametrize("before", ["x" * 40, "9" * 5, "A1" * 30, "git+"])
+def test_user_info_after_a_long_run_of_letters_is_still_hidden(before: str) -> None:
+    """The URL rule's scheme is bounded (a long letter run was scanned quadratically): a URL
+    glued to a long run of letters or digits still has its user info hidden."""
+    text = f"{before}https://alice:S3CRETPW@hub.example/x"
+    assert "S3CRETPW" not in redact(text)
