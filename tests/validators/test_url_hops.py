@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -69,12 +70,17 @@ def _non_loopback_own() -> list[str]:
 def test_this_hosts_own_addresses_are_this_host() -> None:
     """Every address `hostname -I` lists is found and refused (control: a documentation
     address of no interface here is not)."""
-    listed = subprocess.run(["hostname", "-I"], capture_output=True, text=True).stdout.split()
+    if shutil.which("hostname"):
+        listed = subprocess.run(["hostname", "-I"], capture_output=True, text=True).stdout.split()
+    else:  # no hostname(1): the addresses this host's name resolves to
+        infos = socket.getaddrinfo(socket.gethostname(), None, proto=socket.IPPROTO_TCP)
+        listed = sorted({str(i[4][0]).split("%", 1)[0] for i in infos})
     own = {str(a) for a in own_addresses()}
     assert set(listed) <= own, (listed, own)
     for address in listed:
         host = f"[{address}]" if ":" in address else address
-        assert "an address of this host" in (local_target(f"http://{host}:8080/admin") or "")
+        why = local_target(f"http://{host}:8080/admin") or ""
+        assert "an address of this host" in why or "loopback" in why, (address, why)
     assert local_target("http://198.51.100.7/simple") is None
 
 
