@@ -40,6 +40,7 @@ from stackgate.http_limits import Limits as Limits
 from stackgate.http_limits import add_limit_arguments as add_limit_arguments
 from stackgate.http_limits import limits_from as limits_from
 from stackgate.http_pool import Pool, ProxyPool
+from stackgate.url_targets import checked_hop
 
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
     "stackgate_http_deadline", default=None
@@ -305,6 +306,7 @@ def make_client(
         max_redirects=5,
         headers={"User-Agent": "stackgate", **(headers or {})},
         auth=auth,
+        event_hooks={"request": [checked_hop]} if lim.refuse_local_targets else None,
     )
 
 

@@ -17,7 +17,9 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 # The user info is everything up to the LAST `@` of the authority (which ends at `/`, `?`, `#`):
 # that is how urlsplit and uv read `https://user:p@ss@host`, so a password holding `@` is hidden
 # whole, not cut at its first `@`.
-_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<info>[^/?#\s]+)@")
+# Both parts are bounded: unbounded, a long run of letters (a 1 MB base64 blob in an engine's
+# log) was scanned from every one of its positions, quadratic (20,000 letters: 0.9 s).
+_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]{0,31}://)(?P<info>[^/?#\s]{1,4096})@")
 
 
 # A query parameter whose name says it carries a secret (`?private_token=`, `?access_key=`,
@@ -55,6 +57,34 @@ _AUTH_VALUE = re.compile(
     r"|\b(?:bearer|basic)\s+)"
     # a value: one with a digit, or 20 characters long (not "Basic authentication")
     r"(?P<value>(?=[A-Za-z._~+/=-]*[0-9]|[A-Za-z0-9._~+/=-]{20})[A-Za-z0-9._~+/=-]{8,})"
+)
+
+
+# A value given to a setting whose name says it is a secret, as engines print their settings:
+# `api_key='...'` (a Python repr), `"password": "..."` (JSON), `AWS_SECRET_ACCESS_KEY=...`
+# (an environment), `hf_token: ...` (YAML), `--api-key VALUE` / `--api-key=VALUE` (an argv).
+# The name must END in the secret word (`max_total_tokens`, `tokenizer_path`, `sort_key` are
+# not secrets) and the value must hold a letter (`#token: 123` is SGLang's token count), and
+# None/null/true/false are not values.
+_SECRET_WORDS = (
+    r"(?:api[_-]?key|access[_-]?key|secret[_-]?key|private[_-]?key|auth[_-]?key|secret"
+    r"|passw(?:or)?d|pwd|token|credentials?)"
+)
+_VALUE = (
+    # quoted: everything up to the closing quote (a password may hold spaces)
+    r"(?<=\")[^\"\n]*[A-Za-z][^\"\n]*(?=\")|(?<=')[^'\n]*[A-Za-z][^'\n]*(?=')"
+    # bare: up to a space, quote or closing bracket
+    r"|(?<![\"'])(?!(?:None|null|nil|true|false|True|False)(?![^\s\"',;)}\]]))"
+    r"(?=[^\s\"',;)}\]]*[A-Za-z])[^\s\"',;)}\]*]+"
+)
+_SECRET_SETTING = re.compile(
+    r"(?P<head>(?<![A-Za-z0-9_.-])(?:"
+    # name = value, name: value, "name": "value", name='value'
+    rf"[A-Za-z0-9_.-]*?{_SECRET_WORDS}[\"']?\s*[:=]\s*[\"']?"
+    # --name VALUE, --name=VALUE
+    rf"|--[A-Za-z0-9_-]*?{_SECRET_WORDS}(?:=|\s+)(?!-)[\"']?"
+    rf"))(?P<value>{_VALUE})",
+    re.IGNORECASE,
 )
 
 
@@ -151,13 +181,14 @@ def strip_credentials(url: str) -> tuple[str, str | None, str | None]:
 
 def redact(text: str) -> str:
     """Every `scheme://user:pass@` (or `scheme://token@`) in text as `scheme://***@`, every
-    recognisable token as its prefix and `***`, every bearer / basic authorization value and
-    secret-named query parameter value as `***`. The one redaction: stackgate.safe_text
+    recognisable token as its prefix and `***`, every bearer / basic authorization value,
+    secret-named query parameter value and secret-named setting's value as `***`. The one redaction: stackgate.safe_text
     applies it at every output boundary."""
     text = _USERINFO.sub(lambda m: f"{m.group('scheme')}***@", text)
     text = _TOKEN.sub(lambda m: f"{_kind(m.group(0))}***", text)
     text = _AUTH_VALUE.sub(lambda m: f"{m.group('head')}***", text)
-    return _SECRET_PARAM.sub(lambda m: f"{m.group('name')}***", text)
+    text = _SECRET_PARAM.sub(lambda m: f"{m.group('name')}***", text)
+    return _SECRET_SETTING.sub(lambda m: f"{m.group('head')}***", text)
 
 
 def index_env_names(name: str) -> tuple[str, str]:

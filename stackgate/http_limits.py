@@ -22,6 +22,9 @@ class Limits:
     min_rate: float = 128 * KIB  # bytes/s a request may take on top of request_s
     total_s: float = 1800.0  # every request of one run together
     connect_s: float = 15.0
+    # Refuse every request, each redirect hop included, that leads to this host or its
+    # metadata service (stackgate.url_targets): on when an untrusted file chose the URLs.
+    refuse_local_targets: bool = False
 
     def __post_init__(self) -> None:
         for name in ("request_s", "min_rate", "total_s", "connect_s"):

@@ -28,18 +28,24 @@ POLL_S = 0.2
 SAY_EVERY_S = 30.0
 
 
+def _check_private(fd: int, path: Path) -> None:
+    """The opened folder `fd` (named `path`) is this user's and writable by nobody else
+    (group/other write bits are taken away; another owner is refused)."""
+    info = os.fstat(fd)
+    if info.st_uid != os.geteuid():
+        raise EnvironmentProblem(
+            f"{path}: lock folder owned by uid {info.st_uid}, not this user "
+            f"({os.geteuid()}); another user could hold every lock in it",
+            details=["remove it, or point STACKGATE_CACHE at a folder of your own"],
+        )
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        os.fchmod(fd, stat.S_IMODE(info.st_mode) & ~(stat.S_IWGRP | stat.S_IWOTH))
+
+
 def _private(path: Path) -> Path:
     """`path` made (0700) and checked: a folder, owned by this user, writable by nobody else."""
     with dirfd.opened(dirfd.open_dir(path, create=True, mode=0o700)) as fd:
-        info = os.fstat(fd)
-        if info.st_uid != os.geteuid():
-            raise EnvironmentProblem(
-                f"{path}: lock folder owned by uid {info.st_uid}, not this user "
-                f"({os.geteuid()}); another user could hold every lock in it",
-                details=["remove it, or point STACKGATE_CACHE at a folder of your own"],
-            )
-        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-            os.fchmod(fd, stat.S_IMODE(info.st_mode) & ~(stat.S_IWGRP | stat.S_IWOTH))
+        _check_private(fd, path)
     return path
 
 
@@ -87,13 +93,28 @@ def acquire(
 
 @contextlib.contextmanager
 def held(path: Path, *, what: str, timeout_s: float, say: Callable[[str], None]) -> Iterator[int]:
-    """The lock file `path` (opened O_NOFOLLOW, created 0600) held (acquire); this
-    process's pid is written into it while held."""
+    """The lock file `path` held (acquire); this process's pid is written into it while held.
+
+    Its folder is opened once (O_NOFOLLOW: a folder swapped for a symlink since `lock_dir()`
+    checked it is refused, not followed), checked by fstat of what was opened (this user's,
+    writable by nobody else), and the file is opened relative to it (O_NOFOLLOW, created
+    0600): a check and a use of the same object, never of a name twice."""
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        folder = dirfd.open_dir(path.parent)
+    except EnvironmentProblem as exc:
+        raise EnvironmentProblem(
+            f"cannot open the lock {path}: {exc.message}", details=exc.details
+        ) from None
+    try:
+        _check_private(folder, path.parent)
+        fd = os.open(
+            path.name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=folder
+        )
     except OSError as exc:
         why = "a symlink" if exc.errno == errno.ELOOP else exc.strerror or str(exc)
         raise EnvironmentProblem(f"cannot open the lock {path}: {why}") from None
+    finally:
+        os.close(folder)
     try:
         acquire(fd, path=path, what=what, timeout_s=timeout_s, say=say)
         os.ftruncate(fd, 0)

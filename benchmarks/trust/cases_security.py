@@ -954,8 +954,10 @@ def store_held(tmp: Path) -> Outcome:
     finally:
         holder.kill()
         holder.wait()
+    said = "waiting for the record store" in done.stderr
     return Outcome(
-        done.returncode == 3 and no_traceback(done), f"exit {done.returncode}: {tail(done, 200)}"
+        done.returncode == 3 and said and no_traceback(done),
+        f"exit {done.returncode}, said while waiting: {said}: {tail(done, 200)}",
     )
 
 
@@ -1078,24 +1080,43 @@ def ssrf_own_address(tmp: Path) -> Outcome:
     "security",
     7,
     "variant",
-    "a redirect: a URL at an allowed address answers 302 to a loopback admin endpoint",
+    "a redirect: an allowed URL (a name of no address, through HTTP_PROXY) answers 302 to a loopback admin endpoint; and the same from this host's own address",
 )
 def ssrf_redirect(tmp: Path) -> Outcome:
-    own = _own_address()
-    if own is None:
-        return Outcome(False, "no non-loopback address here: not measured")
     target, th = _server("127.0.0.1")
-    front, fh = _server(
-        own, redirect_to=f"http://127.0.0.1:{target.server_port}/admin/evil-1.0-py3-none-any.whl"
-    )
+    admin = f"http://127.0.0.1:{target.server_port}/admin/evil-1.0-py3-none-any.whl"
+    # A forward proxy on loopback stands for an allowed mirror: it answers the lock's URL
+    # (mirror.invalid, which the URL rule cannot refuse) with 302 to the admin endpoint; a
+    # request that follows the redirect is sent through the proxy too, so the proxy's log
+    # shows it (the target's own counter: a request sent directly).
+    proxy, ph = _server("127.0.0.1", redirect_to=admin)
+    seen: list[str] = []
     try:
-        done = _lock_fetch(tmp, f"http://{own}:{front.server_port}/evil-1.0-py3-none-any.whl")
+        lock = _lock(tmp / "uv.lock", "http://mirror.invalid/evil-1.0-py3-none-any.whl")
+        env = dict(base_env(tmp), HTTP_PROXY=f"http://127.0.0.1:{proxy.server_port}")
+        done = module(tmp, "validators", "static", "--lock", lock, "--cache", tmp / "cache",
+                      "--request-timeout", "2", "--deadline", "20", env=env)  # fmt: skip
+        followed = [h for h in ph.hits if "/admin/" in h] + th.hits
+        seen.append(f"via proxy: asked {ph.hits}, exit {done.returncode}")
+        own = _own_address()
+        if own is not None:
+            front, fh = _server(own, redirect_to=admin)
+            try:
+                sub = tmp / "own"
+                sub.mkdir()
+                again = _lock_fetch(
+                    sub, f"http://{own}:{front.server_port}/evil-1.0-py3-none-any.whl"
+                )
+            finally:
+                front.shutdown()
+            followed += th.hits[len(followed) :]
+            seen.append(f"own address {own}: front got {fh.hits}, exit {again.returncode}")
     finally:
         target.shutdown()
-        front.shutdown()
+        proxy.shutdown()
     return Outcome(
-        not th.hits,
-        f"front got {fh.hits}, loopback target got {th.hits}; exit {done.returncode}; {tail(done, 120)}",
+        not followed and not th.hits,
+        f"loopback target reached {followed + th.hits}; {'; '.join(seen)}; {tail(done, 100)}",
     )
 
 

@@ -72,6 +72,45 @@ def test_an_engine_printing_credentials_leaves_them_in_no_output(tmp_path: Path)
     assert _leaks(done.stdout, done.stderr, folder=out) == []
 
 
+# Settings an engine prints with their values (SGLang logs `server_args=ServerArgs(...)`, vLLM its
+# argv and environment), each secret a tell-tale value of its own.
+SETTINGS = (
+    "server_args=ServerArgs(model_path='m', api_key='PLAINAPIKEY42', admin_api_key=None, "
+    "max_total_tokens=5000) argv: --api-key PLAINAPIKEY43 --hf-token=PLAINHFTOK46 config "
+    '{"password": "PLAIN PW44", "db_secret": "PLAINSECRET47"} AWS_SECRET_ACCESS_KEY=PLAINAWS45 '
+    "HF_TOKEN=PLAINHFTOK48 hf_token: PLAINHFTOK49 private_key='PLAINPK50' #token: 123"
+)
+SETTING_TELLS = ("PLAINAPIKEY42", "PLAINAPIKEY43", "PLAIN PW44", "PW44", "PLAINAWS45",
+                 "PLAINHFTOK46", "PLAINSECRET47", "PLAINHFTOK48", "PLAINHFTOK49", "PLAINPK50")  # fmt: skip
+
+
+def test_an_engine_printing_its_secret_settings_leaves_them_in_no_output(tmp_path: Path) -> None:
+    """A real engine prints its settings with secret values in every shape engines use (a
+    Python repr, an argv flag with a space or `=`, JSON, an environment line, YAML): the run
+    report (--json), the terminal and every kept file hold none of them; what is no secret
+    (`max_total_tokens=5000`, SGLang's `#token: 123`) is kept as printed."""
+    code = "import os,sys; print(os.environ['PLANT'], flush=True); sys.exit(1)"
+    profile = {"engine": "openai-command", "model_path": "synthetic",
+               "command": [sys.executable, "-c", code], "bench": dict(FAST_BENCH),
+               "load_timeout_s": 60, "hang_timeout_s": 60, "stop_grace_s": 5}  # fmt: skip
+    manifest = write_stack(tmp_path, "synthetic", {"main": profile})
+    out = tmp_path / "out"
+    env = {**os.environ, "PLANT": SETTINGS, "NO_COLOR": "1"}
+    control = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert all(t in control.stdout for t in SETTING_TELLS)  # the engine does print them
+    done = subprocess.run(
+        [sys.executable, "-m", "validators", "serve-bench", str(manifest), "--profile", "main",
+         "--json", "--out-dir", str(out), "--env", sys.prefix],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    kept = [p.read_text(errors="replace") for p in out.rglob("*") if p.is_file()]
+    texts = [done.stdout, done.stderr, *kept]
+    assert [t for t in SETTING_TELLS for text in texts if t in text] == []
+    assert "api_key='***'" in done.stdout and "admin_api_key=None" in done.stdout
+    assert "max_total_tokens=5000" in done.stdout and "#token: 123" in done.stdout
+
+
 def _lock(path: Path, url: str) -> Path:
     wheel = b"not fetched"
     path.write_text(

@@ -46,6 +46,11 @@ class Swapper(threading.Thread):
 def racing(path: Path, victim: Path) -> Iterator[Swapper]:
     racer = Swapper(path, victim)
     racer.start()
+    # The racer is live before the code under test starts: a thread not yet scheduled while a
+    # fast loop ran to its end left "0 swaps", a run that proved nothing (up to 2 s).
+    deadline = time.monotonic() + 2.0
+    while racer.swaps == 0 and time.monotonic() < deadline:
+        time.sleep(0.001)
     try:
         yield racer
     finally:

@@ -19,6 +19,7 @@ from stackgate.cli_paths import FOLDER
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.output import console_err, print_table, styled
 from stackgate.paths import display_path
+from stackgate.safe_text import for_terminal
 from validators.records.cli_args import add_store_argument
 from validators.records.json_files import (
     export_records,
@@ -266,7 +267,8 @@ def run(args: argparse.Namespace) -> int:
                 emit_json(record.model_dump(mode="json"))
                 return EXIT_OK
             # What was asked for: a summary on stdout; the verdict line: stderr.
-            sys.stdout.write("\n".join(record_summary(record)) + "\n")
+            # A record's note and labels are untrusted text: shown, never obeyed, secrets hidden.
+            sys.stdout.write(for_terminal("\n".join(record_summary(record))) + "\n")
             sys.stdout.flush()
             console.print(
                 styled(

@@ -8,6 +8,7 @@ install, from byte ranges of the locked wheels (the stack's lock unless LOCK is 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import time
 from pathlib import Path
@@ -167,11 +168,10 @@ def _run_lock(args: argparse.Namespace, manifest: object, own_lock: Path | None)
         raise BadInput(str(exc)) from None
     # No stack names the indexes: the lock alone says where to go, so it may not send this
     # check to this host's own services (stackgate/url_targets.py).
-    local = (
-        refused_urls(w.url for w in wheels.wheels)
-        if manifest is None and not args.offline and not args.allow_local_urls
-        else []
-    )
+    untrusted = manifest is None and not args.offline and not args.allow_local_urls
+    local = refused_urls(w.url for w in wheels.wheels) if untrusted else []
+    if untrusted:  # every redirect hop under the same rule as the lock's URLs
+        limits = dataclasses.replace(limits, refuse_local_targets=True)
     if local:
         raise BadInput(
             f"--lock {lock}: {len(local)} URL(s) lead to this host; refusing to fetch them",

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +52,14 @@ from validators.records.model import (
     load_record,
     stored_body,
 )
+from validators.records.store_busy import (
+    ATTEMPT_S,
+    WAIT_S,
+    held_elsewhere,
+    is_busy,
+    retry_busy,
+)
+from validators.records.store_folder import StoreFolder, open_store_folder
 
 STORE_FILENAME = "stackgate.sqlite"
 
@@ -93,32 +101,77 @@ class RecordStore:
     """Open with `RecordStore.open(path)`; all methods verify what they read."""
 
     def __init__(
-        self, path: Path, conn: sqlite3.Connection, store_id: str | None, *, read_only: bool
+        self,
+        path: Path,
+        conn: sqlite3.Connection,
+        store_id: str | None,
+        *,
+        read_only: bool,
+        say: Callable[[str], None] | None = None,
+        wait_s: float = WAIT_S,
+        folder: StoreFolder | None = None,
     ) -> None:
         self.path = path
+        # A writer's opened folder (store_folder.py): its own files beside the store are
+        # reached through it; a reader works by the name.
+        self._folder = folder
+        self._files = folder.here(path.name) if folder is not None else path
         self.store_id = store_id
         self.read_only = read_only
         self.notes: list[str] = []  # what a reader should be told (an empty store file)
         self._conn = conn
+        self._say = say or _say_err
+        self._wait_s = wait_s
 
     # -- opening -------------------------------------------------------------------------------
     @classmethod
     @contextmanager
-    def open(cls, path: Path | None = None, *, read_only: bool = False) -> Iterator[RecordStore]:
+    def open(
+        cls,
+        path: Path | None = None,
+        *,
+        read_only: bool = False,
+        say: Callable[[str], None] | None = None,
+        wait_s: float = WAIT_S,
+    ) -> Iterator[RecordStore]:
+        """The store at `path` (default_store_path()); a store another process holds is
+        waited for boundedly, each wait told to `say` (stderr by default), store_busy."""
         target = path or default_store_path()
+        say = say or _say_err
         notes = _empty_file_notes(target) if read_only else []
-        if not read_only and target.parent.is_dir():
-            remove_stale_temps_here(target)
-        conn = _connect(target, read_only=read_only)
+        folder = None if read_only else open_store_folder(target)
         try:
-            store_id = _prepare(conn, target, read_only=read_only)
-            store = cls(target, conn, store_id, read_only=read_only)
+            if folder is not None:
+                remove_stale_temps_here(folder.here(target.name))
+            conn = _connect(target, read_only=read_only, say=say, wait_s=wait_s, folder=folder)
+        except BaseException:
+            if folder is not None:
+                folder.close()
+            raise
+        try:
+
+            def prepared() -> RecordStore:
+                store_id = _prepare(conn, target, read_only=read_only, folder=folder)
+                store = cls(
+                    target,
+                    conn,
+                    store_id,
+                    read_only=read_only,
+                    say=say,
+                    wait_s=wait_s,
+                    folder=folder,
+                )
+                store._check_sidecar()
+                return store
+
+            store = retry_busy(prepared, target=target, doing="opening it", say=say, wait_s=wait_s)
             store.notes = notes
-            store._check_sidecar()
             yield store
         except sqlite3.DatabaseError as exc:
             if (explained := _interrupted_write(target, exc)) is not None:
                 raise explained from None
+            if is_busy(exc):  # held past the bound by a statement outside retry_busy
+                raise held_elsewhere(target, ATTEMPT_S, "reading it") from None
             if getattr(exc, "sqlite_errorcode", None) in _HOST_ERRORS:
                 # the disk (full, failing, read-only), not the store's bytes: exit 3
                 raise EnvironmentProblem(
@@ -127,6 +180,8 @@ class RecordStore:
             raise BadInput(f"{target}: not a readable record store: {exc}") from None
         finally:
             conn.close()
+            if folder is not None:
+                folder.close()
 
     def _tampered(self, what: str) -> TamperedStore:
         return TamperedStore(
@@ -138,7 +193,7 @@ class RecordStore:
         """The head written beside the store must still be a prefix of it (rollback check)."""
         if self.store_id is None:
             return
-        head = read_head(sidecar_path(self.path))
+        head = read_head(sidecar_path(self._files))
         if head is not None:
             problem = self.head_problem(head, sidecar_path(self.path))
             if problem:
@@ -162,7 +217,15 @@ class RecordStore:
         added: list[str] = []
         present: list[str] = []
         conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
+        if self._folder is not None:
+            self._folder.check("before this write")
+        retry_busy(
+            lambda: conn.execute("BEGIN IMMEDIATE"),
+            target=self.path,
+            doing="starting a write",
+            say=self._say,
+            wait_s=self._wait_s,
+        )
         try:
             seq, previous = self._tail()
             now = now_utc()
@@ -185,7 +248,14 @@ class RecordStore:
                      row.schema_version, now, row.body, previous),
                 )  # fmt: skip
                 added.append(row.record_id)
-            conn.execute("COMMIT")
+            # A reader's open cursor holds the file: COMMIT waits for it (boundedly, said).
+            retry_busy(
+                lambda: conn.execute("COMMIT"),
+                target=self.path,
+                doing="committing",
+                say=self._say,
+                wait_s=self._wait_s,
+            )
         except sqlite3.OperationalError as exc:
             _rollback(conn)
             # A read-only file or folder, a full disk, a lock held past the timeout.
@@ -193,8 +263,10 @@ class RecordStore:
         except BaseException:
             _rollback(conn)
             raise
+        if self._folder is not None:
+            self._folder.check("during this write (SQLite's journal may have gone there)")
         if added and self.store_id is not None:
-            write_head(sidecar_path(self.path), self.chain_head())
+            write_head(sidecar_path(self._files), self.chain_head())
         return ImportResult(added=added, present=present)
 
     def _tail(self) -> tuple[int, str]:
@@ -407,6 +479,12 @@ class RecordStore:
             out.unmatched_heads.append((source, head))
 
 
+def _say_err(line: str) -> None:
+    from stackgate.lines import lines_err
+
+    lines_err().plain(line)
+
+
 def _filtered(stack: str | None, kind: str | None) -> tuple[str, list[Any]]:
     clauses, params = [], []
     for column, value in (("stack", stack), ("kind", kind)):
@@ -500,17 +578,22 @@ def _link_target(path: Path) -> str:
         return "gone already"
 
 
-def _written_where_it_is(target: Path) -> None:
+def _written_where_it_is(target: Path, *, named: Path | None = None) -> None:
     """A store is written only at its own name: the store file and SQLite's files beside it
     (-journal, -wal, -shm) must not be symlinks or hard links. A store symlinked to an empty
     file elsewhere was turned into a database there by `records import`; a planted journal
-    symlink would have SQLite write the journal through it. SQLite follows both."""
-    for path in (
-        target,
-        *(target.with_name(target.name + s) for s in ("-journal", "-wal", "-shm")),
+    symlink would have SQLite write the journal through it. SQLite follows both. `target`
+    is looked at, `named` (default: target) is what messages call it."""
+    shown = named or target
+    for looked, path in (
+        (target, shown),
+        *(
+            (target.with_name(target.name + s), shown.with_name(shown.name + s))
+            for s in ("-journal", "-wal", "-shm")
+        ),
     ):
         try:
-            info = path.lstat()
+            info = looked.lstat()
         except FileNotFoundError:
             continue
         except OSError as exc:
@@ -518,7 +601,7 @@ def _written_where_it_is(target: Path) -> None:
         if stat.S_ISLNK(info.st_mode):
             raise EnvironmentProblem(
                 f"{path}: a symlink; the record store is written only where it is",
-                details=[f"give --store the file it leads to ({_link_target(path)})"],
+                details=[f"give --store the file it leads to ({_link_target(looked)})"],
             )
         if not stat.S_ISREG(info.st_mode):
             raise BadInput(f"{path}: not a regular file (a record store is an SQLite file)")
@@ -529,13 +612,21 @@ def _written_where_it_is(target: Path) -> None:
             )
 
 
-def _connect(target: Path, *, read_only: bool) -> sqlite3.Connection:
+def _connect(
+    target: Path,
+    *,
+    read_only: bool,
+    say: Callable[[str], None],
+    wait_s: float,
+    folder: StoreFolder | None = None,
+) -> sqlite3.Connection:
     if target.exists() and not target.is_file():
         # SQLite would open a FIFO and block on its first read, or a device and read it.
         raise BadInput(f"{target}: not a regular file (a record store is an SQLite file)")
+    here = folder.here(target.name) if folder is not None else target
     if not read_only:
         try:
-            _written_where_it_is(target)
+            _written_where_it_is(here, named=target)
         except OSError as exc:  # removed or replaced while it was being checked
             raise EnvironmentProblem(f"cannot check the record store {target}: {exc}") from None
     try:
@@ -544,22 +635,30 @@ def _connect(target: Path, *, read_only: bool) -> sqlite3.Connection:
                 return sqlite3.connect(":memory:", isolation_level=None)
             _roll_back_interrupted_write(target)
             uri = f"{target.resolve().as_uri()}?mode=ro"
-            conn = sqlite3.connect(uri, uri=True, timeout=30, isolation_level=None)
-            if _empty_schema(conn):
+            conn = sqlite3.connect(uri, uri=True, timeout=ATTEMPT_S, isolation_level=None)
+            if retry_busy(
+                lambda: _empty_schema(conn),
+                target=target,
+                doing="opening it",
+                say=say,
+                wait_s=wait_s,
+            ):
                 # An SQLite file with no tables at all (made by `sqlite3 FILE .databases`, a
                 # VACUUM of nothing): no store yet, read as the empty file is (the stand-in
                 # schema cannot be made in a read-only connection).
                 conn.close()
                 return sqlite3.connect(":memory:", isolation_level=None)
             return conn
-        target.parent.mkdir(parents=True, exist_ok=True)
-        # Made (never through a symlink) before SQLite opens it by name; what SQLite then
-        # opened is checked to be that file before anything is written (_opened_is_named).
-        os.close(open_owned(target, os.O_RDWR | os.O_CREAT, 0o644))
-        conn = sqlite3.connect(target, timeout=30, isolation_level=None)
+        assert folder is not None  # a writer always has its opened folder
+        # Made (never through a symlink) in the opened folder before SQLite opens it by
+        # name, mode=rw (SQLite creates nothing by name); what SQLite then opened is checked
+        # to be that file before anything is written (_opened_is_named).
+        os.close(open_owned(here, os.O_RDWR | os.O_CREAT, 0o644))
+        uri = f"{(folder.real / target.name).as_uri()}?mode=rw"
+        conn = sqlite3.connect(uri, uri=True, timeout=ATTEMPT_S, isolation_level=None)
     except (OSError, sqlite3.Error) as exc:
         raise EnvironmentProblem(f"cannot open the record store {target}: {exc}") from None
-    if not _opened_is_named(target):
+    if not _opened_is_named(here):
         conn.close()
         raise EnvironmentProblem(
             f"{target}: replaced while it was opened (a symlink or another file swapped in); "
@@ -595,8 +694,11 @@ def _opened_is_named(target: Path) -> bool:
     return False
 
 
-def _prepare(conn: sqlite3.Connection, target: Path, *, read_only: bool) -> str | None:
+def _prepare(
+    conn: sqlite3.Connection, target: Path, *, read_only: bool, folder: StoreFolder | None = None
+) -> str | None:
     """Create or upgrade the schema (writers); the store id (None: no store yet)."""
+    _refuse_foreign(conn, target)
     version = int(conn.execute("PRAGMA user_version").fetchone()[0])
     if version > store_schema.STORE_VERSION:
         raise BadInput(
@@ -614,17 +716,25 @@ def _prepare(conn: sqlite3.Connection, target: Path, *, read_only: bool) -> str 
                 f"{target}: store format {version} has no hash chain; run a writing command "
                 f"once (`{cli_command('records import')}`) to upgrade it"
             )
-    else:
+    elif version != store_schema.STORE_VERSION or not _application_id(conn):
+        # Only a store to make, upgrade or mark takes the write lock here: a COMMIT waits
+        # for every reader, and opening a current store must not.
         conn.execute("BEGIN IMMEDIATE")
         try:
+            _refuse_foreign(conn, target)  # again, under the write lock: nothing written
             version = int(conn.execute("PRAGMA user_version").fetchone()[0])
             if version == 0:
                 store_schema.create(conn)
             elif version == 1:
                 store_schema.upgrade_from_1(conn)
+            elif not _application_id(conn):
+                # a store made before the id was set: marked now that its tables are known
+                conn.execute(f"PRAGMA application_id = {store_schema.APPLICATION_ID}")
             conn.execute("COMMIT")
             if version == 1:
-                _write_upgraded_head(conn, target)
+                _write_upgraded_head(
+                    conn, folder.here(target.name) if folder is not None else target
+                )
         except BaseException:
             _rollback(conn)
             raise
@@ -632,6 +742,19 @@ def _prepare(conn: sqlite3.Connection, target: Path, *, read_only: bool) -> str 
     if row is None:
         raise TamperedStore(f"{target}: tampered store: its id (meta.store_id) is gone")
     return str(row[0])
+
+
+def _application_id(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA application_id").fetchone()[0])
+
+
+def _refuse_foreign(conn: sqlite3.Connection, target: Path) -> None:
+    """BadInput (exit 2) for an SQLite file of another program: a store is never made in it."""
+    if (why := store_schema.foreign(conn)) is not None:
+        raise BadInput(
+            f"{target}: not a stackgate record store: {why}; nothing was written",
+            details=["give --store a stackgate store, or a path where none exists yet"],
+        )
 
 
 def _write_upgraded_head(conn: sqlite3.Connection, target: Path) -> None:

@@ -16,6 +16,11 @@ import uuid
 from validators.records.chain import GENESIS, link
 
 STORE_VERSION = 2
+# PRAGMA application_id of a stackgate store ("STKG"): another program's SQLite file is never
+# taken for one (stores made before it was set read 0 and are judged by their tables).
+APPLICATION_ID = 0x53544B47
+# The tables of each format: a file with others (or without these) belongs to another program.
+TABLES = {1: frozenset({"records"}), 2: frozenset({"records", "meta"})}
 
 _TABLES = """
 CREATE TABLE records (
@@ -60,6 +65,26 @@ def create(conn: sqlite3.Connection) -> None:
     _run(conn, _INDEXES_AND_TRIGGERS)
     conn.execute("INSERT INTO meta VALUES ('store_id', ?)", (uuid.uuid4().hex,))
     conn.execute(f"PRAGMA user_version = {STORE_VERSION}")
+    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+
+
+def foreign(conn: sqlite3.Connection) -> str | None:
+    """Why the opened SQLite file is not a stackgate store (None: it is one, or it is empty):
+    another application id, or tables that no store format has."""
+    app = int(conn.execute("PRAGMA application_id").fetchone()[0])
+    if app not in (0, APPLICATION_ID):
+        return f"its application id is {app:#x}, not stackgate's ({APPLICATION_ID:#x})"
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    tables = {
+        str(row[0])
+        for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        if not str(row[0]).startswith("sqlite_")
+    }
+    expected = TABLES.get(version, frozenset()) if version else frozenset()
+    if version > STORE_VERSION or tables == expected:
+        return None  # a newer format is refused by its version, with its own words
+    shown = ", ".join(sorted(tables)[:5]) or "none"
+    return f"it holds the tables {shown} (user_version {version}), not a record store's"
 
 
 def upgrade_from_1(conn: sqlite3.Connection) -> int:
