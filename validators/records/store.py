@@ -636,13 +636,18 @@ def _connect(
             _roll_back_interrupted_write(target)
             uri = f"{target.resolve().as_uri()}?mode=ro"
             conn = sqlite3.connect(uri, uri=True, timeout=ATTEMPT_S, isolation_level=None)
-            if retry_busy(
-                lambda: _empty_schema(conn),
-                target=target,
-                doing="opening it",
-                say=say,
-                wait_s=wait_s,
-            ):
+            try:
+                empty = retry_busy(
+                    lambda: _empty_schema(conn),
+                    target=target,
+                    doing="opening it",
+                    say=say,
+                    wait_s=wait_s,
+                )
+            except BaseException:  # held past the bound, or not a database: not left open
+                conn.close()
+                raise
+            if empty:
                 # An SQLite file with no tables at all (made by `sqlite3 FILE .databases`, a
                 # VACUUM of nothing): no store yet, read as the empty file is (the stand-in
                 # schema cannot be made in a read-only connection).
