@@ -26,13 +26,15 @@ def _refuse(path: Path, what: str) -> EnvironmentProblem:
     )
 
 
-def open_owned(path: Path, flags: int, mode: int = 0o644) -> int:
+def open_owned(path: Path, flags: int, mode: int = 0o644, *, named: Path | None = None) -> int:
     """os.open(path, flags) for writing a file of ours, refusing symlinks and hard links.
+    `named`: what messages call the file when `path` is a descriptor path (/proc/self/fd/N/x).
 
     flags: os.O_RDWR / O_WRONLY plus O_CREAT, O_TRUNC, O_APPEND, O_EXCL as the caller needs;
     O_NOFOLLOW, O_NONBLOCK (a FIFO cannot block the open) and O_CLOEXEC are added. Truncation
     is done after the checks, never by the open itself.
     """
+    shown = named or path
     truncate = bool(flags & os.O_TRUNC)
     try:
         fd = os.open(
@@ -46,19 +48,19 @@ def open_owned(path: Path, flags: int, mode: int = 0o644) -> int:
                 target = str(path.readlink())
             except OSError:
                 target = "?"
-            raise _refuse(path, f"a symlink (to {target})") from None
+            raise _refuse(shown, f"a symlink (to {target})") from None
         if exc.errno == errno.ENXIO:  # a FIFO (or socket) with nobody at the other end
-            raise _refuse(path, "not a regular file (a FIFO or socket)") from None
-        raise EnvironmentProblem(f"cannot open {path}: {exc.strerror or exc}") from None
+            raise _refuse(shown, "not a regular file (a FIFO or socket)") from None
+        raise EnvironmentProblem(f"cannot open {shown}: {exc.strerror or exc}") from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise _refuse(path, "not a regular file")
+            raise _refuse(shown, "not a regular file")
         if info.st_nlink != 1:
-            raise _refuse(path, f"a hard link ({info.st_nlink} names for one file)")
+            raise _refuse(shown, f"a hard link ({info.st_nlink} names for one file)")
         folder_owner = path.parent.stat().st_uid
         if info.st_uid not in (os.geteuid(), 0, folder_owner):
-            raise _refuse(path, f"owned by uid {info.st_uid}, not this user or the folder's owner")
+            raise _refuse(shown, f"owned by uid {info.st_uid}, not this user or the folder's owner")
         os.set_blocking(fd, True)
         if truncate:
             os.ftruncate(fd, 0)

@@ -658,7 +658,7 @@ def _connect(
         # Made (never through a symlink) in the opened folder before SQLite opens it by
         # name, mode=rw (SQLite creates nothing by name); what SQLite then opened is checked
         # to be that file before anything is written (_opened_is_named).
-        os.close(open_owned(here, os.O_RDWR | os.O_CREAT, 0o644))
+        os.close(open_owned(here, os.O_RDWR | os.O_CREAT, 0o644, named=target))
         uri = f"{(folder.real / target.name).as_uri()}?mode=rw"
         conn = sqlite3.connect(uri, uri=True, timeout=ATTEMPT_S, isolation_level=None)
     except (OSError, sqlite3.Error) as exc:
