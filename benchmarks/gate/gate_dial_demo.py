@@ -232,15 +232,20 @@ class Demo:
         self.prime(server)
         return server
 
+    def settings(self) -> Any:
+        """The bench's settings, as the product's client reads them."""
+        from stackgate.manifest import BenchSettings
+
+        return BenchSettings(input_len=self.bench.input_len, output_len=self.bench.output_len,
+                             concurrencies=[self.bench.concurrency], seed=self.bench.seed)  # fmt: skip
+
     def prime(self, server: Server) -> None:
         """Every prefill batch of up to C prompts once, before any bench (prime_shapes.py: on
         the lent H200 of booking 5 a split first met inside a measured bench stalled it 1.2 s)."""
-        from stackgate.manifest import BenchSettings
         from validators.serve import bench_client as bc
         from validators.serve import prime_shapes
 
-        settings = BenchSettings(input_len=self.bench.input_len, output_len=self.bench.output_len,
-                                 concurrencies=[self.bench.concurrency], seed=self.bench.seed)  # fmt: skip
+        settings = self.settings()
         started = time.monotonic()
         counts = prime_shapes.prime(bc.Target(server.url, str(self.model)), settings)
         self.note(step="prefill shapes primed", server=server.name,
@@ -282,11 +287,9 @@ class Demo:
     def our_bench(self, server: Server, tag: str) -> dict[str, float]:
         """One side of a pair with the product's client pieces: 16 short warm-up requests (the
         dial's setting takes and is verified in their steps), then the measured ones."""
-        from stackgate.manifest import BenchSettings
         from validators.serve import bench_client as bc
 
-        settings = BenchSettings(input_len=self.bench.input_len, output_len=self.bench.output_len,
-                                 concurrencies=[self.bench.concurrency], seed=self.bench.seed)  # fmt: skip
+        settings = self.settings()
         warm_settings = settings.model_copy(update={"output_len": self.bench.warmup_output_len})
         target = bc.Target(server.url, str(self.model))
         conc, count = self.bench.concurrency, self.bench.prompts
