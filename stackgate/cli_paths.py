@@ -6,12 +6,17 @@ with a folder that is not one. A flag typed FOLDER is an argparse usage error (e
 the flag) when its path exists and is not a folder, or when the nearest part of it that exists
 is not a folder (`--to some-file/x`): nothing can be made there. A folder that does not exist
 yet is fine (the command makes it).
+
+Each path is looked at once (stackgate/path_kind.py): a folder a racer moved aside between
+two looks read as "exists and is not a folder".
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+
+from stackgate.path_kind import kind_of, nearest_part
 
 
 def _shown(path: Path) -> str:
@@ -30,10 +35,8 @@ def _checked_text(text: str, kind: str) -> Path:
 
 def _below_a_folder(path: Path, verb: str) -> Path:
     """`path` when the nearest part of it that exists is a folder; else a usage error."""
-    parent = path.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir():
+    parent, kind = nearest_part(path.parent)
+    if kind != "folder":
         raise argparse.ArgumentTypeError(
             f"{_shown(path)}: {_shown(parent)} is not a folder, nothing can be {verb} below it"
         )
@@ -43,11 +46,12 @@ def _below_a_folder(path: Path, verb: str) -> Path:
 def folder_arg(text: str) -> Path:
     """An argparse type: a path that is a folder or can become one."""
     path = _checked_text(text, "folder")
-    if path.exists():
-        if not path.is_dir():
-            raise argparse.ArgumentTypeError(f"{_shown(path)} exists and is not a folder")
-        return path
-    return _below_a_folder(path, "made")
+    kind = kind_of(path)
+    if kind is None:
+        return _below_a_folder(path, "made")
+    if kind != "folder":
+        raise argparse.ArgumentTypeError(f"{_shown(path)} exists and is not a folder")
+    return path
 
 
 folder_arg.__name__ = "folder"
@@ -59,14 +63,15 @@ def output_file_arg(text: str) -> Path:
     symlink (/dev/null, a FIFO, a folder), or one whose nearest existing part is not a folder,
     is refused at parse, before the command runs (the writer refuses it too: files.py)."""
     path = _checked_text(text, "file")
-    if path.is_symlink() or path.is_file():
+    kind = kind_of(path, follow=False)
+    if kind is None:
+        return _below_a_folder(path, "written")
+    if kind in ("link", "file"):
         return path
-    if path.exists():
-        raise argparse.ArgumentTypeError(
-            f"{_shown(path)} exists and is not a regular file (a device, FIFO or folder is "
-            "never replaced by an output file)"
-        )
-    return _below_a_folder(path, "written")
+    raise argparse.ArgumentTypeError(
+        f"{_shown(path)} exists and is not a regular file (a device, FIFO or folder is "
+        "never replaced by an output file)"
+    )
 
 
 output_file_arg.__name__ = "output file"

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 from stackgate.errors import BadInput
+from stackgate.path_kind import nearest_part
 
 
 def folder_from_env(var: str, what: str) -> Path | None:
@@ -22,10 +23,8 @@ def folder_from_env(var: str, what: str) -> Path | None:
     if "\0" in raw:
         raise BadInput(f"${var}: contains a NUL byte; it must name a folder for {what}")
     path = Path(raw)
-    probe = path
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    if probe.exists() and not probe.is_dir():
+    probe, kind = nearest_part(path)
+    if kind not in (None, "folder"):
         where = "is" if probe == path else f"is under {probe}, which is"
         raise BadInput(f"${var}={raw} {where} not a folder; it must name a folder for {what}")
     return path

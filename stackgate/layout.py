@@ -22,6 +22,7 @@ from pathlib import Path
 from stackgate.build_record import build_record_path, read_build_record
 from stackgate.cli_hint import cli_command
 from stackgate.errors import BadInput
+from stackgate.path_kind import kind_of
 from stackgate.paths import project_root, stacks_dir
 
 VENV_ROOT_ENV = "STACKGATE_VENV_ROOT"
@@ -45,7 +46,7 @@ def venv_root(given: Path | None = None) -> Path:
     """
     root = given if given is not None else default_venv_root()
     source = "--venv-root" if given is not None else f"${VENV_ROOT_ENV} / default venv root"
-    if root.exists() and not root.is_dir():
+    if kind_of(root) not in (None, "folder"):
         raise BadInput(f"{root}: not a folder ({source} must name a folder for environments)")
     return root
 

@@ -23,6 +23,7 @@ from stackgate.env_paths import folder_from_env
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.loading import load_stack
 from stackgate.output import console_err, styled
+from stackgate.path_kind import holds_anything, kind_of, nearest_part
 from stackgate.paths import display_path, project_root
 
 NAME = "image"
@@ -110,18 +111,19 @@ def _output(value: str | None) -> Path | None:
     raw = value.removeprefix("oci-archive:")
     if not raw:
         raise BadInput(f"--output '{value}': no PATH after oci-archive:")
-    path = Path(raw).resolve()
-    if path.is_dir():
+    # absolute, links left for the check below to follow (resolve() raised FileNotFoundError
+    # when a link named there went away while it was read: CPython's realpath)
+    path = Path(raw).absolute()
+    kind = kind_of(path)
+    if kind == "folder":
         raise BadInput(f"--output '{value}': {path} is a folder; name the archive file")
-    if path.exists() and not path.is_file():
+    if kind not in (None, "file"):
         # the archive is moved into place (or the path unlinked first): /dev/null as root
         # would be replaced or removed, as `--junit /dev/null` replaced it (files.py)
         raise BadInput(f"--output '{value}': {path} exists and is not a regular file")
-    for parent in path.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise BadInput(f"--output '{value}': {parent} is not a folder")
-            break
+    parent, kind = nearest_part(path.parent)
+    if kind != "folder":
+        raise BadInput(f"--output '{value}': {parent} is not a folder")
     return path
 
 
@@ -129,7 +131,8 @@ def _render_target(value: str | None) -> Path | None:
     if value is None:
         return None
     target = Path(value)
-    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+    kind = kind_of(target)
+    if kind is not None and (kind != "folder" or holds_anything(target)):
         raise BadInput(f"--render {value}: the folder is not empty")
     return target
 

@@ -18,6 +18,7 @@ from stackgate.errors import BadInput
 from stackgate.manifest import MAX_CONCURRENCY
 from stackgate.manifest_values import ArchStr
 from stackgate.model import StrictModel
+from stackgate.path_kind import kind_of, nearest_part
 
 Port = Annotated[int, Field(ge=1, le=65535)]
 
@@ -86,19 +87,17 @@ class ServeOptions(StrictModel):
         that is not a folder, is bad input before any server starts."""
         if path is None:
             return path
-        if path.exists() and not path.is_file():
+        if kind_of(path) not in (None, "file"):
             raise ValueError(f"{_shown(path)}: exists and is not a regular file")
-        parent = path.parent
-        while not parent.exists() and parent != parent.parent:
-            parent = parent.parent
-        if not parent.is_dir():
+        parent, kind = nearest_part(path.parent)
+        if kind != "folder":
             raise ValueError(f"{_shown(path)}: {_shown(parent)} is not a folder")
         return path
 
     @field_validator("log_dir")
     @classmethod
     def _folder(cls, path: Path | None) -> Path | None:
-        if path is not None and path.exists() and not path.is_dir():
+        if path is not None and kind_of(path) not in (None, "folder"):
             raise ValueError(f"{_shown(path)}: exists and is not a folder")
         return path
 

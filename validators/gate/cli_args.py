@@ -8,6 +8,7 @@ from pathlib import Path
 
 from stackgate.cli_numbers import float_in, int_in
 from stackgate.errors import BadInput
+from stackgate.path_kind import holds_anything, kind_of
 from validators.gate.flow import GateRequest
 from validators.gate.policy import (
     DEFAULT_CONFIDENCE,
@@ -95,7 +96,8 @@ def check_keep_dir(path: Path | None) -> None:
     """--keep-runs must not mix this gate's runs with an earlier one's (exit 2 before any run)."""
     if path is None:
         return
-    if path.exists() and not path.is_dir():
+    kind = kind_of(path)
+    if kind not in (None, "folder"):
         raise BadInput(f"--keep-runs {path}: exists and is not a folder")
-    if path.is_dir() and any(path.iterdir()):
+    if kind == "folder" and holds_anything(path):
         raise BadInput(f"--keep-runs {path}: not empty (give a new or empty folder)")

@@ -32,6 +32,7 @@ from stackgate.env_paths import folder_from_env
 from stackgate.errors import BadInput, EnvironmentProblem
 from stackgate.files import TEMP_SUFFIX, parse_json_text, remove_stale_temps
 from stackgate.owned_files import open_owned
+from stackgate.path_kind import kind_of
 from stackgate.paths import project_root
 from validators.records import store_schema
 from validators.records.chain import (
@@ -620,7 +621,7 @@ def _connect(
     wait_s: float,
     folder: StoreFolder | None = None,
 ) -> sqlite3.Connection:
-    if target.exists() and not target.is_file():
+    if kind_of(target) not in (None, "file"):
         # SQLite would open a FIFO and block on its first read, or a device and read it.
         raise BadInput(f"{target}: not a regular file (a record store is an SQLite file)")
     here = folder.here(target.name) if folder is not None else target
