@@ -2,8 +2,18 @@
 
 Product code (stackgate/, builder/, validators/, fleet/ Python) must say the rule and its reason,
 not "issue N" (a tracker a reader of the code cannot open); the when and which machine go to
-commit messages and benchmarks/<topic>/README.md. Every repository path the product's text names
-(benchmarks/..., docs/..., stacks/..., a module path) must exist, so a pointer never goes dead.
+commit messages and benchmarks/<topic>/README.md. An upstream tracker stays when it is named
+(`encode/httpcore#1110`, `uv #16802`): a reader can open that one.
+
+Every repository path the product's text names must exist, so a pointer never goes dead:
+- in comments, docstrings and other strings (help, error hints): a path under one of the
+  repository's own top folders (benchmarks/, docs/, tests/, stacks/, images/, .ci/), and any
+  `.md` path (a write-up is always ours: `results/x.md` alone names no file a reader can find);
+- in comments and docstrings only: a module path (`records/clock.py`, `fleet/slurm/pin.c`),
+  found from the repository root or from one of the naming file's parent folders. A string may
+  name a module on purpose as data (a header an older generated file carries).
+A placeholder ends what is checked: `stacks/locks/<stack>/uv.lock` and `stacks/locks/STACK`
+check `stacks/locks`.
 
 Usage: python .ci/product_text.py [ROOT]; exit 1 with one line per finding, 0 when clean.
 """
@@ -17,40 +27,84 @@ import tokenize
 from pathlib import Path
 
 PRODUCT = ("stackgate", "builder", "validators", "fleet")
-TRACKER = re.compile(r"\b[Ii]ssues? #?\d+\b|\bwave \d+\b")
-# a path is checked when it is unambiguous: under benchmarks/ or docs/, or a .py module path
-# (found from the repository root or from one of the naming file's parent folders)
-PATH = re.compile(r"(?<![\w./<>-])((?:benchmarks|docs)/[\w./-]*[\w-]|[a-z_]+(?:/[a-z_]+)+\.py)\b")
+# "issue 12", "issues #3", "wave 4", "stop 44", and an unnamed "(#34)" / ", #34" / "see #34"
+TRACKER = re.compile(r"\b[Ii]ssues? #?\d+\b|\bwave \d+\b|\bstop \d+\b|(?:[(\[]|[,;] |\bsee )#\d+\b")
+ROOTED = ("benchmarks", "docs", "tests", "stacks", "images", ".ci")
+_SEGMENT = r"[\w.-]*[\w-]"
+# a pointer into one of the repository's own top folders, or a write-up (.md) anywhere
+POINTER = re.compile(
+    r"(?<![\w./<>-])((?:" + "|".join(re.escape(r) for r in ROOTED) + r")(?:/" + _SEGMENT + r")+"
+    r"|[\w.-]+(?:/[\w.-]+)*/[\w.-]+\.md)\b"
+)
+# a module path of ours: folders of lower-case names, a .py or .c file
+MODULE = re.compile(r"(?<![\w./<>-])([a-z_][a-z0-9_]*(?:/[a-z0-9_]+)+\.(?:py|c))\b")
 PLACEHOLDER = re.compile(r"[<>{}*]")
+CAPS = re.compile(r"[A-Z][A-Z0-9_]*")  # STACK, NAME: a placeholder segment
 
 
 def _bases(root: Path, source: Path) -> list[Path]:
     return [root, *(folder for folder in source.parents if root in folder.parents)]
 
 
+def _checked(named: str) -> str:
+    """`named` without trailing placeholder segments (`stacks/locks/STACK` -> `stacks/locks`)."""
+    parts = named.rstrip(".").split("/")
+    while len(parts) > 1 and CAPS.fullmatch(parts[-1]):
+        parts.pop()
+    return "/".join(parts)
+
+
 def _dead(root: Path, source: Path, named: str) -> bool:
-    """True when `named` is ours (its first folder is one of ours) and exists nowhere."""
+    """True when `named` is ours and exists nowhere: under the root, or (a module path or a
+    write-up) beside the naming file. A module path whose first folder is none of ours is
+    another package's file (torch/__init__.py), not a pointer into ours."""
     bases = _bases(root, source)
     first = named.split("/", 1)[0]
-    if first not in ("benchmarks", "docs") and not any((b / first).is_dir() for b in bases):
-        return False  # another package's file (torch/__init__.py), not a pointer into ours
-    return not any((b / named).exists() for b in bases)
+    ours = first in ROOTED or named.endswith(".md") or any((b / first).is_dir() for b in bases)
+    return ours and not any((b / named).exists() for b in bases)
 
 
-def prose(text: str) -> list[tuple[int, str]]:
-    """(line number, line) of the comments and docstrings of a module: its prose, not its data
-    (a string literal may name a path on purpose, e.g. a header older files carry)."""
-    out: list[tuple[int, str]] = []
+def text_lines(text: str) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+    """(prose, strings) of a module, each as (line number, line): prose = its comments and
+    docstrings; strings = its other string literals (help, messages, data)."""
+    prose: list[tuple[int, str]] = []
+    strings: list[tuple[int, str]] = []
     previous = tokenize.NEWLINE
+    middle = getattr(tokenize, "FSTRING_MIDDLE", None)  # Python >= 3.12 splits f-strings
     for tok in tokenize.generate_tokens(io.StringIO(text).readline):
         if tok.type == tokenize.COMMENT or (
             tok.type == tokenize.STRING
             and previous in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.NL)
         ):
+            into = prose
+        elif tok.type == tokenize.STRING or (middle is not None and tok.type == middle):
+            into = strings
+        else:
+            into = None
+        if into is not None:
             lines = tok.string.splitlines()
-            out += [(tok.start[0] + i, line) for i, line in enumerate(lines)]
+            into += [(tok.start[0] + i, line) for i, line in enumerate(lines)]
         if tok.type not in (tokenize.COMMENT, tokenize.NL):
             previous = tok.type
+    return prose, strings
+
+
+def prose(text: str) -> list[tuple[int, str]]:
+    """(line number, line) of the comments and docstrings of a module."""
+    return text_lines(text)[0]
+
+
+def _named(line: str, patterns: tuple[re.Pattern[str], ...]) -> list[str]:
+    """The repository paths `line` names, each cut where a placeholder starts: `x/<y>/z` and
+    `x/STACK` name `x`, `x/y{z}.toml` names `x`."""
+    out: list[str] = []
+    for pattern in patterns:
+        for match in pattern.finditer(line):
+            named = _checked(match.group(1))
+            if PLACEHOLDER.match(line[match.end() : match.end() + 1]):
+                named = named.rpartition("/")[0]  # its last segment is only part of a name
+            if "/" in named:
+                out.append(named)
     return out
 
 
@@ -63,13 +117,12 @@ def findings(root: Path) -> list[str]:
             for number, line in enumerate(text.splitlines(), 1):
                 if TRACKER.search(line):
                     out.append(f"{rel}:{number}: tracker reference: {line.strip()[:100]}")
-            for number, line in prose(text):
-                for match in PATH.finditer(line):
-                    named = match.group(1).rstrip(".")
-                    if PLACEHOLDER.search(line[match.end() : match.end() + 1]):
-                        continue
-                    if _dead(root, path, named):
-                        out.append(f"{rel}:{number}: names {named}, which does not exist")
+            prose_lines, string_lines = text_lines(text)
+            named = [(n, p) for n, line in prose_lines for p in _named(line, (POINTER, MODULE))]
+            named += [(n, p) for n, line in string_lines for p in _named(line, (POINTER,))]
+            for number, pointer in sorted(set(named)):
+                if _dead(root, path, pointer):
+                    out.append(f"{rel}:{number}: names {pointer}, which does not exist")
     return out
 
 

@@ -11,8 +11,8 @@ lock) and the static group (which reports an env that drifted from it) read each
   a venv creator may add (pip, setuptools, wheel): uv never locks those unless the project
   depends on them, and when the lock does hold one its version is compared like any other.
 
-The builder used to compare versions as text and count a seeded pip as unlocked; the static
-group skipped pip/setuptools/wheel even when the lock pinned them at another version.
+Two readers drift apart: one comparing versions as text and counting a seeded pip as unlocked,
+the other skipping pip/setuptools/wheel even where the lock pins them at another version.
 """
 
 from __future__ import annotations

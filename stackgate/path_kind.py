@@ -1,8 +1,8 @@
 """What a path is, from one stat.
 
 `path.exists() and not path.is_dir()` asks twice: a folder a racer moved aside between the two
-calls read as "exists and is not a folder" (stop 44's CI: `builder wheelhouse --to` exited 2
-while tests/helpers/swap.py swapped the folder for a symlink). One stat gives one answer; what
+calls read as "exists and is not a folder" (`builder wheelhouse --to` exited 2 while
+tests/helpers/swap.py swapped the folder for a symlink). One stat gives one answer; what
 is written below the path is still opened without following links where it matters.
 """
 

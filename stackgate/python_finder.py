@@ -5,10 +5,10 @@ for the env's) share.
 Order: `--python` (a path, or a version that the next steps look for); then uv, which knows
 every place an interpreter lives (`uv python find --system --no-project 3.12`: its managed
 installs and the search path, never a virtual environment or this project's own .venv);
-where uv cannot answer (no uv, or it stops at a pyenv shim that points nowhere, as it does on
-this project's machines), the system PATH (`python3.12`), pyenv (`pyenv prefix 3.12`), then an
-interpreter uv manages, or, where uv may download (`UV_PYTHON_DOWNLOADS` is not
-`never`/`manual`: the usual case for users; CI sets `never`), `uv python install` fetches one.
+where uv cannot answer (no uv, or it stops at a pyenv shim that points nowhere), the system
+PATH (`python3.12`), pyenv (`pyenv prefix 3.12`), then an interpreter uv manages, or, where uv
+may download (`UV_PYTHON_DOWNLOADS` is not `never`/`manual`: the usual case for users; CI sets
+`never`), `uv python install` fetches one.
 Each candidate is asked for its version, so a pyenv shim that points nowhere or a wrong minor
 is never taken. None: exit 3.
 """

@@ -162,7 +162,7 @@ def default_rules_path() -> Path:
     """The stacks folder's rules.toml; a stacks folder of one's own (STACKGATE_STACKS_DIR: a
     test's, a reproduce's) without one gets the checkout's. The rules are facts about packages
     and hosts, not about one folder of manifests: a folder without a rules file must not mean
-    "no rules" (nor a crash of the host group, which was the old behaviour). Outside any
+    "no rules" (nor a crash of the host group). Outside any
     checkout, the copy the wheel carries (pyproject's force-include)."""
     checkout = checkout_root()
     if checkout is None and not os.environ.get("STACKGATE_STACKS_DIR"):

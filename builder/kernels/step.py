@@ -55,7 +55,7 @@ SGLANG_DIR = Path("_stackgate_kernels") / "tvm-ffi"
 PTH_MODULE = "_stackgate_kernels"
 COST = (
     "not in the env: the first server on the GPU host compiles it with whatever nvcc it has "
-    "(machine 2's first h200-sglang server: ~513 s to ready, against ~45 s once compiled)"
+    "(an h200-sglang server's first start: ~513 s to ready, against ~45 s once compiled)"
 )
 
 

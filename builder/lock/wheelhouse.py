@@ -1,6 +1,6 @@
 """Download every artifact the lock pins for the stack's target into one folder, hash-checked,
-so `build --offline --wheelhouse DIR` can reproduce the env with no network (the GPU hosts
-lent here reach no registry; air-gapped sites are the same).
+so `build --offline --wheelhouse DIR` can reproduce the env with no network (a GPU host that
+reaches no registry, an air-gapped site).
 
 "Every artifact for the target": of each locked registry package, the wheels whose tags the
 target (the manifest's Python minor, CPython, its platform) can install; the sdist only where

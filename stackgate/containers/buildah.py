@@ -1,9 +1,9 @@
 """buildah (daemonless) and podman (same containers/storage, same build code) as engines,
 for building images and for running them (podman with GPUs through CDI; buildah without).
 
-Measured on this project's CI host (Debian 12, buildah 1.28.2, podman 4.3.1, root, cgroup v1
-hybrid; ../shared/research/feasibility.md): builds work with `--isolation chroot` (the OCI
-runtime path fails: crun refuses hybrid cgroups) and the vfs storage driver; `--timestamp`
+Measured on a Debian 12 host (buildah 1.28.2, podman 4.3.1, root, cgroup v1 hybrid): builds
+work with `--isolation chroot` (the OCI runtime path fails: crun refuses hybrid cgroups) and
+the vfs storage driver; `--timestamp`
 gives equal digests, SOURCE_DATE_EPOCH alone is ignored by buildah 1.28. We also drop the
 `io.buildah.version` identity label so the digest does not change with the buildah version.
 """

@@ -26,7 +26,7 @@ T = TypeVar("T")
 
 # nvmlGpuP2PCapsIndex_t values from nvml.h. nvidia-ml-py 13.610.43 and 13.615.71 define
 # `NVML_P2P_CAPS_INDEX_READ = 0,` (a tuple), which ctypes cannot convert ("Don't know how to
-# convert parameter 3", seen on the lent H200 host): the binding's constants are not used.
+# convert parameter 3"): the binding's constants are not used.
 P2P_CAPS_INDEX_READ = 0
 P2P_CAPS_INDEX_NVLINK = 2
 P2P_STATUS_OK = 0

@@ -45,3 +45,74 @@ def test_the_repository_is_clean() -> None:
     done = _lint(ROOT)
     assert done.stdout.splitlines()[-1] == "OK product text: 0 finding(s)", done.stdout
     assert done.returncode == 0
+
+
+def _plant(root: Path, rel: str, text: str) -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_tracker_references_are_refused_and_upstream_ones_kept(tmp_path: Path) -> None:
+    _plant(
+        tmp_path,
+        "stackgate/waits.py",
+        "# the reason stays, the tracker goes (#34)\n"
+        "X = 1  # stop 44's CI saw it\n"
+        '"""Issue 12 section 5 says so."""\n'
+        "# encode/httpcore#1110, uv #16802 and docker/docker-py#2230 are upstream: a reader opens them\n"
+        "CSS = 'td{color:#222;border:1px solid #999}'\n",
+    )
+    done = _lint(tmp_path)
+    assert done.returncode == 1
+    assert done.stdout.splitlines() == [
+        "stackgate/waits.py:1: tracker reference: # the reason stays, the tracker goes (#34)",
+        "stackgate/waits.py:2: tracker reference: X = 1  # stop 44's CI saw it",
+        'stackgate/waits.py:3: tracker reference: """Issue 12 section 5 says so."""',
+        "FAILED product text: 3 finding(s)",
+    ]
+
+
+def test_dead_paths_in_help_and_hints_are_refused(tmp_path: Path) -> None:
+    _plant(tmp_path, "docs/settings.md", "x\n")
+    _plant(tmp_path, "stacks/locks/cu128/uv.lock", "x\n")
+    _plant(tmp_path, "fleet/slurm/pin_elements.c", "x\n")
+    _plant(
+        tmp_path,
+        "builder/commands/image.py",
+        'HELP = "see docs/settings.md; default stacks/locks/STACK"  # live: both exist\n'
+        'LOCKS = f"stacks/locks/{stack}/uv.lock"  # live: stacks/locks exists\n'
+        "# compiled from fleet/slurm/pin_elements.c\n"
+        'HINT = "see docs/gone.md"\n'
+        'RULES = "default stacks/rules.toml"\n'
+        '"""Measured in results/fleet_pin.md and ../shared/research/facts.md."""\n'
+        "# run by tests/builder/test_2step.py\n"
+        'TREE = "stackgate/tree.tsv.gz"  # a file inside an env, not in the repository\n',
+    )
+    done = _lint(tmp_path)
+    assert done.returncode == 1
+    assert done.stdout.splitlines() == [
+        "builder/commands/image.py:4: names docs/gone.md, which does not exist",
+        "builder/commands/image.py:5: names stacks/rules.toml, which does not exist",
+        "builder/commands/image.py:6: names ../shared/research/facts.md, which does not exist",
+        "builder/commands/image.py:6: names results/fleet_pin.md, which does not exist",
+        "builder/commands/image.py:7: names tests/builder/test_2step.py, which does not exist",
+        "FAILED product text: 5 finding(s)",
+    ]
+
+
+def test_live_paths_pass(tmp_path: Path) -> None:
+    _plant(tmp_path, "benchmarks/gate/results/gate_power.md", "x\n")
+    _plant(tmp_path, "tests/builder/test_2step.py", "")
+    _plant(tmp_path, "stacks/rules.toml", "")
+    _plant(tmp_path, "validators/records/clock.py", "")
+    _plant(
+        tmp_path,
+        "validators/records/store.py",
+        '"""Measured in benchmarks/gate/results/gate_power.md (tests/builder/test_2step.py)."""\n'
+        "# the clock: records/clock.py; validators/records/clock.py from the root\n"
+        'RULES = "default stacks/rules.toml"\n',
+    )
+    done = _lint(tmp_path)
+    assert done.stdout.splitlines() == ["OK product text: 0 finding(s)"]
+    assert done.returncode == 0

@@ -2,8 +2,8 @@
 
 `make_result` (validators.core.results) refuses an id that is not here, so a validator cannot emit
 an unregistered id, and tests/validators/test_check_ids.py fails when a test or fixture names
-an id no validator can emit (ids used to drift: the gate tests asserted on
-`runtime.flashinfer.jit`, the runtime group emits `runtime.flashinfer_jit`).
+an id no validator can emit (ids drift otherwise: a test asserting on
+`runtime.flashinfer.jit` while the runtime group emits `runtime.flashinfer_jit`).
 
 Exact ids are listed per group; families are a prefix plus one name the validator derives at
 run time (a rule id of stacks/rules.toml, a distribution's key).
@@ -26,8 +26,8 @@ class CheckFamily:
 
 
 # The ids each group emits, one Literal per group: a group's result factory takes its own
-# group's ids, so mypy refuses an id no group registers (ids used to drift: the gate tests
-# asserted on `runtime.flashinfer.jit`, the runtime group emits `runtime.flashinfer_jit`).
+# group's ids, so mypy refuses an id no group registers (`runtime.flashinfer.jit` where the
+# runtime group emits `runtime.flashinfer_jit`).
 HostCheck = Literal[
     "host.driver",
     "host.gpus",

@@ -9,8 +9,8 @@ targets, links, an `accepted` note) stays as it was written. A field of the wron
 bad input naming the field, where it used to be skipped silently.
 
 It lives in core/ beside Report rather than in preflight/ beside the host group that writes
-it: core/results.py importing preflight/ tied preflight into core's import circle
-(benchmarks/house_walk/rooms.py); preflight/ imports core/, never the other way.
+it: core/ imports no group package (core/results.py would import preflight/, which imports
+core/; tests/foundation/test_import_plan.py). preflight/ imports core/, never the other way.
 
 `fingerprint`: a host fingerprint given whole by whoever ran the validators (a collector of
 runs made elsewhere); validated where it is read (records.model.HostFingerprint).

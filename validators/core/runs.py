@@ -82,9 +82,9 @@ def run_interleaved(
     Measured on the shared 2-core host with the synthetic server
     (benchmarks/gate/results/gate_synthetic_server.md): run after the baseline, a 5%-slower
     candidate showed output_throughput@c16 +49% (drift) and 6 regressions; interleaved, 0.956
-    and 13 regressions. An equal candidate passed both ways there. On the lent H200 an equal
-    re-run after the baseline was refused on 15-30% drift (benchmarks/gate_h200/results/);
-    for interleaved gates on one H200 see benchmarks/gate_h200/results/machine3/.
+    and 13 regressions. An equal candidate passed both ways there. On an H200 host an equal
+    re-run after the baseline was refused on 15-30% drift, and passed interleaved
+    (benchmarks/gate_h200/results/README.md).
     """
     console = console_err()
     base_reports: list[Report] = []

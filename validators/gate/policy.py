@@ -16,11 +16,11 @@ from statistics import NormalDist
 from validators.gate.gated import SERVING_PROFILE, GatedMetric, declared
 from validators.records.metrics import parse_metric_key
 
-# The rule since the family-wise test (validators/gate/family.py): the confidence is family-wise
+# The rule (validators/gate/family.py's family-wise test): the confidence is family-wise
 # (an equal candidate is refused with probability <= 1 - confidence over every gated metric
 # together), and the tolerance is a margin below which a real change is not worth refusing.
 # benchmarks/gate/gate_family_sim.py measures the false-alarm rate and power of this rule
-# with the gate's own code (results/gate_family_sim.md).
+# with the gate's own code (benchmarks/gate/results/gate_family_sim.md).
 DEFAULT_TOLERANCE = 0.005
 DEFAULT_CONFIDENCE = 0.99
 DEFAULT_REPEATS = 8
@@ -129,6 +129,6 @@ def _chi2_quantile(p: float, dof: int) -> float:
 
 
 def _z(p: float) -> float:
-    """The standard normal quantile at p, for every confidence GatePolicy accepts (a 4-entry
-    table used to answer 1.6449, the 95% value, for 0.8 or 0.97 alike)."""
+    """The standard normal quantile at p, for every confidence GatePolicy accepts (not a table
+    of a few: one answers 1.6449, the 95% value, for 0.8 or 0.97 alike)."""
     return NormalDist().inv_cdf(p)

@@ -1,8 +1,8 @@
 """Ratio orientation, CV, and the percentile bootstrap of a candidate/baseline ratio of means.
 
-The gate's verdicts no longer come from here (validators/gate/family.py decides, over the gated
-metrics together); the HTML report's charts (reporting.svg.mean_interval) and the old rule in
-benchmarks/gate/gate_family_sim.py still use this resampling. What follows describes it.
+The gate's verdicts do not come from here (validators/gate/family.py decides, over the gated
+metrics together); the HTML report's charts (reporting.svg.mean_interval) use this resampling,
+and so does the per-metric rule benchmarks/gate/gate_family_sim.py measures the gate against.
 
 Each side is a handful of repeated runs (one sample per run). The ratio is oriented so that
 < 1 is worse: mean(candidate)/mean(baseline) for higher-is-better metrics, the inverse for

@@ -66,8 +66,8 @@ _LINK_CHECKS = frozenset({"host.interconnect", "host.p2p"})
 def _acceptable_skip(r: Result, manifest: Manifest) -> bool:
     """A SKIP that does not stop a record: a finding the stack's own manifest accepts (the SKIP
     keeps the finding and the reason in the record), or a GPU-link check on a one-GPU host
-    when no serving profile of the stack spans GPUs (TP 1 needs no interconnect). Found on the
-    lent ONE-H200 machine: every SGLang run there was refused for these alone."""
+    when no serving profile of the stack spans GPUs (TP 1 needs no interconnect). Without it,
+    every SGLang run on a one-GPU host is refused for these alone."""
     if r.status != "SKIP":
         return False
     accepted = manifest.validation.accepted_findings.get(r.check)

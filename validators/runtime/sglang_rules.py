@@ -1,5 +1,5 @@
 """How SGLang 0.5.9 decides its communication paths, as pure functions (read from the released
-0.5.9 wheel, see ../shared/research/sglang-facts.md §4), and what real failures mean.
+0.5.9 wheel), and what real failures mean.
 
 Kept as data and small functions so a GPU-less test can check each decision, and so the
 runtime group can state, for the host it runs on and for the stack's target archs, what

@@ -1,7 +1,6 @@
 """Our own streaming benchmark client (asyncio) for OpenAI-compatible /v1/completions.
 
-Results use `sglang.bench_serving`'s field names (shared/research/sglang-facts.md section 3):
-`output_throughput`, `mean_ttft_ms`, `median_itl_ms`, `mean_tpot_ms`, `p99_e2e_latency_ms`...
+Results use `sglang.bench_serving`'s field names: `output_throughput`, `mean_ttft_ms`, `median_itl_ms`, `mean_tpot_ms`, `p99_e2e_latency_ms`...
 plus p90 for every latency, so a record here can sit next to one from bench_serving.
 
 Method: fixed-length prompts of seeded random token ids (no dataset download), `ignore_eos`

@@ -1,9 +1,9 @@
 """SIGTERM / SIGINT for a whole serve-bench run: recorded always, raised only where it is safe.
 
-The old handler raised KeyboardInterrupt from whatever frame ran when the signal came: inside a
-lazy import (numpy's, swallowed: the benchmark went on for minutes), inside `start()` between
+A handler raising KeyboardInterrupt from whatever frame runs when the signal comes lands inside
+a lazy import (numpy's, swallowed: the benchmark went on for minutes), inside `start()` between
 the server's Popen and the `try` whose `finally` tears it down (the server left running), or
-in the teardown itself. Here the handler only records the signal, except inside an
+in the teardown itself. So the handler only records the signal, except inside an
 `interruptible()` block (a blocking HTTP exchange that may last minutes), where it also raises
 KeyboardInterrupt once to cut the wait short. Everywhere else the code calls `checkpoint()` at
 points where unwinding is safe (each poll of wait_ready, between phases, between requests),

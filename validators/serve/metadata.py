@@ -65,7 +65,7 @@ def _stackgate_commit() -> tuple[str, bool | None]:
     """The checkout's commit and whether its tracked files differ from it (None: unknown).
 
     A commit alone claimed more than was known: a copied checkout whose .git lagged behind its
-    files (the lent GPU machine's) recorded the old commit for the code that ran."""
+    files recorded the old commit for the code that ran."""
     try:
         head = proc.run(["git", "rev-parse", "HEAD"], cwd=project_root(), check=False, timeout=10)
         if head.returncode != 0:

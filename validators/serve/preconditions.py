@@ -97,7 +97,7 @@ def check(profile: ServingProfile, base: Path) -> Unmet | None:
     if count == 0:
         # A host without GPUs cannot serve this profile whatever else holds: a SKIP saying what
         # the profile needs (README), with a missing model named too, so that the host the
-        # profile is for gets it right (a CPU host used to FAIL `run cu128` on its model path).
+        # profile is for gets it right (not a FAIL of `run cu128` on a CPU host's model path).
         why = snap.gpus.reason or "no GPU found"
         also = f"; also: {'; '.join(missing)}" if missing else ""
         return Unmet("SKIP", f"profile needs {profile.tp} GPU(s) (tp={profile.tp}); {why}{also}")
