@@ -5,8 +5,8 @@ record of array A (to check that the id names a single job; every element alread
 is one more record to pack) and then the update itself, which slurmctld serves in ~0.3 ms.
 fleet/slurm/pin_elements.c sends only the update (the same REQUEST_UPDATE_JOB: job id string
 and requested nodes), through the host's libslurm. On one-host Slurm 22.05, 2,000 elements in
-arrays of 25 (benchmarks/fleet/fleet_pin.py, benchmarks/fleet/results/fleet_pin.md): 2.0-2.5 s wall and
-2.2-2.6 s of CPU in all against 5.4-7.6 s and 6.8-8.4 s for scontrol on its stdin.
+arrays of 25 (benchmarks/fleet/fleet_pin.py, benchmarks/fleet/results/fleet_pin.md): 2.0-2.5 s
+wall and 2.2-2.6 s of CPU in all against 5.4-7.6 s and 6.8-8.4 s for scontrol on its stdin.
 
 It is compiled for each submit (about 0.2 s) into a private temporary folder with the host's C
 compiler against the host's <slurm/slurm.h>, so the structures are always the installed

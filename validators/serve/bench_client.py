@@ -1,7 +1,8 @@
 """Our own streaming benchmark client (asyncio) for OpenAI-compatible /v1/completions.
 
-Results use `sglang.bench_serving`'s field names: `output_throughput`, `mean_ttft_ms`, `median_itl_ms`, `mean_tpot_ms`, `p99_e2e_latency_ms`...
-plus p90 for every latency, so a record here can sit next to one from bench_serving.
+Results use `sglang.bench_serving`'s field names: `output_throughput`, `mean_ttft_ms`,
+`median_itl_ms`, `mean_tpot_ms`, `p99_e2e_latency_ms`... plus p90 for every latency, so a
+record here can sit next to one from bench_serving.
 
 Method: fixed-length prompts of seeded random token ids (no dataset download), `ignore_eos`
 so every request generates `output_len` tokens, a warm-up of max(2, C) requests at the level's

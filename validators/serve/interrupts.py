@@ -1,7 +1,7 @@
 """SIGTERM / SIGINT for a whole serve-bench run: recorded always, raised only where it is safe.
 
 A handler raising KeyboardInterrupt from whatever frame runs when the signal comes lands inside
-a lazy import (numpy's, swallowed: the benchmark went on for minutes), inside `start()` between
+a lazy import (numpy's swallows it: the benchmark goes on for minutes), inside `start()` between
 the server's Popen and the `try` whose `finally` tears it down (the server left running), or
 in the teardown itself. So the handler only records the signal, except inside an
 `interruptible()` block (a blocking HTTP exchange that may last minutes), where it also raises
