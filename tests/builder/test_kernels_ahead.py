@@ -53,6 +53,9 @@ version = "0.1.11"
 index = "pypi"
 """
 QUANT = {"engine": "flashinfer", "call": "flashinfer.jit.quantization:gen_quantization_module"}
+# The lock and the build read PyPI (the test is marked `network`): offline, they passed only
+# where an earlier run had left these wheels in uv's cache, and failed on a fresh machine.
+ONLINE = {"UV_OFFLINE": ""}
 AOT = "lib/python3.12/site-packages/flashinfer/data/aot/quantization/quantization.so"
 
 
@@ -96,9 +99,9 @@ def test_a_kernel_built_at_build_time_is_part_of_the_env(tmp_path: Path) -> None
     manifest = _write(tmp_path / "kt.toml", MANIFEST)
     request = _write(tmp_path / "quant.json", {"arch": "9.0a", "kernels": [QUANT]})
     locks, venvs = tmp_path / "locks", tmp_path / "envs"
-    assert run_builder(["lock", manifest, "--locks-dir", locks]).returncode == 0
+    assert run_builder(["lock", manifest, "--locks-dir", locks], env=ONLINE).returncode == 0
     common = [manifest, "--locks-dir", locks, "--base-site", torch_site, "--kernels", request]
-    done = run_builder(["build", *common, "--venv-root", venvs, "--json"], timeout=1500)
+    done = run_builder(["build", *common, "--venv-root", venvs, "--json"], env=ONLINE, timeout=1500)
     assert done.returncode == 0, done.stderr[-3000:]
     env = Path(json.loads(done.stdout)["env"])
     kernels = json.loads((env / "stackgate" / "build-record.json").read_text())["kernels"]
@@ -158,13 +161,15 @@ def test_a_kernel_that_cannot_be_built_is_reported_with_its_cost(tmp_path: Path)
     bogus = {"engine": "flashinfer", "call": "flashinfer.jit.norm:gen_no_such_module"}
     request = _write(tmp_path / "bogus.json", {"arch": "9.0a", "kernels": [bogus]})
     locks, venvs = tmp_path / "locks", tmp_path / "envs"
-    assert run_builder(["lock", manifest, "--locks-dir", locks]).returncode == 0
+    assert run_builder(["lock", manifest, "--locks-dir", locks], env=ONLINE).returncode == 0
     common = [manifest, "--locks-dir", locks, "--base-site", torch_site, "--kernels", request]
-    required = run_builder(["build", *common, "--venv-root", venvs, "--kernels-required"])
+    required = run_builder(
+        ["build", *common, "--venv-root", venvs, "--kernels-required"], env=ONLINE
+    )
     assert required.returncode == 1, required.stderr[-2000:]
     assert "gen_no_such_module" in required.stderr
     assert not list((venvs / "kt").glob("kt-*")), "nothing is published"
-    done = run_builder(["build", *common, "--venv-root", venvs, "--json"], timeout=900)
+    done = run_builder(["build", *common, "--venv-root", venvs, "--json"], env=ONLINE, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "the first server on the GPU host compiles it" in done.stderr
     (kernel,) = json.loads(done.stdout)["record"]["kernels"]["kernels"]

@@ -23,10 +23,14 @@ SCRIPT = Path(__file__).with_name("kimi_mini_margins.py")
 
 
 def test_margin_construction_agrees_across_dtypes_and_random_does_not(tmp_path: Path) -> None:
+    # 16 prompts x 32 tokens (the script's defaults): at 8 x 16 the random construction's
+    # greedy answers happened to survive bf16 under transformers 5.25 (exact match 1.0, min
+    # margin 0.0007), so "random does not agree" rested on luck; at 16 x 32 it matched 0.56
+    # while the margin construction matched 1.0 with a 17-logit margin (9 s on 2 cores).
     python = transformers_serve_env() / "bin" / "python"
     proc = subprocess.run(
-        [str(python), str(SCRIPT), str(tmp_path), "--layers", "3", "--prompts", "8",
-         "--tokens", "16"],
+        [str(python), str(SCRIPT), str(tmp_path), "--layers", "3", "--prompts", "16",
+         "--tokens", "32"],
         capture_output=True, text=True, timeout=800, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
