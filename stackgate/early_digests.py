@@ -37,8 +37,6 @@ from stackgate.wheel_records import STAMP_MARGIN_NS, ParsedRecord, parse_record
 MARGIN_NS = STAMP_MARGIN_NS
 # stackgate.envtree's one-read digest: (path, size, env-path patterns) -> (tree digest, raw sha256)
 Digest = Callable[[str, int, list[bytes]], tuple[bytes, bytes]]
-# told of each file read (its path under the env, its entry), from the reading thread
-OnRead = Callable[[str, "Early"], None]
 POLL_S = 0.25
 RETRY_S = 1.0  # how often files not there (or too fresh) when tried are tried again
 
@@ -82,10 +80,8 @@ class EarlyHasher:
         patterns: list[bytes],
         digest: Digest,
         workers: int | None = None,
-        on_read: OnRead | None = None,
     ) -> None:
         self.env = env
-        self.on_read = on_read
         self.patterns = patterns
         self.digest = digest
         self.results: dict[str, Early] = {}
@@ -200,7 +196,4 @@ class EarlyHasher:
             tree, raw = self.digest(full, st.st_size, self.patterns)
         except OSError:
             return
-        entry = Early(key_of(st), started, tree, raw)
-        self.results[rel] = entry
-        if self.on_read is not None:
-            self.on_read(rel, entry)
+        self.results[rel] = Early(key_of(st), started, tree, raw)

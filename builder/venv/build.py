@@ -9,8 +9,7 @@ packages (a patch that does not apply -> exit 2 before any venv exists), create
 `<env>.partial`, install the lock frozen with hashes, build the source packages, give each path
 several wheels install the copy the lock-order rule chooses (builder/venv/clash_settle.py),
 apply the environment profile, verify the installed set against the lock, layer it over
---base-site, compile the requested just-in-time kernels into it (builder/kernels/step.py),
-compile its byte-code (begun during the install: builder/venv/early_bytecode.py), hash
+--base-site, compile the requested just-in-time kernels into it (builder/kernels/step.py), hash
 the tree and check each file against its wheel's RECORD (one read of every file serves both),
 write the record, rename into place, switch `current`.
 
@@ -28,9 +27,8 @@ from __future__ import annotations
 import errno
 import os
 import shutil
-import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -46,10 +44,9 @@ from builder.kernels.step import KernelsJob, build_kernels, missing_lines
 from builder.lock.origin import check_listing, check_origins
 from builder.lock.resolve import explain_uv_failure, locked_packages, uv_env, uv_version
 from builder.lock.uvproject import index_specs
-from builder.venv import atomic, base_site, env_slot, envprofile
+from builder.venv import atomic, base_site, bytecode, env_slot, envprofile
 from builder.venv.clash_settle import settle_clashes
 from builder.venv.disk_room import require_room, signals_held, writable_root
-from builder.venv.early_bytecode import EarlyBytecode
 from builder.venv.install_commands import install_commands, requirements_path
 from builder.venv.installed import verify_against_lock
 from builder.venv.origin_ahead import OriginAhead
@@ -69,7 +66,7 @@ from stackgate.build_record import (
 )
 from stackgate.cli_hint import cli_command
 from stackgate.digests import DigestCache
-from stackgate.early_digests import Early, EarlyHasher, valid_raw
+from stackgate.early_digests import EarlyHasher, valid_raw
 from stackgate.env_generated import PROFILE_FORMAT
 from stackgate.envtree import compute_tree, digest_patterns, file_digests, write_listing
 from stackgate.errors import CheckFailed, CommandFailed, EnvironmentProblem
@@ -83,7 +80,7 @@ from stackgate.paths import display_path
 from stackgate.python_finder import Interpreter, find_python
 from stackgate.topology import Topology
 from stackgate.uvbin import uv_bin
-from stackgate.wheel_records import Claims, read_claims
+from stackgate.wheel_records import read_claims
 
 
 @dataclass(frozen=True)
@@ -221,10 +218,6 @@ class _Build:
         # The origin check's index listing while the build goes on (builder.venv.origin_ahead);
         # None once it has passed, or when there is none to read.
         self.origins: OriginAhead | None = None
-        # Byte-code workers compiling each source the early reader has read, during the install
-        # (builder.venv.early_bytecode); None when the build compiles none.
-        self.compiler: EarlyBytecode | None = None
-        self._log_guard = threading.Lock()
 
     def _origins_passed(self) -> None:
         """Wait for the index listing; its refusal (BadInput) or failure raised here."""
@@ -317,37 +310,34 @@ class _Build:
             self.reporter.note(line)
         return record
 
-    def _offer_source(self, rel: str, entry: Early) -> None:
-        """The early reader read rel: a source of site-packages is compiled now."""
-        compiler = self.compiler
-        if compiler is not None:
-            compiler.offer(rel, entry)
-
-    def _start_compiler(self, partial: Path, final: Path, plan: JobPlan) -> None:
+    def _bytecode(self, partial: Path, final: Path, plan: JobPlan) -> BytecodeRecord:
         site = envprofile.site_packages(partial)
         recorded_as = final / site.relative_to(partial)
-        self.compiler = EarlyBytecode(
-            partial / "bin" / "python", site, recorded_as, plan.jobs, os.environ, self._log_line
-        )
 
-    def _log_line(self, line: str) -> None:
-        """A line of a step that runs beside others (the byte-code workers): to the log and
-        the reporter."""
-        with self._log_guard:
-            fd = open_owned(self.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND)  # never a link
-            try:
-                os.write(fd, (line + "\n").encode("utf-8", "backslashreplace"))
-            finally:
-                os.close(fd)
-        self.reporter.line(line)
+        def run(
+            argv: Sequence[str], env: Mapping[str, str], on_line: Callable[[str], None]
+        ) -> tuple[int, list[str]]:
+            def both(line: str) -> None:
+                on_line(line)
+                self.reporter.line(line)
 
-    def _bytecode(self, compiler: EarlyBytecode, claims: Claims) -> BytecodeRecord:
-        # a .pyc a wheel ships is written by uv at any time of the install: compiled again
-        listed = {
-            f"{claims.env}/{rel}" for rel in claims.by_path if "__pycache__" in rel.split("/")
-        }
-        with self.timer.step("bytecode", f"compiling byte-code with {compiler.jobs} job(s)"):
-            record = compiler.finish(listed)
+            result = run_watched(
+                argv,
+                env=env,
+                cwd=None,
+                limit_bytes=max(plan.usable_memory_bytes, 1),
+                pause_at_bytes=plan.memory_budget_bytes or None,
+                log_path=self.log,
+                on_line=both,
+                keep_fds=(self.lock_fd,) if self.lock_fd is not None else (),
+            )
+            self.watch.pauses += result.watch.pauses
+            return result.returncode, result.tail
+
+        with self.timer.step("bytecode", f"compiling byte-code with {plan.jobs} job(s)"):
+            record = bytecode.compile_site(
+                partial / "bin" / "python", site, recorded_as, plan.jobs, os.environ, run
+            )
         if record.failed:
             self.reporter.note(
                 f"{record.failed} .py file(s) of the env do not compile under its Python (nor "
@@ -475,10 +465,7 @@ class _Build:
         # Reads each wheel's files while uv installs the next ones (one read of every file:
         # the tree hash and the RECORD check take these digests where the file is unchanged).
         early = EarlyHasher(
-            partial,
-            digest_patterns(partial, (final.parent / partial_name, final)),
-            file_digests,
-            on_read=self._offer_source,
+            partial, digest_patterns(partial, (final.parent / partial_name, final)), file_digests
         )
         try:
             with timer.step("sources", "fetching sources and applying patches"):
@@ -501,8 +488,6 @@ class _Build:
                     env=uv_env(),
                 )
             env_python = partial / "bin" / "python"
-            if opts.bytecode:
-                self._start_compiler(partial, final, plan)
             with timer.step("install", f"installing {len(locked_packages(state))} locked packages"):
                 commands = install_commands(
                     loaded.manifest,
@@ -603,10 +588,7 @@ class _Build:
                 kernels_record = self._kernels(
                     opts.kernels, partial, final, installed, checked, plan
                 )
-            bytecode_record = None
-            if self.compiler is not None:
-                claims = read_claims(partial, early.parsed_records())
-                bytecode_record = self._bytecode(self.compiler, claims)
+            bytecode_record = self._bytecode(partial, final, plan) if opts.bytecode else None
             with timer.step("hash", "hashing the installed files"):
                 read_early = early.finish()
                 with DigestCache() as cache:
@@ -703,8 +685,6 @@ class _Build:
             raise
         finally:
             early.close()
-            if self.compiler is not None:
-                self.compiler.close()
             os.close(partial_fd)
             os.close(stack_fd)
             shutil.rmtree(src_root, ignore_errors=True)

@@ -22,10 +22,6 @@ How the `.pyc` files are made, and why:
 - As many workers as the build's job plan allows (CPUs and memory, never swap), under the same
   watchdog as every other build step.
 
-The build compiles through builder.venv.early_bytecode (workers that start during the install
-and make the same bytes as compile_site's `python -m compileall`, tested against it);
-compile_site is that reference, one compileall run over site-packages.
-
 A `.py` the interpreter cannot compile (test data, templates, Python-2 files some wheels ship)
 cannot be imported either: it is counted and named in the record, not a build failure.
 """
