@@ -15,7 +15,12 @@ alternating (ABBA), and the folder is removed before the next install (a cu128 e
 The build's own step timings (from its record) are kept per round, and the page cache's state
 is the same for both sides (the files come from uv's cache, read by both).
 
-Usage: python benchmarks/builder/build_vs_sync.py [STACK] [--rounds N] [--out FILE]
+With --baseline DIR (another checkout, e.g. `git archive MAIN | tar -x -C DIR`), each round
+also builds with that checkout's code (kind `baseline`), so the code before and after a change
+is measured against the same `uv sync` in one run.
+
+Usage: python benchmarks/builder/build_vs_sync.py [STACK] [--rounds N] [--baseline DIR]
+       [--out FILE]
 """
 
 from __future__ import annotations
@@ -64,6 +69,7 @@ def main() -> int:
     ap.add_argument("--scratch", type=Path, default=None)
     ap.add_argument("--no-warmup", action="store_true", help="uv's cache is known to be warm")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--baseline", type=Path, default=None, help="another checkout's code, too")
     args = ap.parse_args()
 
     sys.path.insert(0, str(ROOT))
@@ -92,13 +98,13 @@ def main() -> int:
         )
         return {"s": round(seconds, 2), "cpu_s": round(cpu, 2)}
 
-    def build(root: Path) -> dict[str, object]:
+    def build(root: Path, code: Path = ROOT) -> dict[str, object]:
         load = loadavg()
         seconds, out, cpu = run(
             [PY, "-m", "builder", "build", str(loaded.path), "--venv-root", str(root),
              "--python", str(python.path), "--json"],
-            env=env,
-            cwd=ROOT,
+            env={**env, "PYTHONPATH": str(code)},
+            cwd=code,
         )
         record = json.loads(out)["record"]
         return {
@@ -117,13 +123,20 @@ def main() -> int:
         if not args.no_warmup:
             build(scratch / "warmup")  # fills uv's cache (untimed)
             shutil.rmtree(scratch / "warmup")
+        kinds = ["sync", "stackgate"] + (["baseline"] if args.baseline else [])
         for i in range(args.rounds):
-            order = ["sync", "stackgate"] if i % 2 == 0 else ["stackgate", "sync"]
+            order = kinds if i % 2 == 0 else kinds[::-1]
             entry: dict[str, object] = {"order": order}
             for kind in order:
                 target = scratch / f"{kind}{i}"
                 entry[f"load_{kind}"] = round(loadavg(), 1)
-                entry[kind] = sync(target) if kind == "sync" else build(target)
+                if kind == "sync":
+                    entry[kind] = sync(target)
+                elif kind == "baseline":
+                    assert args.baseline is not None
+                    entry[kind] = build(target, args.baseline.resolve())
+                else:
+                    entry[kind] = build(target)
                 shutil.rmtree(target, ignore_errors=True)
             rounds.append(entry)
             print(json.dumps(entry), flush=True)
@@ -156,6 +169,16 @@ def main() -> int:
         "host": {"cpus": len(os.sched_getaffinity(0)), "load_end": round(loadavg(), 1)},
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+    if args.baseline:
+        base_s = [float(r["baseline"]["s"]) for r in rounds]  # type: ignore[index]
+        result["baseline"] = str(args.baseline)
+        result["baseline_s"] = base_s
+        result["baseline_ratio_per_round"] = [
+            round(b / s, 3) for b, s in zip(base_s, sync_s, strict=True)
+        ]
+        result["baseline_ratio_median"] = round(
+            statistics.median(base_s) / statistics.median(sync_s), 3
+        )
     print(json.dumps(result, indent=2))
     print(
         f"warm build: stackgate build / uv sync --frozen --link-mode copy = "
