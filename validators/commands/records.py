@@ -31,7 +31,7 @@ from validators.records.json_files import (
 )
 from validators.records.model import Record
 from validators.records.resolve import committed_records_dir, resolve_record
-from validators.records.store import RecordStore
+from validators.records.store import RecordStore, Verification
 
 NAME = "records"
 HELP = "list, show, export (to records/), import and verify known-good records"
@@ -130,26 +130,30 @@ def _list(args: argparse.Namespace, store: RecordStore) -> int:
     return EXIT_OK
 
 
+def _judge_unmatched_heads(result: Verification, store: RecordStore, folder: Path) -> None:
+    """A committed head of another store that this store does not extend: fine (a note) for a
+    teammate's store whose records were imported here, tampering (a problem) when the store was
+    re-created without records that were committed."""
+    lacking, first = missing_committed(store, folder)
+    for source, head in result.unmatched_heads:
+        if lacking:
+            result.problems.append(
+                f"{source} commits a head of {head.count} record(s) that this store does "
+                f"not extend, and the store lacks {lacking} committed record(s) "
+                f"({', '.join(first)}): re-created without them, or never imported "
+                "(records import --dir)"
+            )
+        else:
+            result.notes.append(
+                f"{source}: another store's head; every committed record is in this store"
+            )
+
+
 def _verify(args: argparse.Namespace, store: RecordStore, folder: Path) -> int:
     result = store.verify(exported_heads(folder, store))
     files, file_problems = verify_files(folder) if folder.is_dir() else (0, [])
     if result.unmatched_heads and folder.is_dir():
-        # A committed head of another store that this store does not extend: fine for a
-        # teammate's store whose records were imported here, tampering when the store was
-        # re-created without records that were committed.
-        lacking, first = missing_committed(store, folder)
-        for source, head in result.unmatched_heads:
-            if lacking:
-                result.problems.append(
-                    f"{source} commits a head of {head.count} record(s) that this store does "
-                    f"not extend, and the store lacks {lacking} committed record(s) "
-                    f"({', '.join(first)}): re-created without them, or never imported "
-                    "(records import --dir)"
-                )
-            else:
-                result.notes.append(
-                    f"{source}: another store's head; every committed record is in this store"
-                )
+        _judge_unmatched_heads(result, store, folder)
     console = console_err()
     # A store that is not there verifies nothing: "ok: 0 records (hash chain intact)" read as a
     # pass for a mistyped --store or a deleted one. Record files alone can still be verified
