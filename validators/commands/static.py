@@ -134,15 +134,8 @@ def _built_env(manifest: Manifest | None) -> Path:
     return current
 
 
-def _run_lock(args: argparse.Namespace, manifest: object, own_lock: Path | None) -> int:
-    from stackgate.lock_wheels import LockError, read_lock
-    from stackgate.manifest import Manifest
-    from stackgate.url_targets import refused_urls
-    from validators.lockcheck.check import LockInputs, find_interpreter, run_lock_check
-    from validators.lockcheck.facts_cache import FactsCache, default_root
-    from validators.lockcheck.origin import check_lock_origin, origin_result
-
-    assert manifest is None or isinstance(manifest, Manifest)
+def _lock_to_check(args: argparse.Namespace, own_lock: Path | None) -> Path:
+    """--lock, else the stack's own lock; either way a file that exists."""
     if args.lock:
         lock = Path(args.lock)
     elif own_lock is not None:
@@ -152,6 +145,19 @@ def _run_lock(args: argparse.Namespace, manifest: object, own_lock: Path | None)
     if not lock.is_file():
         first = cli_command(["lock", args.stack] if args.stack else "lock STACK")
         raise BadInput(f"--lock {lock}: no such file (run `{first}` first)")
+    return lock
+
+
+def _run_lock(args: argparse.Namespace, manifest: object, own_lock: Path | None) -> int:
+    from stackgate.lock_wheels import LockError, read_lock
+    from stackgate.manifest import Manifest
+    from stackgate.url_targets import refused_urls
+    from validators.lockcheck.check import LockInputs, find_interpreter, run_lock_check
+    from validators.lockcheck.facts_cache import FactsCache, default_root
+    from validators.lockcheck.origin import check_lock_origin, origin_result
+
+    assert manifest is None or isinstance(manifest, Manifest)
+    lock = _lock_to_check(args, own_lock)
     if args.jobs < 1:
         raise BadInput(f"--jobs {args.jobs}: must be >= 1")
     try:
