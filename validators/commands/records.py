@@ -31,7 +31,7 @@ from validators.records.json_files import (
 )
 from validators.records.model import Record
 from validators.records.resolve import committed_records_dir, resolve_record
-from validators.records.store import RecordStore
+from validators.records.store import RecordStore, Verification
 
 NAME = "records"
 HELP = "list, show, export (to records/), import and verify known-good records"
@@ -130,26 +130,30 @@ def _list(args: argparse.Namespace, store: RecordStore) -> int:
     return EXIT_OK
 
 
+def _judge_unmatched_heads(result: Verification, store: RecordStore, folder: Path) -> None:
+    """A committed head of another store that this store does not extend: fine (a note) for a
+    teammate's store whose records were imported here, tampering (a problem) when the store was
+    re-created without records that were committed."""
+    lacking, first = missing_committed(store, folder)
+    for source, head in result.unmatched_heads:
+        if lacking:
+            result.problems.append(
+                f"{source} commits a head of {head.count} record(s) that this store does "
+                f"not extend, and the store lacks {lacking} committed record(s) "
+                f"({', '.join(first)}): re-created without them, or never imported "
+                "(records import --dir)"
+            )
+        else:
+            result.notes.append(
+                f"{source}: another store's head; every committed record is in this store"
+            )
+
+
 def _verify(args: argparse.Namespace, store: RecordStore, folder: Path) -> int:
     result = store.verify(exported_heads(folder, store))
     files, file_problems = verify_files(folder) if folder.is_dir() else (0, [])
     if result.unmatched_heads and folder.is_dir():
-        # A committed head of another store that this store does not extend: fine for a
-        # teammate's store whose records were imported here, tampering when the store was
-        # re-created without records that were committed.
-        lacking, first = missing_committed(store, folder)
-        for source, head in result.unmatched_heads:
-            if lacking:
-                result.problems.append(
-                    f"{source} commits a head of {head.count} record(s) that this store does "
-                    f"not extend, and the store lacks {lacking} committed record(s) "
-                    f"({', '.join(first)}): re-created without them, or never imported "
-                    "(records import --dir)"
-                )
-            else:
-                result.notes.append(
-                    f"{source}: another store's head; every committed record is in this store"
-                )
+        _judge_unmatched_heads(result, store, folder)
     console = console_err()
     # A store that is not there verifies nothing: "ok: 0 records (hash chain intact)" read as a
     # pass for a mistyped --store or a deleted one. Record files alone can still be verified
@@ -225,14 +229,11 @@ def _verify(args: argparse.Namespace, store: RecordStore, folder: Path) -> int:
     return EXIT_OK
 
 
-def run(args: argparse.Namespace) -> int:
-    console = console_err()
-    folder: Path = args.dir or committed_records_dir()
-    if args.ref and args.action == "verify":
-        raise BadInput(f"records verify takes no RECORD ({args.ref!r}); --dir names the folder")
+def _import_sources(args: argparse.Namespace, folder: Path) -> tuple[Path, list[Path]]:
+    """What `records import` reads: (the folder, the named record files). `records import FILE`
+    imports FILE (a folder: every record in it), never --dir."""
     named: list[Path] = []
-    if args.ref and args.action == "import":
-        # `records import FILE` imports FILE (a folder: every record in it), never --dir
+    if args.ref:
         target = Path(args.ref)
         if target.is_dir() and target.suffix == ".json":
             # "imported 0 record(s)" with exit 0 for what was meant as a file
@@ -243,10 +244,38 @@ def run(args: argparse.Namespace) -> int:
             named = [target]
         else:
             raise BadInput(f"records import {target}: no such file or folder")
-    if args.action == "import" and not named and not folder.is_dir():
+    if not named and not folder.is_dir():
         # "imported 0" with exit 0 read as success for a mistyped folder
         what = "not a folder" if folder.exists() else "no such folder"
         raise BadInput(f"records import --dir {folder}: {what}")
+    return folder, named
+
+
+def _show(args: argparse.Namespace, store: RecordStore) -> int:
+    record = resolve_record(args.ref or "", store)
+    if args.json:  # the whole record (thousands of lines for a served stack)
+        emit_json(record.model_dump(mode="json"))
+        return EXIT_OK
+    # What was asked for: a summary on stdout; the verdict line: stderr.
+    # A record's note and labels are untrusted text: shown, never obeyed, secrets hidden.
+    sys.stdout.write(for_terminal("\n".join(record_summary(record))) + "\n")
+    sys.stdout.flush()
+    console_err().print(
+        styled(
+            "[bold green]OK[/] {}",
+            f"{record.label}: summary printed on stdout (the whole record: "
+            f"{cli_command(['records', 'show', record.record_id, '--json'])})",
+        )
+    )
+    return EXIT_OK
+
+
+def run(args: argparse.Namespace) -> int:
+    console = console_err()
+    folder: Path = args.dir or committed_records_dir()
+    if args.ref and args.action == "verify":
+        raise BadInput(f"records verify takes no RECORD ({args.ref!r}); --dir names the folder")
+    folder, named = _import_sources(args, folder) if args.action == "import" else (folder, [])
     reads = args.action in ("list", "show", "export")
     if reads and args.store is not None and not args.store.exists():
         # "no records in X" with exit 0 read as an empty store for a mistyped --store
@@ -262,22 +291,7 @@ def run(args: argparse.Namespace) -> int:
         if args.action == "verify":
             return _verify(args, store, folder)
         if args.action == "show":
-            record = resolve_record(args.ref or "", store)
-            if args.json:  # the whole record (thousands of lines for a served stack)
-                emit_json(record.model_dump(mode="json"))
-                return EXIT_OK
-            # What was asked for: a summary on stdout; the verdict line: stderr.
-            # A record's note and labels are untrusted text: shown, never obeyed, secrets hidden.
-            sys.stdout.write(for_terminal("\n".join(record_summary(record))) + "\n")
-            sys.stdout.flush()
-            console.print(
-                styled(
-                    "[bold green]OK[/] {}",
-                    f"{record.label}: summary printed on stdout (the whole record: "
-                    f"{cli_command(['records', 'show', record.record_id, '--json'])})",
-                )
-            )
-            return EXIT_OK
+            return _show(args, store)
         if args.action == "export":
             done = export_records(store, folder, args.ref)
             if args.json:

@@ -19,7 +19,7 @@ from stackgate.cli_numbers import WORKERS
 from stackgate.cli_paths import FOLDER
 from stackgate.errors import BadInput
 from stackgate.heartbeat import Heartbeat, took
-from stackgate.http_limits import add_limit_arguments, limits_from
+from stackgate.http_limits import Limits, add_limit_arguments, limits_from
 from stackgate.layout import current_env, lock_files_of
 from stackgate.loading import load_stack
 from stackgate.output import console_err
@@ -134,15 +134,8 @@ def _built_env(manifest: Manifest | None) -> Path:
     return current
 
 
-def _run_lock(args: argparse.Namespace, manifest: object, own_lock: Path | None) -> int:
-    from stackgate.lock_wheels import LockError, read_lock
-    from stackgate.manifest import Manifest
-    from stackgate.url_targets import refused_urls
-    from validators.lockcheck.check import LockInputs, find_interpreter, run_lock_check
-    from validators.lockcheck.facts_cache import FactsCache, default_root
-    from validators.lockcheck.origin import check_lock_origin, origin_result
-
-    assert manifest is None or isinstance(manifest, Manifest)
+def _lock_to_check(args: argparse.Namespace, own_lock: Path | None) -> Path:
+    """--lock, else the stack's own lock; either way a file that exists."""
     if args.lock:
         lock = Path(args.lock)
     elif own_lock is not None:
@@ -152,6 +145,32 @@ def _run_lock(args: argparse.Namespace, manifest: object, own_lock: Path | None)
     if not lock.is_file():
         first = cli_command(["lock", args.stack] if args.stack else "lock STACK")
         raise BadInput(f"--lock {lock}: no such file (run `{first}` first)")
+    return lock
+
+
+def _refuse_this_host(lock: Path, urls: list[str], limits: Limits) -> Limits:
+    """No stack names the indexes: the lock alone says where to go, so it may not send this
+    check to this host's own services (stackgate/url_targets.py), nor may any redirect hop."""
+    from stackgate.url_targets import refused_urls
+
+    local = refused_urls(urls)
+    if local:
+        raise BadInput(
+            f"--lock {lock}: {len(local)} URL(s) lead to this host; refusing to fetch them",
+            details=[*local, "--allow-local-urls fetches them (a mirror served here)"],
+        )
+    return dataclasses.replace(limits, refuse_local_targets=True)
+
+
+def _run_lock(args: argparse.Namespace, manifest: object, own_lock: Path | None) -> int:
+    from stackgate.lock_wheels import LockError, read_lock
+    from stackgate.manifest import Manifest
+    from validators.lockcheck.check import LockInputs, find_interpreter, run_lock_check
+    from validators.lockcheck.facts_cache import FactsCache, default_root
+    from validators.lockcheck.origin import check_lock_origin, origin_result
+
+    assert manifest is None or isinstance(manifest, Manifest)
+    lock = _lock_to_check(args, own_lock)
     if args.jobs < 1:
         raise BadInput(f"--jobs {args.jobs}: must be >= 1")
     try:
@@ -166,17 +185,8 @@ def _run_lock(args: argparse.Namespace, manifest: object, own_lock: Path | None)
         wheels = read_lock(lock, parsed=origin.lock)
     except LockError as exc:
         raise BadInput(str(exc)) from None
-    # No stack names the indexes: the lock alone says where to go, so it may not send this
-    # check to this host's own services (stackgate/url_targets.py).
-    untrusted = manifest is None and not args.offline and not args.allow_local_urls
-    local = refused_urls(w.url for w in wheels.wheels) if untrusted else []
-    if untrusted:  # every redirect hop under the same rule as the lock's URLs
-        limits = dataclasses.replace(limits, refuse_local_targets=True)
-    if local:
-        raise BadInput(
-            f"--lock {lock}: {len(local)} URL(s) lead to this host; refusing to fetch them",
-            details=[*local, "--allow-local-urls fetches them (a mirror served here)"],
-        )
+    if manifest is None and not args.offline and not args.allow_local_urls:
+        limits = _refuse_this_host(lock, [w.url for w in wheels.wheels], limits)
     cache = FactsCache(Path(args.cache) if args.cache else default_root())
     err = console_err()
     verbose = bool(os.environ.get("STACKGATE_VERBOSE"))

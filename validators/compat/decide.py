@@ -145,33 +145,41 @@ def judge(inputs: PairInputs, by: dict[str, Result], report: ScanReport) -> Pair
         "version": inputs.version,
         "torch": inputs.torch,
     }
-    fetch = by.get("static.lock.fetch")
-    if fetch is not None and fetch.status == "ERROR":
-        return PairVerdict(**common, verdict="undecidable", kind="fetch", reason=fetch.reason)
-    malformed = by.get("static.lock.wheels")
-    if malformed is not None and malformed.status == "ERROR":
-        return PairVerdict(
-            **common, verdict="undecidable", kind="malformed", reason=malformed.reason
-        )
-    integrity = by.get("static.lock.integrity")
-    if integrity is not None and integrity.status == "FAIL":
-        return PairVerdict(
-            **common, verdict="undecidable", kind="integrity", reason=integrity.reason
-        )
+    cause = _unjudgeable(inputs, by, key)
+    if cause is not None:
+        return PairVerdict(**common, verdict="undecidable", kind=cause[0], reason=cause[1])
+    return _binaries_verdict(inputs, by, report, common)
+
+
+def _unjudgeable(inputs: PairInputs, by: dict[str, Result], key: str) -> tuple[str, str] | None:
+    """(kind, reason) where the lock check could not look at the package's binaries: the
+    fetch or a malformed wheel errored, the integrity check failed, torch's own closure does
+    not load, or one of the package's files was unreadable."""
+    for check, status, kind in (
+        ("static.lock.fetch", "ERROR", "fetch"),
+        ("static.lock.wheels", "ERROR", "malformed"),
+        ("static.lock.integrity", "FAIL", "integrity"),
+    ):
+        result = by.get(check)
+        if result is not None and result.status == status:
+            return kind, result.reason
     torch = by.get("static.abi.torch")
     if torch is not None and torch.status == "FAIL":
-        return PairVerdict(
-            **common,
-            verdict="undecidable",
-            kind="torch-closure",
-            reason=f"torch {inputs.torch}'s own closure does not load here: {torch.reason[:300]}",
-        )
+        why = f"torch {inputs.torch}'s own closure does not load here: {torch.reason[:300]}"
+        return "torch-closure", why
     unreadable = by.get("static.abi.unreadable")
     mine = inputs.wheel.name.replace("-", "_") if inputs.wheel else key
     if unreadable is not None and any(mine in f for f in unreadable.evidence.get("files", [])):
-        return PairVerdict(
-            **common, verdict="undecidable", kind="unreadable", reason=unreadable.reason
-        )
+        return "unreadable", unreadable.reason
+    return None
+
+
+def _binaries_verdict(
+    inputs: PairInputs, by: dict[str, Result], report: ScanReport, common: dict[str, Any]
+) -> PairVerdict:
+    """breaks (a missing symbol or library, no kernel for the targets), undecidable (arch
+    undecided, or a libtorch extension that declares a torch this is not) or loads."""
+    key = check_key(inputs.package)
     scan = next(
         (w for w in report.wheels if inputs.wheel and w.wheel.name == inputs.wheel.name), None
     )

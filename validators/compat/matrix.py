@@ -172,6 +172,16 @@ class Session:
         return verdict, False
 
 
+def _best_locked(
+    session: Session, request: Request, files: list[IndexFile], version: Version
+) -> LockedWheel | None:
+    """The version's wheel for the request's Python and glibc, or None where none fits."""
+    chosen = best_wheel(files, version, request.python, request.glibc)
+    if chosen is None:
+        return None
+    return chosen.locked(request.package, size_of(session.client, chosen))
+
+
 def compute(
     request: Request,
     cache: FactsCache,
@@ -194,14 +204,7 @@ def compute(
         with ThreadPoolExecutor(max_workers=CLOSURE_JOBS) as pool:
             resolved = list(pool.map(lambda t: session.closure(request, str(t)), judged))
         closures = dict(zip(judged, resolved, strict=True))
-        wheels: dict[Version, LockedWheel | None] = {}
-        for version in versions:
-            chosen = best_wheel(files, version, request.python, request.glibc)
-            wheels[version] = (
-                None
-                if chosen is None
-                else chosen.locked(request.package, size_of(session.client, chosen))
-            )
+        wheels = {v: _best_locked(session, request, files, v) for v in versions}
         wheel_bytes: dict[str, int] = {}
         for closure in closures.values():
             if isinstance(closure, LockWheels):
