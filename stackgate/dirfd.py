@@ -70,12 +70,22 @@ def open_child(
 
 
 def make_child(parent: int, name: str, *, where: Path | str, mode: int = 0o755) -> int:
-    """A new folder `name` in `parent` (an existing entry of that name is an error), opened."""
+    """A new folder `name` in `parent` (an existing entry of that name is an error), opened;
+    `where` names the new folder in messages. Between the mkdir and the open another process
+    can rename the new folder away (the open finds nothing) or put a symlink at its name: both
+    are a swap of what this process made, refused as such."""
     try:
         os.mkdir(name, mode, dir_fd=parent)
     except FileExistsError:
         raise Swapped(f"{where}: already exists; it was not made by this process") from None
-    return open_child(parent, name, where=where)
+    try:
+        return os.open(name, DIR_FLAGS, dir_fd=parent)
+    except OSError as exc:
+        raise Swapped(
+            f"{where}: replaced while it was being made ({exc.strerror or exc}); "
+            "refusing to work through it",
+            details=["another process renamed or replaced the folder; nothing was written in it"],
+        ) from None
 
 
 def same(a: os.stat_result, b: os.stat_result) -> bool:

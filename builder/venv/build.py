@@ -457,7 +457,9 @@ class _Build:
         # at its name leads nothing anywhere, and the publish checks what it renamed.
         stack_fd = dirfd.open_dir(final.parent)
         try:
-            partial_fd = dirfd.make_child(stack_fd, partial_name, where=final.parent)
+            partial_fd = dirfd.make_child(
+                stack_fd, partial_name, where=final.parent / partial_name
+            )
         except BaseException:
             os.close(stack_fd)
             raise
