@@ -41,7 +41,7 @@ def _steal(name: str, dir_fd: int) -> None:
 def test_a_new_folder_renamed_away_before_it_is_opened_is_a_swap(
     tmp_path: Path, parent: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(dirfd.os, "mkdir", _mkdir_then(_steal))
+    monkeypatch.setattr(os, "mkdir", _mkdir_then(_steal))
     with pytest.raises(dirfd.Swapped) as caught:
         dirfd.make_child(parent, "env.partial", where=tmp_path / "env.partial")
     assert caught.value.message.startswith(f"{tmp_path / 'env.partial'}: replaced while it was")
@@ -57,7 +57,7 @@ def test_a_new_folder_swapped_for_a_symlink_before_it_is_opened_is_a_swap(
         _steal(name, dir_fd)
         os.symlink(victim, name, dir_fd=dir_fd)
 
-    monkeypatch.setattr(dirfd.os, "mkdir", _mkdir_then(steal_and_link))
+    monkeypatch.setattr(os, "mkdir", _mkdir_then(steal_and_link))
     with pytest.raises(dirfd.Swapped, match="replaced while it was being made"):
         dirfd.make_child(parent, "env.partial", where=tmp_path / "env.partial")
     assert os.listdir(victim) == []
