@@ -31,7 +31,7 @@ def runs_of(res: Path, gate_name: str, pairs: list[int], side: str) -> list[dict
     return runs
 
 
-def rejudge(res: Path, gate_name: str, drop: set[int]) -> dict[str, Any]:
+def rejudge(res: Path, gate_name: str, drop: set[int], product: bool = False) -> dict[str, Any]:
     from validators.gate.compare import gate
     from validators.gate.policy import GatePolicy
 
@@ -42,7 +42,10 @@ def rejudge(res: Path, gate_name: str, drop: set[int]) -> dict[str, Any]:
         f"A for {gate_name}", runs_of(res, gate_name, pairs, "A"), "known-good"
     )
     candidate = demo.record_of(gate_name, runs_of(res, gate_name, pairs, "B"), "candidate")
-    policy = GatePolicy(min_repeats=min(7, len(pairs)), profile=demo.dial_profile())
+    if product:
+        policy = GatePolicy(min_repeats=min(7, len(pairs)))
+    else:
+        policy = GatePolicy(min_repeats=min(7, len(pairs)), profile=demo.dial_profile())
     result = gate(baseline, candidate, policy, remeasured=baseline)
     return {"gate": gate_name, "pairs": pairs, "dropped": sorted(drop), "verdict": result.verdict,
             "reasons": result.reasons[:3], "underpowered": result.underpowered,
@@ -59,10 +62,13 @@ def main() -> int:
     ap.add_argument("results", type=Path)
     ap.add_argument("gate")
     ap.add_argument("--drop-pair", type=int, action="append", default=[])
+    ap.add_argument("--product-profile", action="store_true",
+                    help="judge with the product's default gated list, not the demonstration's")
     args = ap.parse_args()
-    out = rejudge(args.results, args.gate, set(args.drop_pair))
+    out = rejudge(args.results, args.gate, set(args.drop_pair), args.product_profile)
     print(json.dumps(out, indent=1))
-    print(f"POST-HOC {args.gate} without pairs {sorted(args.drop_pair)}: {out['verdict']}")
+    which = "the product's gated list" if args.product_profile else "the demonstration's gated list"
+    print(f"POST-HOC {args.gate} without pairs {sorted(args.drop_pair)}, {which}: {out['verdict']}")
     return 0
 
 

@@ -37,12 +37,16 @@ class GatedMetric:
         return fnmatchcase(key, self.pattern)
 
 
-# The serving profile: per concurrency level output throughput (the GPU's work rate), median
-# TTFT (prefill and queueing) and median TPOT (decode step time), p99 TTFT as a tail guard (a
-# scheduler knob that queues one request shows there first), and single-stream decode.
+# The serving profile: per concurrency level output throughput (the GPU's work rate) and median
+# TPOT (decode step time), single-stream decode, and two TTFT guards in the tail class: median
+# TTFT (prefill and queueing) and p99 TTFT (a scheduler knob that queues one request shows there
+# first). TTFT at a level's burst of C arrivals depends on how the burst splits into prefill
+# batches: on SGLang 0.5.17 its within-server CV was 5-21% (H100 and H200, 8 benches a side,
+# benchmarks/gate/results/dial-h100-6 and dial-h200-5), so at the main tolerance every equal
+# stack would be UNDERPOWERED; the tail class keeps it a guard against large regressions.
 SERVING_PROFILE: tuple[GatedMetric, ...] = (
     GatedMetric("serve-bench.sweep/output_throughput@c*", "higher", "main"),
-    GatedMetric("serve-bench.sweep/median_ttft_ms@c*", "lower", "main"),
+    GatedMetric("serve-bench.sweep/median_ttft_ms@c*", "lower", "tail"),
     GatedMetric("serve-bench.sweep/median_tpot_ms@c*", "lower", "main"),
     GatedMetric("serve-bench.sweep/p99_ttft_ms@c*", "lower", "tail"),
     GatedMetric("serve-bench.single_stream/single_stream_decode_tok_s", "higher", "main"),
