@@ -118,7 +118,12 @@ def rename_checked(parent: int, src: str, dst: str, fd: int, *, where: Path | st
         pass
     else:
         raise EnvironmentProblem(f"{where}: {dst} already exists; refusing to replace it")
-    os.rename(src, dst, src_dir_fd=parent, dst_dir_fd=parent)
+    try:
+        os.rename(src, dst, src_dir_fd=parent, dst_dir_fd=parent)
+    except FileNotFoundError:
+        raise Swapped(
+            f"{where}: removed or replaced while {src} was published; nothing published"
+        ) from None
     if not entry_is(parent, dst, fd):
         with contextlib.suppress(OSError):
             if stat.S_ISLNK(os.stat(dst, dir_fd=parent, follow_symlinks=False).st_mode):
@@ -126,15 +131,38 @@ def rename_checked(parent: int, src: str, dst: str, fd: int, *, where: Path | st
         raise Swapped(f"{where}: {src} was replaced while it was published; nothing published")
 
 
-def write_at(parent: int, name: str, data: bytes, *, mode: int = 0o644) -> None:
+def _write_failed(where: Path | str, exc: OSError) -> EnvironmentProblem:
+    """An error writing in an opened folder. ENOENT there means the folder itself is gone: it
+    was removed, or replaced (a folder renamed over it), after it was opened: a swap."""
+    if exc.errno == errno.ENOENT:
+        return Swapped(
+            f"{where}: its folder was removed or replaced while it was written; "
+            "nothing was written anywhere else",
+            details=["another process changed the folder; run the command again"],
+        )
+    return EnvironmentProblem(f"cannot write {where}: {exc.strerror or exc}")
+
+
+def write_at(
+    parent: int, name: str, data: bytes, *, mode: int = 0o644, where: Path | str | None = None
+) -> None:
     """Write file `name` in the opened `parent` as a whole: a new temp file (O_EXCL |
-    O_NOFOLLOW) renamed over `name` (a symlink there is replaced, never written through)."""
+    O_NOFOLLOW) renamed over `name` (a symlink there is replaced, never written through).
+    `where` names the file in messages (default: `name`)."""
+    shown = name if where is None else where
     tmp = f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-    fd = os.open(tmp, FILE_FLAGS, mode, dir_fd=parent)
+    try:
+        fd = os.open(tmp, FILE_FLAGS, mode, dir_fd=parent)
+    except OSError as exc:
+        raise _write_failed(shown, exc) from None
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
         os.rename(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=parent)
+        raise _write_failed(shown, exc) from None
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp, dir_fd=parent)
@@ -253,9 +281,7 @@ def append_at(parent: int, name: str, data: bytes, *, where: Path | str) -> None
         )
     except OSError as exc:
         raise (
-            _not_a_folder(where, exc)
-            if exc.errno == errno.ELOOP
-            else EnvironmentProblem(f"cannot write {where}: {exc.strerror or exc}")
+            _not_a_folder(where, exc) if exc.errno == errno.ELOOP else _write_failed(where, exc)
         ) from None
     try:
         info = os.fstat(fd)
@@ -273,6 +299,8 @@ def create_exclusive_at(parent: int, name: str, data: bytes, *, mode: int = 0o64
         fd = os.open(name, FILE_FLAGS, mode, dir_fd=parent)
     except FileExistsError:
         return False
+    except OSError as exc:
+        raise _write_failed(name, exc) from None
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)
     return True
