@@ -131,7 +131,7 @@ def rename_checked(parent: int, src: str, dst: str, fd: int, *, where: Path | st
         raise Swapped(f"{where}: {src} was replaced while it was published; nothing published")
 
 
-def _write_failed(where: Path | str, exc: OSError) -> EnvironmentProblem:
+def write_failed(where: Path | str, exc: OSError) -> EnvironmentProblem:
     """An error writing in an opened folder. ENOENT there means the folder itself is gone: it
     was removed, or replaced (a folder renamed over it), after it was opened: a swap."""
     if exc.errno == errno.ENOENT:
@@ -154,7 +154,7 @@ def write_at(
     try:
         fd = os.open(tmp, FILE_FLAGS, mode, dir_fd=parent)
     except OSError as exc:
-        raise _write_failed(shown, exc) from None
+        raise write_failed(shown, exc) from None
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -162,7 +162,7 @@ def write_at(
     except OSError as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp, dir_fd=parent)
-        raise _write_failed(shown, exc) from None
+        raise write_failed(shown, exc) from None
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp, dir_fd=parent)
@@ -281,7 +281,7 @@ def append_at(parent: int, name: str, data: bytes, *, where: Path | str) -> None
         )
     except OSError as exc:
         raise (
-            _not_a_folder(where, exc) if exc.errno == errno.ELOOP else _write_failed(where, exc)
+            _not_a_folder(where, exc) if exc.errno == errno.ELOOP else write_failed(where, exc)
         ) from None
     try:
         info = os.fstat(fd)
@@ -300,7 +300,7 @@ def create_exclusive_at(parent: int, name: str, data: bytes, *, mode: int = 0o64
     except FileExistsError:
         return False
     except OSError as exc:
-        raise _write_failed(name, exc) from None
+        raise write_failed(name, exc) from None
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)
     return True

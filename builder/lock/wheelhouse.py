@@ -217,7 +217,11 @@ def _fetch(
             f"the lock pins {art.sha256}",
             details=[art.url],
         )
-    os.rename(part_name, art.filename, src_dir_fd=dest_fd, dst_dir_fd=dest_fd)
+    try:
+        os.rename(part_name, art.filename, src_dir_fd=dest_fd, dst_dir_fd=dest_fd)
+    except OSError as exc:
+        drop_part()
+        raise dirfd.write_failed(art.filename, exc) from None
     return True
 
 
