@@ -259,9 +259,12 @@ def download(
                 )
             index_text = json.dumps(_index(manifest, state, arts, skipped), indent=2) + "\n"
             dirfd.write_at(dest_fd, MANIFEST_NAME, index_text.encode())
-            sizes = sum(
-                os.stat(a.filename, dir_fd=dest_fd, follow_symlinks=False).st_size for a in arts
-            )
+            try:
+                sizes = sum(
+                    os.stat(a.filename, dir_fd=dest_fd, follow_symlinks=False).st_size for a in arts
+                )
+            except OSError as exc:
+                raise dirfd.write_failed(dest, exc) from None
         finally:
             os.close(dest_fd)
     return {
