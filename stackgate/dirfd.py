@@ -159,13 +159,11 @@ def write_at(
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
         os.rename(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
-    except OSError as exc:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp, dir_fd=parent)
-        raise write_failed(shown, exc) from None
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp, dir_fd=parent)
+        if isinstance(exc, OSError):
+            raise write_failed(shown, exc) from None
         raise
 
 

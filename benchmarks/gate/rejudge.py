@@ -33,6 +33,7 @@ def runs_of(res: Path, gate_name: str, pairs: list[int], side: str) -> list[dict
 
 def rejudge(res: Path, gate_name: str, drop: set[int], product: bool = False) -> dict[str, Any]:
     from validators.gate.compare import gate
+    from validators.gate.gated import SERVING_PROFILE
     from validators.gate.policy import GatePolicy
 
     found = sorted(int(f.name.split("-p")[1].split("-")[0])
@@ -42,10 +43,8 @@ def rejudge(res: Path, gate_name: str, drop: set[int], product: bool = False) ->
         f"A for {gate_name}", runs_of(res, gate_name, pairs, "A"), "known-good"
     )
     candidate = demo.record_of(gate_name, runs_of(res, gate_name, pairs, "B"), "candidate")
-    if product:
-        policy = GatePolicy(min_repeats=min(7, len(pairs)))
-    else:
-        policy = GatePolicy(min_repeats=min(7, len(pairs)), profile=demo.dial_profile())
+    profile = SERVING_PROFILE if product else demo.dial_profile()
+    policy = GatePolicy(min_repeats=min(7, len(pairs)), profile=profile)
     result = gate(baseline, candidate, policy, remeasured=baseline)
     return {"gate": gate_name, "pairs": pairs, "dropped": sorted(drop), "verdict": result.verdict,
             "reasons": result.reasons[:3], "underpowered": result.underpowered,
