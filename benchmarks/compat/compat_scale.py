@@ -19,9 +19,9 @@ from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
 
-from validators.compat.matrix import Matrix, Request, compute
 from validators.lockcheck.check import find_interpreter
 from validators.lockcheck.facts_cache import FactsCache
+from validators.torch_abi.matrix import Matrix, Request, compute
 
 
 def _cpu() -> float:

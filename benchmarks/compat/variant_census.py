@@ -14,8 +14,8 @@ import time
 
 import httpx
 
-from validators.compat.index import project_rows
-from validators.compat.variants import variant_label
+from validators.torch_abi.index import project_rows
+from validators.torch_abi.variants import variant_label
 
 INDEX = "https://pypi.org/simple"
 

@@ -9,8 +9,8 @@ from contextlib import AbstractContextManager
 
 from rich.text import Text
 
-from builder.lock.compat_vet import CompatVet
 from builder.lock.resolve import locked_packages, run_lock
+from builder.lock.torch_abi_gate import TorchAbiGate
 from builder.lock.uvproject import index_map_credentials, parse_index_map
 from stackgate.cli import emit_json
 from stackgate.cli_paths import FOLDER
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     files = lock_files_of(loaded.path, manifest.name, args.locks_dir)
     console = console_err()
     started = time.monotonic()
-    compat = CompatVet.for_manifest(files.folder, manifest)
+    abi_gate = TorchAbiGate.for_manifest(files.folder, manifest)
     doing = f"locking {manifest.name} with uv ({python.path}), then checking its binary packages"
     # On a terminal a spinner; piped, a line when it first starts and every 15 s after (a
     # cold cu128 lock printed nothing for 44 s).
@@ -85,9 +85,9 @@ def run(args: argparse.Namespace) -> int:
             python,
             index_map=index_map,
             upgrade=args.upgrade,
-            vet=None if args.no_compat else compat,
+            vet=None if args.no_compat else abi_gate,
         )
-    record = compat.record(state.lock_hash, off=args.no_compat)
+    record = abi_gate.record(state.lock_hash, off=args.no_compat)
     seconds = time.monotonic() - started
     packages = locked_packages(state)
     if args.json:
@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         )
     for name in sorted(manifest.packages):
         console.print(f"  {name} == {packages.get(name, '?')}", highlight=False)
-    console.print(compat.line(off=args.no_compat), highlight=False, markup=False, soft_wrap=True)
+    console.print(abi_gate.line(off=args.no_compat), highlight=False, markup=False, soft_wrap=True)
     console.print(
         styled(
             "[bold green]OK[/] {}",

@@ -1,6 +1,6 @@
 """The import plan's doors (shared/STYLE.md, "the shape of the house"): the builder never
 imports the validators, not even lazily inside a function (`builder lock` asks
-`python -m validators compat --lock` in a child process and reads stackgate.compat's models),
+`python -m validators compat --lock` in a child process and reads stackgate.torch_abi's models),
 and stackgate, which both import, imports neither. Read from the source with ast, so an
 import inside a function or under TYPE_CHECKING counts."""
 

@@ -22,10 +22,10 @@ from stackgate.rules import RuleFile, load_rules
 from tests.helpers.compat_wheels import compat_wheels
 from tests.helpers.json_index import serve_index, write_index
 from tests.validators import elf_env
-from validators.compat.matrix import Matrix, Request, compute
-from validators.compat.proposals import check_rules, propose, uncovered
-from validators.compat.render import html_report, text_table
 from validators.lockcheck.facts_cache import FactsCache
+from validators.torch_abi.matrix import Matrix, Request, compute
+from validators.torch_abi.matrix_report import html_report, text_table
+from validators.torch_abi.proposals import check_rules, propose, uncovered
 
 pytestmark = pytest.mark.skipif(not elf_env.have_compilers(), reason="needs gcc and g++")
 

@@ -19,7 +19,9 @@ import pytest
 from tests.helpers.compat_wheels import BAD, GOOD, compat_wheels, variant_wheels
 from tests.helpers.json_index import serve_index, write_index
 from tests.validators import elf_env
-from validators.compat.variants import (
+from validators.lockcheck.facts import CachedFacts
+from validators.lockcheck.facts_cache import FactsCache
+from validators.torch_abi.variants import (
     AuditInputs,
     VariantFileError,
     VariantReport,
@@ -29,8 +31,6 @@ from validators.compat.variants import (
     parse_dist_info,
     variant_label,
 )
-from validators.lockcheck.facts import CachedFacts
-from validators.lockcheck.facts_cache import FactsCache
 
 ROOT = Path(__file__).resolve().parents[2]
 # the index's variants.json says `bad` needs CUDA >= 12.8 where its wheel says < 13

@@ -1,5 +1,5 @@
-"""`builder lock` answers some locks in its own process (stackgate.compat.lookup_lock) and asks
-`validators compat --lock` (validators.compat.lockgate.check_lock) for the rest. Where the
+"""`builder lock` answers some locks in its own process (stackgate.torch_abi.lookup_lock) and asks
+`validators compat --lock` (validators.torch_abi.lock_verdict.check_lock) for the rest. Where the
 builder answers, its verdict is the one the validators give for the same bytes: each variant of
 a lock that needs no judging (no torch, torch not over HTTP, a wheel without a size, no one
 Python, not TOML) is answered by both, on an empty cache, without a byte of the network."""
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from stackgate.compat import lookup_lock
-from validators.compat.lockgate import check_lock
+from stackgate.torch_abi import lookup_lock
 from validators.lockcheck.facts_cache import FactsCache
+from validators.torch_abi.lock_verdict import check_lock
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCKS = ROOT / "stacks" / "locks"

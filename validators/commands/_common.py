@@ -14,7 +14,7 @@ from stackgate.files import atomic_write_text
 from stackgate.output import console_err
 from validators.core.results import Report, Result, to_junit
 from validators.core.undecided import undecided
-from validators.reporting.render import render, render_results
+from validators.reporting.table import render, render_results
 
 # An ERROR in these checks means the input (the --env path) is wrong, not the host.
 BAD_INPUT_CHECKS = {"static.env", "runtime.env", "static.lock.wheels"}

@@ -17,9 +17,9 @@ from stackgate.layout import current_env, lock_files, lock_files_of, venv_root
 from stackgate.lockstate import read_lock
 from stackgate.output import console_err
 from stackgate.python_finder import find_python
+from validators.bisect.answer import payload, render_text, write_html
 from validators.bisect.intermediate import Sides
 from validators.bisect.refused import Refusal, check_refusal, is_gate_output, read_refusal
-from validators.bisect.render import payload, render_text, write_html
 from validators.bisect.search import MODES
 from validators.bisect.session import Bisect, Settings
 from validators.bisect.units import ChangeUnit, change_units

@@ -4,7 +4,7 @@ versions of a binary package load beside which torch, from byte ranges of the in
 agreement; `--json` the whole matrix, `--html FILE` a heat map.
 
 `--audit-variants`: the package's wheels that publish variant properties (PEP 825 draft),
-each property audited against the binary (validators.compat.variants); exit 1 when one is
+each property audited against the binary (validators.torch_abi.variants); exit 1 when one is
 false."""
 
 from __future__ import annotations
@@ -24,16 +24,16 @@ from packaging.version import Version
 from stackgate.cli import emit_json
 from stackgate.cli_numbers import WORKERS, int_in
 from stackgate.cli_paths import FOLDER, OUTPUT_FILE
-from stackgate.compat import PYPI, PairVerdict
 from stackgate.credentials import redact
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput, EnvironmentProblem
 from stackgate.files import atomic_write_text
 from stackgate.output import console_err
-from validators.compat.lockgate import check_lock
+from stackgate.torch_abi import PYPI, PairVerdict
 from validators.lockcheck.facts_cache import FactsCache, default_root
+from validators.torch_abi.lock_verdict import check_lock
 
 if TYPE_CHECKING:
-    from validators.compat.matrix import Request
+    from validators.torch_abi.matrix import Request
 
 # The matrix, its report and the variant audit import the static check, httpx and jinja2
 # where they run: `--lock` (the child `builder lock` starts) imports none of them
@@ -118,7 +118,7 @@ def _host_glibc() -> tuple[int, int]:
 
 
 def request_from(args: argparse.Namespace) -> Request:
-    from validators.compat.matrix import Request
+    from validators.torch_abi.matrix import Request
 
     torch: list[SpecifierSet] = []
     for value in args.against:
@@ -163,11 +163,11 @@ def run(args: argparse.Namespace) -> int:
     if not args.against:
         raise BadInput("--against torch[SPEC] is required (or --audit-variants)")
     from stackgate.rules import load_rules
-    from validators.compat.index import IndexError_
-    from validators.compat.matrix import compute
-    from validators.compat.proposals import check_rules, propose, uncovered
-    from validators.compat.render import html_report, text_table
     from validators.lockcheck.check import find_interpreter
+    from validators.torch_abi.index import IndexError_
+    from validators.torch_abi.matrix import compute
+    from validators.torch_abi.matrix_report import html_report, text_table
+    from validators.torch_abi.proposals import check_rules, propose, uncovered
 
     started = time.monotonic()
     request = request_from(args)
@@ -253,9 +253,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _audit_variants(args: argparse.Namespace) -> int:
-    from validators.compat.index import IndexError_
-    from validators.compat.variants import AuditInputs, audit
     from validators.lockcheck.check import find_interpreter
+    from validators.torch_abi.index import IndexError_
+    from validators.torch_abi.variants import AuditInputs, audit
 
     started = time.monotonic()
     request = request_from(args)
@@ -314,9 +314,9 @@ def _audit_variants(args: argparse.Namespace) -> int:
 
 
 def _index_versions(request: Request) -> list[str]:
-    from validators.compat.index import project_rows
-    from validators.compat.variants import wheel_version
     from validators.lockcheck.http_ranges import make_client
+    from validators.torch_abi.index import project_rows
+    from validators.torch_abi.variants import wheel_version
 
     with make_client() as client:
         rows = project_rows(client, request.index, request.package)
@@ -324,7 +324,7 @@ def _index_versions(request: Request) -> list[str]:
 
 
 def _lock(args: argparse.Namespace) -> int:
-    """The verdict of one uv.lock (validators.compat.lockgate), for `builder lock`: data, exit
+    """The verdict of one uv.lock (validators.torch_abi.lock_verdict), for `builder lock`: data, exit
     0 whatever it says (refusing a lock is the builder's policy)."""
     lock = Path(args.lock)
     if not lock.is_file():

@@ -15,7 +15,7 @@ from stackgate.output import console_err, print_table, styled
 from validators.gate.compare import gate
 from validators.gate.diffs import Change, diff_flat, diff_manifests, diff_versions
 from validators.gate.policy import GatePolicy
-from validators.gate.render import changes_table, host_table, metrics_table, print_checks
+from validators.gate.tables import changes_table, host_table, metrics_table, print_checks
 from validators.records.cli_args import add_store_argument
 from validators.records.model import Record
 from validators.records.reference import Lookup, Reference, parse_reference

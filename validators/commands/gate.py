@@ -18,7 +18,7 @@ from stackgate.output import console_err
 from validators.gate.cli_args import add_policy_arguments, request_from
 from validators.gate.flow import run_gate
 from validators.gate.policy import DEFAULT_REPEATS
-from validators.gate.render import render_gate
+from validators.gate.tables import render_gate
 from validators.records.cli_args import add_run_argument, add_store_argument
 from validators.records.reference import Lookup
 from validators.records.store import RecordStore

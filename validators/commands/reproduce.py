@@ -16,8 +16,8 @@ from stackgate.output import console_err, print_table, styled
 from stackgate.topology import TOPOLOGIES
 from validators.gate.cli_args import add_policy_arguments, policy_from
 from validators.gate.policy import DEFAULT_REPEATS
-from validators.gate.render import metrics_table, print_checks
 from validators.gate.reproduce import ReproduceOptions, ReproduceOutcome, reproduce
+from validators.gate.tables import metrics_table, print_checks
 from validators.records.cli_args import add_store_argument
 from validators.records.model import Record
 from validators.records.resolve import resolve_record

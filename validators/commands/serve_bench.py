@@ -25,7 +25,7 @@ from validators.core.context import RunContext
 from validators.core.options import GroupOptions, ServeOptions
 from validators.core.results import Result
 from validators.core.undecided import undecided
-from validators.reporting.render import failures_first, verdict_line
+from validators.reporting.table import failures_first, verdict_line
 from validators.serve.adapters import DEFAULT_PORTS, build_launch
 from validators.serve.group import bench_settings, run_group
 from validators.serve.interrupts import Interrupts

@@ -20,7 +20,7 @@ import numpy as np
 from validators.lockcheck.member_view import MemberStream, MemberView, NotKnown
 from validators.lockcheck.synthetic_sections import CannotSynthesize, synthesize
 
-# CachedFacts is named here too for the readers that take it with extract (validators.compat)
+# CachedFacts is named here too for the readers that take it with extract (validators.torch_abi)
 from validators.static.cached_object import CachedFacts as CachedFacts
 from validators.static.cached_object import ReadEvidence
 from validators.static.elf_symbols import (

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from stackgate.compat import facts_root
+from stackgate.torch_abi import facts_root
 from stackgate.wheel_listing import ListingStore, WheelListing, origin_key
 
 if TYPE_CHECKING:  # numpy and pyelftools: only where facts are read (the listing

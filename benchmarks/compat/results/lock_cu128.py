@@ -1,13 +1,13 @@
 # How benchmarks/compat/results/lock_cu128.jsonl was measured (from the checkout; the cache
 # folder held torch 2.9.1's closure from the compat runs, the rest of the lock cold).
-# The cache is the one every stackgate cache uses: $STACKGATE_CACHE/lockcheck (stackgate.compat.facts_root).
+# The cache is the one every stackgate cache uses: $STACKGATE_CACHE/lockcheck (stackgate.torch_abi.facts_root).
 import json
 import time
 from pathlib import Path
 
-from stackgate.compat import facts_root
-from validators.compat.lockgate import check_lock
+from stackgate.torch_abi import facts_root
 from validators.lockcheck.facts_cache import FactsCache
+from validators.torch_abi.lock_verdict import check_lock
 
 cache = FactsCache(facts_root())
 for i in range(2):

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from stackgate.compat import PairVerdict
 from stackgate.rules import Rule, StackFacts, evaluate
-from validators.compat.matrix import Matrix
+from stackgate.torch_abi import PairVerdict
+from validators.torch_abi.matrix import Matrix
 
 _COMPARABLE = {"packages", "packages_not", "cuda_major_differs"}
 

@@ -20,15 +20,15 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from stackgate.compat import COMPAT_VERSION, PairVerdict
 from stackgate.lock_wheels import LockedWheel, LockWheels
+from stackgate.torch_abi import VERDICT_VERSION, PairVerdict
 from stackgate.wheel_listing import FACTS_VERSION
-from validators.compat.closure import ClosureError, closure_path, torch_closure
-from validators.compat.decide import PairInputs, decide, host_source
-from validators.compat.index import IndexFile, best_wheel, project_files, size_of
-from validators.compat.memo import MemoCache
 from validators.lockcheck.facts_cache import FactsCache
 from validators.lockcheck.scan import Scanner
+from validators.torch_abi.closure import ClosureError, closure_path, torch_closure
+from validators.torch_abi.decide import PairInputs, decide, host_source
+from validators.torch_abi.index import IndexFile, best_wheel, project_files, size_of
+from validators.torch_abi.memo import MemoCache
 
 # Requests in flight while the matrix's wheels are read before any pair is judged: the reads
 # are round trips (a member's headers, then its symbol tables), so a cold matrix waits on the
@@ -147,7 +147,7 @@ class Session:
         host = str(self.interpreter) if self.interpreter else "none"
         key = hashlib.sha256(
             json.dumps(
-                [COMPAT_VERSION, FACTS_VERSION, wheel_sha, lock_sha, list(request.targets), host]
+                [VERDICT_VERSION, FACTS_VERSION, wheel_sha, lock_sha, list(request.targets), host]
             ).encode()
         ).hexdigest()
         return self.cache.root / "compat" / "verdicts" / key[:2] / f"{key}.json"

@@ -36,9 +36,6 @@ from variantlib.variant_dist_info import VariantDistInfo
 from variantlib.variants_json import VariantsJson
 
 from stackgate.lock_wheels import LockedWheel, LockWheels
-from validators.compat.closure import ClosureError, torch_closure
-from validators.compat.decide import PairInputs, decide
-from validators.compat.index import IndexError_, IndexRow, project_files, project_rows
 from validators.lockcheck.facts import CachedFacts
 from validators.lockcheck.facts_cache import FactsCache
 from validators.lockcheck.http_ranges import FetchError, RemoteFile, make_client
@@ -46,6 +43,9 @@ from validators.lockcheck.scan import Scanner, WheelScan
 from validators.lockcheck.wheel_reader import RemoteWheel
 from validators.lockcheck.zip_directory import ZipFormatError
 from validators.static.fatbin import GpuCode
+from validators.torch_abi.closure import ClosureError, torch_closure
+from validators.torch_abi.decide import PairInputs, decide
+from validators.torch_abi.index import IndexError_, IndexRow, project_files, project_rows
 
 ClaimVerdict = Literal["holds", "false", "not-audited"]
 _ARCH = re.compile(r"^(\d{2,3})([af]?)_(real|virtual)$")

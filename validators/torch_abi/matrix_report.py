@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import jinja2
 
-from stackgate.compat import PairVerdict
-from validators.compat.matrix import Matrix
-from validators.compat.proposals import Proposal, RuleCheck
+from stackgate.torch_abi import PairVerdict
+from validators.torch_abi.matrix import Matrix
+from validators.torch_abi.proposals import Proposal, RuleCheck
 
 MARK = {"loads": "ok", "breaks": "X", "undecidable": "?"}
 

@@ -1,7 +1,7 @@
-"""What the builder and the validators share about binary compatibility: the
+"""What the builder and the validators share about the torch ABI of binary packages: the
 verdict of a (package, torch) pair and of a whole uv.lock as typed models, the versions of the
 pre-install reader's facts and of the verdicts, and where a lock's verdict is kept. The
-validators compute verdicts (validators.compat); `builder lock` looks a lock's verdict up here
+validators compute verdicts (validators.torch_abi); `builder lock` looks a lock's verdict up here
 and, on a miss, asks `python -m validators compat --lock LOCK --json` for it (a process seam:
 the builder never imports the validators)."""
 
@@ -22,7 +22,7 @@ from stackgate.uvlock import UvLock, read_uv_lock
 from stackgate.wheel_listing import FACTS_VERSION, ListingStore
 
 PYPI = "https://pypi.org/simple"  # the default index of `validators compat` and its lock check
-COMPAT_VERSION = 3  # bump when a verdict's meaning changes: cached verdicts are then redone
+VERDICT_VERSION = 3  # bump when a verdict's meaning changes: cached verdicts are then redone
 
 Verdict = Literal["loads", "breaks", "undecidable"]
 
@@ -46,7 +46,7 @@ class PairVerdict(BaseModel):
     wheel_bytes: int = 0
 
 
-class LockCompat(BaseModel):
+class LockVerdict(BaseModel):
     """A uv.lock's verdict: every binary package that links torch, beside the locked torch."""
 
     model_config = ConfigDict(extra="forbid")
@@ -71,22 +71,22 @@ def facts_root() -> Path:
 
 
 def lock_record_path(root: Path, lock_sha256: str) -> Path:
-    key = hashlib.sha256(f"{COMPAT_VERSION}:{FACTS_VERSION}:{lock_sha256}".encode()).hexdigest()
+    key = hashlib.sha256(f"{VERDICT_VERSION}:{FACTS_VERSION}:{lock_sha256}".encode()).hexdigest()
     return root / "compat" / "locks" / f"{key}.json"
 
 
-def cached_lock(lock: Path, root: Path | None = None) -> LockCompat | None:
+def cached_lock(lock: Path, root: Path | None = None) -> LockVerdict | None:
     """The lock's verdict as the validators last computed it for these bytes, or None."""
     lock_sha = hashlib.sha256(lock.read_bytes()).hexdigest()
     path = lock_record_path(root or facts_root(), lock_sha)
     try:
-        hit = LockCompat.model_validate_json(path.read_text(encoding="utf-8"))
+        hit = LockVerdict.model_validate_json(path.read_text(encoding="utf-8"))
     except (OSError, ValidationError):
         return None
     return hit if hit.lock_sha256 == lock_sha else None
 
 
-def lookup_lock(lock: Path, root: Path | None = None) -> LockCompat | None:
+def lookup_lock(lock: Path, root: Path | None = None) -> LockVerdict | None:
     """The lock's verdict without judging anything, or None (then the validators judge it):
     kept for these bytes; a lock whose wheels cannot be read (a file:// index gives no sizes,
     no one Python) or with no torch wheel over HTTP (the h200 stacks take torch from their
@@ -105,10 +105,10 @@ def lookup_lock(lock: Path, root: Path | None = None) -> LockCompat | None:
     try:
         wheels = http_wheels(read_lock(lock, parsed=parsed))
     except LockError as exc:  # what `validators compat --lock` answers: nothing read or judged
-        return LockCompat(lock_sha256=sha, torch=None, pairs=[], alternatives={}, seconds=0.0,
+        return LockVerdict(lock_sha256=sha, torch=None, pairs=[], alternatives={}, seconds=0.0,
                           bytes_fetched=0, note=f"not checked: {exc}", from_cache=True)  # fmt: skip
     if not any(w.name == "torch" for w in wheels.wheels):
-        return LockCompat(lock_sha256=sha, torch=None, pairs=[], alternatives={}, seconds=0.0,
+        return LockVerdict(lock_sha256=sha, torch=None, pairs=[], alternatives={}, seconds=0.0,
                           bytes_fetched=0, from_cache=True)  # fmt: skip
     key = binary_key(lock_registries(parsed), wheels, ListingStore(root))
     same = read_by_binaries(root, key) if key is not None else None
@@ -147,7 +147,7 @@ def binary_key(registries: dict[str, str], wheels: LockWheels, store: ListingSto
         if listing.objects or listing.cubins:
             binary.append((w.name, w.sha256, w.url))
     text = json.dumps(
-        [COMPAT_VERSION, FACTS_VERSION, list(wheels.python), sorted(binary),
+        [VERDICT_VERSION, FACTS_VERSION, list(wheels.python), sorted(binary),
          sorted(registries.items())]
     )  # fmt: skip
     return hashlib.sha256(text.encode()).hexdigest()
@@ -157,8 +157,8 @@ def by_binaries_path(root: Path, key: str) -> Path:
     return root / "compat" / "locks-by-binaries" / f"{key}.json"
 
 
-def read_by_binaries(root: Path, key: str) -> LockCompat | None:
+def read_by_binaries(root: Path, key: str) -> LockVerdict | None:
     try:
-        return LockCompat.model_validate_json(by_binaries_path(root, key).read_text("utf-8"))
+        return LockVerdict.model_validate_json(by_binaries_path(root, key).read_text("utf-8"))
     except (OSError, ValidationError):
         return None

@@ -1,6 +1,6 @@
-"""stackgate.compat, the seam `builder lock` and `validators compat --lock` share: which locks
+"""stackgate.torch_abi, the seam `builder lock` and `validators compat --lock` share: which locks
 have a torch to judge beside (the committed locks), and a lock's verdict found by its bytes.
-(Found by its binary wheels: tests/builder/test_lock_compat.py, on listings of real wheels.)"""
+(Found by its binary wheels: tests/builder/test_torch_abi_gate.py, on listings of real wheels.)"""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import hashlib
 import shutil
 from pathlib import Path
 
-from stackgate.compat import LockCompat, cached_lock, lock_record_path, lookup_lock
+from stackgate.torch_abi import LockVerdict, cached_lock, lock_record_path, lookup_lock
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCKS = ROOT / "stacks" / "locks"
@@ -34,7 +34,7 @@ def test_a_cached_verdict_answers_those_bytes_only(tmp_path: Path) -> None:
     shutil.copyfile(LOCKS / "cu128" / "uv.lock", lock)
     assert cached_lock(lock, tmp_path) is None
     sha = hashlib.sha256(lock.read_bytes()).hexdigest()
-    verdict = LockCompat(
+    verdict = LockVerdict(
         lock_sha256=sha, torch="2.9.1", pairs=[], alternatives={}, seconds=1.0, bytes_fetched=0
     )
     path = lock_record_path(tmp_path, sha)

@@ -13,8 +13,8 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from stackgate.compat import PairVerdict
 from stackgate.lock_wheels import LockedWheel, LockWheels
+from stackgate.torch_abi import PairVerdict
 from validators.core.results import Result
 from validators.lockcheck.check import LockInputs, run_lock_check
 from validators.lockcheck.facts_cache import FactsCache
@@ -79,7 +79,7 @@ def decide(inputs: PairInputs) -> PairVerdict:
     wheels = [w for w in inputs.closure.wheels if w.name != inputs.wheel.name] + [inputs.wheel]
     lock = LockWheels(wheels=wheels, no_wheel=[], python=inputs.closure.python)
     # one virtual place per torch: its closure's objects sit at the same paths for every
-    # package version, so a memoizing cache builds them once (validators.compat.memo)
+    # package version, so a memoizing cache builds them once (validators.torch_abi.memo)
     virtual = Path("/stackgate-compat") / f"torch-{inputs.torch}"
     results, report = run_lock_check(
         LockInputs(

@@ -91,10 +91,10 @@ def test_no_compat_locks_anyway_and_records_that_it_did_not_check(
 _IN_PROCESS = """
 import json, resource, sys
 from pathlib import Path
-from builder.lock.compat_vet import CompatVet
+from builder.lock.torch_abi_gate import TorchAbiGate
 folder = Path(sys.argv[2])
 folder.mkdir()
-vet = CompatVet(folder)
+vet = TorchAbiGate(folder)
 vet(Path(sys.argv[1]))
 r = vet.result
 kids = resource.getrusage(resource.RUSAGE_CHILDREN)

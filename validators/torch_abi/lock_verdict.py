@@ -1,4 +1,4 @@
-"""The compatibility check of a uv.lock, for `builder lock`: every binary package of the lock
+"""The torch-ABI verdict of a uv.lock, for `builder lock`: every binary package of the lock
 that links torch (its ELF objects need libtorch*/libc10*) is judged beside the locked torch,
 from byte ranges of the locked wheels (the facts cache first). A pair that breaks refuses the
 lock, naming the nearest versions that load (a small matrix around the pair, computed on the
@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from stackgate.compat import (
+from stackgate.errors import BadInput
+from stackgate.lock_wheels import LockError, LockWheels, read_lock
+from stackgate.torch_abi import (
     PYPI,
-    LockCompat,
+    LockVerdict,
     PairVerdict,
     binary_key,
     by_binaries_path,
@@ -29,13 +31,11 @@ from stackgate.compat import (
     lock_registries,
     read_by_binaries,
 )
-from stackgate.errors import BadInput
-from stackgate.lock_wheels import LockError, LockWheels, read_lock
 from stackgate.uvlock import UvLock, read_uv_lock
 from validators.lockcheck.facts_cache import FactsCache
 
 if TYPE_CHECKING:
-    from validators.compat.memo import MemoCache
+    from validators.torch_abi.memo import MemoCache
 
 # The judging modules (the static check: numpy, pyelftools, httpx; ~1 s of imports) are
 # imported where a verdict is computed: a lock whose verdict is cached by its binary wheels is
@@ -65,7 +65,7 @@ def check_lock(
     index: str = PYPI,
     offline: bool = False,
     jobs: int = 6,
-) -> LockCompat:
+) -> LockVerdict:
     started = time.perf_counter()
     data = lock.read_bytes()
     lock_sha = hashlib.sha256(data).hexdigest()
@@ -79,7 +79,7 @@ def check_lock(
         parsed = _parsed(lock)  # read once: the wheels and the registries are from it
         wheels = http_wheels(read_lock(lock, parsed=parsed))
     except LockError as exc:  # a file:// index gives no sizes: nothing is read, nothing judged
-        return LockCompat(
+        return LockVerdict(
             lock_sha256=lock_sha,
             torch=None,
             pairs=[],
@@ -97,7 +97,7 @@ def check_lock(
         return same.model_copy(update={"lock_sha256": lock_sha, "from_cache": True,
                                        "seconds": seconds})  # fmt: skip
     if torch is None:
-        result = LockCompat(
+        result = LockVerdict(
             lock_sha256=lock_sha,
             torch=None,
             pairs=[],
@@ -106,8 +106,8 @@ def check_lock(
             bytes_fetched=0,
         )
     else:
-        from validators.compat.memo import MemoCache
         from validators.lockcheck.check import find_interpreter
+        from validators.torch_abi.memo import MemoCache
 
         # The host interpreter's lookup (uv python find, probes: subprocesses, ~1-2 s on this
         # project's machines) runs while the lock's wheels are scanned; joined where needed.
@@ -126,7 +126,7 @@ def check_lock(
     return result
 
 
-def _write(path: Path, result: LockCompat) -> None:
+def _write(path: Path, result: LockVerdict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
     tmp.write_text(result.model_dump_json(), encoding="utf-8")
@@ -143,10 +143,10 @@ def _judge_lock(
     index: str,
     offline: bool,
     jobs: int,
-) -> LockCompat:
-    from validators.compat.decide import PairInputs, judge
+) -> LockVerdict:
     from validators.lockcheck.check import LockInputs, run_lock_check
     from validators.lockcheck.scan import Scanner
+    from validators.torch_abi.decide import PairInputs, judge
 
     scanner = Scanner(cache, offline=offline, virtual_site=Path("/stackgate-compat"), jobs=jobs)
     try:
@@ -187,7 +187,7 @@ def _judge_lock(
                 jobs,
                 interpreter.result(),
             )
-    return LockCompat(
+    return LockVerdict(
         lock_sha256=hashlib.sha256(lock.read_bytes()).hexdigest(),
         torch=torch,
         pairs=pairs,
@@ -209,10 +209,10 @@ def _alternatives(
 ) -> str:
     """A small matrix around the pair: the package's nearest versions beside the locked torch,
     and the locked version beside the nearest torch versions."""
-    from validators.compat.index import IndexError_, project_files
-    from validators.compat.matrix import Request, compute
-    from validators.compat.proposals import nearest
     from validators.lockcheck.http_ranges import make_client
+    from validators.torch_abi.index import IndexError_, project_files
+    from validators.torch_abi.matrix import Request, compute
+    from validators.torch_abi.proposals import nearest
 
     try:
         index, torch_index = indexes

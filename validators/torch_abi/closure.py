@@ -11,9 +11,9 @@ import tempfile
 from pathlib import Path
 
 from stackgate import proc
-from stackgate.compat import PYPI
 from stackgate.errors import CommandFailed
 from stackgate.lock_wheels import LockError, LockWheels, read_lock
+from stackgate.torch_abi import PYPI
 from stackgate.uvbin import uv_bin
 from validators.lockcheck.facts_cache import FactsCache
 

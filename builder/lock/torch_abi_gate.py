@@ -1,7 +1,7 @@
-"""The compatibility check `builder lock` runs on a new uv.lock before it replaces the
+"""The torch-ABI gate `builder lock` puts on a new uv.lock before it replaces the
 committed one: the validators' verdict (every binary package that links torch, judged beside
 the locked torch from byte ranges of the locked wheels) is looked up where the validators
-keep it, by the lock's bytes or by its binary wheels (stackgate.compat.lookup_lock, in this
+keep it, by the lock's bytes or by its binary wheels (stackgate.torch_abi.lookup_lock, in this
 process), or asked of `python -m validators compat --lock LOCK --json` in a child process;
 never made here and never imported. A pair that breaks refuses the lock (exit 1) naming what
 loads instead. The outcome, or that the check was off
@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 from packaging.utils import canonicalize_name
 
 from stackgate import proc
-from stackgate.compat import LockCompat, lookup_lock
 from stackgate.errors import CheckFailed, CommandFailed, EnvironmentProblem
 from stackgate.files import atomic_write_text
+from stackgate.torch_abi import LockVerdict, lookup_lock
 
 if TYPE_CHECKING:
     from stackgate.manifest import Manifest
@@ -30,7 +30,7 @@ RECORD = "compat.json"
 CHECK_TIMEOUT_S = 3600.0  # a cold lock reads ranges of every wheel (cu128: 292 s, 111 MB)
 
 
-def ask_validators(lockfile: Path) -> LockCompat:
+def ask_validators(lockfile: Path) -> LockVerdict:
     """The lock's verdict from `python -m validators compat --lock LOCK --json` (this
     interpreter: the validators are installed beside the builder)."""
     argv = [sys.executable, "-m", "validators", "compat", "--lock", str(lockfile), "--json"]
@@ -43,14 +43,14 @@ def ask_validators(lockfile: Path) -> LockCompat:
             details=(exc.stderr or exc.stdout).strip().splitlines()[-12:],
         ) from None
     try:
-        return LockCompat.model_validate(json.loads(done.stdout)["lock"])
+        return LockVerdict.model_validate(json.loads(done.stdout)["lock"])
     except (ValueError, KeyError, TypeError) as exc:
         raise EnvironmentProblem(
             f"validators compat --lock answered no verdict ({type(exc).__name__}: {exc})"
         ) from None
 
 
-class CompatVet:
+class TorchAbiGate:
     """`pinned`: the manifest's packages. A pinned package that cannot load refuses the lock;
     one pulled in by them (sglang 0.5.9's torchao 0.9.0 beside torch 2.9.1 in cu128: its
     _C.abi3.so misses a torch::Library constructor, torchao imports without its C++ ops) is
@@ -70,10 +70,10 @@ class CompatVet:
         self.folder = folder
         self.pinned = pinned
         self.accepted = dict(accepted or {})
-        self.result: LockCompat | None = None
+        self.result: LockVerdict | None = None
 
     @classmethod
-    def for_manifest(cls, folder: Path, manifest: Manifest) -> CompatVet:
+    def for_manifest(cls, folder: Path, manifest: Manifest) -> TorchAbiGate:
         """The manifest's pins, and the ABI breaks it accepts (check id `static.abi.<dist>`)."""
         prefix = "static.abi."
         accepted = {
