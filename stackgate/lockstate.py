@@ -52,7 +52,7 @@ class LockState:
     lock: UvLock
 
     @property
-    def short(self) -> str:
+    def short_hash(self) -> str:
         return self.lock_hash[:12]
 
 

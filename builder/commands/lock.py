@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         styled(
             "[bold green]OK[/] {}",
             f"locked {manifest.name}: {len(packages)} packages in {seconds:.1f} s -> "
-            f"{display_path(files.lockfile)} (lock {state.short})",
+            f"{display_path(files.lockfile)} (lock {state.short_hash})",
         )
     )
     return EXIT_OK

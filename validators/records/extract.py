@@ -40,7 +40,7 @@ from typing import Any
 
 from stackgate.errors import BadInput
 from validators.core.results import Measurement, Report
-from validators.records.metrics import direction, filed, metric_key
+from validators.records.metrics import direction, key_and_direction, metric_key
 
 BENCH_GROUP = "serve-bench"
 _POINT_LISTS = ("points", "sweep", "runs", "levels", "results")
@@ -228,7 +228,7 @@ class RunMetrics:
     def add_measurements(self, check: str, measured: Iterable[Measurement]) -> None:
         """A result's typed measurements: no guessing of shapes, names or units."""
         for m in measured:
-            key, gate_reads = filed(m.name, m.concurrency, check)
+            key, gate_reads = key_and_direction(m.name, m.concurrency, check)
             if m.samples is not None:
                 self.distributions.setdefault(key, []).extend(m.samples)
                 continue

@@ -79,7 +79,7 @@ def direction(key: str) -> Direction:
     return _name_direction(parse_metric_key(key).name)
 
 
-def filed(name: str, concurrency: int | None, scope: str) -> tuple[str, Direction]:
+def key_and_direction(name: str, concurrency: int | None, scope: str) -> tuple[str, Direction]:
     """The key a measurement is filed under and the direction the gate reads for it: one
     call per measurement (records/extract.py)."""
     return metric_key(name, concurrency, scope), _name_direction(name)
