@@ -162,6 +162,23 @@ def _nccl_runs(
     return raw, seconds
 
 
+def _one_token(stats: list[nl.SizeStats]) -> nl.SizeStats:
+    """The all-reduce one decode token makes (one hidden state in bf16)."""
+    return next(s for s in stats if s.bytes == nl.KIMI_K25_HIDDEN * nl.BF16_BYTES)
+
+
+def _p50_per_repeat(raw: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[int, float]]]:
+    """Each repeat's p50 at the 1-token and the 64 MB size: the drift between repeats."""
+    keep = (nl.KIMI_K25_HIDDEN * nl.BF16_BYTES, 64 << 20)
+    return {
+        label: [
+            {s.bytes: round(s.p50_us, 1) for s in nl.summarize(item) if s.bytes in keep}
+            for item in items
+        ]
+        for label, items in raw.items()
+    }
+
+
 def _nccl(
     ctx: RunContext,
     python: Path,
@@ -171,41 +188,26 @@ def _nccl(
     timeout: float,
     logs: Path | None,
 ) -> Result:
-    manifest = ctx.stack.manifest
-    profile_vars = {k: v for k, v in stack_env.items() if k.startswith(NCCL_PREFIX)}
-    repeats = ctx.options.runtime.nccl_repeats
     ran = _nccl_runs(ctx, python, stack_env, world, timeout, logs)
     if isinstance(ran, Result):
         return ran
     raw, seconds = ran
     runs = {label: nl.merge(items) for label, items in raw.items()}
-    per_repeat = {
-        label: [
-            {
-                s.bytes: round(s.p50_us, 1)
-                for s in nl.summarize(item)
-                if s.bytes in (14336, 64 << 20)
-            }
-            for item in items
-        ]
-        for label, items in raw.items()
-    }
     prof = nl.summarize(runs["profile"])
     base = nl.summarize(runs["defaults"])
     rows = nl.compare(prof, base)
-    one = next(s for s in prof if s.bytes == nl.KIMI_K25_HIDDEN * nl.BF16_BYTES)
-    one_d = next(s for s in base if s.bytes == one.bytes)
+    one, one_d = _one_token(prof), _one_token(base)
     step = nl.decode_step_cost_us(one.p50_us)
     step_d = nl.decode_step_cost_us(one_d.p50_us)
     evidence = {
         "topology_profile": topology,
-        "profile_env": profile_vars,
+        "profile_env": {k: v for k, v in stack_env.items() if k.startswith(NCCL_PREFIX)},
         "world_size": world,
         "nccl": runs["profile"].get("nccl"),
         "device": runs["profile"].get("device"),
         "rows": rows,
-        "repeats": repeats,
-        "p50_us_per_repeat": per_repeat,
+        "repeats": ctx.options.runtime.nccl_repeats,
+        "p50_us_per_repeat": _p50_per_repeat(raw),
         "decode_step_allreduce_us": {
             "profile": round(step, 1),
             "defaults": round(step_d, 1),
@@ -218,30 +220,27 @@ def _nccl(
             "decode_step_allreduce_us": round(step, 1),
         },
     }
-    wrong = [s.bytes for s in prof + base if not s.correct]
-    if wrong:
-        return _r(
-            "runtime.nccl_latency",
-            "FAIL",
-            f"all-reduce returned wrong sums for sizes {wrong}",
-            evidence,
-            seconds,
-        )
-    big = rows[-1]
     summary = (
         f"{world} ranks, '{topology or 'no'}' profile vs NCCL defaults: 1-token ({one.bytes} B) "
         f"p50 {one.p50_us:.1f} vs {one_d.p50_us:.1f} us, p90 {one.p90_us:.1f} vs {one_d.p90_us:.1f} us; "
         f"decode step ({nl.ALLREDUCES_PER_LAYER * nl.KIMI_K25_LAYERS} all-reduces) {step / 1000:.2f} vs {step_d / 1000:.2f} ms; "
-        f"{big['bytes'] >> 20} MB p50 ratio {big['p50_ratio']}"
+        f"{rows[-1]['bytes'] >> 20} MB p50 ratio {rows[-1]['p50_ratio']}"
     )
-    limit = manifest.validation.thresholds.allreduce_p50_us_max
+    limit = ctx.stack.manifest.validation.thresholds.allreduce_p50_us_max
+    status, reason = _latency_verdict(prof + base, one, limit, summary)
+    return _r("runtime.nccl_latency", status, reason, evidence, seconds)
+
+
+def _latency_verdict(
+    stats: list[nl.SizeStats], one: nl.SizeStats, limit: float | None, summary: str
+) -> tuple[Status, str]:
+    """FAIL on a wrong sum at any size, or a 1-token p50 above the manifest's limit."""
+    wrong = [s.bytes for s in stats if not s.correct]
+    if wrong:
+        return "FAIL", f"all-reduce returned wrong sums for sizes {wrong}"
     if limit is not None and one.p50_us > limit:
-        return _r(
-            "runtime.nccl_latency",
-            "FAIL",
+        return "FAIL", (
             f"1-token all-reduce p50 {one.p50_us:.1f} us exceeds the manifest's "
-            f"allreduce_p50_us_max {limit} us; {summary}",
-            evidence,
-            seconds,
+            f"allreduce_p50_us_max {limit} us; {summary}"
         )
-    return _r("runtime.nccl_latency", "PASS", summary, evidence, seconds)
+    return "PASS", summary

@@ -95,8 +95,7 @@ def run_probe(python: Path, probe: str, *, env: Mapping[str, str], timeout: floa
     signal = f" (killed by signal {-done.returncode})" if done.returncode < 0 else ""
     return ProbeOutcome(
         "FAIL",
-        f"probe '{probe}' exited {done.returncode}{signal} without a result: "
-        + " | ".join(tail)[-1500:],
+        f"probe '{probe}' exited {done.returncode}{signal} without a result: " + _tail_text(tail),
         {"stderr_tail": tail},
         seconds,
     )
@@ -191,33 +190,40 @@ def run_distributed(
             log.name: log.read_text(encoding="utf-8", errors="replace").splitlines()[-8:]
             for log, _ in logs
         }
-        pids = [p.pid for p in procs]
-        if timed_out:
-            return ProbeOutcome(
-                "FAIL",
-                f"{args[0]} probe with {world_size} processes did not finish "
-                f"within {timeout:.0f} s; all {world_size} killed",
-                {"logs": tails, "pids": pids},
-                seconds,
-            )
-        if crashed is not None:
-            rank, code = crashed
-            log_name = logs[rank][0].name
-            return ProbeOutcome(
-                "FAIL",
-                f"{args[0]} probe: rank {rank} of {world_size} exited {code} without a result; "
-                "the other ranks were stopped: " + " | ".join(tails.get(log_name, []))[-1500:],
-                {"logs": tails, "pids": pids, "failed_rank": rank, "exit_code": code},
-                seconds,
-            )
-        if not out.is_file():
-            codes = [p.returncode for p in procs]
-            return ProbeOutcome(
-                "FAIL",
-                f"{args[0]} probe exited {codes} without a result: "
-                + " | ".join(next(iter(tails.values()), []))[-1500:],
-                {"logs": tails, "pids": pids},
-                seconds,
-            )
+        if timed_out or crashed is not None or not out.is_file():
+            reason, extra = _why_no_result(args[0], procs, tails, timed_out, crashed, timeout)
+            evidence = {"logs": tails, "pids": [p.pid for p in procs]} | extra
+            return ProbeOutcome("FAIL", reason, evidence, seconds)
         data = json.loads(out.read_text(encoding="utf-8"))
         return ProbeOutcome("PASS", "ran", data, seconds)
+
+
+def _why_no_result(
+    mode: str,
+    procs: list[subprocess.Popen[str]],
+    tails: dict[str, list[str]],
+    timed_out: bool,
+    crashed: tuple[int, int] | None,
+    timeout: float,
+) -> tuple[str, dict[str, int]]:
+    """Why the ranks left no result (the deadline, a rank that died while the others ran, or
+    all of them exited without one) and the evidence that says which rank."""
+    world = len(procs)
+    if timed_out:
+        return (
+            f"{mode} probe with {world} processes did not finish within {timeout:.0f} s; "
+            f"all {world} killed"
+        ), {}
+    if crashed is not None:
+        rank, code = crashed
+        return (
+            f"{mode} probe: rank {rank} of {world} exited {code} without a result; "
+            "the other ranks were stopped: " + _tail_text(list(tails.values())[rank])
+        ), {"failed_rank": rank, "exit_code": code}
+    codes = [p.returncode for p in procs]
+    tail = next(iter(tails.values()), [])
+    return f"{mode} probe exited {codes} without a result: " + _tail_text(tail), {}
+
+
+def _tail_text(lines: list[str]) -> str:
+    return " | ".join(lines)[-1500:]

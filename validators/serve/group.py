@@ -31,7 +31,7 @@ from pydantic import ValidationError
 from stackgate.engines import ENGINES
 from stackgate.errors import BadInput, StackgateError
 from stackgate.host.snapshot import host_snapshot
-from stackgate.manifest import BenchSettings, ServingProfile
+from stackgate.manifest import BenchSettings, ServingProfile, Thresholds
 from stackgate.model import validation_problems
 from stackgate.output import console_err
 from stackgate.safe_text import redact_file
@@ -63,29 +63,33 @@ def _result(
     )
 
 
+def _launch(status: Status, reason: str, evidence: dict[str, Any], t0: float) -> Result:
+    return _result("serve-bench.launch", status, reason, evidence, t0)
+
+
+def _say(line: str) -> None:
+    """One plain progress line on stderr (works in CI logs)."""
+    console_err().print(f"  [serve] {line}", highlight=False, markup=False)
+
+
 class _PhasePrinter:
     """Phase changes and weight-loading progress on stderr (plain lines: works in CI logs)."""
 
     def __init__(self) -> None:
-        self.console = console_err()
         self.phase = ""
         self.step = -1
 
     def __call__(self, watch: LogWatch) -> None:
         if watch.phase != self.phase:
             self.phase = watch.phase
-            self.console.print(f"  [serve] phase: {watch.phase}", highlight=False, markup=False)
+            _say(f"phase: {watch.phase}")
         progress = watch.progress
         if progress is not None and progress.total:
             step = int(progress.fraction * 10)
             if step != self.step:
                 self.step = step
                 bar = "#" * step + "-" * (10 - step)
-                self.console.print(
-                    f"  [serve] {progress.desc}: [{bar}] {progress.done}/{progress.total}",
-                    highlight=False,
-                    markup=False,
-                )
+                _say(f"{progress.desc}: [{bar}] {progress.done}/{progress.total}")
 
 
 def _python(ctx: RunContext) -> str | None:
@@ -128,67 +132,50 @@ def run_group(ctx: RunContext, interrupts: Interrupts | None = None) -> list[Res
     return _run_group(ctx, interrupts)
 
 
-def _run_group(ctx: RunContext, intr: Interrupts) -> list[Result]:
+def _chosen(ctx: RunContext, t0: float) -> tuple[str, ServingProfile, str] | Result:
+    """The profile to serve and the interpreter to serve it with, or why nothing is launched."""
     manifest = ctx.stack.manifest
     name = ctx.serve_profile or manifest.validation.serve_profile
-    t0 = time.monotonic()
     if name is None:
-        return [
-            _result(
-                "serve-bench.launch",
-                "SKIP",
-                "no serving profile given and none in [validation]",
-                {},
-                t0,
-            )
-        ]
+        return _launch("SKIP", "no serving profile given and none in [validation]", {}, t0)
     profile = manifest.serving.get(name)
     if profile is None:
         known = ", ".join(sorted(manifest.serving)) or "none"
-        return [
-            _result(
-                "serve-bench.launch",
-                "ERROR",
-                f"unknown serving profile '{name}' (known: {known})",
-                {},
-                t0,
-            )
-        ]
+        return _launch("ERROR", f"unknown serving profile '{name}' (known: {known})", {}, t0)
     _bench_settings(profile, ctx)  # levels given as options are bad input before any launch
     python = _python(ctx)
     if python is None and ENGINES[profile.engine].needs_env:
-        return [
-            _result(
-                "serve-bench.launch",
-                "SKIP",
-                "no environment given (--env): nothing to serve from",
-                {},
-                t0,
-            )
-        ]
-    python = python or sys.executable
+        return _launch("SKIP", "no environment given (--env): nothing to serve from", {}, t0)
     unmet = preconditions.check(profile, ctx.stack.folder)
     if unmet is not None:  # in seconds, before anything is launched
-        return [_result("serve-bench.launch", unmet.status, unmet.reason, {"launched": False}, t0)]
+        return _launch(unmet.status, unmet.reason, {"launched": False}, t0)
+    return name, profile, python or sys.executable
+
+
+def _run_group(ctx: RunContext, intr: Interrupts) -> list[Result]:
+    t0 = time.monotonic()
+    chosen = _chosen(ctx, t0)
+    if isinstance(chosen, Result):
+        return [chosen]
+    name, profile, python = chosen
     host = ctx.options.serve.host
-    fixed = ctx.options.serve.port or profile.port
     # The stack's NCCL tuning belongs to the interconnect: take the one asked for, else the
     # one NVML sees (PCIe-only 8x RTX PRO 6000 -> pcie profile), else none.
     topology = ctx.topology or host_snapshot().topology
     ctx = dataclasses.replace(ctx, topology=topology)
     try:
-        port, why = choose_port(host, fixed, profile.engine)
+        port, why = choose_port(host, ctx.options.serve.port or profile.port, profile.engine)
         spec = build_launch(
-            manifest, profile, python=python, host=host, port=port, topology=topology
+            ctx.stack.manifest, profile, python=python, host=host, port=port, topology=topology
         )
     except StackgateError as exc:
-        return [_result("serve-bench.launch", "FAIL", exc.message, {"details": exc.details}, t0)]
+        return [_launch("FAIL", exc.message, {"details": exc.details}, t0)]
     if ctx.out_dir is None:
         # Never litter the working directory: logs and records go to a fresh folder, named in
         # the results' evidence.
         ctx = dataclasses.replace(ctx, out_dir=Path(tempfile.mkdtemp(prefix="stackgate-serve-")))
     log_dir = ctx.options.serve.log_dir or (ctx.out_dir or Path()) / "serve-logs"
-    log_path = log_dir / f"{manifest.name}-{name}-{time.strftime('%Y%m%d-%H%M%S')}.log"
+    log_path = log_dir / f"{ctx.stack.manifest.name}-{name}-{time.strftime('%Y%m%d-%H%M%S')}.log"
     bin_dir = Path(python).parent if ctx.python is not None else None
     results: list[Result] = []
     intr.checkpoint()  # the last point where a signal ends the run with nothing launched
@@ -206,34 +193,32 @@ def _run_group(ctx: RunContext, intr: Interrupts) -> list[Result]:
             "topology": topology or "none",
         }
         why_port = f"{spec.engine} started on {host}:{port} ({why})"
-        results.append(_result("serve-bench.launch", "PASS", why_port, launch_evidence, t0))
+        results.append(_launch("PASS", why_port, launch_evidence, t0))
         results += _while_up(ctx, name, profile, spec, server, python, intr)
     finally:
-        t1 = time.monotonic()
-        # Signals are only recorded in here (no interruptible block): a second Ctrl-C or
-        # SIGTERM cannot cut the teardown short; one that came now still ends in exit 130.
-        console_err().print("  [serve] teardown", highlight=False, markup=False)
-        report = teardown(
-            server.tracker,
-            host=host,
-            port=port,
-            baseline=server.gpu_baseline,
-            grace_s=profile.stop_grace_s,
-            wait_leader=server.reap,
-        )
-        server.tracker.close()
-        redact_file(log_path)  # the engine wrote it itself: a token it printed is hidden now
-        report.evidence["log"] = str(log_path)
-        results.append(
-            _result(
-                "serve-bench.teardown",
-                "PASS" if report.ok else "FAIL",
-                report.reason,
-                report.evidence,
-                t1,
-            )
-        )
+        results.append(_stopped(server, profile, host, port))
     return results
+
+
+def _stopped(server: Server, profile: ServingProfile, host: str, port: int) -> Result:
+    """Tear the server down. Signals are only recorded in here (no interruptible block): a
+    second Ctrl-C or SIGTERM cannot cut the teardown short; one that came now still ends in
+    exit 130."""
+    t0 = time.monotonic()
+    _say("teardown")
+    report = teardown(
+        server.tracker,
+        host=host,
+        port=port,
+        baseline=server.gpu_baseline,
+        grace_s=profile.stop_grace_s,
+        wait_leader=server.reap,
+    )
+    server.tracker.close()
+    redact_file(server.log_path)  # the engine wrote it itself: a token it printed is hidden now
+    report.evidence["log"] = str(server.log_path)
+    status: Status = "PASS" if report.ok else "FAIL"
+    return _result("serve-bench.teardown", status, report.reason, report.evidence, t0)
 
 
 def _while_up(
@@ -310,12 +295,15 @@ def _reference_path(ctx: RunContext, profile: ServingProfile) -> Path | None:
     return None
 
 
+_GREEDY: ServeBenchCheck = "serve-bench.correctness.greedy"
+_ARITHMETIC: ServeBenchCheck = "serve-bench.correctness.arithmetic"
+
+
 def _correctness(
     ctx: RunContext, name: str, profile: ServingProfile, spec: LaunchSpec, intr: Interrupts
 ) -> list[Result]:
     t0 = time.monotonic()
-    thresholds = ctx.stack.manifest.validation.thresholds
-    console_err().print("  [serve] correctness", highlight=False, markup=False)
+    _say("correctness")
     try:
         # Each request may wait up to request_timeout_s: a signal cuts it short.
         with intr.interruptible():
@@ -327,11 +315,9 @@ def _correctness(
             )
     except Exception as exc:  # a server that answers garbage HTTP is a failed stack
         reason = f"greedy requests failed: {type(exc).__name__}: {exc}"
-        return [
-            _result(c, "FAIL", reason, {}, t0)
-            for c in ("serve-bench.correctness.greedy", "serve-bench.correctness.arithmetic")
-        ]
+        return [_result(c, "FAIL", reason, {}, t0) for c in (_GREEDY, _ARITHMETIC)]
     correct, wrong = correctness.arithmetic_score(arithmetic)
+    this_run = f"{correct}/{len(arithmetic)}"
     record_to = ctx.options.serve.record_reference
     if record_to:
         correctness.record(
@@ -344,73 +330,74 @@ def _correctness(
         )
         msg = f"recorded {len(greedy)} greedy outputs as the reference in {record_to}"
         return [
-            _result("serve-bench.correctness.greedy", "PASS", msg, {"reference": record_to}, t0),
+            _result(_GREEDY, "PASS", msg, {"reference": record_to}, t0),
             _result(
-                "serve-bench.correctness.arithmetic",
+                _ARITHMETIC,
                 "PASS",
-                f"{correct}/{len(arithmetic)} correct, recorded as the reference",
+                f"{this_run} correct, recorded as the reference",
                 {"wrong": wrong[:5]},
                 t0,
             ),
         ]
     ref_path = _reference_path(ctx, profile)
     if ref_path is None or not ref_path.is_file():
-        where = f" at {ref_path}" if ref_path else ""
-        why = (
-            f"no known-good reference{where}; record one on the known-good stack "
-            "(serve-bench --record-reference PATH, or validators run --option "
-            "record_reference=PATH)"
-        )
-        return [
-            _result(
-                "serve-bench.correctness.greedy",
-                "SKIP",
-                why,
-                {"samples": [s.text[:60] for s in greedy[:3]]},
-                t0,
-            ),
-            _result(
-                "serve-bench.correctness.arithmetic",
-                "SKIP",
-                why + f" (this run: {correct}/{len(arithmetic)})",
-                {"correct": correct},
-                t0,
-            ),
-        ]
+        return _unjudged(ref_path, greedy, correct, this_run, t0)
     ref = correctness.load_reference(ref_path)
-    cmp = correctness.compare(ref, greedy)
-    ok = (
-        cmp.exact_match >= thresholds.correctness_exact_match_min
-        and cmp.token_agreement >= thresholds.correctness_token_agreement_min
-    )
-    greedy_reason = (
-        f"exact match {cmp.exact_match:.0%} (min {thresholds.correctness_exact_match_min:.0%}), "
-        f"{cmp.unit} agreement {cmp.token_agreement:.0%} "
-        f"(min {thresholds.correctness_token_agreement_min:.0%}) vs {ref.stack}/{ref.profile}"
-    )
-    arith_ok = correct >= ref.arithmetic_correct
+    thresholds = ctx.stack.manifest.validation.thresholds
+    arith_status: Status = "PASS" if correct >= ref.arithmetic_correct else "FAIL"
     return [
+        _greedy_vs(ref, greedy, thresholds, t0),
         _result(
-            "serve-bench.correctness.greedy",
-            "PASS" if ok else "FAIL",
-            greedy_reason,
-            {
-                "exact_match": cmp.exact_match,
-                "token_agreement": cmp.token_agreement,
-                "unit": cmp.unit,
-                "mismatches": cmp.mismatches,
-                "reference": correctness.reference_summary(ref),
-            },
-            t0,
-        ),
-        _result(
-            "serve-bench.correctness.arithmetic",
-            "PASS" if arith_ok else "FAIL",
-            f"{correct}/{len(arithmetic)} correct (known-good: {ref.arithmetic_correct})",
+            _ARITHMETIC,
+            arith_status,
+            f"{this_run} correct (known-good: {ref.arithmetic_correct})",
             {"correct": correct, "reference_correct": ref.arithmetic_correct, "wrong": wrong[:5]},
             t0,
         ),
     ]
+
+
+def _unjudged(
+    ref_path: Path | None, greedy: list[correctness.Sample], correct: int, this_run: str, t0: float
+) -> list[Result]:
+    """No known-good recording: both checks SKIP, saying how to make one."""
+    where = f" at {ref_path}" if ref_path else ""
+    why = (
+        f"no known-good reference{where}; record one on the known-good stack "
+        "(serve-bench --record-reference PATH, or validators run --option "
+        "record_reference=PATH)"
+    )
+    samples = {"samples": [s.text[:60] for s in greedy[:3]]}
+    return [
+        _result(_GREEDY, "SKIP", why, samples, t0),
+        _result(_ARITHMETIC, "SKIP", f"{why} (this run: {this_run})", {"correct": correct}, t0),
+    ]
+
+
+def _greedy_vs(
+    ref: correctness.Reference,
+    greedy: list[correctness.Sample],
+    thresholds: Thresholds,
+    t0: float,
+) -> Result:
+    """This run's greedy outputs against the known-good recording, at the manifest's minimums."""
+    cmp = correctness.compare(ref, greedy)
+    exact_min = thresholds.correctness_exact_match_min
+    agreement_min = thresholds.correctness_token_agreement_min
+    ok = cmp.exact_match >= exact_min and cmp.token_agreement >= agreement_min
+    reason = (
+        f"exact match {cmp.exact_match:.0%} (min {exact_min:.0%}), "
+        f"{cmp.unit} agreement {cmp.token_agreement:.0%} "
+        f"(min {agreement_min:.0%}) vs {ref.stack}/{ref.profile}"
+    )
+    evidence = {
+        "exact_match": cmp.exact_match,
+        "token_agreement": cmp.token_agreement,
+        "unit": cmp.unit,
+        "mismatches": cmp.mismatches,
+        "reference": correctness.reference_summary(ref),
+    }
+    return _result(_GREEDY, "PASS" if ok else "FAIL", reason, evidence, t0)
 
 
 def _benchmark(
@@ -451,15 +438,10 @@ def _levels(
     intr: Interrupts,
     t0: float,
 ) -> list[Result]:
-    err = console_err()
     sizes = prime_shapes.burst_sizes(settings)
-    err.print(
-        f"  [serve] priming prefill shapes: bursts of {sizes[0]}..{sizes[-1]} prompts",
-        highlight=False,
-        markup=False,
-    )
+    _say(f"priming prefill shapes: bursts of {sizes[0]}..{sizes[-1]} prompts")
     primed = prime_shapes.prime(target, settings, pending=intr.pending)
-    err.print("  [serve] single-stream decode", highlight=False, markup=False)
+    _say("single-stream decode")
     single = bench_client.run_level(
         target, settings, 1, settings.single_stream_requests, pending=intr.pending, check=recheck
     )
@@ -467,33 +449,12 @@ def _levels(
     bench_client.append_jsonl(
         jsonl, [bench_client.bench_record(settings, single, metadata, "single-stream")]
     )
-    tok_s = single["single_stream_decode_tok_s"]
-    keep = (
-        "single_stream_decode_tok_s",
-        "output_throughput",
-        "median_tpot_ms",
-        "mean_ttft_ms",
-        "completed",
-        "failed",
-        "errors",
-    )
-    kept = {k: single[k] for k in keep if k in single}
-    ev = kept | primed | {"jsonl": str(jsonl)}
-    if single["failed"]:
-        status: Status = "FAIL"
-        reason = f"{single['failed']} of {settings.single_stream_requests} requests failed"
-    elif threshold is None:
-        status, reason = "PASS", f"{tok_s:.1f} tok/s (no threshold in the manifest)"
-    else:
-        status = "PASS" if tok_s >= threshold else "FAIL"
-        reason = f"{tok_s:.1f} tok/s single-stream decode (threshold {threshold:.1f})"
-    single_measured = measures.measurements(kept, None)
-    results = [_result("serve-bench.single_stream", status, reason, ev, t0, single_measured)]
-
+    ev = {"jsonl": str(jsonl)}
+    results = [_single_stream(single, settings, threshold, primed | ev, t0)]
     t1 = time.monotonic()
     levels: list[dict[str, Any]] = []
     for conc in settings.concurrencies:
-        err.print(f"  [serve] concurrency {conc}", highlight=False, markup=False)
+        _say(f"concurrency {conc}")
         intr.checkpoint()
         metrics = bench_client.run_level(
             target, settings, conc, pending=intr.pending, check=recheck
@@ -502,6 +463,45 @@ def _levels(
             jsonl, [bench_client.bench_record(settings, metrics, metadata, f"sweep-c{conc}")]
         )
         levels.append(metrics)
+    results.append(_sweep(levels, ev, t1))
+    return results
+
+
+_SINGLE_KEPT = (
+    "single_stream_decode_tok_s",
+    "output_throughput",
+    "median_tpot_ms",
+    "mean_ttft_ms",
+    "completed",
+    "failed",
+    "errors",
+)
+
+
+def _single_stream(
+    single: dict[str, Any],
+    settings: BenchSettings,
+    threshold: float | None,
+    extra: dict[str, Any],
+    t0: float,
+) -> Result:
+    """Decode speed at C=1: every request must succeed, and the speed reach the threshold."""
+    tok_s = single["single_stream_decode_tok_s"]
+    kept = {k: single[k] for k in _SINGLE_KEPT if k in single}
+    if single["failed"]:
+        status: Status = "FAIL"
+        reason = f"{single['failed']} of {settings.single_stream_requests} requests failed"
+    elif threshold is None:
+        status, reason = "PASS", f"{tok_s:.1f} tok/s (no threshold in the manifest)"
+    else:
+        status = "PASS" if tok_s >= threshold else "FAIL"
+        reason = f"{tok_s:.1f} tok/s single-stream decode (threshold {threshold:.1f})"
+    measured = measures.measurements(kept, None)
+    return _result("serve-bench.single_stream", status, reason, kept | extra, t0, measured)
+
+
+def _sweep(levels: list[dict[str, Any]], extra: dict[str, Any], t0: float) -> Result:
+    """The concurrency sweep: every request must succeed; the peak is reported."""
     failed = sum(int(m["failed"]) for m in levels)
     # Every level's numbers as typed measurements (the records read them: records/extract.py);
     # the levels' bench_serving fields stay in the evidence for people, without the
@@ -511,21 +511,12 @@ def _levels(
         {k: v for k, v in m.items() if k != "errors" and k not in measures.SAMPLES} for m in levels
     ]
     best = max(levels, key=lambda m: float(m["output_throughput"]))
-    sweep_status: Status = "FAIL" if failed else "PASS"
-    sweep_reason = (
+    status: Status = "FAIL" if failed else "PASS"
+    reason = (
         f"{failed} request(s) failed in the sweep"
         if failed
         else f"peak {best['output_throughput']:.1f} tok/s at C={best['max_concurrency']}"
     )
     errors = sorted({e for m in levels for e in m.get("errors", [])})[:5]
-    results.append(
-        _result(
-            "serve-bench.sweep",
-            sweep_status,
-            sweep_reason,
-            {"levels": summary, "errors": errors, "jsonl": str(jsonl)},
-            t1,
-            measured,
-        )
-    )
-    return results
+    evidence = {"levels": summary, "errors": errors} | extra
+    return _result("serve-bench.sweep", status, reason, evidence, t0, measured)

@@ -339,7 +339,7 @@ def teardown(
     """SIGTERM, wait grace_s, SIGKILL, then wait for PIDs, GPU memory and port to be released."""
     started = time.monotonic()
     tracker.refresh()
-    pids = sorted(tracker.known)
+    pids = set(tracker.known)
     evidence: dict[str, Any] = {
         "tracked": [
             {"pid": t.pid, "name": t.name, "create_time": t.create_time}
@@ -347,16 +347,8 @@ def teardown(
         ]
     }
     if baseline is not None:
-        # What NVML lists for our processes just before they are stopped: the record that the
-        # check below saw them leave, not merely never saw them.
-        before = gpu_probe()
-        if before is not None:
-            evidence["nvml_before"] = {
-                str(pid): round(mib) for pid, mib in before.pids_among(set(pids)).items()
-            }
-            evidence["gpu_mib_before"] = [round(m) for m in before.used_mib]
-    term_sent = tracker.signal_all(signal.SIGTERM)
-    evidence["sigterm"] = term_sent
+        evidence.update(_on_gpu_before(gpu_probe(), pids))
+    evidence["sigterm"] = tracker.signal_all(signal.SIGTERM)
     _wait(lambda: not tracker.alive(), grace_s, wait_leader)
     survivors = tracker.alive()
     if survivors:
@@ -364,23 +356,10 @@ def teardown(
     _wait(lambda: not tracker.alive(), 10.0, wait_leader)
     if wait_leader is not None:
         wait_leader(1.0)  # a leader that died as a zombie is reaped here
-
-    def released() -> bool:
-        if tracker.alive() or not port_free(host, port):
-            return False
-        if baseline is None:
-            return True
-        now = gpu_probe()
-        if now is None:
-            return True
-        if now.pids_among(set(pids)):
-            return False
-        return all(h <= MEMORY_SLACK_MIB for h in _held(now, baseline, set(pids)))
-
+    released = functools.partial(_released, tracker, host, port, baseline, gpu_probe, pids)
     _wait(released, release_timeout_s, wait_leader)
     alive = tracker.alive()
     gpu_after = gpu_probe() if baseline is not None else None
-    on_gpu = gpu_after.pids_among(set(pids)) if gpu_after is not None else {}
     evidence.update(
         {
             "seconds": round(time.monotonic() - started, 2),
@@ -392,24 +371,64 @@ def teardown(
     problems: list[str] = []
     if alive:
         problems.append("still running: " + ", ".join(f"{t.pid} ({t.name})" for t in alive))
-    if gpu_after is not None:
-        evidence["nvml_after"] = {str(pid): round(mib) for pid, mib in on_gpu.items()}
-    if on_gpu:
-        problems.append(
-            "NVML still lists: "
-            + ", ".join(f"{pid} ({mib:.0f} MiB)" for pid, mib in on_gpu.items())
-        )
-    if baseline is not None and gpu_after is not None:
-        held = [round(h) for h in _held(gpu_after, baseline, set(pids))]
-        evidence["gpu_mib_above_baseline"] = held
-        if any(h > MEMORY_SLACK_MIB for h in held):
-            problems.append(f"GPU memory not released (MiB above baseline per GPU: {held})")
+    if gpu_after is not None and baseline is not None:
+        problems += _left_on_gpu(gpu_after, baseline, pids, evidence)
     if not evidence["port_free"]:
         problems.append(f"port {port} still taken")
     if problems:
         return TeardownReport(False, "; ".join(problems), evidence)
     how = "SIGKILL after grace" if survivors else "SIGTERM"
     return TeardownReport(True, f"{len(pids)} process(es) gone ({how}), port {port} free", evidence)
+
+
+def _on_gpu_before(before: GpuSnapshot | None, pids: set[int]) -> dict[str, Any]:
+    """What NVML lists for our processes just before they are stopped: the record that the
+    check after saw them leave, not merely never saw them."""
+    if before is None:
+        return {}
+    return {
+        "nvml_before": {str(pid): round(mib) for pid, mib in before.pids_among(pids).items()},
+        "gpu_mib_before": [round(m) for m in before.used_mib],
+    }
+
+
+def _released(
+    tracker: ProcessTracker,
+    host: str,
+    port: int,
+    baseline: GpuSnapshot | None,
+    gpu_probe: Callable[[], GpuSnapshot | None],
+    pids: set[int],
+) -> bool:
+    """Nothing of ours alive, the port takes a bind, and (where NVML answers) none of our
+    processes on a GPU and the memory back near the baseline."""
+    if tracker.alive() or not port_free(host, port):
+        return False
+    now = gpu_probe() if baseline is not None else None
+    if baseline is None or now is None:
+        return True
+    if now.pids_among(pids):
+        return False
+    return all(h <= MEMORY_SLACK_MIB for h in _held(now, baseline, pids))
+
+
+def _left_on_gpu(
+    now: GpuSnapshot, baseline: GpuSnapshot, pids: set[int], evidence: dict[str, Any]
+) -> list[str]:
+    """What our processes left on the GPUs after the teardown (each recorded in evidence)."""
+    problems: list[str] = []
+    on_gpu = now.pids_among(pids)
+    evidence["nvml_after"] = {str(pid): round(mib) for pid, mib in on_gpu.items()}
+    if on_gpu:
+        problems.append(
+            "NVML still lists: "
+            + ", ".join(f"{pid} ({mib:.0f} MiB)" for pid, mib in on_gpu.items())
+        )
+    held = [round(h) for h in _held(now, baseline, pids)]
+    evidence["gpu_mib_above_baseline"] = held
+    if any(h > MEMORY_SLACK_MIB for h in held):
+        problems.append(f"GPU memory not released (MiB above baseline per GPU: {held})")
+    return problems
 
 
 def _wait(done: Callable[[], bool], timeout: float, reap: Callable[[float], None] | None) -> None:
