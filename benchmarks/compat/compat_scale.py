@@ -20,8 +20,8 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 
 from validators.compat.matrix import Matrix, Request, compute
+from validators.elf.facts_cache import FactsCache
 from validators.lockcheck.check import find_interpreter
-from validators.lockcheck.facts_cache import FactsCache
 
 
 def _cpu() -> float:

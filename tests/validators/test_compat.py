@@ -25,7 +25,7 @@ from tests.validators import elf_env
 from validators.compat.matrix import Matrix, Request, compute
 from validators.compat.proposals import check_rules, propose, uncovered
 from validators.compat.render import html_report, text_table
-from validators.lockcheck.facts_cache import FactsCache
+from validators.elf.facts_cache import FactsCache
 
 pytestmark = pytest.mark.skipif(not elf_env.have_compilers(), reason="needs gcc and g++")
 

@@ -29,8 +29,8 @@ from validators.compat.variants import (
     parse_dist_info,
     variant_label,
 )
-from validators.lockcheck.facts import CachedFacts
-from validators.lockcheck.facts_cache import FactsCache
+from validators.elf.cached_facts import CachedFacts
+from validators.elf.facts_cache import FactsCache
 
 ROOT = Path(__file__).resolve().parents[2]
 # the index's variants.json says `bad` needs CUDA >= 12.8 where its wheel says < 13

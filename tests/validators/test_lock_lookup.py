@@ -12,7 +12,7 @@ import pytest
 
 from stackgate.compat import lookup_lock
 from validators.compat.lockgate import check_lock
-from validators.lockcheck.facts_cache import FactsCache
+from validators.elf.facts_cache import FactsCache
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCKS = ROOT / "stacks" / "locks"

@@ -30,7 +30,7 @@ from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput, EnvironmentPr
 from stackgate.files import atomic_write_text
 from stackgate.output import console_err
 from validators.compat.lockgate import check_lock
-from validators.lockcheck.facts_cache import FactsCache, default_root
+from validators.elf.facts_cache import FactsCache, default_root
 
 if TYPE_CHECKING:
     from validators.compat.matrix import Request

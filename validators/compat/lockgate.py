@@ -32,7 +32,7 @@ from stackgate.compat import (
 from stackgate.errors import BadInput
 from stackgate.lock_wheels import LockError, LockWheels, read_lock
 from stackgate.uvlock import UvLock, read_uv_lock
-from validators.lockcheck.facts_cache import FactsCache
+from validators.elf.facts_cache import FactsCache
 
 if TYPE_CHECKING:
     from validators.compat.memo import MemoCache

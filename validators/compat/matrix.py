@@ -27,7 +27,7 @@ from validators.compat.closure import ClosureError, closure_path, torch_closure
 from validators.compat.decide import PairInputs, decide, host_source
 from validators.compat.index import IndexFile, best_wheel, project_files, size_of
 from validators.compat.memo import MemoCache
-from validators.lockcheck.facts_cache import FactsCache
+from validators.elf.facts_cache import FactsCache
 from validators.lockcheck.scan import Scanner
 
 # Requests in flight while the matrix's wheels are read before any pair is judged: the reads

@@ -39,13 +39,13 @@ from stackgate.lock_wheels import LockedWheel, LockWheels
 from validators.compat.closure import ClosureError, torch_closure
 from validators.compat.decide import PairInputs, decide
 from validators.compat.index import IndexError_, IndexRow, project_files, project_rows
-from validators.lockcheck.facts import CachedFacts
-from validators.lockcheck.facts_cache import FactsCache
+from validators.elf.cached_facts import CachedFacts
+from validators.elf.facts_cache import FactsCache
+from validators.elf.fatbin import GpuCode
 from validators.lockcheck.http_ranges import FetchError, RemoteFile, make_client
 from validators.lockcheck.scan import Scanner, WheelScan
 from validators.lockcheck.wheel_reader import RemoteWheel
 from validators.lockcheck.zip_directory import ZipFormatError
-from validators.static.fatbin import GpuCode
 
 ClaimVerdict = Literal["holds", "false", "not-audited"]
 _ARCH = re.compile(r"^(\d{2,3})([af]?)_(real|virtual)$")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from stackgate.compat import facts_root
 from validators.compat.lockgate import check_lock
-from validators.lockcheck.facts_cache import FactsCache
+from validators.elf.facts_cache import FactsCache
 
 cache = FactsCache(facts_root())
 for i in range(2):
