@@ -10,12 +10,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from stackgate.cli_hint import cli_command
 from stackgate.errors import BadInput
 from stackgate.manifest import Manifest
 from stackgate.manifest_values import parse_arch
 from stackgate.uvlock import read_uv_lock
+from validators.core.checks import StaticCheck
 from validators.core.results import Result, make_result
 from validators.elf.file_facts_cache import FileFactsCache
 from validators.static.abi_results import (
@@ -155,29 +157,16 @@ def _dist_results(env: Environment, inputs: StaticInputs) -> list[Result]:
     else:
         check_pins(inputs.manifest, env, findings)
         bad = findings.pin_mismatches + findings.pins_missing
-        out.append(
-            _result(
-                "static.dists.pins",
-                "FAIL" if bad else "PASS",
-                "; ".join(bad[:MAX_LISTED])
-                if bad
-                else f"{findings.pins_checked} manifest pins match the installed versions",
-                {"mismatches": findings.pin_mismatches, "missing": findings.pins_missing},
-                time.perf_counter() - t,
-            )
-        )
+        evidence = {"mismatches": findings.pin_mismatches, "missing": findings.pins_missing}
+        ok = f"{findings.pins_checked} manifest pins match the installed versions"
+        out.append(_listed("static.dists.pins", bad, ok, evidence, t))
     t = time.perf_counter()
     lock = inputs.lock or (lock_path(inputs.stack) if inputs.stack else None)
     if lock is None:
         out.append(_result("static.dists.lock", "SKIP", "no stack given: no lock to compare"))
     elif not lock.is_file():
-        out.append(
-            _result(
-                "static.dists.lock",
-                "SKIP",
-                f"no lock at {lock} (run `{cli_command('lock STACK')}`)",
-            )
-        )
+        hint = f"no lock at {lock} (run `{cli_command('lock STACK')}`)"
+        out.append(_result("static.dists.lock", "SKIP", hint))
     else:
         try:
             locked = read_uv_lock(lock)
@@ -186,37 +175,28 @@ def _dist_results(env: Environment, inputs: StaticInputs) -> list[Result]:
         else:
             check_lock(locked, env, findings)
             bad = findings.lock_mismatches + [f"{x}: not in the lock" for x in findings.not_in_lock]
-            out.append(
-                _result(
-                    "static.dists.lock",
-                    "FAIL" if bad else "PASS",
-                    "; ".join(bad[:MAX_LISTED])
-                    if bad
-                    else f"{len(env.distributions)} installed distributions match {lock.name}",
-                    {
-                        "lock": str(lock),
-                        "mismatches": findings.lock_mismatches,
-                        "not_in_lock": findings.not_in_lock,
-                    },
-                    time.perf_counter() - t,
-                )
-            )
+            seen = {
+                "lock": str(lock),
+                "mismatches": findings.lock_mismatches,
+                "not_in_lock": findings.not_in_lock,
+            }
+            ok = f"{len(env.distributions)} installed distributions match {lock.name}"
+            out.append(_listed("static.dists.lock", bad, ok, seen, t))
     t = time.perf_counter()
     check_requirements(env, findings)
     unmet = findings.unmet_requirements
-    out.append(
-        _result(
-            "static.dists.requirements",
-            "FAIL" if unmet else "PASS",
-            "; ".join(unmet[:MAX_LISTED])
-            if unmet
-            else "every installed distribution's requirements are met",
-            {"unmet": unmet},
-            time.perf_counter() - t,
-        )
-    )
+    ok = "every installed distribution's requirements are met"
+    out.append(_listed("static.dists.requirements", unmet, ok, {"unmet": unmet}, t))
     out.append(clash_result(env.root))
     return out
+
+
+def _listed(
+    check: StaticCheck, bad: list[str], ok: str, evidence: dict[str, Any], t: float
+) -> Result:
+    """PASS saying `ok`, or FAIL naming the first of `bad`; timed from `t`."""
+    reason = "; ".join(bad[:MAX_LISTED]) if bad else ok
+    return _result(check, "FAIL" if bad else "PASS", reason, evidence, time.perf_counter() - t)
 
 
 # --- GPU archs -----------------------------------------------------------------------------
