@@ -1,9 +1,9 @@
 """What one ELF member of a wheel exports and imports, read from a MemberView into the
 cached form both readers share (`validators.elf.cached_facts.CachedFacts`).
 
-The dynamic-linking view is parsed by the static group's own reader
+The dynamic-linking view is parsed by the installed-env check's own reader
 (`validators.elf.elf_symbols`) over a stream that fetches bytes on demand, so the facts
-are the ones the installed-env check would read from the same file.
+are the ones that check would read from the same file.
 """
 
 from __future__ import annotations

@@ -54,8 +54,8 @@ def code_files(*readers: Path) -> list[tuple[str, Path]]:
     lockcheck/) and the whole stackgate package they read manifests, locks and installed
     distributions with (stackgate.installed's version rule and manifest_values' arch table
     decide findings). Found through the modules themselves, wherever a layout change puts them."""
-    modules = (elf_package, results_module)
-    folders = [_HERE, *(Path(m.__file__).resolve().parent for m in modules), *readers]
+    modules = (elf_package.__file__, results_module.__file__)
+    folders = [_HERE, *(Path(m).resolve().parent for m in modules), *readers]
     files = [(f"{f.name}/{p.name}", p) for f in folders for p in sorted(f.glob("*.py"))]
     package = Path(stackgate.__file__).resolve().parent
     for path in sorted(package.rglob("*.py")):
