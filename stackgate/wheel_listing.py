@@ -2,7 +2,7 @@
 wheel's listing (which members are ELF objects or cubins) and where entries live. `builder
 lock` reads listings to find a lock's binary wheels, and with them the verdict kept for those
 wheels (stackgate.torch_abi.read_by_binaries), in its own process. The validators' FactsCache
-(validators/lockcheck/facts_cache.py) builds on this class: it writes entries and reads facts.
+(validators/elf/facts_cache.py) builds on this class: it writes entries and reads facts.
 """
 
 from __future__ import annotations

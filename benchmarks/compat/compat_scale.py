@@ -19,8 +19,8 @@ from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
 
+from validators.elf.facts_cache import FactsCache
 from validators.lockcheck.check import find_interpreter
-from validators.lockcheck.facts_cache import FactsCache
 from validators.torch_abi.matrix import Matrix, Request, compute
 
 

@@ -37,11 +37,11 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
+from validators.elf.elf_symbols import ElfReadError, read_elf
+from validators.elf.object_facts import is_python_extension, python_tag
 from validators.static.confirm import Step, run_steps
 from validators.static.driver_stub import build_stubs
-from validators.static.elf_symbols import ElfReadError, read_elf
 from validators.static.environment import load_environment
-from validators.static.facts import is_python_extension, python_tag
 from validators.static.verdict import torch_tag
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # benchmarks.static

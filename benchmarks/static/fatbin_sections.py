@@ -1,7 +1,7 @@
 """Where GPU libraries keep their fatbins: per ELF file, the sections holding the fatbin
 magic (0xBA55ED50, 8-byte aligned) and how many, to find libraries that keep kernels outside
 `.nv_fatbin` (issue 25 item 2 and its variants). A survey, not the static reader: the reader
-(validators/static/fatbin.py) searches every allocated non-executable PROGBITS section.
+(validators/elf/fatbin.py) searches every allocated non-executable PROGBITS section.
 
     python benchmarks/static/fatbin_sections.py ENV/lib/python3.12/site-packages/nvidia/*/lib/*.so*
 """

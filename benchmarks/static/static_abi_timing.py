@@ -23,7 +23,7 @@ from pathlib import Path
 from stackgate.loading import load_stack
 from validators.static.abi_check import AbiChecker
 from validators.static.environment import load_environment
-from validators.static.group import StaticInputs, run_static
+from validators.static.run import StaticInputs, run_static
 
 CACHE = Path(os.environ.get("STACKGATE_ABI_ENVS", Path.home() / ".cache" / "stackgate" / "abi-envs"))
 GOAL_S = 10.0

@@ -66,7 +66,7 @@ def main() -> int:
         os.environ["STACKGATE_CACHE"] = str(cache)
         sys.path.insert(0, str(REPO))
         import validators.static.abi_results as abi
-        import validators.static.group as group
+        import validators.static.run as group
 
         print(f"load average before: {os.getloadavg()}", file=sys.stderr)
         print(f"[{time.perf_counter() - t0:6.2f}] tool imported", file=sys.stderr)

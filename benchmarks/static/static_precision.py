@@ -32,7 +32,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from validators.static.abi_results import AbiOptions
-from validators.static.group import StaticInputs, run_static
+from validators.static.run import StaticInputs, run_static
 from validators.static.verdict import torch_tag
 
 ROOT = Path(__file__).resolve().parent
@@ -200,8 +200,8 @@ def predict_lock(name: str) -> tuple[dict, float, float]:  # type: ignore[type-a
     """The pre-install verdict on the env's uv.lock (static_corpus_envs.py lock NAME), with
     the failing objects' virtual paths mapped onto the installed env's."""
     from stackgate.lock_wheels import read_lock
+    from validators.elf.facts_cache import FactsCache, default_root
     from validators.lockcheck.check import LockInputs, find_interpreter, run_lock_check
-    from validators.lockcheck.facts_cache import FactsCache, default_root
 
     lock = CORPUS / "locks" / name / "uv.lock"
     wall, cpu = time.perf_counter(), _cpu()

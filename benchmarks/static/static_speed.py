@@ -14,7 +14,7 @@ fresh $STACKGATE_CACHE. In this order:
   the run and removed after; the same interpreter and packages): the old code, cold;
 - cold: an empty cache (with --lock, a copy of --seed-lockcheck's wheel facts: the fetches
   are not what is timed; without a seed the cold lock run fetches from the index);
-- warm-facts: every file's facts cached, the resolution memo (env_memo.py) removed: what a
+- warm-facts: every file's facts cached, the resolution memo (resolution_cache.py) removed: what a
   run costs after a change to the env;
 - warm x N: nothing changed since the last run;
 - before again.

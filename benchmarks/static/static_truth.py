@@ -34,12 +34,12 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from validators.elf.elf_symbols import ElfReadError, read_elf
+from validators.elf.object_facts import is_python_extension, python_tag
 from validators.static.confirm import Step, run_steps
 from validators.static.driver_stub import build_stubs
 from validators.static.driver_userland import find_userland
-from validators.static.elf_symbols import ElfReadError, read_elf
 from validators.static.environment import load_environment
-from validators.static.facts import is_python_extension, python_tag
 from validators.static.verdict import installed_torch, torch_tag
 
 CHUNK = 12  # distributions per child process: each child pays one `import torch`

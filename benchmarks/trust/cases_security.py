@@ -342,7 +342,7 @@ def race_facts(tmp: Path) -> Outcome:
         tmp,
         _RACE_HEAD
         + """
-from validators.static.file_facts import CACHE_VERSION, FileFactsCache
+from validators.elf.file_facts_cache import CACHE_VERSION, FileFactsCache
 c = FileFactsCache(tmp / 'cache'); c.put('elf', 'k0', {'x': 0})
 kind = tmp / 'cache' / f'v{CACHE_VERSION}' / 'elf'
 def one(i): c.put('elf', f'k{i}', {'x': i})

@@ -151,7 +151,7 @@ def test_a_loading_pair_locks_and_records_the_check(served: Path, tmp_path: Path
         for line in child.stderr.splitlines()
         if line.startswith("import time:")
     }
-    assert {"pydantic", "validators.lockcheck.facts_cache"} <= imported  # the real imports seen
+    assert {"pydantic", "validators.elf.facts_cache"} <= imported  # the real imports seen
     heavy = sorted(
         m for m in imported if m.split(".")[0] in {"numpy", "elftools", "jinja2", "httpx"}
     )

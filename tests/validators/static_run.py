@@ -7,7 +7,7 @@ from pathlib import Path
 
 from validators.core.results import Result
 from validators.static.abi_results import AbiOptions
-from validators.static.group import StaticInputs, run_static
+from validators.static.run import StaticInputs, run_static
 
 
 def static_results(env: Path, **abi: bool) -> dict[str, Result]:

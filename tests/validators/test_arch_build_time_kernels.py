@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tests.validators import elf_env
 from tests.validators.test_fatbin import FIXTURES
-from validators.static.group import StaticInputs, run_static
+from validators.static.run import StaticInputs, run_static
 
 
 def _env_with_unowned(tmp_path: Path, name: str) -> Path:

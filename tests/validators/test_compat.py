@@ -22,7 +22,7 @@ from stackgate.rules import RuleFile, load_rules
 from tests.helpers.compat_wheels import compat_wheels
 from tests.helpers.json_index import serve_index, write_index
 from tests.validators import elf_env
-from validators.lockcheck.facts_cache import FactsCache
+from validators.elf.facts_cache import FactsCache
 from validators.torch_abi.matrix import Matrix, Request, compute
 from validators.torch_abi.matrix_report import html_report, text_table
 from validators.torch_abi.proposals import check_rules, propose, uncovered

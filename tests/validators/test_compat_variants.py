@@ -19,8 +19,8 @@ import pytest
 from tests.helpers.compat_wheels import BAD, GOOD, compat_wheels, variant_wheels
 from tests.helpers.json_index import serve_index, write_index
 from tests.validators import elf_env
-from validators.lockcheck.facts import CachedFacts
-from validators.lockcheck.facts_cache import FactsCache
+from validators.elf.cached_facts import CachedFacts
+from validators.elf.facts_cache import FactsCache
 from validators.torch_abi.variants import (
     AuditInputs,
     VariantFileError,

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from tests.validators import elf_env
+from validators.elf.elf_symbols import ElfReadError, Import, read_elf, satisfies
 from validators.static.abi_check import AbiChecker, mangled_stem
-from validators.static.elf_symbols import ElfReadError, Import, read_elf, satisfies
 from validators.static.environment import load_environment
-from validators.static.group import StaticInputs, run_static
+from validators.static.run import StaticInputs, run_static
 
 pytestmark = pytest.mark.skipif(not elf_env.have_compilers(), reason="needs gcc and g++")
 

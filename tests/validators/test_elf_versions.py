@@ -13,7 +13,7 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerDefSection, GNUVerNeedSection
 
 from tests.validators import elf_env
-from validators.static.elf_symbols import ElfReadError, read_elf, read_header, section_headers
+from validators.elf.elf_symbols import ElfReadError, read_elf, read_header, section_headers
 
 pytestmark = pytest.mark.skipif(not elf_env.have_compilers(), reason="needs gcc and g++")
 

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from tests.helpers.swap import racing
-from validators.static.file_facts import CACHE_VERSION, FileFactsCache
+from validators.elf.file_facts_cache import CACHE_VERSION, FileFactsCache
 
 TRIES = 400
 

@@ -10,9 +10,9 @@ import pytest
 
 from stackgate.loading import load_stack
 from tests.validators import elf_env
-from validators.static.elf_symbols import ElfReadError
-from validators.static.fatbin import GpuCode, covers, fatbin_codes, gpu_code
-from validators.static.group import StaticInputs, run_static
+from validators.elf.elf_symbols import ElfReadError
+from validators.elf.fatbin import GpuCode, covers, fatbin_codes, gpu_code
+from validators.static.run import StaticInputs, run_static
 
 FIXTURES = Path(__file__).parent / "fixtures" / "fatbin"
 FATBIN_LIBS = (

@@ -163,9 +163,65 @@ def _arrows_between(graph: Graph, group: list[str], place: Callable[[str], str])
 def test_the_product_has_no_import_cycle_between_packages(grain: str) -> None:
     modules, place, found = grain_circles(ROOT, grain)
     assert len(modules) > 200, len(modules)  # the real tree was read
-    assert "validators.static.cached_object" in modules["validators.lockcheck.facts"]
+    assert "validators.elf.cached_facts" in modules["validators.lockcheck.member_facts"]
     assert "stackgate.model" in modules["stackgate.host.gpus"]
     assert not found, [(g, _arrows_between(modules, g, place)[:8]) for g in found]
+
+
+# The ELF/GPU facts and their caches live in one lower package: the installed-env check and
+# the pre-install lock reader both read it, it reads neither, and the env check never reads
+# the lock reader (which runs the env check's own checks over the facts of a lock's wheels).
+LAYERS: dict[str, tuple[str, ...]] = {
+    "validators.elf": ("validators.static", "validators.lockcheck"),
+    "validators.static": ("validators.lockcheck",),
+}
+FACTS = ("ObjectFacts", "CachedFacts", "FileFactsCache", "FactsCache", "ElfObject", "GpuCode")
+
+
+def layer_breaches(graph: Graph, place: Callable[[str], str]) -> list[str]:
+    """The imports (type-checking ones too) from a lower place into one it must not read."""
+    return sorted(
+        f"{source} -> {target}"
+        for source, targets in graph.items()
+        for target in targets
+        if place(target) in LAYERS.get(place(source), ())
+    )
+
+
+def test_the_facts_package_sits_below_static_and_lockcheck() -> None:
+    modules = module_graph(ROOT, type_checking=True)
+    breaches = layer_breaches(modules, subpackage_or_loose(_packages(ROOT)))
+    assert not breaches, breaches
+    assert "validators.elf.facts_cache" in modules["validators.lockcheck.scan"]
+    assert "validators.elf.file_facts_cache" in modules["validators.static.run"]
+    defined = {
+        node.name: name
+        for name, (path, _) in _modules(ROOT).items()
+        for node in ast.parse(path.read_text(encoding="utf-8")).body
+        if isinstance(node, ast.ClassDef) and node.name in FACTS
+    }
+    assert set(defined) == set(FACTS), defined
+    assert all(m.startswith("validators.elf.") for m in defined.values()), defined
+
+
+def test_a_facts_module_reading_the_checks_above_it_is_a_breach(tmp_path: Path) -> None:
+    """A lazy import from the facts package into static (or from static into lockcheck) is
+    found, though it closes no circle."""
+    _tree(
+        tmp_path,
+        {
+            "validators/elf/cached_facts.py": "def f():\n    import validators.static.abi_check\n",
+            "validators/static/abi_check.py": "import json\n",
+            "validators/static/run.py": "import validators.lockcheck.scan\n",
+            "validators/lockcheck/scan.py": "import json\n",
+        },
+    )
+    modules = module_graph(tmp_path, type_checking=True)
+    assert _circles(tmp_path, "package folders") == []
+    assert layer_breaches(modules, subpackage_or_loose(_packages(tmp_path))) == [
+        "validators.elf.cached_facts -> validators.static.abi_check",
+        "validators.static.run -> validators.lockcheck.scan",
+    ]
 
 
 def _tree(root: Path, files: dict[str, str]) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from stackgate.torch_abi import lookup_lock
-from validators.lockcheck.facts_cache import FactsCache
+from validators.elf.facts_cache import FactsCache
 from validators.torch_abi.lock_verdict import check_lock
 
 ROOT = Path(__file__).resolve().parents[2]

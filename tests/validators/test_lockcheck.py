@@ -24,9 +24,9 @@ from tests.helpers.range_server import serve
 from tests.helpers.wheels import make_wheel
 from tests.validators import elf_env
 from validators.core.results import Result
+from validators.elf.elf_symbols import read_elf
+from validators.elf.facts_cache import FactsCache
 from validators.lockcheck.check import LockInputs, run_lock_check
-from validators.lockcheck.facts_cache import FactsCache
-from validators.static.elf_symbols import read_elf
 
 pytestmark = pytest.mark.skipif(not elf_env.have_compilers(), reason="needs gcc and g++")
 

@@ -35,8 +35,8 @@ from tests.helpers.hostile import (
 )
 from tests.helpers.range_server import running
 from validators.core.results import Result
+from validators.elf.facts_cache import FactsCache
 from validators.lockcheck.check import LockInputs, run_lock_check
-from validators.lockcheck.facts_cache import FactsCache
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICK = Limits(request_s=2.0, min_rate=1 << 20, total_s=30.0)

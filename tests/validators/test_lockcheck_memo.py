@@ -15,8 +15,8 @@ from tests.helpers.range_server import serve
 from tests.validators import elf_env
 from tests.validators.test_lockcheck import Built, built, by_check, write_lock
 from validators.core.results import Result
+from validators.elf.facts_cache import FactsCache
 from validators.lockcheck.check import LockInputs, run_lock_check
-from validators.lockcheck.facts_cache import FactsCache
 
 pytestmark = pytest.mark.skipif(not elf_env.have_compilers(), reason="needs gcc and g++")
 __all__ = ["built"]  # the module-scoped fixture of test_lockcheck, shared

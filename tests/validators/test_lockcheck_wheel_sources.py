@@ -12,7 +12,7 @@ from stackgate.installed import Distribution
 from stackgate.lock_wheels import LockedWheel
 from tests.helpers.range_server import serve
 from tests.helpers.wheels import make_wheel
-from validators.lockcheck.facts_cache import FactsCache
+from validators.elf.facts_cache import FactsCache
 from validators.lockcheck.wheel_sources import WheelSources
 from validators.static.preloaders import MAX_SOURCE_BYTES
 

@@ -217,7 +217,7 @@ def test_driver_stub_exports_the_imported_names(tmp_path: Path) -> None:
         "libnvidia-ml.so.1": ["nvmlInit_v2"],
     }
     stubs = build_stubs(["cuInit", "nvmlInit_v2"], cache=tmp_path)
-    from validators.static.elf_symbols import read_elf
+    from validators.elf.elf_symbols import read_elf
 
     cuda = read_elf(stubs.folder / "libcuda.so.1")
     assert cuda.soname == "libcuda.so.1" and "cuInit" in cuda.exports

@@ -25,7 +25,7 @@ from stackgate.python_finder import find_python
 from tests.helpers.cache_lock import cache_lock
 from validators.core.results import Result
 from validators.static.abi_results import AbiOptions
-from validators.static.group import StaticInputs, run_static
+from validators.static.run import StaticInputs, run_static
 
 pytestmark = [pytest.mark.network, pytest.mark.slow, pytest.mark.timeout(2400)]
 

@@ -16,10 +16,10 @@ import pytest
 
 from tests.validators import elf_env
 from validators.core.results import Result
+from validators.elf.file_facts_cache import FileFactsCache
 from validators.static.abi_results import AbiOptions
-from validators.static.env_memo import code_files
-from validators.static.file_facts import FileFactsCache
-from validators.static.group import StaticInputs, run_static
+from validators.static.resolution_cache import code_files
+from validators.static.run import StaticInputs, run_static
 
 pytestmark = pytest.mark.skipif(not elf_env.have_compilers(), reason="needs gcc and g++")
 

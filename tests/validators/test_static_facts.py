@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from tests.validators import elf_env
+from validators.elf.elf_symbols import read_elf, read_elf_bytes
+from validators.elf.fatbin import fatbin_codes_bytes
+from validators.elf.object_facts import ObjectFacts, source_from_facts
 from validators.static.abi_check import AbiChecker
-from validators.static.elf_symbols import read_elf, read_elf_bytes
 from validators.static.environment import Environment, load_environment
-from validators.static.facts import ObjectFacts, source_from_facts
-from validators.static.fatbin import fatbin_codes_bytes
 from validators.static.findings import by_package
 
 pytestmark = pytest.mark.skipif(not elf_env.have_compilers(), reason="needs gcc and g++")

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from tests.validators import elf_env
+from validators.elf.elf_symbols import read_elf
+from validators.elf.fatbin import gpu_code
+from validators.elf.file_facts_cache import FileFactsCache
 from validators.static.abi_results import AbiOptions
-from validators.static.elf_symbols import read_elf
-from validators.static.fatbin import gpu_code
-from validators.static.file_facts import FileFactsCache
-from validators.static.group import StaticInputs, run_static
+from validators.static.run import StaticInputs, run_static
 
 pytestmark = pytest.mark.skipif(not elf_env.have_compilers(), reason="needs gcc and g++")
 

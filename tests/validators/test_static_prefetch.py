@@ -19,14 +19,14 @@ from typing import Any
 import pytest
 
 from tests.validators import elf_env
+from validators.elf.elf_symbols import ElfReadError, read_elf
+from validators.elf.fatbin import gpu_code
+from validators.elf.file_facts_cache import FileFactsCache
 from validators.static import prefetch as prefetch_mod
 from validators.static.abi_results import AbiOptions
 from validators.static.confirm import Prewarmed, Step, run_steps
-from validators.static.elf_symbols import ElfReadError, read_elf
-from validators.static.fatbin import gpu_code
-from validators.static.file_facts import FileFactsCache
-from validators.static.group import StaticInputs, run_static
 from validators.static.prefetch import prefetch
+from validators.static.run import StaticInputs, run_static
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -50,7 +50,7 @@ def _copies(src: Path, folder: Path, n: int) -> list[Path]:
 _PREFETCH = """
 import json, sys
 from pathlib import Path
-from validators.static.file_facts import FileFactsCache
+from validators.elf.file_facts_cache import FileFactsCache
 from validators.static.prefetch import prefetch
 for root, gpu, paths in json.loads(sys.argv[1]):
     cache = FileFactsCache(Path(root), min_size=0)

@@ -23,8 +23,8 @@ from tests.validators.test_static_corpus_wheels import corpus_env
 from validators.core.results import Result
 from validators.static.abi_check import AbiChecker
 from validators.static.environment import load_environment
-from validators.static.group import StaticInputs, run_static
 from validators.static.preloaders import torch_source_preloads
+from validators.static.run import StaticInputs, run_static
 
 pytestmark = [pytest.mark.network, pytest.mark.slow, pytest.mark.timeout(2400)]
 
@@ -117,8 +117,8 @@ def test_cupy_beside_torch_260_names_the_modules_a_real_load_cannot_import(
 
 def test_the_lock_names_the_same_modules_before_install(trio: Path, tmp_path: Path) -> None:
     from stackgate.lock_wheels import read_lock
+    from validators.elf.facts_cache import FactsCache, default_root
     from validators.lockcheck.check import LockInputs, find_interpreter, run_lock_check
-    from validators.lockcheck.facts_cache import FactsCache, default_root
 
     project = tmp_path / "project"
     project.mkdir()

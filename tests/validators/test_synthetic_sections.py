@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.validators import elf_env
+from validators.elf.elf_symbols import read_elf, read_elf_stream
 from validators.lockcheck.synthetic_sections import CannotSynthesize, synthesize
-from validators.static.elf_symbols import read_elf, read_elf_stream
 
 pytestmark = pytest.mark.skipif(not elf_env.have_compilers(), reason="needs gcc and g++")
 

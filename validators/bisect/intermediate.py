@@ -184,9 +184,9 @@ def check_before_install(loaded: LoadedStack, lockfile: Path) -> list[Result]:
     tool problem (exit 3), not a verdict."""
     from stackgate.lock_wheels import LockError
     from stackgate.lock_wheels import read_lock as read_lock_wheels
+    from validators.elf.facts_cache import FactsCache, default_root
     from validators.lockcheck.check import LockInputs, find_interpreter, run_lock_check
-    from validators.lockcheck.facts_cache import FactsCache, default_root
-    from validators.static.group import targets_from
+    from validators.static.run import targets_from
 
     try:
         wheels = read_lock_wheels(lockfile)

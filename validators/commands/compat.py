@@ -29,7 +29,7 @@ from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput, EnvironmentPr
 from stackgate.files import atomic_write_text
 from stackgate.output import console_err
 from stackgate.torch_abi import PYPI, PairVerdict
-from validators.lockcheck.facts_cache import FactsCache, default_root
+from validators.elf.facts_cache import FactsCache, default_root
 from validators.torch_abi.lock_verdict import check_lock
 
 if TYPE_CHECKING:

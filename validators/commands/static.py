@@ -25,9 +25,9 @@ from stackgate.loading import load_stack
 from stackgate.output import console_err
 from validators.commands._common import env_path, finish_results
 from validators.core.pipeline import apply_accepted
+from validators.elf.file_facts_cache import FileFactsCache
 from validators.static.abi_results import AbiOptions
-from validators.static.file_facts import FileFactsCache
-from validators.static.group import StaticInputs, run_static, targets_from
+from validators.static.run import StaticInputs, run_static, targets_from
 
 if TYPE_CHECKING:
     from stackgate.manifest import Manifest
@@ -165,8 +165,8 @@ def _refuse_this_host(lock: Path, urls: list[str], limits: Limits) -> Limits:
 def _run_lock(args: argparse.Namespace, manifest: object, own_lock: Path | None) -> int:
     from stackgate.lock_wheels import LockError, read_lock
     from stackgate.manifest import Manifest
+    from validators.elf.facts_cache import FactsCache, default_root
     from validators.lockcheck.check import LockInputs, find_interpreter, run_lock_check
-    from validators.lockcheck.facts_cache import FactsCache, default_root
     from validators.lockcheck.origin import check_lock_origin, origin_result
 
     assert manifest is None or isinstance(manifest, Manifest)

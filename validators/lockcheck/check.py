@@ -20,27 +20,27 @@ from stackgate.lock_wheels import LockWheels
 from stackgate.manifest import Manifest
 from stackgate.python_finder import find_host_python
 from validators.core.results import Result, make_result
-from validators.lockcheck.facts_cache import FactsCache
-from validators.lockcheck.lock_memo import cached_results, memo_key, store_results
+from validators.elf.facts_cache import FactsCache
+from validators.elf.fatbin import GpuCode
+from validators.elf.file_facts_cache import file_identity
+from validators.elf.object_facts import ObjectFacts, source_from_facts
+from validators.elf.source import DiskSource
 from validators.lockcheck.scan import Scanner, ScanReport, WheelScan
 from validators.lockcheck.stable_abi import stable_abi_results
+from validators.lockcheck.verdict_cache import cached_results, store_results, verdict_key
 from validators.lockcheck.wheel_sources import WheelSources
 from validators.static.abi_results import abi_results, check_key
 from validators.static.arch_check import DistCode
+from validators.static.arch_results import arch_results
 from validators.static.dist_check import (
     DistFindings,
     check_pins,
     check_requirements,
     requirement_closure,
 )
-from validators.static.env_memo import answers_of
 from validators.static.environment import Environment
-from validators.static.facts import ObjectFacts, source_from_facts
-from validators.static.fatbin import GpuCode
-from validators.static.file_facts import file_identity
-from validators.static.group import StaticInputs, arch_results
 from validators.static.loader import system_library_dirs
-from validators.static.source import DiskSource
+from validators.static.resolution_cache import answers_of
 
 GROUP = "static"
 VIRTUAL_ROOT = Path("/stackgate-lock-virtual")
@@ -61,7 +61,7 @@ class LockInputs:
     # check only these distributions' objects (canonical names); empty: every distribution.
     # `validators compat` judges one package beside torch's closure, not the closure itself
     only: frozenset[str] = frozenset()
-    # keep/reuse the whole verdict of an all-cached run (lock_memo.py); the CLI's choice
+    # keep/reuse the whole verdict of an all-cached run (verdict_cache.py); the CLI's choice
     memo: bool = False
     # the host's files outside the virtual env (the interpreter, libc, libstdc++): None reads
     # them anew; `validators compat` passes one memoizing source for all the pairs it judges
@@ -97,12 +97,12 @@ def _is_elf(path: Path) -> bool:
 
 
 def run_lock_check(inputs: LockInputs, progress: Any = None) -> tuple[list[Result], ScanReport]:
-    """The pre-install verdict. With inputs.memo, from lock_memo.py when nothing it depends
+    """The pre-install verdict. With inputs.memo, from verdict_cache.py when nothing it depends
     on changed since a run that read everything from the cache (the report is then empty:
     no wheel was scanned)."""
     key, changed = None, None
     if inputs.memo:
-        key = memo_key(inputs.cache, inputs.wheels.wheels, _inputs_text(inputs))
+        key = verdict_key(inputs.cache, inputs.wheels.wheels, _inputs_text(inputs))
         hit, changed = cached_results(inputs.cache, key) if key is not None else (None, None)
         if hit is not None:
             return hit, ScanReport([], 0.0, inputs.offline)
@@ -111,7 +111,7 @@ def run_lock_check(inputs: LockInputs, progress: Any = None) -> tuple[list[Resul
     from_cache = all(w.fetch_mode == "cache" and not w.lacking for w in report.wheels)
     if key is not None and report.wheels and from_cache and not report.errors:
         # the run may have added this torch to the shim index: the key as it is now
-        after = memo_key(inputs.cache, inputs.wheels.wheels, _inputs_text(inputs))
+        after = verdict_key(inputs.cache, inputs.wheels.wheels, _inputs_text(inputs))
         if after is not None:
             results = store_results(
                 inputs.cache, after, inputs.wheels.wheels, answers_of(host), results, changed
@@ -242,12 +242,7 @@ def _judge(
             abi_results(env, shared, relevant, source=source, texts=texts.get, trees=sources.tree)
         )
     t = time.perf_counter()
-    arch = arch_results(
-        env,
-        codes,
-        StaticInputs(env_path=root, manifest=inputs.manifest, targets=inputs.targets),
-        time.perf_counter() - t,
-    )
+    arch = arch_results(env, codes, inputs.targets, inputs.manifest, time.perf_counter() - t)
     results.extend(_undecided_arch(arch, env, report, site, root))
     results.extend(stable_abi_results(env, facts, inputs.cache))
     return results
@@ -401,7 +396,7 @@ def _virtual_env(
 
 
 def _cubin_counter(scan: WheelScan) -> Counter[GpuCode]:
-    from validators.static.cached_object import CachedFacts
+    from validators.elf.cached_facts import CachedFacts
 
     out: Counter[GpuCode] = Counter()
     for label in scan.cubin_codes.values():

@@ -18,14 +18,14 @@ import httpx
 from stackgate.bounded_http import Budget, Limits
 from stackgate.lock_wheels import LockedWheel
 from stackgate.wheel_listing import WheelListing, origin_key
-from validators.lockcheck.facts_cache import FactsCache
+from validators.elf.cached_facts import CachedFacts, ReadEvidence
+from validators.elf.elf_symbols import ElfReadError
+from validators.elf.facts_cache import FactsCache
+from validators.elf.fatbin import fatbin_codes_bytes
 from validators.lockcheck.http_ranges import FetchError, RemoteFile, make_client
 from validators.lockcheck.member_view import IntegrityError, NotKnown
 from validators.lockcheck.wheel_reader import RemoteWheel, verify_spooled
 from validators.lockcheck.zip_directory import LOCAL_HEADER, ZipFormatError
-from validators.static.cached_object import CachedFacts, ReadEvidence
-from validators.static.elf_symbols import ElfReadError
-from validators.static.fatbin import fatbin_codes_bytes
 from validators.static.preloaders import PRELOADER_SOURCES
 
 _CUBIN_NAME = re.compile(r"sm_?(\d{2,3})([af]?)", re.IGNORECASE)
@@ -489,7 +489,7 @@ def _cubin_head(remote: RemoteWheel, name: str) -> CachedFacts:
         more = remote.remote.read(start + len(raw), start + LOCAL_HEADER + nlen + elen + 1024)
         data += more
     head = data[:64] if member.method == 0 else zlib.decompressobj(wbits=-15).decompress(data, 64)
-    from validators.lockcheck.facts import cubin_label
+    from validators.lockcheck.member_facts import cubin_label
 
     label = cubin_label(head, name)
     return CachedFacts(

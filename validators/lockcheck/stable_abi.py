@@ -18,10 +18,10 @@ from packaging.version import InvalidVersion, Version
 
 from validators.core.checks import STATIC_ABI, family_id
 from validators.core.results import Result, make_result
-from validators.lockcheck.facts_cache import FactsCache
+from validators.elf.facts_cache import FactsCache
+from validators.elf.object_facts import ObjectFacts
 from validators.static.abi_results import check_key
 from validators.static.environment import Environment
-from validators.static.facts import ObjectFacts
 
 _result = functools.partial(make_result, group="static")
 SHIM = re.compile(r"^(aoti_torch_\w+|torch_\w+)$")

@@ -11,8 +11,9 @@ from email.parser import HeaderParser
 from pathlib import Path
 
 from stackgate.wheel_listing import WheelListing
-from validators.lockcheck.facts import extract
+from validators.elf.cached_facts import CachedFacts
 from validators.lockcheck.http_ranges import FetchError, RemoteFile
+from validators.lockcheck.member_facts import extract
 from validators.lockcheck.member_view import IntegrityError, MemberView
 from validators.lockcheck.zip_directory import (
     LOCAL_HEADER,
@@ -22,7 +23,6 @@ from validators.lockcheck.zip_directory import (
     data_offset,
     parse_directory,
 )
-from validators.static.cached_object import CachedFacts
 
 TAIL_FIRST = 1 << 16
 # RECORD and METADATA are read whole into memory: torch's RECORD is ~1.5 MB, the longest

@@ -23,7 +23,7 @@ from stackgate.bounded_http import Budget, Limits
 from stackgate.installed import Distribution
 from stackgate.lock_wheels import LockedWheel
 from stackgate.wheel_listing import origin_key
-from validators.lockcheck.facts_cache import FactsCache
+from validators.elf.facts_cache import FactsCache
 from validators.lockcheck.http_ranges import FetchError, RemoteFile, make_client
 from validators.lockcheck.member_view import IntegrityError
 from validators.lockcheck.wheel_reader import RemoteWheel

@@ -17,15 +17,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stackgate.installed import Distribution
-from validators.static.elf_symbols import (
+from validators.elf.elf_symbols import (
     VERSYM_HIDDEN,
     ElfObject,
     ElfReadError,
     Import,
     satisfies,
 )
+from validators.elf.object_facts import python_tag
+from validators.elf.source import DiskSource, ElfReader, ObjectSource
 from validators.static.environment import Environment
-from validators.static.facts import python_tag
 from validators.static.findings import MissingSoname, MissingSymbol, MissingVersion, ScopeResolved
 from validators.static.imports import SourceTree
 from validators.static.loader import (
@@ -37,7 +38,6 @@ from validators.static.loader import (
 )
 from validators.static.package_loads import PackageLoads, read_package_loads, record_tree
 from validators.static.preloaders import ImportClosure, disk_text, torch_import_closure
-from validators.static.source import DiskSource, ElfReader, ObjectSource
 
 # Names libcuda.so.1 / libnvidia-ml.so.1 export (driver API), used only when the driver is absent.
 _DRIVER_NAME = re.compile(r"^(cu[A-Z]\w*|nvml\w+)$")

@@ -16,23 +16,23 @@ from packaging.utils import canonicalize_name
 from stackgate.installed import Distribution
 from validators.core.checks import STATIC_ABI, family_id
 from validators.core.results import Result, Status, make_result
+from validators.elf.elf_symbols import ElfReadError
+from validators.elf.file_facts_cache import FileFactsCache
+from validators.elf.source import ObjectSource
 from validators.static import demangle
 from validators.static.abi_check import AbiChecker, AbiFindings
 from validators.static.confirm import LoadRun, Prewarmed, Step, StepResult, run_steps
+from validators.static.confirm_cache import cached_loads, loads_key, store_loads
 from validators.static.dist_check import dependents
 from validators.static.driver_stub import StubBuildError, build_stubs
 from validators.static.driver_userland import ENV_VAR as USERLAND_VAR
 from validators.static.driver_userland import find_userland
-from validators.static.elf_symbols import ElfReadError
-from validators.static.env_memo import Resolution, resolve
 from validators.static.environment import Environment
-from validators.static.file_facts import FileFactsCache
 from validators.static.findings import MissingSoname, MissingSymbol
 from validators.static.imports import SourceTree
-from validators.static.load_cache import cached_loads, loads_key, store_loads
 from validators.static.loader import HOST_PROVIDED, closure, system_library_dirs
 from validators.static.overlay import designed_overlay
-from validators.static.source import ObjectSource
+from validators.static.resolution_cache import Resolution, resolve
 from validators.static.verdict import (
     PackageVerdict,
     apply_loads,
@@ -167,7 +167,7 @@ def _summary_results(
         "seconds": round(seconds, 3),
         "confirm_seconds": round(load_seconds, 3),
         # hit: the env's files and every folder and file the resolution read are those of an
-        # earlier run (env_memo.py); stored: resolved now and kept; off: no cache / not on disk
+        # earlier run (resolution_cache.py); stored: resolved and kept; off: no cache / not on disk
         "resolution_memo": resolution.memo,
     }
     if resolution.changed:

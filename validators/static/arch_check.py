@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stackgate.manifest_values import arch_cc
-from validators.static.elf_symbols import ElfReadError
+from validators.elf.elf_symbols import ElfReadError
+from validators.elf.fatbin import GpuCode, cubin_code, gpu_code
+from validators.elf.file_facts_cache import FileFactsCache
 from validators.static.environment import Environment
-from validators.static.fatbin import GpuCode, cubin_code, gpu_code
-from validators.static.file_facts import FileFactsCache
 
 EM_CUDA = 190
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from packaging.markers import default_environment
 
 from stackgate.installed import Distribution, read_dist_infos
-from validators.static.elf_symbols import is_elf
+from validators.elf.elf_symbols import is_elf
 
 
 class NotAnEnvironment(Exception):

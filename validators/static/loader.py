@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from validators.static.elf_symbols import ElfObject, ElfReadError
-from validators.static.source import DiskSource, ObjectSource
+from validators.elf.elf_symbols import ElfObject, ElfReadError
+from validators.elf.source import DiskSource, ObjectSource
 
 DEFAULT_SYSTEM_DIRS = (
     "/lib/x86_64-linux-gnu",

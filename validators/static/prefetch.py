@@ -29,8 +29,8 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
+from validators.elf.file_facts_cache import FileFactsCache, file_identity
 from validators.static.driver_stub import DRIVER_NAME
-from validators.static.file_facts import FileFactsCache, file_identity
 
 MAX_WORKERS = 8
 MIN_MISSES = 16  # fewer files than this are read in-process: a pool costs ~0.1-0.5 s to start

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from validators.static.elf_symbols import ElfObject, ElfReadError
+from validators.elf.elf_symbols import ElfObject, ElfReadError
 from validators.static.loader import HOST_PROVIDED, Resolver, own_rpath
 
 PRELOAD_PREFIX = "_preload_cuda_"  # _preload_cuda_deps (<= 2.9), _preload_cuda_lib (2.10)

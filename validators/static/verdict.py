@@ -26,11 +26,11 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from stackgate.installed import Distribution
+from validators.elf.file_facts_cache import FileFactsCache, file_identity
 from validators.static.abi_check import AbiFindings
 from validators.static.confirm import Step, StepResult
 from validators.static.dist_check import applicable_requirements
 from validators.static.environment import Environment
-from validators.static.file_facts import FileFactsCache, file_identity
 from validators.static.findings import (
     MissingSoname,
     MissingSymbol,

@@ -15,7 +15,7 @@ from stackgate.errors import CommandFailed
 from stackgate.lock_wheels import LockError, LockWheels, read_lock
 from stackgate.torch_abi import PYPI
 from stackgate.uvbin import uv_bin
-from validators.lockcheck.facts_cache import FactsCache
+from validators.elf.facts_cache import FactsCache
 
 
 class ClosureError(Exception):

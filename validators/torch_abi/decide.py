@@ -16,12 +16,12 @@ from packaging.utils import canonicalize_name
 from stackgate.lock_wheels import LockedWheel, LockWheels
 from stackgate.torch_abi import PairVerdict
 from validators.core.results import Result
+from validators.elf.elf_symbols import ElfObject, read_elf
+from validators.elf.facts_cache import FactsCache
+from validators.elf.source import DiskSource
 from validators.lockcheck.check import LockInputs, run_lock_check
-from validators.lockcheck.facts_cache import FactsCache
 from validators.lockcheck.scan import ScanReport, WheelScan
 from validators.static.abi_results import check_key
-from validators.static.elf_symbols import ElfObject, read_elf
-from validators.static.source import DiskSource
 
 
 class _ElfMemo:

@@ -32,7 +32,7 @@ from stackgate.torch_abi import (
     read_by_binaries,
 )
 from stackgate.uvlock import UvLock, read_uv_lock
-from validators.lockcheck.facts_cache import FactsCache
+from validators.elf.facts_cache import FactsCache
 
 if TYPE_CHECKING:
     from validators.torch_abi.memo import MemoCache

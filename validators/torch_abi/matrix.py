@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from stackgate.lock_wheels import LockedWheel, LockWheels
 from stackgate.torch_abi import VERDICT_VERSION, PairVerdict
 from stackgate.wheel_listing import FACTS_VERSION
-from validators.lockcheck.facts_cache import FactsCache
+from validators.elf.facts_cache import FactsCache
 from validators.lockcheck.scan import Scanner
 from validators.torch_abi.closure import ClosureError, closure_path, torch_closure
 from validators.torch_abi.decide import PairInputs, decide, host_source

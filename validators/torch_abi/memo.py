@@ -10,9 +10,9 @@ import threading
 from pathlib import Path
 
 from stackgate.wheel_listing import WheelListing
-from validators.lockcheck.facts import CachedFacts
-from validators.lockcheck.facts_cache import FactsCache
-from validators.static.facts import ObjectFacts
+from validators.elf.cached_facts import CachedFacts
+from validators.elf.facts_cache import FactsCache
+from validators.elf.object_facts import ObjectFacts
 
 
 class MemoCache(FactsCache):

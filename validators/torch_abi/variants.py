@@ -36,13 +36,13 @@ from variantlib.variant_dist_info import VariantDistInfo
 from variantlib.variants_json import VariantsJson
 
 from stackgate.lock_wheels import LockedWheel, LockWheels
-from validators.lockcheck.facts import CachedFacts
-from validators.lockcheck.facts_cache import FactsCache
+from validators.elf.cached_facts import CachedFacts
+from validators.elf.facts_cache import FactsCache
+from validators.elf.fatbin import GpuCode
 from validators.lockcheck.http_ranges import FetchError, RemoteFile, make_client
 from validators.lockcheck.scan import Scanner, WheelScan
 from validators.lockcheck.wheel_reader import RemoteWheel
 from validators.lockcheck.zip_directory import ZipFormatError
-from validators.static.fatbin import GpuCode
 from validators.torch_abi.closure import ClosureError, torch_closure
 from validators.torch_abi.decide import PairInputs, decide
 from validators.torch_abi.index import IndexError_, IndexRow, project_files, project_rows

@@ -34,8 +34,8 @@ from stackgate.wheel_listing import ListingStore, WheelListing, origin_key
 
 if TYPE_CHECKING:  # numpy and pyelftools: only where facts are read (the listing
     # path of `validators compat --lock` imports neither)
-    from validators.static.cached_object import CachedFacts
-    from validators.static.facts import ObjectFacts
+    from validators.elf.cached_facts import CachedFacts
+    from validators.elf.object_facts import ObjectFacts
 
 
 # gzip level 1: torch's export tables are tens of MB of JSON; level 9 (gzip's default) was
@@ -50,9 +50,6 @@ def default_root() -> Path:
 
 class FactsCache(ListingStore):
     def store_text(self, path: Path, data: str) -> None:
-        self._store(path, data)
-
-    def _store(self, path: Path, data: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json.gz")
         try:
@@ -70,7 +67,7 @@ class FactsCache(ListingStore):
         data = self._load(self.path("objects", sha256))
         if data is None:
             return None
-        from validators.static.cached_object import CachedFacts
+        from validators.elf.cached_facts import CachedFacts
 
         try:
             return CachedFacts.model_validate(data)
@@ -78,7 +75,7 @@ class FactsCache(ListingStore):
             return None
 
     def put_facts(self, sha256: str, facts: CachedFacts) -> None:
-        self._store(self.path("objects", sha256), facts.model_dump_json())
+        self.store_text(self.path("objects", sha256), facts.model_dump_json())
 
     def source(self, key: str) -> tuple[bool, str | None]:
         """(known, text) of a wheel's source member read before (preloaders.py's lists);
@@ -90,12 +87,12 @@ class FactsCache(ListingStore):
         return True, text if isinstance(text, str) else None
 
     def put_source(self, key: str, text: str | None) -> None:
-        self._store(self.path("sources", key), json.dumps({"text": text}))
+        self.store_text(self.path("sources", key), json.dumps({"text": text}))
 
     def put_listing(self, listing: WheelListing, *, proven: bool) -> None:
         """`proven`: the whole wheel was read and matched the lock's sha256."""
         key = listing.sha256 if proven else origin_key(listing.sha256, listing.url)
-        self._store(self.path("wheels", key), listing.model_dump_json())
+        self.store_text(self.path("wheels", key), listing.model_dump_json())
 
     def object_facts(self, cached: CachedFacts, path: Path) -> ObjectFacts:
         """The static group's facts of `cached` installed at `path` (a memoizing cache keeps

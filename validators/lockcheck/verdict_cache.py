@@ -3,11 +3,11 @@
 A warm `static --lock` of the cu128 lock spent ~5 s of CPU: loading 530 objects' facts from
 the cache (gzip'd JSON, validated), building the virtual env, resolving 99,371 imports, for
 the verdict the previous run reached from the same facts. The verdict is a function of this
-tool's code (env_memo.code_digest, over lockcheck/ too), the inputs (the lock's wheels,
+tool's code (resolution_cache.code_digest, over lockcheck/ too), the inputs (the lock's wheels,
 targets, stack, `only`, the interpreter whose closure is the global scope), the facts cache
 entries the scan reads for those wheels, the torch shim index (stable_abi.py) and what the
 host's disk told the resolution (system libraries: listings, links, identities;
-env_memo.Answers).
+resolution_cache.Answers).
 
 The key names each wheel's listing in the cache (under its proven and origin keys) by
 identity, without reading it; the entry holds the identities of the cache files the scan may
@@ -27,10 +27,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from stackgate.lock_wheels import LockedWheel
 from stackgate.wheel_listing import origin_key
 from validators.core.results import Result
-from validators.lockcheck.facts_cache import FactsCache
+from validators.elf.facts_cache import FactsCache
+from validators.elf.file_facts_cache import file_identity
 from validators.lockcheck.stable_abi import index_path
-from validators.static.env_memo import Answers, code_digest
-from validators.static.file_facts import file_identity
+from validators.static.resolution_cache import Answers, code_digest
 
 _HERE = Path(__file__).resolve().parent  # this reader's code is in the key too
 
@@ -42,7 +42,7 @@ class _LockEntry(BaseModel):
     results: list[Result]
 
 
-def memo_key(cache: FactsCache, wheels: list[LockedWheel], inputs_text: str) -> str | None:
+def verdict_key(cache: FactsCache, wheels: list[LockedWheel], inputs_text: str) -> str | None:
     """None when a wheel's listing is not cached (the scan would fetch: nothing to reuse).
     The listings are named by identity, not read: the facts files they lead to are the
     entry's to check (`facts_files`)."""
@@ -79,13 +79,13 @@ def facts_files(cache: FactsCache, wheels: list[LockedWheel]) -> dict[str, str |
     return out
 
 
-def _memo_path(cache: FactsCache, key: str) -> Path:
+def _entry_path(cache: FactsCache, key: str) -> Path:
     return cache.root / "memo" / key[:2] / f"{key}.json.gz"
 
 
 def cached_results(cache: FactsCache, key: str) -> tuple[list[Result] | None, str | None]:
     """(the kept results if every host answer still holds, what changed if one does not)."""
-    text = cache.load_text(_memo_path(cache, key))
+    text = cache.load_text(_entry_path(cache, key))
     if text is None:
         return None, None
     try:
@@ -112,7 +112,7 @@ def store_results(
     answers = answers.model_copy(update={"files": {**answers.files, **facts_files(cache, wheels)}})
     entry = _LockEntry(answers=answers, results=stored)
     try:
-        cache.store_text(_memo_path(cache, key), entry.model_dump_json())
+        cache.store_text(_entry_path(cache, key), entry.model_dump_json())
     except OSError:
         return results  # a memo that cannot be written is only slower
     return [_mark(r, "stored", changed) for r in results]

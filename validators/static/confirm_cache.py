@@ -5,7 +5,7 @@ minutes (21 s for one `import torch` at load 9 on this 2-core machine) and its o
 function of: the interpreter, every installed distribution (its dist-info RECORD: an install
 or uninstall rewrites or removes it), every ELF file under site-packages, the steps asked
 for, and the driver stand-in (the stub folder is named for the names it exports; the real
-userland by its libcuda.so.1). The key is the identity (file_facts.file_identity) of all of
+userland by its libcuda.so.1). The key is the identity (file_facts_cache.file_identity) of all of
 those; a hit returns the recorded results, a miss runs the loads and records them.
 """
 
@@ -16,10 +16,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from validators.elf.file_facts_cache import FileFactsCache, file_identity
 from validators.static.confirm import LoadRun, Step, StepResult
 from validators.static.driver_userland import DriverUserland
 from validators.static.environment import Environment
-from validators.static.file_facts import FileFactsCache, file_identity
 
 _OUTCOMES = ("ok", "error", "crash", "timeout", "stub-crash")
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from validators.static.elf_symbols import ElfObject, ElfReadError, read_elf
+from validators.elf.elf_symbols import ElfObject, ElfReadError, read_elf
 
 
 class ObjectSource(Protocol):
@@ -40,7 +40,7 @@ class ElfReader(Protocol):
 @dataclass
 class DiskSource:
     """The installed tree: one listdir per folder, one resolve per path (both cached); objects
-    through `reader` (file_facts.FileFactsCache: facts kept across runs) when given."""
+    through `reader` (file_facts_cache.FileFactsCache: facts kept across runs) when given."""
 
     reader: ElfReader | None = None
     _real: dict[str, Path] = field(default_factory=dict)

@@ -9,7 +9,7 @@ installed files from its cache, so any install of the same wheel elsewhere chang
 count, hence the ctime, of every file this env shares with it (measured: every warm run
 missed while other installs ran).
 
-Entries are JSON (the ElfObject in the CachedFacts model of cached_object.py, validated on read),
+Entries are JSON (the ElfObject in the CachedFacts model of cached_facts.py, validated on read),
 written to a temporary name and renamed into place; a damaged or stale entry is a miss.
 Root: static/ under stackgate's cache root (stackgate/settings.py). `run_static` uses no cache
 unless given one (tests stay hermetic); the CLI gives the default one.
@@ -20,24 +20,26 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
 from stackgate import dirfd
 from stackgate.errors import BadInput, EnvironmentProblem
 from stackgate.settings import cache_root
-from validators.static.cached_object import CachedFacts
-from validators.static.elf_symbols import ElfObject, read_elf
-from validators.static.fatbin import CodeScan, gpu_code
+from validators.elf.cached_facts import CachedFacts
+from validators.elf.elf_symbols import ElfObject, read_elf
+from validators.elf.fatbin import CodeScan, gpu_code
 
 CACHE_VERSION = 2  # 2: identity without ctime
 # every ELF file: pyelftools' per-file set-up made the 286 small objects of the cu128 env
 # (< 256 KiB) the larger part of a warm run when they were read directly
 MIN_SIZE = 0
 MAX_ENTRY_BYTES = 256 << 20  # an entry bigger than this is damaged (a miss)
+T = TypeVar("T")
 
 
 def file_identity(path: Path) -> str | None:
@@ -80,28 +82,22 @@ class FileFactsCache:
             return None
 
     def get(self, kind: str, key: str) -> Any:
-        data = self._read(kind, key)
+        return self._counted(self._read(kind, key), json.loads)
+
+    def get_text(self, kind: str, key: str) -> str | None:
+        return self._counted(self._read(kind, key), lambda data: data.decode("utf-8"))
+
+    def _counted(self, data: bytes | None, parse: Callable[[bytes], T]) -> T | None:
+        """`parse(data)`, a hit; a missing entry or one `parse` refuses is a miss (None)."""
         try:
-            value = json.loads(data) if data is not None else None
-        except ValueError:
+            value = parse(data) if data is not None else None
+        except ValueError:  # UnicodeDecodeError too
             value = None
         if value is None:
             self.misses += 1
-            return None
-        self.hits += 1
+        else:
+            self.hits += 1
         return value
-
-    def get_text(self, kind: str, key: str) -> str | None:
-        data = self._read(kind, key)
-        try:
-            text = data.decode("utf-8") if data is not None else None
-        except UnicodeDecodeError:
-            text = None
-        if text is None:
-            self.misses += 1
-            return None
-        self.hits += 1
-        return text
 
     def put(self, kind: str, key: str, value: Any) -> None:
         self.put_text(kind, key, json.dumps(value))

@@ -1,7 +1,7 @@
 """An ELF object's facts in the form the caches keep them: the ElfObject fields (minus its
 path) and its GPU code labels, plus how the bytes were read when they came from a wheel member.
 
-Both readers store this model: the installed-env check (`file_facts.FileFactsCache`) and the
+Both readers store this model: the installed-env check (`file_facts_cache.FileFactsCache`) and the
 pre-install reader of a lock's wheels (`validators.lockcheck`), so it lives below both, beside
 the ElfObject and GpuCode it converts to and from.
 """
@@ -15,9 +15,9 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from stackgate.wheel_listing import FACTS_VERSION  # the builder reads it too
-from validators.static.elf_symbols import ElfObject, Import
-from validators.static.facts import ObjectFacts
-from validators.static.fatbin import GpuCode
+from validators.elf.elf_symbols import ElfObject, Import
+from validators.elf.fatbin import GpuCode
+from validators.elf.object_facts import ObjectFacts
 
 _LABEL = re.compile(r"^(sm|compute)_(\d+)([af?]?)$")
 

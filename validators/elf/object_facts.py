@@ -12,9 +12,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from validators.static.elf_symbols import ElfObject, Import
-from validators.static.fatbin import GpuCode
-from validators.static.source import FactsSource, ObjectSource
+from validators.elf.elf_symbols import ElfObject, Import
+from validators.elf.fatbin import GpuCode
+from validators.elf.source import DiskSource, FactsSource, ObjectSource
 
 _PY_TAG = re.compile(r"\.cpython-(\d)(\d+)[a-z]*-")
 
@@ -77,7 +77,6 @@ def source_from_facts(
 ) -> FactsSource:
     """An ObjectSource serving `facts` under `roots` (a virtual env root), the host's disk
     (system libraries) elsewhere unless host_fallback=False."""
-    objects = {f.path: f.elf for f in facts}
     if fallback is None and host_fallback:
-        return FactsSource(objects, roots, dict(links or {}))
-    return FactsSource(objects, roots, dict(links or {}), fallback)
+        fallback = DiskSource()
+    return FactsSource({f.path: f.elf for f in facts}, roots, dict(links or {}), fallback)

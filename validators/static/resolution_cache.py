@@ -1,13 +1,13 @@
 """The ABI resolution and the GPU-code scan of an unchanged env, kept across runs.
 
-With every file's facts cached (file_facts.py), a warm run of the cu128 SGLang env still
+With every file's facts cached (file_facts_cache.py), a warm run of the cu128 SGLang env still
 spent ~3 s of CPU re-resolving 99,371 imports and re-reading 5,363 cubin headers to reach the
 answer it reached last time. That answer is a function of this tool's code and of what the
 file system told the run. So the memo keeps, beside the outcome, every answer the resolution
 got from the file system:
 
 - the listing of every folder it listed (the env's, the system library folders', RPATHs'),
-- the identity (file_facts.file_identity) of every file it read facts from, in or out of the
+- the identity (file_facts_cache.file_identity) of every file it read facts from, in or out of the
   env (libstdc++.so.6 and the interpreter's closure too),
 - where every path it resolved through a symlink led,
 
@@ -32,28 +32,30 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 import stackgate
 import validators.core.results as results_module
+import validators.elf as elf_package
+from validators.elf.cached_facts import CachedFacts
+from validators.elf.elf_symbols import ElfReadError
+from validators.elf.fatbin import GpuCode
+from validators.elf.file_facts_cache import FileFactsCache, file_identity
+from validators.elf.source import DiskSource
 from validators.static.abi_check import AbiChecker, AbiFindings
 from validators.static.arch_check import DistCode
-from validators.static.cached_object import CachedFacts
-from validators.static.elf_symbols import ElfReadError
 from validators.static.environment import Environment
-from validators.static.fatbin import GpuCode
-from validators.static.file_facts import FileFactsCache, file_identity
 from validators.static.preloaders import PRELOADER_SOURCES
-from validators.static.source import DiskSource
 
-MEMO_VERSION = 1
+CACHE_VERSION = 1  # in every kept outcome's key (code_digest)
 _HERE = Path(__file__).resolve().parent
 
 
 def code_files(*readers: Path) -> list[tuple[str, Path]]:
-    """(name, file) of the code whose outcome is kept: the static group's modules, the folders
-    of the readers that keep their own outcome over it (`readers`: the pre-install reader
-    passes lockcheck/), the run core's (check ids, the result model) and the whole stackgate
-    package they read manifests, locks and installed distributions with
-    (stackgate.installed's version rule and manifest_values' arch table decide findings).
-    Found through the modules themselves, wherever a layout change puts them."""
-    folders = [_HERE, *readers, Path(results_module.__file__).resolve().parent]
+    """(name, file) of the code whose outcome is kept: the static group's modules, the facts
+    they read (validators/elf/), the run core's (check ids, the result model), the folders of
+    the readers that keep their own outcome over it (`readers`: the pre-install reader passes
+    lockcheck/) and the whole stackgate package they read manifests, locks and installed
+    distributions with (stackgate.installed's version rule and manifest_values' arch table
+    decide findings). Found through the modules themselves, wherever a layout change puts them."""
+    modules = (elf_package.__file__, results_module.__file__)
+    folders = [_HERE, *(Path(m).resolve().parent for m in modules), *readers]
     files = [(f"{f.name}/{p.name}", p) for f in folders for p in sorted(f.glob("*.py"))]
     package = Path(stackgate.__file__).resolve().parent
     for path in sorted(package.rglob("*.py")):
@@ -64,7 +66,7 @@ def code_files(*readers: Path) -> list[tuple[str, Path]]:
 @functools.cache
 def code_digest(*readers: Path) -> str:
     """The digest of code_files(*readers): any edit of them makes every memo a miss."""
-    h = hashlib.sha256(f"memo {MEMO_VERSION}".encode())
+    h = hashlib.sha256(f"memo {CACHE_VERSION}".encode())
     for name, path in code_files(*readers):
         h.update(name.encode() + b"\0")
         h.update(path.read_bytes())
@@ -270,7 +272,7 @@ class _ArchEntry(BaseModel):
     ]
 
 
-def scan_memo(
+def cached_scan(
     env: Environment,
     shared: list[Path],
     cache: FileFactsCache | None,

@@ -33,7 +33,7 @@ from typing import BinaryIO, Literal
 
 from elftools.common.exceptions import ELFError
 
-from validators.static.elf_symbols import (
+from validators.elf.elf_symbols import (
     EM_CUDA,
     SHF_ALLOC,
     SHF_EXECINSTR,

@@ -1,9 +1,9 @@
 """What one ELF member of a wheel exports and imports, read from a MemberView into the
-cached form both readers share (`validators.static.cached_object.CachedFacts`).
+cached form both readers share (`validators.elf.cached_facts.CachedFacts`).
 
-The dynamic-linking view is parsed by the static group's own reader
-(`validators.static.elf_symbols`) over a stream that fetches bytes on demand, so the facts
-are the ones the installed-env check would read from the same file.
+The dynamic-linking view is parsed by the installed-env check's own reader
+(`validators.elf.elf_symbols`) over a stream that fetches bytes on demand, so the facts
+are the ones that check would read from the same file.
 """
 
 from __future__ import annotations
@@ -17,13 +17,8 @@ from typing import Any, BinaryIO, cast
 
 import numpy as np
 
-from validators.lockcheck.member_view import MemberStream, MemberView, NotKnown
-from validators.lockcheck.synthetic_sections import CannotSynthesize, synthesize
-
-# CachedFacts is named here too for the readers that take it with extract (validators.torch_abi)
-from validators.static.cached_object import CachedFacts as CachedFacts
-from validators.static.cached_object import ReadEvidence
-from validators.static.elf_symbols import (
+from validators.elf.cached_facts import CachedFacts, ReadEvidence
+from validators.elf.elf_symbols import (
     EM_CUDA,
     SHT_PROGBITS,
     ElfHeader,
@@ -33,7 +28,7 @@ from validators.static.elf_symbols import (
     read_header,
     section_headers,
 )
-from validators.static.fatbin import (
+from validators.elf.fatbin import (
     FATBIN_MAGIC,
     FATBIN_SECTIONS,
     GpuCode,
@@ -41,6 +36,8 @@ from validators.static.fatbin import (
     fatbin_entries,
     may_embed_fatbins,
 )
+from validators.lockcheck.member_view import MemberStream, MemberView, NotKnown
+from validators.lockcheck.synthetic_sections import CannotSynthesize, synthesize
 
 # Data sections that may hold fatbins a library loads itself, by name too: a section table
 # decoded leniently may read sh_flags as 0 (see _SHDR64_USED)

@@ -1,0 +1,1 @@
+"""ELF and GPU-code facts of one object and their caches: static and lockcheck read them."""
