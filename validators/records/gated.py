@@ -1,4 +1,5 @@
-"""Which metrics a gate judges, declared per serving profile, and how.
+"""Which metrics a gate judges, declared per serving profile, and how; a record stores the
+answer for each of its metrics when it is written (`MetricFacts`).
 
 A serving benchmark reports ~40 numbers per concurrency level, most of them fixed multiples of
 each other at fixed lengths (request, input, output and total throughput; mean TPOT and mean
@@ -20,7 +21,8 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Literal
 
-from validators.records.metrics import Direction
+from stackgate.model import StrictModel
+from validators.records.metrics import Direction, direction
 
 ToleranceClass = Literal["main", "tail"]
 
@@ -61,7 +63,19 @@ def declared(key: str, profile: tuple[GatedMetric, ...]) -> GatedMetric | None:
     return None
 
 
-def declared_direction(entry: GatedMetric | None, fallback: Direction) -> Direction:
-    """A gated metric's direction is its declaration's; an ungated one keeps the name's, for
-    display only."""
-    return fallback if entry is None else entry.direction
+class MetricFacts(StrictModel):
+    """How the gate reads one metric: which way is better, and its tolerance class (None:
+    ungated, shown only)."""
+
+    direction: Direction
+    tolerance_class: ToleranceClass | None = None
+
+
+def facts_for(key: str, profile: tuple[GatedMetric, ...] = SERVING_PROFILE) -> MetricFacts:
+    """The one place a metric's facts are derived: a gated metric's from its declaration, an
+    ungated one's direction from its name (for display only). Records store the answer when
+    written; this reads those written before they did."""
+    entry = declared(key, profile)
+    if entry is None:
+        return MetricFacts(direction=direction(key))
+    return MetricFacts(direction=entry.direction, tolerance_class=entry.tolerance_class)
