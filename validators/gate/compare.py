@@ -34,7 +34,7 @@ from validators.gate.policy import GatePolicy
 from validators.gate.runs import PerRun, per_run
 from validators.gate.stats import coefficient_of_variation, oriented_ratio
 from validators.records.fingerprint import diff_hosts
-from validators.records.gated import MetricFacts, ToleranceClass
+from validators.records.gated import MetricFacts, ToleranceClass, facts_for
 from validators.records.metrics import Direction, parse_metric_key
 from validators.records.model import Record
 
@@ -246,8 +246,7 @@ def _mean(samples: list[float] | None) -> float | None:
 
 @dataclass(frozen=True)
 class Side:
-    """One side's samples of a metric, how they map to runs, and its facts (records that keep
-    them)."""
+    """One side's samples of a metric, how they map to runs, and its stored facts."""
 
     samples: list[float] | None
     runs: int | None = None  # how many validation runs the record merges
@@ -255,13 +254,8 @@ class Side:
     facts: MetricFacts | None = None
 
     @classmethod
-    def of(cls, record: Record, key: str) -> Side:
-        return cls(
-            record.metrics.get(key),
-            record.runs,
-            record.sample_runs.get(key),
-            record.metric_facts.get(key),
-        )
+    def of(cls, r: Record, key: str) -> Side:
+        return cls(r.metrics.get(key), r.runs, r.sample_runs.get(key), r.metric_facts.get(key))
 
     def per_run(self) -> PerRun | None:
         samples = self.samples or []
@@ -281,7 +275,7 @@ class Screened:
 def _start(key: str, policy: GatePolicy, baseline: Side, candidate: Side) -> MetricVerdict:
     """The candidate's stored facts (the newer declaration), else the baseline's, else the
     policy profile's (records written before they were kept)."""
-    facts = candidate.facts or baseline.facts or policy.facts(key)
+    facts = candidate.facts or baseline.facts or facts_for(key, policy.profile)
     return MetricVerdict(
         key=key,
         direction=facts.direction,
@@ -569,13 +563,8 @@ def gate(
     rng = np.random.default_rng(seed)
     checks = compare_checks(baseline, candidate, remeasured)
     metrics, fam = compare_metrics(numbers, candidate, policy, rng, paired=remeasured is not None)
-    reasons: list[str] = []
-    for c in checks:
-        if c.failing:
-            reasons.append(f"check {c.check}: {c.status}: {c.reason}")
-    for m in metrics:
-        if m.failing:
-            reasons.append(f"metric {m.key}: {m.status}: {m.reason}")
+    reasons = [f"check {c.check}: {c.status}: {c.reason}" for c in checks if c.failing]
+    reasons += [f"metric {m.key}: {m.status}: {m.reason}" for m in metrics if m.failing]
     versions = diff_versions(
         baseline.build.packages,
         candidate.build.packages,

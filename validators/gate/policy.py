@@ -70,10 +70,6 @@ class GatePolicy:
     def gated(self, key: str) -> GatedMetric | None:
         return declared(key, self.profile)
 
-    def facts(self, key: str) -> MetricFacts:
-        """The metric's facts by this policy's profile (records written without them)."""
-        return facts_for(key, self.profile)
-
     def tolerance_for(self, key: str, facts: MetricFacts | None = None) -> float:
         """An override by key or name, else the class's tolerance (the record's facts, else the
         profile's; an ungated key: the main one, shown only). Never read off the name:
@@ -83,7 +79,7 @@ class GatePolicy:
             return self.overrides[key]
         if name in self.overrides:
             return self.overrides[name]
-        if (facts or self.facts(key)).tolerance_class == "tail":
+        if (facts or facts_for(key, self.profile)).tolerance_class == "tail":
             return self.tail_tolerance
         return self.tolerance
 

@@ -43,9 +43,8 @@ class GatedMetric:
 # TPOT (decode step time), single-stream decode, and two TTFT guards in the tail class: median
 # TTFT (prefill and queueing) and p99 TTFT (a scheduler knob that queues one request shows there
 # first). TTFT at a level's burst of C arrivals depends on how the burst splits into prefill
-# batches: on SGLang 0.5.17 its within-server CV was 5-21% (H100 and H200, 8 benches a side,
-# benchmarks/gate/results/dial-h100-6 and dial-h200-5), so at the main tolerance every equal
-# stack would be UNDERPOWERED; the tail class keeps it a guard against large regressions.
+# batches, too noisy run to run for the main tolerance (every equal stack would be UNDERPOWERED:
+# benchmarks/gate/results/dial-h100-6, dial-h200-5); the tail class keeps it a guard.
 SERVING_PROFILE: tuple[GatedMetric, ...] = (
     GatedMetric("serve-bench.sweep/output_throughput@c*", "higher", "main"),
     GatedMetric("serve-bench.sweep/median_ttft_ms@c*", "lower", "tail"),
@@ -64,17 +63,15 @@ def declared(key: str, profile: tuple[GatedMetric, ...]) -> GatedMetric | None:
 
 
 class MetricFacts(StrictModel):
-    """How the gate reads one metric: which way is better, and its tolerance class (None:
-    ungated, shown only)."""
+    """Which way is better for a metric, and its tolerance class (None: ungated, shown only)."""
 
     direction: Direction
     tolerance_class: ToleranceClass | None = None
 
 
 def facts_for(key: str, profile: tuple[GatedMetric, ...] = SERVING_PROFILE) -> MetricFacts:
-    """The one place a metric's facts are derived: a gated metric's from its declaration, an
-    ungated one's direction from its name (for display only). Records store the answer when
-    written; this reads those written before they did."""
+    """The one place a metric's facts are derived (records store them when written): a gated
+    metric's from its declaration, an ungated one's direction from its name."""
     entry = declared(key, profile)
     if entry is None:
         return MetricFacts(direction=direction(key))

@@ -203,8 +203,8 @@ class Record(StrictModel):
     )
     metric_facts: dict[str, MetricFacts] = Field(
         default_factory=dict,
-        description="Metric -> its direction and tolerance class as declared when the record "
-        "was written. Absent in records made before they were kept (then derived: facts_for).",
+        description="Metric -> its direction and tolerance class as declared when written "
+        "(absent in older records: then derived, records.gated.facts_for).",
     )
     distributions: dict[str, list[Sample]] = Field(
         default_factory=dict, description="Per-request raw samples (ttfts_ms, itls_ms, ...)."
