@@ -369,7 +369,7 @@ def dial_profile() -> tuple[Any, ...]:
     guard. Not the product's default yet: on the Python synthetic server (2.5 ms a token) the
     client's median ITL moved 1.3% for a 5% rate change (timer-bound), so the product keeps TPOT
     until ITL is proven on the engine."""
-    from validators.gate.gated import GatedMetric
+    from validators.records.gated import GatedMetric
 
     return (
         GatedMetric("serve-bench.sweep/output_throughput@c*", "higher", "main"),

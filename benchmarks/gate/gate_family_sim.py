@@ -33,7 +33,7 @@ from validators.gate.runs import PerRun
 from validators.gate.stats import batch_bootstrap_bounds
 
 # name, noise factor (its CV multiple: `mult` in new_rule); direction and tolerance class are
-# the product's (policy.gated: validators/gate/gated.py), so the simulation follows its list
+# the product's (policy.gated: validators/records/gated.py), so the simulation follows its list
 NEW_GATED = (
     ("serve-bench.sweep/output_throughput@c16", "thr"),
     ("serve-bench.sweep/median_ttft_ms@c16", "ttft"),

@@ -33,8 +33,8 @@ def runs_of(res: Path, gate_name: str, pairs: list[int], side: str) -> list[dict
 
 def rejudge(res: Path, gate_name: str, drop: set[int], product: bool = False) -> dict[str, Any]:
     from validators.gate.compare import gate
-    from validators.gate.gated import SERVING_PROFILE
     from validators.gate.policy import GatePolicy
+    from validators.records.gated import SERVING_PROFILE
 
     found = sorted(int(f.name.split("-p")[1].split("-")[0])
                    for f in (res / "bench").glob(f"{gate_name}-p*-A-ours.json"))  # fmt: skip

@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-GATES = ROOT / "benchmarks" / "h200_sglang" / "results" / "machine2"
+# Machine 2's gate-equal run reports (copied from benchmarks/h200_sglang/results/machine2).
+EQUAL = ROOT / "tests" / "data" / "h200_sglang" / "gate-equal"
 RECORD = ROOT / "records" / "h200-sglang" / "20261202T011853-034d1e7a9e43.json"
 # The gate's family-wise rule adds two undecided refusals (exit 1): INCONCLUSIVE, UNDERPOWERED.
 VERDICT_EXITS = {
@@ -131,7 +132,7 @@ def test_a_manifest_kept_elsewhere_works_without_a_checkout(tool: Tool) -> None:
         ["records", "list"],
         ["diff", "cu128", "cu130"],
         ["plan", "mine.toml"],
-        ["gate", str(GATES / "gate-equal" / "run-01.json"), "--baseline", str(RECORD)],
+        ["gate", str(EQUAL / "run-01.json"), "--baseline", str(RECORD)],
     ],
 )
 def test_what_needs_the_checkout_is_refused_naming_stackgate_root(
@@ -153,9 +154,8 @@ def test_with_stackgate_root_the_tool_runs_the_readme_commands_from_anywhere(too
     assert (code, last) == (0, "OK schemas are current")
     code, last, _ = _run(tool, "diff", "cu128", "cu130", root=ROOT)
     assert code == 0 and last.startswith("OK diff stack cu128 -> stack cu130: "), last
-    equal = GATES / "gate-equal"
     code, last, err = _run(
-        tool, "gate", str(equal / "run-01.json"), "--run", str(equal / "run-02.json"),
+        tool, "gate", str(EQUAL / "run-01.json"), "--run", str(EQUAL / "run-02.json"),
         "--baseline", str(RECORD), root=ROOT,
     )  # fmt: skip
     # 2 runs against the record's 3: the family-wise rule cannot decide the equal candidate.

@@ -13,9 +13,10 @@ from validators.records.compose import qualify
 from validators.records.resolve import read_report
 
 ROOT = Path(__file__).resolve().parents[2]
-MACHINE1 = ROOT / "benchmarks" / "h200_sglang" / "results" / "machine1"
-NO_REFERENCE = [MACHINE1 / "runs0" / f"run-{i}.json" for i in (1, 2, 3)]
-WITH_REFERENCE = [MACHINE1 / "chain" / f"run-{i}.json" for i in (1, 2)]
+# Copied from benchmarks/h200_sglang/results/machine1 (runs0/ and chain/).
+DATA = ROOT / "tests" / "data" / "h200_sglang"
+NO_REFERENCE = [DATA / "one-gpu-runs" / f"run-{i}.json" for i in (1, 2, 3)]
+WITH_REFERENCE = [DATA / "one-gpu-chain" / f"run-{i}.json" for i in (1, 2)]
 
 
 def _skips(path: Path) -> set[str]:

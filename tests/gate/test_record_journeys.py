@@ -32,7 +32,8 @@ from validators.records.model import load_record
 ROOT = Path(__file__).resolve().parents[2]
 SGLANG = "records/h200-sglang/20261202T011853-034d1e7a9e43.json"
 TRANSFORMERS = "records/h200-transformers/20261130T221413-ea68e04fe20d.json"
-MACHINE2 = "benchmarks/h200_sglang/results/machine2"
+# Machine 2's gate-mrr15 run reports (copied from benchmarks/h200_sglang/results/machine2).
+MRR15 = "tests/data/h200_sglang/gate-mrr15"
 STACKGATE = str(Path(sys.executable).parent / "stackgate")  # the script `uv run stackgate` runs
 
 
@@ -207,8 +208,8 @@ def test_the_sglang_record_rebuilds_to_its_env_tree(tmp_path: Path) -> None:
 def test_a_gate_of_run_reports_says_versions_unknown_once(tmp_path: Path) -> None:
     html = tmp_path / "gate.html"
     done = _stackgate(
-        "gate", f"{MACHINE2}/gate-mrr15/run-01.json",
-        "--run", f"{MACHINE2}/gate-mrr15/run-02.json",
+        "gate", f"{MRR15}/run-01.json",
+        "--run", f"{MRR15}/run-02.json",
         "--baseline", SGLANG, "--html", str(html),
     )  # fmt: skip
     assert done.returncode == 1

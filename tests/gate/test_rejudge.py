@@ -2,7 +2,7 @@
 pair left out it must give the verdicts the booking gave (else the post-hoc numbers beside them
 would be of another rule), and the post-hoc lines the results pages cite. With
 `--product-profile` it judges the same benches with the product's default gated list
-(validators/gate/gated.py): on the H100 booking, whose equal gates PASSED, the default must PASS
+(validators/records/gated.py): on the H100 booking, whose equal gates PASSED, the default must PASS
 them too and refuse the dial and mrr15 gates (with median TTFT in the main class it answered
 UNDERPOWERED on both equal gates: a burst's TTFT varies 5-21% from bench to bench)."""
 

@@ -19,7 +19,7 @@ from tests.gate.conftest import Project
 from tests.helpers.interpreter import base_python
 from tests.helpers.synthetic_stack import write_synthetic_stack
 
-RATE_BOUND = (  # gated (validators/gate/gated.py) and set by the server's --rate
+RATE_BOUND = (  # gated (validators/records/gated.py) and set by the server's --rate
     "serve-bench.single_stream/single_stream_decode_tok_s",
     "serve-bench.sweep/median_tpot_ms@c1",
 )

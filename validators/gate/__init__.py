@@ -1,6 +1,5 @@
 """The gate: compare a candidate with a known-good record, honestly about noise.
 
-- `gated`: the declared gated metrics per serving profile (direction, tolerance class);
 - `runs`: one value per validation run (repeats within a run averaged);
 - `family`: the family-wise max-T test over the gated metrics, power at the measured noise;
 - `stats`: ratio orientation, CV, and the percentile bootstrap the HTML charts draw;

@@ -30,12 +30,12 @@ from validators.gate.family import (
     normal_family_critical,
     runs_to_decide,
 )
-from validators.gate.gated import ToleranceClass, declared_direction
 from validators.gate.policy import GatePolicy
 from validators.gate.runs import PerRun, per_run
 from validators.gate.stats import coefficient_of_variation, oriented_ratio
 from validators.records.fingerprint import diff_hosts
-from validators.records.metrics import Direction, direction, parse_metric_key
+from validators.records.gated import MetricFacts, ToleranceClass, facts_for
+from validators.records.metrics import Direction, parse_metric_key
 from validators.records.model import Record
 
 MetricStatus = Literal[
@@ -246,11 +246,16 @@ def _mean(samples: list[float] | None) -> float | None:
 
 @dataclass(frozen=True)
 class Side:
-    """One side's samples of a metric and how they map to runs."""
+    """One side's samples of a metric, how they map to runs, and its stored facts."""
 
     samples: list[float] | None
     runs: int | None = None  # how many validation runs the record merges
     index: list[int] | None = None  # each sample's run (records that keep it)
+    facts: MetricFacts | None = None
+
+    @classmethod
+    def of(cls, r: Record, key: str) -> Side:
+        return cls(r.metrics.get(key), r.runs, r.sample_runs.get(key), r.metric_facts.get(key))
 
     def per_run(self) -> PerRun | None:
         samples = self.samples or []
@@ -268,19 +273,21 @@ class Screened:
 
 
 def _start(key: str, policy: GatePolicy, baseline: Side, candidate: Side) -> MetricVerdict:
-    entry = policy.gated(key)
+    """The candidate's stored facts (the newer declaration), else the baseline's, else the
+    policy profile's (records written before they were kept)."""
+    facts = candidate.facts or baseline.facts or facts_for(key, policy.profile)
     return MetricVerdict(
         key=key,
-        direction=declared_direction(entry, direction(key)),
+        direction=facts.direction,
         status="UNGATED",
         reason="",
-        gated=entry is not None,
-        tolerance_class=None if entry is None else entry.tolerance_class,
+        gated=facts.tolerance_class is not None,
+        tolerance_class=facts.tolerance_class,
         baseline_mean=_mean(baseline.samples),
         candidate_mean=_mean(candidate.samples),
         n_baseline=len(baseline.samples or []),
         n_candidate=len(candidate.samples or []),
-        tolerance=policy.tolerance_for(key),
+        tolerance=policy.tolerance_for(key, facts),
         cv_baseline=_cv(baseline.samples),
         cv_candidate=_cv(candidate.samples),
     )
@@ -525,12 +532,7 @@ def compare_metrics(
     final: dict[str, MetricVerdict] = {}
     comparable: list[Screened] = []
     for k in keys:
-        found = screen_metric(
-            k,
-            Side(baseline.metrics.get(k), baseline.runs, baseline.sample_runs.get(k)),
-            Side(candidate.metrics.get(k), candidate.runs, candidate.sample_runs.get(k)),
-            policy,
-        )
+        found = screen_metric(k, Side.of(baseline, k), Side.of(candidate, k), policy)
         if isinstance(found, Screened):
             comparable.append(found)
             continue
@@ -561,13 +563,8 @@ def gate(
     rng = np.random.default_rng(seed)
     checks = compare_checks(baseline, candidate, remeasured)
     metrics, fam = compare_metrics(numbers, candidate, policy, rng, paired=remeasured is not None)
-    reasons: list[str] = []
-    for c in checks:
-        if c.failing:
-            reasons.append(f"check {c.check}: {c.status}: {c.reason}")
-    for m in metrics:
-        if m.failing:
-            reasons.append(f"metric {m.key}: {m.status}: {m.reason}")
+    reasons = [f"check {c.check}: {c.status}: {c.reason}" for c in checks if c.failing]
+    reasons += [f"metric {m.key}: {m.status}: {m.reason}" for m in metrics if m.failing]
     versions = diff_versions(
         baseline.build.packages,
         candidate.build.packages,

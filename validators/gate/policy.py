@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 from statistics import NormalDist
 
-from validators.gate.gated import SERVING_PROFILE, GatedMetric, declared
+from validators.records.gated import SERVING_PROFILE, GatedMetric, MetricFacts, declared, facts_for
 from validators.records.metrics import parse_metric_key
 
 # The rule (validators/gate/family.py's family-wise test): the confidence is family-wise
@@ -70,17 +70,16 @@ class GatePolicy:
     def gated(self, key: str) -> GatedMetric | None:
         return declared(key, self.profile)
 
-    def tolerance_for(self, key: str) -> float:
-        """An override by key or name, else the declared class's tolerance (an ungated key:
-        the main one, shown only). Never read off the name: `max_output_tokens_per_s` is a
-        throughput, not a tail."""
+    def tolerance_for(self, key: str, facts: MetricFacts | None = None) -> float:
+        """An override by key or name, else the class's tolerance (the record's facts, else the
+        profile's; an ungated key: the main one, shown only). Never read off the name:
+        `max_output_tokens_per_s` is a throughput, not a tail."""
         name = parse_metric_key(key).name
         if key in self.overrides:
             return self.overrides[key]
         if name in self.overrides:
             return self.overrides[name]
-        entry = self.gated(key)
-        if entry is not None and entry.tolerance_class == "tail":
+        if (facts or facts_for(key, self.profile)).tolerance_class == "tail":
             return self.tail_tolerance
         return self.tolerance
 

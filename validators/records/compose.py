@@ -18,6 +18,7 @@ from stackgate.loading import LoadedStack
 from stackgate.manifest import Manifest
 from validators.core.results import Report, Result
 from validators.records.extract import merge_runs, refuse_invalid, run_metrics, sample_runs
+from validators.records.gated import facts_for
 from validators.records.model import (
     MAX_SAMPLES,
     BuildFacts,
@@ -164,6 +165,7 @@ def compose_record(
         checks=_merge_checks(reports),
         metrics=metrics,
         sample_runs=sample_runs(runs),
+        metric_facts={key: facts_for(key) for key in metrics},
         distributions=distributions,
         golden_outputs=golden,
     )

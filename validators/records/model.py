@@ -30,6 +30,7 @@ from stackgate.credentials import secrets_in
 from stackgate.errors import BadInput
 from stackgate.model import StrictModel, validation_problems
 from validators.core.results import Result
+from validators.records.gated import MetricFacts
 
 RECORD_SCHEMA_VERSION: Literal[1] = 1
 # A Topology (stackgate.topology) when the host has 2+ GPUs; "none" with 0-1 GPU.
@@ -200,6 +201,11 @@ class Record(StrictModel):
         "within a run share it. Absent in records made before it was kept (then one sample per "
         "run is assumed where the counts agree).",
     )
+    metric_facts: dict[str, MetricFacts] = Field(
+        default_factory=dict,
+        description="Metric -> its direction and tolerance class as declared when written "
+        "(absent in older records: then derived, records.gated.facts_for).",
+    )
     distributions: dict[str, list[Sample]] = Field(
         default_factory=dict, description="Per-request raw samples (ttfts_ms, itls_ms, ...)."
     )
@@ -223,16 +229,17 @@ class Record(StrictModel):
         return self.data(exclude={"record_id"})
 
     def data(self, exclude: set[str] | None = None) -> dict[str, Any]:
-        """The record as JSON data (an empty sample_runs left out: _drop_empty_sample_runs)."""
+        """The record as JSON data (empty later fields left out: _drop_empty_later_fields)."""
         return self.model_dump(mode="json", exclude=exclude)
 
     @model_serializer(mode="wrap")
-    def _drop_empty_sample_runs(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """Records made before sample_runs was kept hash, dump and read back exactly as they
-        were written: the field appears only when it says something."""
+    def _drop_empty_later_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Records made before sample_runs and metric_facts were kept hash, dump and read back
+        exactly as they were written: each field appears only when it says something."""
         data: dict[str, Any] = handler(self)
-        if not data.get("sample_runs"):
-            data.pop("sample_runs", None)
+        for name in ("sample_runs", "metric_facts"):
+            if not data.get(name):
+                data.pop(name, None)
         return data
 
     def compute_id(self) -> str:

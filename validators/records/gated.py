@@ -1,4 +1,5 @@
-"""Which metrics a gate judges, declared per serving profile, and how.
+"""Which metrics a gate judges, declared per serving profile, and how; a record stores the
+answer for each of its metrics when it is written (`MetricFacts`).
 
 A serving benchmark reports ~40 numbers per concurrency level, most of them fixed multiples of
 each other at fixed lengths (request, input, output and total throughput; mean TPOT and mean
@@ -20,7 +21,8 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Literal
 
-from validators.records.metrics import Direction
+from stackgate.model import StrictModel
+from validators.records.metrics import Direction, direction
 
 ToleranceClass = Literal["main", "tail"]
 
@@ -41,9 +43,8 @@ class GatedMetric:
 # TPOT (decode step time), single-stream decode, and two TTFT guards in the tail class: median
 # TTFT (prefill and queueing) and p99 TTFT (a scheduler knob that queues one request shows there
 # first). TTFT at a level's burst of C arrivals depends on how the burst splits into prefill
-# batches: on SGLang 0.5.17 its within-server CV was 5-21% (H100 and H200, 8 benches a side,
-# benchmarks/gate/results/dial-h100-6 and dial-h200-5), so at the main tolerance every equal
-# stack would be UNDERPOWERED; the tail class keeps it a guard against large regressions.
+# batches, too noisy run to run for the main tolerance (every equal stack would be UNDERPOWERED:
+# benchmarks/gate/results/dial-h100-6, dial-h200-5); the tail class keeps it a guard.
 SERVING_PROFILE: tuple[GatedMetric, ...] = (
     GatedMetric("serve-bench.sweep/output_throughput@c*", "higher", "main"),
     GatedMetric("serve-bench.sweep/median_ttft_ms@c*", "lower", "tail"),
@@ -61,7 +62,17 @@ def declared(key: str, profile: tuple[GatedMetric, ...]) -> GatedMetric | None:
     return None
 
 
-def declared_direction(entry: GatedMetric | None, fallback: Direction) -> Direction:
-    """A gated metric's direction is its declaration's; an ungated one keeps the name's, for
-    display only."""
-    return fallback if entry is None else entry.direction
+class MetricFacts(StrictModel):
+    """Which way is better for a metric, and its tolerance class (None: ungated, shown only)."""
+
+    direction: Direction
+    tolerance_class: ToleranceClass | None = None
+
+
+def facts_for(key: str, profile: tuple[GatedMetric, ...] = SERVING_PROFILE) -> MetricFacts:
+    """The one place a metric's facts are derived (records store them when written): a gated
+    metric's from its declaration, an ungated one's direction from its name."""
+    entry = declared(key, profile)
+    if entry is None:
+        return MetricFacts(direction=direction(key))
+    return MetricFacts(direction=entry.direction, tolerance_class=entry.tolerance_class)
