@@ -156,7 +156,7 @@ SETTINGS: tuple[Setting, ...] = (
         "STACKGATE_FLEET_OFFSET",
         "set by `fleet submit`",
         "the first node index of a Slurm array chunk",
-        ("validators/fleet/slurm.py", "fleet/slurm/validate.sbatch.j2"),
+        ("validators/fleet/slurm/submission.py", "fleet/slurm/validate.sbatch.j2"),
         kind="set-by-stackgate",
     ),
     Setting(

@@ -12,7 +12,7 @@ a real cluster; being down, nothing runs.
    - `scontrol update` one process per element, 8 at once, arrays of 1,000 (what submit did);
    - `update` lines on the stdin of 1 or 8 scontrol processes, arrays of 1,000 / 100 / 25;
    - `sbatch --nodelist=<node>` per node (one job per node, no array; a smaller sample);
-   - the libslurm helper (validators/fleet/slurm_pin.py): one update RPC per element, on the
+   - the libslurm helper (validators/fleet/slurm/pin.py): one update RPC per element, on the
      stdin of 1 or 4 helper processes, arrays of 25 / 1,000.
 2. The submit as `fleet submit` runs it (validators.fleet.submit.execute: job folder, held
    arrays of 100, stdin pinning, the squeue read-back, collector, release) for `--nodes`
@@ -44,9 +44,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from stackgate.proc import run  # noqa: E402
 from tests.helpers.slurm_cluster import SlurmCluster, slurm_cluster  # noqa: E402
-from validators.fleet import slurm, slurm_pin  # noqa: E402
-from validators.fleet.spec import FleetSpec, SlurmOptions  # noqa: E402
+from validators.fleet.slurm import limits, pin, states  # noqa: E402
+from validators.fleet.slurm.options import SlurmOptions  # noqa: E402
+from validators.fleet.spec import FleetSpec  # noqa: E402
 from validators.fleet.submit import execute, plan  # noqa: E402
 
 RUNNING = [f"s{i}" for i in range(8)]
@@ -123,10 +125,10 @@ def helper_fed(c: SlurmCluster, script: Path, total: int, size: int, workers: in
     pairs = [(f"{arrays[i // size]}_{i % size}", RUNNING[i % 8]) for i in range(total)]
     with tempfile.TemporaryDirectory() as work:
         start = time.perf_counter()
-        helper = slurm_pin.build_helper(Path(work))
+        helper = pin.build_helper(Path(work))
         built = time.perf_counter() - start
         start = time.perf_counter()
-        problems = slurm_pin.pin(helper, pairs, workers)
+        problems = pin.pin_with_helper(helper, pairs, workers)
         took = time.perf_counter() - start
     c.cmd("scancel", *arrays)
     return {"how": f"libslurm helper, {workers} process(es)", "array_size": size,
@@ -166,13 +168,13 @@ def full_submit(
     probe_named_s = probe_per_node_s = None
     if old_probes:
         start = time.perf_counter()
-        slurm.run(["sinfo", "-h", "-N", "-n", ",".join(nodes), "-o", "%N|%T|%E"])  # what submit did
+        run(["sinfo", "-h", "-N", "-n", ",".join(nodes), "-o", "%N|%T|%E"])  # what submit did
         probe_named_s = time.perf_counter() - start
         start = time.perf_counter()
-        slurm.run(["sinfo", "-h", "-N", "-o", "%N|%T|%E"])  # a line per node
+        run(["sinfo", "-h", "-N", "-o", "%N|%T|%E"])  # a line per node
         probe_per_node_s = time.perf_counter() - start
     start = time.perf_counter()
-    unavailable = slurm.probe_unavailable(nodes)  # a line per state, hostlists expanded
+    unavailable = states.probe_unavailable(nodes)  # a line per state, hostlists expanded
     probe_s = time.perf_counter() - start
     spec = FleetSpec(
         fleet_id=fleet_id, stack="cu130", stack_name="cu130", wheelhouse="/w", nodes=nodes,
@@ -180,7 +182,7 @@ def full_submit(
         local_root="/l", slurm=SlurmOptions(partition="big", pin_with=pin_with),
     )  # fmt: skip
     start = time.perf_counter()
-    planned = plan(spec, max_array=slurm.max_array_size())
+    planned = plan(spec, max_array=limits.limits().max_array_size)
     plan_s = time.perf_counter() - start
     ctld, munged = daemons.get("slurmctld"), daemons.get("munged")
     ctld_before = _cpu_of(ctld) if ctld else 0.0
@@ -193,8 +195,8 @@ def full_submit(
     ctld_s = (_cpu_of(ctld) - ctld_before) if ctld else None
     munged_s = (_cpu_of(munged) - munged_before) if munged else None
     arrays = submitted["arrays"]
-    held = slurm.parse_requested(
-        slurm.run(["squeue", "-h", "-r", "-j", ",".join(arrays), "-o", "%i|%n"]).stdout
+    held = pin.parse_requested(
+        run(["squeue", "-h", "-r", "-j", ",".join(arrays), "-o", "%i|%n"]).stdout
     )
     offsets = submitted["offsets"]
     size = offsets[1] - offsets[0] if len(offsets) > 1 else n
@@ -205,12 +207,12 @@ def full_submit(
     # `scontrol show job` once per array.
     ctld_before, own_before = (_cpu_of(ctld) if ctld else 0.0), _own_cpu()
     start = time.perf_counter()
-    learned = len(slurm.element_states(arrays))
+    learned = len(states.element_states(arrays))
     learn_s = time.perf_counter() - start
     learn = {"elements": learned, "wall_s": round(learn_s, 2),
              "cpu_s_this_process_and_children": round(_own_cpu() - own_before, 2),
              "cpu_s_slurmctld": round(_cpu_of(ctld) - ctld_before, 2) if ctld else None}  # fmt: skip
-    slurm.run(["scancel", *arrays, submitted["collector_job"]])
+    run(["scancel", *arrays, submitted["collector_job"]])
     return {
         "nodes": n,
         "pin_with": pin_with,
@@ -266,7 +268,7 @@ def main() -> None:
         "--array-size",
         type=int,
         default=0,
-        help="elements per pinned array, either way (default: slurm.PIN_ARRAY_SIZE through "
+        help="elements per pinned array, either way (default: pin.PIN_ARRAY_SIZE through "
         "scontrol, LIBSLURM_ARRAY_SIZE through libslurm)",
     )
     parser.add_argument(
@@ -284,7 +286,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.array_size:
-        slurm.PIN_ARRAY_SIZE = slurm.LIBSLURM_ARRAY_SIZE = args.array_size
+        pin.PIN_ARRAY_SIZE = pin.LIBSLURM_ARRAY_SIZE = args.array_size
     workdir = Path(tempfile.mkdtemp(prefix="fleet-pin-"))
     workdir.chmod(0o755)
     script = workdir / "hold.sbatch"
@@ -326,8 +328,8 @@ def main() -> None:
                 ]
             )
             result["pin_array_size"] = {
-                "scontrol": slurm.PIN_ARRAY_SIZE,
-                "libslurm": slurm.LIBSLURM_ARRAY_SIZE,
+                "scontrol": pin.PIN_ARRAY_SIZE,
+                "libslurm": pin.LIBSLURM_ARRAY_SIZE,
             }
             if args.abba:
                 order = ["scontrol", "libslurm", "libslurm", "scontrol"]

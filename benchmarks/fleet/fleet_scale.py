@@ -18,7 +18,7 @@ scripts and every command).
 `--slurm` (root, Debian's slurmctld/slurmd/munge, tests/helpers/slurm_cluster.py): a one-host
 cluster of 8 nodes with MaxArraySize=1001 (Slurm's default) and MaxJobCount=60000, and the submit path's Slurm work
 for N elements: the held arrays (`sbatch`, N/1001 of them), N pinning `scontrol update`s
-(slurm.PIN_WORKERS at once; element i pinned to node i mod 8: the cluster has 8 nodes, the
+(pin.PIN_WORKERS at once; element i pinned to node i mod 8: the cluster has 8 nodes, the
 cost is per update), the collector's `sbatch`; then everything is cancelled.
 
 Writes benchmarks/fleet/results/fleet_scale.json (and prints it).
@@ -42,7 +42,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.records.records_scale import synthetic_record, timed_rusage  # noqa: E402
-from validators.fleet import slurm  # noqa: E402
+from stackgate.proc import run  # noqa: E402
+from validators.fleet.slurm import limits, pin, submission  # noqa: E402
 from validators.fleet.spec import FleetSpec  # noqa: E402
 from validators.fleet.status import NodeStatus, claim_attempt, write_status  # noqa: E402
 from validators.fleet.submit import plan  # noqa: E402
@@ -202,14 +203,14 @@ def slurm_side(n: int, workdir: Path) -> dict[str, Any]:
     # fleet raises it (docs/fleet.md). MaxArraySize stays at Slurm's default.
     with slurm_cluster(nodes, extra_conf=("MaxJobCount=60000",)) as cluster:
         os.environ["SLURM_CONF"] = str(cluster.conf)
-        limit = slurm.max_array_size()
-        parts = slurm.chunks(n, limit)
+        limit = limits.limits().max_array_size
+        parts = submission.chunks(n, limit)
         start = time.perf_counter()
         arrays = []
         for chunk in parts:
             argv = ["sbatch", "--parsable", "--hold", f"--array=0-{chunk.count - 1}",
                     f"--output={workdir}/%A_%a.out", str(script)]  # fmt: skip
-            arrays.append(slurm._job_id(slurm.run(argv).stdout))
+            arrays.append(submission._job_id(run(argv).stdout))
         sbatch_s = time.perf_counter() - start
         pins = [
             [
@@ -221,11 +222,11 @@ def slurm_side(n: int, workdir: Path) -> dict[str, Any]:
             for i in range(n)
         ]
         start = time.perf_counter()
-        with slurm.pin_way(True, "auto") as way:
-            slurm._pin_all(pins, way)
+        with pin.pin_way(True, "auto") as way:
+            pin.pin_all(pins, way)
         pin_s = time.perf_counter() - start
         start = time.perf_counter()
-        slurm.run(["sbatch", "--parsable", f"--dependency=afterany:{':'.join(arrays)}",
+        run(["sbatch", "--parsable", f"--dependency=afterany:{':'.join(arrays)}",
                    f"--output={workdir}/c.out", str(script)])  # fmt: skip
         collector_s = time.perf_counter() - start
         cluster.cmd("scancel", *arrays)
@@ -234,7 +235,7 @@ def slurm_side(n: int, workdir: Path) -> dict[str, Any]:
         "arrays": len(arrays),
         "sbatch_arrays_s": round(sbatch_s, 2),
         "pin_updates": n,
-        "pin_workers": slurm.PIN_WORKERS,
+        "pin_workers": pin.PIN_WORKERS,
         "pin_s": round(pin_s, 1),
         "pin_ms_per_update": round(1000 * pin_s / n, 2),
         "collector_sbatch_s": round(collector_s, 2),

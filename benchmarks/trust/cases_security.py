@@ -90,12 +90,12 @@ def planted_cc_dry_run(tmp: Path) -> Outcome:
 )
 def planted_header(tmp: Path) -> Outcome:
     _plants(tmp, ())
-    code = ("import sys; from pathlib import Path; from validators.fleet import slurm_pin; "
-            "print('built', slurm_pin.build_helper(Path(sys.argv[1])))")  # fmt: skip
+    code = ("import sys; from pathlib import Path; from validators.fleet.slurm import pin; "
+            "print('built', pin.build_helper(Path(sys.argv[1])))")  # fmt: skip
     (tmp / "work").mkdir()
     env = base_env(tmp, CPATH=str(tmp / "inc"), C_INCLUDE_PATH=str(tmp / "inc"))
     src = python(
-        tmp, "from validators.fleet import slurm_pin; print(slurm_pin.source_path())"
+        tmp, "from validators.fleet.slurm import pin; print(pin.source_path())"
     ).stdout.strip()
     control = subprocess.run(
         ["/usr/bin/cc", "-fsyntax-only", src], env=env, capture_output=True, text=True, check=False
@@ -137,8 +137,8 @@ def compiler_env_variables(tmp: Path) -> Outcome:
     victim.unlink(missing_ok=True)
     marker.unlink(missing_ok=True)
     (tmp / "work").mkdir()
-    done = python(tmp, "import sys; from pathlib import Path; from validators.fleet import slurm_pin; "
-                  "print('built', slurm_pin.build_helper(Path(sys.argv[1])))", str(tmp / "work"), env=env)  # fmt: skip
+    done = python(tmp, "import sys; from pathlib import Path; from validators.fleet.slurm import pin; "
+                  "print('built', pin.build_helper(Path(sys.argv[1])))", str(tmp / "work"), env=env)  # fmt: skip
     ok = done.returncode == 0 and not victim.exists() and not marker.exists()
     return Outcome(
         ok,

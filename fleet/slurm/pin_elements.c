@@ -9,10 +9,10 @@
  * (job_id_str and req_nodes set on an otherwise initialised job_desc_msg_t). What scontrol does
  * before it is left out: for a NodeList it first loads every job record of the array
  * (REQUEST_JOB_INFO_SINGLE) to check that the id names one job, which slurmctld pays for on
- * every element (validators/fleet/slurm_pin.py has the numbers). Here the id is always one
- * element, made by the submit itself.
+ * every element (benchmarks/fleet/results/fleet_pin.md has the numbers). Here the id is always
+ * one element, made by the submit itself.
  *
- * Built by validators/fleet/slurm_pin.py with the host's C compiler against the host's
+ * Built by validators/fleet/slurm/pin.py with the host's C compiler against the host's
  * <slurm/slurm.h> (Debian/Ubuntu: libslurm-dev; RHEL: slurm-devel), so the structures are the
  * installed Slurm's own; nothing of this file is version-specific beyond the public API.
  */

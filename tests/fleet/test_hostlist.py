@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from stackgate.errors import BadInput
-from validators.fleet import hostlist
+from validators.fleet.slurm import hostlist
 
 # (pattern, names): Slurm and python-hostlist give these alike.
 AGREED = [

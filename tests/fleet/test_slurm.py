@@ -7,7 +7,7 @@ Five nodes, five fates:
 - n3 has a drifted env on its local disk (a distribution the lock does not have): the builder
   refuses to reuse it -> FAIL in the build step, in the builder's words;
 - n4 is drained for repair: submit leaves it out (an element pinned to it would hold back the
-  others, see validators/fleet/slurm.py) -> MISSING, with Slurm's reason;
+  others, see validators/fleet/slurm/submission.py) -> MISSING, with Slurm's reason;
 - n5's engine answers wrongly (tests/fleet/node_engine.py) -> FAIL, naming the serve-bench
   correctness check that failed in both runs.
 The collector (afterany) imports n1's record into the team's store and writes the verdict.

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.slurm_cluster import ACCOUNTING, missing_tools, slurm_cluster
-from validators.fleet import slurm
 from validators.fleet.elements import ELEMENTS_FILENAME, Submission, learn
+from validators.fleet.slurm import states as slurm_states
 from validators.fleet.spec import FleetSpec
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -50,7 +50,7 @@ def test_elements_slurm_forgot_are_read_from_sacct(tmp_path: Path, monkeypatch: 
         # slurmctld forgets ended jobs after MinJobAge (its purge runs about once a minute).
         cluster.wait(lambda: cluster.cmd("scontrol", "show", "job", array, check=False).returncode != 0,
                      150, "slurmctld to forget the array")  # fmt: skip
-        states = {e.job: e for e in slurm.element_states([array])}
+        states = {e.job: e for e in slurm_states.element_states([array])}
         merged = learn(spec, Submission(scheduler="slurm", arrays=[array], offsets=[0]))
     assert sorted(states) == [f"{array}_0", f"{array}_1", f"{array}_2"]  # not 3: never eligible
     assert {e.source for e in states.values()} == {"sacct"}

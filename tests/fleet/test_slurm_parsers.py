@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from validators.fleet.slurm import _released, parse_show_job, unavailable_nodes
+from validators.fleet.slurm.states import parse_show_job, unavailable_nodes
+from validators.fleet.slurm.submission import _released
 
 DATA = Path(__file__).parent / "data"
 
@@ -60,7 +61,7 @@ def test_sacct_elements_for_arrays_slurmctld_forgot() -> None:
     """`sacct -n -P -X -o JobID,State,ExitCode,NodeList,Reason -j 7,9` output, written by hand
     in sacct's parsable format (the CI cluster has no accounting database to record one): the
     pending remainder `9_[2-3]` and a `CANCELLED by 0` state as sacct prints them."""
-    from validators.fleet.slurm import parse_sacct
+    from validators.fleet.slurm.states import parse_sacct
 
     text = (
         "7_0|COMPLETED|0:0|n1|None\n"

@@ -28,7 +28,8 @@ from stackgate.errors import EnvironmentProblem
 from tests.fleet.conftest import FleetStack
 from tests.helpers.interpreter import base_python
 from tests.helpers.slurm_cluster import slurm_cluster
-from validators.fleet import slurm
+from validators.fleet.slurm.pin import pin_all, pin_way
+from validators.fleet.slurm.states import probe_unavailable
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -219,9 +220,9 @@ def test_a_fleet_over_max_job_count_is_refused_a_refused_pin_is_named_and_draine
                 ["scontrol", "update", f"JobId={array}_0", f"NodeList={good}"],
                 ["scontrol", "update", f"JobId={array}_1", "NodeList=n9"],
             ]
-            with slurm.pin_way(True, how) as way, pytest.raises(EnvironmentProblem) as refused:
+            with pin_way(True, how) as way, pytest.raises(EnvironmentProblem) as refused:
                 assert way.way == ("scontrol" if path else how)
-                slurm._pin_all(pins, way)
+                pin_all(pins, way)
             assert refused.value.message == "Slurm did not pin 1 of 2 element(s) to their node"
             assert refused.value.details[0] == f"{array}_1: wanted n9, Slurm holds no node", (
                 refused.value.details
@@ -230,7 +231,7 @@ def test_a_fleet_over_max_job_count_is_refused_a_refused_pin_is_named_and_draine
                 assert f"{array}_1: {words}" in refused.value.details, refused.value.details
             held = cluster.cmd("squeue", "-h", "-r", "-j", array, "-o", "%i|%n").stdout.split()
             assert f"{array}_0|{good}" in held, (how, held)  # the good pin went through
-        with pytest.raises(EnvironmentProblem) as forced, slurm.pin_way(True, "libslurm"):
+        with pytest.raises(EnvironmentProblem) as forced, pin_way(True, "libslurm"):
             pass  # no C compiler at the fixed paths
         assert "--pin-with libslurm: the pin helper cannot be built here: no C compiler" in (
             forced.value.message
@@ -241,7 +242,7 @@ def test_a_fleet_over_max_job_count_is_refused_a_refused_pin_is_named_and_draine
 
         # The probe before pinning: one `sinfo` line per state, hostlists expanded by Slurm.
         cluster.cmd("scontrol", "update", "NodeName=n2", "State=DRAIN", "Reason=bad fan")
-        assert slurm.probe_unavailable(["n1", "n2", "n3", "n9"]) == {
+        assert probe_unavailable(["n1", "n2", "n3", "n9"]) == {
             "n2": "not submitted: slurm says drained (bad fan)",
             "n9": "not a node of this Slurm cluster (sinfo does not list it)",
         }

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from stackgate import compiler
-from validators.fleet import slurm, slurm_pin
+from validators.fleet.slurm import pin
 
 HAVE_HEADERS = compiler.can_include("slurm/slurm.h")
 SYSTEM_CC = next((c for c in compiler.SYSTEM_COMPILERS if Path(c).exists()), None)
@@ -49,8 +49,8 @@ def test_a_planted_cc_on_path_or_in_the_working_folder_is_never_run(
     work = tmp_path / "work"
     work.mkdir()
     try:
-        slurm_pin.build_helper(work)
-    except slurm_pin.PinHelperUnavailable as exc:
+        pin.build_helper(work)
+    except pin.PinHelperUnavailable as exc:
         assert not HAVE_HEADERS, exc
     assert not marker.exists(), "a planted cc ran"
 
@@ -62,7 +62,7 @@ def test_a_header_planted_through_the_include_variables_is_never_read(
 ) -> None:
     planted = _planted_header(tmp_path / "inc")
     # control: the ordinary compiler run with the caller's environment reads the plant
-    source = slurm_pin.source_path()
+    source = pin.source_path()
     control = subprocess.run(
         [SYSTEM_CC or "cc", "-fsyntax-only", str(source)],
         env={**os.environ, var: str(planted)},
@@ -75,7 +75,7 @@ def test_a_header_planted_through_the_include_variables_is_never_read(
     monkeypatch.setenv("GCC_EXEC_PREFIX", str(tmp_path / "nowhere/"))
     work = tmp_path / "work"
     work.mkdir()
-    binary = slurm_pin.build_helper(work)
+    binary = pin.build_helper(work)
     assert binary.is_file()
 
 
@@ -86,18 +86,18 @@ def test_an_explicit_cc_must_be_absolute_and_is_the_one_run(tmp_path: Path) -> N
         compiler.find_compiler("cc")
     work = tmp_path / "work"
     work.mkdir()
-    with pytest.raises(slurm_pin.PinHelperUnavailable):
-        slurm_pin.build_helper(work, str(cc))
+    with pytest.raises(pin.PinHelperUnavailable):
+        pin.build_helper(work, str(cc))
     assert marker.read_text() == "planted\n"  # named on purpose: it ran, once
 
 
 def test_a_dry_run_plan_compiles_nothing(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     cc = _planted_cc(tmp_path / "bin", marker)
-    with slurm.pin_way(True, "auto", str(cc), build=False) as way:
+    with pin.pin_way(True, "auto", str(cc), build=False) as way:
         assert way.helper is None
         assert way.way == ("libslurm" if HAVE_HEADERS else "scontrol")
     assert not marker.exists()
-    with slurm.pin_way(True, "auto", str(cc)) as way:  # control: the real submit compiles
+    with pin.pin_way(True, "auto", str(cc)) as way:  # control: the real submit compiles
         assert way.way == "scontrol"
     assert marker.exists()

@@ -1,7 +1,7 @@
 """stackgate is Apache-2.0 (pyproject.toml, LICENSE); every runtime dependency, read from its
 installed metadata (License-Expression, else License, else the trove classifiers), must be
 under a license Apache-2.0 code may depend on: permissive or weak copyleft, never GPL or
-AGPL (python-hostlist, GPL-2.0-or-later, was one until validators/fleet/hostlist.py)."""
+AGPL (python-hostlist, GPL-2.0-or-later, was one until validators/fleet/slurm/hostlist.py)."""
 
 from __future__ import annotations
 

@@ -19,7 +19,8 @@ from pydantic import ValidationError
 
 from stackgate.errors import BadInput
 from tests.gate.record_factory import make_record
-from validators.fleet.spec import FleetSpec, SlurmOptions
+from validators.fleet.slurm.options import SlurmOptions
+from validators.fleet.spec import FleetSpec
 from validators.records.model import content_sha256, load_record
 
 ROOT = Path(__file__).resolve().parents[2]

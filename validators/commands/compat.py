@@ -19,13 +19,12 @@ from typing import TYPE_CHECKING
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
-from packaging.version import Version
 
 from stackgate.cli import emit_json
 from stackgate.cli_numbers import WORKERS, int_in
 from stackgate.cli_paths import FOLDER, OUTPUT_FILE
 from stackgate.credentials import redact
-from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput, EnvironmentProblem
+from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.files import atomic_write_text
 from stackgate.output import console_err
 from stackgate.torch_abi import PYPI, PairVerdict
@@ -33,11 +32,14 @@ from validators.elf.facts_cache import FactsCache, default_root
 from validators.torch_abi.lock_verdict import check_lock
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
+    from validators.torch_abi.flow import Judged
     from validators.torch_abi.matrix import Request
 
-# The matrix, its report and the variant audit import the static check, httpx and jinja2
-# where they run: `--lock` (the child `builder lock` starts) imports none of them
-# unless its lock's verdict has to be computed.
+# The matrix and the variant audit (validators.torch_abi.flow) and the report import the static
+# check, httpx and jinja2 where they run: `--lock` (the child `builder lock` starts) imports
+# none of them unless its lock's verdict has to be computed.
 
 NAME = "compat"
 HELP = "which versions of a binary package load beside which torch (from the wheels' bytes)"
@@ -163,16 +165,11 @@ def run(args: argparse.Namespace) -> int:
     if not args.against:
         raise BadInput("--against torch[SPEC] is required (or --audit-variants)")
     from stackgate.rules import load_rules
-    from validators.lockcheck.check import find_interpreter
-    from validators.torch_abi.index import IndexError_
-    from validators.torch_abi.matrix import compute
-    from validators.torch_abi.matrix_report import html_report, text_table
-    from validators.torch_abi.proposals import check_rules, propose, uncovered
+    from validators.torch_abi import flow
 
     started = time.monotonic()
     request = request_from(args)
     rules = load_rules(Path(args.rules) if args.rules else None)
-    cache = FactsCache(Path(args.cache) if args.cache else default_root())
     err = console_err()
     verbose = bool(os.environ.get("STACKGATE_VERBOSE"))
 
@@ -180,67 +177,67 @@ def run(args: argparse.Namespace) -> int:
         if verbose:
             err.print(f"{p.package} {p.version} + torch {p.torch}: {p.verdict}", highlight=False)
 
-    try:
-        matrix = compute(request, cache, find_interpreter(request.python), progress)
-    except IndexError_ as exc:
-        if "HTTP 404" in str(exc):
-            raise BadInput(f"{request.package}: not on the index ({exc})") from None
-        raise EnvironmentProblem(f"index unreadable: {exc}") from None
+    matrix = flow.compute_matrix(request, _cache(args), progress)
     if not matrix.versions:
         raise BadInput(f"{request.package}: no version matches --versions {args.versions!r}")
     if not matrix.torch_versions:
         raise BadInput(f"--against {args.against!r}: no torch version on the index matches")
-    proposals = propose(matrix)
-    checks = check_rules(matrix, rules)
-    loose = uncovered(matrix, rules)
+    judged = flow.judge(matrix, rules)
     if args.html:
-        atomic_write_text(Path(args.html), redact(html_report(matrix, proposals, checks)))
-    counts = {
-        k: sum(p.verdict == k for p in matrix.pairs) for k in ("loads", "breaks", "undecidable")
-    }
+        from validators.torch_abi.matrix_report import html_report
+
+        html = html_report(matrix, judged.proposals, judged.checks)
+        atomic_write_text(Path(args.html), redact(html))
     if args.json:
         emit_json(
             {
                 "schema_version": 1,
                 "matrix": matrix.model_dump(mode="json"),
-                "counts": counts,
-                "proposed_rules": [p.toml(matrix.package) for p in proposals],
-                "rule_checks": [c.__dict__ for c in checks],
-                "breaks_no_rule_covers": len(loose),
+                "counts": judged.counts(),
+                "proposed_rules": [p.toml(matrix.package) for p in judged.proposals],
+                "rule_checks": [c.__dict__ for c in judged.checks],
+                "breaks_no_rule_covers": len(judged.loose),
             }
         )
+    _print_matrix(err, judged, time.monotonic() - started)
+    return EXIT_OK
+
+
+def _cache(args: argparse.Namespace) -> FactsCache:
+    return FactsCache(Path(args.cache) if args.cache else default_root())
+
+
+def _say(err: Console, text: str) -> None:
+    err.print(text, highlight=False, markup=False, soft_wrap=True)
+
+
+def _print_matrix(err: Console, judged: Judged, seconds: float) -> None:
+    from validators.torch_abi.matrix_report import text_table
+
+    matrix = judged.matrix
     for line in text_table(matrix):
-        err.print(line, highlight=False, markup=False, soft_wrap=True)
+        _say(err, line)
     for p in matrix.pairs:
         if p.verdict != "loads":
             why = p.first if p.verdict == "breaks" else p.reason
-            err.print(
-                f"{p.verdict.upper()} {matrix.package} {p.version} + torch {p.torch}: "
-                f"{p.kind}: {why[:240]}",
-                highlight=False,
-                markup=False,
-                soft_wrap=True,
-            )
-    for c in checks:
-        state = (
-            f"not compared ({c.note})"
-            if not c.comparable
-            else (
-                f"DISAGREES: forbids {len(c.disagreements)} pairs that load: "
-                + "; ".join(c.disagreements[:3])
-                if c.disagreements
-                else f"agrees ({c.agreements} pairs it forbids break)"
-            )
-        )
-        err.print(f"rule {c.rule}: {state}", highlight=False, markup=False, soft_wrap=True)
-    if proposals:
+            _say(err, f"{p.verdict.upper()} {matrix.package} {p.version} + torch {p.torch}: "
+                      f"{p.kind}: {why[:240]}")  # fmt: skip
+    for c in judged.checks:
+        if not c.comparable:
+            state = f"not compared ({c.note})"
+        elif c.disagreements:
+            state = (f"DISAGREES: forbids {len(c.disagreements)} pairs that load: "
+                     + "; ".join(c.disagreements[:3]))  # fmt: skip
+        else:
+            state = f"agrees ({c.agreements} pairs it forbids break)"
+        _say(err, f"rule {c.rule}: {state}")
+    if judged.proposals:
         err.print(
-            f"{len(proposals)} proposed rules (copy into stacks/rules.toml to accept; --json "
-            "or --html for the text); "
-            f"{len(loose)} breaking pairs no rule covers",
+            f"{len(judged.proposals)} proposed rules (copy into stacks/rules.toml to accept; "
+            f"--json or --html for the text); {len(judged.loose)} breaking pairs no rule covers",
             highlight=False,
         )
-    seconds = time.monotonic() - started
+    counts = judged.counts()
     err.print(
         f"OK {matrix.package}: {len(matrix.versions)} versions x {len(matrix.torch_versions)} "
         f"torch: {counts['loads']} load, {counts['breaks']} break, "
@@ -249,42 +246,14 @@ def run(args: argparse.Namespace) -> int:
         highlight=False,
         soft_wrap=True,
     )
-    return EXIT_OK
 
 
 def _audit_variants(args: argparse.Namespace) -> int:
-    from validators.lockcheck.check import find_interpreter
-    from validators.torch_abi.index import IndexError_
-    from validators.torch_abi.variants import AuditInputs, audit
+    from validators.torch_abi import flow
 
     started = time.monotonic()
     request = request_from(args)
-    versions = None
-    if args.versions:
-        versions = [
-            Version(v)
-            for v in _index_versions(request)
-            if any(s.contains(v, prereleases=True) for s in request.versions)
-        ]
-    cache = FactsCache(Path(args.cache) if args.cache else default_root())
-    try:
-        report = audit(
-            AuditInputs(
-                package=request.package,
-                versions=versions,
-                index=request.index,
-                torch_index=request.torch_index,
-                python=request.python,
-                cache=cache,
-                interpreter=find_interpreter(request.python),
-                offline=request.offline,
-                jobs=request.jobs,
-            )
-        )
-    except IndexError_ as exc:
-        if "HTTP 404" in str(exc):
-            raise BadInput(f"{request.package}: not on the index ({exc})") from None
-        raise EnvironmentProblem(f"index unreadable: {exc}") from None
+    report = flow.audit_variants(request, _cache(args), chosen=bool(args.versions))
     false = [c for a in report.audits for c in a.false]
     unreadable = [a for a in report.audits if a.error]
     if args.json:
@@ -293,14 +262,9 @@ def _audit_variants(args: argparse.Namespace) -> int:
     for a in report.audits:
         head = f"{a.wheel} [{a.label}]"
         if a.error:
-            err.print(f"ERROR {head}: {a.error}", highlight=False, markup=False, soft_wrap=True)
+            _say(err, f"ERROR {head}: {a.error}")
         for c in a.claims:
-            err.print(
-                f"{c.verdict.upper()} {head}: {c.claim}: {c.evidence}",
-                highlight=False,
-                markup=False,
-                soft_wrap=True,
-            )
+            _say(err, f"{c.verdict.upper()} {head}: {c.claim}: {c.evidence}")
     err.print(
         f"{'FAIL' if false or unreadable else 'OK'} {report.package}: {report.files} files, "
         f"{report.wheels} wheels, {report.labelled_wheels} with a variant label, "
@@ -313,36 +277,20 @@ def _audit_variants(args: argparse.Namespace) -> int:
     return EXIT_CHECK_FAILED if false or unreadable else EXIT_OK
 
 
-def _index_versions(request: Request) -> list[str]:
-    from validators.lockcheck.http_ranges import make_client
-    from validators.torch_abi.index import project_rows
-    from validators.torch_abi.variants import wheel_version
-
-    with make_client() as client:
-        rows = project_rows(client, request.index, request.package)
-    return sorted({str(v) for r in rows if (v := wheel_version(r.filename)) is not None})
-
-
 def _lock(args: argparse.Namespace) -> int:
     """The verdict of one uv.lock (validators.torch_abi.lock_verdict), for `builder lock`: data, exit
     0 whatever it says (refusing a lock is the builder's policy)."""
     lock = Path(args.lock)
     if not lock.is_file():
         raise BadInput(f"--lock {lock}: no such file")
-    cache = FactsCache(Path(args.cache) if args.cache else default_root())
-    result = check_lock(lock, cache, index=args.index.rstrip("/"), offline=args.offline,
+    result = check_lock(lock, _cache(args), index=args.index.rstrip("/"), offline=args.offline,
                         jobs=args.jobs)  # fmt: skip
     if args.json:
         emit_json({"schema_version": 1, "lock": result.model_dump(mode="json")})
     err = console_err()
     for p in result.pairs:
-        err.print(
-            f"{p.verdict.upper()} {p.package} {p.version} + torch {p.torch}: "
-            f"{p.kind + ': ' if p.kind else ''}{(p.first or p.reason)[:240]}",
-            highlight=False,
-            markup=False,
-            soft_wrap=True,
-        )
+        _say(err, f"{p.verdict.upper()} {p.package} {p.version} + torch {p.torch}: "
+                  f"{p.kind + ': ' if p.kind else ''}{(p.first or p.reason)[:240]}")  # fmt: skip
     err.print(
         f"OK {lock}: {len(result.pairs)} binary packages linking torch judged beside torch "
         f"{result.torch} ({result.seconds:.1f} s{', cached' if result.from_cache else ''})"

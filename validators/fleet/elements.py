@@ -22,7 +22,7 @@ from pydantic import Field, ValidationError, model_validator
 from stackgate.errors import BadInput, StackgateError
 from stackgate.files import atomic_write_text, read_json_file
 from stackgate.model import StrictModel
-from validators.fleet import slurm
+from validators.fleet.slurm.states import element_states
 from validators.fleet.spec import FleetSpec, SchedulerName
 
 log = logging.getLogger("stackgate.fleet")
@@ -42,7 +42,7 @@ class Submission(StrictModel):
     pinned_with: Literal["libslurm", "scontrol", "none"] | None = Field(
         default=None,
         description="how the pins reached Slurm: the `scontrol update` commands listed, or the "
-        "same update RPCs through libslurm (validators/fleet/slurm_pin.py); none: not pinned",
+        "same update RPCs through libslurm (validators/fleet/slurm/pin.py); none: not pinned",
     )
     collector_job: str | None = None
     commands: list[list[str]] = Field(default_factory=list)
@@ -123,7 +123,7 @@ def learn(spec: FleetSpec, submission: Submission | None) -> dict[str, Element]:
     if spec.scheduler != "slurm" or submission is None or not submission.arrays:
         return known
     try:
-        states = slurm.element_states(submission.arrays)
+        states = element_states(submission.arrays)
     except StackgateError:  # no scontrol here (collecting on another machine)
         return known
     targets = spec.targets

@@ -22,8 +22,9 @@ from stackgate.errors import BadInput, EnvironmentProblem, StackgateError
 from stackgate.files import atomic_write_text
 from stackgate.paths import project_root
 from stackgate.proc import run
-from validators.fleet import hostlist, kube, slurm
+from validators.fleet import kube
 from validators.fleet.elements import SUBMISSION_FILENAME, Submission
+from validators.fleet.slurm import hostlist, limits, pin, states, submission, templates
 from validators.fleet.spec import FleetSpec, SchedulerName
 
 log = logging.getLogger("stackgate.fleet")
@@ -51,7 +52,7 @@ class Scheduler(Protocol):
     def default_python(self) -> str: ...
 
     def node_names(self, items: list[str]) -> list[str]:
-        """`--nodes` items (hostlist form) as node names, in order (validators.fleet.hostlist)."""
+        """`--nodes` items (hostlist form) as node names, in order (validators.fleet.slurm.hostlist)."""
 
     def pins(self, spec: FleetSpec) -> bool:
         """Whether each element runs on the node it is for (its index names the node)."""
@@ -98,18 +99,18 @@ class Slurm:
     def array_limit(self) -> int:
         """Slurm's MaxArraySize where Slurm answers; its default where not (a dry run)."""
         try:
-            return slurm.max_array_size()
+            return limits.limits().max_array_size
         except StackgateError:
-            return slurm.DEFAULT_MAX_ARRAY_SIZE
+            return limits.DEFAULT_MAX_ARRAY_SIZE
 
     def with_available_nodes(self, spec: FleetSpec, *, dry_run: bool) -> FleetSpec:
-        """With pinning: leave out the nodes Slurm would not start a job on (slurm.py says why
+        """With pinning: leave out the nodes Slurm would not start a job on (slurm/submission.py says why
         an element pinned to one would hold back the others). A dry run where Slurm cannot be
         asked prints the plan for every node."""
         if not spec.slurm.pin:
             return spec
         try:
-            skipped = slurm.probe_unavailable(spec.nodes)
+            skipped = states.probe_unavailable(spec.nodes)
         except StackgateError as exc:
             if dry_run:  # printing the plan needs no cluster; the real submit asks again
                 log.warning("node states not checked (%s): every node is in the plan", exc.message)
@@ -123,10 +124,10 @@ class Slurm:
         return spec.model_copy(update={"skipped": skipped})
 
     def plan(self, spec: FleetSpec, max_array: int) -> tuple[dict[str, str], list[list[str]]]:
-        files = {f"{SCRIPTS_DIR}/{name}": text for name, text in slurm.render(spec).items()}
+        files = {f"{SCRIPTS_DIR}/{name}": text for name, text in templates.render(spec).items()}
         # The arrays' size depends on the pin way; planning only looks, it compiles nothing.
-        with slurm.pin_way(spec.slurm.pin, spec.slurm.pin_with, spec.slurm.cc, build=False) as way:
-            commands = slurm.plan_commands(
+        with pin.pin_way(spec.slurm.pin, spec.slurm.pin_with, spec.slurm.cc, build=False) as way:
+            commands = submission.plan_commands(
                 spec, spec.folder / SCRIPTS_DIR, max_array=max_array, way=way
             )
         return files, commands
@@ -137,7 +138,7 @@ class Slurm:
         folder = spec.folder
         record: dict[str, Any] = {}
 
-        def held(done: slurm.Submitted) -> None:
+        def held(done: submission.Submitted) -> None:
             # The scripts were read by sbatch from the partial folder; say where they live now.
             moved = [[a.replace(str(partial), str(folder)) for a in argv] for argv in done.commands]
             record.update(
@@ -152,7 +153,7 @@ class Slurm:
             finish(record)
 
         try:
-            done = slurm.submit(spec, partial / SCRIPTS_DIR, before_release=held)
+            done = submission.submit(spec, partial / SCRIPTS_DIR, before_release=held)
         except BaseException:
             if not partial.exists() and folder.exists():  # renamed, then the release failed
                 shutil.rmtree(folder, ignore_errors=True)

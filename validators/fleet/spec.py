@@ -19,14 +19,12 @@ from pydantic import Field, ValidationError, field_validator
 from stackgate.errors import BadInput
 from stackgate.files import read_json_file
 from stackgate.model import StrictModel, validation_problems
+from validators.fleet.slurm.options import SlurmOptions
 
 FLEET_SCHEMA_VERSION: Literal[1] = 1
-PinWith = Literal["auto", "libslurm", "scontrol"]
 SPEC_FILENAME = "fleet.json"
 NODE_PLACEHOLDER = "{node}"
 
-# Values that end up on `#SBATCH` lines or in Kubernetes names are not shell-quoted there.
-_SAFE = re.compile(r"^[A-Za-z0-9_.:,=+/@%-]*\Z")
 _NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,252}\Z")
 # Like a stack name (upper case allowed: the default id carries a UTC stamp); it names the job
 # folder, the scheduler jobs and Kubernetes objects, and appears on script lines.
@@ -38,47 +36,6 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 # The schedulers a fleet run can go through (validators.fleet.schedulers: one class each).
 SchedulerName = Literal["slurm", "kubernetes"]
-
-
-class SlurmOptions(StrictModel):
-    partition: str | None = None
-    collect_partition: str | None = Field(
-        default=None, description="partition for the collector (a CPU one); default: partition"
-    )
-    time: str | None = Field(default=None, description="--time of one element, e.g. 03:00:00")
-    gres: str | None = Field(default=None, description="e.g. gpu:8")
-    account: str | None = None
-    throttle: int | None = Field(default=None, ge=1, description="%K: elements at once")
-    pin: bool = Field(
-        default=True,
-        description="pin element i to node i (submit held, set each element's NodeList, "
-        "release); without it Slurm places elements and two may share a node",
-    )
-    pin_with: PinWith = Field(
-        default="auto",
-        description="how the pins reach Slurm: libslurm (one update RPC per element, a helper "
-        "compiled against the host's Slurm headers), scontrol (two RPCs per element), or auto "
-        "(libslurm where the helper builds, else scontrol)",
-    )
-    cc: str | None = Field(
-        default=None,
-        description="the C compiler that builds the libslurm pin helper, an absolute path; "
-        "default: the first of /usr/bin/cc, /usr/bin/gcc, /usr/bin/clang (PATH is not searched)",
-    )
-
-    @field_validator("cc")
-    @classmethod
-    def _absolute_cc(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith("/"):
-            raise ValueError(f"{value!r}: the compiler must be named by an absolute path")
-        return value
-
-    @field_validator("partition", "collect_partition", "time", "gres", "account")
-    @classmethod
-    def _safe(cls, value: str | None) -> str | None:
-        if value is not None and not _SAFE.match(value):
-            raise ValueError(f"{value!r}: only letters, digits and _.:,=+/@%- are allowed")
-        return value
 
 
 # The user the pods run as (the image's USER too: fleet/kubernetes/Containerfile).

@@ -21,17 +21,16 @@ from pydantic import ValidationError
 from stackgate.errors import BadInput
 from stackgate.loading import load_stack
 from stackgate.model import validation_problems
-from validators.fleet import slurm
 from validators.fleet.elements import SUBMISSION_FILENAME
 from validators.fleet.schedulers import SCHEDULERS, scheduler_of
+from validators.fleet.slurm.limits import DEFAULT_MAX_ARRAY_SIZE
+from validators.fleet.slurm.options import PinWith, SlurmOptions
 from validators.fleet.spec import (
     NON_ROOT_UID,
     SPEC_FILENAME,
     FleetSpec,
     KubeOptions,
-    PinWith,
     SchedulerName,
-    SlurmOptions,
 )
 from validators.gate.policy import DEFAULT_REPEATS
 
@@ -160,7 +159,7 @@ def with_available_nodes(spec: FleetSpec, *, dry_run: bool) -> FleetSpec:
     return scheduler_of(spec).with_available_nodes(spec, dry_run=dry_run)
 
 
-def plan(spec: FleetSpec, *, max_array: int = slurm.DEFAULT_MAX_ARRAY_SIZE) -> Plan:
+def plan(spec: FleetSpec, *, max_array: int = DEFAULT_MAX_ARRAY_SIZE) -> Plan:
     files, commands = scheduler_of(spec).plan(spec, max_array)
     return Plan(spec, {SPEC_FILENAME: spec.to_json(), **files}, commands)
 

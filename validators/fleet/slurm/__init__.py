@@ -1,0 +1,1 @@
+"""Slurm: job arrays (one element per node) and an `afterany` collector, from fleet/slurm/."""
