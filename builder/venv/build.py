@@ -120,13 +120,17 @@ class BuildOutcome:
 @dataclass(frozen=True)
 class _Checked:
     """The inputs, checked before anything is created: the lock, the interpreter, the source
-    packages with their patches' hashes verified, the --base-site folder (resolved)."""
+    packages with their patches' hashes verified, the --base-site folder (resolved); and what
+    was decided from them: the compile jobs, the topology and its environment profile."""
 
     state: LockState
     python: Interpreter
     sources: list[patches.SourcePackage]
     patch_records: list[PatchRecord]
     base_site: Path | None
+    plan: JobPlan
+    choice: TopologyChoice
+    profile: dict[str, str]
 
 
 # Each source package with the folder it is built from.
@@ -142,14 +146,11 @@ class _Partial:
     every file: the tree hash and the RECORD check take these digests where it is unchanged)."""
 
     final: Path
+    name: str
     stack_fd: int
     fd: int
     path: Path
     early: EarlyHasher
-
-    @property
-    def name(self) -> str:
-        return self.final.name + PARTIAL_SUFFIX
 
     @property
     def shown(self) -> Path:
@@ -166,7 +167,7 @@ class _Partial:
             raise
         path = dirfd.held_path(fd)
         early = EarlyHasher(path, digest_patterns(path, (final.parent / name, final)), file_digests)
-        return cls(final, stack_fd, fd, path, early)
+        return cls(final, name, stack_fd, fd, path, early)
 
     def close(self) -> None:
         self.early.close()
@@ -288,20 +289,20 @@ class _Build:
     def _run(
         self,
         argv: list[str | Path],
-        plan: JobPlan,
         what: str,
-        state: LockState,
+        checked: _Checked,
         *,
-        cwd: Path | None = None,
-        venv: Path | None = None,
+        into: _Partial | None = None,
         terminal: Terminal | None = None,
         check: bool = True,
     ) -> bool:
-        """Run one step's command; False when it failed and `check` is off."""
+        """Run one step's command; False when it failed and `check` is off. `into`: the env uv
+        installs the lock into, from the lock's folder."""
+        plan = checked.plan
         result = run_watched(
             argv,
-            env=self._step_env(plan, venv),
-            cwd=cwd,
+            env=self._step_env(plan, into.path if into else None),
+            cwd=checked.state.files.folder if into else None,
             limit_bytes=max(plan.usable_memory_bytes, 1),
             pause_at_bytes=plan.memory_budget_bytes or None,
             log_path=self.log,
@@ -314,7 +315,7 @@ class _Build:
         self.watch.jobs_seen += result.watch.jobs_seen
         self.watch.pauses += result.watch.pauses
         if result.returncode != 0 and check:
-            _raise_step_failure(result, what, state, self.loaded, self.options)
+            _raise_step_failure(result, what, checked.state, self.loaded, self.options)
         return result.returncode == 0
 
     def _sweep_uv_cache(self) -> None:
@@ -334,29 +335,17 @@ class _Build:
             )
 
     def _kernels(
-        self,
-        job: KernelsJob,
-        partial: Path,
-        final: Path,
-        installed: dict[str, str],
-        checked: _Checked,
-        plan: JobPlan,
+        self, job: KernelsJob, part: _Partial, installed: dict[str, str], checked: _Checked
     ) -> KernelsRecord:
         count = sum(len(r.kernels) for _p, r in job.requests)
-        scratch = final.with_name(final.name + ".kernels" + PARTIAL_SUFFIX)
-        site = envprofile.site_packages(partial)
+        scratch = part.final.with_name(part.final.name + ".kernels" + PARTIAL_SUFFIX)
+        site = envprofile.site_packages(part.path)
         sites = [site, *([checked.base_site] if checked.base_site is not None else [])]
         try:
             with self.timer.step("kernels", f"building {count} just-in-time kernel(s)"):
+                jobs, note = checked.plan.jobs, self.reporter.note
                 record = build_kernels(
-                    partial,
-                    site,
-                    sites,
-                    installed,
-                    job,
-                    scratch,
-                    plan.jobs,
-                    on_line=self.reporter.note,
+                    part.path, site, sites, installed, job, scratch, jobs, on_line=note
                 )
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -482,25 +471,18 @@ class _Build:
                         details=damage,
                     )
                 final = env_slot.repair_name(final)
-            checked = _Checked(state, python, sources, patch_records, base)
+            checked = _Checked(state, python, sources, patch_records, base, plan, choice, profile)
             # Enough free disk for the env (and uv's cache), before the .partial exists.
             for note in require_room(
                 state, loaded.manifest.name, layout.root, uv_cache_dir(self._uv_env())
             ):
                 self.reporter.note(note)
-            return self._build(checked, final, plan, choice, profile, removed, waited)
+            return self._build(checked, final, removed, waited)
 
     def _build(
-        self,
-        checked: _Checked,
-        final: Path,
-        plan: JobPlan,
-        choice: TopologyChoice,
-        profile: dict[str, str],
-        removed: list[Path],
-        waited: float,
+        self, checked: _Checked, final: Path, removed: list[Path], waited: float
     ) -> BuildOutcome:
-        opts, timer, state = self.options, self.timer, checked.state
+        opts, timer, state, choice = self.options, self.timer, checked.state, checked.choice
         src_root = final.with_name(final.name + ".src" + PARTIAL_SUFFIX)
         self.log.parent.mkdir(parents=True, exist_ok=True)
         os.close(open_owned(self.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC))  # never a link
@@ -509,16 +491,16 @@ class _Build:
         try:
             trees = self._sources(checked.sources, src_root)
             self._venv(checked.python, part)
-            self._install(state, part, [pkg.name for pkg, _ in trees], plan)
+            self._install(checked, part, [pkg.name for pkg, _ in trees])
             if self.origins is not None:
                 # Before anything runs the installed code or the env becomes visible.
                 with timer.step("origins", "checking the lock's files against their indexes"):
                     self._origins_passed()
             if trees:
-                self._compile(trees, part, plan, state)
+                self._compile(trees, part, checked)
             self._clashes(part)
             with timer.step("profile", f"applying the {choice.topology or 'common'} profile"):
-                envprofile.apply_profile(partial, profile, choice)
+                envprofile.apply_profile(partial, checked.profile, choice)
             with timer.step("verify", "comparing installed packages with the lock"):
                 installed = verify_against_lock(partial, state)
             layered = None
@@ -527,13 +509,13 @@ class _Build:
                     layered = base_site.layer(partial, checked.base_site)
             kernels = None
             if opts.kernels is not None:
-                kernels = self._kernels(opts.kernels, partial, final, installed, checked, plan)
+                kernels = self._kernels(opts.kernels, part, installed, checked)
+            plan = checked.plan
             bytecode_record = self._bytecode(partial, final, plan) if opts.bytecode else None
             tree, records = self._hash_and_check(part)
             record = self._record(
-                checked, part, plan, choice, profile,
-                installed, layered, kernels, bytecode_record, tree, records,
-            )  # fmt: skip
+                checked, part, installed, layered, kernels, bytecode_record, tree, records
+            )
             with timer.step("publish", f"renaming into {display_path(final)}"):
                 atomic.publish_at(part.stack_fd, part.name, final, part.fd)
             with timer.step("switch", "switching current"):
@@ -578,8 +560,8 @@ class _Build:
             argv: list[str | Path] = [uv_bin(), "venv", "--no-config", "--relocatable"]
             proc.run([*argv, "--python", python.path, part.path], env=self._uv_env())
 
-    def _install(self, state: LockState, part: _Partial, sources: list[str], plan: JobPlan) -> None:
-        opts = self.options
+    def _install(self, checked: _Checked, part: _Partial, sources: list[str]) -> None:
+        opts, state = self.options, checked.state
         what = f"installing {len(locked_packages(state))} locked packages"
         with self.timer.step("install", what):
             commands = install_commands(
@@ -596,18 +578,10 @@ class _Build:
             # On a terminal uv draws its own progress (downloads in bytes) there.
             with self.reporter.terminal() as terminal:
                 cached = self.origins is not None and len(commands) == 1
-                if cached and self._install_cached(commands[0], plan, state, part, terminal):
+                if cached and self._install_cached(commands[0], checked, part, terminal):
                     commands = []
                 for argv in commands:
-                    self._run(
-                        argv,
-                        plan,
-                        "installing the lock",
-                        state,
-                        cwd=state.files.folder,
-                        venv=part.path,
-                        terminal=terminal,
-                    )
+                    self._run(argv, "installing the lock", checked, into=part, terminal=terminal)
             # uv read uv.lock again from the folder: the env is the lock's only if that
             # is still the lock that was checked and hashed.
             if sha256_file(state.files.lockfile) != state.lock_hash:
@@ -618,26 +592,14 @@ class _Build:
                 )
 
     def _install_cached(
-        self,
-        argv: list[str | Path],
-        plan: JobPlan,
-        state: LockState,
-        part: _Partial,
-        terminal: Terminal | None,
+        self, argv: list[str | Path], checked: _Checked, part: _Partial, terminal: Terminal | None
     ) -> bool:
         """While the listing is still being read: the lock from uv's cache only (nothing
         downloaded) and no source distribution built (no code from the lock runs). False, once
         the listing has passed, when the cache lacks files of the lock."""
-        if self._run(
-            [*argv, "--offline", "--no-build"],
-            plan,
-            "installing the lock from uv's cache",
-            state,
-            cwd=state.files.folder,
-            venv=part.path,
-            terminal=terminal,
-            check=False,
-        ):
+        cache_only = [*argv, "--offline", "--no-build"]
+        what = "installing the lock from uv's cache"
+        if self._run(cache_only, what, checked, into=part, terminal=terminal, check=False):
             return True
         self.reporter.note(
             "uv's cache lacks files of this lock: they are downloaded once their indexes list them"
@@ -645,15 +607,15 @@ class _Build:
         self._origins_passed()
         return False
 
-    def _compile(self, trees: _Trees, part: _Partial, plan: JobPlan, state: LockState) -> None:
-        summary = f"building {len(trees)} source package(s): {plan.summary()}"
+    def _compile(self, trees: _Trees, part: _Partial, checked: _Checked) -> None:
+        summary = f"building {len(trees)} source package(s): {checked.plan.summary()}"
         with self.timer.step("compile", summary):
             for pkg, src_tree in trees:
                 argv: list[str | Path] = [uv_bin(), "pip", "install", "--no-config", "--python"]
                 argv += [part.path / "bin" / "python", "--no-deps", src_tree]
                 if self.options.offline:
                     argv += ["--offline"]
-                self._run(argv, plan, f"building {pkg.name}", state)
+                self._run(argv, f"building {pkg.name}", checked)
 
     def _clashes(self, part: _Partial) -> None:
         """Before anything from the env runs: a path several wheels install holds the copy the
@@ -703,9 +665,6 @@ class _Build:
         self,
         checked: _Checked,
         part: _Partial,
-        plan: JobPlan,
-        choice: TopologyChoice,
-        profile: dict[str, str],
         installed: dict[str, str],
         layered: BaseSite | None,
         kernels: KernelsRecord | None,
@@ -713,7 +672,7 @@ class _Build:
         tree: TreeHash,
         records: WheelRecords,
     ) -> BuildRecord:
-        opts, state, final = self.options, checked.state, part.final
+        opts, state, final, plan = self.options, checked.state, part.final, checked.plan
         with self.timer.step("record", "writing the build record"):
             record = BuildRecord(
                 stack=self.loaded.manifest.name,
@@ -734,9 +693,9 @@ class _Build:
                     git=_git_version(),
                 ),
                 timings_s=dict(self.timer.timings),
-                topology=choice.topology,
-                topology_source=choice.source,
-                env_profile=profile,
+                topology=checked.choice.topology,
+                topology_source=checked.choice.source,
+                env_profile=checked.profile,
                 env_profile_format=PROFILE_FORMAT,
                 job_plan=plan,
                 peak_rss_bytes=self.watch.peak_total_rss or None,
