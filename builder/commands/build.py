@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import time
 from collections.abc import Iterator
@@ -260,8 +259,6 @@ def run(args: argparse.Namespace) -> int:
     if args.wheelhouse is not None and not args.wheelhouse.is_dir():
         raise BadInput(f"--wheelhouse {args.wheelhouse}: no such folder")
     kernels = _kernels_job(args, loaded.manifest.host.target_archs)
-    # uv reads index credentials from its environment; they never reach a file
-    os.environ.update(index_map_credentials(args.index_map))
     options = BuildOptions(
         venv_root=venv_root(args.venv_root),
         locks_root=args.locks_dir,
@@ -273,6 +270,7 @@ def run(args: argparse.Namespace) -> int:
         repair=args.repair,
         base_site=args.base_site,
         kernels=kernels,
+        credentials=index_map_credentials(args.index_map),
     )
     console = console_err()
     started = time.monotonic()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from contextlib import AbstractContextManager
 
@@ -58,8 +57,6 @@ def run(args: argparse.Namespace) -> int:
     loaded = load_stack(args.stack)
     manifest = loaded.manifest
     index_map = parse_index_map(args.index_map, manifest)
-    # uv reads index credentials from its environment; they never reach the lock
-    os.environ.update(index_map_credentials(args.index_map))
     python = find_python(manifest.python, args.python)
     files = lock_files_of(loaded.path, manifest.name, args.locks_dir)
     console = console_err()
@@ -84,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
             files,
             python,
             index_map=index_map,
+            credentials=index_map_credentials(args.index_map),
             upgrade=args.upgrade,
             vet=None if args.no_compat else abi_gate,
         )

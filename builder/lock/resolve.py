@@ -116,6 +116,7 @@ def run_lock(
     python: Interpreter,
     *,
     index_map: Mapping[str, str],
+    credentials: Mapping[str, str] | None = None,
     upgrade: bool = False,
     timeout: float = 900,
     vet: Callable[[Path], None] | None = None,
@@ -125,12 +126,11 @@ def run_lock(
     between reads as stale, never as current). An existing lock is kept as a preference
     (uv only moves what the manifest change forces) unless `upgrade`. `vet` is called with
     the new uv.lock before it replaces the committed one; what it raises leaves them as they
-    were (the compatibility check of `lock` refuses a lock that way)."""
+    were (the compatibility check of `lock` refuses a lock that way). `credentials`
+    (UV_INDEX_<NAME>_USERNAME/PASSWORD) go to uv's environment only, never to a file."""
     files.folder.parent.mkdir(parents=True, exist_ok=True)
     with _locking(files):
-        return _run_lock(
-            loaded, files, python, index_map=index_map, upgrade=upgrade, timeout=timeout, vet=vet
-        )
+        return _run_lock(loaded, files, python, index_map, credentials or {}, upgrade, timeout, vet)
 
 
 @contextlib.contextmanager
@@ -156,11 +156,11 @@ def _run_lock(
     loaded: LoadedStack,
     files: LockFiles,
     python: Interpreter,
-    *,
     index_map: Mapping[str, str],
+    credentials: Mapping[str, str],
     upgrade: bool,
     timeout: float,
-    vet: Callable[[Path], None] | None = None,
+    vet: Callable[[Path], None] | None,
 ) -> LockState:
     scratch = Path(tempfile.mkdtemp(prefix=f".{files.folder.name}-lock-", dir=files.folder.parent))
     try:
@@ -174,7 +174,7 @@ def _run_lock(
         if upgrade:
             argv.append("--upgrade")
         try:
-            proc.run(argv, cwd=scratch, env=uv_env(), timeout=timeout)
+            proc.run(argv, cwd=scratch, env=uv_env(credentials), timeout=timeout)
         except CommandFailed as exc:
             git_sources = {
                 name: index_map.get(name, pin.git)

@@ -22,7 +22,7 @@ import hashlib
 import json
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,17 +103,10 @@ def artifacts(state: LockState, manifest: Manifest) -> tuple[list[Artifact], lis
             if not chosen:
                 chosen = [(pkg.sdist, sdist)]
         for entry, filename in chosen:
-            out.append(
-                Artifact(
-                    name,
-                    version,
-                    entry.location,
-                    _hash(entry),
-                    entry.size,
-                    registry,
-                    filename,
-                )
+            art = Artifact(
+                name, version, entry.location, _hash(entry), entry.size, registry, filename
             )
+            out.append(art)
     return out, skipped
 
 
@@ -135,13 +128,46 @@ def _kept_digest(dest_fd: int, name: str) -> tuple[str, int] | None:
         return hashlib.file_digest(handle, "sha256").hexdigest(), info.st_size
 
 
+@contextlib.contextmanager
+def _source(art: Artifact, client: httpx.Client, budget: Budget) -> Iterator[Iterable[bytes]]:
+    """The artifact's bytes, at most the lock's size: read from a file:// index or downloaded
+    through the bounded reader."""
+    limit = art.size if art.size is not None else MAX_UNSIZED
+    parts = urlsplit(art.url)
+    if parts.scheme == "file":
+        with Path(unquote(parts.path)).open("rb") as src:
+            yield _at_most(iter(lambda: src.read(1 << 20), b""), art.url, limit)
+        return
+    with get(
+        client,
+        art.url,
+        budget,
+        max_bytes=limit,
+        expect_bytes=art.size if art.size is not None else UNSIZED_EXPECTED,
+        limit_text=f"the lock's size, {limit} bytes"
+        if art.size is not None
+        else f"{limit} bytes for a file the lock gives no size",
+    ) as answer:
+        if answer.status_code != 200:
+            raise EnvironmentProblem(
+                f"cannot download {art.filename} from index {art.registry}: "
+                f"HTTP {answer.status_code}",
+                details=[art.url],
+            )
+        yield answer.chunks()
+
+
+def _at_most(chunks: Iterable[bytes], url: str, limit: int) -> Iterator[bytes]:
+    got = 0
+    for chunk in chunks:
+        got += len(chunk)
+        if got > limit:
+            raise LimitExceeded(url, f"the file runs past {limit} bytes")
+        yield chunk
+
+
 def _fetch(
-    art: Artifact,
-    dest: Path,
-    dest_fd: int,
-    client: httpx.Client,
-    budget: Budget,
-    progress: Progress,
+    art: Artifact, dest_fd: int, client: httpx.Client, budget: Budget, progress: Progress
 ) -> bool:
     """Fetch one artifact into the opened wheelhouse `dest_fd` (every name is relative to it:
     the folder swapped for a symlink mid-download writes nothing through the link); True when
@@ -157,45 +183,15 @@ def _fetch(
             os.unlink(part_name, dir_fd=dest_fd)
 
     digest = hashlib.sha256()
-    parts = urlsplit(art.url)
-    limit = art.size if art.size is not None else MAX_UNSIZED
-    got = 0
     try:
         # a `.part` left behind (or planted: a symlink) is removed, never written through
         drop_part()
         fd = os.open(part_name, dirfd.FILE_FLAGS, 0o644, dir_fd=dest_fd)
-        with os.fdopen(fd, "wb") as out:
-            if parts.scheme == "file":
-                with Path(unquote(parts.path)).open("rb") as src:
-                    for chunk in iter(lambda: src.read(1 << 20), b""):
-                        got += len(chunk)
-                        if got > limit:
-                            raise LimitExceeded(art.url, f"the file runs past {limit} bytes")
-                        digest.update(chunk)
-                        out.write(chunk)
-                        progress(art, len(chunk))
-            else:
-                with get(
-                    client,
-                    art.url,
-                    budget,
-                    max_bytes=limit,
-                    expect_bytes=art.size if art.size is not None else UNSIZED_EXPECTED,
-                    limit_text=f"the lock's size, {limit} bytes"
-                    if art.size is not None
-                    else f"{limit} bytes for a file the lock gives no size",
-                ) as answer:
-                    if answer.status_code != 200:
-                        raise EnvironmentProblem(
-                            f"cannot download {art.filename} from index {art.registry}: "
-                            f"HTTP {answer.status_code}",
-                            details=[art.url],
-                        )
-                    for chunk in answer.chunks():
-                        got += len(chunk)
-                        digest.update(chunk)
-                        out.write(chunk)
-                        progress(art, len(chunk))
+        with os.fdopen(fd, "wb") as out, _source(art, client, budget) as chunks:
+            for chunk in chunks:
+                digest.update(chunk)
+                out.write(chunk)
+                progress(art, len(chunk))
     except LimitExceeded as exc:
         drop_part()
         raise EnvironmentProblem(
@@ -254,9 +250,7 @@ def download(
         report = progress or (lambda _a, _n: None)
         try:
             with ThreadPoolExecutor(max_workers=workers) as pool:
-                results = list(
-                    pool.map(lambda a: _fetch(a, dest, dest_fd, client, budget, report), arts)
-                )
+                results = list(pool.map(lambda a: _fetch(a, dest_fd, client, budget, report), arts))
             index_text = json.dumps(_index(manifest, state, arts, skipped), indent=2) + "\n"
             dirfd.write_at(dest_fd, MANIFEST_NAME, index_text.encode())
             try:

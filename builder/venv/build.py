@@ -55,6 +55,7 @@ from builder.venv.uv_cache import sweep_leftovers, tree_bytes, uv_cache_dir
 from builder.venv.wheel_record import check_wheel_records
 from stackgate import __version__, dirfd, proc
 from stackgate.build_record import (
+    BaseSite,
     BuildHost,
     BuildRecord,
     BytecodeRecord,
@@ -63,6 +64,7 @@ from stackgate.build_record import (
     PatchRecord,
     ToolVersions,
     TreeHash,
+    WheelRecords,
 )
 from stackgate.cli_hint import cli_command
 from stackgate.digests import DigestCache
@@ -100,6 +102,9 @@ class BuildOptions:
     # Byte-code compiled into the env's site-packages (builder/venv/bytecode.py); off only to
     # measure what it costs and saves (benchmarks/kernels_ahead/bytecode_cost.py).
     bytecode: bool = True
+    # UV_INDEX_<NAME>_USERNAME/PASSWORD from --index-map: in uv's environment only, never in a
+    # file, a log or this process's environment.
+    credentials: dict[str, str] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -115,13 +120,59 @@ class BuildOutcome:
 @dataclass(frozen=True)
 class _Checked:
     """The inputs, checked before anything is created: the lock, the interpreter, the source
-    packages with their patches' hashes verified, the --base-site folder (resolved)."""
+    packages with their patches' hashes verified, the --base-site folder (resolved); and what
+    was decided from them: the compile jobs, the topology and its environment profile."""
 
     state: LockState
     python: Interpreter
     sources: list[patches.SourcePackage]
     patch_records: list[PatchRecord]
     base_site: Path | None
+    plan: JobPlan
+    choice: TopologyChoice
+    profile: dict[str, str]
+
+
+# Each source package with the folder it is built from.
+_Trees = list[tuple[patches.SourcePackage, Path]]
+
+
+@dataclass(frozen=True)
+class _Partial:
+    """The env being built, `<final>.partial`: made and opened once, relative to the opened
+    stack folder; every step reaches it through that descriptor (dirfd.held_path), so a
+    symlink swapped in at its name leads nothing anywhere, and the publish checks what it
+    renamed. `early` reads each wheel's files while uv installs the next ones (one read of
+    every file: the tree hash and the RECORD check take these digests where it is unchanged)."""
+
+    final: Path
+    name: str
+    stack_fd: int
+    fd: int
+    path: Path
+    early: EarlyHasher
+
+    @property
+    def shown(self) -> Path:
+        return self.final.parent / self.name
+
+    @classmethod
+    def open(cls, final: Path) -> _Partial:
+        name = final.name + PARTIAL_SUFFIX
+        stack_fd = dirfd.open_dir(final.parent)
+        try:
+            fd = dirfd.make_child(stack_fd, name, where=final.parent / name)
+        except BaseException:
+            os.close(stack_fd)
+            raise
+        path = dirfd.held_path(fd)
+        early = EarlyHasher(path, digest_patterns(path, (final.parent / name, final)), file_digests)
+        return cls(final, name, stack_fd, fd, path, early)
+
+    def close(self) -> None:
+        self.early.close()
+        os.close(self.fd)
+        os.close(self.stack_fd)
 
 
 class Reporter:
@@ -225,8 +276,12 @@ class _Build:
             pending, self.origins = self.origins, None
             pending.wait()
 
+    def _uv_env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        """uv's environment, with the index credentials."""
+        return uv_env({**self.options.credentials, **(extra or {})})
+
     def _step_env(self, plan: JobPlan, venv: Path | None = None) -> dict[str, str]:
-        env = uv_env(compile_env(plan, self.loaded.manifest.build))
+        env = self._uv_env(compile_env(plan, self.loaded.manifest.build))
         if venv is not None:
             env["UV_PROJECT_ENVIRONMENT"] = str(venv)
         return env
@@ -234,20 +289,20 @@ class _Build:
     def _run(
         self,
         argv: list[str | Path],
-        plan: JobPlan,
         what: str,
-        state: LockState,
+        checked: _Checked,
         *,
-        cwd: Path | None = None,
-        venv: Path | None = None,
+        into: _Partial | None = None,
         terminal: Terminal | None = None,
         check: bool = True,
     ) -> bool:
-        """Run one step's command; False when it failed and `check` is off."""
+        """Run one step's command; False when it failed and `check` is off. `into`: the env uv
+        installs the lock into, from the lock's folder."""
+        plan = checked.plan
         result = run_watched(
             argv,
-            env=self._step_env(plan, venv),
-            cwd=cwd,
+            env=self._step_env(plan, into.path if into else None),
+            cwd=checked.state.files.folder if into else None,
             limit_bytes=max(plan.usable_memory_bytes, 1),
             pause_at_bytes=plan.memory_budget_bytes or None,
             log_path=self.log,
@@ -260,12 +315,12 @@ class _Build:
         self.watch.jobs_seen += result.watch.jobs_seen
         self.watch.pauses += result.watch.pauses
         if result.returncode != 0 and check:
-            _raise_step_failure(result, what, state, self.loaded, self.options)
+            _raise_step_failure(result, what, checked.state, self.loaded, self.options)
         return result.returncode == 0
 
     def _sweep_uv_cache(self) -> None:
         """Remove uv's partial extractions (`.tmp*` in its cache) when no uv is running."""
-        cache = uv_cache_dir(uv_env())
+        cache = uv_cache_dir(self._uv_env())
         if cache is None:
             return
         try:
@@ -280,29 +335,17 @@ class _Build:
             )
 
     def _kernels(
-        self,
-        job: KernelsJob,
-        partial: Path,
-        final: Path,
-        installed: dict[str, str],
-        checked: _Checked,
-        plan: JobPlan,
+        self, job: KernelsJob, part: _Partial, installed: dict[str, str], checked: _Checked
     ) -> KernelsRecord:
         count = sum(len(r.kernels) for _p, r in job.requests)
-        scratch = final.with_name(final.name + ".kernels" + PARTIAL_SUFFIX)
-        site = envprofile.site_packages(partial)
+        scratch = part.final.with_name(part.final.name + ".kernels" + PARTIAL_SUFFIX)
+        site = envprofile.site_packages(part.path)
         sites = [site, *([checked.base_site] if checked.base_site is not None else [])]
         try:
             with self.timer.step("kernels", f"building {count} just-in-time kernel(s)"):
+                jobs, note = checked.plan.jobs, self.reporter.note
                 record = build_kernels(
-                    partial,
-                    site,
-                    sites,
-                    installed,
-                    job,
-                    scratch,
-                    plan.jobs,
-                    on_line=self.reporter.note,
+                    part.path, site, sites, installed, job, scratch, jobs, on_line=note
                 )
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -428,273 +471,71 @@ class _Build:
                         details=damage,
                     )
                 final = env_slot.repair_name(final)
-            checked = _Checked(state, python, sources, patch_records, base)
+            checked = _Checked(state, python, sources, patch_records, base, plan, choice, profile)
             # Enough free disk for the env (and uv's cache), before the .partial exists.
             for note in require_room(
-                state, loaded.manifest.name, layout.root, uv_cache_dir(uv_env())
+                state, loaded.manifest.name, layout.root, uv_cache_dir(self._uv_env())
             ):
                 self.reporter.note(note)
-            return self._build(checked, final, plan, choice, profile, removed, waited)
+            return self._build(checked, final, removed, waited)
 
     def _build(
-        self,
-        checked: _Checked,
-        final: Path,
-        plan: JobPlan,
-        choice: TopologyChoice,
-        profile: dict[str, str],
-        removed: list[Path],
-        waited: float,
+        self, checked: _Checked, final: Path, removed: list[Path], waited: float
     ) -> BuildOutcome:
-        loaded, opts, layout, timer = self.loaded, self.options, self.layout, self.timer
-        state, python = checked.state, checked.python
-        partial_name = final.name + PARTIAL_SUFFIX
+        opts, timer, state, choice = self.options, self.timer, checked.state, checked.choice
         src_root = final.with_name(final.name + ".src" + PARTIAL_SUFFIX)
         self.log.parent.mkdir(parents=True, exist_ok=True)
         os.close(open_owned(self.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC))  # never a link
-        # The partial env is made and opened once, relative to the opened stack folder; every
-        # step reaches it through that descriptor (dirfd.held_path), so a symlink swapped in
-        # at its name leads nothing anywhere, and the publish checks what it renamed.
-        stack_fd = dirfd.open_dir(final.parent)
+        part = _Partial.open(final)
+        partial = part.path
         try:
-            partial_fd = dirfd.make_child(
-                stack_fd, partial_name, where=final.parent / partial_name
-            )
-        except BaseException:
-            os.close(stack_fd)
-            raise
-        partial = dirfd.held_path(partial_fd)
-        # Reads each wheel's files while uv installs the next ones (one read of every file:
-        # the tree hash and the RECORD check take these digests where the file is unchanged).
-        early = EarlyHasher(
-            partial, digest_patterns(partial, (final.parent / partial_name, final)), file_digests
-        )
-        try:
-            with timer.step("sources", "fetching sources and applying patches"):
-                trees: list[tuple[patches.SourcePackage, Path]] = []
-                for pkg in checked.sources:
-                    repo = patches.checkout(pkg, src_root / pkg.name)
-                    patches.check_and_apply(pkg, repo)
-                    trees.append((pkg, patches.build_dir(pkg, repo)))
-            with timer.step("venv", f"creating {display_path(final.parent / partial_name)}"):
-                proc.run(
-                    [
-                        uv_bin(),
-                        "venv",
-                        "--no-config",
-                        "--relocatable",
-                        "--python",
-                        python.path,
-                        partial,
-                    ],
-                    env=uv_env(),
-                )
-            env_python = partial / "bin" / "python"
-            with timer.step("install", f"installing {len(locked_packages(state))} locked packages"):
-                commands = install_commands(
-                    loaded.manifest,
-                    state,
-                    env_python,
-                    [pkg.name for pkg, _ in trees],
-                    stack_dir=layout.stack_dir,
-                    offline=opts.offline,
-                    wheelhouse=opts.wheelhouse,
-                    index_map=opts.index_map,
-                )
-                early.start()
-                # On a terminal uv draws its own progress (downloads in bytes) there.
-                with self.reporter.terminal() as terminal:
-                    if self.origins is not None and len(commands) == 1:
-                        # The listing is still being read: uv's cache only (nothing downloaded)
-                        # and no source distribution built (no code from the lock runs).
-                        cached = self._run(
-                            [*commands[0], "--offline", "--no-build"],
-                            plan,
-                            "installing the lock from uv's cache",
-                            state,
-                            cwd=state.files.folder,
-                            venv=partial,
-                            terminal=terminal,
-                            check=False,
-                        )
-                        if cached:
-                            commands = []
-                        else:
-                            self.reporter.note(
-                                "uv's cache lacks files of this lock: they are downloaded once "
-                                "their indexes list them"
-                            )
-                            self._origins_passed()
-                    for install_argv in commands:
-                        self._run(
-                            install_argv,
-                            plan,
-                            "installing the lock",
-                            state,
-                            cwd=state.files.folder,
-                            venv=partial,
-                            terminal=terminal,
-                        )
-                # uv read uv.lock again from the folder: the env is the lock's only if that
-                # is still the lock that was checked and hashed.
-                if sha256_file(state.files.lockfile) != state.lock_hash:
-                    raise EnvironmentProblem(
-                        f"{state.files.lockfile} changed while it was being installed; the "
-                        "env may hold another lock than the one checked: build again",
-                        details=[f"hashed before the install: {state.lock_hash[:16]}"],
-                    )
+            trees = self._sources(checked.sources, src_root)
+            self._venv(checked.python, part)
+            self._install(checked, part, [pkg.name for pkg, _ in trees])
             if self.origins is not None:
                 # Before anything runs the installed code or the env becomes visible.
                 with timer.step("origins", "checking the lock's files against their indexes"):
                     self._origins_passed()
             if trees:
-                with timer.step(
-                    "compile", f"building {len(trees)} source package(s): {plan.summary()}"
-                ):
-                    for _pkg, src_tree in trees:
-                        argv: list[str | Path] = [
-                            uv_bin(),
-                            "pip",
-                            "install",
-                            "--no-config",
-                            "--python",
-                            env_python,
-                            "--no-deps",
-                            src_tree,
-                        ]
-                        if opts.offline:
-                            argv += ["--offline"]
-                        self._run(argv, plan, f"building {_pkg.name}", state)
-            # Before anything from the env runs: a path several wheels install holds the copy
-            # the lock-order rule chooses, whatever order uv's parallel writes ended in.
-            with timer.step("clashes", "giving paths several wheels install their chosen copy"):
-                claims = read_claims(partial, early.parsed_records())
-                settled = settle_clashes(partial, uv_cache_dir(uv_env()), claims)
-            for item in settled:
-                if not item.found:
-                    self.reporter.note(
-                        f"{item.path}: no verified copy of {item.chosen}'s file to put in place; "
-                        "the env keeps the copy uv wrote last, so its tree hash may differ "
-                        "from another build of this lock"
-                    )
+                self._compile(trees, part, checked)
+            self._clashes(part)
             with timer.step("profile", f"applying the {choice.topology or 'common'} profile"):
-                envprofile.apply_profile(partial, profile, choice)
+                envprofile.apply_profile(partial, checked.profile, choice)
             with timer.step("verify", "comparing installed packages with the lock"):
                 installed = verify_against_lock(partial, state)
             layered = None
             if checked.base_site is not None:
                 with timer.step("layer", f"appending {checked.base_site} through a .pth"):
                     layered = base_site.layer(partial, checked.base_site)
-            kernels_record = None
+            kernels = None
             if opts.kernels is not None:
-                kernels_record = self._kernels(
-                    opts.kernels, partial, final, installed, checked, plan
-                )
+                kernels = self._kernels(opts.kernels, part, installed, checked)
+            plan = checked.plan
             bytecode_record = self._bytecode(partial, final, plan) if opts.bytecode else None
-            with timer.step("hash", "hashing the installed files"):
-                read_early = early.finish()
-                with DigestCache() as cache:
-                    listed = compute_tree(
-                        partial,
-                        own_paths=(partial, final.parent / partial_name, final),
-                        cache=cache,
-                        early=read_early,
-                    )
-                write_listing(partial, listed)
-                tree = TreeHash(
-                    sha256=listed.sha256,
-                    files=listed.files,
-                    bytes=listed.bytes,
-                    scheme=listed.scheme,
-                )
-            # The same pass's digests: every file is read once (a clash is recorded, a file
-            # no owner's RECORD matches refuses the build with its cause).
-            with timer.step("records", "checking the files against their wheels' RECORDs"):
-                raw = {**valid_raw(partial, read_early, listed.raw), **listed.raw}
-                # the RECORDs as the watcher read them during the install, where unchanged
-                claims = read_claims(partial, early.parsed_records())
-                records = check_wheel_records(
-                    partial, raw, uv_cache=uv_cache_dir(uv_env()), claims=claims
-                )
-            for clash in records.clashes:
-                if not clash.same_bytes:
-                    self.reporter.note(
-                        f"{clash.path} is installed by {', '.join(clash.owners)}; the env "
-                        f"holds the copy of {' and '.join(clash.holds) or 'none of them'} "
-                        "(the last owner in the lock's order)"
-                    )
-            with timer.step("record", "writing the build record"):
-                record = BuildRecord(
-                    stack=loaded.manifest.name,
-                    manifest_path=str(loaded.path.resolve()),
-                    manifest_hash=state.manifest_hash,
-                    lock_hash=state.lock_hash,
-                    env_name=final.name,
-                    env_path=str(final),
-                    created_at=datetime.now(UTC).isoformat(timespec="seconds"),
-                    offline=opts.offline,
-                    wheelhouse=str(opts.wheelhouse.resolve()) if opts.wheelhouse else None,
-                    host=build_host(plan),
-                    tools=ToolVersions(
-                        stackgate=__version__,
-                        uv=uv_version(),
-                        python=python.version,
-                        python_path=str(python.path),
-                        git=_git_version(),
-                    ),
-                    timings_s=dict(timer.timings),
-                    topology=choice.topology,
-                    topology_source=choice.source,
-                    env_profile=profile,
-                    env_profile_format=PROFILE_FORMAT,
-                    job_plan=plan,
-                    peak_rss_bytes=self.watch.peak_total_rss or None,
-                    peak_rss_per_job_bytes=self.watch.peak_job_rss or None,
-                    watchdog_pauses=self.watch.pauses,
-                    patches=checked.patch_records,
-                    packages=installed,
-                    base_site=layered,
-                    tree=tree,
-                    wheel_records=records,
-                    kernels=kernels_record,
-                    bytecode=bytecode_record,
-                )
-                record.write(partial)
+            tree, records = self._hash_and_check(part)
+            record = self._record(
+                checked, part, installed, layered, kernels, bytecode_record, tree, records
+            )
             with timer.step("publish", f"renaming into {display_path(final)}"):
-                atomic.publish_at(stack_fd, partial_name, final, partial_fd)
+                atomic.publish_at(part.stack_fd, part.name, final, part.fd)
             with timer.step("switch", "switching current"):
-                atomic.switch_current(layout, final)
+                atomic.switch_current(self.layout, final)
         except OSError as exc:
-            atomic.remove_partial_at(stack_fd, partial_name)
+            atomic.remove_partial_at(part.stack_fd, part.name)
             if exc.errno in (errno.ENOSPC, errno.EDQUOT):
                 raise EnvironmentProblem(f"disk full while building {final.name}: {exc}") from exc
             raise
         except BaseException as exc:
-            # Ctrl-C or SIGTERM: the half-built env (gigabytes) goes, by name in the opened
-            # stack folder (never through a link swapped in), and a second Ctrl-C during the
-            # removal does not stop it half-way; what is left is said.
-            size = tree_bytes(partial)
-            with signals_held():
-                atomic.remove_partial_at(stack_fd, partial_name)
-            if isinstance(exc, KeyboardInterrupt) and size:
-                shown = final.parent / partial_name
-                left = os.path.lexists(shown)
-                self.reporter.note(
-                    f"interrupted: {'could not remove' if left else 'removed'} "
-                    f"{display_path(shown)} ({size / 2**30:.2f} GiB)"
-                    + ("; the next build removes it" if left else "")
-                )
+            self._remove_interrupted(part, exc)
             raise
         finally:
-            early.close()
-            os.close(partial_fd)
-            os.close(stack_fd)
+            part.close()
             shutil.rmtree(src_root, ignore_errors=True)
-            requirements_path(layout.stack_dir).unlink(missing_ok=True)
+            requirements_path(self.layout.stack_dir).unlink(missing_ok=True)
             self._sweep_uv_cache()  # an install interrupted now leaves nothing behind
         if self.watch.jobs_seen and self.watch.peak_job_rss:
             write_history(
-                layout.stack_dir,
+                self.layout.stack_dir,
                 peak=self.watch.peak_job_rss,
                 jobs_seen=self.watch.jobs_seen,
                 lock_hash=state.lock_hash,
@@ -703,6 +544,188 @@ class _Build:
         # outcome carries all of them.
         full = record.model_copy(update={"timings_s": dict(timer.timings)})
         return BuildOutcome(full, final, False, removed, self.log, waited)
+
+    def _sources(self, sources: list[patches.SourcePackage], src_root: Path) -> _Trees:
+        """Each source package fetched and patched: its tree to build from."""
+        with self.timer.step("sources", "fetching sources and applying patches"):
+            trees: _Trees = []
+            for pkg in sources:
+                repo = patches.checkout(pkg, src_root / pkg.name)
+                patches.check_and_apply(pkg, repo)
+                trees.append((pkg, patches.build_dir(pkg, repo)))
+        return trees
+
+    def _venv(self, python: Interpreter, part: _Partial) -> None:
+        with self.timer.step("venv", f"creating {display_path(part.shown)}"):
+            argv: list[str | Path] = [uv_bin(), "venv", "--no-config", "--relocatable"]
+            proc.run([*argv, "--python", python.path, part.path], env=self._uv_env())
+
+    def _install(self, checked: _Checked, part: _Partial, sources: list[str]) -> None:
+        opts, state = self.options, checked.state
+        what = f"installing {len(locked_packages(state))} locked packages"
+        with self.timer.step("install", what):
+            commands = install_commands(
+                self.loaded.manifest,
+                state,
+                part.path / "bin" / "python",
+                sources,
+                stack_dir=self.layout.stack_dir,
+                offline=opts.offline,
+                wheelhouse=opts.wheelhouse,
+                index_map=opts.index_map,
+            )
+            part.early.start()
+            # On a terminal uv draws its own progress (downloads in bytes) there.
+            with self.reporter.terminal() as terminal:
+                cached = self.origins is not None and len(commands) == 1
+                if cached and self._install_cached(commands[0], checked, part, terminal):
+                    commands = []
+                for argv in commands:
+                    self._run(argv, "installing the lock", checked, into=part, terminal=terminal)
+            # uv read uv.lock again from the folder: the env is the lock's only if that
+            # is still the lock that was checked and hashed.
+            if sha256_file(state.files.lockfile) != state.lock_hash:
+                raise EnvironmentProblem(
+                    f"{state.files.lockfile} changed while it was being installed; the "
+                    "env may hold another lock than the one checked: build again",
+                    details=[f"hashed before the install: {state.lock_hash[:16]}"],
+                )
+
+    def _install_cached(
+        self, argv: list[str | Path], checked: _Checked, part: _Partial, terminal: Terminal | None
+    ) -> bool:
+        """While the listing is still being read: the lock from uv's cache only (nothing
+        downloaded) and no source distribution built (no code from the lock runs). False, once
+        the listing has passed, when the cache lacks files of the lock."""
+        cache_only = [*argv, "--offline", "--no-build"]
+        what = "installing the lock from uv's cache"
+        if self._run(cache_only, what, checked, into=part, terminal=terminal, check=False):
+            return True
+        self.reporter.note(
+            "uv's cache lacks files of this lock: they are downloaded once their indexes list them"
+        )
+        self._origins_passed()
+        return False
+
+    def _compile(self, trees: _Trees, part: _Partial, checked: _Checked) -> None:
+        summary = f"building {len(trees)} source package(s): {checked.plan.summary()}"
+        with self.timer.step("compile", summary):
+            for pkg, src_tree in trees:
+                argv: list[str | Path] = [uv_bin(), "pip", "install", "--no-config", "--python"]
+                argv += [part.path / "bin" / "python", "--no-deps", src_tree]
+                if self.options.offline:
+                    argv += ["--offline"]
+                self._run(argv, f"building {pkg.name}", checked)
+
+    def _clashes(self, part: _Partial) -> None:
+        """Before anything from the env runs: a path several wheels install holds the copy the
+        lock-order rule chooses, whatever order uv's parallel writes ended in."""
+        with self.timer.step("clashes", "giving paths several wheels install their chosen copy"):
+            claims = read_claims(part.path, part.early.parsed_records())
+            settled = settle_clashes(part.path, uv_cache_dir(self._uv_env()), claims)
+        for item in settled:
+            if not item.found:
+                self.reporter.note(
+                    f"{item.path}: no verified copy of {item.chosen}'s file to put in place; "
+                    "the env keeps the copy uv wrote last, so its tree hash may differ "
+                    "from another build of this lock"
+                )
+
+    def _hash_and_check(self, part: _Partial) -> tuple[TreeHash, WheelRecords]:
+        """The tree hash, then each file against its wheel's RECORD with the same pass's
+        digests: every file is read once (a clash is recorded, a file no owner's RECORD
+        matches refuses the build with its cause)."""
+        partial = part.path
+        with self.timer.step("hash", "hashing the installed files"):
+            read_early = part.early.finish()
+            with DigestCache() as cache:
+                own = (partial, part.shown, part.final)
+                listed = compute_tree(partial, own_paths=own, cache=cache, early=read_early)
+            write_listing(partial, listed)
+            tree = TreeHash(
+                sha256=listed.sha256, files=listed.files, bytes=listed.bytes, scheme=listed.scheme
+            )
+        with self.timer.step("records", "checking the files against their wheels' RECORDs"):
+            raw = {**valid_raw(partial, read_early, listed.raw), **listed.raw}
+            # the RECORDs as the watcher read them during the install, where unchanged
+            claims = read_claims(partial, part.early.parsed_records())
+            records = check_wheel_records(
+                partial, raw, uv_cache=uv_cache_dir(self._uv_env()), claims=claims
+            )
+        for clash in records.clashes:
+            if not clash.same_bytes:
+                self.reporter.note(
+                    f"{clash.path} is installed by {', '.join(clash.owners)}; the env "
+                    f"holds the copy of {' and '.join(clash.holds) or 'none of them'} "
+                    "(the last owner in the lock's order)"
+                )
+        return tree, records
+
+    def _record(
+        self,
+        checked: _Checked,
+        part: _Partial,
+        installed: dict[str, str],
+        layered: BaseSite | None,
+        kernels: KernelsRecord | None,
+        bytecode_record: BytecodeRecord | None,
+        tree: TreeHash,
+        records: WheelRecords,
+    ) -> BuildRecord:
+        opts, state, final, plan = self.options, checked.state, part.final, checked.plan
+        with self.timer.step("record", "writing the build record"):
+            record = BuildRecord(
+                stack=self.loaded.manifest.name,
+                manifest_path=str(self.loaded.path.resolve()),
+                manifest_hash=state.manifest_hash,
+                lock_hash=state.lock_hash,
+                env_name=final.name,
+                env_path=str(final),
+                created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+                offline=opts.offline,
+                wheelhouse=str(opts.wheelhouse.resolve()) if opts.wheelhouse else None,
+                host=build_host(plan),
+                tools=ToolVersions(
+                    stackgate=__version__,
+                    uv=uv_version(),
+                    python=checked.python.version,
+                    python_path=str(checked.python.path),
+                    git=_git_version(),
+                ),
+                timings_s=dict(self.timer.timings),
+                topology=checked.choice.topology,
+                topology_source=checked.choice.source,
+                env_profile=checked.profile,
+                env_profile_format=PROFILE_FORMAT,
+                job_plan=plan,
+                peak_rss_bytes=self.watch.peak_total_rss or None,
+                peak_rss_per_job_bytes=self.watch.peak_job_rss or None,
+                watchdog_pauses=self.watch.pauses,
+                patches=checked.patch_records,
+                packages=installed,
+                base_site=layered,
+                tree=tree,
+                wheel_records=records,
+                kernels=kernels,
+                bytecode=bytecode_record,
+            )
+            record.write(part.path)
+        return record
+
+    def _remove_interrupted(self, part: _Partial, exc: BaseException) -> None:
+        """Ctrl-C or SIGTERM: the half-built env (gigabytes) goes, by name in the opened stack
+        folder (never through a link swapped in), and a second Ctrl-C during the removal does
+        not stop it half-way; what is left is said."""
+        size = tree_bytes(part.path)
+        with signals_held():
+            atomic.remove_partial_at(part.stack_fd, part.name)
+        if isinstance(exc, KeyboardInterrupt) and size:
+            left = os.path.lexists(part.shown)
+            self.reporter.note(
+                f"interrupted: {'could not remove' if left else 'removed'} "
+                f"{display_path(part.shown)} ({size / 2**30:.2f} GiB)"
+                + ("; the next build removes it" if left else "")
+            )
 
 
 def build_env(

@@ -34,10 +34,12 @@ class LocalStack:
             timeout: float = 300) -> subprocess.CompletedProcess[str]:
         return run_builder(list(args), env=env, timeout=timeout)
 
+    def lock_args(self) -> list[str | Path]:
+        return ["lock", self.manifest, "--locks-dir", self.locks, "--python", base_python()]
+
     def lock(self, *extra: str, env: dict[str, str] | None = None
              ) -> subprocess.CompletedProcess[str]:
-        return self.cli("lock", self.manifest, "--locks-dir", self.locks,
-                        "--python", base_python(), *extra, env=env)
+        return self.cli(*self.lock_args(), *extra, env=env)
 
     def build_args(self, *extra: str | Path, python: str | None = None,
                    venvs: Path | None = None) -> list[str | Path]:

@@ -3,12 +3,16 @@ index on 127.0.0.1 that answers 401 without HTTP basic auth."""
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 from pathlib import Path
 
+import pytest
+
+from stackgate.cli import main_for
 from stackgate.credentials import has_credentials, index_env_names, redact, strip_credentials
-from tests.builder.conftest import LocalStack
+from tests.builder.conftest import LocalStack, builder_env
 from tests.helpers.auth_index import auth_index
 
 SECRET = "s3cret-7f1c2e"
@@ -38,6 +42,28 @@ def test_index_map_credentials_reach_uv_and_no_file(local_stack: LocalStack) -> 
     assert (local_stack.stack_dir / "build.log").is_file()
     assert _files_holding(local_stack.root, SECRET) == []
     assert index.url in (local_stack.locks / "localstack" / "pyproject.toml").read_text()
+
+
+def test_lock_and_build_pass_credentials_to_uv_and_leave_os_environ_alone(
+    local_stack: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In this process: the credentials reach uv through its child's environment only."""
+    for key in ("UV_OFFLINE", "VIRTUAL_ENV"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in builder_env(ONLINE).items():
+        monkeypatch.setenv(key, value)
+    pypi_folder = Path(local_stack.pypi_url.removeprefix("file://")).parent
+    with auth_index(pypi_folder, "alice", SECRET) as index:
+        mapping = ["--index-map", f"pypi={index.url_with_credentials()}"]
+        before = dict(os.environ)
+        lock = [*local_stack.lock_args(), *mapping, "--no-compat"]
+        assert main_for(["builder"], "python -m builder", "", [str(a) for a in lock]) == 0
+        assert dict(os.environ) == before
+        build = local_stack.build_args(*mapping, "--topology", "pcie")
+        assert main_for(["builder"], "python -m builder", "", [str(a) for a in build]) == 0
+        assert dict(os.environ) == before
+    assert any(p.endswith(".whl") for p in index.authorized), index.authorized
+    assert not any(SECRET in value for value in os.environ.values())
 
 
 def test_credentials_in_the_manifest_are_refused_redacted(local_stack: LocalStack) -> None:
