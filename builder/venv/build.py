@@ -78,6 +78,7 @@ from stackgate.lockstate import LockState, read_lock
 from stackgate.owned_files import open_owned
 from stackgate.paths import display_path
 from stackgate.python_finder import Interpreter, find_python
+from stackgate.settings import cache_root
 from stackgate.topology import Topology
 from stackgate.uvbin import uv_bin
 from stackgate.wheel_records import read_claims
@@ -310,9 +311,8 @@ class _Build:
             self.reporter.note(line)
         return record
 
-    def _bytecode(self, partial: Path, final: Path, plan: JobPlan) -> BytecodeRecord:
+    def _bytecode(self, partial: Path, plan: JobPlan) -> BytecodeRecord:
         site = envprofile.site_packages(partial)
-        recorded_as = final / site.relative_to(partial)
 
         def run(
             argv: Sequence[str], env: Mapping[str, str], on_line: Callable[[str], None]
@@ -336,7 +336,7 @@ class _Build:
 
         with self.timer.step("bytecode", f"compiling byte-code with {plan.jobs} job(s)"):
             record = bytecode.compile_site(
-                partial / "bin" / "python", site, recorded_as, plan.jobs, os.environ, run
+                partial / "bin" / "python", site, plan.jobs, os.environ, run, cache_root() / "pyc"
             )
         if record.failed:
             self.reporter.note(
@@ -457,9 +457,7 @@ class _Build:
         # at its name leads nothing anywhere, and the publish checks what it renamed.
         stack_fd = dirfd.open_dir(final.parent)
         try:
-            partial_fd = dirfd.make_child(
-                stack_fd, partial_name, where=final.parent / partial_name
-            )
+            partial_fd = dirfd.make_child(stack_fd, partial_name, where=final.parent / partial_name)
         except BaseException:
             os.close(stack_fd)
             raise
@@ -590,7 +588,7 @@ class _Build:
                 kernels_record = self._kernels(
                     opts.kernels, partial, final, installed, checked, plan
                 )
-            bytecode_record = self._bytecode(partial, final, plan) if opts.bytecode else None
+            bytecode_record = self._bytecode(partial, plan) if opts.bytecode else None
             with timer.step("hash", "hashing the installed files"):
                 read_early = early.finish()
                 with DigestCache() as cache:
