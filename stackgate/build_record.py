@@ -216,9 +216,15 @@ class BytecodeRecord(StrictModel):
         description="PEP 552 invalidation mode: the interpreter checks each .pyc against the "
         "sha of its .py at every import, and recompiles when they differ."
     )
-    jobs: int = Field(ge=1, description="compileall workers (the build's job plan).")
+    jobs: int = Field(ge=1, description="Compile workers (the build's job plan).")
     pyc_files: int = Field(ge=0, description="`.pyc` files under site-packages after the step.")
     pyc_bytes: int = Field(ge=0)
+    reused: int = Field(
+        default=0,
+        ge=0,
+        description="`.pyc` files taken from the store of earlier builds (builder.venv.pyc_store) "
+        "instead of compiled: the same source, interpreter and mode.",
+    )
     failed: int = Field(
         ge=0, description="`.py` files the env's interpreter cannot compile (nor import)."
     )

@@ -80,6 +80,7 @@ from stackgate.lockstate import LockState, read_lock
 from stackgate.owned_files import open_owned
 from stackgate.paths import display_path
 from stackgate.python_finder import Interpreter, find_python
+from stackgate.settings import cache_root
 from stackgate.topology import Topology
 from stackgate.uvbin import uv_bin
 from stackgate.wheel_records import read_claims
@@ -353,9 +354,8 @@ class _Build:
             self.reporter.note(line)
         return record
 
-    def _bytecode(self, partial: Path, final: Path, plan: JobPlan) -> BytecodeRecord:
+    def _bytecode(self, partial: Path, plan: JobPlan) -> BytecodeRecord:
         site = envprofile.site_packages(partial)
-        recorded_as = final / site.relative_to(partial)
 
         def run(
             argv: Sequence[str], env: Mapping[str, str], on_line: Callable[[str], None]
@@ -379,7 +379,7 @@ class _Build:
 
         with self.timer.step("bytecode", f"compiling byte-code with {plan.jobs} job(s)"):
             record = bytecode.compile_site(
-                partial / "bin" / "python", site, recorded_as, plan.jobs, os.environ, run
+                partial / "bin" / "python", site, plan.jobs, os.environ, run, cache_root() / "pyc"
             )
         if record.failed:
             self.reporter.note(
@@ -510,8 +510,7 @@ class _Build:
             kernels = None
             if opts.kernels is not None:
                 kernels = self._kernels(opts.kernels, part, installed, checked)
-            plan = checked.plan
-            bytecode_record = self._bytecode(partial, final, plan) if opts.bytecode else None
+            bytecode_record = self._bytecode(partial, checked.plan) if opts.bytecode else None
             tree, records = self._hash_and_check(part)
             record = self._record(
                 checked, part, installed, layered, kernels, bytecode_record, tree, records

@@ -10,57 +10,53 @@ How the `.pyc` files are made, and why:
   bytes do not depend on file times (uv links files out of its cache with their old mtimes).
   Timestamp `.pyc` would trust an mtime/size match; unchecked-hash ones would ignore an edited
   source altogether.
-- They stay out of the tree hash (stackgate.envtree leaves every `__pycache__` out): a `.pyc`
-  embeds the path its source was compiled at (length-prefixed, so the tree's own-path
-  normalization cannot neutralize it: two venv roots would hash differently), imports write
-  more of them at run time (modules this step skipped, other optimization levels), and what
-  runs is pinned by the hashed `.py` the interpreter checks each `.pyc` against.
-- Recorded as the env's final path (`-s`/`-p`), not the `.partial` folder it is built in.
+- The file name recorded in each is its path relative to site-packages (`torch/__init__.py`):
+  an import replaces it with the source's real path (importlib's `_fix_co_filename`), so
+  tracebacks name the env's files, and the bytes depend on neither the env's folder nor the
+  `.partial` one it is built in. So a `.pyc` made once serves every later build of the same
+  source with the same interpreter: builder.venv.pyc_store keeps them, and only sources it
+  has not seen are compiled.
+- They stay out of the tree hash (stackgate.envtree leaves every `__pycache__` out): imports
+  write more of them at run time (modules this step skipped, other optimization levels), and
+  what runs is pinned by the hashed `.py` the interpreter checks each `.pyc` against.
 - PYTHONHASHSEED=0 and no other PYTHON* variable: set and frozenset constants are marshalled in
   hash order, PYTHONPYCACHEPREFIX would put the files outside the env and PYTHONOPTIMIZE
   would write `.opt-1.pyc` names no plain import reads.
 - As many workers as the build's job plan allows (CPUs and memory, never swap), under the same
   watchdog as every other build step.
 
-A `.py` the interpreter cannot compile (test data, templates, Python-2 files some wheels ship)
-cannot be imported either: it is counted and named in the record, not a build failure.
+The sources are the files compileall would compile: every `*.py` under site-packages, through
+folders that are not links, `__pycache__` left out. A `.py` the interpreter cannot compile
+(test data, templates, Python-2 files some wheels ship) cannot be imported either: it is counted
+and named in the record, not a build failure.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from builder.venv.pyc_store import PycStore
 from stackgate.build_record import BytecodeRecord, PycMode
 from stackgate.errors import EnvironmentProblem
 
 MODE: PycMode = "checked-hash"
 _ERROR_PREFIX = "*** Error compiling "
 _EXAMPLES = 5
+_PROBE = (
+    "import importlib.util, sys\n"
+    "print(sys.implementation.cache_tag)\n"
+    "print(importlib.util.MAGIC_NUMBER.hex(), sys.version.replace('\\n', ' '))\n"
+)
 
 # Runs argv with env, each output line to the callback; returns (exit code, the output's tail).
 Runner = Callable[[Sequence[str], Mapping[str, str], Callable[[str], None]], tuple[int, list[str]]]
-
-
-def compile_argv(python: Path, site: Path, recorded_as: Path, jobs: int) -> list[str]:
-    """`python -m compileall` over site, quiet but for errors, the paths recorded as recorded_as."""
-    return [
-        str(python),
-        "-m",
-        "compileall",
-        "-q",
-        "-j",
-        str(jobs),
-        "--invalidation-mode",
-        MODE,
-        "-s",
-        str(site),
-        "-p",
-        str(recorded_as),
-        str(site),
-    ]
 
 
 def compile_env(base: Mapping[str, str]) -> dict[str, str]:
@@ -71,13 +67,35 @@ def compile_env(base: Mapping[str, str]) -> dict[str, str]:
 
 
 def failed_path(line: str, site: Path) -> str | None:
-    """The file a compileall error line names, relative to site; None for any other line."""
+    """The file a compile error line names, relative to site; None for any other line."""
     if not line.startswith(_ERROR_PREFIX):
         return None
     quoted = line[len(_ERROR_PREFIX) :].removesuffix("...")
     name = quoted[1:-1] if len(quoted) >= 2 and quoted[0] in "'\"" else quoted
     prefix = str(site) + os.sep
     return name.removeprefix(prefix)
+
+
+def sources(site: Path) -> Iterator[str]:
+    """Every `.py` compileall compiles under site, relative to it."""
+    folders = [site]
+    while folders:
+        folder = folders.pop()
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.name == "__pycache__":
+                    continue
+                if not entry.is_dir():
+                    if entry.name.endswith(".py") and entry.is_file():
+                        yield os.path.relpath(entry.path, site)
+                elif not entry.is_symlink():
+                    folders.append(Path(entry.path))
+
+
+def pyc_path(site: Path, source: str, tag: str) -> Path:
+    """Where an import looks for source's `.pyc` (importlib.util.cache_from_source)."""
+    head, name = os.path.split(source)
+    return site / head / "__pycache__" / f"{name[:-3]}.{tag}.pyc"
 
 
 def pyc_totals(site: Path) -> tuple[int, int]:
@@ -95,16 +113,36 @@ def pyc_totals(site: Path) -> tuple[int, int]:
     return files, total
 
 
-def compile_site(
+def _probe(python: Path, env: Mapping[str, str], run: Runner) -> tuple[str, str]:
+    """(the interpreter's cache tag, its byte-code identity: magic, version and mode)."""
+    said: list[str] = []
+    code, tail = run([str(python), "-c", _PROBE], env, said.append)
+    if code != 0 or len(said) < 2 or said[0] == "None":
+        raise EnvironmentProblem(
+            f"the env's interpreter {python} cannot say where its byte-code goes (exit {code})",
+            details=tail[-8:],
+        )
+    return said[0], f"{said[1]} {MODE}"
+
+
+def _sha256(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return ""  # compiling it fails too, and names it
+
+
+def _compile(
     python: Path,
     site: Path,
-    recorded_as: Path,
+    todo: Sequence[str],
+    tag: str,
     jobs: int,
-    base_env: Mapping[str, str],
+    env: Mapping[str, str],
     run: Runner,
-) -> BytecodeRecord:
-    """Compile site's sources with python (the env's interpreter: the `.pyc` magic is its
-    version's); EnvironmentProblem when compileall itself fails, not a source it cannot read."""
+) -> list[str]:
+    """Compile todo with the env's interpreter (builder/venv/pyc_worker.py); the sources that
+    did not compile, relative to site."""
     failed: list[str] = []
 
     def seen(line: str) -> None:
@@ -112,22 +150,58 @@ def compile_site(
         if path is not None:
             failed.append(path)
 
-    started = time.monotonic()
-    code, tail = run(compile_argv(python, site, recorded_as, jobs), compile_env(base_env), seen)
-    seconds = round(time.monotonic() - started, 3)
-    # compileall exits 1 when a file did not compile; anything else (or 1 without an error
-    # line: an exception, a killed worker) is the step failing
+    items = [[str(site / s), str(pyc_path(site, s, tag)), s] for s in todo]
+    worker = Path(__file__).with_name("pyc_worker.py").read_text(encoding="utf-8")
+    with tempfile.TemporaryDirectory(prefix="stackgate-pyc-") as scratch:
+        job = Path(scratch) / "job.json"
+        job.write_text(json.dumps({"jobs": jobs, "items": items}), encoding="utf-8")
+        code, tail = run([str(python), "-c", worker, str(job)], env, seen)
+    # exit 1 when a source did not compile; anything else (or 1 without an error line: an
+    # exception, a killed worker) is the step failing
     if code != 0 and not (code == 1 and failed):
         raise EnvironmentProblem(
             f"compiling the env's byte-code failed (exit {code})", details=tail[-8:]
         )
+    return failed
+
+
+def compile_site(
+    python: Path,
+    site: Path,
+    jobs: int,
+    base_env: Mapping[str, str],
+    run: Runner,
+    store_base: Path | None,
+) -> BytecodeRecord:
+    """Compile site's sources with python (the env's interpreter: the `.pyc` magic is its
+    version's), taking the `.pyc` of sources seen before from the store under store_base;
+    EnvironmentProblem when the compile itself fails, not a source it cannot read."""
+    started = time.monotonic()
+    env = compile_env(base_env)
+    tag, interpreter = _probe(python, env, run)
+    store = PycStore.open(store_base, interpreter) if store_base is not None else None
+    listed = list(sources(site))
+    with ThreadPoolExecutor(max(jobs, 1)) as pool:
+        digests = list(pool.map(lambda s: _sha256(site / s), listed))
+        found = (
+            list(pool.map(lambda s, d: store.fetch(d, s, pyc_path(site, s, tag)), listed, digests))
+            if store is not None
+            else [False] * len(listed)
+        )
+        todo = [(s, d) for s, d, hit in zip(listed, digests, found, strict=True) if not hit]
+        failed = _compile(python, site, [s for s, _ in todo], tag, jobs, env, run) if todo else []
+        if store is not None:
+            skip = set(failed)
+            made = [(s, d) for s, d in todo if d and s not in skip]
+            list(pool.map(lambda sd: store.keep(sd[1], sd[0], pyc_path(site, sd[0], tag)), made))
     files, size = pyc_totals(site)
     return BytecodeRecord(
         mode=MODE,
         jobs=jobs,
         pyc_files=files,
         pyc_bytes=size,
+        reused=sum(found),
         failed=len(failed),
         failed_examples=sorted(failed)[:_EXAMPLES],
-        seconds=seconds,
+        seconds=round(time.monotonic() - started, 3),
     )

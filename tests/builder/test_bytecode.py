@@ -1,8 +1,10 @@
-"""Byte-code compiled at build time (builder.venv.bytecode), on real builds of the local stack
-and real compileall runs: every module has a checked-hash `.pyc` recorded at the env's final
-path, an edited source never runs its stale byte-code (even with its old size and mtime, which
-a timestamp `.pyc` would trust), the `.pyc` leave the tree hash alone, the bytes do not depend
-on the folder they were compiled in, and the step uses the build's job plan."""
+"""Byte-code compiled at build time (builder.venv.bytecode, builder.venv.pyc_store), on real
+builds of the local stack and real compiles: every module has a checked-hash `.pyc` whose
+recorded name an import turns into the env's real path, an edited source never runs its stale
+byte-code (even with its old size and mtime, which a timestamp `.pyc` would trust), the `.pyc`
+leave the tree hash alone, the bytes are compileall's and do not depend on the folder they were
+compiled in, a second site takes them from the store (a damaged entry is a miss, a store others
+can write is not used), and the step uses the build's job plan."""
 
 from __future__ import annotations
 
@@ -53,11 +55,18 @@ def _run_env_python(env: Path, code: str) -> str:
     return done.stdout.strip()
 
 
-def test_build_compiles_checked_hash_bytecode_at_the_final_path(local_stack: LocalStack) -> None:
+def test_build_compiles_checked_hash_bytecode_named_by_the_env_path(
+    local_stack: LocalStack,
+) -> None:
     # the user's own PYTHONPYCACHEPREFIX / PYTHONOPTIMIZE must not move or rename the files
+    store = local_stack.root / "cache"
     out = _build(
         local_stack,
-        env={"PYTHONPYCACHEPREFIX": str(local_stack.root / "elsewhere"), "PYTHONOPTIMIZE": "1"},
+        env={
+            "PYTHONPYCACHEPREFIX": str(local_stack.root / "elsewhere"),
+            "PYTHONOPTIMIZE": "1",
+            "STACKGATE_CACHE": str(store),
+        },
     )
     env = Path(str(out["env"]))
     record = out["record"]
@@ -69,6 +78,8 @@ def test_build_compiles_checked_hash_bytecode_at_the_final_path(local_stack: Loc
     assert code["mode"] == "checked-hash"
     assert code["failed"] == 0 and code["failed_examples"] == []
     assert code["jobs"] == record["job_plan"]["jobs"]  # the build's job plan, reused
+    assert code["reused"] == 0  # an empty store: every source compiled, then kept
+    assert len(list((store / "pyc").rglob("*.pyc"))) == len(sources)
     pycs = sorted(site.rglob("__pycache__/*.pyc"))
     assert code["pyc_files"] == len(pycs) >= len(sources)
     assert code["pyc_bytes"] == sum(p.stat().st_size for p in pycs)
@@ -76,21 +87,23 @@ def test_build_compiles_checked_hash_bytecode_at_the_final_path(local_stack: Loc
     assert not list(site.rglob("*.opt-1.pyc"))
     assert "bytecode" in record["timings_s"]
 
-    # header and recorded path, read by the env's own interpreter
+    # header, recorded name and the name an import gives, read by the env's own interpreter
     torch_init = site / "torch" / "__init__.py"
     probe = (
-        "import importlib.util, marshal, json, sys\n"
+        "import importlib.util, marshal, json, sys, torch\n"
         f"src = {str(torch_init)!r}\n"
         "data = open(importlib.util.cache_from_source(src), 'rb').read()\n"
         "print(json.dumps([int.from_bytes(data[4:8], 'little'), data[8:16].hex(),\n"
         "  importlib.util.source_hash(open(src, 'rb').read()).hex(),\n"
-        "  marshal.loads(data[16:]).co_filename]))\n"
+        "  marshal.loads(data[16:]).co_filename,\n"
+        "  torch.__loader__.get_code('torch').co_filename]))\n"
     )
-    flags, stored, actual, filename = json.loads(_run_env_python(env, probe))
+    flags, stored, actual, recorded, imported = json.loads(_run_env_python(env, probe))
     assert flags == CHECKED_HASH
     assert stored == actual
-    assert filename == str(env / torch_init.relative_to(env))
-    assert ".partial" not in filename
+    assert recorded == "torch/__init__.py"
+    assert imported == str(torch_init)
+    assert ".partial" not in imported
 
 
 def test_an_edited_source_never_runs_its_stale_bytecode(local_stack: LocalStack) -> None:
@@ -153,41 +166,155 @@ def _source_tree(root: Path) -> Path:
     return site
 
 
+def _compile(
+    site: Path, store: Path | None, jobs: int = 2, python: Path = Path(sys.executable)
+) -> bytecode.BytecodeRecord:
+    return bytecode.compile_site(python, site, jobs, os.environ, _subprocess_runner, store)
+
+
+def _pycs(site: Path) -> dict[Path, bytes]:
+    return {p.relative_to(site): p.read_bytes() for p in site.rglob("*.pyc")}
+
+
 def test_pyc_bytes_do_not_depend_on_the_build_folder_or_hash_seed(tmp_path: Path) -> None:
-    recorded_as = Path("/opt/envs/demo/lib/site-packages")
     results = []
     for name, seed in (("a", "1"), ("b", "12345")):
         site = _source_tree(tmp_path / name)
         done = bytecode.compile_site(
             Path(sys.executable),
             site,
-            recorded_as,
             2,
             {**os.environ, "PYTHONHASHSEED": seed},
             _subprocess_runner,
+            None,
         )
-        assert done.failed == 0 and done.pyc_files == 23
-        results.append({p.relative_to(site): p.read_bytes() for p in site.rglob("*.pyc")})
+        assert done.failed == 0 and done.pyc_files == 23 and done.reused == 0
+        results.append(_pycs(site))
     assert results[0] == results[1]
 
 
-def test_a_source_that_does_not_compile_is_named_not_fatal(tmp_path: Path) -> None:
-    site = _source_tree(tmp_path)
-    (site / "pkg" / "py2_only.py").write_text('print "hello"\n')
-    (site / "pkg" / "sub" / "tab.py").write_text("if True:\n\tx = 1\n        y = 2\n")
-    done = bytecode.compile_site(
-        Path(sys.executable), site, site, 1, os.environ, _subprocess_runner
+def test_the_bytes_are_compileall_s_with_the_site_stripped(tmp_path: Path) -> None:
+    ours = _source_tree(tmp_path / "ours")
+    (ours / "pkg" / "linked.py").symlink_to(ours / "pkg" / "m1.py")
+    (ours / "pkg" / "linked_dir").symlink_to(ours / "pkg" / "sub")  # not walked, as compileall
+    theirs = tmp_path / "theirs" / "site-packages"
+    shutil.copytree(ours, theirs, symlinks=True)
+    assert _compile(ours, None).pyc_files == 24
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "compileall",
+            "-q",
+            "--invalidation-mode",
+            "checked-hash",
+            "-s",
+            str(theirs),
+            str(theirs),
+        ],
+        env=bytecode.compile_env(os.environ),
+        capture_output=True,
+        text=True,
+        check=True,
     )
-    assert done.failed == 2
-    assert done.failed_examples == ["pkg/py2_only.py", "pkg/sub/tab.py"]
-    assert done.pyc_files == 23
+    assert done.stdout == ""
+    assert _pycs(ours) == _pycs(theirs)
 
 
-def test_compileall_itself_failing_is_an_environment_problem(tmp_path: Path) -> None:
+def _import(site: Path, code: str) -> subprocess.CompletedProcess[str]:
+    env = {**bytecode.compile_env(os.environ), "PYTHONPATH": str(site)}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_a_second_site_takes_its_pyc_from_the_store(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    first = _source_tree(tmp_path / "a")
+    assert _compile(first, store).reused == 0
+    second = _source_tree(tmp_path / "b")
+    done = _compile(second, store)
+    assert done.reused == done.pyc_files == 23
+    assert _pycs(second) == _pycs(first)
+    # an import names the second site's files, though the bytes were made in the first
+    shown = _import(second, "import pkg.sub.mod as m; print(m.f.__code__.co_filename); m.f([])")
+    assert shown.stdout.splitlines()[0] == str(second / "pkg" / "sub" / "mod.py")
+    assert f'File "{second / "pkg" / "sub" / "mod.py"}", line 2' in shown.stderr
+    # an edited source is compiled, the rest still come from the store
+    third = _source_tree(tmp_path / "c")
+    (third / "pkg" / "m3.py").write_text("VALUE = 'edited'\n")
+    done = _compile(third, store)
+    assert (done.reused, done.pyc_files) == (22, 23)
+    assert _import(third, "import pkg.m3; print(pkg.m3.VALUE)").stdout.strip() == "edited"
+
+
+def test_a_damaged_entry_is_a_miss_and_is_replaced(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    _compile(_source_tree(tmp_path / "a"), store)
+    entries = sorted((store).rglob("*.pyc"))
+    assert len(entries) == 23
+    entries[0].write_bytes(entries[0].read_bytes()[:-3])  # truncated
+    entries[1].write_bytes(b"not a stored pyc")
+    site = _source_tree(tmp_path / "b")
+    done = _compile(site, store)
+    assert (done.reused, done.pyc_files) == (21, 23)
+    assert _pycs(site) == _pycs(tmp_path / "a" / "site-packages")
+    assert _compile(_source_tree(tmp_path / "c"), store).reused == 23  # both made again
+
+
+def test_a_store_others_can_write_is_not_used(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    store.mkdir()
+    store.chmod(0o777)
+    assert _compile(_source_tree(tmp_path / "a"), store).reused == 0
+    assert not list(store.iterdir())
+    store.chmod(0o700)
+    _compile(_source_tree(tmp_path / "b"), store)
+    assert _compile(_source_tree(tmp_path / "c"), store).reused == 23
+
+
+def test_a_source_that_does_not_compile_is_named_not_fatal(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    for name in ("a", "b"):
+        site = _source_tree(tmp_path / name)
+        (site / "pkg" / "py2_only.py").write_text('print "hello"\n')
+        (site / "pkg" / "sub" / "tab.py").write_text("if True:\n\tx = 1\n        y = 2\n")
+        done = _compile(site, store, jobs=1)
+        assert done.failed == 2
+        assert done.failed_examples == ["pkg/py2_only.py", "pkg/sub/tab.py"]
+        assert done.pyc_files == 23
+    assert done.reused == 23  # the two that fail are not stored: named again
+
+
+def _fake_python(tmp_path: Path, worker_exit: int) -> Path:
+    """Answers the probe as CPython 3.12 would, then fails the compile with worker_exit."""
+    fake = tmp_path / "fake-python"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'case "$2" in *cache_tag*) echo cpython-312; echo cb0d0d0a 3.12.1; exit 0;; esac\n'
+        f"echo 'Traceback: boom' >&2\nexit {worker_exit}\n"
+    )
+    fake.chmod(0o755)
+    return fake
+
+
+def test_the_compile_itself_failing_is_an_environment_problem(tmp_path: Path) -> None:
     site = _source_tree(tmp_path)
-    missing = tmp_path / "no-python"
-    missing.write_text("#!/bin/sh\necho 'Traceback: boom' >&2\nexit 1\n")
-    missing.chmod(0o755)
-    with pytest.raises(EnvironmentProblem, match=r"byte-code failed \(exit 1\)") as info:
-        bytecode.compile_site(missing, site, site, 1, os.environ, _subprocess_runner)
+    for status in (1, 2):
+        with pytest.raises(
+            EnvironmentProblem, match=rf"byte-code failed \(exit {status}\)"
+        ) as info:
+            _compile(site, None, python=_fake_python(tmp_path, status))
+        assert "Traceback: boom" in info.value.details
+
+
+def test_an_interpreter_that_cannot_say_its_cache_tag_is_an_environment_problem(
+    tmp_path: Path,
+) -> None:
+    broken = tmp_path / "no-python"
+    broken.write_text("#!/bin/sh\necho 'Traceback: boom' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    with pytest.raises(EnvironmentProblem, match=r"cannot say where its byte-code goes") as info:
+        _compile(_source_tree(tmp_path), None, python=broken)
     assert "Traceback: boom" in info.value.details
