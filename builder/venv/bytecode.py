@@ -39,7 +39,6 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from builder.venv.pyc_store import PycStore
@@ -180,27 +179,33 @@ def compile_site(
     env = compile_env(base_env)
     tag, interpreter = _probe(python, env, run)
     store = PycStore.open(store_base, interpreter) if store_base is not None else None
-    listed = list(sources(site))
-    with ThreadPoolExecutor(max(jobs, 1)) as pool:
-        digests = list(pool.map(lambda s: _sha256(site / s), listed))
-        found = (
-            list(pool.map(lambda s, d: store.fetch(d, s, pyc_path(site, s, tag)), listed, digests))
-            if store is not None
-            else [False] * len(listed)
-        )
-        todo = [(s, d) for s, d, hit in zip(listed, digests, found, strict=True) if not hit]
-        failed = _compile(python, site, [s for s, _ in todo], tag, jobs, env, run) if todo else []
-        if store is not None:
-            skip = set(failed)
-            made = [(s, d) for s, d in todo if d and s not in skip]
-            list(pool.map(lambda sd: store.keep(sd[1], sd[0], pyc_path(site, sd[0], tag)), made))
+    folders: set[Path] = set()
+    reused = 0
+    todo: list[tuple[str, str]] = []
+    for source in sources(site):
+        digest = _sha256(site / source)
+        target = pyc_path(site, source, tag)
+        if store is not None and digest:
+            if target.parent not in folders:
+                target.parent.mkdir(exist_ok=True)
+                folders.add(target.parent)
+            if store.put(digest, source, target):
+                reused += 1
+                continue
+        todo.append((source, digest))
+    failed = _compile(python, site, [s for s, _ in todo], tag, jobs, env, run) if todo else []
+    if store is not None:
+        skip = set(failed)
+        for source, digest in todo:
+            if digest and source not in skip:
+                store.keep(digest, source, pyc_path(site, source, tag))
     files, size = pyc_totals(site)
     return BytecodeRecord(
         mode=MODE,
         jobs=jobs,
         pyc_files=files,
         pyc_bytes=size,
-        reused=sum(found),
+        reused=reused,
         failed=len(failed),
         failed_examples=sorted(failed)[:_EXAMPLES],
         seconds=round(time.monotonic() - started, 3),

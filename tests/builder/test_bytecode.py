@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -234,9 +235,15 @@ def test_a_second_site_takes_its_pyc_from_the_store(tmp_path: Path) -> None:
     first = _source_tree(tmp_path / "a")
     assert _compile(first, store).reused == 0
     second = _source_tree(tmp_path / "b")
+    shipped = bytecode.pyc_path(second, "pkg/m1.py", sys.implementation.cache_tag)
+    shipped.parent.mkdir()
+    shipped.write_bytes(b"a .pyc the wheel shipped")  # replaced, as compileall would
     done = _compile(second, store)
     assert done.reused == done.pyc_files == 23
     assert _pycs(second) == _pycs(first)
+    # linked, not copied: the store and the env share one file per module
+    linked = bytecode.pyc_path(second, "pkg/sub/mod.py", sys.implementation.cache_tag)
+    assert linked.stat().st_nlink == 2
     # an import names the second site's files, though the bytes were made in the first
     shown = _import(second, "import pkg.sub.mod as m; print(m.f.__code__.co_filename); m.f([])")
     assert shown.stdout.splitlines()[0] == str(second / "pkg" / "sub" / "mod.py")
@@ -249,10 +256,22 @@ def test_a_second_site_takes_its_pyc_from_the_store(tmp_path: Path) -> None:
     assert _import(third, "import pkg.m3; print(pkg.m3.VALUE)").stdout.strip() == "edited"
 
 
+def test_a_store_on_another_file_system_is_copied(tmp_path: Path) -> None:
+    shm = Path("/dev/shm")
+    assert shm.is_dir() and os.stat(shm).st_dev != os.stat(tmp_path).st_dev
+    with tempfile.TemporaryDirectory(dir=shm) as elsewhere:
+        store = Path(elsewhere) / "store"
+        _compile(_source_tree(tmp_path / "a"), store)
+        site = _source_tree(tmp_path / "b")
+        assert _compile(site, store).reused == 23
+        assert {p.stat().st_nlink for p in site.rglob("*.pyc")} == {1}
+        assert _pycs(site) == _pycs(tmp_path / "a" / "site-packages")
+
+
 def test_a_damaged_entry_is_a_miss_and_is_replaced(tmp_path: Path) -> None:
     store = tmp_path / "store"
     _compile(_source_tree(tmp_path / "a"), store)
-    entries = sorted((store).rglob("*.pyc"))
+    entries = sorted(store.rglob("*.pyc"))
     assert len(entries) == 23
     entries[0].write_bytes(entries[0].read_bytes()[:-3])  # truncated
     entries[1].write_bytes(b"not a stored pyc")
@@ -260,7 +279,14 @@ def test_a_damaged_entry_is_a_miss_and_is_replaced(tmp_path: Path) -> None:
     done = _compile(site, store)
     assert (done.reused, done.pyc_files) == (21, 23)
     assert _pycs(site) == _pycs(tmp_path / "a" / "site-packages")
-    assert _compile(_source_tree(tmp_path / "c"), store).reused == 23  # both made again
+    # a linked .pyc written in place changes its entry: the next build does not take it
+    linked = next(p for p in site.rglob("*.pyc") if p.stat().st_nlink == 2)
+    with linked.open("r+b") as f:
+        f.seek(20)
+        f.write(b"\xff")
+    done = _compile(_source_tree(tmp_path / "c"), store)
+    assert (done.reused, done.pyc_files) == (22, 23)
+    assert _compile(_source_tree(tmp_path / "d"), store).reused == 23  # all made again
 
 
 def test_a_store_others_can_write_is_not_used(tmp_path: Path) -> None:
