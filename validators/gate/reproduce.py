@@ -19,7 +19,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -298,14 +298,7 @@ def _judge(
     outcome: ReproduceOutcome, record: Record, candidate: Record, base_policy: GatePolicy
 ) -> None:
     # The record has its repeats; a new host may run fewer: judge with what both have.
-    policy = GatePolicy(
-        tolerance=base_policy.tolerance,
-        tail_tolerance=base_policy.tail_tolerance,
-        confidence=base_policy.confidence,
-        min_repeats=2,
-        resamples=base_policy.resamples,
-    )
-    result = gate(record, candidate, policy)
+    result = gate(record, candidate, replace(base_policy, min_repeats=2))
     outcome.gate = result
     failing = [c for c in result.checks if c.failing]
     for c in failing:
