@@ -116,8 +116,9 @@ class _Unavailable:
         if (self._error.name or "").split(".")[0] in DEPENDENCY_MODULES:
             raise self._error  # stackgate itself is not installed: main_for says how to run it
         raise EnvironmentProblem(
-            f"command '{self.NAME}' is unavailable here: {self._error}; "
-            "install stackgate with its dependencies (uv sync)"
+            f"command '{self.NAME}' is unavailable here: {self._error}",
+            error_id="command-unavailable",
+            hint="install stackgate with its dependencies (uv sync)",
         )
 
 
@@ -282,12 +283,19 @@ def _main_for(packages: Sequence[str], prog: str, description: str, words: list[
         if args.json:
             from stackgate.cli_output import ErrorOutput  # pydantic: only on this path
 
-            failed = ErrorOutput(exit_code=exc.exit_code, error=exc.message, details=exc.details)
+            failed = ErrorOutput(
+                exit_code=exc.exit_code,
+                error=exc.message,
+                details=exc.details,
+                error_id=exc.error_id,
+                hint=exc.hint,
+            )
             emit_json(failed.model_dump(mode="json"))
         err = lines_err()
         err.styled("[bold red]error:[/] {}", exc.message)
         for line in exc.details:
             err.plain(f"  {line}")
+        err.styled("[bold]hint:[/] {} [{}]", exc.hint, exc.error_id)
         err.plain(verdict_after_error(exc.verdict, prog, args.command, exc.exit_code))
         return exc.exit_code
     except KeyboardInterrupt:

@@ -34,6 +34,9 @@ _MAX_HEAD_BYTES = 64 << 10
 class TamperedStore(CheckFailed):
     """The store's content contradicts itself or a head kept elsewhere (exit 1)."""
 
+    error_id = "store-tampered"
+    hint = "`stackgate records verify` lists what changed; restore the store from its copy"
+
 
 def link(previous: str, seq: int, record_id: str) -> str:
     text = f"stackgate-chain-v1\n{previous}\n{seq}\n{record_id}"
