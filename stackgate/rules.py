@@ -8,7 +8,6 @@ the validators' preflight evaluates them.
 
 from __future__ import annotations
 
-import os
 import re
 import tomllib
 from collections.abc import Iterator, Mapping
@@ -26,6 +25,7 @@ from stackgate.loading import format_validation_errors
 from stackgate.manifest import Manifest, Strict
 from stackgate.manifest_values import SpecifierStr, arch_cc
 from stackgate.paths import checkout_root, display_path, stacks_dir
+from stackgate.settings import value
 
 # stacks/rules.toml as the wheel carries it (for an installed stackgate outside a checkout).
 PACKAGED_RULES = Path(__file__).resolve().parent / "shipped" / "rules.toml"
@@ -165,7 +165,7 @@ def default_rules_path() -> Path:
     "no rules" (nor a crash of the host group). Outside any
     checkout, the copy the wheel carries (pyproject's force-include)."""
     checkout = checkout_root()
-    if checkout is None and not os.environ.get("STACKGATE_STACKS_DIR"):
+    if checkout is None and not value("STACKGATE_STACKS_DIR"):
         return PACKAGED_RULES  # an installed stackgate, run outside a checkout
     own = stacks_dir() / "rules.toml"
     if own.is_file():

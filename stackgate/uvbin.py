@@ -12,11 +12,12 @@ from pathlib import Path
 
 from stackgate import proc
 from stackgate.errors import ToolNotFound
+from stackgate.settings import value
 
 
 def uv_bin() -> str:
     """The uv executable every uv call uses."""
-    override = os.environ.get("STACKGATE_UV")
+    override = value("STACKGATE_UV")
     if override:
         found = proc.find(override)
         if found is None or not Path(found).is_file() or not os.access(found, os.X_OK):

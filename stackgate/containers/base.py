@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Literal, Self, get_args
 from packaging.version import InvalidVersion, Version
 
 from stackgate.errors import CheckFailed, EnvironmentProblem
+from stackgate.settings import switch
 
 if TYPE_CHECKING:  # the engines' own configs; their modules import this one
     from stackgate.containers.buildah import StorageConfig
@@ -47,11 +48,11 @@ Network = Literal["host", "none"]
 
 
 def keep_builds() -> bool:
-    return os.environ.get(KEEP_ENV, "") not in ("", "0")
+    return switch(KEEP_ENV)
 
 
 def keep_containers() -> bool:
-    return os.environ.get(KEEP_CONTAINERS_ENV, "") not in ("", "0")
+    return switch(KEEP_CONTAINERS_ENV)
 
 
 def container_name() -> str:

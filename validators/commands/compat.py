@@ -29,6 +29,7 @@ from stackgate.credentials import redact
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput, EnvironmentProblem
 from stackgate.files import atomic_write_text
 from stackgate.output import console_err
+from stackgate.settings import switch
 from validators.compat.lockgate import check_lock
 from validators.lockcheck.facts_cache import FactsCache, default_root
 
@@ -174,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
     rules = load_rules(Path(args.rules) if args.rules else None)
     cache = FactsCache(Path(args.cache) if args.cache else default_root())
     err = console_err()
-    verbose = bool(os.environ.get("STACKGATE_VERBOSE"))
+    verbose = switch("STACKGATE_VERBOSE")
 
     def progress(p: PairVerdict) -> None:
         if verbose:
