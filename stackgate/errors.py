@@ -8,7 +8,8 @@ script would tell apart from its class's others passes its own error_id and hint
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 EXIT_OK = 0
 EXIT_CHECK_FAILED = 1
@@ -66,19 +67,31 @@ class BadInput(StackgateError):
     hint = "correct the input the message names and run it again; nothing was changed"
 
 
+class Problem(NamedTuple):
+    """One thing wrong in an input file: the file, the dotted path of the field in it ("" for
+    the file as a whole) and what is wrong. str() is its one rendering, `file: field: message`."""
+
+    file: str
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return ": ".join(part for part in self if part)
+
+
 class ManifestError(BadInput):
-    """Every problem found in one manifest, reported together."""
+    """Every problem found in one manifest, reported together, each once."""
 
     error_id = "manifest-invalid"
     hint = "fix each problem listed (file: field: what is wrong), then run `stackgate check`"
 
-    def __init__(self, problems: Sequence[str]) -> None:
-        count = len(problems)
+    def __init__(self, problems: Iterable[Problem]) -> None:
+        self.problems = list(dict.fromkeys(problems))
+        count = len(self.problems)
         super().__init__(
             f"{count} problem{'s' if count != 1 else ''} in the manifest",
-            details=problems,
+            details=[str(p) for p in self.problems],
         )
-        self.problems = list(problems)
 
 
 class EnvironmentProblem(StackgateError):

@@ -20,7 +20,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 from pydantic import Field, ValidationError
 
-from stackgate.errors import ManifestError
+from stackgate.errors import ManifestError, Problem
 from stackgate.loading import format_validation_errors
 from stackgate.manifest import Manifest, Strict
 from stackgate.manifest_values import SpecifierStr, arch_cc
@@ -180,17 +180,17 @@ def load_rules(path: Path | None = None) -> list[Rule]:
     try:
         raw = tomllib.loads(file.read_text(encoding="utf-8"))
     except ValueError as exc:  # TOMLDecodeError, an integer past 4,300 digits, not UTF-8
-        raise ManifestError([f"{shown}: invalid TOML: {exc}"]) from None
+        raise ManifestError([Problem(shown, "", f"invalid TOML: {exc}")]) from None
     except OSError as exc:
-        raise ManifestError([f"{shown}: cannot read: {exc}"]) from None
+        raise ManifestError([Problem(shown, "", f"cannot read: {exc}")]) from None
     try:
         parsed = RuleFile.model_validate(raw)
     except ValidationError as exc:
-        raise ManifestError([f"{shown}: {p}" for p in format_validation_errors(exc)]) from None
+        raise ManifestError(Problem(shown, *p) for p in format_validation_errors(exc)) from None
     ids = [r.id for r in parsed.rules]
     dupes = sorted({i for i in ids if ids.count(i) > 1})
     if dupes:
-        raise ManifestError([f"{shown}: rules: duplicate ids: {', '.join(dupes)}"])
+        raise ManifestError([Problem(shown, "rules", f"duplicate ids: {', '.join(dupes)}")])
     return parsed.rules
 
 

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from stackgate.cli_output import ErrorOutput
-from stackgate.errors import StackgateError
+from stackgate.errors import ManifestError, Problem, StackgateError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -68,3 +68,13 @@ def test_the_cli_prints_the_hint_and_json_carries_id_and_hint(tmp_path: Path) ->
     lines = done.stderr.splitlines()
     assert lines[-2].startswith("hint: fix each problem") and "[manifest-invalid]" in lines[-2]
     assert lines[-1].startswith("REFUSED")
+
+
+def test_a_manifest_problem_is_a_file_a_field_and_a_message_rendered_once() -> None:
+    field = Problem("stacks/cu130.toml", "torch.index", "unknown index 'x'")
+    whole = Problem("stacks/cu130.toml", "", "invalid TOML: nested too deeply")
+    assert str(field) == "stacks/cu130.toml: torch.index: unknown index 'x'"
+    assert str(whole) == "stacks/cu130.toml: invalid TOML: nested too deeply"
+    refused = ManifestError([field, whole, field])  # each problem said once
+    assert refused.problems == [field, whole]
+    assert refused.details == [str(field), str(whole)] and refused.message.startswith("2 problems")
