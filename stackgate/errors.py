@@ -1,7 +1,5 @@
 """One error hierarchy; each kind carries the exit code of the CLI contract, the verdict
-word the CLI's last line starts with, a stable id scripts match on (never the prose) and a
-hint that says what to do (pip's DiagnosticPipError: reference + hint). A raise whose cause a
-script would tell apart from its class's others passes its own error_id and hint.
+word the CLI's last line starts with, an id scripts match on (never the prose) and a hint.
 
 0 ok, 1 a check failed or a regression, 2 bad input, 3 environment problem.
 """
@@ -34,7 +32,7 @@ class StackgateError(Exception):
     # The first word of the verdict line the CLI ends with after the message: REFUSED when
     # nothing was done (bad input, a precondition known up front), FAILED when it broke.
     verdict = "REFUSED"
-    error_id = "error"
+    error_id = "error"  # a raise whose cause scripts would tell apart passes its own
     hint = "run it again with --debug for the traceback"
 
     def __init__(
@@ -68,8 +66,7 @@ class BadInput(StackgateError):
 
 
 class Problem(NamedTuple):
-    """One thing wrong in an input file: the file, the dotted path of the field in it ("" for
-    the file as a whole) and what is wrong. str() is its one rendering, `file: field: message`."""
+    """One thing wrong in a file: its dotted field ("" for the whole file); str() renders it."""
 
     file: str
     field: str
@@ -115,12 +112,10 @@ class HostCannot(EnvironmentProblem):
 class ToolNotFound(EnvironmentProblem):
     verdict = "REFUSED"
     error_id = "tool-not-found"
+    hint = "install it, or put the folder that holds it on PATH"
 
     def __init__(self, program: str, hint: str = "") -> None:
-        super().__init__(
-            f"{program} not found on PATH", hint=hint or f"install {program} or put it on PATH"
-        )
-        self.program = program
+        super().__init__(f"{program} not found on PATH", hint=hint)
 
 
 class CommandFailed(StackgateError):

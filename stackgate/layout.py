@@ -34,8 +34,7 @@ LOCKS_DIRNAME = "locks"
 
 def default_venv_root() -> Path:
     """$STACKGATE_VENV_ROOT, else <checkout>/envs."""
-    override = value(VENV_ROOT_ENV)
-    return Path(override) if override else project_root() / "envs"
+    return Path(value(VENV_ROOT_ENV) or project_root() / "envs")
 
 
 def venv_root(given: Path | None = None) -> Path:

@@ -32,6 +32,8 @@ from stackgate.paths import display_path, resolve_stack
 from stackgate.validator_groups import specs
 
 MAX_MANIFEST_BYTES = 1 << 20
+_PROFILE = "serving profile"
+_COPIED = "would be copied into locks, images and records"
 FieldProblem = tuple[str, str]  # the dotted path of a field, what is wrong with it
 
 
@@ -62,7 +64,7 @@ def load_stack(stack: str | Path) -> LoadedStack:
     """Resolve STACK (name or path), parse and validate it, or raise ManifestError."""
     path = resolve_stack(str(stack))
     shown = display_path(path)
-    raw = _read_toml(path, shown)
+    raw = read_toml(path, shown)
 
     migrated, notes = migrate(raw)
     data = _apply_extends(migrated)
@@ -82,7 +84,7 @@ def load_stack(stack: str | Path) -> LoadedStack:
     return LoadedStack(path=path, manifest=manifest, raw=raw, notes=tuple(notes))
 
 
-def _read_toml(path: Path, shown: str) -> dict[str, Any]:
+def read_toml(path: Path, shown: str) -> dict[str, Any]:
     """The manifest's TOML: a regular UTF-8 file of at most MAX_MANIFEST_BYTES, not nested so
     deep that the parser recurses out of stack."""
     try:
@@ -126,9 +128,7 @@ def format_validation_errors(exc: ValidationError) -> Iterator[FieldProblem]:
         kind = err["type"]
         if kind == "extra_forbidden":
             known = _known_fields(err["loc"][:-1])
-            close = difflib.get_close_matches(loc[-1], known, n=1, cutoff=0.6)
-            msg = f"unknown key '{loc[-1]}'"
-            msg += f"; did you mean '{close[0]}'?" if close else f"; known keys: {', '.join(known)}"
+            msg = _unknown("key", loc[-1], known, "known keys")
         elif kind == "missing":
             msg = "required field is missing"
         elif is_key:
@@ -185,11 +185,8 @@ def _cross_references(raw: dict[str, Any], path: Path) -> Iterator[FieldProblem]
                 continue
             index = pin.get("index")
             if isinstance(index, str) and index not in index_names:
-                yield (
-                    f"packages.{pkg_name}.index",
-                    f"unknown index '{index}'"
-                    + _did_you_mean(index, index_names, "declared indexes"),
-                )
+                why = _unknown("index", index, index_names, "declared indexes")
+                yield f"packages.{pkg_name}.index", why
             if "git" in pin and "ref" not in pin:
                 yield f"packages.{pkg_name}.ref", "git needs a ref (a tag or a commit)"
             patches = pin.get("patches", [])
@@ -204,11 +201,8 @@ def _cross_references(raw: dict[str, Any], path: Path) -> Iterator[FieldProblem]
             if isinstance(profile, dict) and isinstance(profile.get("extends"), str):
                 base = profile["extends"]
                 if base not in profile_names or base == name:
-                    yield (
-                        f"serving.{name}.extends",
-                        f"unknown serving profile '{base}'"
-                        + _did_you_mean(base, [p for p in profile_names if p != name], "profiles"),
-                    )
+                    others = [p for p in profile_names if p != name]
+                    yield f"serving.{name}.extends", _unknown(_PROFILE, base, others, "profiles")
                 elif isinstance(serving[base], dict) and "extends" in serving[base]:
                     yield (
                         f"serving.{name}.extends",
@@ -218,11 +212,7 @@ def _cross_references(raw: dict[str, Any], path: Path) -> Iterator[FieldProblem]
     if isinstance(validation, dict):
         wanted = validation.get("serve_profile")
         if isinstance(wanted, str) and wanted not in profile_names:
-            yield (
-                "validation.serve_profile",
-                f"unknown serving profile '{wanted}'"
-                + _did_you_mean(wanted, profile_names, "profiles"),
-            )
+            yield "validation.serve_profile", _unknown(_PROFILE, wanted, profile_names, "profiles")
         required = validation.get("required")
         if isinstance(required, list) and not isinstance(wanted, str):
             for spec in specs(r for r in required if isinstance(r, str)):
@@ -318,32 +308,21 @@ def _secrets_anywhere(raw: dict[str, Any]) -> Iterator[FieldProblem]:
             for key, item in value.items():
                 sub = f"{where}.{key}" if where else str(key)
                 if _secret_name(str(key)) and isinstance(item, str) and item:
-                    yield (
-                        sub,
-                        "a variable named like a secret would be copied into locks, "
-                        "images and records; set it in the environment that runs the stack",
-                    )
+                    why = "set it in the environment that runs the stack"
+                    yield sub, f"a variable named like a secret {_COPIED}; {why}"
                     continue
                 todo.append((sub, item))
         elif isinstance(value, list):
             yield from _secret_flags(where, value)
             todo.extend((f"{where}.{i}", item) for i, item in enumerate(value))
         elif isinstance(value, str) and (kind := find_token(value)) is not None:
-            yield (
-                where,
-                f"holds what looks like a {kind} token, which would be copied into "
-                "locks, images and records",
-            )
+            yield where, f"holds what looks like a {kind} token, which {_COPIED}"
         elif isinstance(value, str) and "://" in value and has_credentials(value):
             if where.rsplit(".", 1)[-1] in ("url", "git") and where.split(".")[0] in (
                 "indexes", "packages",
             ):  # fmt: skip
                 continue  # said by _credentials with the variables to use instead
-            yield (
-                where,
-                f"'{redact(value)}' holds credentials, which would be copied into "
-                "locks, images and records",
-            )
+            yield where, f"'{redact(value)}' holds credentials, which {_COPIED}"
 
 
 def _credentials(raw: dict[str, Any]) -> Iterator[FieldProblem]:
@@ -362,11 +341,8 @@ def _credentials(raw: dict[str, Any]) -> Iterator[FieldProblem]:
                     if section == "indexes"
                     else "give them to git (a credential helper or ~/.netrc)"
                 )
-                yield (
-                    f"{section}.{name}.{key}",
-                    f"'{redact(url)}' holds credentials, which would be "
-                    f"copied into locks, images and records; remove them and {how}",
-                )
+                why = f"'{redact(url)}' holds credentials, which {_COPIED}; remove them and {how}"
+                yield f"{section}.{name}.{key}", why
 
 
 # Control (Cc: C0, DEL, C1), format (Cf: bidi overrides and isolates, zero-width characters,
@@ -402,8 +378,9 @@ def control_characters(raw: dict[str, Any]) -> Iterator[FieldProblem]:
             yield where, f"contains a control character ({bad}); one line of printable text"
 
 
-def _did_you_mean(word: str, choices: list[str], what: str) -> str:
+def _unknown(kind: str, word: str, choices: list[str], what: str) -> str:
+    """`unknown <kind> 'word'`, then the closest choice or, when none is close, all of them."""
     close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
     if close:
-        return f"; did you mean '{close[0]}'?"
-    return f"; {what}: {', '.join(choices) or 'none'}"
+        return f"unknown {kind} '{word}'; did you mean '{close[0]}'?"
+    return f"unknown {kind} '{word}'; {what}: {', '.join(choices) or 'none'}"

@@ -9,7 +9,6 @@ the validators' preflight evaluates them.
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +20,7 @@ from packaging.version import Version
 from pydantic import Field, ValidationError
 
 from stackgate.errors import ManifestError, Problem
-from stackgate.loading import format_validation_errors
+from stackgate.loading import format_validation_errors, read_toml
 from stackgate.manifest import Manifest, Strict
 from stackgate.manifest_values import SpecifierStr, arch_cc
 from stackgate.paths import checkout_root, display_path, stacks_dir
@@ -177,12 +176,7 @@ def default_rules_path() -> Path:
 def load_rules(path: Path | None = None) -> list[Rule]:
     file = path or default_rules_path()
     shown = display_path(file)
-    try:
-        raw = tomllib.loads(file.read_text(encoding="utf-8"))
-    except ValueError as exc:  # TOMLDecodeError, an integer past 4,300 digits, not UTF-8
-        raise ManifestError([Problem(shown, "", f"invalid TOML: {exc}")]) from None
-    except OSError as exc:
-        raise ManifestError([Problem(shown, "", f"cannot read: {exc}")]) from None
+    raw = read_toml(file, shown)
     try:
         parsed = RuleFile.model_validate(raw)
     except ValidationError as exc:

@@ -196,8 +196,7 @@ BY_NAME = {s.name: s for s in SETTINGS}
 
 
 def value(name: str, flag: str | Path | None = None, default: str = "") -> str:
-    """The setting `name`: the flag when given, else $name when set and not empty, else
-    `default`."""
+    """The flag when given, else $name when set and not empty, else `default`."""
     return str(flag) if flag else os.environ.get(name) or default
 
 
@@ -207,11 +206,9 @@ def switch(name: str) -> bool:
 
 
 def folder(name: str, what: str, flag: Path | None = None) -> Path | None:
-    """The folder the flag or else $name names (None when neither); BadInput naming the
-    variable when its value cannot be a folder: it, or the nearest part of it that exists, is
-    not a folder (a file, a device). A variable is input like a flag: `/etc/passwd` or
-    `/dev/null` is refused before anything is created under it, not an OSError deep in a
-    command that names neither the variable nor the value."""
+    """The folder the flag or else $name names (None when neither). A variable is input like a
+    flag: one that cannot name a folder (`/etc/passwd`, `/dev/null`, or under a file) is bad
+    input naming it, before anything is created under it."""
     raw = value(name)
     if flag is not None or not raw:
         return flag
@@ -265,11 +262,10 @@ def markdown() -> str:
 
 
 def main(argv: list[str]) -> int:
-    docs = Path(__file__).resolve().parent.parent / "docs" / "settings.md"
     if argv == ["--write"]:
-        docs.write_text(markdown())
-        return 0
-    sys.stdout.write(markdown())
+        (Path(__file__).resolve().parent.parent / "docs" / "settings.md").write_text(markdown())
+    else:
+        sys.stdout.write(markdown())
     return 0
 
 

@@ -158,11 +158,10 @@ def _sources(items: list[str]) -> dict[str, Path]:
 def request_from(args: argparse.Namespace) -> ImageRequest:
     """CLI > environment > defaults."""
     root = folder("STACKGATE_STORAGE_ROOT", "image storage", args.storage_root)
-    driver = value("STACKGATE_STORAGE_DRIVER", args.storage_driver)
     storage = StorageConfig(
         root=Path(root) / "root" if root else None,
         runroot=Path(root) / "run" if root else None,
-        storage_driver=driver or None,
+        storage_driver=value("STACKGATE_STORAGE_DRIVER", args.storage_driver) or None,
     )
     return ImageRequest(
         engine=args.engine,

@@ -47,14 +47,6 @@ CDI_ALL_GPUS = "nvidia.com/gpu=all"
 Network = Literal["host", "none"]
 
 
-def keep_builds() -> bool:
-    return switch(KEEP_ENV)
-
-
-def keep_containers() -> bool:
-    return switch(KEEP_CONTAINERS_ENV)
-
-
 def container_name() -> str:
     return f"stackgate-run-{uuid.uuid4().hex[:12]}"
 
@@ -249,7 +241,7 @@ class ContainerEngine(ABC):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if keep_builds():
+        if switch(KEEP_ENV):
             if self._made:
                 log.warning("%s=1: keeping %s", KEEP_ENV, ", ".join(self._made))
             return

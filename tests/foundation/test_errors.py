@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from stackgate.cli import _os_error
 from stackgate.cli_output import ErrorOutput
 from stackgate.errors import ManifestError, Problem, StackgateError
 
@@ -78,3 +79,12 @@ def test_a_manifest_problem_is_a_file_a_field_and_a_message_rendered_once() -> N
     refused = ManifestError([field, whole, field])  # each problem said once
     assert refused.problems == [field, whole]
     assert refused.details == [str(field), str(whole)] and refused.message.startswith("2 problems")
+
+
+def test_an_os_error_is_reported_as_an_environment_problem_saying_where() -> None:
+    try:
+        Path("/nonexistent-stackgate-test/x").read_text()
+    except OSError as exc:
+        reported = _os_error(exc)
+    assert (reported.error_id, reported.exit_code, reported.verdict) == ("os-error", 3, "FAILED")
+    assert "No such file" in reported.message and "(raised at " in reported.message

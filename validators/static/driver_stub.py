@@ -56,10 +56,7 @@ def driver_names(imports: Iterable[str]) -> dict[str, list[str]]:
 
 
 def _cache_root() -> Path:
-    configured = folder(CACHE_ENV, "the driver stub cache")
-    if configured is not None:
-        return configured
-    return cache_root() / "driver-stubs"  # stackgate/settings.py
+    return folder(CACHE_ENV, "the driver stub cache") or cache_root() / "driver-stubs"
 
 
 def build_stubs(imports: Iterable[str], cache: Path | None = None) -> DriverStubs:

@@ -43,10 +43,9 @@ def default_folder() -> Path:
 
 
 def find_userland() -> DriverUserland | None:
-    configured = value(ENV_VAR)
-    for folder in [Path(configured)] if configured else [default_folder()]:
-        if (folder / "libcuda.so.1").is_file():
-            return DriverUserland(folder, _version(folder))
+    folder = Path(value(ENV_VAR) or default_folder())
+    if (folder / "libcuda.so.1").is_file():
+        return DriverUserland(folder, _version(folder))
     return None
 
 
