@@ -15,7 +15,7 @@ from pydantic import Field, ValidationError
 
 from stackgate.errors import BadInput, EnvironmentProblem
 from stackgate.files import read_json_file
-from stackgate.model import StrictModel, validation_problems
+from stackgate.model import StrictModel, parsed, validation_problems
 from stackgate.resource_limits import GIB, HostResources
 from stackgate.topology import Topology
 
@@ -341,7 +341,4 @@ def read_build_record(env: Path) -> BuildRecord:
         )
     # Bounded, regular file only, duplicate keys refused (stackgate.files).
     data = read_json_file(path, MAX_BUILD_RECORD_BYTES)
-    try:
-        return BuildRecord.model_validate(data)
-    except ValidationError as exc:
-        raise BadInput(f"{path}: invalid build record", details=validation_problems(exc)) from None
+    return parsed(BuildRecord, data, f"{path}: invalid build record")

@@ -116,8 +116,9 @@ class _Unavailable:
         if (self._error.name or "").split(".")[0] in DEPENDENCY_MODULES:
             raise self._error  # stackgate itself is not installed: main_for says how to run it
         raise EnvironmentProblem(
-            f"command '{self.NAME}' is unavailable here: {self._error}; "
-            "install stackgate with its dependencies (uv sync)"
+            f"command '{self.NAME}' is unavailable here: {self._error}",
+            error_id="command-unavailable",
+            hint="install stackgate with its dependencies (uv sync)",
         )
 
 
@@ -229,13 +230,13 @@ def verdict_after_error(verdict: str, prog: str, command: str | None, code: int)
     return f"{verdict} {what}: {MEANING.get(code, 'error')} (exit {code})"
 
 
-def _raised_at(exc: BaseException) -> str:
-    """`file:line in function` of the innermost frame that raised exc."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    if not frames:
-        return "unknown"
-    last = frames[-1]
-    return f"{last.filename}:{last.lineno} in {last.name}"
+def _os_error(exc: OSError) -> EnvironmentProblem:
+    """An OSError can carry no file name (os.getcwd() after its folder went away): it says where
+    it was raised, so a failure seen only as a child's last stderr line is findable."""
+    last = traceback.extract_tb(exc.__traceback__)[-1:]
+    where = "".join(f"{f.filename}:{f.lineno} in {f.name}" for f in last) or "unknown"
+    hint = "the file or folder it names is missing, unreadable or full; --debug for the traceback"
+    return EnvironmentProblem(f"{exc} (raised at {where})", error_id="os-error", hint=hint)
 
 
 def main_for(
@@ -257,13 +258,13 @@ def main_for(
 
 def _main_for(packages: Sequence[str], prog: str, description: str, words: list[str]) -> int:
     commands = [c for p in packages for c in discover(p)]
-    parser = build_parser(prog, commands, description, _chosen(words, {c.name for c in commands}))
+    chosen = _chosen(words, {c.name for c in commands})
+    parser = build_parser(prog, commands, description, chosen)
     try:
         args = parser.parse_args(words)
     except SystemExit as exc:  # argparse: 2 on bad arguments, 0 on --help
         if exc.code in (0, None):
             return 0
-        chosen = _chosen(words, {c.name for c in commands})
         sys.stderr.write(verdict_after_error("REFUSED", prog, chosen, EXIT_BAD_INPUT) + "\n")
         return EXIT_BAD_INPUT
     logging.basicConfig(
@@ -276,33 +277,31 @@ def _main_for(packages: Sequence[str], prog: str, description: str, words: list[
 
     try:
         return run(args)
-    except StackgateError as exc:
-        if args.debug:
-            traceback.print_exc()
-        if args.json:
-            from stackgate.cli_output import ErrorOutput  # pydantic: only on this path
-
-            failed = ErrorOutput(exit_code=exc.exit_code, error=exc.message, details=exc.details)
-            emit_json(failed.model_dump(mode="json"))
-        err = lines_err()
-        err.styled("[bold red]error:[/] {}", exc.message)
-        for line in exc.details:
-            err.plain(f"  {line}")
-        err.plain(verdict_after_error(exc.verdict, prog, args.command, exc.exit_code))
-        return exc.exit_code
     except KeyboardInterrupt:
         lines_err().plain(verdict_after_error("INCOMPLETE", prog, args.command, EXIT_INTERRUPTED))
         return EXIT_INTERRUPTED
-    except OSError as exc:
+    except (StackgateError, OSError) as raised:
         if args.debug:
             traceback.print_exc()
-        # An OSError can carry no file name (os.getcwd() after its folder went away): say
-        # where it was raised, so a failure seen only as a child's last stderr line is findable.
-        where = _raised_at(exc)
+        error = raised if isinstance(raised, StackgateError) else _os_error(raised)
+        if args.json:
+            from stackgate.cli_output import ErrorOutput  # pydantic: only on this path
+
+            failed = ErrorOutput(
+                exit_code=error.exit_code,
+                error=error.message,
+                details=error.details,
+                error_id=error.error_id,
+                hint=error.hint,
+            )
+            emit_json(failed.model_dump(mode="json"))
         err = lines_err()
-        err.styled("[bold red]error:[/] {} (raised at {})", exc, where)
-        err.plain(verdict_after_error("FAILED", prog, args.command, EXIT_ENVIRONMENT))
-        return EXIT_ENVIRONMENT
+        err.styled("[bold red]error:[/] {}", error.message)
+        for line in error.details:
+            err.plain(f"  {line}")
+        err.styled("[bold]hint:[/] {} [{}]", error.hint, error.error_id)
+        err.plain(verdict_after_error(error.verdict, prog, args.command, error.exit_code))
+        return error.exit_code
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -17,6 +17,8 @@ class ErrorOutput(BaseModel):
     exit_code: int
     error: str
     details: list[str] = Field(default_factory=list)
+    error_id: str = ""  # stable, for scripts: match it, never the prose (stackgate/errors.py)
+    hint: str = ""  # what to do about it
 
 
 class MarkGoodOutput(BaseModel):

@@ -25,7 +25,7 @@ import stat
 import time
 from pathlib import Path
 
-from stackgate.settings import cache_root
+from stackgate.settings import cache_root, switch
 
 Key = tuple[int, int, int, int, int]  # dev, ino, size, mtime_ns, ctime_ns
 RACY_WINDOW_NS = 3_000_000_000
@@ -80,7 +80,7 @@ class DigestCache:
         self._seen_day: dict[Key, int] = {}
         self._used: set[tuple[int, int]] = set()
         self._db: sqlite3.Connection | None = None
-        if os.environ.get("STACKGATE_NO_DIGEST_CACHE") == "1":
+        if switch("STACKGATE_NO_DIGEST_CACHE"):
             return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)

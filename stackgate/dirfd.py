@@ -30,13 +30,13 @@ FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 class Swapped(EnvironmentProblem):
     """A name no longer leads to the object this process opened or made (exit 3)."""
 
+    error_id = "swapped"
+    hint = "remove it (stackgate never makes one there) and run the command again"
+
 
 def _not_a_folder(path: Path | str, exc: OSError) -> EnvironmentProblem:
     if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-        return Swapped(
-            f"{path}: a symlink or not a folder; refusing to work through it",
-            details=["remove it (stackgate never makes one there) and run the command again"],
-        )
+        return Swapped(f"{path}: a symlink or not a folder; refusing to work through it")
     return EnvironmentProblem(f"cannot open {path}: {exc.strerror or exc}")
 
 

@@ -1,12 +1,13 @@
-"""One error hierarchy; each kind carries the exit code of the CLI contract and the verdict
-word the CLI's last line starts with.
+"""One error hierarchy; each kind carries the exit code of the CLI contract, the verdict
+word the CLI's last line starts with, an id scripts match on (never the prose) and a hint.
 
 0 ok, 1 a check failed or a regression, 2 bad input, 3 environment problem.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 EXIT_OK = 0
 EXIT_CHECK_FAILED = 1
@@ -31,11 +32,17 @@ class StackgateError(Exception):
     # The first word of the verdict line the CLI ends with after the message: REFUSED when
     # nothing was done (bad input, a precondition known up front), FAILED when it broke.
     verdict = "REFUSED"
+    error_id = "error"  # a raise whose cause scripts would tell apart passes its own
+    hint = "run it again with --debug for the traceback"
 
-    def __init__(self, message: str, *, details: Sequence[str] = ()) -> None:
+    def __init__(
+        self, message: str, *, details: Sequence[str] = (), error_id: str = "", hint: str = ""
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.details = list(details)
+        self.error_id = error_id or self.error_id
+        self.hint = hint or self.hint
 
     def lines(self) -> list[str]:
         return [self.message, *self.details]
@@ -46,24 +53,42 @@ class CheckFailed(StackgateError):
 
     exit_code = EXIT_CHECK_FAILED
     verdict = "FAILED"
+    error_id = "check-failed"
+    hint = "the lines above say what said no; fix the stack or the environment and run it again"
 
 
 class BadInput(StackgateError):
     """A manifest, lock, argument or file the user gave is wrong (exit 2)."""
 
     exit_code = EXIT_BAD_INPUT
+    error_id = "bad-input"
+    hint = "correct the input the message names and run it again; nothing was changed"
+
+
+class Problem(NamedTuple):
+    """One thing wrong in a file: its dotted field ("" for the whole file); str() renders it."""
+
+    file: str
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return ": ".join(part for part in self if part)
 
 
 class ManifestError(BadInput):
-    """Every problem found in one manifest, reported together."""
+    """Every problem found in one manifest, reported together, each once."""
 
-    def __init__(self, problems: Sequence[str]) -> None:
-        count = len(problems)
+    error_id = "manifest-invalid"
+    hint = "fix each problem listed (file: field: what is wrong), then run `stackgate check`"
+
+    def __init__(self, problems: Iterable[Problem]) -> None:
+        self.problems = list(dict.fromkeys(problems))
+        count = len(self.problems)
         super().__init__(
             f"{count} problem{'s' if count != 1 else ''} in the manifest",
-            details=problems,
+            details=[str(p) for p in self.problems],
         )
-        self.problems = list(problems)
 
 
 class EnvironmentProblem(StackgateError):
@@ -71,6 +96,8 @@ class EnvironmentProblem(StackgateError):
 
     exit_code = EXIT_ENVIRONMENT
     verdict = "FAILED"
+    error_id = "env-problem"
+    hint = "install or repair what the message names on this host, then run it again"
 
 
 class HostCannot(EnvironmentProblem):
@@ -78,15 +105,17 @@ class HostCannot(EnvironmentProblem):
     up front (no GPU for the validators a record needs, too little free disk for a build)."""
 
     verdict = "REFUSED"
+    error_id = "host-cannot"
+    hint = "run it on a host that has what the message names"
 
 
 class ToolNotFound(EnvironmentProblem):
     verdict = "REFUSED"
+    error_id = "tool-not-found"
+    hint = "install it, or put the folder that holds it on PATH"
 
     def __init__(self, program: str, hint: str = "") -> None:
-        message = f"{program} not found on PATH"
-        super().__init__(f"{message}; {hint}" if hint else message)
-        self.program = program
+        super().__init__(f"{program} not found on PATH", hint=hint)
 
 
 class CommandFailed(StackgateError):
@@ -94,6 +123,8 @@ class CommandFailed(StackgateError):
 
     exit_code = EXIT_ENVIRONMENT
     verdict = "FAILED"
+    error_id = "command-failed"
+    hint = "the lines above are the end of its output; run it by hand to see all of it"
 
     def __init__(self, argv: Sequence[str], returncode: int, stdout: str, stderr: str) -> None:
         tail = (stderr or stdout).strip().splitlines()[-20:]

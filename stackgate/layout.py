@@ -15,7 +15,6 @@ and the gate only read them, through the same functions, so they cannot disagree
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from stackgate.cli_hint import cli_command
 from stackgate.errors import BadInput
 from stackgate.path_kind import kind_of
 from stackgate.paths import project_root, stacks_dir
+from stackgate.settings import value
 
 VENV_ROOT_ENV = "STACKGATE_VENV_ROOT"
 PARTIAL_SUFFIX = ".partial"
@@ -34,8 +34,7 @@ LOCKS_DIRNAME = "locks"
 
 def default_venv_root() -> Path:
     """$STACKGATE_VENV_ROOT, else <checkout>/envs."""
-    override = os.environ.get(VENV_ROOT_ENV)
-    return Path(override) if override else project_root() / "envs"
+    return Path(value(VENV_ROOT_ENV) or project_root() / "envs")
 
 
 def venv_root(given: Path | None = None) -> Path:

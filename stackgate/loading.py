@@ -9,12 +9,13 @@ profiles named elsewhere). Any finding raises ManifestError (exit 2); nothing is
 from __future__ import annotations
 
 import difflib
+import itertools
 import re
 import tomllib
 import types
 import typing
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from stackgate.credentials import find_token, has_credentials, index_env_names, redact
-from stackgate.errors import BadInput, ManifestError
+from stackgate.errors import BadInput, ManifestError, Problem
 from stackgate.files import read_text_bounded, sha256_file
 from stackgate.manifest import Manifest
 from stackgate.manifest_files import inside_folder, sha256_regular
@@ -31,6 +32,9 @@ from stackgate.paths import display_path, resolve_stack
 from stackgate.validator_groups import specs
 
 MAX_MANIFEST_BYTES = 1 << 20
+_PROFILE = "serving profile"
+_COPIED = "would be copied into locks, images and records"
+FieldProblem = tuple[str, str]  # the dotted path of a field, what is wrong with it
 
 
 @dataclass(frozen=True)
@@ -60,44 +64,39 @@ def load_stack(stack: str | Path) -> LoadedStack:
     """Resolve STACK (name or path), parse and validate it, or raise ManifestError."""
     path = resolve_stack(str(stack))
     shown = display_path(path)
-    raw = _read_toml(path, shown)
+    raw = read_toml(path, shown)
 
     migrated, notes = migrate(raw)
     data = _apply_extends(migrated)
-    problems: list[str] = []
+    found: list[Iterable[FieldProblem]] = []
     manifest: Manifest | None = None
     try:
         manifest = Manifest.model_validate(data)
     except ValidationError as exc:
-        problems.extend(f"{shown}: {p}" for p in format_validation_errors(exc))
-    problems.extend(f"{shown}: {p}" for p in _cross_references(raw, path))
-    problems.extend(f"{shown}: {p}" for p in control_characters(raw))
-    problems.extend(f"{shown}: {p}" for p in _file_references(raw, path))
-    problems.extend(f"{shown}: {p}" for p in _credentials(raw))
+        found.append(format_validation_errors(exc))
+    found += [_cross_references(raw, path), control_characters(raw)]
+    found += [_file_references(raw, path), _credentials(raw)]
     if manifest is not None and manifest.name != path.stem:
-        problems.append(f"{shown}: name: '{manifest.name}' must match the file name '{path.stem}'")
+        found.append([("name", f"'{manifest.name}' must match the file name '{path.stem}'")])
+    problems = [Problem(shown, *p) for p in itertools.chain(*found)]
     if problems or manifest is None:
-        raise ManifestError(_unique(problems))
+        raise ManifestError(problems)
     return LoadedStack(path=path, manifest=manifest, raw=raw, notes=tuple(notes))
 
 
-def _read_toml(path: Path, shown: str) -> dict[str, Any]:
+def read_toml(path: Path, shown: str) -> dict[str, Any]:
     """The manifest's TOML: a regular UTF-8 file of at most MAX_MANIFEST_BYTES, not nested so
     deep that the parser recurses out of stack."""
     try:
         text = read_text_bounded(path, MAX_MANIFEST_BYTES)
     except BadInput as exc:
-        raise ManifestError([exc.message]) from None
+        raise ManifestError([Problem("", "", exc.message)]) from None
     try:
         return tomllib.loads(text)
     except ValueError as exc:  # TOMLDecodeError, or an integer past 4,300 digits
-        raise ManifestError([f"{shown}: invalid TOML: {exc}"]) from None
+        raise ManifestError([Problem(shown, "", f"invalid TOML: {exc}")]) from None
     except RecursionError:
-        raise ManifestError([f"{shown}: invalid TOML: nested too deeply"]) from None
-
-
-def _unique(items: list[str]) -> list[str]:
-    return list(dict.fromkeys(items))
+        raise ManifestError([Problem(shown, "", "invalid TOML: nested too deeply")]) from None
 
 
 def _apply_extends(raw: dict[str, Any]) -> dict[str, Any]:
@@ -120,7 +119,7 @@ def _apply_extends(raw: dict[str, Any]) -> dict[str, Any]:
     return {**raw, "serving": merged}
 
 
-def format_validation_errors(exc: ValidationError) -> Iterator[str]:
+def format_validation_errors(exc: ValidationError) -> Iterator[FieldProblem]:
     for err in exc.errors(include_url=False):
         loc = [str(p) for p in err["loc"] if p != "[key]"]
         is_key = "[key]" in err["loc"]
@@ -129,9 +128,7 @@ def format_validation_errors(exc: ValidationError) -> Iterator[str]:
         kind = err["type"]
         if kind == "extra_forbidden":
             known = _known_fields(err["loc"][:-1])
-            close = difflib.get_close_matches(loc[-1], known, n=1, cutoff=0.6)
-            msg = f"unknown key '{loc[-1]}'"
-            msg += f"; did you mean '{close[0]}'?" if close else f"; known keys: {', '.join(known)}"
+            msg = _unknown("key", loc[-1], known, "known keys")
         elif kind == "missing":
             msg = "required field is missing"
         elif is_key:
@@ -139,7 +136,7 @@ def format_validation_errors(exc: ValidationError) -> Iterator[str]:
         elif kind.endswith("_type") or kind in {"literal_error", "enum"}:
             got = err.get("input")
             msg = f"{msg} (got {type(got).__name__} {got!r})"
-        yield f"{where}: {msg}"
+        yield where, msg
 
 
 def _unwrap(tp: Any) -> list[Any]:
@@ -177,7 +174,7 @@ def _known_fields(loc: tuple[int | str, ...]) -> list[str]:
     return []
 
 
-def _cross_references(raw: dict[str, Any], path: Path) -> Iterator[str]:
+def _cross_references(raw: dict[str, Any], path: Path) -> Iterator[FieldProblem]:
     """References between sections, checked on the raw data so they report with type errors."""
     indexes = raw.get("indexes", {})
     index_names = sorted(indexes) if isinstance(indexes, dict) else []
@@ -188,11 +185,10 @@ def _cross_references(raw: dict[str, Any], path: Path) -> Iterator[str]:
                 continue
             index = pin.get("index")
             if isinstance(index, str) and index not in index_names:
-                yield f"packages.{pkg_name}.index: unknown index '{index}'" + _did_you_mean(
-                    index, index_names, "declared indexes"
-                )
+                why = _unknown("index", index, index_names, "declared indexes")
+                yield f"packages.{pkg_name}.index", why
             if "git" in pin and "ref" not in pin:
-                yield f"packages.{pkg_name}.ref: git needs a ref (a tag or a commit)"
+                yield f"packages.{pkg_name}.ref", "git needs a ref (a tag or a commit)"
             patches = pin.get("patches", [])
             if isinstance(patches, list):
                 for i, patch in enumerate(patches):
@@ -205,48 +201,51 @@ def _cross_references(raw: dict[str, Any], path: Path) -> Iterator[str]:
             if isinstance(profile, dict) and isinstance(profile.get("extends"), str):
                 base = profile["extends"]
                 if base not in profile_names or base == name:
-                    yield f"serving.{name}.extends: unknown serving profile '{base}'" + (
-                        _did_you_mean(base, [p for p in profile_names if p != name], "profiles")
-                    )
+                    others = [p for p in profile_names if p != name]
+                    yield f"serving.{name}.extends", _unknown(_PROFILE, base, others, "profiles")
                 elif isinstance(serving[base], dict) and "extends" in serving[base]:
-                    yield f"serving.{name}.extends: '{base}' extends another profile; one level only"
+                    yield (
+                        f"serving.{name}.extends",
+                        f"'{base}' extends another profile; one level only",
+                    )
     validation = raw.get("validation", {})
     if isinstance(validation, dict):
         wanted = validation.get("serve_profile")
         if isinstance(wanted, str) and wanted not in profile_names:
-            yield f"validation.serve_profile: unknown serving profile '{wanted}'" + (
-                _did_you_mean(wanted, profile_names, "profiles")
-            )
+            yield "validation.serve_profile", _unknown(_PROFILE, wanted, profile_names, "profiles")
         required = validation.get("required")
         if isinstance(required, list) and not isinstance(wanted, str):
             for spec in specs(r for r in required if isinstance(r, str)):
                 if spec.needs_serve_profile:
                     yield (
-                        f"validation.serve_profile: required when '{spec.name}' is in "
-                        "validation.required"
+                        "validation.serve_profile",
+                        f"required when '{spec.name}' is in validation.required",
                     )
 
 
-def _check_patch(where: str, patch: Any, manifest_path: Path) -> Iterator[str]:
+def _check_patch(where: str, patch: Any, manifest_path: Path) -> Iterator[FieldProblem]:
     if not isinstance(patch, dict) or not isinstance(patch.get("path"), str):
         return
     file, why = inside_folder(manifest_path.parent, patch["path"])
     if file is None:
-        yield f"{where}.path: '{patch['path']}' {why}"
+        yield f"{where}.path", f"'{patch['path']}' {why}"
         return
     if not file.exists():
-        yield f"{where}.path: patch file '{patch['path']}' not found (looked in {display_path(file)})"
+        yield (
+            f"{where}.path",
+            f"patch file '{patch['path']}' not found (looked in {display_path(file)})",
+        )
         return
     got, why = sha256_regular(file)
     if got is None:
-        yield f"{where}.path: '{patch['path']}': {why}"
+        yield f"{where}.path", f"'{patch['path']}': {why}"
         return
     want = patch.get("sha256")
     if isinstance(want, str) and len(want) == 64 and got != want:
-        yield f"{where}.sha256: '{patch['path']}' has sha256 {got}, the manifest pins {want}"
+        yield f"{where}.sha256", f"'{patch['path']}' has sha256 {got}, the manifest pins {want}"
 
 
-def _file_references(raw: dict[str, Any], path: Path) -> Iterator[str]:
+def _file_references(raw: dict[str, Any], path: Path) -> Iterator[FieldProblem]:
     """Other files the manifest names must lie inside its folder too (read later)."""
     serving = raw.get("serving", {})
     if not isinstance(serving, dict):
@@ -256,7 +255,7 @@ def _file_references(raw: dict[str, Any], path: Path) -> Iterator[str]:
         if isinstance(ref, str):
             _file, why = inside_folder(path.parent, ref)
             if why is not None:
-                yield f"serving.{name}.correctness_reference: '{ref}' {why}"
+                yield f"serving.{name}.correctness_reference", f"'{ref}' {why}"
 
 
 # An environment variable named like a secret (HF_TOKEN, AWS_SECRET_ACCESS_KEY, WANDB_API_KEY,
@@ -276,7 +275,7 @@ def _secret_name(name: str) -> bool:
 _NAMES_A_PLACE = ("_FILE", "_PATH", "_DIR", "_ENV", "_VAR")
 
 
-def _secret_flags(where: str, items: list[Any]) -> Iterator[str]:
+def _secret_flags(where: str, items: list[Any]) -> Iterator[FieldProblem]:
     """`["--api-key", "X"]` and `["--hf-token=X"]` in an argv-like list (extra_args, command)."""
     for i, item in enumerate(items):
         if not (isinstance(item, str) and item.startswith("-")):
@@ -291,13 +290,14 @@ def _secret_flags(where: str, items: list[Any]) -> Iterator[str]:
             value = after if isinstance(after, str) and not after.startswith("-") else ""
         if value:
             yield (
-                f"{where}.{i}: '{flag}' passes a secret on the command line, which would be "
+                f"{where}.{i}",
+                f"'{flag}' passes a secret on the command line, which would be "
                 "copied into locks, images, run evidence and records; give it to the engine "
-                "through the environment that runs the stack"
+                "through the environment that runs the stack",
             )
 
 
-def _secrets_anywhere(raw: dict[str, Any]) -> Iterator[str]:
+def _secrets_anywhere(raw: dict[str, Any]) -> Iterator[FieldProblem]:
     """Any string value holding a credential URL or a recognisable token, any key named like a
     secret (environment tables, in any case) with a non-empty value, and any command-line flag
     named like one with a value, wherever they sit. Values are never shown."""
@@ -308,32 +308,24 @@ def _secrets_anywhere(raw: dict[str, Any]) -> Iterator[str]:
             for key, item in value.items():
                 sub = f"{where}.{key}" if where else str(key)
                 if _secret_name(str(key)) and isinstance(item, str) and item:
-                    yield (
-                        f"{sub}: a variable named like a secret would be copied into locks, "
-                        "images and records; set it in the environment that runs the stack"
-                    )
+                    why = "set it in the environment that runs the stack"
+                    yield sub, f"a variable named like a secret {_COPIED}; {why}"
                     continue
                 todo.append((sub, item))
         elif isinstance(value, list):
             yield from _secret_flags(where, value)
             todo.extend((f"{where}.{i}", item) for i, item in enumerate(value))
         elif isinstance(value, str) and (kind := find_token(value)) is not None:
-            yield (
-                f"{where}: holds what looks like a {kind} token, which would be copied into "
-                "locks, images and records"
-            )
+            yield where, f"holds what looks like a {kind} token, which {_COPIED}"
         elif isinstance(value, str) and "://" in value and has_credentials(value):
             if where.rsplit(".", 1)[-1] in ("url", "git") and where.split(".")[0] in (
                 "indexes", "packages",
             ):  # fmt: skip
                 continue  # said by _credentials with the variables to use instead
-            yield (
-                f"{where}: '{redact(value)}' holds credentials, which would be copied into "
-                "locks, images and records"
-            )
+            yield where, f"'{redact(value)}' holds credentials, which {_COPIED}"
 
 
-def _credentials(raw: dict[str, Any]) -> Iterator[str]:
+def _credentials(raw: dict[str, Any]) -> Iterator[FieldProblem]:
     """A manifest is committed and copied into locks, images and records: no credentials."""
     yield from _secrets_anywhere(raw)
     for section, key in (("indexes", "url"), ("packages", "git")):
@@ -349,10 +341,8 @@ def _credentials(raw: dict[str, Any]) -> Iterator[str]:
                     if section == "indexes"
                     else "give them to git (a credential helper or ~/.netrc)"
                 )
-                yield (
-                    f"{section}.{name}.{key}: '{redact(url)}' holds credentials, which would be "
-                    f"copied into locks, images and records; remove them and {how}"
-                )
+                why = f"'{redact(url)}' holds credentials, which {_COPIED}; remove them and {how}"
+                yield f"{section}.{name}.{key}", why
 
 
 # Control (Cc: C0, DEL, C1), format (Cf: bidi overrides and isolates, zero-width characters,
@@ -370,7 +360,7 @@ def _bad_char(text: str) -> str | None:
     return None
 
 
-def control_characters(raw: dict[str, Any]) -> Iterator[str]:
+def control_characters(raw: dict[str, Any]) -> Iterator[FieldProblem]:
     """Every key and string value holding a control character (a newline in a description
     would start a line of its own in a rendered Containerfile or shell script). Tabs pass."""
     todo: list[tuple[str, Any]] = [("", raw)]
@@ -380,16 +370,17 @@ def control_characters(raw: dict[str, Any]) -> Iterator[str]:
             for key, item in value.items():
                 sub = f"{where}.{key}" if where else str(key)
                 if (bad := _bad_char(str(key))) is not None:
-                    yield f"{sub!r}: key contains a control character ({bad})"
+                    yield repr(sub), f"key contains a control character ({bad})"
                 todo.append((sub, item))
         elif isinstance(value, list):
             todo.extend((f"{where}.{i}", item) for i, item in enumerate(value))
         elif isinstance(value, str) and (bad := _bad_char(value)) is not None:
-            yield f"{where}: contains a control character ({bad}); one line of printable text"
+            yield where, f"contains a control character ({bad}); one line of printable text"
 
 
-def _did_you_mean(word: str, choices: list[str], what: str) -> str:
+def _unknown(kind: str, word: str, choices: list[str], what: str) -> str:
+    """`unknown <kind> 'word'`, then the closest choice or, when none is close, all of them."""
     close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
     if close:
-        return f"; did you mean '{close[0]}'?"
-    return f"; {what}: {', '.join(choices) or 'none'}"
+        return f"unknown {kind} '{word}'; did you mean '{close[0]}'?"
+    return f"unknown {kind} '{word}'; {what}: {', '.join(choices) or 'none'}"

@@ -6,8 +6,8 @@ import difflib
 import os
 from pathlib import Path
 
-from stackgate.env_paths import folder_from_env
 from stackgate.errors import BadInput
+from stackgate.settings import folder
 
 NON_MANIFEST_FILES = frozenset({"rules.toml"})
 
@@ -34,7 +34,7 @@ def project_root() -> Path:
 
 def checkout_root() -> Path | None:
     """project_root()'s answer, None where no checkout is found."""
-    override = folder_from_env("STACKGATE_ROOT", "the checkout (stacks/, records/, .state/)")
+    override = folder("STACKGATE_ROOT", "the checkout (stacks/, records/, .state/)")
     if override is not None:
         return override.resolve()
     package_parent = Path(__file__).resolve().parent.parent
@@ -56,7 +56,7 @@ def working_dir() -> Path | None:
 
 
 def stacks_dir() -> Path:
-    override = folder_from_env("STACKGATE_STACKS_DIR", "stack manifests")
+    override = folder("STACKGATE_STACKS_DIR", "stack manifests")
     return override.resolve() if override is not None else project_root() / "stacks"
 
 

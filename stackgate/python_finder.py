@@ -144,7 +144,7 @@ def _uv_first(wanted: str) -> tuple[Interpreter | None, str]:
     try:
         uv = uv_bin()
     except EnvironmentProblem as exc:
-        return None, f"uv: {exc.message}"
+        return None, f"uv: {exc.message}; {exc.hint}"
     found = _uv_find([uv, "python", "find", "--system", "--no-project", wanted], "uv python find")
     return found, "" if found is not None else f"uv python find {wanted}: none it could run"
 
@@ -162,7 +162,7 @@ def _from_uv(wanted: str, may_download: bool) -> tuple[Interpreter | None, str]:
     try:
         uv = uv_bin()
     except EnvironmentProblem as exc:
-        return None, f"uv: {exc.message}"
+        return None, f"uv: {exc.message}; {exc.hint}"
     find = [uv, "python", "find", "--managed-python", wanted]
     found = _uv_find(find, "uv")
     if found is not None:

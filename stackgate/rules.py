@@ -8,9 +8,7 @@ the validators' preflight evaluates them.
 
 from __future__ import annotations
 
-import os
 import re
-import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,11 +19,12 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 from pydantic import Field, ValidationError
 
-from stackgate.errors import ManifestError
-from stackgate.loading import format_validation_errors
+from stackgate.errors import ManifestError, Problem
+from stackgate.loading import format_validation_errors, read_toml
 from stackgate.manifest import Manifest, Strict
 from stackgate.manifest_values import SpecifierStr, arch_cc
 from stackgate.paths import checkout_root, display_path, stacks_dir
+from stackgate.settings import value
 
 # stacks/rules.toml as the wheel carries it (for an installed stackgate outside a checkout).
 PACKAGED_RULES = Path(__file__).resolve().parent / "shipped" / "rules.toml"
@@ -165,7 +164,7 @@ def default_rules_path() -> Path:
     "no rules" (nor a crash of the host group). Outside any
     checkout, the copy the wheel carries (pyproject's force-include)."""
     checkout = checkout_root()
-    if checkout is None and not os.environ.get("STACKGATE_STACKS_DIR"):
+    if checkout is None and not value("STACKGATE_STACKS_DIR"):
         return PACKAGED_RULES  # an installed stackgate, run outside a checkout
     own = stacks_dir() / "rules.toml"
     if own.is_file():
@@ -177,20 +176,15 @@ def default_rules_path() -> Path:
 def load_rules(path: Path | None = None) -> list[Rule]:
     file = path or default_rules_path()
     shown = display_path(file)
-    try:
-        raw = tomllib.loads(file.read_text(encoding="utf-8"))
-    except ValueError as exc:  # TOMLDecodeError, an integer past 4,300 digits, not UTF-8
-        raise ManifestError([f"{shown}: invalid TOML: {exc}"]) from None
-    except OSError as exc:
-        raise ManifestError([f"{shown}: cannot read: {exc}"]) from None
+    raw = read_toml(file, shown)
     try:
         parsed = RuleFile.model_validate(raw)
     except ValidationError as exc:
-        raise ManifestError([f"{shown}: {p}" for p in format_validation_errors(exc)]) from None
+        raise ManifestError(Problem(shown, *p) for p in format_validation_errors(exc)) from None
     ids = [r.id for r in parsed.rules]
     dupes = sorted({i for i in ids if ids.count(i) > 1})
     if dupes:
-        raise ManifestError([f"{shown}: rules: duplicate ids: {', '.join(dupes)}"])
+        raise ManifestError([Problem(shown, "rules", f"duplicate ids: {', '.join(dupes)}")])
     return parsed.rules
 
 

@@ -1,8 +1,8 @@
 """Every STACKGATE_* environment variable, declared once: its default, what it means, who reads
 it. `docs/settings.md` is generated from this table (`python -m stackgate.settings --write`;
 a test keeps it current, and another fails on a STACKGATE_* name in the code that is not
-declared here). Precedence everywhere: a command-line flag beats the variable, the variable
-beats the default.
+declared here). They are read here only (value, switch, folder), by one precedence: a
+command-line flag beats the variable, the variable beats the default.
 
 The caches have one root, `cache_root()`: $STACKGATE_CACHE, else $XDG_CACHE_HOME/stackgate
 (the XDG base directory a Linux user expects to move caches with), else ~/.cache/stackgate.
@@ -16,7 +16,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from stackgate.env_paths import folder_from_env
+from stackgate.errors import BadInput
+from stackgate.path_kind import nearest_part
 
 
 @dataclass(frozen=True)
@@ -194,12 +195,39 @@ NOT_SETTINGS = frozenset({"STACKGATE_PROBE", "STACKGATE_ENV"})
 BY_NAME = {s.name: s for s in SETTINGS}
 
 
+def value(name: str, flag: str | Path | None = None, default: str = "") -> str:
+    """The flag when given, else $name when set and not empty, else `default`."""
+    return str(flag) if flag else os.environ.get(name) or default
+
+
+def switch(name: str) -> bool:
+    """A setting that turns something on: set to anything but empty or `0`."""
+    return value(name) not in ("", "0")
+
+
+def folder(name: str, what: str, flag: Path | None = None) -> Path | None:
+    """The folder the flag or else $name names (None when neither). A variable is input like a
+    flag: one that cannot name a folder (`/etc/passwd`, `/dev/null`, or under a file) is bad
+    input naming it, before anything is created under it."""
+    raw = value(name)
+    if flag is not None or not raw:
+        return flag
+    if "\0" in raw:
+        raise BadInput(f"${name}: contains a NUL byte; it must name a folder for {what}")
+    path = Path(raw)
+    probe, kind = nearest_part(path)
+    if kind not in (None, "folder"):
+        where = "is" if probe == path else f"is under {probe}, which is"
+        raise BadInput(f"${name}={raw} {where} not a folder; it must name a folder for {what}")
+    return path
+
+
 def cache_root() -> Path:
     """$STACKGATE_CACHE, else $STACKGATE_CACHE_DIR (its older name), else $XDG_CACHE_HOME/
     stackgate (an absolute XDG_CACHE_HOME only, as the XDG spec says), else ~/.cache/stackgate.
-    A variable that names a file is bad input naming it (env_paths)."""
+    A variable that names a file is bad input naming it (folder)."""
     for var in ("STACKGATE_CACHE", "STACKGATE_CACHE_DIR"):
-        found = folder_from_env(var, "stackgate's caches")
+        found = folder(var, "stackgate's caches")
         if found is not None:
             return found
     xdg = os.environ.get("XDG_CACHE_HOME", "")
@@ -234,11 +262,10 @@ def markdown() -> str:
 
 
 def main(argv: list[str]) -> int:
-    docs = Path(__file__).resolve().parent.parent / "docs" / "settings.md"
     if argv == ["--write"]:
-        docs.write_text(markdown())
-        return 0
-    sys.stdout.write(markdown())
+        (Path(__file__).resolve().parent.parent / "docs" / "settings.md").write_text(markdown())
+    else:
+        sys.stdout.write(markdown())
     return 0
 
 

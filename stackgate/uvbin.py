@@ -12,12 +12,12 @@ from pathlib import Path
 
 from stackgate import proc
 from stackgate.errors import ToolNotFound
+from stackgate.settings import value
 
 
 def uv_bin() -> str:
     """The uv executable every uv call uses."""
-    override = os.environ.get("STACKGATE_UV")
-    if override:
+    if override := value("STACKGATE_UV"):
         found = proc.find(override)
         if found is None or not Path(found).is_file() or not os.access(found, os.X_OK):
             raise ToolNotFound(override, "STACKGATE_UV names no executable uv")

@@ -22,11 +22,11 @@ from packaging.utils import (
     parse_wheel_filename,
 )
 from packaging.version import InvalidVersion, Version
-from pydantic import ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field
 
 from stackgate.errors import BadInput
 from stackgate.files import read_text_bounded
-from stackgate.model import StrictModel, validation_problems
+from stackgate.model import StrictModel, parsed
 
 
 class _LockModel(StrictModel):
@@ -194,12 +194,7 @@ def parse_uv_lock(text: str, *, where: str) -> UvLock:
         raise BadInput(f"{where}: not valid TOML: {exc}") from None
     except RecursionError:
         raise BadInput(f"{where}: not valid TOML: nested too deeply") from None
-    try:
-        return UvLock.model_validate(data)
-    except ValidationError as exc:
-        raise BadInput(
-            f"{where}: not a uv.lock stackgate can read", details=validation_problems(exc)
-        ) from None
+    return parsed(UvLock, data, f"{where}: not a uv.lock stackgate can read")
 
 
 def read_uv_lock(path: Path) -> UvLock:

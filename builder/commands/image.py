@@ -9,7 +9,6 @@ and stops, for review or for another builder.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 from pathlib import Path
 
@@ -19,12 +18,12 @@ from stackgate.cli import emit_json
 from stackgate.containers.buildah import StorageConfig
 from stackgate.containers.docker import DockerConfig
 from stackgate.containers.select import ENGINE_CHOICES
-from stackgate.env_paths import folder_from_env
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.loading import load_stack
 from stackgate.output import console_err, styled
 from stackgate.path_kind import holds_anything, kind_of, nearest_part
 from stackgate.paths import display_path, project_root
+from stackgate.settings import folder, value
 
 NAME = "image"
 HELP = "build the stack's container image (docker SDK, buildah or podman); exit 3 when no engine"
@@ -158,12 +157,11 @@ def _sources(items: list[str]) -> dict[str, Path]:
 
 def request_from(args: argparse.Namespace) -> ImageRequest:
     """CLI > environment > defaults."""
-    root = args.storage_root or folder_from_env("STACKGATE_STORAGE_ROOT", "image storage")
-    driver = args.storage_driver or os.environ.get("STACKGATE_STORAGE_DRIVER")
+    root = folder("STACKGATE_STORAGE_ROOT", "image storage", args.storage_root)
     storage = StorageConfig(
         root=Path(root) / "root" if root else None,
         runroot=Path(root) / "run" if root else None,
-        storage_driver=driver or None,
+        storage_driver=value("STACKGATE_STORAGE_DRIVER", args.storage_driver) or None,
     )
     return ImageRequest(
         engine=args.engine,
@@ -176,7 +174,7 @@ def request_from(args: argparse.Namespace) -> ImageRequest:
         base_python=args.base_python,
         include_tool=not args.no_tool,
         ca_bundle=_ca_bundle(
-            args.ca_bundle or os.environ.get("STACKGATE_CA_BUNDLE"),
+            value("STACKGATE_CA_BUNDLE", args.ca_bundle),
             "--ca-bundle" if args.ca_bundle else "$STACKGATE_CA_BUNDLE",
         ),
         sources=_sources(args.source),

@@ -14,6 +14,7 @@ from contextlib import AbstractContextManager
 
 from builder.compile.watched import Terminal
 from builder.venv.build import Reporter
+from stackgate.settings import value
 
 HOLD_ENV = "STACKGATE_TEST_HOLD_AT"
 
@@ -42,5 +43,5 @@ class HoldAt(Reporter):
 
 
 def with_fault_hook(reporter: Reporter) -> Reporter:
-    step = os.environ.get(HOLD_ENV)
+    step = value(HOLD_ENV)
     return HoldAt(reporter, step) if step else reporter

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Literal, Self, get_args
 from packaging.version import InvalidVersion, Version
 
 from stackgate.errors import CheckFailed, EnvironmentProblem
+from stackgate.settings import switch
 
 if TYPE_CHECKING:  # the engines' own configs; their modules import this one
     from stackgate.containers.buildah import StorageConfig
@@ -44,14 +45,6 @@ KEEP_ENV = "STACKGATE_KEEP_BUILDS"
 KEEP_CONTAINERS_ENV = "STACKGATE_KEEP_CONTAINERS"
 CDI_ALL_GPUS = "nvidia.com/gpu=all"
 Network = Literal["host", "none"]
-
-
-def keep_builds() -> bool:
-    return os.environ.get(KEEP_ENV, "") not in ("", "0")
-
-
-def keep_containers() -> bool:
-    return os.environ.get(KEEP_CONTAINERS_ENV, "") not in ("", "0")
 
 
 def container_name() -> str:
@@ -248,7 +241,7 @@ class ContainerEngine(ABC):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if keep_builds():
+        if switch(KEEP_ENV):
             if self._made:
                 log.warning("%s=1: keeping %s", KEEP_ENV, ", ".join(self._made))
             return

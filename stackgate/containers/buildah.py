@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Literal
 
 from stackgate import proc
 from stackgate.containers.base import (
+    KEEP_CONTAINERS_ENV,
     BuildSpec,
     BuiltImage,
     ContainerEngine,
@@ -28,11 +29,11 @@ from stackgate.containers.base import (
     archive_manifest_digest,
     container_name,
     gpu_args,
-    keep_containers,
     mount_and_env_flags,
     parse_version,
 )
 from stackgate.errors import CommandFailed, EnvironmentProblem, ToolNotFound
+from stackgate.settings import switch
 
 if TYPE_CHECKING:
     from stackgate.containers.docker import DockerConfig
@@ -200,7 +201,7 @@ class Buildah(_ContainersEngine):
             cli: list[str | Path] = ["run", "--isolation", "chroot", *mount_and_env_flags(spec)]
             return self._run_cli(self._cli(*cli, container, "--", *spec.argv), spec, container)
         finally:
-            if not keep_containers():
+            if not switch(KEEP_CONTAINERS_ENV):
                 proc.run(self._cli("rm", container), check=False, timeout=60)
 
     def probe_version(self) -> str:
@@ -227,7 +228,7 @@ class Podman(_ContainersEngine):
     def run(self, spec: RunSpec) -> RunResult:
         container = container_name()
         cli: list[str | Path] = ["run", "--name", container, f"--network={spec.network}"]
-        cli += [] if keep_containers() else ["--rm"]
+        cli += [] if switch(KEEP_CONTAINERS_ENV) else ["--rm"]
         cli += gpu_args("podman") if spec.gpus else []  # CDI: nvidia-ctk cdi generate
         cli += mount_and_env_flags(spec)
         return self._run_cli(self._cli(*cli, spec.image, *spec.argv), spec, container)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from stackgate import proc
 from stackgate.containers.base import (
+    KEEP_CONTAINERS_ENV,
     BuildSpec,
     BuiltImage,
     ContainerEngine,
@@ -31,11 +32,11 @@ from stackgate.containers.base import (
     archive_manifest_digest,
     container_name,
     context_tar,
-    keep_containers,
     mount_target,
     parse_version,
 )
 from stackgate.errors import BadInput, CommandFailed, EnvironmentProblem
+from stackgate.settings import switch
 
 if TYPE_CHECKING:
     from stackgate.containers.buildah import StorageConfig
@@ -244,7 +245,7 @@ class DockerEngine(ContainerEngine):
         except docker.errors.APIError as exc:
             raise EnvironmentProblem(f"docker could not run {spec.image}: {exc}") from exc
         finally:
-            if not keep_containers():
+            if not switch(KEEP_CONTAINERS_ENV):
                 run.remove(force=True)
 
     def __exit__(

@@ -27,6 +27,7 @@ from stackgate.host.parsers import parse_cpuinfo, parse_meminfo, parse_nvcc_vers
 from stackgate.host.resources import probe_host_resources
 from stackgate.model import StrictModel
 from stackgate.rules import HostRuleFacts
+from stackgate.settings import value
 from stackgate.topology import Topology, classify
 
 
@@ -155,7 +156,7 @@ def probe_identity() -> HostIdentity:
         affinity = os.cpu_count() or 1
     return HostIdentity(
         # In a pod the hostname is the pod's; the fleet jobs pass the node name (docs/fleet.md).
-        hostname=os.environ.get("STACKGATE_HOSTNAME") or socket.gethostname(),
+        hostname=value("STACKGATE_HOSTNAME", default=socket.gethostname()),
         kernel=platform.release(),
         machine=platform.machine(),
         os_release=pretty,

@@ -33,7 +33,7 @@ def test_unknown_engine_names_the_known_ones(tmp_path: Path) -> None:
     with pytest.raises(ManifestError) as caught:
         load_stack(str(stacks / "cu128.toml"))
     assert any("unknown engine 'tgi'; known: sglang, vllm, openai-command" in p
-               for p in caught.value.problems), caught.value.problems  # fmt: skip
+               for p in caught.value.details), caught.value.details  # fmt: skip
 
 
 @pytest.mark.parametrize("name", ENGINE_NAMES)

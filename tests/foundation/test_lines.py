@@ -33,6 +33,7 @@ TEMPLATES = [
     "[bold green]OK[/] {}",
     "[bold red]error:[/] {}",
     "[bold red]error:[/] {} (raised at {})",
+    "[bold]hint:[/] {} [{}]",
 ]
 
 

@@ -48,7 +48,7 @@ def _problems(path: Path) -> list[str]:
     with pytest.raises(ManifestError) as info:
         load_stack(path)
     assert info.value.exit_code == EXIT_BAD_INPUT
-    return info.value.problems
+    return info.value.details
 
 
 def test_unknown_index_names_file_field_and_suggestion(write_variant: Variant) -> None:

@@ -18,8 +18,8 @@ import pytest
 
 from builder.commands.image import _output
 from stackgate.cli_paths import folder_arg, output_file_arg
-from stackgate.env_paths import folder_from_env
 from stackgate.layout import venv_root
+from stackgate.settings import folder
 from tests.helpers.swap import racing
 from validators.core.options import ServeOptions
 from validators.gate.cli_args import check_keep_dir
@@ -32,7 +32,7 @@ RACE_VAR = "STACKGATE_TEST_RACE_FOLDER"  # each test sets it to its target
 
 FOLDER_CHECKS: dict[str, Callable[[Path], object]] = {
     "FOLDER flag": lambda p: folder_arg(str(p)),
-    "folder from $VAR": lambda _p: folder_from_env(RACE_VAR, "a race test"),
+    "folder from $VAR": lambda _p: folder(RACE_VAR, "a race test"),
     "--venv-root": venv_root,
     "--keep-runs": check_keep_dir,
     "serve log_dir option": lambda p: ServeOptions(log_dir=p),

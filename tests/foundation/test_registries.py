@@ -64,7 +64,7 @@ def test_a_group_needing_a_serving_profile_makes_the_manifest_name_one(
         with pytest.raises(ManifestError) as caught:
             load_stack(str(path))
         wanted = f"validation.serve_profile: required when '{group}' is in validation.required"
-        assert any(wanted in p for p in caught.value.problems), caught.value.problems
+        assert any(wanted in p for p in caught.value.details), caught.value.details
     else:
         assert load_stack(str(path)).manifest.validation.required == ["host", group]
 

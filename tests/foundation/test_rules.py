@@ -117,7 +117,7 @@ def test_rules_file_errors_are_reported(tmp_path: Path) -> None:
     )
     with pytest.raises(ManifestError) as info:
         load_rules(bad)
-    text = "\n".join(info.value.problems)
+    text = "\n".join(info.value.details)
     assert "rules.0.severity" in text and "rules.0.when.packages.torch" in text
 
 

@@ -10,6 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from stackgate import settings
 from stackgate.settings import BY_NAME, NOT_SETTINGS, SETTINGS, markdown
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,3 +84,36 @@ def test_every_cache_reader_uses_the_root(tmp_path: Path) -> None:
         str(root / "file-digests.sqlite"), str(root / "lockcheck"), str(root / "static"),
         str(root / "driver-stubs"),
     ]  # fmt: skip
+
+
+def test_one_precedence_flag_then_variable_then_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    name = "STACKGATE_STORAGE_DRIVER"
+    monkeypatch.delenv(name, raising=False)
+    assert settings.value(name) == "" and settings.value(name, default="overlay") == "overlay"
+    monkeypatch.setenv(name, "")  # set but empty: as unset
+    assert settings.value(name, default="overlay") == "overlay"
+    monkeypatch.setenv(name, "vfs")
+    assert settings.value(name, default="overlay") == "vfs"
+    assert settings.value(name, "btrfs", default="overlay") == "btrfs"
+    assert settings.value(name, None) == settings.value(name, "") == "vfs"  # no flag given
+    for raw, on in (("", False), ("0", False), ("1", True), ("yes", True)):
+        monkeypatch.setenv("STACKGATE_KEEP_BUILDS", raw)
+        assert settings.switch("STACKGATE_KEEP_BUILDS") is on, raw
+    flag = Path("/from/the/flag")
+    monkeypatch.setenv("STACKGATE_STATE_DIR", "/dev/null")  # not checked when the flag wins
+    assert settings.folder("STACKGATE_STATE_DIR", "test", flag) == flag
+
+
+# A STACKGATE_* variable read straight from os.environ: the one place reads it (settings).
+_RAW_READ = re.compile(r'os\.(?:getenv|environ\.get)\(\s*"STACKGATE_|os\.environ\["STACKGATE_\w+"\]')
+# Run where stackgate is not importable: by an env's own interpreter, by nox's.
+_WITHOUT_STACKGATE = {"validators/runtime/probes/dist.py", "noxfile.py"}
+
+
+def test_settings_are_read_in_one_place() -> None:
+    readers = {
+        str(path.relative_to(ROOT))
+        for path in SOURCES
+        if path.suffix == ".py" and _RAW_READ.search(path.read_text())
+    }
+    assert readers - _WITHOUT_STACKGATE - {"stackgate/settings.py"} == set()

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from stackgate.env_paths import folder_from_env
 from stackgate.errors import BadInput
+from stackgate.settings import folder
 from tests.gate.record_factory import make_record
 from validators.records.chain import sidecar_path
 from validators.records.model import Record
@@ -306,9 +306,9 @@ def test_every_folder_variable_is_checked_the_same_way(
 ) -> None:
     monkeypatch.setenv(var, "/dev/null")
     with pytest.raises(BadInput, match=rf"\${var}=/dev/null is not a folder"):
-        folder_from_env(var, "test")
+        folder(var, "test")
     monkeypatch.setenv(var, "")
-    assert folder_from_env(var, "test") is None
+    assert folder(var, "test") is None
 
 
 def test_the_cache_variable_is_named_by_a_command_that_reads_it(tmp_path: Path) -> None:

@@ -11,11 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
-from pydantic import ValidationError
 
 from stackgate.errors import BadInput, CheckFailed
 from stackgate.files import parse_json_text, read_text_bounded
-from stackgate.model import validation_problems
+from stackgate.model import parsed
 from stackgate.uvlock import UvLock
 from validators.bisect.units import canonical, lock_versions
 from validators.gate.compare import GateResult
@@ -45,12 +44,7 @@ def read_refusal(path: Path) -> Refusal:
     if not isinstance(data, dict):
         raise BadInput(f"{path}: not a gate's --json output (an object with the gate's fields)")
     ok = data.pop("ok", None)
-    try:
-        result = GateResult.model_validate(data)
-    except ValidationError as exc:
-        raise BadInput(
-            f"{path}: not a gate's --json output", details=validation_problems(exc)[:12]
-        ) from None
+    result = parsed(GateResult, data, f"{path}: not a gate's --json output", limit=12)
     if ok is not None and ok is not result.passed:
         raise BadInput(f"{path}: ok: {ok} but passed: {result.passed}")
     if result.passed:

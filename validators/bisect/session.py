@@ -45,6 +45,9 @@ class BudgetSpent(Exception):
 class Unresolvable(StackgateError):
     """A subset of units uv cannot resolve even after merging (exit 2)."""
 
+    error_id = "bisect-unresolvable"
+    hint = "uv's reasons are listed above; change the candidate so it resolves, then bisect again"
+
 
 @dataclass
 class Counts:

@@ -27,6 +27,7 @@ from stackgate.credentials import redact
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.files import atomic_write_text
 from stackgate.output import console_err
+from stackgate.settings import switch
 from stackgate.torch_abi import PYPI, PairVerdict
 from validators.elf.facts_cache import FactsCache, default_root
 from validators.torch_abi.lock_verdict import check_lock
@@ -171,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
     request = request_from(args)
     rules = load_rules(Path(args.rules) if args.rules else None)
     err = console_err()
-    verbose = bool(os.environ.get("STACKGATE_VERBOSE"))
+    verbose = switch("STACKGATE_VERBOSE")
 
     def progress(p: PairVerdict) -> None:
         if verbose:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,6 +22,7 @@ from stackgate.http_limits import Limits, add_limit_arguments, limits_from
 from stackgate.layout import current_env, lock_files_of
 from stackgate.loading import load_stack
 from stackgate.output import console_err
+from stackgate.settings import switch
 from validators.commands._common import env_path, finish_results
 from validators.core.pipeline import apply_accepted
 from validators.elf.file_facts_cache import FileFactsCache
@@ -189,7 +189,7 @@ def _run_lock(args: argparse.Namespace, manifest: object, own_lock: Path | None)
         limits = _refuse_this_host(lock, [w.url for w in wheels.wheels], limits)
     cache = FactsCache(Path(args.cache) if args.cache else default_root())
     err = console_err()
-    verbose = bool(os.environ.get("STACKGATE_VERBOSE"))
+    verbose = switch("STACKGATE_VERBOSE")
     seen = {"listed": 0, "read": 0}
 
     def progress(message: str) -> None:

@@ -36,6 +36,7 @@ from stackgate.credentials import redact
 from stackgate.envtree import LISTING_RELPATH
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK
 from stackgate.proc import Completed, run
+from stackgate.settings import value
 from validators.core.results import Report
 from validators.fleet.spec import FleetSpec
 from validators.fleet.status import (
@@ -57,7 +58,7 @@ STEP_TIMEOUT_S = 6 * 3600
 def node_name() -> str:
     """The node's name as the scheduler knows it (the fingerprint uses the same variable)."""
     return (
-        os.environ.get("STACKGATE_HOSTNAME")
+        value("STACKGATE_HOSTNAME")
         or os.environ.get("SLURMD_NODENAME")
         or socket.gethostname().split(".")[0]
     )

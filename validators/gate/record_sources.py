@@ -125,7 +125,8 @@ def materialize_sources(record: Record, workdir: Path) -> Sources:
                 f"record {record.label}: the manifest the record was made from "
                 f"(stacks/{record.stack}.toml, sha256 {str(record.manifest_sha256)[:12]}) is "
                 f"{m_from}, and the record holds no copy of it",
-                details=[_HISTORY_HINT],
+                error_id="record-source-missing",
+                hint=_HISTORY_HINT,
             )
         m_from = "the record's copy of its tables"
     lock, l_from = _find_version(lock_dir / "uv.lock", record.build.lock_sha256)
@@ -133,7 +134,8 @@ def materialize_sources(record: Record, workdir: Path) -> Sources:
         raise StackgateError(
             f"record {record.label}: the lock the record was built from (stacks/locks/{record.stack}/"
             f"uv.lock, sha256 {str(record.build.lock_sha256)[:12]}) is {l_from}",
-            details=[_HISTORY_HINT],
+            error_id="record-source-missing",
+            hint=_HISTORY_HINT,
         )
     if m_from != "working tree" or l_from != "working tree":
         notes = [f"manifest from {m_from}", f"lock from {l_from}"]

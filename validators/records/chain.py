@@ -24,7 +24,7 @@ from pydantic import Field, ValidationError
 from stackgate import dirfd
 from stackgate.errors import BadInput, CheckFailed
 from stackgate.files import atomic_write_text, parse_json_text, read_text_bounded
-from stackgate.model import StrictModel, validation_problems
+from stackgate.model import StrictModel, parsed
 
 GENESIS = "0" * 64
 HEADS_FOLDER = "_store-heads"  # not a stack name: stack names start with a letter or digit
@@ -33,6 +33,9 @@ _MAX_HEAD_BYTES = 64 << 10
 
 class TamperedStore(CheckFailed):
     """The store's content contradicts itself or a head kept elsewhere (exit 1)."""
+
+    error_id = "store-tampered"
+    hint = "`stackgate records verify` lists what changed; restore the store from its copy"
 
 
 def link(previous: str, seq: int, record_id: str) -> str:
@@ -67,10 +70,7 @@ def read_head(path: Path) -> ChainHead | None:
     if not path.exists() and not path.is_symlink():
         return None
     data = parse_json_text(read_text_bounded(path, _MAX_HEAD_BYTES), where=str(path))
-    try:
-        return ChainHead.model_validate(data)
-    except ValidationError as exc:
-        raise BadInput(f"{path}: not a store head", details=validation_problems(exc)) from None
+    return parsed(ChainHead, data, f"{path}: not a store head")
 
 
 def write_head(path: Path, head: ChainHead, *, durable: bool = True) -> None:

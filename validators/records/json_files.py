@@ -91,6 +91,9 @@ class FutureRecord(BadInput):
     """A record file dated ahead of this host's clock: refused when named, skipped (and said)
     when one of a folder's files, so one record from a fast clock never blocks the others."""
 
+    error_id = "record-from-the-future"
+    hint = "the host that made it had a fast clock; its other records may be dated ahead too"
+
 
 def _from_file_data(data: object, path: Path) -> tuple[Record, str]:
     record, body = load_record_body(data, where=str(path), secrets=True)

@@ -28,7 +28,7 @@ from pydantic import (
 from stackgate.build_record import BuildRecord
 from stackgate.credentials import secrets_in
 from stackgate.errors import BadInput
-from stackgate.model import StrictModel, validation_problems
+from stackgate.model import StrictModel, parsed
 from validators.core.results import Result
 from validators.records.gated import MetricFacts
 
@@ -361,10 +361,7 @@ def load_record_body(data: Any, *, where: str, secrets: bool = False) -> tuple[R
             f"{where}: record schema_version {version} is newer than this stackgate reads "
             f"({RECORD_SCHEMA_VERSION}); upgrade stackgate"
         )
-    try:
-        record = Record.model_validate(data)
-    except ValidationError as exc:
-        raise BadInput(f"{where}: invalid record", details=validation_problems(exc)) from None
+    record = parsed(Record, data, f"{where}: invalid record")
     content = record.content()
     text, body = canonical_texts(content, record.record_id)
     expected = sha256_text(text)

@@ -13,13 +13,11 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from stackgate.cli_hint import cli_command
 from stackgate.errors import BadInput, CheckFailed
 from stackgate.files import read_json_file
 from stackgate.lines import lines_err
-from stackgate.model import validation_problems
+from stackgate.model import parsed
 from stackgate.paths import project_root, stack_names
 from validators.core.results import Report
 from validators.records.extract import refuse_invalid, run_metrics
@@ -213,10 +211,6 @@ def read_report(path: Path) -> Report:
 
 def report_from_file_data(data: object, path: Path) -> Report:
     """read_report for JSON already read from path."""
-    try:
-        report = Report.model_validate(data)
-    except ValidationError as exc:
-        problems = validation_problems(exc)
-        raise BadInput(f"{path}: not a validation report", details=problems[:10]) from None
+    report = parsed(Report, data, f"{path}: not a validation report", limit=10)
     refuse_invalid([run_metrics(report)], where=[str(path)])
     return report

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stackgate import settings
 from stackgate.cli_hint import cli_command
-from stackgate.env_paths import folder_from_env
 from stackgate.errors import BadInput, EnvironmentProblem
 from stackgate.files import TEMP_SUFFIX, parse_json_text, remove_stale_temps
 from stackgate.owned_files import open_owned
@@ -76,7 +76,7 @@ _HOST_ERRORS = frozenset(
 
 
 def default_store_path() -> Path:
-    state = folder_from_env("STACKGATE_STATE_DIR", "the record store")
+    state = settings.folder("STACKGATE_STATE_DIR", "the record store")
     folder = state if state is not None else project_root() / ".state"
     return folder / STORE_FILENAME
 

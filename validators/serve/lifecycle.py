@@ -37,6 +37,9 @@ GENERIC_GRACE_S = 3.0
 
 
 class PortInUse(CheckFailed):
+    error_id = "port-in-use"
+    hint = "stop what holds the port, or choose another with --port"
+
     def __init__(self, host: str, port: int, holders: list[str]) -> None:
         who = f" by {', '.join(holders)}" if holders else " (holder unknown: not ours to see)"
         super().__init__(f"port {port} on {host} is already in use{who}")

@@ -28,8 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stackgate.compiler import CompilerUnavailable, compiler_env, find_compiler
-from stackgate.env_paths import folder_from_env
-from stackgate.settings import cache_root
+from stackgate.settings import cache_root, folder
 
 DRIVER_LIBS = {"libcuda.so.1": ("cu", 100), "libnvidia-ml.so.1": ("nvml", 9)}
 DRIVER_NAME = _NAME = re.compile(r"^(cu[A-Z]\w*|nvml\w+)$")
@@ -57,10 +56,7 @@ def driver_names(imports: Iterable[str]) -> dict[str, list[str]]:
 
 
 def _cache_root() -> Path:
-    configured = folder_from_env(CACHE_ENV, "the driver stub cache")
-    if configured is not None:
-        return configured
-    return cache_root() / "driver-stubs"  # stackgate/settings.py
+    return folder(CACHE_ENV, "the driver stub cache") or cache_root() / "driver-stubs"
 
 
 def build_stubs(imports: Iterable[str], cache: Path | None = None) -> DriverStubs:

@@ -20,9 +20,10 @@ the stub is never built.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from stackgate.settings import value
 
 ENV_VAR = "STACKGATE_DRIVER_USERLAND"
 UNPACKED = Path("usr") / "lib" / "x86_64-linux-gnu" / "nvidia" / "current"
@@ -42,10 +43,9 @@ def default_folder() -> Path:
 
 
 def find_userland() -> DriverUserland | None:
-    configured = os.environ.get(ENV_VAR)
-    for folder in [Path(configured)] if configured else [default_folder()]:
-        if (folder / "libcuda.so.1").is_file():
-            return DriverUserland(folder, _version(folder))
+    folder = Path(value(ENV_VAR) or default_folder())
+    if (folder / "libcuda.so.1").is_file():
+        return DriverUserland(folder, _version(folder))
     return None
 
 
