@@ -253,13 +253,19 @@ def _submit(args: argparse.Namespace) -> int:
         return EXIT_OK
     submitted = execute(planned)
     if args.json:
-        emit_json({"ok": True, **planned.as_json(), "submitted": submitted})
+        emit_json(
+            {
+                "ok": True,
+                **planned.as_json(),
+                "submitted": submitted.model_dump(mode="json", exclude_unset=True),
+            }
+        )
     for node, why in planned.spec.skipped.items():
         console.print(styled("  [yellow]{}[/]: {}", node, why))
-    if submitted.get("arrays"):
-        console.print(f"  array job(s): {', '.join(submitted['arrays'])}", highlight=False)
-    if submitted.get("collector_job"):
-        console.print(f"  collector job: {submitted['collector_job']}", highlight=False)
+    if submitted.arrays:
+        console.print(f"  array job(s): {', '.join(submitted.arrays)}", highlight=False)
+    if submitted.collector_job:
+        console.print(f"  collector job: {submitted.collector_job}", highlight=False)
     console.print(
         styled(
             "[bold green]OK[/] fleet {}: {}",

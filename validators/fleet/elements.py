@@ -47,6 +47,10 @@ class Submission(StrictModel):
     collector_job: str | None = None
     commands: list[list[str]] = Field(default_factory=list)
 
+    def to_json(self) -> str:
+        """The file's text: the fields the scheduler set, in the model's order."""
+        return json.dumps(self.model_dump(mode="json", exclude_unset=True), indent=2) + "\n"
+
     @model_validator(mode="after")
     def _one_offset_per_array_ascending(self) -> Submission:
         if len(self.offsets) != len(self.arrays):

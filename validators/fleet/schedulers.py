@@ -16,7 +16,7 @@ import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol, get_args
+from typing import Protocol, get_args
 
 from stackgate.errors import BadInput, EnvironmentProblem, StackgateError
 from stackgate.files import atomic_write_text
@@ -35,7 +35,7 @@ KUBE_PYTHON = f"{KUBE_CHECKOUT}/.venv/bin/python"
 MANIFEST_FILENAME = "kubernetes.json"
 
 # finish(record): write submission.json into the partial folder and rename it into place.
-Finish = Callable[[dict[str, Any]], None]
+Finish = Callable[[Submission], None]
 
 
 class Scheduler(Protocol):
@@ -72,7 +72,7 @@ class Scheduler(Protocol):
 
     def submit(
         self, spec: FleetSpec, commands: list[list[str]], partial: Path, finish: Finish
-    ) -> dict[str, Any]:
+    ) -> Submission:
         """Submit from the partial folder, calling finish(record) once it may become the job
         folder; returns what submission.json records."""
 
@@ -134,23 +134,25 @@ class Slurm:
 
     def submit(
         self, spec: FleetSpec, commands: list[list[str]], partial: Path, finish: Finish
-    ) -> dict[str, Any]:
+    ) -> Submission:
         folder = spec.folder
-        record: dict[str, Any] = {}
+        records: list[Submission] = []
 
         def held(done: submission.Submitted) -> None:
             # The scripts were read by sbatch from the partial folder; say where they live now.
             moved = [[a.replace(str(partial), str(folder)) for a in argv] for argv in done.commands]
-            record.update(
-                scheduler="slurm",
-                arrays=done.arrays,
-                offsets=done.offsets,
-                max_array_size=done.max_array_size,
-                pinned_with=done.pinned_with,
-                collector_job=done.collector_job,
-                commands=moved,
+            records.append(
+                Submission(
+                    scheduler="slurm",
+                    arrays=done.arrays,
+                    offsets=done.offsets,
+                    max_array_size=done.max_array_size,
+                    pinned_with=done.pinned_with,
+                    collector_job=done.collector_job,
+                    commands=moved,
+                )
             )
-            finish(record)
+            finish(records[0])
 
         try:
             done = submission.submit(spec, partial / SCRIPTS_DIR, before_release=held)
@@ -159,8 +161,8 @@ class Slurm:
                 shutil.rmtree(folder, ignore_errors=True)
             raise
         release = [a.replace(str(partial), str(folder)) for a in done.commands[-1]]
-        record["commands"].append(release)
-        atomic_write_text(folder / SUBMISSION_FILENAME, json.dumps(record, indent=2) + "\n")
+        record = records[0].model_copy(update={"commands": [*records[0].commands, release]})
+        atomic_write_text(folder / SUBMISSION_FILENAME, record.to_json())
         return record
 
 
@@ -198,8 +200,8 @@ class Kubernetes:
 
     def submit(
         self, spec: FleetSpec, commands: list[list[str]], partial: Path, finish: Finish
-    ) -> dict[str, Any]:
-        record: dict[str, Any] = {"scheduler": "kubernetes", "commands": commands}
+    ) -> Submission:
+        record = Submission(scheduler="kubernetes", commands=commands)
         finish(record)
         for argv in commands:
             run(argv)

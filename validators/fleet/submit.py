@@ -8,7 +8,6 @@ directory.
 
 from __future__ import annotations
 
-import json
 import secrets
 import shutil
 from dataclasses import dataclass, field
@@ -21,7 +20,7 @@ from pydantic import ValidationError
 from stackgate.errors import BadInput
 from stackgate.loading import load_stack
 from stackgate.model import validation_problems
-from validators.fleet.elements import SUBMISSION_FILENAME
+from validators.fleet.elements import SUBMISSION_FILENAME, Submission
 from validators.fleet.schedulers import SCHEDULERS, scheduler_of
 from validators.fleet.slurm.limits import DEFAULT_MAX_ARRAY_SIZE
 from validators.fleet.slurm.options import PinWith, SlurmOptions
@@ -164,7 +163,7 @@ def plan(spec: FleetSpec, *, max_array: int = DEFAULT_MAX_ARRAY_SIZE) -> Plan:
     return Plan(spec, {SPEC_FILENAME: spec.to_json(), **files}, commands)
 
 
-def execute(planned: Plan) -> dict[str, Any]:
+def execute(planned: Plan) -> Submission:
     """Write the job folder and submit, all or nothing; returns what submission.json records.
 
     The folder is written as `.<fleet-id>.partial-<random>` beside its final place and renamed
@@ -195,9 +194,9 @@ def execute(planned: Plan) -> dict[str, Any]:
     return submitted
 
 
-def _finish_folder(partial: Path, folder: Path, submitted: dict[str, Any]) -> None:
+def _finish_folder(partial: Path, folder: Path, submitted: Submission) -> None:
     """submission.json, then the rename that makes the job folder exist (refused if taken)."""
-    (partial / SUBMISSION_FILENAME).write_text(json.dumps(submitted, indent=2) + "\n", "utf-8")
+    (partial / SUBMISSION_FILENAME).write_text(submitted.to_json(), "utf-8")
     try:
         partial.rename(folder)  # an empty folder in the way would be replaced: checked before
     except OSError as exc:
