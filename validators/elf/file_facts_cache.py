@@ -70,9 +70,6 @@ class FileFactsCache:
         digest = hashlib.sha256(f"{kind}\0{key}".encode()).hexdigest()
         return Path(f"v{CACHE_VERSION}", kind, digest[:2], f"{digest}.json")
 
-    def _path(self, kind: str, key: str) -> Path:
-        return self.root / self._rel(kind, key)
-
     def _read(self, kind: str, key: str) -> bytes | None:
         """An entry's bytes, reached below the root without following a symlink (an entry or
         folder swapped for a link to a planted file is a miss, never read)."""
