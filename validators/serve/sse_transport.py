@@ -1,8 +1,8 @@
 """A lean HTTP/1.1 client for streamed POSTs, built on asyncio.Protocol.
 
 Why not httpx here: at C = 256 its per-request machinery (pool, anyio checkpoints, h11 events)
-took ~0.4 s to put 256 requests on the wire, even on 32 idle cores, which alone was a 7%
-throughput error over a 5 s window (benchmarks/serve/serve_harness_accuracy.py). This transport
+puts a burst of requests on the wire slowly enough, even on idle cores, to skew a short
+window's throughput (benchmarks/serve/results/serve_bench.md). This transport
 writes a prebuilt request in one call and parses the response inside `data_received`, so
 every network read is timestamped once, without a coroutine hop per SSE event. It speaks just
 what OpenAI-compatible servers send when streaming: a status line, headers, then a chunked,
