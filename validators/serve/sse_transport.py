@@ -149,11 +149,14 @@ class _Protocol(asyncio.Protocol):
                 else:
                     self.remaining = size
                     self.state = "data"
-            elif self.state == "data":
+            elif self.state in ("data", "length"):  # a chunk's bytes, or a sized body's
                 take = bytes(buf[: self.remaining])
                 del buf[: len(take)]
                 self.remaining -= len(take)
                 self._body(take)
+                if self.remaining == 0 and self.state == "length":
+                    self._finish()
+                    return
                 if self.remaining == 0:
                     self.state = "crlf"
             elif self.state == "crlf":
@@ -167,14 +170,6 @@ class _Protocol(asyncio.Protocol):
                     return
                 del buf[: end + 2]
                 if end == 0:
-                    self._finish()
-                    return
-            elif self.state == "length":
-                take = bytes(buf[: self.remaining])
-                del buf[: len(take)]
-                self.remaining -= len(take)
-                self._body(take)
-                if self.remaining == 0:
                     self._finish()
                     return
             elif self.state == "close":
