@@ -4,8 +4,8 @@ soon as its wheel is installed instead of after the whole install.
 uv installs wheels in parallel, each with a `*.dist-info/RECORD` listing its files. A thread watches site-packages for new RECORDs and hashes the
 files they list (the tree digest and the sha256 of the bytes as they are, one read:
 stackgate.envtree) while uv copies the next wheels. A RECORD can be there before every file it
-lists is (measured on cu128: ~9,000 files were not there yet when first tried, the largest
-cudnn and cusolver libraries among them), so a file not there yet, or written too recently to
+lists is (the largest cudnn and cusolver libraries come last:
+benchmarks/builder/results/build_vs_sync.md), so a file not there yet, or written too recently to
 be read now, is tried again every RETRY_S, and a RECORD that changes is read again. A digest
 taken early is used later only when the file is provably the one that was read:
 

@@ -238,8 +238,8 @@ def _digest_all(
     todo: list[tuple[int, str, int, Key | None]], patterns: list[bytes]
 ) -> list[tuple[bytes, bytes]]:
     """Every file's digests, read by one thread per usable core (sha256 releases the GIL),
-    each thread taking the next file from one shared queue: a 10 GiB env is 58k files, a few
-    of them gigabytes."""
+    each thread taking the next file from one shared queue: an env is tens of thousands of
+    files, a few of them gigabytes."""
     out: list[tuple[bytes, bytes]] = [(b"", b"")] * len(todo)
     # biggest first, so one big file read last does not leave the other threads idle
     order = iter(sorted(range(len(todo)), key=lambda i: -todo[i][2]))

@@ -1,8 +1,8 @@
 """No long silence: a step that has printed nothing for QUIET_S says what it is doing.
 
 Piped output (CI logs, `| tee`) has no spinner, and the tools stackgate drives print nothing
-while they work (uv downloading, wheels read by byte ranges): a newcomer saw 60-95 s of nothing
-after `done venv` in a cold build and 520 s of nothing from `static --lock`.
+while they work (uv downloading, wheels read by byte ranges), for minutes in a cold build or a
+`static --lock` (benchmarks/first_hour/results/first_hour.md).
 `Heartbeat` runs a thread that, after QUIET_S seconds without output, prints `status()` (a
 callable, so the line says how far the work has got) and waits another QUIET_S. Whoever prints
 something else calls `touched()`.

@@ -1,11 +1,11 @@
 """Line output for commands that print lines, not tables: rich only where it draws something.
 
 `check` and the CLI's error lines print a few lines on stderr. Where stderr is not a terminal
-(piped, redirected, CI) rich renders no colours and no wrapping, so importing it (~25 ms of
-a ~250 ms `check`, benchmarks/startup/startup.py) buys nothing: PlainLines writes the same
+(piped, redirected, CI) rich renders no colours and no wrapping, so importing it (a good part
+of a `check`: benchmarks/startup/results/startup.md) buys nothing: PlainLines writes the same
 characters rich would (tests/foundation/test_lines.py compares the two on hostile text).
 On a terminal, or where FORCE_COLOR / TTY_COMPATIBLE ask rich to colour a pipe, the lines go
-through stackgate.output's rich console as before. Templates are ours, with style tags only
+through stackgate.output's rich console. Templates are ours, with style tags only
 (`[bold red]{}[/] {}`); the values are never parsed as markup.
 """
 

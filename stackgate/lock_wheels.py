@@ -49,8 +49,8 @@ def target_tags(python: tuple[int, int], arch: str = "x86_64") -> list[Tag]:
 
 @functools.cache
 def _target_tags(python: tuple[int, int], arch: str) -> tuple[Tag, ...]:
-    # computed once per target: the list's membership test was 1.2 M Tag comparisons, 0.8 s
-    # of each `validators compat` pair (benchmarks/compat/results/compat.md)
+    # computed once per target: a membership test on a list compares every Tag, in every pair
+    # of `validators compat` (benchmarks/compat/results/compat.md)
     platforms = [f"manylinux_2_{m}_{arch}" for m in range(MAX_GLIBC_MINOR, 4, -1)]
     platforms += [f"manylinux2014_{arch}", f"manylinux2010_{arch}", f"manylinux1_{arch}"]
     platforms += [f"linux_{arch}"]

@@ -99,8 +99,8 @@ def styled(template: str, *values: object) -> Text:
 
 def print_table(console: Console, table: Table) -> None:
     """A table on a terminal as rich draws it; piped (logs, `| less`, CI) without borders, the
-    title on the left and no trailing padding, so a line is as long as its own row: a results
-    table padded every row to its longest reason, 2,400-2,700 characters wide.
+    title on the left and no trailing padding, so a line is as long as its own row, not as
+    wide as the longest reason in the table.
     Rows stay whole (never wrapped); put the long free-text column last."""
     if console.is_terminal:
         console.print(table)

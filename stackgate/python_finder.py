@@ -170,8 +170,8 @@ def _from_uv(wanted: str, may_download: bool) -> tuple[Interpreter | None, str]:
     why = f"uv python find --managed-python {wanted}: none"
     if not may_download:
         return None, why
-    # A download (or its failure: ~50 s of DNS retries where the host is unreachable) said
-    # nothing before: the first hour's `lock cu128` sat 55 s without a line.
+    # A download (or its failure, after DNS retries where the host is unreachable) can take
+    # long: say what runs, and keep saying it while it runs.
     say = _say_stderr
     say(f"no Python {wanted} on PATH, in pyenv or among uv's: uv python install {wanted} ...")
     still = Heartbeat(say, lambda s: f"  ... uv python install {wanted} still running ({s:.0f} s)")

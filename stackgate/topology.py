@@ -1,11 +1,12 @@
 """The interconnect profiles a host can get, and the one rule that picks one.
 
-The PCIe NCCL tuning took the field's decode from ~63 to ~89 tok/s and made a 64 MB NVLink
-all-reduce ~3x slower, so the builder (which bakes a profile into an env), preflight (which
-checks that the env's profile fits the host) and the records' host fingerprint must decide the
-same way: a host is 'nvlink' only when every GPU pair is joined by NVLink (a TP ring over all
-GPUs then never crosses PCIe); two or more GPUs otherwise is 'pcie'; one GPU or no GPU gets no
-profile. The rule is applied once, in stackgate.host.snapshot; everything else reads its answer.
+The PCIe NCCL tuning speeds up decode on PCIe hosts and makes a large NVLink all-reduce several
+times slower (benchmarks/runtime_h200/results/README.md), so the builder (which bakes a profile
+into an env), preflight (which checks that the env's profile fits the host) and the records'
+host fingerprint must decide the same way: a host is 'nvlink' only when every GPU pair is
+joined by NVLink (a TP ring over all GPUs then never crosses PCIe); two or more GPUs otherwise
+is 'pcie'; one GPU or no GPU gets no profile. The rule is applied once, in
+stackgate.host.snapshot; everything else reads its answer.
 """
 
 from __future__ import annotations

@@ -144,7 +144,7 @@ class Watchdog:
         self.pause_at = min(pause_at_bytes, ceiling) if pause_at_bytes else ceiling
         self.resume_at = int(self.pause_at * resume_fraction)
         self.interval = interval_s
-        # Listing a process tree reads /proc for every process (~7 ms here): while no compile
+        # Listing a process tree reads /proc for every process: while no compile
         # job runs (downloads, linking files into the env) sample slowly, so the watchdog
         # does not take CPU from the install it watches.
         self.idle_interval = idle_interval_s

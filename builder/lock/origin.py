@@ -224,8 +224,8 @@ def parse_page(
 ) -> dict[str, str | None]:
     """normalized file URL -> sha256 (None where the page gives none). names: the file names
     (file_name) the caller looks for; over http only those entries are normalized (PyPI's
-    pages for the cu128 lock list 160k files in 70 MB, and normalizing every URL cost ~5 s of
-    CPU beside the install), the others cannot equal a wanted URL."""
+    pages list far more files than a lock wants, benchmarks/builder/results/build_vs_sync.md),
+    the others cannot equal a wanted URL."""
     listed: dict[str, str | None] = {}
     wanted = None if names is None or page_url.startswith("file:") else frozenset(names)
     text = body.decode("utf-8", "replace")

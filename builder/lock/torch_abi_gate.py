@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from stackgate.manifest import Manifest
 
 RECORD = "compat.json"
-CHECK_TIMEOUT_S = 3600.0  # a cold lock reads ranges of every wheel (cu128: 292 s, 111 MB)
+CHECK_TIMEOUT_S = 3600.0  # a cold lock reads byte ranges of every wheel: minutes
 
 
 def ask_validators(lockfile: Path) -> LockVerdict:

@@ -111,22 +111,10 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def publish(partial: Path, final: Path) -> None:
-    """Rename the finished partial folder into place (one rename; the final must not exist)."""
-    if final.exists():
-        raise EnvironmentProblem(f"{final} already exists; refusing to replace an environment")
-    try:
-        partial.rename(final)
-    except OSError as exc:
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise EnvironmentProblem(f"disk full while publishing {final}") from exc
-        raise
-    _fsync_dir(final.parent)
-
-
 def publish_at(stack_fd: int, partial_name: str, final: Path, partial_fd: int) -> None:
-    """publish(), relative to the opened stack folder: the object renamed into place is
-    checked to be the opened partial folder (dirfd.rename_checked), never a swapped-in link."""
+    """Rename the finished partial folder into place, relative to the opened stack folder: the
+    object renamed is checked to be the opened partial folder (dirfd.rename_checked), never a
+    swapped-in link."""
     try:
         dirfd.rename_checked(stack_fd, partial_name, final.name, partial_fd, where=final.parent)
     except OSError as exc:

@@ -15,9 +15,8 @@ from pathlib import Path
 from builder.venv import envprofile
 from stackgate.base_site_identity import site_identity
 from stackgate.build_record import BaseSite
+from stackgate.env_generated import BASE_SITE_PTH
 from stackgate.errors import BadInput
-
-PTH = "_stackgate_base_site.pth"
 
 
 def check_base_site(path: Path, python_version: str) -> Path:
@@ -37,6 +36,6 @@ def check_base_site(path: Path, python_version: str) -> Path:
 def layer(env: Path, folder: Path) -> BaseSite:
     """Write the .pth into the env and describe what it brings in."""
     site = envprofile.site_packages(env)
-    (site / PTH).write_text(f"{folder}\n", encoding="utf-8")
+    (site / BASE_SITE_PTH).write_text(f"{folder}\n", encoding="utf-8")
     versions, records = site_identity(folder)
-    return BaseSite(path=str(folder), pth=PTH, packages=versions, records_sha256=records)
+    return BaseSite(path=str(folder), pth=BASE_SITE_PTH, packages=versions, records_sha256=records)

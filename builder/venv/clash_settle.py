@@ -25,9 +25,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from builder.venv.entry_scripts import entry_point, script_for
 from stackgate.wheel_records import (
@@ -83,27 +86,22 @@ def _verified_copy(cache: Path | None, claim: Claim) -> Path | None:
 
 def _put(source: Path, target: str) -> None:
     """The source's bytes and permission bits at target, replaced in one rename."""
-    tmp = f"{target}.stackgate-settle"
     mode = stat.S_IMODE(source.stat().st_mode)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as out, source.open("rb") as src:
-            while chunk := src.read(1 << 20):
-                out.write(chunk)
-        os.chmod(tmp, mode)  # noqa: PTH101 -- str paths
-        os.replace(tmp, target)  # noqa: PTH105 -- str paths
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with source.open("rb") as src:
+        _replace_with(lambda out: shutil.copyfileobj(src, out, 1 << 20), mode, target)
 
 
 def _put_data(data: bytes, mode: int, target: str) -> None:
     """`data` at target with `mode`, replaced in one rename."""
+    _replace_with(lambda out: out.write(data), mode, target)
+
+
+def _replace_with(write: Callable[[BinaryIO], object], mode: int, target: str) -> None:
     tmp = f"{target}.stackgate-settle"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         with os.fdopen(fd, "wb") as out:
-            out.write(data)
+            write(out)
         os.chmod(tmp, mode)  # noqa: PTH101 -- str paths
         os.replace(tmp, target)  # noqa: PTH105 -- str paths
     except BaseException:

@@ -13,10 +13,12 @@ import shlex
 from pathlib import Path
 
 from builder.venv.topology import TopologyChoice
-from stackgate.env_generated import PROFILE_FORMAT, render_profile_module
-
-MODULE = "_stackgate_env_profile"
-PTH = "_stackgate_env_profile.pth"
+from stackgate.env_generated import (
+    PROFILE_FORMAT,
+    PROFILE_MODULE,
+    PROFILE_PTH,
+    render_profile_module,
+)
 
 
 def site_packages(env: Path) -> Path:
@@ -32,8 +34,8 @@ def render_module(variables: dict[str, str], choice: TopologyChoice) -> str:
 
 def apply_profile(env: Path, variables: dict[str, str], choice: TopologyChoice) -> None:
     site = site_packages(env)
-    (site / f"{MODULE}.py").write_text(render_module(variables, choice), encoding="utf-8")
-    (site / PTH).write_text(f"import {MODULE}\n", encoding="utf-8")
+    (site / f"{PROFILE_MODULE}.py").write_text(render_module(variables, choice), encoding="utf-8")
+    (site / PROFILE_PTH).write_text(f"import {PROFILE_MODULE}\n", encoding="utf-8")
     record_dir = env / "stackgate"
     record_dir.mkdir(parents=True, exist_ok=True)
     lines = [f"export {k}={shlex.quote(v)}" for k, v in sorted(variables.items())]

@@ -1,8 +1,8 @@
 """Which interconnect joins this host's GPUs (the host snapshot), or what --topology says.
 
 The topology picks the environment profile (stacks' [environment.topology.*]): the PCIe NCCL
-tuning that took the field's decode from ~63 to ~89 tok/s made NVLink all-reduce 3x slower,
-so a wrong guess costs real throughput. A host whose GPUs cannot be inventoried (no driver,
+tuning that speeds up decode on PCIe hosts slows NVLink all-reduce (stackgate.topology), so
+a wrong guess costs real throughput. A host whose GPUs cannot be inventoried (no driver,
 no GPU) gets no profile rather than a guess. The rule itself is stackgate.topology.classify,
 applied once by stackgate.host.snapshot, so preflight and the records' fingerprint agree.
 """

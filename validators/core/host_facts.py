@@ -6,7 +6,7 @@ The wire format is the one reports always had, `{check id: evidence}` of the hos
 other tools read are typed here (the record's host fingerprint is made from them:
 validators/records/fingerprint.py); the rest of each check's evidence (the manifest's
 targets, links, an `accepted` note) stays as it was written. A field of the wrong type is
-bad input naming the field, where it used to be skipped silently.
+bad input naming the field, never skipped silently.
 
 It lives in core/ beside Report rather than in preflight/ beside the host group that writes
 it: core/ imports no group package (core/results.py would import preflight/, which imports

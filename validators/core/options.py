@@ -74,7 +74,7 @@ class ServeOptions(StrictModel):
     @classmethod
     def _readable(cls, path: Path | None) -> Path | None:
         """A reference given is read: a missing one, a folder, a FIFO or a device is bad
-        input before any server starts (a missing one was a SKIP after the launch)."""
+        input before any server starts, not a SKIP after the launch."""
         if path is not None and not path.is_file():
             what = "no such file" if not path.exists() else "not a regular file"
             raise ValueError(f"{_shown(path)}: {what}")

@@ -78,13 +78,8 @@ def run_interleaved(
     """Runs of both envs in ABBA order, so slow drift of the host (thermals, neighbours, a
     cache warming up) lands on both sides equally instead of looking like a regression.
     keep_dir: each child's output kept as pair-NN-baseline.* / pair-NN-candidate.*.
-
-    Measured on the shared 2-core host with the synthetic server
-    (benchmarks/gate/results/gate_synthetic_server.md): run after the baseline, a 5%-slower
-    candidate showed output_throughput@c16 +49% (drift) and 6 regressions; interleaved, 0.956
-    and 13 regressions. An equal candidate passed both ways there. On an H200 host an equal
-    re-run after the baseline was refused on 15-30% drift, and passed interleaved
-    (benchmarks/gate_h200/results/README.md).
+    Run one after the other, drift hid a slower candidate and refused an equal one
+    (benchmarks/gate/results/gate_synthetic_server.md, benchmarks/gate_h200/results/README.md).
     """
     console = console_err()
     base_reports: list[Report] = []

@@ -38,9 +38,9 @@ if TYPE_CHECKING:  # numpy and pyelftools: only where facts are read (the listin
     from validators.elf.object_facts import ObjectFacts
 
 
-# gzip level 1: torch's export tables are tens of MB of JSON; level 9 (gzip's default) was
-# 30 s of CPU in a cold `validators compat` matrix of one torch; level 1 writes them 4.3x faster
-# for files 1.5x larger (41 MB of torch 2.9.1 facts: 7.6 s -> 1.75 s, 5.7 MB -> 8.6 MB)
+# gzip level 1: torch's export tables are tens of MB of JSON; level 9 (gzip's default) takes
+# most of a cold `validators compat` matrix's CPU, and level 1 writes several times faster for
+# files somewhat larger (benchmarks/compat/README.md)
 _LEVEL = 1
 
 

@@ -5,7 +5,7 @@ Fatbins sit in `.nv_fatbin` (what nvcc links and cuobjdump lists) and, in librar
 register or load their kernels themselves, anywhere in allocated data: cuFFT 11.2/11.3 keep a
 408-byte sm_52 stub in `.nv_fatbin` and 17,607 / 22,705 fatbins in `.data`. Every allocated,
 non-executable PROGBITS section is searched for the fatbin magic (8-byte aligned, version 1,
-16-byte header, body inside the section); ~0.2 s per 270 MB section from the page cache. What
+16-byte header, body inside the section). What
 looks like a fatbin but cannot be read (another header version, a body past its section, an
 entry kind other than PTX, SASS and LTO IR) is reported as unknown, never as "no code".
 
@@ -246,8 +246,8 @@ _ARCH_IN_TEXT = re.compile(r"(?:-arch[= ])?sm_?(\d{2,3})([af]?)\b")
 
 def cubin_code(path: Path) -> GpuCode:
     """The SASS target of a standalone cubin, from its header and its `.note.nv.tkinfo` read
-    directly (pyelftools took ~50 ms a cubin under load; 317 cubins of the cu128 env's
-    flashinfer-cubin have no a/f in their names and need the note)."""
+    directly (pyelftools is slow per cubin; hundreds of flashinfer-cubin's cubins have no a/f
+    in their names and need the note)."""
     with path.open("rb") as f:
         return _cubin_code(path, f)
 

@@ -6,8 +6,8 @@ modules its import-time code needs. A file's identity is (device, inode, size, m
 pip and uv write new files (a new inode, an mtime to the nanosecond), so an identity does not
 name two contents; a hard link shares the identity and the bytes. Not ctime: uv hard-links
 installed files from its cache, so any install of the same wheel elsewhere changes the link
-count, hence the ctime, of every file this env shares with it (measured: every warm run
-missed while other installs ran).
+count, hence the ctime, of every file this env shares with it (every warm run would
+miss while other installs ran).
 
 Entries are JSON (the ElfObject in the CachedFacts model of cached_facts.py, validated on read),
 written to a temporary name and renamed into place; a damaged or stale entry is a miss.
@@ -69,9 +69,6 @@ class FileFactsCache:
     def _rel(self, kind: str, key: str) -> Path:
         digest = hashlib.sha256(f"{kind}\0{key}".encode()).hexdigest()
         return Path(f"v{CACHE_VERSION}", kind, digest[:2], f"{digest}.json")
-
-    def _path(self, kind: str, key: str) -> Path:
-        return self.root / self._rel(kind, key)
 
     def _read(self, kind: str, key: str) -> bytes | None:
         """An entry's bytes, reached below the root without following a symlink (an entry or

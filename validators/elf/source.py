@@ -111,7 +111,7 @@ class FactsSource:
                 child = child.parent
 
     def _ours(self, path: Path | str) -> bool:
-        # string prefixes: Path.is_relative_to cost ~25 s per SGLang-sized lock check
+        # string prefixes: Path.is_relative_to is far slower, and this runs for every path
         text = str(path)
         return any(text == r or text.startswith(r + "/") for r in self._root_strs)
 

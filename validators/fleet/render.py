@@ -44,7 +44,7 @@ def label(node: NodeVerdict) -> str:
 
 # Up to this many nodes the table lists every node; a larger fleet's table lists the nodes
 # that need a look (FAIL, MISSING, lemons) and counts the rest: verdict.json and verdict.html
-# list every node (10,000 rows cost ~10 s of CPU on the terminal, and nobody reads them).
+# list every node (a large fleet's rows cost seconds of CPU on a terminal; nobody reads them).
 TABLE_ALL_UP_TO = 200
 
 

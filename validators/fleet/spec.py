@@ -131,7 +131,7 @@ class FleetSpec(StrictModel):
         bad = [n for n in value if not _NODE.match(n)]
         if bad:
             raise ValueError(f"not node names: {', '.join(map(repr, bad[:5]))}")
-        counts = Counter(value)  # one pass: the pairwise count was quadratic (22 s at 30k)
+        counts = Counter(value)  # one pass: a pairwise count is quadratic
         dupes = sorted(n for n, k in counts.items() if k > 1)
         if dupes:
             raise ValueError(f"listed twice: {', '.join(dupes[:5])}")

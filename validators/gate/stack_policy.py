@@ -3,7 +3,7 @@
 The defaults (8 runs, 0.5% margin, 1% family false alarms) are sized for a dedicated host at
 ~1% noise; a stack served on a shared machine can declare its own margins and repeats, and
 `interleave = true` so that only a gate re-measuring its baseline beside the candidate counts
-(benchmarks/gate_h200/results/README.md: an H200's level moved 15-30% between phases).
+(a shared host's level drifts between phases: benchmarks/gate_h200/results/README.md).
 Precedence: a flag given on the command line, else the baseline stack's manifest, else the
 defaults in validators/gate/policy.py.
 """

@@ -55,8 +55,8 @@ def shifted(data: bytes, bitpos: int) -> bytes:
 def _candidates(bits: np.ndarray, first: int, last: int) -> np.ndarray:
     """Bit positions in [first, last) that could start a dynamic-Huffman block.
 
-    Shifted views of one bit array, no gathers: a 16 KiB window costs ~10 ms (gathering per
-    candidate cost half the CPU of a cold lock check)."""
+    Shifted views of one bit array, no gathers (gathering per candidate would take much of a
+    cold lock check's CPU)."""
     last = min(last, len(bits) - 17 - 57)
     if last <= first:
         return np.zeros(0, dtype=np.int64)

@@ -22,7 +22,6 @@ from stackgate.bounded_http import Budget, LimitExceeded, Limits, get
 from stackgate.bounded_http import make_client as bounded_client
 
 RETRIES = 3
-CHUNK = 1 << 16
 
 
 class FetchError(Exception):

@@ -281,7 +281,7 @@ class Scanner:
 
     def _client_now(self) -> httpx.Client | None:
         """The scan's client, made on the first read: a scan that the cache answers whole
-        (a warm `validators compat` pair) makes none (an SSL context is 0.2 s of CPU)."""
+        (a warm `validators compat` pair) makes none (an SSL context costs CPU)."""
         if self.offline or not self._scanning:
             return None
         with self._lock:

@@ -1,8 +1,9 @@
 """The pre-install verdict of a lock whose facts are all cached, kept across runs.
 
-A warm `static --lock` of the cu128 lock spent ~5 s of CPU: loading 530 objects' facts from
-the cache (gzip'd JSON, validated), building the virtual env, resolving 99,371 imports, for
-the verdict the previous run reached from the same facts. The verdict is a function of this
+Without it a warm `static --lock` spends seconds of CPU loading every object's facts from the
+cache (gzip'd JSON, validated), building the virtual env and resolving every import, for the
+verdict the previous run reached from the same facts (lockcheck_cu128.md in
+benchmarks/lockcheck/results). The verdict is a function of this
 tool's code (resolution_cache.code_digest, over lockcheck/ too), the inputs (the lock's wheels,
 targets, stack, `only`, the interpreter whose closure is the global scope), the facts cache
 entries the scan reads for those wheels, the torch shim index (stable_abi.py) and what the

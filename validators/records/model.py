@@ -92,8 +92,8 @@ RecordId = Annotated[str, AfterValidator(_record_id)]
 # a NaN sample would pass any threshold; strings, null and booleans are not numbers.
 Sample = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=0)]
 # At most MAX_SAMPLES per metric (one per validation run): the gate's bootstrap holds
-# resamples x n numbers per side, so a 64 MiB record listing 16 million samples of one metric
-# asked numpy for ~1 TB (4,000 x 16M x 16 bytes) on a shared machine with no swap.
+# resamples x n numbers per side, so a record listing millions of samples of one metric would
+# ask numpy for terabytes.
 MAX_SAMPLES = 1000
 Samples = Annotated[list[Sample], Field(min_length=1, max_length=MAX_SAMPLES)]
 

@@ -220,13 +220,7 @@ class RecordStore:
         conn = self._conn
         if self._folder is not None:
             self._folder.check("before this write")
-        retry_busy(
-            lambda: conn.execute("BEGIN IMMEDIATE"),
-            target=self.path,
-            doing="starting a write",
-            say=self._say,
-            wait_s=self._wait_s,
-        )
+        self._execute_when_free("BEGIN IMMEDIATE", "starting a write")
         try:
             seq, previous = self._tail()
             now = now_utc()
@@ -250,13 +244,7 @@ class RecordStore:
                 )  # fmt: skip
                 added.append(row.record_id)
             # A reader's open cursor holds the file: COMMIT waits for it (boundedly, said).
-            retry_busy(
-                lambda: conn.execute("COMMIT"),
-                target=self.path,
-                doing="committing",
-                say=self._say,
-                wait_s=self._wait_s,
-            )
+            self._execute_when_free("COMMIT", "committing")
         except sqlite3.OperationalError as exc:
             _rollback(conn)
             # A read-only file or folder, a full disk, a lock held past the timeout.
@@ -269,6 +257,11 @@ class RecordStore:
         if added and self.store_id is not None:
             write_head(sidecar_path(self._files), self.chain_head())
         return ImportResult(added=added, present=present)
+
+    def _execute_when_free(self, sql: str, doing: str) -> None:
+        """`sql` run as soon as no other process holds the store (store_busy.retry_busy)."""
+        conn, say, wait_s = self._conn, self._say, self._wait_s
+        retry_busy(lambda: conn.execute(sql), target=self.path, doing=doing, say=say, wait_s=wait_s)
 
     def _tail(self) -> tuple[int, str]:
         row = self._conn.execute("SELECT seq, chain FROM records ORDER BY seq DESC LIMIT 1")

@@ -129,8 +129,8 @@ def _nccl_runs(
     logs: Path | None,
 ) -> tuple[dict[str, list[dict[str, Any]]], float] | Result:
     """The all-reduce probe under the profile's NCCL variables and under NCCL's defaults,
-    interleaved (A B A B ...): one A-then-B pair flipped the 1-token winner between two
-    otherwise identical H200 runs; pooling interleaved repeats keeps drift out of the ratio.
+    interleaved (A B A B ...): one A-then-B pair can flip the 1-token winner between two
+    otherwise identical runs; pooling interleaved repeats keeps drift out of the ratio.
     Returns each configuration's raw results and the seconds spent, or the failing result."""
     sizes = nl.message_sizes()
     args = ["nccl", ",".join(map(str, sizes)), str(ctx.options.runtime.nccl_iters)]

@@ -21,7 +21,6 @@ TORCH_SYMM_MEM_MAX_SIZES: dict[int, dict[int, int]] = {
     9: {2: 64 << 20, 4: 64 << 20, 6: 128 << 20, 8: 128 << 20},
     10: {2: 64 << 20, 4: 64 << 20, 6: 128 << 20, 8: 128 << 20},
 }
-TORCH_SYMM_MEM_MULTIMEM_WORLD_SIZES: dict[int, list[int]] = {9: [4, 6, 8], 10: [6, 8]}
 # FlashInfer added SM12x to its trtllm_comm (all-reduce fusion) module in 0.6.17.
 FLASHINFER_SM12X_FUSION = Version("0.6.17")
 SGLANG_TABLE_VERSION = Version("0.5.9")

@@ -4,9 +4,8 @@ An engine compiles some kernels the first time it meets a shape (Triton's JIT ke
 or attention kernel on the batch's token count bucket). Which prefill batches a measured level
 meets depends on how its arrivals split: 16 requests sent together reach SGLang as one batch of
 16, or as 1 + 15, or 4 + 12. A split met for the first time inside a measured window puts a
-compile there: on an H200 (SGLang 0.5.17, a 32-layer Kimi-K2.5-shaped model) the first
-4-prompt prefill stalled every request of one bench by ~1.2 s, and one bench of 16 at 8% under
-the others made its gate UNDERPOWERED.
+compile there: it stalls every request of that bench, and one bench slower than the others
+leaves its gate UNDERPOWERED.
 
 Before the first level, bursts of k prompts of the bench's input length with two output tokens
 each, for k = 1 .. min(C_max, 16) and every level C of the sweep: every prefill batch of up to 16

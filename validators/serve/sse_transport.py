@@ -1,8 +1,8 @@
 """A lean HTTP/1.1 client for streamed POSTs, built on asyncio.Protocol.
 
 Why not httpx here: at C = 256 its per-request machinery (pool, anyio checkpoints, h11 events)
-took ~0.4 s to put 256 requests on the wire, even on 32 idle cores, which alone was a 7%
-throughput error over a 5 s window (benchmarks/serve/serve_harness_accuracy.py). This transport
+puts a burst of requests on the wire slowly enough, even on idle cores, to skew a short
+window's throughput (benchmarks/serve/results/serve_bench.md). This transport
 writes a prebuilt request in one call and parses the response inside `data_received`, so
 every network read is timestamped once, without a coroutine hop per SSE event. It speaks just
 what OpenAI-compatible servers send when streaming: a status line, headers, then a chunked,
@@ -149,11 +149,14 @@ class _Protocol(asyncio.Protocol):
                 else:
                     self.remaining = size
                     self.state = "data"
-            elif self.state == "data":
+            elif self.state in ("data", "length"):  # a chunk's bytes, or a sized body's
                 take = bytes(buf[: self.remaining])
                 del buf[: len(take)]
                 self.remaining -= len(take)
                 self._body(take)
+                if self.remaining == 0 and self.state == "length":
+                    self._finish()
+                    return
                 if self.remaining == 0:
                     self.state = "crlf"
             elif self.state == "crlf":
@@ -167,14 +170,6 @@ class _Protocol(asyncio.Protocol):
                     return
                 del buf[: end + 2]
                 if end == 0:
-                    self._finish()
-                    return
-            elif self.state == "length":
-                take = bytes(buf[: self.remaining])
-                del buf[: len(take)]
-                self.remaining -= len(take)
-                self._body(take)
-                if self.remaining == 0:
                     self._finish()
                     return
             elif self.state == "close":

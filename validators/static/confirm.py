@@ -74,7 +74,7 @@ if sys.argv[3:4] == ["--more"]:  # started early (Prewarmed): the rest of the st
     start = len(steps)
     steps += json.loads(sys.stdin.readline() or "[]")
     go(start)
-# every result is written: skip the interpreter's teardown (~1 s after torch and torchao;
+# every result is written: skip the interpreter's teardown (slow after torch and torchao;
 # a crash in it was never a finding: run_steps ignores how a child ends after its last step)
 sys.stdout.flush()
 os._exit(0)
@@ -131,19 +131,19 @@ def _child_env(library_path: Path | Sequence[Path] | None) -> dict[str, str]:
 
 class Prewarmed:
     """The first child of a confirming run, started before the steps are known: it runs the
-    steps every run starts with (`import torch`, ~2-3 s of CPU) while the parent still reads
+    steps every run starts with (`import torch`, seconds of CPU) while the parent still reads
     the env, then waits for the rest on its stdin. run_steps uses it only when its python,
     site-packages, LD_LIBRARY_PATH and first steps are exactly those of the run it is asked
     to do; otherwise, and when no run needs it, `discard` kills it. The child is the same
     script, with the same environment, as a child run_steps starts itself.
 
     `warm`: modules it imports after the first steps while it waits, because the steps that
-    come usually import them (torch._dynamo: ~1.6 s of the ~2 s `import torchao`, and vLLM
+    come usually import them (torch._dynamo: most of `import torchao`, and vLLM
     and SGLang import it too). An import that succeeded is the module any later step gets;
     one that failed or killed the child makes run_steps redo the run in a fresh child, so
     the results are always those of a run without it. When no step needs the module, the
     rest waits for it: a cold run's cost, bounded by that import; it is not begun when the
-    steps have already arrived (a short resolution, as in the vLLM 0.11 env: 3 s slower)."""
+    steps have already arrived (a short resolution would wait for it)."""
 
     def __init__(
         self,

@@ -1,7 +1,7 @@
 """The confirming loads' outcome, kept across runs while nothing they depend on changed.
 
 A confirming run (`import torch`, the packages' imports, their modules) costs seconds to
-minutes (21 s for one `import torch` at load 9 on this 2-core machine) and its outcome is a
+minutes on a loaded machine, and its outcome is a
 function of: the interpreter, every installed distribution (its dist-info RECORD: an install
 or uninstall rewrites or removes it), every ELF file under site-packages, the steps asked
 for, and the driver stand-in (the stub folder is named for the names it exports; the real

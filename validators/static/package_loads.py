@@ -134,24 +134,19 @@ class _Module:
         the names any module of the package calls at its top level, `mod.f()` included),
         else the name of a function that reaches it and that nothing in the module calls."""
         out: dict[str, str | None] = {}
-        queue = [name for name in self.functions if name in at_import]
-        while queue:
-            name = queue.pop()
-            if name in out:
-                continue
-            out[name] = None
-            queue += self._callees(self.functions[name])
-        called = {c for f in self.functions.values() for c in self._callees(f)}
-        for entry in sorted(self.functions):
-            if entry in called or entry in out:
-                continue
-            queue = [entry]
+
+        def reach(queue: list[str], entry: str | None) -> None:
             while queue:
                 name = queue.pop()
-                if name in out:
-                    continue
-                out[name] = entry
-                queue += self._callees(self.functions[name])
+                if name not in out:
+                    out[name] = entry
+                    queue += self._callees(self.functions[name])
+
+        reach([name for name in self.functions if name in at_import], None)
+        called = {c for f in self.functions.values() for c in self._callees(f)}
+        for entry in sorted(self.functions):
+            if entry not in called and entry not in out:
+                reach([entry], entry)
         for name in self.functions:  # mutually recursive, never entered from outside
             out.setdefault(name, name)
         return out

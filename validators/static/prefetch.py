@@ -33,7 +33,7 @@ from validators.elf.file_facts_cache import FileFactsCache, file_identity
 from validators.static.driver_stub import DRIVER_NAME
 
 MAX_WORKERS = 8
-MIN_MISSES = 16  # fewer files than this are read in-process: a pool costs ~0.1-0.5 s to start
+MIN_MISSES = 16  # fewer files than this are read in-process: a pool costs more to start
 SMALL = 1 << 20  # files below 1 MiB go to the workers 8 at a time
 
 
@@ -137,8 +137,8 @@ def prefetch(
         return None
     # largest first, one file a task while files are large: the big libraries (libtorch_cuda,
     # cuDNN, cuBLASLt) go to different workers at once and the small ones (batched, to
-    # save round trips) fill the gaps. Batches of 4 consecutive files gave the 4 largest to
-    # one worker: 5.4 s of worker CPU took 6.6 s of wall on 2 cores.
+    # save round trips) fill the gaps. Batches of consecutive files would give the largest to
+    # one worker, whose share then sets the wall time.
     todo.sort(key=lambda item: -item[1])
     small = [str(p) for p, size in todo if size < SMALL]
     batches = [[str(p)] for p, size in todo if size >= SMALL]

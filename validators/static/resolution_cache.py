@@ -1,10 +1,10 @@
 """The ABI resolution and the GPU-code scan of an unchanged env, kept across runs.
 
-With every file's facts cached (file_facts_cache.py), a warm run of the cu128 SGLang env still
-spent ~3 s of CPU re-resolving 99,371 imports and re-reading 5,363 cubin headers to reach the
-answer it reached last time. That answer is a function of this tool's code and of what the
-file system told the run. So the memo keeps, beside the outcome, every answer the resolution
-got from the file system:
+With every file's facts cached (file_facts_cache.py), a warm run would still spend seconds of
+CPU re-resolving every import and re-reading every cubin header to reach the answer it reached
+last time (benchmarks/static/results/static_speed.md). That answer is a function of this tool's
+code and of what the file system told the run. So the memo keeps, beside the outcome, every
+answer the resolution got from the file system:
 
 - the listing of every folder it listed (the env's, the system library folders', RPATHs'),
 - the identity (file_facts_cache.file_identity) of every file it read facts from, in or out of the
@@ -13,9 +13,9 @@ got from the file system:
 
 and it is keyed by the code, the env's paths, its distributions and RECORD ownership, its ELF
 files' identities, the interpreter and the system library folders. A later run asks those
-questions again (~1,100 stats, listings and realpaths: milliseconds) and takes the outcome
-only when every answer is the same; otherwise it resolves from the per-file facts as before
-and records again. Nothing here decides a verdict: the outcome is what the resolver returned.
+questions again (stats, listings and realpaths: milliseconds) and takes the outcome only
+when every answer is the same; otherwise it resolves from the per-file facts and records
+again. Nothing here decides a verdict: the outcome is what the resolver returned.
 """
 
 from __future__ import annotations
@@ -75,8 +75,8 @@ def code_digest(*readers: Path) -> str:
 
 def _listing_digest(directory: str) -> str:
     """The folder's names, less those no loader is ever asked for: Python writes __pycache__
-    and .pyc files beside the modules on their first import (measured: the first `import vllm`
-    after a run made the next one resolve again)."""
+    and .pyc files beside the modules on their first import (else the first `import vllm`
+    after a run makes the next one resolve again)."""
     try:
         names = sorted(
             n

@@ -37,7 +37,7 @@ from validators.elf.facts_cache import FactsCache
 if TYPE_CHECKING:
     from validators.torch_abi.memo import MemoCache
 
-# The judging modules (the static check: numpy, pyelftools, httpx; ~1 s of imports) are
+# The judging modules (the static check: numpy, pyelftools, httpx: slow imports) are
 # imported where a verdict is computed: a lock whose verdict is cached by its binary wheels is
 # answered without them (the child's start is most of a changed lock's overhead).
 
@@ -109,8 +109,8 @@ def check_lock(
         from validators.lockcheck.check import find_interpreter
         from validators.torch_abi.memo import MemoCache
 
-        # The host interpreter's lookup (uv python find, probes: subprocesses, ~1-2 s on this
-        # project's machines) runs while the lock's wheels are scanned; joined where needed.
+        # The host interpreter's lookup (uv python find, probes: subprocesses, seconds) runs
+        # while the lock's wheels are scanned; joined where needed.
         with ThreadPoolExecutor(max_workers=1) as pool:
             interpreter = pool.submit(find_interpreter, wheels.python)
             memo = MemoCache(cache)

@@ -32,7 +32,7 @@ from validators.torch_abi.memo import MemoCache
 
 # Requests in flight while the matrix's wheels are read before any pair is judged: the reads
 # are round trips (a member's headers, then its symbol tables), so a cold matrix waits on the
-# network, not on the CPU (benchmarks/compat/results/compat.md: 2 s CPU of a 12 s pair)
+# network, not on the CPU (benchmarks/compat/results/compat.md)
 PREFETCH_JOBS = 16  # stackgate.bounded_http.make_client keeps 16 connections
 CLOSURE_JOBS = 3  # `uv lock` of torch closures at once
 
@@ -102,7 +102,7 @@ class Session:
     @property
     def client(self) -> httpx.Client:
         """Made on first use: a column judged from cached verdicts never reads the index, and
-        a client's SSL context was ~0.2 s of CPU per column (5 of a lock's alternatives)."""
+        a client's SSL context costs CPU in every column (benchmarks/compat/results/compat.md)."""
         if self._client is None:
             self._client = httpx.Client(
                 timeout=httpx.Timeout(60.0, connect=15.0),
@@ -227,7 +227,7 @@ def compute(
         ]
         pairs: list[PairVerdict] = []
         from_cache = 0
-        # every verdict cached: reading them in this process beats starting workers (~4 s each)
+        # every verdict cached: reading them in this process beats starting workers
         processes = request.processes if uncached else 1
         for column_pairs, hits, column_fetched in _judge_columns(columns, processes):
             pairs.extend(column_pairs)
