@@ -222,7 +222,7 @@ def slurm_side(n: int, workdir: Path) -> dict[str, Any]:
             for i in range(n)
         ]
         start = time.perf_counter()
-        with pin.pin_way(True, "auto") as way:
+        with pin.choose_pin_way(True, "auto") as way:
             pin.pin_all(pins, way)
         pin_s = time.perf_counter() - start
         start = time.perf_counter()

@@ -28,7 +28,7 @@ from stackgate.errors import EnvironmentProblem
 from tests.fleet.conftest import FleetStack
 from tests.helpers.interpreter import base_python
 from tests.helpers.slurm_cluster import slurm_cluster
-from validators.fleet.slurm.pin import pin_all, pin_way
+from validators.fleet.slurm.pin import choose_pin_way, pin_all
 from validators.fleet.slurm.states import probe_unavailable
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -220,7 +220,7 @@ def test_a_fleet_over_max_job_count_is_refused_a_refused_pin_is_named_and_draine
                 ["scontrol", "update", f"JobId={array}_0", f"NodeList={good}"],
                 ["scontrol", "update", f"JobId={array}_1", "NodeList=n9"],
             ]
-            with pin_way(True, how) as way, pytest.raises(EnvironmentProblem) as refused:
+            with choose_pin_way(True, how) as way, pytest.raises(EnvironmentProblem) as refused:
                 assert way.way == ("scontrol" if path else how)
                 pin_all(pins, way)
             assert refused.value.message == "Slurm did not pin 1 of 2 element(s) to their node"
@@ -231,7 +231,7 @@ def test_a_fleet_over_max_job_count_is_refused_a_refused_pin_is_named_and_draine
                 assert f"{array}_1: {words}" in refused.value.details, refused.value.details
             held = cluster.cmd("squeue", "-h", "-r", "-j", array, "-o", "%i|%n").stdout.split()
             assert f"{array}_0|{good}" in held, (how, held)  # the good pin went through
-        with pytest.raises(EnvironmentProblem) as forced, pin_way(True, "libslurm"):
+        with pytest.raises(EnvironmentProblem) as forced, choose_pin_way(True, "libslurm"):
             pass  # no C compiler at the fixed paths
         assert "--pin-with libslurm: the pin helper cannot be built here: no C compiler" in (
             forced.value.message

@@ -94,10 +94,10 @@ def test_an_explicit_cc_must_be_absolute_and_is_the_one_run(tmp_path: Path) -> N
 def test_a_dry_run_plan_compiles_nothing(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     cc = _planted_cc(tmp_path / "bin", marker)
-    with pin.pin_way(True, "auto", str(cc), build=False) as way:
+    with pin.choose_pin_way(True, "auto", str(cc), build=False) as way:
         assert way.helper is None
         assert way.way == ("libslurm" if HAVE_HEADERS else "scontrol")
     assert not marker.exists()
-    with pin.pin_way(True, "auto", str(cc)) as way:  # control: the real submit compiles
+    with pin.choose_pin_way(True, "auto", str(cc)) as way:  # control: the real submit compiles
         assert way.way == "scontrol"
     assert marker.exists()

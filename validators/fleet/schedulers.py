@@ -126,7 +126,9 @@ class Slurm:
     def plan(self, spec: FleetSpec, max_array: int) -> tuple[dict[str, str], list[list[str]]]:
         files = {f"{SCRIPTS_DIR}/{name}": text for name, text in templates.render(spec).items()}
         # The arrays' size depends on the pin way; planning only looks, it compiles nothing.
-        with pin.pin_way(spec.slurm.pin, spec.slurm.pin_with, spec.slurm.cc, build=False) as way:
+        with pin.choose_pin_way(
+            spec.slurm.pin, spec.slurm.pin_with, spec.slurm.cc, build=False
+        ) as way:
             commands = submission.plan_commands(
                 spec, spec.folder / SCRIPTS_DIR, max_array=max_array, way=way
             )

@@ -52,7 +52,7 @@ def check_key(label: str) -> str:
     return canonicalize_name(name).replace("-", "_")
 
 
-def short(path: Path, env: Environment) -> str:
+def site_relative(path: Path, env: Environment) -> str:
     try:
         return str(path.resolve().relative_to(env.site_packages.resolve()))
     except ValueError:
@@ -218,11 +218,11 @@ def _clash_results(env: Environment, seconds: float) -> list[Result]:
         pin = designed_overlay(env, winner, loser)
         if pin is not None:
             by_design.setdefault(loser.label(), []).append(
-                f"{short(clash.path, env)} is {winner.label()}'s copy ({winner.name} requires {pin})"
+                f"{site_relative(clash.path, env)} is {winner.label()}'s copy ({winner.name} requires {pin})"
             )
             continue
         hurt.setdefault(loser.label(), []).append(
-            f"{short(clash.path, env)} is {winner.label()}'s copy"
+            f"{site_relative(clash.path, env)} is {winner.label()}'s copy"
         )
         paths.setdefault(loser.label(), []).append(str(clash.path))
     out = [
@@ -545,7 +545,7 @@ def _load_findings(env: Environment, v: PackageVerdict, found: _Findings) -> Non
     for name in v.undeclared_failed:
         found.fails.append(
             f"import fails: {v.label} imports {name} at import time "
-            f"({short(v.undeclared[name], env)}) without declaring it, and {name} is not installed: "
+            f"({site_relative(v.undeclared[name], env)}) without declaring it, and {name} is not installed: "
             + "; ".join(
                 f"{_step_text(r, env)}: {r.error[:160]}"
                 for r in v.loads
@@ -554,7 +554,7 @@ def _load_findings(env: Environment, v: PackageVerdict, found: _Findings) -> Non
         )
     for name, where in v.undeclared_unconfirmed.items():
         found.warns.append(
-            f"{v.label} imports {name} at import time ({short(where, env)}) without declaring "
+            f"{v.label} imports {name} at import time ({site_relative(where, env)}) without declaring "
             f"it, and {name} is not installed (no load ran to confirm)"
         )
     if v.stub_crashes:
@@ -745,7 +745,7 @@ def _impact_reason(v: PackageVerdict) -> str:
 def _step_text(r: StepResult, env: Environment) -> str:
     if r.step.kind == "import":
         return f"import {r.step.name}"
-    return short(Path(r.step.path), env)
+    return site_relative(Path(r.step.path), env)
 
 
 def _symbol_evidence(
@@ -767,7 +767,7 @@ def _symbols_reason(
 ) -> str:
     providers = sorted({env.owner_label(m.expected_path) for m in misses if m.expected_path})
     libs = sorted({m.expected_from for m in misses if m.expected_from})
-    modules = sorted({short(m.importer, env) for m in misses})
+    modules = sorted({site_relative(m.importer, env) for m in misses})
     distinct: dict[str, MissingSymbol] = {}
     for m in misses:
         distinct.setdefault(m.symbol, m)

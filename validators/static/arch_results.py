@@ -12,7 +12,7 @@ from packaging.utils import canonicalize_name
 from stackgate.manifest import Manifest
 from validators.core.checks import STATIC_ARCH, family_id
 from validators.core.results import Result, make_result
-from validators.static.abi_results import MAX_LISTED, check_key, short
+from validators.static.abi_results import MAX_LISTED, check_key, site_relative
 from validators.static.arch_check import DistCode, coverage
 from validators.static.environment import Environment
 
@@ -59,7 +59,8 @@ def _dist_arch_result(
     """One distribution's `static.arch.*` result over every target."""
     check = family_id(STATIC_ARCH, check_key(label))
     listing = {
-        short(p, env): [c.label() for c in codes] for p, codes in sorted(code.libraries.items())
+        site_relative(p, env): [c.label() for c in codes]
+        for p, codes in sorted(code.libraries.items())
     }
     cubins = {c.label(): n for c, n in sorted(code.cubins.items())}
     fails, undecided, notes, unneeded = _per_target(
@@ -76,7 +77,7 @@ def _dist_arch_result(
         evidence["unreadable"] = [f"{p}: {why}" for p, why in code.unreadable]
     if code.unknown:
         evidence["unknown_gpu_code"] = {
-            short(p, env): list(why[:MAX_LISTED]) for p, why in sorted(code.unknown.items())
+            site_relative(p, env): list(why[:MAX_LISTED]) for p, why in sorted(code.unknown.items())
         }
     if fails:
         return _result(check, "FAIL", "; ".join(fails + undecided + notes), evidence)

@@ -64,7 +64,7 @@ class PinWay:
 
 
 @contextmanager
-def pin_way(
+def choose_pin_way(
     pin: bool, how: PinWith, cc: str | None = None, *, build: bool = True
 ) -> Iterator[PinWay]:
     """The way a fleet pins (`spec.slurm.pin`, `.pin_with`): none without pinning; scontrol
@@ -119,7 +119,7 @@ def _pin_with_scontrol(commands: list[list[str]]) -> None:
     process start per share, not per element), then `_verify_pins` reads back what Slurm
     holds: scontrol reading commands exits 1 when one failed without saying which."""
     lines = [shlex.join(argv[1:]) for argv in commands]  # "update JobId=A_i NodeList=node"
-    ended = fed(["scontrol"], lines, PIN_WORKERS)
+    ended = run_sharded(["scontrol"], lines, PIN_WORKERS)
     errors = [e for _, done in ended if done.returncode and (e := done.stderr.strip())]
     _verify_pins(commands, errors)
 
@@ -199,7 +199,9 @@ def build_helper(work: Path, cc: str | None = None) -> Path:
     return binary
 
 
-def fed(argv: list[str], lines: Sequence[str], workers: int) -> list[tuple[list[str], Completed]]:
+def run_sharded(
+    argv: list[str], lines: Sequence[str], workers: int
+) -> list[tuple[list[str], Completed]]:
     """`argv` started `workers` times at once (never more than there are lines), each process
     reading its share of `lines` (every workers-th) on stdin: (its share, how it ended) each.
     One process start per share, not per line; scontrol and the helper are both fed so."""
@@ -216,7 +218,9 @@ def pin_with_helper(helper: Path, pairs: Sequence[tuple[str, str]], workers: int
     """Every (element, node) pin, as lines on the stdin of `workers` helper processes; the
     problems each reported ("A_i: Slurm's words"), or how a process failed."""
     problems: list[str] = []
-    for share, done in fed([str(helper)], [f"{job} {node}" for job, node in pairs], workers):
+    for share, done in run_sharded(
+        [str(helper)], [f"{job} {node}" for job, node in pairs], workers
+    ):
         answers = done.stdout.splitlines()
         problems += [
             f"{parts[1]}: {parts[2] if len(parts) > 2 else 'refused'}"

@@ -35,7 +35,7 @@ from validators.fleet.slurm.limits import (
     limits,
 )
 from validators.fleet.slurm.options import SlurmFleet
-from validators.fleet.slurm.pin import PinnedWith, PinWay, pin_all, pin_commands, pin_way
+from validators.fleet.slurm.pin import PinnedWith, PinWay, choose_pin_way, pin_all, pin_commands
 from validators.fleet.slurm.templates import ARRAY_SCRIPT, COLLECT_SCRIPT
 
 ARRAY_ID = "<ARRAY_JOB_ID>"
@@ -160,7 +160,7 @@ def submit(
     release. Any failure before the release cancels every job submitted: all or nothing."""
     limit = limits()
     check_room(len(spec.targets), limit, job_records())
-    with pin_way(spec.slurm.pin, spec.slurm.pin_with, spec.slurm.cc) as way:
+    with choose_pin_way(spec.slurm.pin, spec.slurm.pin_with, spec.slurm.cc) as way:
         return _submit(spec, scripts_dir, limit, way, before_release)
 
 
