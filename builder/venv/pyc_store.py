@@ -48,7 +48,7 @@ def _private(folder: Path) -> bool:
 
 
 def _short(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:_NAMED]
+    return hashlib.sha256(os.fsencode(text)).hexdigest()[:_NAMED]
 
 
 def _listed(root: Path) -> dict[tuple[str, str], Path]:

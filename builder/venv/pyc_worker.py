@@ -38,6 +38,7 @@ def compile_one(item: list[str]) -> str | None:
 
 
 def main(job_file: str) -> int:
+    sys.stdout.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
     job = json.loads(Path(job_file).read_text(encoding="utf-8"))
     items = job["items"]
     if job["jobs"] > 1 and len(items) > 1:

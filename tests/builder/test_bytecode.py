@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from builder.venv import bytecode
+from stackgate.build_record import BytecodeRecord
 from stackgate.errors import EnvironmentProblem
 from tests.builder.conftest import LocalStack
 
@@ -169,7 +170,7 @@ def _source_tree(root: Path) -> Path:
 
 def _compile(
     site: Path, store: Path | None, jobs: int = 2, python: Path = Path(sys.executable)
-) -> bytecode.BytecodeRecord:
+) -> BytecodeRecord:
     return bytecode.compile_site(python, site, jobs, os.environ, _subprocess_runner, store)
 
 
@@ -254,6 +255,19 @@ def test_a_second_site_takes_its_pyc_from_the_store(tmp_path: Path) -> None:
     done = _compile(third, store)
     assert (done.reused, done.pyc_files) == (22, 23)
     assert _import(third, "import pkg.m3; print(pkg.m3.VALUE)").stdout.strip() == "edited"
+
+
+def test_a_module_whose_name_is_not_utf8_is_compiled_and_stored(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    for name in ("a", "b"):
+        site = _source_tree(tmp_path / name)
+        (site / "pkg" / os.fsdecode(b"caf\xe9.py")).write_text("VALUE = 1\n")
+        (site / "pkg" / os.fsdecode(b"bad\xff.py")).write_text("print 'py2'\n")
+        done = _compile(site, store, jobs=1)
+        assert (done.pyc_files, done.failed) == (24, 1)
+        # named as compileall names it: the undecodable byte escaped, printable in the record
+        assert done.failed_examples == ["pkg/bad\\udcff.py"]
+    assert done.reused == 24
 
 
 def test_a_store_on_another_file_system_is_copied(tmp_path: Path) -> None:
