@@ -1,7 +1,7 @@
 """`--nodes` in Slurm's hostlist form (`a,b`, `gpu[01-03,07]`, `gpu[01-02]-ib[1-2]`) as names.
 
-Our own small expander (a few dozen lines, Apache-2.0 like the rest: the GPL-2.0-or-later
-python-hostlist it replaces could not be a runtime dependency) reads every item, so a malformed
+Our own small expander (a few dozen lines; the GPL-2.0-or-later python-hostlist cannot be a
+runtime dependency of an Apache-2.0 tool) reads every item, so a malformed
 one (`gpu[3-1]`, `gpu[1-3`, `a[]`) is refused the same way with or without Slurm; where the
 scheduler is Slurm and `scontrol` reaches a configuration, Slurm's own `scontrol show
 hostnames` then gives the names (the authority), so what is submitted is what Slurm will call
