@@ -127,7 +127,8 @@ class BaseSite(StrictModel):
 
 
 class FileClash(StrictModel):
-    """One path that two or more installed distributions' RECORDs list (stackgate.wheel_records)."""
+    """One path that two or more installed distributions' RECORDs list
+    (stackgate.envtree.wheel_records)."""
 
     path: str = Field(description="Relative to the env's root.")
     owners: list[str] = Field(description="The dist-info folders whose RECORD lists it.")
@@ -138,7 +139,7 @@ class FileClash(StrictModel):
     same_bytes: bool = Field(description="Every owner's RECORD lists the same sha256.")
     chosen: str | None = Field(
         default=None,
-        description="The owner whose copy the env must hold (stackgate.wheel_records."
+        description="The owner whose copy the env must hold (stackgate.envtree.wheel_records."
         "chosen_owner: of the owners listing a sha256, the last in the lock's order by project "
         "name); the builder puts its copy in place, so `holds` names it unless that copy could "
         "not be found. None: no owner lists a hash, or a record from before the rule.",

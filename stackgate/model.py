@@ -21,7 +21,8 @@ class StrictModel(BaseModel):
 
 def validation_problems(exc: ValidationError) -> list[str]:
     """Every problem of a model's input at once, one `dotted.path: message` line each, for
-    BadInput's details (manifests get richer lines: stackgate.loading.format_validation_errors)."""
+    BadInput's details (manifests get richer lines:
+    stackgate.manifest.loading.format_validation_errors)."""
     return [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
 
 

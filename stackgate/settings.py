@@ -42,7 +42,7 @@ SETTINGS: tuple[Setting, ...] = (
         "STACKGATE_STACKS_DIR",
         "`$STACKGATE_ROOT/stacks`",
         "the folder of stack manifests, rules and locks",
-        ("stackgate/paths.py", "stackgate/rules.py"),
+        ("stackgate/paths.py", "stackgate/manifest/rules.py"),
     ),
     Setting(
         "STACKGATE_VENV_ROOT",
@@ -80,7 +80,7 @@ SETTINGS: tuple[Setting, ...] = (
         "STACKGATE_NO_DIGEST_CACHE",
         "unset",
         "`1`: hash every file of an env, never trusting the file digest cache",
-        ("stackgate/digests.py",),
+        ("stackgate/envtree/digests.py",),
     ),
     Setting(
         "STACKGATE_UV",

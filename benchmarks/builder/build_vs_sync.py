@@ -74,8 +74,8 @@ def main() -> int:
 
     sys.path.insert(0, str(ROOT))
     from stackgate.layout import lock_files
-    from stackgate.loading import load_stack
-    from stackgate.lockstate import read_lock
+    from stackgate.lock.state import read_lock
+    from stackgate.manifest.loading import load_stack
     from stackgate.python_finder import find_python
     from stackgate.uvbin import uv_bin
 

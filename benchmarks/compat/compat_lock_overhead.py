@@ -2,7 +2,7 @@
 stack, in one run: `builder lock STACK --locks-dir COPY` of the committed lock (uv's cache
 warm: the lock does not change) with --no-compat, and with the check
 
-- `cached`: the lock's verdict is in the cache (stackgate.torch_abi.cached_lock: no child);
+- `cached`: the lock's verdict is in the cache (stackgate.lock.torch_abi.cached_lock: no child);
 - `same binaries`: the verdict by the lock's bytes cleared, the one by its binary wheels kept:
   a re-lock that moved only pure-Python packages (the child finds it by the binaries);
 - `facts warm`: both verdicts cleared, the wheels' facts cached: what a lock whose binary

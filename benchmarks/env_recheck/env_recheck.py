@@ -31,7 +31,7 @@ CHILD = (
     "import json, sys\n"
     "from pathlib import Path\n"
     "from stackgate.build_record import read_build_record\n"
-    "from stackgate.digests import DigestCache\n"
+    "from stackgate.envtree.digests import DigestCache\n"
     "from stackgate.envtree import check_tree\n"
     "env = Path(sys.argv[1])\n"
     "record = read_build_record(env)\n"

@@ -29,7 +29,7 @@ def parse(repo: Path) -> dict[str, Any]:
     from sglang.srt.server_args import prepare_server_args
 
     from stackgate.engines import ENGINES
-    from stackgate.loading import load_stack
+    from stackgate.manifest.loading import load_stack
 
     out: dict[str, Any] = {}
     manifest = load_stack("h200-sglang").manifest

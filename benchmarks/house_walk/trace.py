@@ -30,7 +30,7 @@ PROJECT = ("stackgate", "builder", "validators", "fleet")
 # parsing a record file or a run report (*_from_file_data: the parse once the JSON is read;
 # a tree without them reads through read_record_file / read_report alone).
 COUNTED = (
-    ("stackgate.loading", "load_stack"),
+    ("stackgate.manifest.loading", "load_stack"),
     ("validators.records.resolve", "resolve_record"),
     ("validators.records.json_files", "read_record_file"),
     ("validators.records.json_files", "record_from_file_data"),

@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from builder.lock.resolve import run_lock  # noqa: E402
 from stackgate.layout import LockFiles  # noqa: E402
-from stackgate.loading import load_stack  # noqa: E402
+from stackgate.manifest.loading import load_stack  # noqa: E402
 from stackgate.python_finder import Interpreter  # noqa: E402
 from tests.helpers.interpreter import PY_MINOR  # noqa: E402
 from tests.helpers.localbase import make_base_image, make_uv_image  # noqa: E402

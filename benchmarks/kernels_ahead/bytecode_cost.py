@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from builder.venv.build import BuildOptions, build_env  # noqa: E402
-from stackgate.loading import load_stack  # noqa: E402
+from stackgate.manifest.loading import load_stack  # noqa: E402
 
 ARMS = ("none", "timestamp", "checked-hash")
 

@@ -26,7 +26,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from stackgate.loading import load_stack  # noqa: E402
+from stackgate.manifest.loading import load_stack  # noqa: E402
 from validators.serve import correctness  # noqa: E402
 from validators.serve.adapters import build_launch  # noqa: E402
 from validators.serve.lifecycle import choose_port, start, wait_ready  # noqa: E402

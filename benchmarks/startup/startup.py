@@ -67,11 +67,11 @@ STAGES = [
     ("packaging (version, specifiers, requirements)", "import packaging.requirements"),
     ("stackgate.engines + the first model class", "import stackgate.engines, stackgate.model"),
     ("manifest models", "import stackgate.manifest"),
-    ("loading + rule models", "import stackgate.loading, stackgate.rules"),
+    ("loading + rule models", "import stackgate.manifest.loading, stackgate.manifest.rules"),
     ("builder.commands.check + stackgate.lines", "import builder.commands.check"),
-    ("load_stack('cu130')", "from stackgate.loading import load_stack; m = load_stack('cu130')"),
+    ("load_stack('cu130')", "from stackgate.manifest.loading import load_stack; m = load_stack('cu130')"),
     ("load_rules + evaluate",
-     "from stackgate.rules import StackFacts, evaluate, load_rules\n"
+     "from stackgate.manifest.rules import StackFacts, evaluate, load_rules\n"
      "f = evaluate(load_rules(None), StackFacts.from_manifest(m.manifest))"),
 ]  # fmt: skip
 

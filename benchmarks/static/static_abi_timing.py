@@ -20,7 +20,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from stackgate.loading import load_stack
+from stackgate.manifest.loading import load_stack
 from validators.static.abi_check import AbiChecker
 from validators.static.environment import load_environment
 from validators.static.run import StaticInputs, run_static

@@ -199,7 +199,7 @@ def predict(env: Path, options: AbiOptions) -> tuple[dict, float, float]:  # typ
 def predict_lock(name: str) -> tuple[dict, float, float]:  # type: ignore[type-arg]
     """The pre-install verdict on the env's uv.lock (static_corpus_envs.py lock NAME), with
     the failing objects' virtual paths mapped onto the installed env's."""
-    from stackgate.lock_wheels import read_lock
+    from stackgate.lock.wheels import read_lock
     from validators.elf.facts_cache import FactsCache, default_root
     from validators.lockcheck.check import LockInputs, find_interpreter, run_lock_check
 

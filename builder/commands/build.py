@@ -26,7 +26,7 @@ from stackgate.cli_paths import FOLDER
 from stackgate.errors import EXIT_OK, BadInput
 from stackgate.heartbeat import Heartbeat
 from stackgate.layout import venv_root
-from stackgate.loading import load_stack
+from stackgate.manifest.loading import load_stack
 from stackgate.output import console_err, styled
 from stackgate.paths import display_path
 from stackgate.resource_limits import GIB

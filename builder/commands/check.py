@@ -8,9 +8,9 @@ from pathlib import Path
 from stackgate.cli import emit_json
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK
 from stackgate.lines import lines_err
-from stackgate.loading import load_stack
+from stackgate.manifest.loading import load_stack
+from stackgate.manifest.rules import StackFacts, evaluate, load_rules
 from stackgate.paths import display_path
-from stackgate.rules import StackFacts, evaluate, load_rules
 
 NAME = "check"
 HELP = (

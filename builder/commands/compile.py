@@ -13,7 +13,7 @@ from stackgate.cli import emit_json
 from stackgate.cli_paths import FOLDER
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.layout import venv_root
-from stackgate.loading import load_stack
+from stackgate.manifest.loading import load_stack
 from stackgate.output import console_err, styled
 from stackgate.resource_limits import GIB
 

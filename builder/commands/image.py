@@ -19,7 +19,7 @@ from stackgate.containers.buildah import StorageConfig
 from stackgate.containers.docker import DockerConfig
 from stackgate.containers.select import ENGINE_CHOICES
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
-from stackgate.loading import load_stack
+from stackgate.manifest.loading import load_stack
 from stackgate.output import console_err, styled
 from stackgate.path_kind import holds_anything, kind_of, nearest_part
 from stackgate.paths import display_path, project_root

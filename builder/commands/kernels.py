@@ -21,7 +21,7 @@ from stackgate.build_record import RECORD_RELPATH
 from stackgate.cli import emit_json
 from stackgate.cli_paths import FOLDER
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
-from stackgate.loading import load_stack
+from stackgate.manifest.loading import load_stack
 from stackgate.output import console_err, styled
 from stackgate.paths import display_path
 

@@ -16,7 +16,7 @@ from stackgate.cli_paths import FOLDER
 from stackgate.errors import EXIT_OK
 from stackgate.heartbeat import Heartbeat
 from stackgate.layout import lock_files_of
-from stackgate.loading import load_stack
+from stackgate.manifest.loading import load_stack
 from stackgate.output import console_err, styled
 from stackgate.paths import display_path
 from stackgate.python_finder import find_python

@@ -10,7 +10,7 @@ from stackgate.cli import emit_json
 from stackgate.cli_paths import FOLDER
 from stackgate.errors import EXIT_OK
 from stackgate.layout import venv_root
-from stackgate.loading import load_stack
+from stackgate.manifest.loading import load_stack
 from stackgate.output import console_err, styled
 
 NAME = "plan"

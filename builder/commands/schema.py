@@ -8,8 +8,8 @@ import json
 from stackgate.cli import emit_json
 from stackgate.cli_hint import cli_command
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK
+from stackgate.manifest.schema import schema_dir, schemas
 from stackgate.output import console_err, styled
-from stackgate.schema import schema_dir, schemas
 
 NAME = "schema"
 HELP = "write (--write) or verify the JSON schemas in stacks/schema/"

@@ -7,7 +7,7 @@ import json
 
 from stackgate.cli import emit_json
 from stackgate.errors import EXIT_OK
-from stackgate.loading import load_stack
+from stackgate.manifest.loading import load_stack
 from stackgate.output import console_err, console_out, styled
 from stackgate.topology import TOPOLOGIES
 

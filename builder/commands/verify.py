@@ -10,11 +10,11 @@ from stackgate.build_record import read_build_record
 from stackgate.cli import emit_json
 from stackgate.cli_hint import cli_command
 from stackgate.cli_paths import FOLDER
-from stackgate.digests import DigestCache
 from stackgate.envtree import check_tree
+from stackgate.envtree.digests import DigestCache
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.layout import EnvLayout, venv_root
-from stackgate.loading import load_stack
+from stackgate.manifest.loading import load_stack
 from stackgate.output import console_err, styled
 from stackgate.paths import display_path
 

@@ -22,8 +22,8 @@ from stackgate.cli_numbers import WORKERS
 from stackgate.cli_paths import FOLDER
 from stackgate.errors import EXIT_OK, BadInput
 from stackgate.layout import lock_files_of
-from stackgate.loading import load_stack
-from stackgate.lockstate import read_lock
+from stackgate.lock.state import read_lock
+from stackgate.manifest.loading import load_stack
 from stackgate.output import console_err, styled
 from stackgate.paths import display_path
 from stackgate.resource_limits import GIB

@@ -15,9 +15,9 @@ from pathlib import Path
 from stackgate import proc
 from stackgate.build_record import PatchRecord
 from stackgate.errors import BadInput, CommandFailed, EnvironmentProblem
-from stackgate.loading import LoadedStack
-from stackgate.lockstate import LockState
-from stackgate.manifest_files import sha256_regular
+from stackgate.lock.state import LockState
+from stackgate.manifest.files import sha256_regular
+from stackgate.manifest.loading import LoadedStack
 from stackgate.paths import display_path
 
 

@@ -31,8 +31,8 @@ from stackgate.containers.select import EngineChoice, open_engine
 from stackgate.errors import BadInput, CommandFailed, EnvironmentProblem
 from stackgate.files import sha256_file
 from stackgate.layout import LockFiles, lock_files_of
-from stackgate.loading import LoadedStack
-from stackgate.lockstate import LockState, read_lock
+from stackgate.lock.state import LockState, read_lock
+from stackgate.manifest.loading import LoadedStack
 from stackgate.model import StrictModel
 from stackgate.paths import project_root
 from stackgate.resource_limits import HostResources

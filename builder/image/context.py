@@ -23,8 +23,8 @@ from pathlib import Path
 from builder.compile import patches
 from builder.image.recipe import RecipeInputs, SourcePackage, render
 from stackgate.errors import BadInput
-from stackgate.loading import LoadedStack
-from stackgate.lockstate import LockState
+from stackgate.lock.state import LockState
+from stackgate.manifest.loading import LoadedStack
 from stackgate.paths import stacks_dir
 
 CONTAINERFILE = "Containerfile"

@@ -34,7 +34,7 @@ from stackgate.containers.run import (
     IMAGE_TOOL,
 )
 from stackgate.errors import BadInput
-from stackgate.loading import LoadedStack
+from stackgate.manifest.loading import LoadedStack
 from stackgate.model import StrictModel
 from stackgate.paths import project_root
 

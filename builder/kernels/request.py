@@ -26,7 +26,7 @@ from pydantic import Field, ValidationError, field_validator
 from stackgate.build_record import KernelEngine
 from stackgate.errors import BadInput
 from stackgate.files import read_json_file
-from stackgate.manifest_values import parse_arch
+from stackgate.manifest.values import parse_arch
 from stackgate.model import StrictModel, validation_problems
 
 _CALL = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")

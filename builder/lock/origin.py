@@ -37,10 +37,10 @@ from stackgate.bounded_http import Budget, LimitExceeded, get, make_client
 from stackgate.credentials import index_env_names, strip_credentials
 from stackgate.errors import BadInput, EnvironmentProblem
 from stackgate.files import read_bytes_bounded
-from stackgate.lockstate import LockState
+from stackgate.lock.state import LockState
+from stackgate.lock.uvlock import LockedFile, LockedPackage
 from stackgate.manifest import Manifest, Package
 from stackgate.paths import display_path
-from stackgate.uvlock import LockedFile, LockedPackage
 
 MAX_PAGE_BYTES = 64 << 20  # torch's PyPI page (JSON) is ~1 MB
 PAGE_WORKERS = 8

@@ -27,8 +27,8 @@ from stackgate import proc, waits
 from stackgate.errors import BadInput, CommandFailed, EnvironmentProblem
 from stackgate.layout import LockFiles
 from stackgate.lines import lines_err
-from stackgate.loading import LoadedStack
-from stackgate.lockstate import LockState, read_lock
+from stackgate.lock.state import LockState, read_lock
+from stackgate.manifest.loading import LoadedStack
 from stackgate.paths import display_path, stacks_dir
 from stackgate.python_finder import Interpreter
 from stackgate.uvbin import uv_bin

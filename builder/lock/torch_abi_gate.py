@@ -1,7 +1,7 @@
 """The torch-ABI gate `builder lock` puts on a new uv.lock before it replaces the
 committed one: the validators' verdict (every binary package that links torch, judged beside
 the locked torch from byte ranges of the locked wheels) is looked up where the validators
-keep it, by the lock's bytes or by its binary wheels (stackgate.torch_abi.lookup_lock, in this
+keep it, by the lock's bytes or by its binary wheels (stackgate.lock.torch_abi.lookup_lock, in this
 process), or asked of `python -m validators compat --lock LOCK --json` in a child process;
 never made here and never imported. A pair that breaks refuses the lock (exit 1) naming what
 loads instead. The outcome, or that the check was off
@@ -21,7 +21,7 @@ from packaging.utils import canonicalize_name
 from stackgate import proc
 from stackgate.errors import CheckFailed, CommandFailed, EnvironmentProblem
 from stackgate.files import atomic_write_text
-from stackgate.torch_abi import LockVerdict, lookup_lock
+from stackgate.lock.torch_abi import LockVerdict, lookup_lock
 
 if TYPE_CHECKING:
     from stackgate.manifest import Manifest

@@ -20,7 +20,7 @@ from typing import Any
 
 from stackgate.credentials import credential_env, has_credentials, redact, strip_credentials
 from stackgate.errors import BadInput
-from stackgate.lockstate import LOCK_FIELDS, manifest_hash
+from stackgate.lock.state import LOCK_FIELDS, manifest_hash
 from stackgate.manifest import Manifest, Package
 from stackgate.toml_write import toml_value
 

@@ -8,7 +8,7 @@ no wheel fits. Files are written as `<name>.part` and renamed after their sha256
 lock; an existing file with the right hash is kept (re-runs resume).
 
 The lock is input: every file name is the validated wheel/sdist name
-(`stackgate.uvlock.artifact_name`), never a piece of the URL; every artifact must be one the
+(`stackgate.lock.uvlock.artifact_name`), never a piece of the URL; every artifact must be one the
 index the manifest names for its package lists, with the lock's sha256
 (`builder.lock.origin`), checked before the first byte is downloaded; every download goes
 through the bounded reader (`stackgate.bounded_http`): at most the lock's size, within a
@@ -38,10 +38,10 @@ from stackgate import dirfd
 from stackgate.bounded_http import Budget, LimitExceeded, Limits, get, make_client
 from stackgate.credentials import redact
 from stackgate.errors import BadInput, EnvironmentProblem
-from stackgate.lockstate import LockState
+from stackgate.lock.state import LockState
+from stackgate.lock.uvlock import LockedFile, artifact_name
 from stackgate.manifest import Manifest
 from stackgate.paths import display_path
-from stackgate.uvlock import LockedFile, artifact_name
 
 MANIFEST_NAME = "wheelhouse.json"
 _MAX_GLIBC_MINOR = 40

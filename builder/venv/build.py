@@ -67,23 +67,23 @@ from stackgate.build_record import (
     WheelRecords,
 )
 from stackgate.cli_hint import cli_command
-from stackgate.digests import DigestCache
-from stackgate.early_digests import EarlyHasher, valid_raw
+from stackgate.envtree.digests import DigestCache
+from stackgate.envtree.early_digests import EarlyHasher, valid_raw
 from stackgate.env_generated import PROFILE_FORMAT
 from stackgate.envtree import compute_tree, digest_patterns, file_digests, write_listing
 from stackgate.errors import CheckFailed, CommandFailed, EnvironmentProblem
 from stackgate.files import sha256_file
 from stackgate.host.snapshot import host_snapshot
 from stackgate.layout import PARTIAL_SUFFIX, EnvLayout, lock_files_of
-from stackgate.loading import LoadedStack
-from stackgate.lockstate import LockState, read_lock
+from stackgate.manifest.loading import LoadedStack
+from stackgate.lock.state import LockState, read_lock
 from stackgate.owned_files import open_owned
 from stackgate.paths import display_path
 from stackgate.python_finder import Interpreter, find_python
 from stackgate.settings import cache_root
 from stackgate.topology import Topology
 from stackgate.uvbin import uv_bin
-from stackgate.wheel_records import read_claims
+from stackgate.envtree.wheel_records import read_claims
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,9 @@ uv installs wheels in parallel: when two wheels ship the same path with differen
 (flashinfer-python 0.6.3 and torch-c-dlpack-ext 0.1.5 both ship a top-level `build_backend.py`),
 whichever write ends last stays, and two builds of one lock hash differently: a record's tree
 hash could not be matched by `reproduce`. After the install, each such path is given the copy of
-the owner `stackgate.wheel_records.chosen_owner` names (the last in the lock's order among the
-owners whose RECORD lists a sha256: what a sequential installer walking the lock leaves). Its
-bytes come from uv's unpacked copy of that wheel in its cache (`archive-v*/<id>/`, the same
+the owner `stackgate.envtree.wheel_records.chosen_owner` names (the last in the lock's order
+among the owners whose RECORD lists a sha256: what a sequential installer walking the lock
+leaves). Its bytes come from uv's unpacked copy of that wheel in its cache (`archive-v*/<id>/`, the same
 copy `--link-mode copy` installed from), taken only when its sha256 is the one the owner's
 RECORD lists; the file's executable bit follows that copy too (the tree hash tells an
 executable file from a plain one). Paths every owner ships with the same bytes and mode need
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from builder.venv.entry_scripts import entry_point, script_for
-from stackgate.wheel_records import (
+from stackgate.envtree.wheel_records import (
     Claim,
     Claims,
     chosen_owner,

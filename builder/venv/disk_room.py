@@ -24,9 +24,9 @@ from builder.venv.lock_sizes import lock_sizes
 from stackgate.cli_hint import cli_command
 from stackgate.errors import HostCannot
 from stackgate.layout import EnvLayout
-from stackgate.lockstate import LockState
+from stackgate.lock.state import LockState
 from stackgate.paths import display_path
-from stackgate.uvlock import UvLock
+from stackgate.lock.uvlock import UvLock
 
 UNPACKED_RATIO = 2.0  # unpacked bytes per wheel byte (cu128: ~10 GB from 4.8 GiB)
 SLACK = 0.1  # of the env: logs, the build record, the tree listing, the filesystem's own

@@ -15,11 +15,11 @@ from pathlib import Path
 
 from builder.venv.topology import TopologyChoice
 from stackgate.build_record import BuildRecord, read_build_record
-from stackgate.digests import DigestCache
+from stackgate.envtree.digests import DigestCache
 from stackgate.envtree import check_tree
 from stackgate.errors import BadInput, EnvironmentProblem
 from stackgate.layout import EnvLayout
-from stackgate.lockstate import LockState
+from stackgate.lock.state import LockState
 
 
 def pick_env(

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from builder.lock.uvproject import index_specs
-from stackgate.lockstate import LockState
+from stackgate.lock.state import LockState
 from stackgate.manifest import Manifest
 from stackgate.uvbin import uv_bin
 

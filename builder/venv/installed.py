@@ -1,6 +1,6 @@
 """What an env has installed (stackgate.installed's one reader) and the check that it is
 exactly what uv installs from its lock for it (stackgate.installed's one rule, against
-stackgate.lock_install's walk of the lock: a package the lock holds for another interpreter or
+stackgate.lock.install's walk of the lock: a package the lock holds for another interpreter or
 platform is not expected)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from builder.venv import envprofile
 from stackgate.errors import EnvironmentProblem
 from stackgate.installed import lock_differences
 from stackgate.installed import read_distributions as read_site
-from stackgate.lock_install import env_markers, env_python_version, installed_set
-from stackgate.lockstate import LockState
+from stackgate.lock.install import env_markers, env_python_version, installed_set
+from stackgate.lock.state import LockState
 
 
 def read_distributions(site: Path) -> dict[str, str]:

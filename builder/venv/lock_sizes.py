@@ -18,8 +18,8 @@ from pathlib import Path
 from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from stackgate.lock_wheels import LockError, lock_python, target_tags
-from stackgate.uvlock import LockedFile, LockedPackage, UvLock
+from stackgate.lock.wheels import LockError, lock_python, target_tags
+from stackgate.lock.uvlock import LockedFile, LockedPackage, UvLock
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ files again. A file edited in the cache (by hand, by a disk fault, or through a 
 before the builder used `--link-mode copy`) is installed as it is, and the build record would
 hash the damaged tree as the truth. The wheel itself is pinned by the lock's sha256 and its
 RECORD names the sha256 of every file it holds, so every installed file must match the RECORD
-of one distribution that installs it (stackgate.wheel_records: a path several wheels install
+of one distribution that installs it (stackgate.envtree.wheel_records: a path several wheels install
 holds one of their copies, and that is recorded, not refused).
 
 When a file matches none, the cause decides the advice: uv's unpacked copy in its cache is
@@ -29,7 +29,7 @@ from stackgate.build_record import WheelRecords
 from stackgate.cli_hint import uv_command
 from stackgate.errors import EnvironmentProblem
 from stackgate.paths import display_path
-from stackgate.wheel_records import (
+from stackgate.envtree.wheel_records import (
     Claim,
     Claims,
     Damaged,

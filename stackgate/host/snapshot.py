@@ -25,8 +25,8 @@ from stackgate.errors import StackgateError
 from stackgate.host.gpus import GpuInventory, Probed, probe_gpus
 from stackgate.host.parsers import parse_cpuinfo, parse_meminfo, parse_nvcc_version, parse_swaps
 from stackgate.host.resources import probe_host_resources
+from stackgate.manifest.rules import HostRuleFacts
 from stackgate.model import StrictModel
-from stackgate.rules import HostRuleFacts
 from stackgate.settings import value
 from stackgate.topology import Topology, classify
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from stackgate.loading import load_stack
-from stackgate.uvlock import parse_uv_lock
+from stackgate.lock.uvlock import parse_uv_lock
+from stackgate.manifest.loading import load_stack
 from validators.bisect.manifest_text import toml_text
 from validators.bisect.units import change_units, merge
 

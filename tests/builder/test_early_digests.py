@@ -1,4 +1,4 @@
-"""Digests read while uv still installs (stackgate.early_digests) are used only for files provably
+"""Digests read while uv still installs (stackgate.envtree.early_digests) are used only for files provably
 unchanged since the read: the tree hash and the RECORD check come out the same as reading every
 file after the install, and a file changed after its early read (same size, mtime put back) is
 read again. Real uv installs into real venvs; the build's own use is covered by every build test
@@ -11,9 +11,9 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from stackgate.early_digests import MARGIN_NS, Early, EarlyHasher, valid_raw
 from stackgate.envtree import compute_tree, digest_patterns, file_digests, own_paths_of
-from stackgate.wheel_records import ParsedRecord, judge, read_claims
+from stackgate.envtree.early_digests import MARGIN_NS, Early, EarlyHasher, valid_raw
+from stackgate.envtree.wheel_records import ParsedRecord, judge, read_claims
 from tests.helpers.uv_venv import install, site, venv
 from tests.helpers.wheels import make_wheel
 

@@ -162,7 +162,7 @@ def test_cuda_archs_reach_a_source_build_as_torch_cuda_arch_list(tmp_path: Path)
     import sys
 
     from builder.compile.jobs import compile_env
-    from stackgate.loading import load_stack
+    from stackgate.manifest.loading import load_stack
 
     cu128 = load_stack("cu128").manifest
     plan = plan_jobs(cu128.build, resources=res())

@@ -15,7 +15,7 @@ import tarfile
 from pathlib import Path
 
 from builder.kernels.request import load_request
-from stackgate.loading import load_stack
+from stackgate.manifest.loading import load_stack
 from tests.builder.conftest import ROOT
 
 KA = ROOT / "benchmarks" / "kernels_ahead"

@@ -26,7 +26,7 @@ import pytest
 
 from stackgate.bounded_http import Limits
 from stackgate.errors import BadInput
-from stackgate.loading import load_stack
+from stackgate.manifest.loading import load_stack
 from tests.builder.conftest import ROOT, LocalStack, builder_env, write_manifest
 from tests.helpers.hostile import HostileServer, hostile_server
 from tests.helpers.wheels import make_index, make_wheel

@@ -15,8 +15,8 @@ import json
 import sys
 from pathlib import Path
 
-from stackgate.lock_install import env_markers, installed_set
-from stackgate.uvlock import read_uv_lock
+from stackgate.lock.install import env_markers, installed_set
+from stackgate.lock.uvlock import read_uv_lock
 from tests.builder.conftest import run_builder
 from tests.helpers.interpreter import PY_MINOR, base_python
 from tests.helpers.local_manifest import local_manifest

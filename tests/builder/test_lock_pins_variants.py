@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stackgate.loading import load_stack
-from stackgate.lockpins import contradictions
-from stackgate.uvlock import parse_uv_lock
+from stackgate.lock.pins import contradictions
+from stackgate.lock.uvlock import parse_uv_lock
+from stackgate.manifest.loading import load_stack
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -17,8 +17,8 @@ from builder.venv.disk_room import UNPACKED_RATIO, require_room, room_for
 from builder.venv.lock_sizes import lock_sizes
 from stackgate.errors import HostCannot
 from stackgate.layout import LockFiles
-from stackgate.lockstate import LockState
-from stackgate.uvlock import read_uv_lock
+from stackgate.lock.state import LockState
+from stackgate.lock.uvlock import read_uv_lock
 from tests.helpers.small_disk import small_tmpfs
 from tests.helpers.wheels import make_wheel
 

@@ -30,7 +30,7 @@ import pytest
 
 from builder.venv.wheel_record import check_wheel_records
 from stackgate.envtree import compute_tree, own_paths_of
-from stackgate.wheel_records import judge, read_claims
+from stackgate.envtree.wheel_records import judge, read_claims
 from tests.builder.conftest import PY_MINOR, LocalStack
 from tests.helpers.upstream import PinnedWheel, fetch
 from tests.helpers.uv_venv import install, site, venv

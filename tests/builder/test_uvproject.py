@@ -8,8 +8,8 @@ import pytest
 
 from builder.lock.uvproject import parse_index_map, render_pyproject
 from stackgate.errors import BadInput
-from stackgate.loading import load_stack
-from stackgate.lockstate import LOCK_FIELDS, manifest_hash
+from stackgate.lock.state import LOCK_FIELDS, manifest_hash
+from stackgate.manifest.loading import load_stack
 
 
 def test_cu130_project_pins_cuda_packages_to_their_indexes() -> None:

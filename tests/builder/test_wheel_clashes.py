@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from builder.venv.wheel_record import check_wheel_records, diagnose
+from stackgate.envtree.wheel_records import judge, read_claims
 from stackgate.errors import EnvironmentProblem
-from stackgate.wheel_records import judge, read_claims
 from tests.helpers.interpreter import PY_MINOR
 from tests.helpers.upstream import PinnedWheel, fetch
 from tests.helpers.uv_venv import install as _install

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from stackgate.cli_output import ErrorOutput
-from stackgate.schema import schema_dir, schemas
+from stackgate.manifest.schema import schema_dir, schemas
 
 ROOT = Path(__file__).resolve().parents[2]
 

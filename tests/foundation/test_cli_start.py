@@ -74,7 +74,7 @@ def test_check_imports_no_library_it_does_not_need(stack: str) -> None:
     assert third_party <= CHECK_LIBRARIES, third_party - CHECK_LIBRARIES
     assert {"pydantic", "packaging"} <= third_party  # the probe sees the real imports
     assert not [m for m in modules if m.startswith("validators.")]
-    assert "stackgate.output" not in modules and "stackgate.schema" not in modules
+    assert "stackgate.output" not in modules and "stackgate.manifest.schema" not in modules
 
 
 def test_check_on_a_terminal_still_colours_through_rich() -> None:

@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from stackgate import digests
-from stackgate.digests import DigestCache
-from stackgate.envtree import Tree, compute_tree
+from stackgate.envtree import Tree, compute_tree, digests
+from stackgate.envtree.digests import DigestCache
 
 OLD_NS = time.time_ns() - 3600 * 10**9
 RACY_NS = 50_000_000  # longer than a file-system timestamp tick, shorter than the default 3 s

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from stackgate.errors import BadInput, ManifestError
-from stackgate.rules import load_rules
-from stackgate.uvlock import parse_uv_lock
+from stackgate.lock.uvlock import parse_uv_lock
+from stackgate.manifest.rules import load_rules
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = (ROOT / "tests/builder/data/smoke.toml").read_text()

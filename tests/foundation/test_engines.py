@@ -9,9 +9,9 @@ import pytest
 
 from stackgate.engines import ENGINE_NAMES, ENGINES
 from stackgate.errors import ManifestError
-from stackgate.loading import load_stack
 from stackgate.manifest import ServingProfile
-from stackgate.schema import schemas
+from stackgate.manifest.loading import load_stack
+from stackgate.manifest.schema import schemas
 from validators.serve.adapters import DEFAULT_PORTS
 
 

@@ -1,6 +1,6 @@
 """The import plan's doors (shared/STYLE.md, "the shape of the house"): the builder never
 imports the validators, not even lazily inside a function (`builder lock` asks
-`python -m validators compat --lock` in a child process and reads stackgate.torch_abi's models),
+`python -m validators compat --lock` in a child process and reads stackgate.lock.torch_abi's models),
 and stackgate, which both import, imports neither. Read from the source with ast, so an
 import inside a function or under TYPE_CHECKING counts."""
 
@@ -61,7 +61,7 @@ def test_the_run_core_imports_no_group_or_job_package() -> None:
 def test_the_bisect_runs_the_builder_as_a_child(part: str) -> None:
     """validators bisect locks and builds its steps with `python -m builder lock/build` in a
     child process (validators/bisect/builder_cli.py) and reads their locks with
-    stackgate.lockstate: no import of the builder, not even inside a function."""
+    stackgate.lock.state: no import of the builder, not even inside a function."""
     found = _imports(part)
     assert len(found) > (40 if part.endswith("bisect") else 15)  # the walk sees real imports
     crossing = [

@@ -13,8 +13,8 @@ from builder.venv.installed import verify_against_lock
 from stackgate.errors import EnvironmentProblem
 from stackgate.installed import lock_differences, read_distributions, same_version
 from stackgate.layout import LockFiles
-from stackgate.lockstate import LockState
-from stackgate.uvlock import parse_uv_lock
+from stackgate.lock.state import LockState
+from stackgate.lock.uvlock import parse_uv_lock
 from validators.static.dist_check import DistFindings, check_lock
 from validators.static.environment import load_environment
 

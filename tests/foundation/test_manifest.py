@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from stackgate.errors import EXIT_BAD_INPUT, BadInput, ManifestError
-from stackgate.loading import load_stack
 from stackgate.manifest import Package
+from stackgate.manifest.loading import load_stack
 
 Variant = Callable[[str, str, str], Path]
 

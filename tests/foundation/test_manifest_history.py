@@ -1,4 +1,4 @@
-"""Every manifest this repository has ever committed still loads (stackgate.manifest_migrate).
+"""Every manifest this repository has ever committed still loads (stackgate.manifest.migrate).
 
 A record names the exact manifest it was made from; reproduce reads that version back from git
 history, so an old form that no longer loaded would make its records impossible to rebuild.
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from stackgate.errors import ManifestError
-from stackgate.loading import load_stack
+from stackgate.manifest.loading import load_stack
 from tests.helpers.as_typed import last_line, typed_shell
 
 ROOT = Path(__file__).resolve().parents[2]

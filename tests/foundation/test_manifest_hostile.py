@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from stackgate.errors import BadInput
-from stackgate.uvlock import read_uv_lock
+from stackgate.lock.uvlock import read_uv_lock
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = (ROOT / "tests/builder/data/smoke.toml").read_text()

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from stackgate.rules import load_rules
+from stackgate.manifest.rules import load_rules
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()

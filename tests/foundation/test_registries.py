@@ -10,8 +10,8 @@ import pytest
 
 from stackgate.engines import ENGINES
 from stackgate.errors import BadInput, ManifestError
-from stackgate.loading import load_stack
 from stackgate.manifest import ServingProfile
+from stackgate.manifest.loading import load_stack
 from stackgate.validator_groups import GROUPS, ORDER, need_env, need_gpus, specs
 from validators.commands.run import default_env
 from validators.serve import preconditions

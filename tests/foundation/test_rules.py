@@ -8,8 +8,8 @@ import pytest
 from packaging.version import Version
 
 from stackgate.errors import ManifestError
-from stackgate.loading import load_stack
-from stackgate.rules import HostRuleFacts, StackFacts, evaluate, load_rules
+from stackgate.manifest.loading import load_stack
+from stackgate.manifest.rules import HostRuleFacts, StackFacts, evaluate, load_rules
 
 
 def _fired(stack: str, *, host: HostRuleFacts | None = None, scope: str = "stack") -> dict[str, str]:

@@ -69,7 +69,7 @@ def test_the_caches_have_one_root_that_honours_xdg(tmp_path: Path) -> None:
 
 def test_every_cache_reader_uses_the_root(tmp_path: Path) -> None:
     code = (
-        "from stackgate.digests import cache_path\n"
+        "from stackgate.envtree.digests import cache_path\n"
         "from validators.elf.facts_cache import default_root as facts\n"
         "from validators.elf.file_facts_cache import default_root as static\n"
         "from validators.static.driver_stub import _cache_root as stubs\n"

@@ -1,4 +1,4 @@
-"""stackgate.torch_abi, the seam `builder lock` and `validators compat --lock` share: which locks
+"""stackgate.lock.torch_abi, the seam `builder lock` and `validators compat --lock` share: which locks
 have a torch to judge beside (the committed locks), and a lock's verdict found by its bytes.
 (Found by its binary wheels: tests/builder/test_torch_abi_gate.py, on listings of real wheels.)"""
 
@@ -8,7 +8,7 @@ import hashlib
 import shutil
 from pathlib import Path
 
-from stackgate.torch_abi import LockVerdict, cached_lock, lock_record_path, lookup_lock
+from stackgate.lock.torch_abi import LockVerdict, cached_lock, lock_record_path, lookup_lock
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCKS = ROOT / "stacks" / "locks"

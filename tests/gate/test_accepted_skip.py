@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stackgate.loading import load_stack
+from stackgate.manifest.loading import load_stack
 from validators.core.pipeline import apply_accepted
 from validators.core.results import Result
 from validators.records.compose import _acceptable_skip

@@ -5,7 +5,7 @@ from __future__ import annotations
 from stackgate.host.gpus import Gpu, GpuInventory, Probed
 from stackgate.host.parsers import parse_cpuinfo, parse_meminfo, parse_nvcc_version
 from stackgate.host.snapshot import HostIdentity, HostSnapshot, MemoryFacts, NvccInfo
-from stackgate.loading import load_stack
+from stackgate.manifest.loading import load_stack
 from validators.core.host_facts import HostFacts
 from validators.records.fingerprint import (
     diff_hosts,

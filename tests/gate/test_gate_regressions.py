@@ -20,7 +20,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from stackgate.loading import load_stack
+from stackgate.manifest.loading import load_stack
 from tests.helpers.synth_reports import make_report, measured_cv
 from validators.core.results import Report, Result
 from validators.gate.compare import GateResult, gate

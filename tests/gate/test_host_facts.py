@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from stackgate.host.gpus import Gpu, GpuInventory, Probed
 from stackgate.host.parsers import parse_meminfo, parse_nvcc_version
 from stackgate.host.snapshot import HostIdentity, HostSnapshot, MemoryFacts, NvccInfo
-from stackgate.loading import load_stack
+from stackgate.manifest.loading import load_stack
 from validators.core.host_facts import HostFacts
 from validators.core.results import Report
 from validators.preflight.group import PreflightFacts, evaluate_host

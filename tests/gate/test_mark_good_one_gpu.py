@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stackgate.loading import load_stack
+from stackgate.manifest.loading import load_stack
 from validators.records.compose import qualify
 from validators.records.resolve import read_report
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from stackgate.loading import load_stack
+from stackgate.manifest.loading import load_stack
 from tests.helpers.synth_reports import make_report
 from validators.gate.compare import gate
 from validators.records.compose import compose_record

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from stackgate.errors import BadInput
-from stackgate.loading import load_stack
+from stackgate.manifest.loading import load_stack
 from tests.helpers.base_sites import record_base_site, synthetic_base_site
 from validators.gate.record_sources import check_base_site, materialize_sources
 from validators.records.model import load_record

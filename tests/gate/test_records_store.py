@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from stackgate.errors import BadInput, EnvironmentProblem
-from stackgate.loading import load_stack
+from stackgate.manifest.loading import load_stack
 from tests.gate.record_factory import make_record
 from tests.helpers.synth_reports import make_report
 from validators.records.chain import TamperedStore

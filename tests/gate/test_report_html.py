@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stackgate.loading import load_stack
+from stackgate.manifest.loading import load_stack
 from tests.helpers.synth_reports import make_report, measured_cv
 from validators.core.results import Result
 from validators.gate.compare import gate

@@ -20,7 +20,7 @@ from builder.lock.resolve import run_lock
 from stackgate.containers.base import KEEP_ENV
 from stackgate.containers.buildah import StorageConfig
 from stackgate.layout import LockFiles
-from stackgate.loading import LoadedStack, load_stack
+from stackgate.manifest.loading import LoadedStack, load_stack
 from stackgate.python_finder import Interpreter
 from tests.helpers.interpreter import PY_MINOR
 from tests.helpers.localbase import LocalImage, make_base_image, make_uv_image

@@ -18,8 +18,8 @@ from builder.lock.resolve import write_project
 from stackgate.containers.base import context_tar
 from stackgate.errors import BadInput
 from stackgate.layout import LockFiles
-from stackgate.loading import LoadedStack, load_stack
-from stackgate.lockstate import read_lock
+from stackgate.lock.state import read_lock
+from stackgate.manifest.loading import LoadedStack, load_stack
 from stackgate.paths import project_root
 from stackgate.resource_limits import HostResources
 

@@ -12,9 +12,9 @@ from builder.image.context import prepare_source
 from builder.image.recipe import source_packages
 from stackgate.errors import BadInput
 from stackgate.layout import LockFiles
-from stackgate.loading import load_stack
-from stackgate.lockstate import LockState
-from stackgate.uvlock import UvLock
+from stackgate.lock.state import LockState
+from stackgate.lock.uvlock import UvLock
+from stackgate.manifest.loading import load_stack
 
 
 def _git(*args: str, cwd: Path) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 import psutil
 import pytest
 
-from stackgate.loading import LoadedStack, load_stack
+from stackgate.manifest.loading import LoadedStack, load_stack
 from validators.core.context import RunContext
 from validators.core.options import parse_options
 from validators.core.results import Result

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from stackgate.errors import BadInput
-from stackgate.loading import load_stack
 from stackgate.manifest import ServingProfile
+from stackgate.manifest.loading import load_stack
 from validators.serve.adapters import build_launch
 
 PCIE_NCCL = {

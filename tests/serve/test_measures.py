@@ -156,7 +156,7 @@ def test_an_undeclared_field_is_an_error_where_it_is_measured() -> None:
 
 
 def test_records_from_measured_reports_keep_the_record_format() -> None:
-    from stackgate.loading import load_stack
+    from stackgate.manifest.loading import load_stack
     from validators.records.compose import compose_record
     from validators.records.model import BuildFacts, HostFingerprint
 

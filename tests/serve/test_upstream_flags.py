@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from stackgate.engines import ENGINES
-from stackgate.loading import load_stack
 from stackgate.manifest import ServingProfile
+from stackgate.manifest.loading import load_stack
 from stackgate.paths import stack_names
 from tests.helpers import upstream
 from tests.helpers.cli_flags import annotated_field_flags, dataclass_field_flags, literal_flags

@@ -81,7 +81,7 @@ def test_every_id_belongs_to_a_registered_group() -> None:
 
 
 def test_shipped_stacks_accept_only_ids_a_validator_emits() -> None:
-    from stackgate.loading import load_stack
+    from stackgate.manifest.loading import load_stack
     from stackgate.paths import stack_names
 
     for name in stack_names():

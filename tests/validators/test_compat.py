@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from packaging.specifiers import SpecifierSet
 
-from stackgate.rules import RuleFile, load_rules
+from stackgate.manifest.rules import RuleFile, load_rules
 from tests.helpers.compat_wheels import compat_wheels
 from tests.helpers.json_index import serve_index, write_index
 from tests.validators import elf_env

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from stackgate.loading import load_stack
+from stackgate.manifest.loading import load_stack
 from tests.validators import elf_env
 from validators.elf.elf_symbols import ElfReadError
 from validators.elf.fatbin import GpuCode, covers, fatbin_codes, gpu_code

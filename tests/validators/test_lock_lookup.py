@@ -1,4 +1,4 @@
-"""`builder lock` answers some locks in its own process (stackgate.torch_abi.lookup_lock) and asks
+"""`builder lock` answers some locks in its own process (stackgate.lock.torch_abi.lookup_lock) and asks
 `validators compat --lock` (validators.torch_abi.lock_verdict.check_lock) for the rest. Where the
 builder answers, its verdict is the one the validators give for the same bytes: each variant of
 a lock that needs no judging (no torch, torch not over HTTP, a wheel without a size, no one
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from stackgate.torch_abi import lookup_lock
+from stackgate.lock.torch_abi import lookup_lock
 from validators.elf.facts_cache import FactsCache
 from validators.torch_abi.lock_verdict import check_lock
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from stackgate.lock_wheels import read_lock
-from stackgate.wheel_listing import origin_key
+from stackgate.lock.wheel_listing import origin_key
+from stackgate.lock.wheels import read_lock
 from tests.helpers.range_server import serve
 from tests.helpers.wheels import make_wheel
 from tests.validators import elf_env

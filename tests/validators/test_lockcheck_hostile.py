@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from stackgate.bounded_http import Limits
-from stackgate.lock_wheels import read_lock
+from stackgate.lock.wheels import read_lock
 from tests.helpers.hostile import (
     RawMember,
     crafted_wheel,

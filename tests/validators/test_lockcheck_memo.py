@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from stackgate.lock_wheels import read_lock
+from stackgate.lock.wheels import read_lock
 from tests.helpers.range_server import serve
 from tests.validators import elf_env
 from tests.validators.test_lockcheck import Built, built, by_check, write_lock

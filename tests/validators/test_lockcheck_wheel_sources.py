@@ -9,7 +9,7 @@ import hashlib
 from pathlib import Path
 
 from stackgate.installed import Distribution
-from stackgate.lock_wheels import LockedWheel
+from stackgate.lock.wheels import LockedWheel
 from tests.helpers.range_server import serve
 from tests.helpers.wheels import make_wheel
 from validators.elf.facts_cache import FactsCache

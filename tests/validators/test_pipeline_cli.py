@@ -9,7 +9,7 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from stackgate.loading import load_stack
+from stackgate.manifest.loading import load_stack
 from tests.validators import elf_env
 from validators.core.context import GroupRunner, RunContext
 from validators.core.pipeline import load_group, run_pipeline

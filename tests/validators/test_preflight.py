@@ -18,7 +18,7 @@ from stackgate.host.parsers import (
     parse_topo_matrix,
 )
 from stackgate.host.snapshot import HostSnapshot, MemoryFacts, NvccInfo
-from stackgate.loading import load_stack
+from stackgate.manifest.loading import load_stack
 from validators.preflight.group import PreflightFacts, evaluate_host, gather
 
 HOST = Path(__file__).parent / "fixtures" / "host"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from stackgate.loading import load_stack
+from stackgate.manifest.loading import load_stack
 from validators.core.context import RunContext
 from validators.core.options import parse_options
 from validators.runtime import nccl_latency as nl

@@ -242,7 +242,7 @@ def test_distributed_probe_runs_for_real_on_cpus(tmp_path: Path) -> None:
 def test_nccl_latency_check_fails_above_the_manifest_threshold(tmp_path: Path) -> None:
     """The whole latency check (profile vs defaults, pooling, threshold) with real ranks on
     gloo: a 1 us p50 limit cannot be met, so it is a FAIL that says by how much."""
-    from stackgate.loading import load_stack
+    from stackgate.manifest.loading import load_stack
     from validators.core.context import RunContext
     from validators.core.options import parse_options
     from validators.runtime import nccl_latency as nl
@@ -271,7 +271,7 @@ def test_runtime_distributed_checks_at_the_profiles_eight_ranks_on_gloo(tmp_path
     """Issue 18 on CPUs: the cu130 profile runs TP 8, so the distributed checks start 8 real
     torch processes (gloo), rendezvous, time every message size for the profile and for NCCL's
     defaults, and pool the results, with no GPU on this host. symm-mem needs CUDA: a SKIP."""
-    from stackgate.loading import load_stack
+    from stackgate.manifest.loading import load_stack
     from validators.core.context import RunContext
     from validators.core.options import parse_options
     from validators.runtime import nccl_latency as nl

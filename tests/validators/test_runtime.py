@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from stackgate.loading import load_stack
+from stackgate.manifest.loading import load_stack
 from validators.core.context import RunContext
 from validators.runtime import nccl_latency as nl
 from validators.runtime import sglang_rules as sr

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import psutil
 
-from stackgate.loading import load_stack
+from stackgate.manifest.loading import load_stack
 from validators.core.context import RunContext
 from validators.runtime.distributed import distributed_checks, profile_tp
 from validators.runtime.ranks import plan_ranks

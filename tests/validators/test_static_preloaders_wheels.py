@@ -116,7 +116,7 @@ def test_cupy_beside_torch_260_names_the_modules_a_real_load_cannot_import(
 
 
 def test_the_lock_names_the_same_modules_before_install(trio: Path, tmp_path: Path) -> None:
-    from stackgate.lock_wheels import read_lock
+    from stackgate.lock.wheels import read_lock
     from validators.elf.facts_cache import FactsCache, default_root
     from validators.lockcheck.check import LockInputs, find_interpreter, run_lock_check
 

@@ -1,7 +1,7 @@
 """The builder as the bisect uses it: its CLI in a child process (`python -m builder lock`,
 `python -m builder build --json`), as `validators reproduce` and the fleet's nodes do. The
 validators never import builder internals (tests/foundation/test_import_plan.py); the lock a
-child wrote is read with stackgate.lockstate, the door both sides share."""
+child wrote is read with stackgate.lock.state, the door both sides share."""
 
 from __future__ import annotations
 

@@ -20,10 +20,10 @@ from typing import Any
 from stackgate.errors import BadInput, EnvironmentProblem
 from stackgate.files import atomic_write_text
 from stackgate.layout import LockFiles
-from stackgate.loading import LoadedStack, load_stack
-from stackgate.lockstate import read_lock
+from stackgate.lock.state import read_lock
+from stackgate.lock.uvlock import UvLock
+from stackgate.manifest.loading import LoadedStack, load_stack
 from stackgate.python_finder import Interpreter
-from stackgate.uvlock import UvLock
 from validators.bisect import builder_cli
 from validators.bisect.manifest_text import toml_text
 from validators.bisect.units import ChangeUnit, canonical
@@ -182,8 +182,8 @@ def check_before_install(loaded: LoadedStack, lockfile: Path) -> list[Result]:
     """`validators static --lock`: the verdict on the locked wheels, before any download of
     a whole wheel (byte ranges, the facts cache). An ERROR (a wheel that cannot be read) is a
     tool problem (exit 3), not a verdict."""
-    from stackgate.lock_wheels import LockError
-    from stackgate.lock_wheels import read_lock as read_lock_wheels
+    from stackgate.lock.wheels import LockError
+    from stackgate.lock.wheels import read_lock as read_lock_wheels
     from validators.elf.facts_cache import FactsCache, default_root
     from validators.lockcheck.check import LockInputs, find_interpreter, run_lock_check
     from validators.static.run import targets_from

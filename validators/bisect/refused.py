@@ -14,8 +14,8 @@ from packaging.version import InvalidVersion, Version
 
 from stackgate.errors import BadInput, CheckFailed
 from stackgate.files import parse_json_text, read_text_bounded
+from stackgate.lock.uvlock import UvLock
 from stackgate.model import parsed
-from stackgate.uvlock import UvLock
 from validators.bisect.units import canonical, lock_versions
 from validators.gate.compare import GateResult
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from stackgate.errors import BadInput, StackgateError
 from stackgate.layout import EnvLayout, LockFiles
-from stackgate.loading import LoadedStack
-from stackgate.lockstate import read_lock
+from stackgate.lock.state import read_lock
+from stackgate.manifest.loading import LoadedStack
 from stackgate.output import console_err
 from stackgate.python_finder import Interpreter
 from validators.bisect import builder_cli

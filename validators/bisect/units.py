@@ -13,7 +13,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 from pydantic import BaseModel, ConfigDict
 
-from stackgate.uvlock import UvLock
+from stackgate.lock.uvlock import UvLock
 
 # Manifest keys that are not changes to bisect: the stack's identity, where packages come from
 # (intermediates resolve against both sides' indexes), the versions (the locks say those), and

@@ -14,7 +14,7 @@ from stackgate.cli_numbers import RUNS, int_in
 from stackgate.cli_paths import FOLDER, OUTPUT_FILE
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.layout import current_env, lock_files, lock_files_of, venv_root
-from stackgate.lockstate import read_lock
+from stackgate.lock.state import read_lock
 from stackgate.output import console_err
 from stackgate.python_finder import find_python
 from validators.bisect.answer import payload, render_text, write_html

@@ -26,9 +26,9 @@ from stackgate.cli_paths import FOLDER, OUTPUT_FILE
 from stackgate.credentials import redact
 from stackgate.errors import EXIT_CHECK_FAILED, EXIT_OK, BadInput
 from stackgate.files import atomic_write_text
+from stackgate.lock.torch_abi import PYPI, PairVerdict
 from stackgate.output import console_err
 from stackgate.settings import switch
-from stackgate.torch_abi import PYPI, PairVerdict
 from validators.elf.facts_cache import FactsCache, default_root
 from validators.torch_abi.lock_verdict import check_lock
 
@@ -165,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
         return _audit_variants(args)
     if not args.against:
         raise BadInput("--against torch[SPEC] is required (or --audit-variants)")
-    from stackgate.rules import load_rules
+    from stackgate.manifest.rules import load_rules
     from validators.torch_abi import flow
 
     started = time.monotonic()

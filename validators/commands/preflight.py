@@ -7,8 +7,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from stackgate.loading import load_stack
 from stackgate.manifest import Manifest
+from stackgate.manifest.loading import load_stack
 from stackgate.topology import TOPOLOGIES
 from validators.commands._common import env_path, finish_results
 from validators.core.results import Result

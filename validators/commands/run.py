@@ -14,7 +14,7 @@ from stackgate.cli_hint import cli_command
 from stackgate.cli_paths import FOLDER, OUTPUT_FILE
 from stackgate.errors import BadInput, EnvironmentProblem
 from stackgate.layout import current_env
-from stackgate.loading import load_stack
+from stackgate.manifest.loading import load_stack
 from stackgate.topology import TOPOLOGIES
 from stackgate.validator_groups import ORDER, need_env, need_gpus
 from validators.commands._common import env_path, finish_report

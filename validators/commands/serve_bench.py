@@ -15,7 +15,7 @@ from stackgate.cli_numbers import PORT
 from stackgate.cli_paths import FOLDER
 from stackgate.errors import EXIT_OK, BadInput
 from stackgate.layout import current_env
-from stackgate.loading import LoadedStack, load_stack
+from stackgate.manifest.loading import LoadedStack, load_stack
 from stackgate.output import console_err, styled
 from stackgate.safe_text import for_terminal
 from stackgate.topology import TOPOLOGIES

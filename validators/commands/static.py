@@ -20,7 +20,7 @@ from stackgate.errors import BadInput
 from stackgate.heartbeat import Heartbeat, took
 from stackgate.http_limits import Limits, add_limit_arguments, limits_from
 from stackgate.layout import current_env, lock_files_of
-from stackgate.loading import load_stack
+from stackgate.manifest.loading import load_stack
 from stackgate.output import console_err
 from stackgate.settings import switch
 from validators.commands._common import env_path, finish_results
@@ -163,7 +163,7 @@ def _refuse_this_host(lock: Path, urls: list[str], limits: Limits) -> Limits:
 
 
 def _run_lock(args: argparse.Namespace, manifest: object, own_lock: Path | None) -> int:
-    from stackgate.lock_wheels import LockError, read_lock
+    from stackgate.lock.wheels import LockError, read_lock
     from stackgate.manifest import Manifest
     from validators.elf.facts_cache import FactsCache, default_root
     from validators.lockcheck.check import LockInputs, find_interpreter, run_lock_check

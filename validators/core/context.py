@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stackgate.loading import LoadedStack
+from stackgate.manifest.loading import LoadedStack
 from stackgate.topology import Topology
 from validators.core.options import GroupOptions
 from validators.core.results import Result

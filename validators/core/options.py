@@ -16,7 +16,7 @@ from pydantic import Field, ValidationError, field_validator
 
 from stackgate.errors import BadInput
 from stackgate.manifest import MAX_CONCURRENCY
-from stackgate.manifest_values import ArchStr
+from stackgate.manifest.values import ArchStr
 from stackgate.model import StrictModel
 from stackgate.path_kind import kind_of, nearest_part
 

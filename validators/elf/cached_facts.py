@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from stackgate.wheel_listing import FACTS_VERSION  # the builder reads it too
+from stackgate.lock.wheel_listing import FACTS_VERSION  # the builder reads it too
 from validators.elf.elf_symbols import ElfObject, Import
 from validators.elf.fatbin import GpuCode
 from validators.elf.object_facts import ObjectFacts

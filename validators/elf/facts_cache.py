@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from stackgate.torch_abi import facts_root
-from stackgate.wheel_listing import ListingStore, WheelListing, origin_key
+from stackgate.lock.torch_abi import facts_root
+from stackgate.lock.wheel_listing import ListingStore, WheelListing, origin_key
 
 if TYPE_CHECKING:  # numpy and pyelftools: only where facts are read (the listing
     # path of `validators compat --lock` imports neither)

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from stackgate.errors import BadInput
-from stackgate.loading import load_stack
+from stackgate.manifest.loading import load_stack
 from stackgate.model import validation_problems
 from validators.fleet.elements import SUBMISSION_FILENAME, Submission
 from validators.fleet.schedulers import SCHEDULERS, scheduler_of

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from stackgate.build_record import build_record_path
 from stackgate.errors import BadInput
-from stackgate.loading import LoadedStack, load_stack
+from stackgate.manifest.loading import LoadedStack, load_stack
 from validators.core.results import Report
 from validators.records.build_facts import read_build_facts
 from validators.records.compose import compose_record

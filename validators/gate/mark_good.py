@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stackgate.errors import BadInput
-from stackgate.loading import LoadedStack, load_stack
+from stackgate.manifest.loading import LoadedStack, load_stack
 from validators.core.gpu_needs import refuse_without_gpus
 from validators.core.results import Report
 from validators.core.runs import run_validations

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from stackgate.digests import DigestCache
 from stackgate.env_generated import (
     BASE_SITE_PTH,
     PROFILE_HEADERS,
@@ -25,6 +24,7 @@ from stackgate.env_generated import (
     profile_format_of,
 )
 from stackgate.envtree import compute_tree, content_digest, hash_entries, own_paths_of
+from stackgate.envtree.digests import DigestCache
 from validators.records.env_verify import recorded_scheme
 from validators.records.model import BuildFacts
 

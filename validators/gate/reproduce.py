@@ -35,7 +35,7 @@ from stackgate.errors import (
     ManifestError,
     StackgateError,
 )
-from stackgate.loading import LoadedStack, load_stack
+from stackgate.manifest.loading import LoadedStack, load_stack
 from validators.core.results import Report
 from validators.core.runs import validate_once
 from validators.gate.compare import GateResult, gate
@@ -257,7 +257,7 @@ def reproduce(
 
 
 def _load_sources(record: Record, sources: Sources) -> LoadedStack:
-    """The record's manifest, loaded (older forms through stackgate.manifest_migrate); one
+    """The record's manifest, loaded (older forms through stackgate.manifest.migrate); one
     that no longer loads is named as the record's, not by the folder it was copied to."""
     try:
         return load_stack(sources.stacks / f"{record.stack}.toml")

@@ -17,8 +17,8 @@ from typing import TypeVar
 from pydantic import ValidationError
 
 from stackgate.errors import BadInput
-from stackgate.loading import LoadedStack, load_stack
 from stackgate.manifest import GateSettings
+from stackgate.manifest.loading import LoadedStack, load_stack
 from stackgate.paths import display_path, stack_names
 from validators.gate.policy import (
     DEFAULT_CONFIDENCE,

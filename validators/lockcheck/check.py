@@ -16,7 +16,7 @@ from packaging.utils import canonicalize_name
 
 from stackgate.bounded_http import Limits
 from stackgate.installed import Distribution
-from stackgate.lock_wheels import LockWheels
+from stackgate.lock.wheels import LockWheels
 from stackgate.manifest import Manifest
 from stackgate.python_finder import find_host_python
 from validators.core.results import Result, make_result

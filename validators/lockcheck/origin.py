@@ -18,9 +18,9 @@ from stackgate.bounded_http import Budget, Limits
 from stackgate.errors import BadInput, EnvironmentProblem
 from stackgate.files import read_text_bounded
 from stackgate.layout import LockFiles
-from stackgate.lockstate import LockState
+from stackgate.lock.state import LockState
+from stackgate.lock.uvlock import MAX_LOCK_BYTES, UvLock, parse_uv_lock
 from stackgate.manifest import Manifest
-from stackgate.uvlock import MAX_LOCK_BYTES, UvLock, parse_uv_lock
 from validators.core.results import Result, make_result
 
 MAX_PYPROJECT_BYTES = 1 << 20

@@ -16,8 +16,8 @@ from pathlib import Path
 import httpx
 
 from stackgate.bounded_http import Budget, Limits
-from stackgate.lock_wheels import LockedWheel
-from stackgate.wheel_listing import WheelListing, origin_key
+from stackgate.lock.wheel_listing import WheelListing, origin_key
+from stackgate.lock.wheels import LockedWheel
 from validators.elf.cached_facts import CachedFacts, ReadEvidence
 from validators.elf.elf_symbols import ElfReadError
 from validators.elf.facts_cache import FactsCache

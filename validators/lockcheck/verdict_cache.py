@@ -25,8 +25,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from stackgate.lock_wheels import LockedWheel
-from stackgate.wheel_listing import origin_key
+from stackgate.lock.wheel_listing import origin_key
+from stackgate.lock.wheels import LockedWheel
 from validators.core.results import Result
 from validators.elf.facts_cache import FactsCache
 from validators.elf.file_facts_cache import file_identity

@@ -10,7 +10,7 @@ import io
 from email.parser import HeaderParser
 from pathlib import Path
 
-from stackgate.wheel_listing import WheelListing
+from stackgate.lock.wheel_listing import WheelListing
 from validators.elf.cached_facts import CachedFacts
 from validators.lockcheck.http_ranges import FetchError, RemoteFile
 from validators.lockcheck.member_facts import extract

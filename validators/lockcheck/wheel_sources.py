@@ -21,8 +21,8 @@ from packaging.utils import canonicalize_name
 
 from stackgate.bounded_http import Budget, Limits
 from stackgate.installed import Distribution
-from stackgate.lock_wheels import LockedWheel
-from stackgate.wheel_listing import origin_key
+from stackgate.lock.wheel_listing import origin_key
+from stackgate.lock.wheels import LockedWheel
 from validators.elf.facts_cache import FactsCache
 from validators.lockcheck.http_ranges import FetchError, RemoteFile, make_client
 from validators.lockcheck.member_view import IntegrityError

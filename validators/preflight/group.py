@@ -17,8 +17,8 @@ from stackgate.errors import BadInput
 from stackgate.host.gpus import GpuInventory, Probed
 from stackgate.host.snapshot import HostSnapshot, host_snapshot
 from stackgate.manifest import Manifest
-from stackgate.manifest_values import arch_cc
-from stackgate.rules import StackFacts, default_rules_path, evaluate, load_rules
+from stackgate.manifest.rules import StackFacts, default_rules_path, evaluate, load_rules
+from stackgate.manifest.values import arch_cc
 from stackgate.topology import Topology
 from validators.core.checks import HOST_RULE, family_id
 from validators.core.context import RunContext

@@ -14,8 +14,8 @@ from typing import Any, Literal
 from stackgate import __version__
 from stackgate.errors import BadInput
 from stackgate.files import inside, read_json_file
-from stackgate.loading import LoadedStack
 from stackgate.manifest import Manifest
+from stackgate.manifest.loading import LoadedStack
 from validators.core.results import Report, Result
 from validators.records.extract import merge_runs, refuse_invalid, run_metrics, sample_runs
 from validators.records.gated import facts_for

@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from stackgate.cli_hint import cli_command
-from stackgate.digests import DigestCache
 from stackgate.envtree import TreeCheck, check_tree
+from stackgate.envtree.digests import DigestCache
 from stackgate.errors import BadInput, CheckFailed
 from validators.records.model import BuildFacts
 

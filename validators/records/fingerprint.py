@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from stackgate.host.snapshot import HostSnapshot, host_snapshot
 from stackgate.manifest import Manifest
-from stackgate.manifest_values import arch_cc
+from stackgate.manifest.values import arch_cc
 from validators.core.host_facts import HostFacts
 from validators.records.model import GpuInfo, HostFingerprint, Interconnect
 

@@ -26,7 +26,7 @@ from typing import Literal
 
 from stackgate.errors import BadInput
 from stackgate.files import read_json_file
-from stackgate.loading import LoadedStack, load_stack
+from stackgate.manifest.loading import LoadedStack, load_stack
 from stackgate.paths import resolve_stack, stack_names
 from validators.core.results import Report
 from validators.records.json_files import MAX_RECORD_BYTES, is_record_data, record_from_file_data

@@ -126,7 +126,7 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     (
         "a rule",
         "a `[[rules]]` entry in `stacks/rules.toml` (data; conditions in "
-        "`stackgate/rules.py` `When`) and its row in the rule table of `docs/manifest.md`",
+        "`stackgate/manifest/rules.py` `When`) and its row in the rule table of `docs/manifest.md`",
         "`tests/foundation/test_rules.py`, `test_readme.py`",
     ),
     (

@@ -9,7 +9,7 @@ from packaging.version import InvalidVersion, Version
 
 from stackgate.host.snapshot import host_snapshot
 from stackgate.manifest import Manifest
-from stackgate.manifest_values import arch_cc
+from stackgate.manifest.values import arch_cc
 from stackgate.topology import Topology
 from validators.core.checks import RuntimeCheck
 from validators.core.context import RunContext

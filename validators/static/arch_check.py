@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stackgate.manifest_values import arch_cc
+from stackgate.manifest.values import arch_cc
 from validators.elf.elf_symbols import ElfReadError
 from validators.elf.fatbin import GpuCode, cubin_code, gpu_code
 from validators.elf.file_facts_cache import FileFactsCache

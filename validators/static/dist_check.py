@@ -21,8 +21,8 @@ from packaging.version import Version
 
 from stackgate.installed import Distribution, lock_differences, same_version
 from stackgate.layout import lock_files
+from stackgate.lock.uvlock import UvLock
 from stackgate.manifest import Manifest
-from stackgate.uvlock import UvLock
 from validators.static.environment import Environment
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from stackgate.build_record import FileClash
-from stackgate.wheel_records import judge, read_claims
+from stackgate.envtree.wheel_records import judge, read_claims
 from validators.core.checks import StaticCheck
 from validators.core.results import Result, make_result
 

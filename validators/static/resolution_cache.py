@@ -52,8 +52,8 @@ def code_files(*readers: Path) -> list[tuple[str, Path]]:
     they read (validators/elf/), the run core's (check ids, the result model), the folders of
     the readers that keep their own outcome over it (`readers`: the pre-install reader passes
     lockcheck/) and the whole stackgate package they read manifests, locks and installed
-    distributions with (stackgate.installed's version rule and manifest_values' arch table
-    decide findings). Found through the modules themselves, wherever a layout change puts them."""
+    distributions with (stackgate.installed's version rule and stackgate.manifest.values' arch
+    table decide findings). Found through the modules themselves, wherever a layout change puts them."""
     modules = (elf_package.__file__, results_module.__file__)
     folders = [_HERE, *(Path(m).resolve().parent for m in modules), *readers]
     files = [(f"{f.name}/{p.name}", p) for f in folders for p in sorted(f.glob("*.py"))]

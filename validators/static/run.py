@@ -14,9 +14,9 @@ from typing import Any
 
 from stackgate.cli_hint import cli_command
 from stackgate.errors import BadInput
+from stackgate.lock.uvlock import read_uv_lock
 from stackgate.manifest import Manifest
-from stackgate.manifest_values import parse_arch
-from stackgate.uvlock import read_uv_lock
+from stackgate.manifest.values import parse_arch
 from validators.core.checks import StaticCheck
 from validators.core.results import Result, make_result
 from validators.elf.file_facts_cache import FileFactsCache

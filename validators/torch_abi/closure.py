@@ -12,8 +12,8 @@ from pathlib import Path
 
 from stackgate import proc
 from stackgate.errors import CommandFailed
-from stackgate.lock_wheels import LockError, LockWheels, read_lock
-from stackgate.torch_abi import PYPI
+from stackgate.lock.torch_abi import PYPI
+from stackgate.lock.wheels import LockError, LockWheels, read_lock
 from stackgate.uvbin import uv_bin
 from validators.elf.facts_cache import FactsCache
 

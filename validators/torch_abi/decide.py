@@ -13,8 +13,8 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from stackgate.lock_wheels import LockedWheel, LockWheels
-from stackgate.torch_abi import PairVerdict
+from stackgate.lock.torch_abi import PairVerdict
+from stackgate.lock.wheels import LockedWheel, LockWheels
 from validators.core.results import Result
 from validators.elf.elf_symbols import ElfObject, read_elf
 from validators.elf.facts_cache import FactsCache

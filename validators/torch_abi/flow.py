@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from packaging.version import Version
 
 from stackgate.errors import BadInput, EnvironmentProblem
-from stackgate.rules import Rule
-from stackgate.torch_abi import PairVerdict
+from stackgate.lock.torch_abi import PairVerdict
+from stackgate.manifest.rules import Rule
 from validators.elf.facts_cache import FactsCache
 from validators.lockcheck.check import find_interpreter
 from validators.lockcheck.http_ranges import make_client

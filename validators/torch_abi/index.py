@@ -17,7 +17,7 @@ from packaging.utils import (
 )
 from packaging.version import Version
 
-from stackgate.lock_wheels import LockedWheel, target_tags
+from stackgate.lock.wheels import LockedWheel, target_tags
 
 _JSON = "application/vnd.pypi.simple.v1+json"
 _ANCHOR = re.compile(r"<a\s[^>]*href=\"([^\"]+)\"[^>]*>", re.IGNORECASE)

@@ -18,8 +18,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from stackgate.errors import BadInput
-from stackgate.lock_wheels import LockError, LockWheels, read_lock
-from stackgate.torch_abi import (
+from stackgate.lock.torch_abi import (
     PYPI,
     LockVerdict,
     PairVerdict,
@@ -31,7 +30,8 @@ from stackgate.torch_abi import (
     lock_registries,
     read_by_binaries,
 )
-from stackgate.uvlock import UvLock, read_uv_lock
+from stackgate.lock.uvlock import UvLock, read_uv_lock
+from stackgate.lock.wheels import LockError, LockWheels, read_lock
 from validators.elf.facts_cache import FactsCache
 
 if TYPE_CHECKING:

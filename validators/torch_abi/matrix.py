@@ -20,9 +20,9 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from stackgate.lock_wheels import LockedWheel, LockWheels
-from stackgate.torch_abi import VERDICT_VERSION, PairVerdict
-from stackgate.wheel_listing import FACTS_VERSION
+from stackgate.lock.torch_abi import VERDICT_VERSION, PairVerdict
+from stackgate.lock.wheel_listing import FACTS_VERSION
+from stackgate.lock.wheels import LockedWheel, LockWheels
 from validators.elf.facts_cache import FactsCache
 from validators.lockcheck.scan import Scanner
 from validators.torch_abi.closure import ClosureError, closure_path, torch_closure

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import jinja2
 
-from stackgate.torch_abi import PairVerdict
+from stackgate.lock.torch_abi import PairVerdict
 from validators.torch_abi.matrix import Matrix
 from validators.torch_abi.proposals import Proposal, RuleCheck
 

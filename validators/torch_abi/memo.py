@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from stackgate.wheel_listing import WheelListing
+from stackgate.lock.wheel_listing import WheelListing
 from validators.elf.cached_facts import CachedFacts
 from validators.elf.facts_cache import FactsCache
 from validators.elf.object_facts import ObjectFacts

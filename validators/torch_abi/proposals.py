@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from stackgate.rules import Rule, StackFacts, evaluate
-from stackgate.torch_abi import PairVerdict
+from stackgate.lock.torch_abi import PairVerdict
+from stackgate.manifest.rules import Rule, StackFacts, evaluate
 from validators.torch_abi.matrix import Matrix
 
 _COMPARABLE = {"packages", "packages_not", "cuda_major_differs"}

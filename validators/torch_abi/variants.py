@@ -35,7 +35,7 @@ from variantlib.errors import ValidationError as VariantError
 from variantlib.variant_dist_info import VariantDistInfo
 from variantlib.variants_json import VariantsJson
 
-from stackgate.lock_wheels import LockedWheel, LockWheels
+from stackgate.lock.wheels import LockedWheel, LockWheels
 from validators.elf.cached_facts import CachedFacts
 from validators.elf.facts_cache import FactsCache
 from validators.elf.fatbin import GpuCode

@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 from stackgate.torch_abi import facts_root
+
 from validators.elf.facts_cache import FactsCache
 from validators.torch_abi.lock_verdict import check_lock
 

@@ -16,7 +16,7 @@ from pydantic import AfterValidator, WithJsonSchema
 
 from stackgate.engines import ENGINE_NAMES
 from stackgate.errors import BadInput
-from stackgate.manifest_files import relative_problem
+from stackgate.manifest.files import relative_problem
 
 _ARCH_RE = re.compile(r"^(?P<major>\d{1,2})\.(?P<minor>\d)(?P<suffix>[af]?)\Z")
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*\Z")

@@ -11,7 +11,7 @@ from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from stackgate.errors import BadInput
-from stackgate.uvlock import LockedFile, UvLock, artifact_name, read_uv_lock
+from stackgate.lock.uvlock import LockedFile, UvLock, artifact_name, read_uv_lock
 
 MAX_GLIBC_MINOR = 40
 
@@ -27,7 +27,7 @@ class LockedWheel:
     url: str
     sha256: str
     size: int
-    filename: str  # validated (stackgate.uvlock.artifact_name), never a piece of the raw URL
+    filename: str  # validated (stackgate.lock.uvlock.artifact_name), never a piece of the raw URL
 
     @property
     def key(self) -> tuple[str, str]:
@@ -79,7 +79,7 @@ def read_lock(
     """`parsed`: the lock already read from `path` (one read: the bytes whose origins were
     checked are the bytes whose wheels are read)."""
     try:
-        lock = parsed or read_uv_lock(path)  # the one uv.lock reader (stackgate.uvlock)
+        lock = parsed or read_uv_lock(path)  # the one uv.lock reader (stackgate.lock.uvlock)
     except BadInput as exc:
         raise LockError("; ".join(exc.lines())) from None
     if python is None:

@@ -26,8 +26,8 @@ from stackgate.credentials import find_token, has_credentials, index_env_names, 
 from stackgate.errors import BadInput, ManifestError, Problem
 from stackgate.files import read_text_bounded, sha256_file
 from stackgate.manifest import Manifest
-from stackgate.manifest_files import inside_folder, sha256_regular
-from stackgate.manifest_migrate import migrate
+from stackgate.manifest.files import inside_folder, sha256_regular
+from stackgate.manifest.migrate import migrate
 from stackgate.paths import display_path, resolve_stack
 from stackgate.validator_groups import specs
 
@@ -44,7 +44,7 @@ class LoadedStack:
     path: Path
     manifest: Manifest
     raw: dict[str, Any]
-    # what reading an older schema_version changed (stackgate.manifest_migrate), one line each
+    # what reading an older schema_version changed (stackgate.manifest.migrate), one line each
     notes: tuple[str, ...] = ()
 
     @property

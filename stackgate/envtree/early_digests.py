@@ -31,8 +31,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from stackgate.digests import Key, key_of
-from stackgate.wheel_records import STAMP_MARGIN_NS, ParsedRecord, parse_record
+from stackgate.envtree.digests import Key, key_of
+from stackgate.envtree.wheel_records import STAMP_MARGIN_NS, ParsedRecord, parse_record
 
 MARGIN_NS = STAMP_MARGIN_NS
 # stackgate.envtree's one-read digest: (path, size, env-path patterns) -> (tree digest, raw sha256)

@@ -1,8 +1,9 @@
-"""The stack manifest model (schema_version 2; 1 is read through manifest_migrate): strict, frozen pydantic v2 models.
+"""The stack manifest model (schema_version 2; 1 is read through stackgate.manifest.migrate):
+strict, frozen pydantic v2 models.
 
 A manifest is TOML in stacks/. Loading (TOML parsing, collecting every error with its file
-and dotted path, cross references) lives in `stackgate.loading`; this module only says what
-a valid manifest is, built from the value types of `stackgate.manifest_values`.
+and dotted path, cross references) lives in `stackgate.manifest.loading`; this module only
+says what a valid manifest is, built from the value types of `stackgate.manifest.values`.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 from pydantic import ConfigDict, Field, model_validator
 
-from stackgate.manifest_migrate import NEVER_READ_TIMEOUTS
-from stackgate.manifest_values import (
+from stackgate.manifest.migrate import NEVER_READ_TIMEOUTS
+from stackgate.manifest.values import (
     ArchStr,
     EngineName,
     EnvVars,
@@ -257,7 +258,7 @@ class Timeouts(Strict):
     @classmethod
     def _moved(cls, data: object) -> object:
         if isinstance(data, dict):
-            # schema_version 1 manifests have had these dropped by stackgate.manifest_migrate
+            # schema_version 1 manifests have had these dropped by stackgate.manifest.migrate
             moved = [f"{k} is now {v}" for k, v in NEVER_READ_TIMEOUTS.items() if k in data]
             if moved:
                 raise ValueError("; ".join(moved))
@@ -325,7 +326,7 @@ class Validation(Strict):
 class Manifest(Strict):
     schema_version: Literal[1, 2] = Field(
         description="The manifest's form: 2 is current; 1 is read through "
-        "stackgate.manifest_migrate."
+        "stackgate.manifest.migrate."
     )
     name: NameStr
     description: str

@@ -20,14 +20,14 @@ from packaging.version import Version
 from pydantic import Field, ValidationError
 
 from stackgate.errors import ManifestError, Problem
-from stackgate.loading import format_validation_errors, read_toml
 from stackgate.manifest import Manifest, Strict
-from stackgate.manifest_values import SpecifierStr, arch_cc
+from stackgate.manifest.loading import format_validation_errors, read_toml
+from stackgate.manifest.values import SpecifierStr, arch_cc
 from stackgate.paths import checkout_root, display_path, stacks_dir
 from stackgate.settings import value
 
 # stacks/rules.toml as the wheel carries it (for an installed stackgate outside a checkout).
-PACKAGED_RULES = Path(__file__).resolve().parent / "shipped" / "rules.toml"
+PACKAGED_RULES = Path(__file__).resolve().parents[1] / "shipped" / "rules.toml"
 
 Severity = Literal["error", "warning"]
 

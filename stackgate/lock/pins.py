@@ -15,8 +15,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from stackgate.lock.uvlock import UvLock
 from stackgate.manifest import Manifest
-from stackgate.uvlock import UvLock
 
 
 def _versions(lock: UvLock) -> dict[str, list[str]]:

@@ -42,11 +42,11 @@ from pathlib import Path
 
 from stackgate import dirfd
 from stackgate.build_record import RECORD_DIRNAME, RECORD_FILENAME
-from stackgate.digests import DigestCache, Key, key_of, rememberable
-from stackgate.early_digests import Early
+from stackgate.envtree.digests import DigestCache, Key, key_of, rememberable
+from stackgate.envtree.early_digests import Early
+from stackgate.envtree.wheel_records import hash_workers
 from stackgate.errors import BadInput
 from stackgate.layout import PARTIAL_SUFFIX
-from stackgate.wheel_records import hash_workers
 
 SCHEME = 3
 LISTING_FILENAME = "tree.tsv.gz"
@@ -107,7 +107,7 @@ def _walk(root: str, rel: str, scheme: int, out: list[tuple[str, str, os.stat_re
 
 def _file_digest(path: str, size: int, patterns: list[bytes]) -> tuple[bytes, bytes]:
     """(the tree's digest, the sha256 of the bytes as they are): one read serves the tree hash
-    and the RECORD check (stackgate.wheel_records); they differ only for a small file that
+    and the RECORD check (stackgate.envtree.wheel_records); they differ only for a small file that
     mentions the env's own path."""
     with open(path, "rb") as handle:  # noqa: PTH123 -- str paths: speed
         if size > _SMALL_FILE:
@@ -128,7 +128,8 @@ def digest_patterns(root: Path, own_paths: Iterable[Path]) -> list[bytes]:
 
 
 def file_digests(path: str, size: int, patterns: list[bytes]) -> tuple[bytes, bytes]:
-    """(tree digest, raw sha256) of one file from one read (stackgate.early_digests uses it)."""
+    """(tree digest, raw sha256) of one file from one read (stackgate.envtree.early_digests
+    uses it)."""
     return _file_digest(path, size, patterns)
 
 
@@ -149,11 +150,11 @@ def compute_tree(
     """Hash every file under root (see the module docstring for what is left out).
 
     own_paths: absolute paths this tree was built at; their mentions in small files are
-    normalized. cache: remembered digests (stackgate.digests), consulted only for files that
+    normalized. cache: remembered digests (stackgate.envtree.digests), consulted only for files that
     cannot mention the env's own path: hard links shared with uv's cache (nlink > 1) and files
     over 1 MiB (never normalized). Files uv wrote for this env alone are always read.
-    early: digests read while the env was being installed (stackgate.early_digests), used for
-    files provably unchanged since.
+    early: digests read while the env was being installed (stackgate.envtree.early_digests),
+    used for files provably unchanged since.
     """
     patterns = digest_patterns(root, own_paths)
     early = early or {}

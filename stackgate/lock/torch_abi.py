@@ -16,10 +16,10 @@ from packaging.utils import canonicalize_name
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from stackgate.errors import BadInput
-from stackgate.lock_wheels import LockError, LockWheels, read_lock
+from stackgate.lock.uvlock import UvLock, read_uv_lock
+from stackgate.lock.wheel_listing import FACTS_VERSION, ListingStore
+from stackgate.lock.wheels import LockError, LockWheels, read_lock
 from stackgate.settings import cache_root
-from stackgate.uvlock import UvLock, read_uv_lock
-from stackgate.wheel_listing import FACTS_VERSION, ListingStore
 
 PYPI = "https://pypi.org/simple"  # the default index of `validators compat` and its lock check
 VERDICT_VERSION = 3  # bump when a verdict's meaning changes: cached verdicts are then redone

@@ -5,7 +5,7 @@ builder: this module is the door between them (tests/foundation/test_import_plan
 
 Staleness: the generated pyproject's [tool.stackgate].manifest_hash against the manifest's
 current hash of LOCK_FIELDS; then every version the manifest pins against the lock
-(stackgate.lockpins)."""
+(stackgate.lock.pins)."""
 
 from __future__ import annotations
 
@@ -18,11 +18,11 @@ from stackgate.credentials import has_credentials, redact
 from stackgate.errors import BadInput
 from stackgate.files import read_bytes_bounded, read_text_bounded
 from stackgate.layout import LockFiles
-from stackgate.loading import LoadedStack
-from stackgate.lockpins import contradictions
+from stackgate.lock.pins import contradictions
+from stackgate.lock.uvlock import MAX_LOCK_BYTES, UvLock, parse_uv_lock
 from stackgate.manifest import Manifest
+from stackgate.manifest.loading import LoadedStack
 from stackgate.paths import display_path, stacks_dir
-from stackgate.uvlock import MAX_LOCK_BYTES, UvLock, parse_uv_lock
 
 # The fields a lock is a function of. Serving, validation, environment and build settings
 # can change without re-locking.

@@ -1,7 +1,7 @@
 """The read side of the pre-install reader's cache that the builder needs too: a
 wheel's listing (which members are ELF objects or cubins) and where entries live. `builder
 lock` reads listings to find a lock's binary wheels, and with them the verdict kept for those
-wheels (stackgate.torch_abi.read_by_binaries), in its own process. The validators' FactsCache
+wheels (stackgate.lock.torch_abi.read_by_binaries), in its own process. The validators' FactsCache
 (validators/elf/facts_cache.py) builds on this class: it writes entries and reads facts.
 """
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from packaging.markers import InvalidMarker, Marker, UndefinedComparison, UndefinedEnvironmentName
 from packaging.markers import default_environment as _host_markers
 
-from stackgate.uvlock import LockedDependency, LockedPackage, UvLock
+from stackgate.lock.uvlock import LockedDependency, LockedPackage, UvLock
 
 DEFAULT_GROUP = "dev"
 
