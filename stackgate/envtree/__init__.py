@@ -128,8 +128,7 @@ def digest_patterns(root: Path, own_paths: Iterable[Path]) -> list[bytes]:
 
 
 def file_digests(path: str, size: int, patterns: list[bytes]) -> tuple[bytes, bytes]:
-    """(tree digest, raw sha256) of one file from one read (stackgate.envtree.early_digests
-    uses it)."""
+    """(tree digest, raw sha256) of one file from one read (early_digests.py uses it)."""
     return _file_digest(path, size, patterns)
 
 
@@ -153,8 +152,8 @@ def compute_tree(
     normalized. cache: remembered digests (stackgate.envtree.digests), consulted only for files that
     cannot mention the env's own path: hard links shared with uv's cache (nlink > 1) and files
     over 1 MiB (never normalized). Files uv wrote for this env alone are always read.
-    early: digests read while the env was being installed (stackgate.envtree.early_digests),
-    used for files provably unchanged since.
+    early: digests read while the env was being installed (early_digests.py), used for files
+    provably unchanged since.
     """
     patterns = digest_patterns(root, own_paths)
     early = early or {}

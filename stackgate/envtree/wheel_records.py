@@ -132,9 +132,8 @@ def _rows(env: Path, site: Path, record: Path) -> tuple[list[tuple[str, Claim]],
 @dataclass(frozen=True)
 class ParsedRecord:
     """One RECORD's rows and the identity of the file they were read from: a later reader takes
-    the rows again only while that identity holds (the rule of stackgate.envtree.early_digests:
-    inode, size, mtime and ctime unchanged, and last written STAMP_MARGIN_NS before the read
-    began)."""
+    the rows again only while that identity holds (the rule of early_digests.py: inode, size,
+    mtime and ctime unchanged, and last written STAMP_MARGIN_NS before the read began)."""
 
     ident: tuple[int, int, int, int]  # (inode, size, mtime_ns, ctime_ns)
     read_ns: int
