@@ -1,21 +1,16 @@
-"""A cache of CachedFacts and wheel listings. Facts enter it only under a key the bytes they
-came from have earned (a lock naming the real torch wheel's sha256 at another URL
-must not teach the cache what "torch" holds):
+"""A cache of CachedFacts and wheel listings, each under a key its bytes have earned (a lock
+naming the real torch wheel's sha256 at another URL must not teach the cache what "torch" holds):
 
-- proven by content: facts of a member read whole whose sha256 matched its RECORD hash are
-  keyed by that sha256; a listing of a wheel streamed whole whose sha256 matched the lock is
-  keyed by the wheel's sha256. Any lock naming those bytes may use them.
-- not proven (a member read in part, a wheel read by ranges): keyed by `origin_key`, the
-  wheel's sha256 *and URL* (and the member's name), so they answer only a lock that names the
-  same file at the same place; a lock naming the same sha256 elsewhere reads it again.
+- proven by content: facts of a member read whole whose sha256 matched its RECORD hash, or a
+  listing of a wheel streamed whole whose sha256 matched the lock, are keyed by that sha256 and
+  serve any lock naming those bytes;
+- not proven (a member read in part, a wheel read by ranges): keyed by `origin_key` (the
+  wheel's sha256 *and URL*, and the member's name), serving only a lock naming the same place.
 
-Nothing of a wheel is written before its run ends without an integrity failure or a
-network error for it (the scanner holds the entries back until then).
-
-Files are gzip'd JSON written to a temporary name and renamed into place, so concurrent runs
-never see half a file (two writers of one key write the same content; the last rename wins).
-Default root: lockcheck/ under stackgate's cache root ($STACKGATE_CACHE, else
-$XDG_CACHE_HOME/stackgate, else ~/.cache/stackgate; stackgate/settings.py).
+Nothing of a wheel is written before its run ends without an integrity or network error for it.
+Files are gzip'd JSON renamed into place, so concurrent runs never see half a file (writers of
+one key write the same content). Default root: lockcheck/ under stackgate's cache root
+(stackgate/settings.py).
 """
 
 from __future__ import annotations

@@ -1,24 +1,21 @@
 """List the GPU code inside kernel libraries: SASS (cubin) and PTX entries of the fatbins in
 shared objects, and standalone `.cubin` files (e.g. flashinfer-cubin).
 
-Fatbins sit in `.nv_fatbin` (what nvcc links and cuobjdump lists) and, in libraries that
-register or load their kernels themselves, anywhere in allocated data: cuFFT 11.2/11.3 keep a
-408-byte sm_52 stub in `.nv_fatbin` and 17,607 / 22,705 fatbins in `.data`. Every allocated,
-non-executable PROGBITS section is searched for the fatbin magic (8-byte aligned, version 1,
-16-byte header, body inside the section). What
+Fatbins sit in `.nv_fatbin` and, in libraries that register their kernels themselves (cuFFT),
+anywhere in allocated data: every allocated, non-executable PROGBITS section is searched for
+the fatbin magic (8-byte aligned, version 1, 16-byte header, body inside the section). What
 looks like a fatbin but cannot be read (another header version, a body past its section, an
 entry kind other than PTX, SASS and LTO IR) is reported as unknown, never as "no code".
 
-Only headers are read (payloads are skipped by seeking), so an 850 MB FA3 library costs
-milliseconds. Layout (confirmed on fatbins built with nvcc 13.0, tests/validators/fixtures):
-a fatbin is a 16-byte header (magic 0xBA55ED50, u16 version, u16 header size, u64 body size)
-followed by entries; each entry starts with u16 kind (1 PTX, 2 ELF/SASS), u16 version, u32
-header size, u64 padded payload size, and holds the SM number at +28 and flags at +40, where
-0x100000 marks an arch-specific (`a`) target and 0x200000 a family (`f`) target.
+Only headers are read (payloads are skipped by seeking). Layout (confirmed with nvcc 13.0,
+tests/validators/fixtures): a 16-byte header (magic 0xBA55ED50, u16 version, u16 header size,
+u64 body size), then entries of u16 kind (1 PTX, 2 ELF/SASS), u16 version, u32 header size,
+u64 padded payload size, the SM number at +28 and flags at +40 (0x100000 an arch-specific `a`
+target, 0x200000 a family `f` target).
 
-Standalone cubins are ELF with e_machine EM_CUDA: the SM number sits in e_flags bits 8-15
-(ELF ABI version >= 8, CUDA 12.8+) or bits 0-7 (older); the `a`/`f` suffix is not in e_flags
-and is read from the ptxas command line kept in the `.note.nv.tkinfo` note, else the file name.
+Standalone cubins are ELF with e_machine EM_CUDA: the SM number is in e_flags bits 8-15 (ELF
+ABI version >= 8, CUDA 12.8+) or bits 0-7 (older); the `a`/`f` suffix is read from the ptxas
+command line in the `.note.nv.tkinfo` note, else the file name.
 """
 
 from __future__ import annotations

@@ -1,18 +1,15 @@
 """Facts of installed files, cached across runs by file identity.
 
-What a static run learns about a file that has not changed is the same on the next run: its
-dynamic-linking facts (ElfObject), its GPU code (CodeScan), and, per distribution, the
-modules its import-time code needs. A file's identity is (device, inode, size, mtime_ns):
-pip and uv write new files (a new inode, an mtime to the nanosecond), so an identity does not
-name two contents; a hard link shares the identity and the bytes. Not ctime: uv hard-links
-installed files from its cache, so any install of the same wheel elsewhere changes the link
-count, hence the ctime, of every file this env shares with it (every warm run would
-miss while other installs ran).
+An unchanged file's dynamic-linking facts (ElfObject), GPU code (CodeScan) and, per
+distribution, the modules its import-time code needs are the same on the next run. A file's
+identity is (device, inode, size, mtime_ns): pip and uv write new files (a new inode, an mtime to
+the nanosecond), and a hard link shares the identity and the bytes. Not ctime: uv hard-links
+installed files from its cache, so any other install of the same wheel changes the link count,
+hence the ctime, of every file shared with it.
 
-Entries are JSON (the ElfObject in the CachedFacts model of cached_facts.py, validated on read),
-written to a temporary name and renamed into place; a damaged or stale entry is a miss.
-Root: static/ under stackgate's cache root (stackgate/settings.py). `run_static` uses no cache
-unless given one (tests stay hermetic); the CLI gives the default one.
+Entries are JSON (cached_facts.CachedFacts, validated on read) renamed into place; a damaged or
+stale entry is a miss. Root: static/ under stackgate's cache root (stackgate/settings.py).
+`run_static` uses no cache unless given one (tests stay hermetic); the CLI gives the default one.
 """
 
 from __future__ import annotations

@@ -1,18 +1,16 @@
 """One node's files against what this fleet run expects of them.
 
-The job folder is shared: every node (and anyone else with write access) can write any file in
-it. A node's status and record count only when they are bound to the node and the run:
-
-- the status sits in the node's own folder and names that node, this fleet id, the node's
-  element index and, on Slurm, the element (`<array>_<task>`) submit pinned to the node;
-- the attempt that wrote it claimed its number in the node's folder, and only one attempt
-  started in this run (a scheduler requeue is a second one: the node is FAIL, saying so);
-- what the scheduler recorded for the element agrees: ran on this node, and a PASS status
-  comes from an element that completed with exit 0 (the node step exits 1 on FAIL);
-- the record file lies under `records/`, hashes to its id, is the id the status names, and
-  names this node as its host and this run in its note.
-
-Anything else is FAIL, naming the file and what did not match; never the fleet's problem.
+Anyone with write access to the shared job folder can write any file in it, so a node's status
+and record count only when bound to the node and the run:
+- the status sits in the node's folder and names the node, this fleet id, the element index and,
+  on Slurm, the element (`<array>_<task>`) pinned to the node;
+- its attempt claimed its number in the node's folder, and only one attempt started in this run
+  (a scheduler requeue is a second: FAIL, saying so);
+- the scheduler agrees: the element ran on this node, and a PASS comes from an element that
+  exited 0 (the node step exits 1 on FAIL);
+- the record file lies under `records/`, hashes to its id, is the id the status names, and names
+  this node as host and this run in its note.
+Anything else is the node's FAIL, naming the file and what did not match.
 """
 
 from __future__ import annotations

@@ -1,31 +1,25 @@
 """Kubernetes: an Indexed Job (one pod per node) and a collector Job that waits for it.
 
-No cluster was reachable where this was written: the manifests are checked by loading them
-into the `kubernetes` client's models (tests/fleet/test_kube.py), never applied.
+The manifests are checked by loading them into the `kubernetes` client's models
+(tests/fleet/test_kube.py), never applied.
 
 - Placement: required node affinity to the node set plus required pod anti-affinity on
-  `kubernetes.io/hostname` among this fleet's pods. With parallelism = completions (the
-  default) every pod runs at once, so N pods land on N distinct nodes of an N-node set. With a
-  smaller parallelism a later pod may land on a node whose pod already finished (the scheduler
-  forgets finished pods): the verdict then shows that node's one status and the other as MISSING.
-- The env is built on the node (hostPath `host_path`, mounted at the spec's local_root) and
-  reused by the next run with the same lock; the wheelhouse, the job folder and the team's
-  store live on a ReadWriteMany claim mounted at `claim_mount`.
-- A validation FAIL is a result: the node step exits 0 once it wrote status.json (`--exit-zero`),
-  and `backoffLimitPerIndex: 0` (Kubernetes >= 1.29) keeps one crashed pod from failing the
-  others; nothing is retried.
-- The collector's init container polls the Job until it is Complete or Failed (afterany), with
-  a ServiceAccount allowed only to read Jobs in the namespace. Its pod carries another role
-  label than the validation pods, so their anti-affinity never keeps a target node from
-  scheduling because the collector landed there.
-- Bounds and safety: each validation pod has `activeDeadlineSeconds` (`--node-deadline`), a pod
-  disrupted (node drained, preempted) fails its index instead of running the node again
-  (`podFailurePolicy` FailIndex on DisruptionTarget: one attempt per node per run), CPU and
-  memory requests, an optional PriorityClass, and containers without privilege escalation,
-  with every capability dropped and the runtime's seccomp profile.
-- The `hostPath` volume (the env reused across runs) is refused by Pod Security "baseline":
-  the namespace must allow it ("privileged"), or `--host-path ''` uses an emptyDir (built
-  afresh every run).
+  `kubernetes.io/hostname` among this fleet's pods, so with parallelism = completions (the
+  default) N pods land on N distinct nodes. With a smaller parallelism a later pod may land on a
+  node whose pod already finished: the verdict then shows one status and the other MISSING.
+- The env is built on the node (hostPath `host_path`, mounted at local_root) and reused by the
+  next run with the same lock; wheelhouse, job folder and team store live on a ReadWriteMany
+  claim at `claim_mount`.
+- A validation FAIL is a result: the node step exits 0 once it wrote status.json (`--exit-zero`);
+  `backoffLimitPerIndex: 0` (Kubernetes >= 1.29) keeps one crashed pod from failing the others.
+- The collector's init container polls the Job until Complete or Failed (afterany), with a
+  ServiceAccount that may only read Jobs; its pod has another role label, so the validation
+  pods' anti-affinity never avoids a node because the collector landed there.
+- Bounds: `activeDeadlineSeconds` (`--node-deadline`), a disrupted pod fails its index instead
+  of running again (`podFailurePolicy` FailIndex on DisruptionTarget), CPU and memory requests,
+  an optional PriorityClass, no privilege escalation, every capability dropped, runtime seccomp.
+- Pod Security "baseline" refuses `hostPath`: the namespace must be "privileged", or
+  `--host-path ''` uses an emptyDir (built afresh every run).
 """
 
 from __future__ import annotations

@@ -1,20 +1,15 @@
 """Lemons: nodes of one host class whose numbers sit outside their peers' beyond the noise.
 
 Per metric, over the nodes of one class (each node's value is the mean of its runs):
-
 - centre  = median of the node values;
-- spread  = 1.4826 x MAD of the node values, relative to the centre (a robust standard
-            deviation: the lemons themselves cannot widen it, up to half the class);
-- within  = median over nodes of (run-to-run CV / sqrt(runs)): the noise of one node's mean,
-            measured in this very fleet run;
-- a node is a lemon on the metric when it is worse than the centre (slower, higher latency)
-  by more than max(Z x max(spread, within), MIN_EFFECT).
+- spread  = 1.4826 x MAD relative to the centre (robust: up to half the class cannot widen it);
+- within  = median over nodes of (run-to-run CV / sqrt(runs)): one node's noise, this run;
+- a node is a lemon on the metric when it is worse than the centre by more than
+  max(Z x max(spread, within), MIN_EFFECT).
 
-Z = 4 because a fleet run judges ~1,000 nodes x 3 metrics at once: a one-sided normal tail
-beyond 4 sigma is 3.2e-5, so ~0.1 healthy node flagged per run. MIN_EFFECT = 1%: on a metric
-so quiet that 4 sigma is below 1% (decode tok/s measures 0.74% run to run,
-benchmarks/gate/results/gate_synthetic_server.md), a node 0.5% slower is not worth pulling.
-benchmarks/fleet/fleet_lemons.py measures what this catches on a simulated 1,000-node fleet.
+Z = 4 because a fleet run judges thousands of node-metrics at once (a one-sided 4-sigma tail
+flags about one healthy node in ten runs); MIN_EFFECT = 1% so that on a very quiet metric a
+node slower by less is not worth pulling (benchmarks/fleet/fleet_lemons.py measures both).
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """What one node says about itself: `<job-dir>/nodes/<node>/status.json`, written last.
 
-The node step claims its attempt first (`attempt-<n>.json`, created exclusively), writes its
-run reports and (when mark-good accepts) its record, then this file, atomically; a node without
-it is MISSING in the verdict, whatever else it left behind.
-
-Everything in the job folder is untrusted input (a shared folder every node can write): a
-status file is read bounded and typed, one node at a time, and a bad one is that node's
-problem (`NodeFiles.problem`, naming the file), never the fleet's.
+The node step claims its attempt (`attempt-<n>.json`, created exclusively), writes its run
+reports and (when mark-good accepts) its record, then this file, atomically; a node without it
+is MISSING. The job folder is untrusted (every node can write it): a status file is read bounded
+and typed, and a bad one is that node's problem (`NodeFiles.problem`, naming the file).
 """
 
 from __future__ import annotations

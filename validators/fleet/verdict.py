@@ -1,18 +1,15 @@
 """One verdict per node of the fleet run, read only from the job folder.
 
-- PASS: the node's status says mark-good accepted it, its record reads back intact, and both
-  are bound to this node and this fleet run (checks.py); its env is the one its peers built;
-- FAIL: the node says which step stopped it and why (the failed checks of its runs, or the
-  build's or mark-good's own words); or its files cannot be trusted (unreadable, another
-  node's, another run's, contradicted by the scheduler, two attempts), naming the file; or its
-  env's tree hash differs from the majority of the nodes that built the same lock;
-- MISSING: an expected node that never wrote a status (never ran, killed, lost its disk);
-  the scheduler's view of it is attached when there is one.
+- PASS: mark-good accepted the node, its record reads back intact, both are bound to this node
+  and run (checks.py), and its env is the one its peers built;
+- FAIL: the node says which step stopped it and why; or its files cannot be trusted (unreadable,
+  another node's or run's, contradicted by the scheduler, two attempts), naming the file; or its
+  env's tree hash differs from the majority of nodes that built the same lock;
+- MISSING: an expected node that never wrote a status, with the scheduler's view when there is one.
 
-PASS nodes are grouped into host classes by their record's fingerprint (GPU model, count,
-compute capability, interconnect, driver major) and each class is searched for lemons
-(validators/fleet/outliers.py). A lemon stays PASS (every check passed) and carries the
-metrics that set it apart.
+PASS nodes are grouped into host classes by their record's fingerprint (GPU model, count, compute
+capability, interconnect, driver major) and each class is searched for lemons (outliers.py). A
+lemon stays PASS and carries the metrics that set it apart.
 """
 
 from __future__ import annotations

@@ -65,16 +65,12 @@ METRIC_ORDER: dict[MetricStatus, int] = {
     "UNGATED": 6,
 }
 CheckStatus = Literal["OK", "FAILED", "NOT_RUN", "NEW", "SKIPPED", "NOT_HERE"]
-# NOT_HERE: only in an interleaved gate. The record PASSed the check on its host, but here the
-# record's own env (same tree hash), re-measured beside the candidate, skipped it too: this host
-# cannot run it (one GPU: no interconnect, no P2P). Not the candidate's doing, so it does not
-# refuse; not proven either, so the verdict lists it (GateResult.not_proven_here).
-# INCOMPARABLE: a gated metric whose samples give no ratio (NaN, inf, zero, negative). Records
-# refuse such samples on read; this is the gate's own guard, so no path can turn "cannot
-# compare" into a pass.
-# Also INCOMPARABLE: finite samples whose means or interval are not finite (1e308 overflows the
-# mean to inf, and inf/inf is NaN: a NaN interval is neither below nor above 1, so it read as
-# SAME), and an "improvement" too large to be a measurement (a unit mix-up, a broken run).
+# NOT_HERE (interleaved gate only): the record PASSed the check on its host, but its own env
+# re-measured here skipped it too (one GPU: no interconnect): not the candidate's doing, so it
+# does not refuse, but the verdict lists it (GateResult.not_proven_here).
+# INCOMPARABLE: samples that give no ratio (NaN, inf, zero, negative), means or an interval that
+# overflow (a NaN interval would read as SAME), or an "improvement" too large to be a
+# measurement: the gate's own guard, so no path turns "cannot compare" into a pass.
 _FAILING_METRIC: frozenset[str] = frozenset({"REGRESSION", "MISSING", "TOO_FEW", "INCOMPARABLE"})
 # A candidate more than this many times better is not judged an improvement: a real upgrade
 # does not make a metric 100x better, a number in seconds where milliseconds were meant (1000x)
@@ -521,12 +517,9 @@ def compare_metrics(
     paired: bool = False,
 ) -> tuple[list[MetricVerdict], FamilyResult | None]:
     keys = sorted(set(baseline.metrics) | set(candidate.metrics))
-    # A metric absent from a check that did report others (a concurrency level that did not
-    # run) is MISSING and refuses. A check that reported nothing at all is judged by its own
-    # status above (NOT_RUN/FAILED), and an older record may hold fields a newer stackgate
-    # no longer extracts: those are shown, not gated.
-    # A check that PASSed yet reported none of the baseline's metrics is no excuse: its metrics
-    # stay MISSING (a report whose numbers were all null or stripped must not pass).
+    # A metric absent from a check that reported others, or that PASSed (numbers all null or
+    # stripped), is MISSING and refuses. A check that reported nothing is judged by its status
+    # (NOT_RUN/FAILED); fields of an older record no longer extracted are shown, not gated.
     measured_scopes = {parse_metric_key(k).scope for k in candidate.metrics}
     measured_scopes |= {c.check for c in candidate.checks if c.status == "PASS"}
     final: dict[str, MetricVerdict] = {}

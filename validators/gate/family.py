@@ -5,24 +5,18 @@ Per gated metric k, on the log scale oriented so that positive is worse:
     worse_k = mean log(baseline) - mean log(candidate)   (higher-is-better metrics)
     margin_k = -log(1 - tolerance_k)
     t_k = (worse_k - margin_k) / se_k
-Paired runs (an interleaved gate: run j of each side ran back to back) use the within-pair log
-ratios and their standard error (paired t); unpaired runs use Welch's standard error.
+Paired runs (interleaved: run j of each side back to back) use the within-pair log ratios
+(paired t); unpaired runs use Welch's standard error.
 
-The family threshold comes from the distribution of max_k t_k when the runs are relabelled
-jointly across every metric at once, with each metric at its null boundary (a regression
-exactly at its margin): paired runs by flipping the sign of each pair's differences (A and B
-are exchangeable within a pair), unpaired runs by permuting run labels between the sides.
-Keeping each run's metrics together keeps their correlation, so correlated metrics cost less
-than Bonferroni would charge; relabelling instead of the percentile bootstrap keeps the level
-at small n (a relabelling test is exact under exchangeability; the percentile bootstrap at
-n = 8 refuses ~6-7% at a nominal 5%).
+The threshold comes from max_k t_k under joint relabelling with each metric at its margin:
+paired runs flip the sign of each pair's differences, unpaired runs permute labels between the
+sides. Relabelling whole runs keeps the metrics' correlation (cheaper than Bonferroni) and keeps
+the level exact at small n, where the percentile bootstrap over-refuses.
 
-adjusted p_k = P(max over metrics of relabelled t >= observed t_k) is the probability that an
-equal candidate (at the margin) shows a regression this large on some gated metric: the family
-false-alarm probability of refusing on this evidence. A metric is a REGRESSION when it is at
-most 1 - confidence. With few runs the relabelling has few distinct outcomes (2^n sign
-patterns), so the smallest reachable p is 1/2^n: then no refusal is possible at the goal and
-the gate says how many runs would be.
+adjusted p_k = P(max relabelled t >= observed t_k): the family false-alarm probability of
+refusing on this evidence. A metric is a REGRESSION when it is at most 1 - confidence. With n
+runs the smallest reachable p is 1/2^n: below the goal no refusal is possible, and the gate says
+how many runs would be.
 """
 
 from __future__ import annotations

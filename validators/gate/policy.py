@@ -97,13 +97,10 @@ def detectable_regression(
 ) -> float | None:
     """Smallest regression (fraction) caught with `power` at this noise (normal approximation).
 
-    Shown beside each metric so a gate that cannot see a 3% regression says so instead of
-    passing quietly. None when the noise is unknown (fewer than two runs on a side).
-
-    The noise is the pooled CV of both sides. A CV from 8 runs is itself uncertain (about
-    +-25%), so `sure=True` uses its lower 90% confidence bound: "even if the noise is as low as
-    it plausibly is, this metric cannot see that regression" -- the basis of the warning, which
-    must not fire on a healthy gate at the noise it was designed for.
+    Shown beside each metric so a gate that cannot see the target regression says so instead of
+    passing quietly; None when the noise is unknown (fewer than two runs on a side). The noise is
+    the pooled CV of both sides; a CV from few runs is itself uncertain, so `sure=True` uses its
+    lower 90% confidence bound, so the warning never fires on a healthy gate at its design noise.
     """
     known = [(cv, n) for cv, n in ((cv_baseline, n_baseline), (cv_candidate, n_candidate))
              if cv is not None and n >= 2]  # fmt: skip

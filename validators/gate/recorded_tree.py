@@ -1,13 +1,11 @@
 """A rebuilt env's tree hash with its generated files as the record's build wrote them.
 
-The builder generates a few files into every env whose bytes name host inputs or the tool's
-own version: the base-site `.pth` (the folder's path on that machine), `pyvenv.cfg` (the base
-interpreter's folder, its version, uv's version), the `bin/python` link (the interpreter) and
-the profile module (its header, stackgate.env_generated). A new host supplies its own base
-site and interpreter, so these bytes differ by design; everything else must be identical.
-Here the built env is hashed under the record's scheme with exactly those files regenerated as
-the record's build wrote them (from its build record), and each substitution is reported as a
-host input, so "identical" means every package file, script and profile variable is the same.
+The builder generates a few files whose bytes name host inputs or the tool's version: the
+base-site `.pth` (a path on that machine), `pyvenv.cfg` (base interpreter folder and version,
+uv's version), the `bin/python` link and the profile module's header (stackgate.env_generated).
+They differ on a new host by design, so the built env is hashed under the record's scheme with
+exactly those files regenerated from its build record, each substitution reported as a host
+input: "identical" means every package file, script and profile variable is the same.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """One value per validation run: the unit the gate's noise estimate and resampling work on.
 
-A run may report several samples of a metric (repeats of a benchmark inside one run). Those
-repeats share the run's server start, warm-up and host state, so they are not independent
-runs: treating them as such understates the run-to-run noise. The gate averages a run's
-repeats into one value and counts runs.
-
-Which run a sample came from: the record's `sample_runs` (written since records kept it);
-for older records, one sample per run when the counts agree, or equal contiguous blocks (the
-order the runs were merged in) when every run reported the same number; otherwise unknown.
+Several samples of a metric within one run share its server start, warm-up and host state, so
+counting them as runs understates the run-to-run noise: the gate averages a run's repeats into
+one value and counts runs. Which run a sample came from: the record's `sample_runs`; for older
+records, one sample per run when the counts agree, or equal contiguous blocks when every run
+reported the same number; otherwise unknown.
 """
 
 from __future__ import annotations

@@ -98,14 +98,14 @@ def decide(flags: GateFlags, settings: GateSettings | None = None) -> GateDecisi
 
 
 def proven_settings(baseline: Record, declared: GateSettings | None = None) -> GateSettings:
-    """The [validation.gate] of the manifest the baseline was proven under (its sealed copy);
-    the defaults when it had none.
+    """The [validation.gate] of the manifest the baseline was proven under (its sealed copy); the
+    defaults when it had none.
 
-    A record's policy travels with it: one holding fewer runs than the default minimum was
-    evidently not made under that minimum. When its manifest stated no `repeats`, the minimum
-    it was made under is what its stack declares now (`declared`, the tree's table) if the
-    record itself holds that many runs, else the record's own count; a record of the default
-    count or more keeps the default (the tree cannot lower it)."""
+    A record's policy travels with it: one holding fewer runs than the default minimum was not made
+    under it. Without a stated `repeats`, the minimum is what its stack declares now (`declared`) if
+    the record holds that many runs, else the record's own count; a record of the default count or
+    more keeps the default (the tree cannot lower it).
+    """
     validation = baseline.manifest.get("validation")
     table = validation.get("gate") if isinstance(validation, dict) else None
     try:

@@ -1,18 +1,13 @@
 """Ratio orientation, CV, and the percentile bootstrap of a candidate/baseline ratio of means.
 
-The gate's verdicts do not come from here (validators/gate/family.py decides, over the gated
-metrics together); the HTML report's charts (reporting.svg.mean_interval) use this resampling,
-and so does the per-metric rule benchmarks/gate/gate_family_sim.py measures the gate against.
+The gate's verdicts come from family.py; the HTML report's charts (reporting.svg.mean_interval)
+and the per-metric rule benchmarks/gate/gate_family_sim.py compares against use this.
 
-Each side is a handful of repeated runs (one sample per run). The ratio is oriented so that
-< 1 is worse: mean(candidate)/mean(baseline) for higher-is-better metrics, the inverse for
-lower-is-better ones. The interval is the percentile bootstrap with the two sides resampled
-independently; the one-sided bound used for a verdict is the `confidence` quantile.
-
-Small-sample note: with n runs a percentile bootstrap under-covers (it sees the plug-in
-variance, n-1/n of the unbiased one, and no t-distribution tails). The benchmark
-`benchmarks/gate/gate_power.py` measures the resulting false-alarm rate at the measured noise
-instead of assuming it, and the tolerance is chosen from that table.
+The ratio is oriented so that < 1 is worse: mean(candidate)/mean(baseline) for higher-is-better
+metrics, the inverse otherwise. The interval resamples the two sides' runs independently; the
+one-sided bound for a verdict is the `confidence` quantile. With few runs a percentile bootstrap
+under-covers (plug-in variance, no t tails): benchmarks/gate/gate_power.py measures the
+false-alarm rate at the measured noise and the tolerance is chosen from it.
 """
 
 from __future__ import annotations

@@ -1,20 +1,16 @@
 """Inflate the END of a deflate stream without its beginning.
 
-A deflate stream cannot be entered in the middle: blocks start at bit (not byte) positions,
-and a block may copy from the 32 KiB of output before it. This module finds a block start
-inside the last bytes of a stream and inflates from there to the stream's end, with the
-unknown window stood in for twice (once with 0x00 bytes, once with 0xFF): output bytes that
-differ between the two runs were copied from before the start and are marked unknown.
-Where the output begins is known because it ends where the member ends.
+Blocks start at bit positions and may copy from the 32 KiB of output before them, so this finds
+a block start in the stream's last bytes and inflates to the end twice, the unknown window
+stood in for with 0x00 and with 0xFF bytes: output that differs was copied from before the
+start and is marked unknown. The output's place is known because it ends where the member ends.
+This makes patchelf-rewritten libraries (libtorch_cpu and libtorch_cuda keep .dynstr at their
+very end) cheap: their tail is read instead of the whole member. The idea underlies rapidgzip
+(Knespel & Brunst, 2023); no code of theirs is used.
 
-This is what makes patchelf-rewritten libraries cheap (libtorch_cpu and libtorch_cuda keep
-.dynstr at their very end, behind hundreds of MB of code): their tail is read instead of
-the whole member. The same idea underlies rapidgzip (Knespel & Brunst, 2023); no code of
-theirs is used.
-
-Dynamic-Huffman block starts (a complete code-length code, which zlib insists on) and
-stored-block starts (LEN and NLEN complementary) are tried; a candidate must then inflate
-without error exactly to the end of the stream.
+Dynamic-Huffman block starts (a complete code-length code, as zlib insists) and stored-block
+starts (LEN and NLEN complementary) are tried; a candidate must inflate without error exactly
+to the stream's end.
 """
 
 from __future__ import annotations

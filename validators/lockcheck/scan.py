@@ -85,6 +85,7 @@ class ScanReport:
 # What a crafted wheel can raise while it is read, besides FetchError: a zip that does not
 # hold together, deflate data that does not inflate, a member past a limit.
 _FORMAT_ERRORS = (ZipFormatError, zlib.error, KeyError)
+_Remotes = dict[tuple[str, str], RemoteWheel]  # a scan's open wheels, by LockedWheel.key
 
 
 def _gate_key(record_sha: str | None, wheel: LockedWheel, name: str) -> str:
@@ -127,7 +128,7 @@ class Scanner:
         started = time.perf_counter()
         scans = [WheelScan(w) for w in wheels]
         self._budget = Budget(self.limits, what="the pre-install verdict")
-        remotes: dict[tuple[str, str], RemoteWheel] = {}
+        remotes: _Remotes = {}
         self._scan_client = self._client
         self._scanning = True
         try:
@@ -190,7 +191,7 @@ class Scanner:
         for key, text in scan.pending_sources:
             self.cache.put_source(key, text)
 
-    def _sources(self, scan: WheelScan, remotes: dict[tuple[str, str], RemoteWheel]) -> None:
+    def _sources(self, scan: WheelScan, remotes: _Remotes) -> None:
         """The preloaders' source files the wheel ships (torch/__init__.py, whose preload
         list is a fact of the verdict: preloaders.py), from the cache or the wheel; offline
         and uncached, listed as lacking."""
@@ -267,9 +268,7 @@ class Scanner:
         with self._lock:
             (scan.malformed if malformed else scan.errors).append(line)
 
-    def _remote(
-        self, scan: WheelScan, client: httpx.Client, remotes: dict[tuple[str, str], RemoteWheel]
-    ) -> RemoteWheel:
+    def _remote(self, scan: WheelScan, client: httpx.Client, remotes: _Remotes) -> RemoteWheel:
         with self._lock:
             remote = remotes.get(scan.wheel.key)
             if remote is None:
@@ -289,9 +288,7 @@ class Scanner:
                 self._scan_client = make_client(self.limits)
             return self._scan_client
 
-    def _remote_for(
-        self, scan: WheelScan, remotes: dict[tuple[str, str], RemoteWheel]
-    ) -> RemoteWheel | None:
+    def _remote_for(self, scan: WheelScan, remotes: _Remotes) -> RemoteWheel | None:
         """The wheel's remote, opened now where its listing came from the cache but a member's
         facts did not (an earlier run stopped part-way): online, a cached listing is no reason
         to call the member lacking."""
@@ -301,11 +298,7 @@ class Scanner:
             remote = self._remote(scan, client, remotes)
         return remote
 
-    def _listing(
-        self,
-        scan: WheelScan,
-        remotes: dict[tuple[str, str], RemoteWheel],
-    ) -> None:
+    def _listing(self, scan: WheelScan, remotes: _Remotes) -> None:
         cached = self.cache.listing(scan.wheel.sha256, scan.wheel.url)
         if cached is not None:
             scan.listing = cached
@@ -327,11 +320,7 @@ class Scanner:
         return None
 
     def _object(
-        self,
-        scan: WheelScan,
-        name: str,
-        record_sha: str | None,
-        remotes: dict[tuple[str, str], RemoteWheel],
+        self, scan: WheelScan, name: str, record_sha: str | None, remotes: _Remotes
     ) -> None:
         """One member's facts; members with the same content (cupti ships in two wheels, and
         three times in triton's) are read once, the others wait for it and use the cache."""
@@ -345,11 +334,7 @@ class Scanner:
                 return self._failed(scan, f"{name}: not readable: {exc}", malformed=True)
 
     def _object_once(
-        self,
-        scan: WheelScan,
-        name: str,
-        record_sha: str | None,
-        remotes: dict[tuple[str, str], RemoteWheel],
+        self, scan: WheelScan, name: str, record_sha: str | None, remotes: _Remotes
     ) -> None:
         cached = self._cached(scan, name, record_sha)
         if cached is not None:
@@ -415,13 +400,7 @@ class Scanner:
                 rest.append((scan, name, record_sha))
         return rest
 
-    def _cubin(
-        self,
-        scan: WheelScan,
-        name: str,
-        record_sha: str | None,
-        remotes: dict[tuple[str, str], RemoteWheel],
-    ) -> None:
+    def _cubin(self, scan: WheelScan, name: str, record_sha: str | None, remotes: _Remotes) -> None:
         """A cubin whose name does not say its target: read as the installed group reads it
         (e_flags, and the a/f suffix from `.note.nv.tkinfo`), cached."""
         cached = self._cached(scan, name, record_sha)

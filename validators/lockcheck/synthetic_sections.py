@@ -1,13 +1,11 @@
 """A section header table rebuilt from PT_DYNAMIC, for when the real one cannot be had cheaply.
 
-ld.so never reads section headers: it finds the dynamic symbol table, its strings and the
-GNU version tables through the DT_ tags of PT_DYNAMIC. When a member's section header table
-sits behind bytes that cannot be recovered from a decoded tail (cuFFT: zero runs in 270 MB of
-.ldata chain every zero back to before the tail), the same tables are located the loader's
-way and described to the reader as sections at a virtual offset past the member's end:
-.dynsym (count from DT_GNU_HASH or DT_HASH), .dynstr (DT_STRTAB, DT_STRSZ), .gnu.version,
-.gnu.version_r / _d (DT_VERNEEDNUM / DT_VERDEFNUM) and .dynamic. Section names other than
-these are lost, so GPU code is not looked for by name in such a member.
+ld.so never reads section headers: it finds the dynamic symbols, their strings and the GNU
+version tables through PT_DYNAMIC's DT_ tags. When a member's section header table sits behind
+bytes a decoded tail cannot recover (cuFFT's long zero runs chain back before the tail), those
+tables are located the loader's way and described as sections at a virtual offset past the
+member's end: .dynsym (count from DT_GNU_HASH or DT_HASH), .dynstr, .gnu.version, .gnu.version_r
+/ _d and .dynamic. Other section names are lost, so GPU code is not looked for by name there.
 """
 
 from __future__ import annotations
@@ -71,10 +69,7 @@ Row = tuple[int, int, int, int, int, int, int]
 
 
 def synthesize(
-    read: Read,
-    phdrs: list[tuple[int, ...]],
-    dynamic: tuple[int, int],
-    member_size: int,
+    read: Read, phdrs: list[tuple[int, ...]], dynamic: tuple[int, int], member_size: int
 ) -> dict[int, bytes]:
     """Overrides (offset -> bytes) that make the ELF header point at a rebuilt table.
 

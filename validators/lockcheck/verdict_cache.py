@@ -1,21 +1,17 @@
 """The pre-install verdict of a lock whose facts are all cached, kept across runs.
 
-Without it a warm `static --lock` spends seconds of CPU loading every object's facts from the
-cache (gzip'd JSON, validated), building the virtual env and resolving every import, for the
-verdict the previous run reached from the same facts (lockcheck_cu128.md in
-benchmarks/lockcheck/results). The verdict is a function of this
-tool's code (resolution_cache.code_digest, over lockcheck/ too), the inputs (the lock's wheels,
-targets, stack, `only`, the interpreter whose closure is the global scope), the facts cache
-entries the scan reads for those wheels, the torch shim index (stable_abi.py) and what the
-host's disk told the resolution (system libraries: listings, links, identities;
-resolution_cache.Answers).
+Without it a warm `static --lock` spends seconds of CPU loading every object's facts, building
+the virtual env and resolving every import to reach the verdict of the previous run. The
+verdict is a function of this tool's code (resolution_cache.code_digest, over lockcheck/ too),
+the inputs (the lock's wheels, targets, stack, `only`, the interpreter), the facts cache entries
+read for those wheels, the torch shim index (stable_abi.py) and the host disk's answers
+(resolution_cache.Answers).
 
-The key names each wheel's listing in the cache (under its proven and origin keys) by
-identity, without reading it; the entry holds the identities of the cache files the scan may
-read each member's facts from (both keys), beside the host's answers. A run is memoised only
-when every wheel came from the cache (nothing fetched: a replay must not say "fetched
-111 MB"), and a later run takes the results only when the key and every recorded answer are
-the same. The stored key is recomputed after the run (the run may add to the shim index).
+The key names each wheel's cached listing (proven and origin keys) by identity, unread; the
+entry holds the identities of the cache files the scan may read each member's facts from. A run
+is memoised only when every wheel came from the cache (a replay must not say "fetched"), and a
+later run takes it only when the key and every recorded answer are the same. The stored key is
+recomputed after the run (the run may add to the shim index).
 """
 
 from __future__ import annotations

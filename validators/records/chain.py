@@ -1,16 +1,13 @@
 """Tamper evidence for the record store: a hash chain over insertion order, and its head.
 
-Row n of the store carries `chain_n = sha256("stackgate-chain-v1", chain_{n-1}, n, record_id_n)`
-with chain_0 = 64 zeros. A record's id is the sha256 of its content, so the chain covers every
-byte of every record and the order they came in. Editing, deleting or re-ordering a row in the
-middle breaks the links after it, whatever the triggers say.
-
-What the chain alone cannot see is a store cut short at the end or replaced as a whole by an
-older copy: the remaining chain is still consistent. That needs the head (count + last link)
-kept somewhere else and compared: the head file beside the store (`<store>.head`, written
-after every committed write) and the head exported with the JSON records
-(`records/_store-heads/<store_id>.head`), whose git history shows any rewrite. A head is a
-lower bound: the store may have grown since, never shrunk or changed below it.
+Row n carries `chain_n = sha256("stackgate-chain-v1", chain_{n-1}, n, record_id_n)` with chain_0
+= 64 zeros. A record's id is the sha256 of its content, so the chain covers every byte of every
+record and their order: editing, deleting or re-ordering a row breaks the links after it,
+whatever the triggers say. A store cut short at the end, or replaced by an older copy, still has
+a consistent chain; that needs the head (count + last link) kept elsewhere: beside the store
+(`<store>.head`, written after every commit) and exported with the JSON records
+(`records/_store-heads/<store_id>.head`, its git history showing any rewrite). A head is a lower
+bound: the store may have grown since, never shrunk or changed below it.
 """
 
 from __future__ import annotations

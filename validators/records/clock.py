@@ -1,22 +1,17 @@
 """What time means for records: the store's chain orders them, wall time only labels them.
 
-A record's `created_at` is this host's clock when it was made, and clocks are wrong: a host
-3 days fast, a board that boots in 1970, a VM a year slow. So:
-
-- Order. The newest record of a stack is the last one the store's hash chain took in, never
-  the one with the largest date: a record dated a year back, made today, is the baseline all
-  the same (store.RecordStore.latest), and one dated ahead does not stay "newest" forever.
-- Reading never judges time. A stored record dated ahead of this host's clock is not a
-  tampered store (the chain says nothing about clocks); `records verify` notes it.
-- Files still carry only their dates. A record file (import, committed `records/`,
-  `--baseline FILE`) dated more than MAX_SKEW ahead of this host is refused (exit 2) naming
-  both times: this host's clock or its maker's is wrong, and committed files not in the store
-  are compared by date.
-- Making a record checks this host's clock against what it can (`own_clock`): a clock before
-  EARLIEST (2024) or behind the runs it is sealing by more than MAX_SKEW is a clear error
-  (exit 3, nothing written; fix the clock and run again); one behind the store's newest record
-  by more than MAX_SKEW is a warning (which of the two hosts is wrong cannot be told here),
-  and the record is ordered after it by the chain.
+A record's `created_at` is its host's clock, and clocks are wrong (fast, slow, booted in 1970):
+- Order: a stack's newest record is the last one the hash chain took in, never the largest
+  date (store.RecordStore.latest).
+- Reading never judges time: a stored record dated ahead of this host is not tampering;
+  `records verify` notes it.
+- Files carry only their dates: a record file (import, committed `records/`, `--baseline FILE`)
+  dated more than MAX_SKEW ahead of this host is refused (exit 2) naming both times, since
+  committed files not in the store are compared by date.
+- Making a record checks this host's clock (`own_clock`): before EARLIEST or behind the runs it
+  seals by more than MAX_SKEW is an error (exit 3, nothing written); behind the store's newest
+  record by more than MAX_SKEW is a warning (which host is wrong cannot be told), and the chain
+  orders the record after it.
 """
 
 from __future__ import annotations
@@ -65,9 +60,7 @@ def ahead_of_clock(stamp: str, now: datetime | None = None) -> str | None:
 
 
 def own_clock(
-    made_from: Iterable[tuple[str, str]],
-    store_newest: str | None,
-    now: datetime | None = None,
+    made_from: Iterable[tuple[str, str]], store_newest: str | None, now: datetime | None = None
 ) -> list[str]:
     """Check this host's clock before it dates a record; warnings to print.
 

@@ -1,35 +1,26 @@
 """Pull benchmark numbers, raw samples and golden outputs out of validation reports.
 
-A result's typed `measurements` (validators.core.results.Measurement: name, unit, which way is
-better, the level, a value or per-request samples), declared where they are measured
-(validators/serve/measures.py), are what a record is made of: each is filed under
-`<check>/<name>[@c<level>]` (records/metrics.py), a value as one sample of a metric, samples
-as a distribution. A declaration the gate would read the other way (records.metrics.direction
-of the key) is refused here, so no metric is gated backwards.
+A result's typed `measurements` (validators.core.results.Measurement) make a record: each is
+filed under `<check>/<name>[@c<level>]` (records/metrics.py), a value as one sample, samples as
+a distribution. A declaration the gate would read the other way (records.metrics.direction) is
+refused here, so no metric is gated backwards.
 
-Reports written before results carried measurements are read by their evidence, as they
-always were (any result, any group; the evidence decides):
-
-- `evidence["metrics"]`: {name: number | [numbers]} for one measurement (a `concurrency` or
-  `max_concurrency` key beside it says at which level);
-- in the serve-bench group, a result whose evidence has `output_throughput` at the top level
-  (validators/serve's single-stream: single_stream_decode_tok_s, median_tpot_ms, ...);
-- `evidence["levels"]` (validators/serve's sweep) / `["points"]` / `["runs"]`: a list of
-  bench_serving-like dicts, each with its `max_concurrency` (or `concurrency`) and numeric
-  fields;
+Reports written before results carried measurements are read by their evidence:
+- `evidence["metrics"]`: {name: number | [numbers]}, at the level of a `concurrency` or
+  `max_concurrency` key beside it;
+- in the serve-bench group, evidence with `output_throughput` at the top level (single-stream);
+- `evidence["levels"]` / `["points"]` / `["runs"]`: bench_serving-like dicts, each with its
+  `max_concurrency` (or `concurrency`);
 - raw per-request samples (`ttfts_ms`, `itls_ms`, `e2e_latencies_ms`, or bench_serving's
-  `ttfts`/`itls` in seconds) beside them go to distributions, converted to ms.
+  `ttfts`/`itls` in seconds) go to distributions, in ms.
+Correctness checks' `golden_outputs` / `outputs` go to golden outputs. Several reports (repeated
+runs) append one sample per metric each.
 
-Correctness checks' `golden_outputs` / `outputs` go to golden outputs (either way).
-Several reports (repeated runs) append: each run adds one sample per metric.
-
-A sample must be a finite, non-negative number (a Measurement cannot be anything else). In
-evidence, what is not is collected in `RunMetrics.invalid` (check, metric, value) and refused
-by whoever reads the report: a NaN compares false with every threshold, so letting one through
-would pass any gate. A gated metric (validators/records/metrics.py: `direction`) given as a
-string, a boolean, an empty or mixed list is invalid too; `null` means "not measured" and is
-left out (the gate then calls a metric the baseline has MISSING). A neutral field that is not
-finite (bench_serving's `request_rate: inf`, "all at once") describes the run and is left out.
+A sample must be a finite, non-negative number: what is not is collected in `RunMetrics.invalid`
+and refused by the reader, since a NaN compares false with every threshold and would pass any
+gate. A gated metric given as a string, a boolean, an empty or mixed list is invalid too; `null`
+means "not measured" and is left out (the gate calls it MISSING). A non-finite neutral field
+(bench_serving's `request_rate: inf`) describes the run and is left out.
 """
 
 from __future__ import annotations

@@ -1,18 +1,17 @@
 """Which metrics a gate judges, declared per serving profile, and how; a record stores the
 answer for each of its metrics when it is written (`MetricFacts`).
 
-A serving benchmark reports ~40 numbers per concurrency level, most of them fixed multiples of
-each other at fixed lengths (request, input, output and total throughput; mean TPOT and mean
-ITL). Counting each as separate evidence multiplies the chances that noise refuses an equal
-candidate without adding any evidence. So the gate judges a short declared list, each entry
-with its direction and tolerance class written down (never read off the metric's name), and
-reports every other metric as ungated.
+A serving benchmark reports dozens of numbers per level, most fixed multiples of each other
+(request, input, output and total throughput; mean TPOT and mean ITL); counting each as
+evidence multiplies the chances that noise refuses an equal candidate. So the gate judges a
+short declared list, each entry with its direction and tolerance class written down (never read
+off the name), and reports every other metric as ungated.
 
 Tolerance classes:
-- "main": throughput, medians, single-stream decode. Judged at the main tolerance and required
-  to see the policy's target regression (else the gate says UNDERPOWERED instead of PASS).
-- "tail": p99 latencies. Several times noisier run to run; judged at the tail tolerance, which
-  catches gross tail regressions (a queueing knob) but is not sized for the target regression.
+- "main": throughput, medians, single-stream decode; judged at the main tolerance and required
+  to see the policy's target regression (else UNDERPOWERED instead of PASS).
+- "tail": p99 latencies, several times noisier; judged at the tail tolerance, which catches
+  gross tail regressions but is not sized for the target regression.
 """
 
 from __future__ import annotations

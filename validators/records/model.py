@@ -40,11 +40,9 @@ Interconnect = Literal["nvlink", "pcie", "none", "unknown"]
 # what a name may be, on every read: a record naming stack "../../x" is bad input, not a path.
 _STACK_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}\Z")
 _RECORD_ID_RE = re.compile(r"^(?:[0-9a-f]{64})?\Z")
-# The one spelling the tool writes (datetime.isoformat of a UTC time). The store and the gate
-# pick "the newest known-good" by comparing this text, so every spelling must sort in time
-# order: Python also reads "2026-01-01 10:00:00+00:00" (space sorts before 'T'),
-# "2026-W53-4T..." (a week date: 'W' sorts after every month), "20260101T100000Z" and
-# "...Z", each of which would sort a record out of its place and swap the baseline.
+# The one spelling the tool writes (isoformat of a UTC time): "the newest known-good" is picked
+# by comparing this text, and other spellings Python reads (a space for 'T', a week date, basic
+# format, "Z") would sort a record out of its place and swap the baseline.
 _CREATED_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{6})?\+00:00\Z")
 
 

@@ -1,20 +1,15 @@
 """What a STACK|RECORD|RUN argument names, told once, and each thing it names looked up once.
 
-One rule for `gate`, `diff`, `report` and `mark-good` (before, each had its own "is this a
-stack?"):
-
+One rule for `gate`, `diff`, `report` and `mark-good`:
 1. a path ending in `.toml`, or a name of a manifest in stacks/: a **stack**;
-2. an existing folder, or nothing (an empty argument): bad input (exit 2);
-3. an existing file: a **file**, holding a record or a run report (its JSON tells which,
-   read once when it is looked up);
-4. anything else: a **record** id (or unique prefix), or the name of a stack that has records
-   but no manifest here (its newest known-good record): validators.records.resolve.
+2. an existing folder, or an empty argument: bad input (exit 2);
+3. an existing file: a **file** holding a record or a run report (its JSON tells which);
+4. anything else: a **record** id (or unique prefix), or the name of a stack with records but
+   no manifest here (its newest known-good record): validators.records.resolve.
 
-What a command makes of each kind is its own business (a stack is the gate's candidate runs,
-diff's manifest side, mark-good's subject, the gate's baseline as its newest known-good
-record). A `Lookup` lives for one command: every manifest is loaded, every record resolved and
-every file read at most once however many steps ask for it (`Lookup.counts` says how often
-each was asked for and `Lookup.loads` how often it was really read: tests hold both).
+What a command makes of each kind is its own business. A `Lookup` lives for one command: every
+manifest is loaded, record resolved and file read at most once however many steps ask
+(`Lookup.counts` and `Lookup.loads` say how often each was asked for and read; tests hold both).
 """
 
 from __future__ import annotations

@@ -1,18 +1,15 @@
 """Which run reports may be merged into one record, with which env's build facts.
 
-A record says "these N runs of stack S on env E (tree T) on host H gave these numbers". Every
-part of that sentence is checked against the reports themselves, for mark-good and for the
-gate's candidate alike:
-
-- N: the same report given twice (`--run r.json --run r.json`) is one run, not two; eight
-  copies would pass the gate's eight-run minimum with a noise estimate of zero;
-- E/T: the env whose build facts the record carries must be the one the runs judged. A run
-  report keeps the tree hash of the env's build record when it started (`env_tree_sha256`),
-  so a `current` link moved to a new build between the runs and mark-good, or `--env` naming
-  another env, is caught; reports without it (older stackgate) are compared by resolved path;
-- S: an env built for another stack (its build record names it) is not this stack's env;
-- H: runs made on different hosts are not repeats of one measurement;
-- and runs made under different versions of the manifest are not one candidate.
+A record says "these N runs of stack S on env E (tree T) on host H gave these numbers"; each part
+is checked against the reports, for mark-good and for the gate's candidate alike:
+- N: the same report given twice is one run (eight copies would pass the eight-run minimum with
+  zero noise);
+- E/T: the record's build facts must be the env the runs judged: a report keeps its env's build
+  tree hash (`env_tree_sha256`), so a `current` link moved meanwhile, or `--env` naming another
+  env, is caught; reports without it are compared by resolved path;
+- S: an env built for another stack is not this stack's env;
+- H: runs on different hosts are not repeats of one measurement;
+- and runs under different versions of the manifest are not one candidate.
 """
 
 from __future__ import annotations

@@ -1,19 +1,16 @@
 """The embedded record store: one SQLite file, append-only, every read verified.
 
-Default location `<project>/.state/stackgate.sqlite`; env STACKGATE_STATE_DIR moves the folder,
-`--store FILE` picks the file. What a read checks, every time:
-
+Default `<project>/.state/stackgate.sqlite`; STACKGATE_STATE_DIR moves the folder, `--store FILE`
+picks the file. Every read checks that:
 - the body is a valid record whose content hash is its id (model.load_record);
 - the row's columns (id, stack, kind, created_at, schema_version) say what the body says, so a
-  row re-labelled behind the store's back (`INSERT OR REPLACE ... SELECT ..., 'smoke', ...`)
-  is a tampered store, not another stack's baseline;
+  row re-labelled behind the store's back is a tampered store, not another stack's baseline;
 - the row's chain link follows from the row before it (chain.py);
-- on open, the head kept beside the store (`<store>.head`) is still a prefix of the store, so
-  an older copy of the file put back in place is caught.
-
-A contradiction is `TamperedStore` (exit 1) naming the record. `verify()` walks the whole chain
-and compares exported heads as well. Read-only commands open the file with `mode=ro`, so a
-store on a read-only share works; writes are batched, one transaction per import.
+- on open, the head beside the store (`<store>.head`) is still a prefix of it (a put-back older
+  copy is caught).
+A contradiction is `TamperedStore` (exit 1) naming the record; `verify()` walks the whole chain
+and the exported heads. Read-only commands open with `mode=ro` (a read-only share works); writes
+are one transaction per import.
 """
 
 from __future__ import annotations
@@ -309,8 +306,7 @@ class RecordStore:
             raise BadInput(f"no record '{ref}' in {self.path}")
         if len(found) > 1:
             raise BadInput(
-                f"record id '{ref}' is ambiguous",
-                details=[r.record_id[:16] for r in found[:10]],
+                f"record id '{ref}' is ambiguous", details=[r.record_id[:16] for r in found[:10]]
             )
         return found[0]
 
@@ -448,14 +444,12 @@ class RecordStore:
         return out
 
     def _foreign_head(self, head: ChainHead, source: Path, out: Verification) -> None:
-        """A committed head of another store id: this store's predecessor (deleted and
-        re-created, or an older copy re-labelled by the format-1 upgrade), or a teammate's.
-
-        The chain does not depend on the store id, so a store that holds the same records in
-        the same order extends it whatever its id. A head longer than this store is a store
-        cut short (tampering, or records never imported here: both need looking at); a shorter
-        one that this store does not extend is left to `unmatched_heads`, which the caller
-        resolves against the committed record files.
+        """A committed head of another store id: this store's predecessor (re-created, or
+        re-labelled by the format-1 upgrade), or a teammate's. The chain does not depend on the
+        store id, so a store holding the same records in the same order extends it. A head longer
+        than this store is a store cut short (tampering, or records never imported here); a shorter
+        one it does not extend goes to `unmatched_heads`, which the caller resolves against the
+        committed record files.
         """
         total = self.count()
         row = self._conn.execute("SELECT chain FROM records WHERE seq = ?", (head.count,))

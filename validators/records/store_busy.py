@@ -1,11 +1,9 @@
 """Waits on a record store another process holds: bounded, said while waiting, and named.
 
-SQLite's own busy timeout waits in silence: a store held by another writer (an open `BEGIN
-EXCLUSIVE`, a long import) made `records import` sit 30 s with no output and then fail as
-bad input ("not a readable record store: database is locked", exit 2). Here each attempt
-waits only `ATTEMPT_S` inside SQLite; between attempts the wait is said (what is waited for,
-how long, the bound), and at the bound the command fails as an environment problem (exit 3)
-that names the store and the cause.
+SQLite's busy timeout waits in silence and then fails as "database is locked". Here each
+attempt waits only `ATTEMPT_S` inside SQLite; between attempts the wait is said (what is waited
+for, how long, the bound), and at the bound the command fails as an environment problem (exit
+3) naming the store and the cause.
 """
 
 from __future__ import annotations

@@ -1,22 +1,18 @@
 """The record store's folder, opened once by a writer and worked on through what was opened.
 
-A store written by its folder's name can be redirected: the folder renamed away and a symlink
-to another folder put in its place between the checks and SQLite's open, and `records.sqlite`
-and its `.head` were written into that other folder. A writer here opens the folder once
-(O_DIRECTORY | O_NOFOLLOW: a symlink there is refused, never followed) and then:
+A store written by its folder's name can be redirected (the folder swapped for a symlink
+between the checks and SQLite's open). A writer opens the folder once (O_DIRECTORY |
+O_NOFOLLOW: a symlink is refused) and then:
 
-- every file stackgate itself reads, writes or removes beside the store (the store file's
-  creation and checks, the `.head`, stale temp files) goes through /proc/self/fd/<fd>, which
-  leads to the opened folder whatever is done to its name (dirfd.held_path);
-- SQLite, which resolves every symlink of a path it is given into text and opens by that text
-  (it would turn /proc/self/fd/<fd> back into the folder's name), is given the folder's real
-  path as the kernel reports it for the opened folder, opens the store with mode=rw (it never
-  creates a file by name), and the file it opened is then checked to be the store file of the
-  opened folder before anything is written;
+- every file stackgate reads, writes or removes beside the store (the store file's creation
+  and checks, the `.head`, stale temps) goes through /proc/self/fd/<fd> (dirfd.held_path);
+- SQLite, which resolves symlinks to text and opens by name, is given the opened folder's real
+  path, opens the store with mode=rw (creating nothing), and the file it opened is checked to
+  be the opened folder's store file before anything is written;
 - before each write transaction and after its commit the folder's name must still lead to the
-  opened folder (`check`). SQLite opens its rollback journal by name inside a transaction: a
-  swap in that instant is caught after the commit (Swapped, exit 3), not prevented; the
-  store's own rows are written through the file SQLite already holds.
+  opened folder (`check`). SQLite opens its rollback journal by name: a swap in that instant
+  is caught after the commit (Swapped, exit 3), not prevented; the rows themselves go through
+  the file SQLite already holds.
 """
 
 from __future__ import annotations

@@ -1,20 +1,16 @@
 """Our own streaming benchmark client (asyncio) for OpenAI-compatible /v1/completions.
 
-Results use `sglang.bench_serving`'s field names: `output_throughput`, `mean_ttft_ms`,
-`median_itl_ms`, `mean_tpot_ms`, `p99_e2e_latency_ms`... plus p90 for every latency, so a
-record here can sit next to one from bench_serving.
+Results use `sglang.bench_serving`'s field names (`output_throughput`, `mean_ttft_ms`,
+`median_itl_ms`, ... plus p90 for every latency), so a record here sits next to one from it.
 
-Method: fixed-length prompts of seeded random token ids (no dataset download), `ignore_eos`
-so every request generates `output_len` tokens, a warm-up of max(2, C) requests at the level's
-concurrency C before each measured level, then `max(8, rounds x C)` measured requests with at
-most C in flight. TTFT is the first chunk carrying text; when chunks report cumulative usage
-(SGLang/vLLM `continuous_usage_stats`) a chunk of k tokens adds k ITLs of gap/k, as
-bench_serving does for its native backend; otherwise each chunk is one ITL. Output lengths come
-from `usage.completion_tokens` when the server reports it, else from the chunk count; the
-server's count is a claim checked against the stream (SseParser.check_claims): a request whose
-claim disagrees fails, naming both numbers, and so does its level (serve-bench FAIL). The
-streamed text is kept per request so that serve-bench can re-count it with the model's own
-tokenizer (`run_level(check=...)`, validators/serve/recount.py).
+Method: fixed-length prompts of seeded random token ids (no dataset download), `ignore_eos`, a
+warm-up of max(2, C) requests at concurrency C before each level, then `max(8, rounds x C)`
+measured requests with at most C in flight. TTFT is the first chunk carrying text; a chunk of k
+tokens (cumulative usage, `continuous_usage_stats`) adds k ITLs of gap/k as bench_serving does,
+else each chunk is one ITL. Output lengths come from `usage.completion_tokens`, else the chunk
+count; the server's count is a claim checked against the stream (SseParser.check_claims), and a
+request that disagrees fails naming both numbers, failing its level. The streamed text is kept
+per request for serve-bench to re-count (`run_level(check=...)`, recount.py).
 """
 
 from __future__ import annotations
@@ -132,16 +128,11 @@ def _count(value: object, what: str, upper: int | None) -> int:
 class SseParser:
     """Incremental parser of an OpenAI completions SSE stream (pure: bytes in, counts out).
 
-    Streams that end without `data: [DONE]` (transformers serve) simply end; a mid-stream
-    `{"error": ...}` event (SGLang) is recorded as the error.
-
-    Token counts a server reports are claims, checked against the stream itself
-    (`check_claims`): `usage.completion_tokens` must be a whole number, never above the
-    request's `max_tokens`, never decrease, be at least the number of chunks that carried text
-    (each carries a token or more), and the count of a usage-only chunk may not run ahead of
-    the count the chunks carrying a choice showed by more than CLAIM_SLACK_*. A malformed
-    event (`data: [1, 2]`, a string count, text that is not a string) fails the request,
-    naming what it was.
+    A stream may end without `data: [DONE]` (transformers serve); a mid-stream `{"error": ...}`
+    event (SGLang) is recorded as the error. A reported `usage.completion_tokens` is a claim
+    (`check_claims`): a whole number, at most `max_tokens`, never decreasing, at least the number of
+    chunks that carried text, and a usage-only chunk may not run ahead of the choice chunks' count
+    by more than CLAIM_SLACK_*. A malformed event fails the request, naming what it was.
     """
 
     def __init__(self, max_tokens: int | None = None) -> None:

@@ -375,10 +375,7 @@ def _unjudged(
 
 
 def _greedy_vs(
-    ref: correctness.Reference,
-    greedy: list[correctness.Sample],
-    thresholds: Thresholds,
-    t0: float,
+    ref: correctness.Reference, greedy: list[correctness.Sample], thresholds: Thresholds, t0: float
 ) -> Result:
     """This run's greedy outputs against the known-good recording, at the manifest's minimums."""
     cmp = correctness.compare(ref, greedy)

@@ -1,18 +1,14 @@
 """SIGTERM / SIGINT for a whole serve-bench run: recorded always, raised only where it is safe.
 
-A handler raising KeyboardInterrupt from whatever frame runs when the signal comes lands inside
-a lazy import (numpy's swallows it: the benchmark goes on for minutes), inside `start()` between
-the server's Popen and the `try` whose `finally` tears it down (the server left running), or
-in the teardown itself. So the handler only records the signal, except inside an
-`interruptible()` block (a blocking HTTP exchange that may last minutes), where it also raises
-KeyboardInterrupt once to cut the wait short. Everywhere else the code calls `checkpoint()` at
-points where unwinding is safe (each poll of wait_ready, between phases, between requests),
-which raises KeyboardInterrupt when a signal was recorded. A KeyboardInterrupt swallowed by a
-library inside an interruptible block is raised again at the block's end: a signal is never
-lost. The bench loop owns the signals itself while it runs (validators/serve/owned_loop.py)
-and asks `pending()` once its handlers are in, so a signal recorded here just before is not
-lost between the two owners (the warm-up case of test_group_synthetic hung without that).
-`cli.main` turns the KeyboardInterrupt into exit 130.
+A KeyboardInterrupt raised from whatever frame runs when the signal comes can land in a lazy
+import that swallows it (numpy's), between the server's Popen and the `try` that tears it down
+(the server left running), or in the teardown itself. So the handler only records the signal,
+except inside an `interruptible()` block (a blocking HTTP exchange), where it also raises once to
+cut the wait short. Elsewhere `checkpoint()`, called where unwinding is safe (each poll of
+wait_ready, between phases and requests), raises when a signal was recorded; one swallowed by a
+library inside an interruptible block is raised again at the block's end. The bench loop owns
+the signals while it runs (owned_loop.py) and asks `pending()` once its handlers are in, so a
+signal recorded just before is not lost between the two owners. `cli.main` exits 130.
 """
 
 from __future__ import annotations

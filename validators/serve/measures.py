@@ -1,13 +1,11 @@
-"""What each benchmark number of the serve-bench group is: its unit and which way is better,
-declared here beside the code that measures it (bench_client.compute_metrics / run_level),
-and the typed Measurements a result carries (validators.core.results.Measurement).
+"""What each serve-bench number is (its unit and which way is better), declared beside the code
+that measures it (bench_client.compute_metrics / run_level), and the typed Measurements a result
+carries (validators.core.results.Measurement).
 
-Records file them under the same string keys as always (`serve-bench.sweep/mean_ttft_ms@c4`,
-records/metrics.py) and the gate judges a key by records.metrics.direction(); a declaration
-that the gate would read the other way is refused where the record is made
-(records/extract.py), so a new field cannot be gated backwards. Every field run_level writes
-must be declared: an undeclared one is a ValueError here, caught by tests/serve/
-test_measures.py before any GPU run.
+Records file them under string keys (`serve-bench.sweep/mean_ttft_ms@c4`, records/metrics.py);
+a declaration the gate would read the other way is refused where the record is made
+(records/extract.py). Every field run_level writes must be declared: an undeclared one is a
+ValueError here, caught by tests/serve/test_measures.py before any GPU run.
 """
 
 from __future__ import annotations

@@ -1,16 +1,12 @@
 """Run a coroutine on a fresh event loop that owns SIGTERM and SIGINT while it runs.
 
-Why not plain `asyncio.run`: the CLI's SIGTERM handler raises KeyboardInterrupt from whatever
-frame is running. Inside an event loop that can be a task's wake-up callback, between the
-future it awaited completing and the task's next step: that task then stays pending for ever
-(its waiter is done, so `cancel()` only sets a flag that no step will ever read), and
-`asyncio.run`'s cleanup, which cancels every task and waits for them all, never returns.
-
-Here, while the loop runs, a signal only records itself and cancels the main task (through
-`call_soon_threadsafe`), so every await unwinds through its own `finally`, and
-KeyboardInterrupt is raised once the loop is closed. No step can wait without bound: the cancelled task gets
-`cancel_grace_s`, the remaining tasks and the default executor get as long again, and a second
-signal stops waiting at once.
+Not plain `asyncio.run`: the CLI's SIGTERM handler raises KeyboardInterrupt from whatever frame
+runs, which in a loop can be a task's wake-up callback; that task then stays pending for ever
+(its waiter is done, so `cancel()` sets a flag no step reads) and `asyncio.run`'s cleanup never
+returns. Here a signal only records itself and cancels the main task (`call_soon_threadsafe`),
+so every await unwinds through its `finally`, and KeyboardInterrupt is raised once the loop is
+closed. The cancelled task gets `cancel_grace_s`, the other tasks and the default executor as
+long again, and a second signal stops waiting at once.
 """
 
 from __future__ import annotations
@@ -31,11 +27,9 @@ _SIGNALS = (signal.SIGTERM, signal.SIGINT)
 class _Interrupt:
     """The Python-level handler for SIGTERM/SIGINT while the loop runs.
 
-    It records the signal at once (so a signal is never lost, whenever it is handled) and asks
-    the loop, thread-safely, to cancel the main task. Installed with `signal.signal`, not
-    `loop.add_signal_handler`: a signal that arrived just before the swap is handled by
-    whichever handler is installed when Python gets to it, and asyncio's own handler is a
-    no-op that relies on a wake-up byte the earlier signal never wrote (seen: 3 hangs in 5).
+    It records the signal at once (never lost) and asks the loop, thread-safely, to cancel the main
+    task. Installed with `signal.signal`, not `loop.add_signal_handler`: a signal that arrived just
+    before the swap would reach asyncio's handler, a no-op relying on a wake-up byte never written.
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any], grace_s: float):

@@ -1,11 +1,10 @@
-"""What must hold before a serving profile is launched, checked in seconds: the model (and
-draft model) folders exist, the host has at least `tp` GPUs, and those GPUs have memory free.
+"""What must hold before a serving profile is launched, checked in seconds: the model (and draft
+model) folders exist, the host has at least `tp` GPUs, and those GPUs have memory free.
 
-A launch that cannot succeed is never started: a host without GPUs (CPU CI) is a SKIP that
-says what the profile needs (also for a server the profile's own command starts, when that
-command asks for a CUDA device) (and names a missing model too), a missing model on a host that
-could serve the profile is a FAIL, too few GPUs a FAIL, a GPU whose memory another process
-holds a FAIL naming it.
+A launch that cannot succeed is never started: a host without GPUs is a SKIP saying what the
+profile needs (also when the profile's own server command asks for a CUDA device; a missing
+model named too); on a host that could serve, a missing model, too few GPUs, or a GPU whose
+memory another process holds is a FAIL naming it.
 """
 
 from __future__ import annotations

@@ -1,17 +1,14 @@
 """Put the engine's prefill batch shapes through it once before any measured window.
 
-An engine compiles some kernels the first time it meets a shape (Triton's JIT keys a fused-MoE
-or attention kernel on the batch's token count bucket). Which prefill batches a measured level
-meets depends on how its arrivals split: 16 requests sent together reach SGLang as one batch of
-16, or as 1 + 15, or 4 + 12. A split met for the first time inside a measured window puts a
-compile there: it stalls every request of that bench, and one bench slower than the others
-leaves its gate UNDERPOWERED.
+An engine compiles some kernels the first time it meets a shape (Triton's JIT keys fused-MoE or
+attention kernels on the batch's token count bucket), and which prefill batches a level meets
+depends on how its arrivals split (16 requests as one batch, or 1 + 15, or 4 + 12). A compile
+inside a measured window stalls that bench, and one slow bench leaves the gate UNDERPOWERED.
 
-Before the first level, bursts of k prompts of the bench's input length with two output tokens
-each, for k = 1 .. min(C_max, 16) and every level C of the sweep: every prefill batch of up to 16
-prompts (and each level's) has run once. Arrival jitter can still split a burst; its parts are
-smaller sizes the other bursts also cover. Above 16 prompts a level meets more splits than this
-covers; the level's own burst is primed.
+So before the first level, bursts of k prompts of the bench's input length with two output
+tokens each run, for k = 1 .. min(C_max, 16) and every level C of the sweep. A burst split by
+jitter splits into sizes the other bursts cover; above 16 prompts only the level's own burst is
+primed.
 """
 
 from __future__ import annotations

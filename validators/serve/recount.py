@@ -1,24 +1,20 @@
 """Count an engine's completion tokens again, with the env's own tokenizer.
 
-`usage.completion_tokens` is what the server says it generated; SseParser checks it against
-the stream's own shape, but a server whose per-chunk counts agree with its final claim (10
-tokens claimed per chunk of one word) passes that. What the stream *carried* is its text: this
-module re-tokenizes each request's streamed text with the tokenizer of the served model, loaded
-in the ENV's python (where transformers or tokenizers live; stackgate has neither), in one
-child process kept for the whole benchmark.
+`usage.completion_tokens` is the server's claim; SseParser checks it against the stream's
+shape, which a server inflating every chunk consistently passes. This module re-tokenizes each
+request's streamed text with the served model's tokenizer, loaded in the ENV's python (stackgate
+has neither transformers nor tokenizers), in one child process kept for the whole benchmark.
 
-Re-tokenizing decoded text is not the identity: an engine generates non-canonical pieces that
-merge on re-encoding (a random model's 16 tokens re-count as 15), byte tokens that decode to
-U+FFFD re-count as more (up to 1.75x on the test suite's random-weight model), and special
-tokens (an end-of-sequence token under ignore_eos) stream as empty text. So the bound is on
-inflation, one-sided and tight, plus a loose floor:
+Re-tokenizing decoded text is not the identity: non-canonical pieces merge on re-encoding, byte
+tokens decoding to U+FFFD re-count as more, and special tokens (EOS under ignore_eos) stream as
+empty text. So the bound is tight on inflation, plus a loose floor:
 
     claim <= (recount + empty-text chunks) * (1 + CLAIM_OVER_FRACTION) + CLAIM_OVER_TOKENS
     claim * CLAIM_UNDER_FACTOR + CLAIM_OVER_TOKENS >= recount
 
-A request outside either is failed naming both numbers (its level FAILs). A tokenizer that
-cannot be loaded, or a child that stops answering, is said so (serve-bench.token_counts SKIP or
-ERROR naming why); the claims are then only checked against the stream.
+A request outside either fails naming both numbers (its level FAILs). A tokenizer that cannot
+load, or a child that stops answering, gives serve-bench.token_counts SKIP or ERROR naming why;
+the claims are then only checked against the stream.
 """
 
 from __future__ import annotations

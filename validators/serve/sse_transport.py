@@ -1,13 +1,11 @@
 """A lean HTTP/1.1 client for streamed POSTs, built on asyncio.Protocol.
 
-Why not httpx here: at C = 256 its per-request machinery (pool, anyio checkpoints, h11 events)
-puts a burst of requests on the wire slowly enough, even on idle cores, to skew a short
-window's throughput (benchmarks/serve/results/serve_bench.md). This transport
-writes a prebuilt request in one call and parses the response inside `data_received`, so
-every network read is timestamped once, without a coroutine hop per SSE event. It speaks just
-what OpenAI-compatible servers send when streaming: a status line, headers, then a chunked,
-content-length or read-to-close body. Keep-alive connections are reused across requests.
-httpx stays in use for everything that is not on the measured path.
+Not httpx: at high concurrency its per-request machinery puts a burst on the wire slowly enough
+to skew a short window's throughput (benchmarks/serve/results/serve_bench.md). This writes a
+prebuilt request in one call and parses the response in `data_received`, so every network read
+is timestamped once, without a coroutine hop per SSE event. It speaks what OpenAI-compatible
+servers send when streaming (status line, headers, a chunked, content-length or read-to-close
+body) and reuses keep-alive connections. httpx serves everything off the measured path.
 """
 
 from __future__ import annotations

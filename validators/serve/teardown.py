@@ -1,24 +1,19 @@
 """Own the processes a server launch started, and take them all down.
 
-Tracking: the launch starts the server as leader of a new session and process group. While it
-runs, `ProcessTracker.refresh()` records every process in that session or group and every
-descendant of one already recorded. SGLang's workers can be reparented to PID 1 and escape a
-walk of the tree from the leader (sglang issues about `kill_process_tree` leaving TP workers
-behind); recording them while alive keeps them ours.
+Tracking: the server starts as leader of a new session and process group; `refresh()` records
+every process in that session or group and every descendant of one already recorded, so SGLang
+workers reparented to PID 1 (escaping a tree walk from the leader) stay ours.
 
-Identity: each process gets a pidfd (os.pidfd_open) when it is FIRST recorded. The fd is
-opened before the process is read and its membership checked (child of a recorded process, or
-in the leader's session), and the check counts only if the fd's process has not been reaped by
-then, so the fd names exactly the process that was checked. Every later liveness check polls
-that fd and every signal goes through it (pidfd_send_signal): a pid the kernel hands to a
-stranger, in the same clock tick or not, is never signalled. Where pidfd_open is unavailable
-the fallback is (pid, create time), whose 10 ms resolution is the known limit.
+Identity: each process gets a pidfd (os.pidfd_open) when FIRST recorded, opened before its
+membership is checked and kept only if its process was not reaped meanwhile, so the fd names
+exactly the process checked. Liveness polls and signals go through it (pidfd_send_signal): a
+reused pid is never signalled. Without pidfd_open the fallback is (pid, create time), limited
+by its 10 ms resolution.
 
-Teardown: SIGTERM every recorded process, wait, SIGKILL what is left, then wait
-until no recorded process is alive, NVML lists none of them and the GPU memory is back near
-where it was before the launch (it can stay held after SIGKILL returns), and the port takes a
-bind. Once the leader is gone, nothing new is adopted by session or group id (a stranger may
-have its pid and have made itself a session leader). `close()` releases the pidfds.
+Teardown: SIGTERM every recorded process, wait, SIGKILL the rest, then wait until none is
+alive, NVML lists none of them, GPU memory is back near its level before the launch (it can
+stay held after SIGKILL), and the port takes a bind. Once the leader is gone nothing new is
+adopted by session or group id (a stranger may have its pid). `close()` releases the pidfds.
 """
 
 from __future__ import annotations

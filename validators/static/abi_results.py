@@ -139,11 +139,7 @@ def abi_results(
 
 
 def _summary_results(
-    env: Environment,
-    resolution: Resolution,
-    seconds: float,
-    load_note: str,
-    load_seconds: float,
+    env: Environment, resolution: Resolution, seconds: float, load_note: str, load_seconds: float
 ) -> list[Result]:
     """The env-wide results after the packages': clashes, unreadable files, the summary."""
     out: list[Result] = []
@@ -419,11 +415,10 @@ def _recheck_with_real_driver(
     options: AbiOptions,
 ) -> None:
     """A module that crashes at load under the stub driver is loaded again with a real driver
-    userland (driver_userland.py) before the crash counts: onnxruntime-gpu 1.22's CUDA
-    provider segfaults with the stub and loads with Debian's libcuda1. The child repeats the
-    steps that loaded before it (what put its libraries in the process). Without a userland,
-    a crash of a module that reaches libcuda.so.1 is not confirmed (stub-crash: a WARN). A
-    module that does not reach the driver crashes on its own: nothing to recheck."""
+    userland (driver_userland.py) before the crash counts, repeating the steps that loaded before
+    it. Without a userland, a crash of a module that reaches libcuda.so.1 is not confirmed
+    (stub-crash: a WARN); one that does not reach the driver crashes on its own.
+    """
     crashes = [x for x in run.results if x.outcome == "crash" and x.step.kind != "import"]
     if not crashes:
         return

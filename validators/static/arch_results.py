@@ -133,11 +133,9 @@ def _per_target(
             and not label.startswith("(")
             and canonicalize_name(label.split(" ")[0]) not in pinned
         ):
-            # kernels built for, and named for, other GPUs (an attention package's
-            # ..._sm_100a_x86_64.so an engine pulls in): the engine selects them only there.
-            # A package the stack pins stays a FAIL, and so does a file no wheel installed
-            # (a kernel built into the env for this stack: its name says which GPU it was
-            # built for, and that must be one the stack targets).
+            # kernels built and named for other GPUs (..._sm_100a_x86_64.so), which the engine
+            # selects only there; a pinned package or a file no wheel installed (built into the
+            # env for this stack) stays a FAIL.
             unneeded.append(target)
             notes.append(
                 msg + f"; every object is named for the GPU it was built for "

@@ -130,20 +130,18 @@ def _child_env(library_path: Path | Sequence[Path] | None) -> dict[str, str]:
 
 
 class Prewarmed:
-    """The first child of a confirming run, started before the steps are known: it runs the
-    steps every run starts with (`import torch`, seconds of CPU) while the parent still reads
-    the env, then waits for the rest on its stdin. run_steps uses it only when its python,
-    site-packages, LD_LIBRARY_PATH and first steps are exactly those of the run it is asked
-    to do; otherwise, and when no run needs it, `discard` kills it. The child is the same
-    script, with the same environment, as a child run_steps starts itself.
+    """The first child of a confirming run, started before the steps are known: it runs the steps
+    every run starts with (`import torch`) while the parent still reads the env, then waits for the
+    rest on its stdin. run_steps uses it only when its python, site-packages, LD_LIBRARY_PATH and
+    first steps are exactly those of the run asked for (it is the same script and environment as a
+    child run_steps starts itself); otherwise `discard` kills it.
 
-    `warm`: modules it imports after the first steps while it waits, because the steps that
-    come usually import them (torch._dynamo: most of `import torchao`, and vLLM
-    and SGLang import it too). An import that succeeded is the module any later step gets;
-    one that failed or killed the child makes run_steps redo the run in a fresh child, so
-    the results are always those of a run without it. When no step needs the module, the
-    rest waits for it: a cold run's cost, bounded by that import; it is not begun when the
-    steps have already arrived (a short resolution would wait for it)."""
+    `warm`: modules it imports while it waits, because the coming steps usually import them
+    (torch._dynamo: most of `import torchao`, vLLM and SGLang too). A successful import is what
+    later steps get; one that failed or killed the child makes run_steps redo the run in a fresh
+    child, so results are always those of a run without it. It is not begun once the steps have
+    arrived.
+    """
 
     def __init__(
         self,

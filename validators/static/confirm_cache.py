@@ -1,12 +1,10 @@
 """The confirming loads' outcome, kept across runs while nothing they depend on changed.
 
-A confirming run (`import torch`, the packages' imports, their modules) costs seconds to
-minutes on a loaded machine, and its outcome is a
-function of: the interpreter, every installed distribution (its dist-info RECORD: an install
-or uninstall rewrites or removes it), every ELF file under site-packages, the steps asked
-for, and the driver stand-in (the stub folder is named for the names it exports; the real
-userland by its libcuda.so.1). The key is the identity (file_facts_cache.file_identity) of all of
-those; a hit returns the recorded results, a miss runs the loads and records them.
+A confirming run costs seconds to minutes, and its outcome is a function of the interpreter,
+every installed distribution (its dist-info RECORD), every ELF file under site-packages, the
+steps asked for, and the driver stand-in (the stub folder is named for its exports; a real
+userland by its libcuda.so.1). The key is the identity (file_facts_cache.file_identity) of all
+of those; a hit returns the recorded results, a miss runs the loads and records them.
 """
 
 from __future__ import annotations

@@ -1,19 +1,16 @@
 """Stub NVIDIA driver libraries, so a CPU host can load an env's modules for real.
 
-libcuda.so.1 and libnvidia-ml.so.1 come with the driver, never with a Python env. On a host
-without one, every module that links them fails to load with "cannot open shared object file"
-before its own symbols are even looked at. The confirming load (confirm.py) therefore puts a
-folder holding generated stand-ins first on LD_LIBRARY_PATH of the child process only:
-
-- libcuda.so.1 exports every `cu*` name the env's objects import; each returns 100
-  (CUDA_ERROR_NO_DEVICE), so code that calls the driver sees "no GPU", as on a driverless host;
-- libnvidia-ml.so.1 exports every `nvml*` name imported; each returns 9
+libcuda.so.1 and libnvidia-ml.so.1 come with the driver, never with a Python env, so without one
+every module linking them fails to load before its own symbols are looked at. The confirming load
+(confirm.py) puts generated stand-ins first on the child's LD_LIBRARY_PATH only:
+- libcuda.so.1 exports every `cu*` name the env imports, each returning 100
+  (CUDA_ERROR_NO_DEVICE): code calling the driver sees "no GPU";
+- libnvidia-ml.so.1 exports every `nvml*` name imported, each returning 9
   (NVML_ERROR_DRIVER_NOT_LOADED).
 
-They are compiled with the system C compiler (stackgate/compiler.py: a fixed absolute path and
-a clean environment, never PATH or CPATH) into a cache folder keyed by the names
-(~/.cache/stackgate/driver-stubs/<sha>/), never into the environment, and only used when no
-real libcuda.so.1 is on the host's library path. Nothing here needs a GPU.
+They are compiled with the system C compiler (stackgate/compiler.py: fixed path, clean
+environment) into a cache folder keyed by the names (~/.cache/stackgate/driver-stubs/<sha>/),
+never into the environment, and used only when no real libcuda.so.1 is on the library path.
 """
 
 from __future__ import annotations

@@ -1,21 +1,18 @@
 """A real NVIDIA driver userland (Debian's `libcuda1`), to confirm a crash seen under the stub.
 
-The stub of driver_stub.py exports the imported `cu*` names, each returning 100, and does
-nothing else. onnxruntime-gpu 1.22's libonnxruntime_providers_cuda.so segfaults at load with
-it (and with no libcuda at all) but loads with a real userland, whose cuInit returns 100
-(CUDA_ERROR_NO_DEVICE) on a machine without a GPU. So a crash at load under the stub is run
-again with a real userland before it is a FAIL (abi_results._confirm).
+The stub of driver_stub.py exports the imported `cu*` names, each returning 100, and nothing
+else. Some libraries (onnxruntime-gpu's CUDA provider) segfault at load with it but load with a
+real userland, whose cuInit returns 100 (CUDA_ERROR_NO_DEVICE) without a GPU. So a crash under
+the stub is run again with a real userland before it is a FAIL (abi_results._confirm).
 
 Where one is found, first hit wins:
 1. $STACKGATE_DRIVER_USERLAND: a folder holding libcuda.so.1;
-2. ~/.cache/stackgate/driver-userland/usr/lib/x86_64-linux-gnu/nvidia/current: where
+2. ~/.cache/stackgate/driver-userland/usr/lib/x86_64-linux-gnu/nvidia/current, where
    `.ci/bootstrap` unpacks Debian bookworm's non-free `libcuda1`, `libnvidia-ptxjitcompiler1`
-   and `libnvidia-ml1` (`apt-get download` + `dpkg -x`: nothing is installed on the host, and
-   nothing ever goes into an environment);
+   and `libnvidia-ml1` (`apt-get download` + `dpkg -x`: nothing installed on the host or in an
+   environment);
 3. None: the caller says the crash could not be confirmed.
-
-A host with a real driver needs none of this: the confirming loads use its libcuda.so.1 and
-the stub is never built.
+A host with a real driver needs none of this: its libcuda.so.1 is used, no stub is built.
 """
 
 from __future__ import annotations

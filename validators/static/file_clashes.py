@@ -1,16 +1,12 @@
 """Files two or more installed distributions install (`static.dists.clashes`).
 
-The installer writes each owner's copy in turn and the last one stays, so which module an
-import gets depends on the order the installer happened to use (uv installs in parallel); a
-stackgate build then puts the copy of the last owner in the lock's order in place (`chosen`,
-builder/venv/clash_settle.py), so its rebuilds hold the same one. Either way the stack imports
-one wheel's module where another wheel expected its own. That is a finding, a WARN by default (a
-PASS whose reason starts with `WARN:`, as the static group reports warnings): a stack accepts
-it (`[validation.accepted_findings]`) or refuses it (`[validation.refused_findings]`, then it
-is a FAIL). Paths every owner ships with the same bytes (`nvidia/__init__.py` of the nvidia-*
-wheels, namespace packages split across wheels) hold the same file whoever wins: listed as
-INFO, never a WARN. Only the clashing files are read (RECORDs say which), so this costs a
-RECORD read per distribution.
+The last owner written stays, so which module an import gets depends on the installer's order
+(uv installs in parallel; a stackgate build settles the lock's last owner, `chosen`,
+builder/venv/clash_settle.py). Either way the stack imports one wheel's module where another
+expected its own: a WARN by default (a PASS whose reason starts with `WARN:`), which a stack
+accepts (`[validation.accepted_findings]`) or refuses (`[validation.refused_findings]`: FAIL).
+Paths every owner ships with the same bytes (`nvidia/__init__.py`, namespace packages) are
+INFO, never a WARN. Only the clashing files are read (RECORDs say which).
 """
 
 from __future__ import annotations

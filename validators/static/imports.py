@@ -1,15 +1,14 @@
 """Modules a package imports at import time without declaring them.
 
-bitsandbytes 0.47.0's `bitsandbytes/backends/utils.py` does `from packaging import version`
-and its METADATA requires only torch and numpy: in a clean torch 2.8 env (no `packaging`),
-`import bitsandbytes` fails while every symbol resolves. Found from the files alone:
-
-- the modules `import PKG` runs: the top-level package's `__init__.py` and, transitively, the
-  package's own modules it imports at column 0 (an unindented import runs whenever its module
-  does; an import under `try:`, `if TYPE_CHECKING:` or in a function is indented and skipped);
-- each such import whose top-level name is not the package's own, not the standard library
-  and not installed in the env is a candidate. A candidate is a finding only when the
-  confirming load's `import PKG` fails with "No module named '<name>'".
+bitsandbytes 0.47.0 does `from packaging import version` while its METADATA requires only torch
+and numpy: without `packaging`, `import bitsandbytes` fails though every symbol resolves. Found
+from the files alone:
+- the modules `import PKG` runs: its `__init__.py` and, transitively, its own modules imported
+  at column 0 (an import under `try:`, `if TYPE_CHECKING:` or in a function is indented and
+  skipped);
+- each such import whose top-level name is not the package's own, not the standard library and
+  not installed is a candidate, and a finding only when the confirming load's `import PKG` fails
+  with "No module named '<name>'".
 """
 
 from __future__ import annotations
@@ -200,9 +199,7 @@ class SourceTree:
 
 
 def import_time_modules(
-    tops: list[str],
-    text_of: Callable[[str], str | None],
-    names: frozenset[str],
+    tops: list[str], text_of: Callable[[str], str | None], names: frozenset[str]
 ) -> set[str]:
     """Dotted names of the modules `import TOP` runs, for each of `tops` (a distribution's
     top-level packages): its Python modules, followed through their unconditional (column-0)

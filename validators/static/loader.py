@@ -1,20 +1,18 @@
 """Find DT_NEEDED libraries the way ld.so would inside one Python environment.
 
 Search order per soname (glibc's, with one addition):
-1. libraries an earlier import really loaded (`loaded_first`: what `import torch` loads,
-   preloaders.py): ld.so matches later DT_NEEDED entries by soname against already-loaded
-   objects (sgl-kernel's extensions have no RPATH and rely on this). A library torch loads
-   only lazily (libcusolver.so.11 through libtorch_cuda_linalg.so) is not among them. The
+1. libraries an earlier import really loaded (`loaded_first`, preloaders.py): ld.so matches
+   later DT_NEEDED entries by soname against loaded objects (sgl-kernel's extensions have no
+   RPATH and rely on this); a library torch loads only lazily is not among them. The
    nvidia/*/lib libraries serve one another (`preloaded`, for roots under `preload_under`);
-2. DT_RPATH of the requesting object and of the objects that loaded it (ignored when the
-   requester has DT_RUNPATH), then DT_RUNPATH of the requester; $ORIGIN expanded;
-3. LD_LIBRARY_PATH is deliberately not used: a check must not depend on the caller's shell;
+2. DT_RPATH of the requester and of the objects that loaded it (ignored when the requester has
+   DT_RUNPATH), then the requester's DT_RUNPATH; $ORIGIN expanded;
+3. not LD_LIBRARY_PATH: a check must not depend on the caller's shell;
 4. the system directories from /etc/ld.so.conf(.d) and the defaults;
 5. last, a library of the requester's own package (its folder or a lib/ beside it, up to the
-   package's top): packages such as torchaudio load it themselves before the extension, and
-   ld.so then matches the soname. Such finds are counted and reported; `own_loads` says
-   whether the package's source names the file in a load (package_loads.py), and a find it
-   does not name is reported as unknown, not as loaded.
+   package's top), which packages such as torchaudio load themselves first. Such finds are
+   reported; one the package's source does not name in a load (`own_loads`,
+   package_loads.py) is unknown, not loaded.
 
 A candidate must be ELF of the same class and machine, as ld.so skips the others.
 """

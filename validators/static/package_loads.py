@@ -1,17 +1,13 @@
 """What a package's own Python code loads before its extension modules, read from its source.
 
-ld.so finds a DT_NEEDED library that no RUNPATH reaches when the process loaded it first; a
-package's Python code may do that itself. Such loads are facts of the package's source, read
-here, never assumed from where a file lies:
-
-- a library named by a literal: `ctypes.CDLL("libfoo.so")`, torchaudio's
-  `_load_lib("libtorchaudio")`, jax's plugin `_load("cublas", ["libcublas.so.12", ...])`,
-  onnxruntime's `("nvidia", "cublas", "lib", "libcublasLt.so.12")` tuples;
-- when it runs: at import (the literal is reached from the module's top-level code through
-  calls of the same module's functions), or only when a function is called (onnxruntime's
-  `preload_dlls()`, jax's plugin `initialize()`), named by that entry function;
-- a load call whose argument is computed (cupy's `ctypes.CDLL(libpath)` over a JSON config):
-  what it loads is unknown to a static reading, and the verdict says so.
+ld.so finds a DT_NEEDED library no RUNPATH reaches when the process loaded it first, which a
+package's Python code may do itself; such loads are read here, never assumed from file places:
+- a library named by a literal: `ctypes.CDLL("libfoo.so")`, torchaudio's `_load_lib(...)`, jax's
+  plugin `_load("cublas", [...])`, onnxruntime's `("nvidia", "cublas", "lib", ...)` tuples;
+- when it runs: at import (reached from top-level code through the module's own functions), or
+  only when an entry function is called (onnxruntime's `preload_dlls()`), named by it;
+- a load whose argument is computed (cupy's `ctypes.CDLL(libpath)`): unknown to a static reading,
+  and the verdict says so.
 """
 
 from __future__ import annotations
@@ -287,13 +283,12 @@ def _loaders(modules: list[_Module]) -> set[str]:
 
 
 def read_package_loads(label: str, tree: SourceTree, *, every: bool = False) -> PackageLoads:
-    """The Python files `import` of the package runs (the import-time walk of imports.py, from
-    its top-level packages and the packages inside its namespace folders, such as
-    jax_plugins/xla_cuda12): what can load a library before its extension modules. The same
-    files the impact walk reads (a lock's check fetches them by byte ranges). `every`: all its
-    Python files (tests aside), asked only for a library of the package's own folder that the
-    import-time files do not name (torchaudio's CTC decoder module, imported later, loads
-    libctc_prefix_decoder.so before its extension)."""
+    """The Python files `import` of the package runs (imports.py's import-time walk, from its
+    top-level packages and those inside its namespace folders such as jax_plugins/xla_cuda12): what
+    can load a library before its extension modules. `every`: all its Python files (tests aside),
+    asked only for a library of the package's own folder the import-time files do not name
+    (torchaudio's CTC decoder loads libctc_prefix_decoder.so later).
+    """
     loads = PackageLoads(label)
     texts: dict[str, str] = {}
     for member in _all_members(tree) if every else _members(tree):

@@ -1,19 +1,15 @@
 """Fill the facts cache for a first-time run in worker processes.
 
-A static run with an empty cache (a first-time user) spends most of its own CPU on the facts
-of each ELF object: the dynamic symbol table and versions (elf_symbols.py) and the GPU code
-(fatbin.py), ~530 objects in an SGLang env. They are independent per file, so before the
-resolution asks for them one by one, the files whose facts are not cached yet are read by a
-pool of worker processes (one per CPU this process may use, at most MAX_WORKERS), each of
-which writes its answers into the same FileFactsCache. The run then proceeds exactly as a run
-with those facts cached: it reads and validates every entry itself, and a file a worker could
-not read (or an entry a worker did not write) is read in-process as before, raising what it
-raised before. So this changes when facts are computed, never what they are.
+With an empty cache a static run spends most of its CPU on each ELF object's facts (dynamic
+symbols and versions, elf_symbols.py; GPU code, fatbin.py), which are independent per file. So
+before the resolution asks for them, the uncached files are read by a pool of forked workers (one
+per usable CPU, at most MAX_WORKERS) writing into the same FileFactsCache. The run then reads and
+validates every entry itself, and a file a worker could not read is read in-process as before,
+raising what it raised before: this changes when facts are computed, never what they are.
 
-Nothing is started when few files miss (a reinstalled package), when only one CPU is usable,
-when no cache is in use, or when this process runs other threads: workers are forked (no
-start-up cost), and forking a process with threads can deadlock on a lock another thread
-held; the CLI runs one thread.
+Nothing is started when few files miss, when one CPU is usable, when no cache is in use, or when
+this process runs other threads (forking with threads can deadlock on a lock another thread
+held; the CLI runs one thread).
 """
 
 from __future__ import annotations
@@ -122,12 +118,12 @@ def prefetch(
     jobs: Callable[[], Sequence[Callable[[FileFactsCache], object]]] = tuple,
     on_driver_names: Callable[[frozenset[str]], object] | None = None,
 ) -> Prefetched | None:
-    """Compute the uncached facts of `paths` in worker processes; None when not worth it.
-    `jobs()`, asked only when a pool starts: more work for it (picklable: functools.partial
-    of a module-level function), each given the cache: other facts the run will ask for.
-    The ELF facts are read first, then the GPU facts and the jobs: `on_driver_names` is
-    called as soon as every file's ELF facts are in (when every file went to the workers)
-    with what `Prefetched.driver_names` will hold, while the pool still works."""
+    """Compute the uncached facts of `paths` in worker processes; None when not worth it. `jobs()`,
+    asked only when a pool starts: more picklable work for it (functools.partial of a module-level
+    function), each given the cache. ELF facts are read first, then GPU facts and the jobs;
+    `on_driver_names` gets `Prefetched.driver_names` as soon as every file's ELF facts are in, while
+    the pool still works.
+    """
     if cache is None:
         return None
     started = time.perf_counter()
@@ -135,10 +131,8 @@ def prefetch(
     todo = missing(cache, paths, gpu)
     if count < 2 or len(todo) < MIN_MISSES or threading.active_count() > 1:
         return None
-    # largest first, one file a task while files are large: the big libraries (libtorch_cuda,
-    # cuDNN, cuBLASLt) go to different workers at once and the small ones (batched, to
-    # save round trips) fill the gaps. Batches of consecutive files would give the largest to
-    # one worker, whose share then sets the wall time.
+    # largest first, one file a task while large, so the big libraries go to different workers
+    # and the small ones (batched) fill the gaps; one worker holding them would set the wall time.
     todo.sort(key=lambda item: -item[1])
     small = [str(p) for p, size in todo if size < SMALL]
     batches = [[str(p)] for p, size in todo if size >= SMALL]

@@ -1,21 +1,14 @@
 """The ABI resolution and the GPU-code scan of an unchanged env, kept across runs.
 
-With every file's facts cached (file_facts_cache.py), a warm run would still spend seconds of
-CPU re-resolving every import and re-reading every cubin header to reach the answer it reached
-last time (benchmarks/static/results/static_speed.md). That answer is a function of this tool's
-code and of what the file system told the run. So the memo keeps, beside the outcome, every
-answer the resolution got from the file system:
-
-- the listing of every folder it listed (the env's, the system library folders', RPATHs'),
-- the identity (file_facts_cache.file_identity) of every file it read facts from, in or out of the
-  env (libstdc++.so.6 and the interpreter's closure too),
-- where every path it resolved through a symlink led,
-
-and it is keyed by the code, the env's paths, its distributions and RECORD ownership, its ELF
-files' identities, the interpreter and the system library folders. A later run asks those
-questions again (stats, listings and realpaths: milliseconds) and takes the outcome only
-when every answer is the same; otherwise it resolves from the per-file facts and records
-again. Nothing here decides a verdict: the outcome is what the resolver returned.
+Even with every file's facts cached (file_facts_cache.py), re-resolving every import and
+re-reading every cubin header costs a warm run seconds of CPU. The outcome is a function of this
+tool's code and of what the file system told the run, so the memo keeps, beside it, every such
+answer: the listing of every folder listed, the identity (file_facts_cache.file_identity) of
+every file read in or out of the env, and where every symlink resolved led. It is keyed by the
+code, the env's paths, distributions and RECORD ownership, its ELF files' identities, the
+interpreter and the system library folders. A later run asks those questions again (cheap) and
+takes the outcome only when every answer is the same; otherwise it resolves again. Nothing here
+decides a verdict.
 """
 
 from __future__ import annotations
@@ -48,12 +41,11 @@ _HERE = Path(__file__).resolve().parent
 
 
 def code_files(*readers: Path) -> list[tuple[str, Path]]:
-    """(name, file) of the code whose outcome is kept: the static group's modules, the facts
-    they read (validators/elf/), the run core's (check ids, the result model), the folders of
-    the readers that keep their own outcome over it (`readers`: the pre-install reader passes
-    lockcheck/) and the whole stackgate package they read manifests, locks and installed
-    distributions with (stackgate.installed's version rule and stackgate.manifest.values' arch
-    table decide findings). Found through the modules themselves, wherever a layout change puts them."""
+    """(name, file) of the code whose outcome is kept: the static group's modules, validators/elf/,
+    the run core's, the folders of `readers` keeping their own outcome over it (lockcheck/), and the
+    whole stackgate package (its version rule and arch table decide findings). Found through the
+    modules themselves, wherever a layout change puts them.
+    """
     modules = (elf_package.__file__, results_module.__file__)
     folders = [_HERE, *(Path(m).resolve().parent for m in modules), *readers]
     files = [(f"{f.name}/{p.name}", p) for f in folders for p in sorted(f.glob("*.py"))]

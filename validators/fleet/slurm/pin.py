@@ -1,20 +1,17 @@
 """Pinning element i of a fleet's arrays to node i, and reading back what Slurm holds.
 
-A job array has one node request for all its elements, so Slurm alone may run two elements
-on one node and none on another; updating a pending element (`scontrol update JobId=A_i
-NodeList=<node i>`) splits it off with its own node. scontrol first loads every job record of
-array A for that (to check that the id names one job), then sends the update; the helper
-fleet/slurm/pin_elements.c sends only the update, through the host's libslurm, at a fraction
-of the cost (benchmarks/fleet/results/fleet_pin.md).
+A job array has one node request for all its elements, so Slurm may run two elements on one
+node; updating a pending element (`scontrol update JobId=A_i NodeList=<node i>`) splits it off
+with its own node. scontrol loads every job record of the array for each such update; the helper
+fleet/slurm/pin_elements.c sends only the update through the host's libslurm.
 
-The helper is compiled for each submit into a private temporary folder with a fixed system C
-compiler (or --cc) and a clean environment (stackgate/compiler.py), against the host's
-<slurm/slurm.h>: the structures are the installed Slurm's, no cached binary is trusted, and
-neither PATH nor CPATH/C_INCLUDE_PATH may choose the code of a helper that often runs as root.
-A dry run compiles nothing (`can_build` only looks). Where it cannot be built
-(`PinHelperUnavailable` says why), submit pins through scontrol processes fed on stdin
-(`--pin-with auto`) or stops (`--pin-with libslurm`). One squeue reads back what Slurm holds
-either way (`_verify_pins`); the way chosen sizes the arrays (`PinWay.array_size`).
+The helper is compiled per submit into a private temporary folder with a fixed system C compiler
+(or --cc) and a clean environment (stackgate/compiler.py) against the host's <slurm/slurm.h>: no
+cached binary is trusted, and neither PATH nor CPATH may choose the code of a helper that often
+runs as root. A dry run compiles nothing (`can_build` only looks). Where it cannot be built
+(`PinHelperUnavailable` says why), submit pins through scontrol fed on stdin (`--pin-with auto`)
+or stops (`--pin-with libslurm`). One squeue reads back what Slurm holds (`_verify_pins`); the
+way chosen sizes the arrays (`PinWay.array_size`).
 """
 
 from __future__ import annotations

@@ -1,22 +1,18 @@
 """Submitting a fleet to Slurm: held job arrays, their pins, an `afterany` collector, release.
 
-In order (every step a real Slurm command; `plan_commands` lists them for --dry-run):
+In order (real Slurm commands; `plan_commands` lists them for --dry-run):
+1. `sbatch --parsable --hold validate.sbatch` -> held array job ids A1, A2... (with pinning,
+   arrays of the pin way's size, `array_size`);
+2. with pinning, every element pinned to its node and read back (slurm/pin.py). Slurm skips the
+   rest of an array in a scheduling pass once one element cannot start (job_scheduler.c
+   `fill_array_reasons`), so nodes Slurm calls unavailable are left out at submit time
+   (`states.unavailable_nodes`) and reported MISSING with Slurm's reason; `--no-pin` trades
+   pinning for no waiting;
+3. `sbatch --parsable --dependency=afterany:A1:A2... collect.sbatch` -> the collector C;
+4. `scontrol release A1,A2...`.
 
-1. `sbatch --parsable --hold validate.sbatch` -> the array job ids A1, A2... (held: nothing
-   starts yet); with pinning, arrays of the pin way's size (`array_size`)
-2. with pinning, every element pinned to its node and read back (validators/fleet/slurm/pin.py).
-   The price: when Slurm cannot start one element of an array, its schedulers skip the rest of
-   that array in the same pass (an optimization, src/slurmctld/job_scheduler.c
-   `fill_array_reasons`), so an element pinned to a busy node holds back the ones behind it.
-   Nodes Slurm already calls unavailable (down, drained, draining, failing, not responding)
-   are therefore left out at submit time (`states.unavailable_nodes`) and reported MISSING with
-   Slurm's reason; `--no-pin` trades the pinning for no waiting.
-3. `sbatch --parsable --dependency=afterany:A1:A2... collect.sbatch` -> the collector C
-4. `scontrol release A1,A2...`
-
-Before step 1, `limits.check_room` refuses a fleet that Slurm's MaxJobCount cannot hold (sbatch
-would otherwise sleep and retry forever). A failure after step 1 cancels every array, so no
-held array is left behind.
+Before step 1, `limits.check_room` refuses a fleet Slurm's MaxJobCount cannot hold (sbatch would
+sleep and retry forever). A failure after step 1 cancels every array, leaving none held.
 """
 
 from __future__ import annotations
