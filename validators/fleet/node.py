@@ -1,20 +1,19 @@
 """The step every node runs: build offline on local disk, validate N times, mark-good, report.
 
 Each step is the real command (`python -m builder build`, `python -m validators run`,
-`python -m validators mark-good`) as a subprocess, so a node does exactly what a person would
-type, and the builder's internals stay the builder's. The node writes into the job folder:
+`python -m validators mark-good`) as a subprocess: a node does what a person would type, and
+the builder's internals stay the builder's. The node writes into the job folder:
 
-    nodes/<node>/attempt-<n>.json  first: this start of the node step, claimed exclusively
-                                (a second start in one fleet run, a requeue, does not validate)
-    nodes/<node>/tree.tsv.gz    the env's file listing (the verdict names files that differ
-                                from the node's peers)
-    nodes/<node>/run-<i>.json   each validation report (kept whatever the outcome)
+    nodes/<node>/attempt-<n>.json  first: this start, claimed exclusively (a second start in
+                                one fleet run, a requeue, does not validate)
+    nodes/<node>/tree.tsv.gz    the env's file listing (the verdict names files that differ)
+    nodes/<node>/run-<i>.json   each validation report, whatever the outcome
     nodes/<node>/*.log          stderr of each step
     records/<stack>/<file>.json the node's record, when mark-good accepted it
     nodes/<node>/status.json    last: PASS, or FAIL with the phase and the reasons
 
-The node's own store is per job (`<local>/stores/<fleet_id>.sqlite`), so `--export` writes
-this run's record and nothing older.
+The node's store is per job (`<local>/stores/<fleet_id>.sqlite`), so `--export` writes this
+run's record and nothing older.
 """
 
 from __future__ import annotations

@@ -16,11 +16,9 @@ from statistics import NormalDist
 from validators.records.gated import SERVING_PROFILE, GatedMetric, MetricFacts, declared, facts_for
 from validators.records.metrics import parse_metric_key
 
-# The rule (validators/gate/family.py's family-wise test): the confidence is family-wise
-# (an equal candidate is refused with probability <= 1 - confidence over every gated metric
-# together), and the tolerance is a margin below which a real change is not worth refusing.
-# benchmarks/gate/gate_family_sim.py measures the false-alarm rate and power of this rule
-# with the gate's own code (benchmarks/gate/results/gate_family_sim.md).
+# family.py's rule: an equal candidate is refused with probability <= 1 - confidence over all
+# gated metrics together; the tolerance is a margin below which a change is not worth refusing
+# (benchmarks/gate/gate_family_sim.py measures false alarms and power with the gate's code).
 DEFAULT_TOLERANCE = 0.005
 DEFAULT_CONFIDENCE = 0.99
 DEFAULT_REPEATS = 8
@@ -29,10 +27,9 @@ DEFAULT_REPEATS = 8
 # sized for the target regression.
 DEFAULT_TAIL_TOLERANCE = 0.08
 
-# The regression the gate must be able to see on every main-class gated metric (with 95%
-# power at the measured noise), else it answers UNDERPOWERED instead of PASSED. It is sized for
-# the default margin: a metric judged beyond a wider margin must see as much beyond its margin
-# (GatePolicy.target_for), since no number of runs sees a regression inside the margin.
+# The regression every main-class gated metric must see with 95% power at the measured noise,
+# else UNDERPOWERED instead of PASSED; a wider margin adds to it (GatePolicy.target_for), since
+# no number of runs sees a regression inside the margin.
 TARGET_REGRESSION = 0.03
 
 

@@ -38,12 +38,10 @@ class GatedMetric:
         return fnmatchcase(key, self.pattern)
 
 
-# The serving profile: per concurrency level output throughput (the GPU's work rate) and median
-# TPOT (decode step time), single-stream decode, and two TTFT guards in the tail class: median
-# TTFT (prefill and queueing) and p99 TTFT (a scheduler knob that queues one request shows there
-# first). TTFT at a level's burst of C arrivals depends on how the burst splits into prefill
-# batches, too noisy run to run for the main tolerance (every equal stack would be UNDERPOWERED:
-# benchmarks/gate/results/dial-h100-6, dial-h200-5); the tail class keeps it a guard.
+# The serving profile: per level output throughput (the GPU's work rate) and median TPOT (decode
+# step time), single-stream decode, and median and p99 TTFT (queueing; a scheduler knob shows
+# there first) as tail-class guards: TTFT depends on how a level's burst splits into prefill
+# batches, too noisy for the main tolerance (benchmarks/gate/results).
 SERVING_PROFILE: tuple[GatedMetric, ...] = (
     GatedMetric("serve-bench.sweep/output_throughput@c*", "higher", "main"),
     GatedMetric("serve-bench.sweep/median_ttft_ms@c*", "lower", "tail"),

@@ -1,15 +1,12 @@
 """Records as JSON files for git: export from the store, import into it, read one.
 
 Layout: `<dir>/<stack>/<created>-<id12>.json`, plus `<dir>/_store-heads/<store_id>.head` (the
-exporting store's chain head, chain.py). File names come from record fields that the record
-model holds to a strict shape on every read (stack name, ISO time stamp, hex id), and every
-target is resolved and refused unless it stays inside `<dir>` (a symlinked stack folder
-pointing elsewhere included).
-
-Export writes each file atomically and compares an existing file byte for byte with what it
-would write: a truncated or edited copy is rewritten ("repaired"), never skipped as exported.
-Import (`import_record_files`, also the bulk API for fleet collection) reads each file bounded
-and typed, verifies it, and adds all of them in one transaction, or none.
+exporting store's chain head, chain.py). File names come from record fields the model holds to
+a strict shape on every read, and every target is refused unless it resolves inside `<dir>`
+(a symlinked stack folder included). Export writes each file atomically and rewrites an
+existing copy that differs byte for byte ("repaired"), never skipping it as exported. Import
+(`import_record_files`, also the bulk API for fleet collection) reads each file bounded and
+typed, verifies it, and adds all of them in one transaction, or none.
 """
 
 from __future__ import annotations

@@ -1,15 +1,12 @@
 """Confirming loads: load what a static finding is about, for real, in a child process.
 
-The child is the env's own interpreter, isolated (`-I`: no user site, no PYTHONPATH, no cwd),
-with a timeout. It does what the package's users do: `import torch` first when the env has
-torch, then imports the package's top-level modules (which run their own preloading), then
-loads each module in question: an extension module through Python's extension loader (runs
-PyInit_, i.e. op registration), any other object with dlopen(RTLD_NOW) through ctypes, which
-is what torch.ops.load_library does. On a host without the NVIDIA driver, the child's
-LD_LIBRARY_PATH starts with the stub driver libraries of driver_stub.py.
-
-A step that kills the child (a signal, an abort) is recorded as a crash and the child is
-restarted after it, so one crash costs one step. No GPU is needed.
+The child is the env's own interpreter, isolated (`-I`), with a timeout, doing what the
+package's users do: `import torch` first when the env has it, then the package's top-level
+modules (their own preloading), then each module in question: an extension module through
+Python's extension loader (PyInit_, op registration), any other object with dlopen(RTLD_NOW)
+through ctypes, as torch.ops.load_library does. Without the NVIDIA driver, the child's
+LD_LIBRARY_PATH starts with driver_stub.py's stubs. A step that kills the child is recorded as
+a crash and the child restarted after it, so one crash costs one step. No GPU is needed.
 """
 
 from __future__ import annotations

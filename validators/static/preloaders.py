@@ -1,16 +1,14 @@
 """What a package's import puts into the process before other packages' extensions load.
 
-ld.so matches a DT_NEEDED soname against the objects already loaded (RTLD_LOCAL ones too)
-before it searches any path, so an extension with no RUNPATH to nvidia/*/lib still loads
-where an earlier import loaded the library. That is true only of what the earlier import
-really loaded: `import torch` loads the DT_NEEDED closure of libtorch_global_deps.so and of
-torch/_C, plus the libraries its own `_load_global_deps` preloads; libraries it loads lazily
-(libtorch_cuda_linalg.so and its libcusolver.so.11) are not there until used.
-
-Both parts are read, never assumed: the closure from the ELF facts of the env's files (or of
-the locked wheels' members), the preload list from torch/__init__.py of that torch version
-(its `_preload_cuda_deps(folder, pattern)` calls, the fallback ones only when the global deps
-library cannot load by its own RPATH, the others under their `"<path>" not in <maps>` guard).
+ld.so matches a DT_NEEDED soname against already loaded objects (RTLD_LOCAL ones too) before it
+searches any path, so an extension with no RUNPATH to nvidia/*/lib loads where an earlier import
+really loaded the library: `import torch` loads the DT_NEEDED closure of libtorch_global_deps.so
+and torch/_C plus what `_load_global_deps` preloads, not what it loads lazily (libcusolver.so.11
+through libtorch_cuda_linalg.so). Both parts are read, never assumed: the closure from the ELF
+facts of the env's files (or the locked wheels' members), the preload list from that torch
+version's torch/__init__.py (its `_preload_cuda_deps` calls, the fallback ones only when the
+global deps library cannot load by its own RPATH, the others under their `"<path>" not in
+<maps>` guard).
 """
 
 from __future__ import annotations
