@@ -4,8 +4,8 @@ the locked torch from byte ranges of the locked wheels) is looked up where the v
 keep it, by the lock's bytes or by its binary wheels (stackgate.lock.torch_abi.lookup_lock, in this
 process), or asked of `python -m validators compat --lock LOCK --json` in a child process;
 never made here and never imported. A pair that breaks refuses the lock (exit 1) naming what
-loads instead. The outcome, or that the check was off
-(--no-compat), is kept beside the lock in compat.json, tied to the lock by its sha256."""
+loads instead. The outcome, or that the check was off (--no-compat), is kept beside the lock
+in compat.json, tied to the lock by its sha256."""
 
 from __future__ import annotations
 

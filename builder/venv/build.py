@@ -1,24 +1,14 @@
 """Build a stack's locked environment: exactly the lock, all or nothing, never touching the
 previous environment.
 
-Order (each step timed and recorded): read the lock (stale -> exit 2) and check the patches'
-sha256, find the interpreter (absent -> exit 3) and check --base-site against its X.Y (every
-input check is done here, before anything is created), plan compile jobs, choose the topology,
-take the stack's build lock and remove leftovers of killed builds, fetch and patch source
-packages (a patch that does not apply -> exit 2 before any venv exists), create
-`<env>.partial`, install the lock frozen with hashes, build the source packages, give each path
-several wheels install the copy the lock-order rule chooses (builder/venv/clash_settle.py),
-apply the environment profile, verify the installed set against the lock, layer it over
---base-site, compile the requested just-in-time kernels into it (builder/kernels/step.py), hash
-the tree and check each file against its wheel's RECORD (one read of every file serves both),
-write the record, rename into place, switch `current`.
-
-An env for the same lock hash that already exists (with a record) is reused: its contents are
-a function of the lock, so building it again would only burn time.
+The steps, each timed and recorded, run in the order `_Build._run_build` and `_Build._build`
+write them: every input check (the lock, the patches' sha256, the interpreter, --base-site, the
+patches applying) before anything is created; then `<env>.partial` is installed, settled,
+verified, hashed, recorded, renamed into place and selected (`current`). An env for the same
+lock hash that already exists (with a record) is reused: its contents are a function of the lock.
 
 Where the env goes and when one is reused: builder.venv.env_slot; the uv commands that install
 the lock: builder.venv.install_commands; the installed set against the lock: builder.venv.installed.
-
 Tests kill it before every step through a Reporter wrapper (builder.venv.fault_hook).
 """
 

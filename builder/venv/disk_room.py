@@ -2,12 +2,9 @@
 
 The env is installed with `--link-mode copy` (builder.venv.install_commands), so it takes the
 unpacked size of every locked wheel; uv's cache holds the same unpacked again for the wheels
-it does not have yet. Unpacked is about twice the wheels' bytes: cu128's 169 wheels are
-4.8 GiB and its env ~10 GB (README "What it costs"). A disk with less is refused up front
-(exit 3) naming what is needed, what is free and where to build instead, instead of failing
-mid-install with a half-written `.partial`. Wheels are sized by builder.venv.lock_sizes (a
-local wheel by its file); a package whose size cannot be known is named, in the refusal and
-in a note when the check passes, never counted as 0 in silence.
+it does not have yet (README "What it costs"). A disk with less is refused up front (exit 3)
+naming what is needed, what is free and where to build instead, not mid-install. A package
+whose size cannot be known (builder.venv.lock_sizes) is named, never counted as 0 in silence.
 """
 
 from __future__ import annotations

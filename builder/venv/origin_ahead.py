@@ -1,15 +1,11 @@
 """The origin check's index listing, read while uv installs from its cache.
 
-The listing (builder.lock.origin: every locked file must be one its index's page lists) reads
-one page per package over the network: seconds per build, the disk-bound install waiting on
-none of it. The build runs the registry check (no network) first, as before, then starts the
-listing in a thread and installs with `uv sync --offline --no-build`: from uv's cache alone, so
-no byte of a file the listing has not cleared yet is downloaded and no source distribution's
-build code runs. When the cache lacks a file (or the offline install fails for any other
-reason), the build waits for the listing before it lets uv download anything; and it always
-waits for it before the next step that runs code or makes the env visible. A listing that
-refuses the lock refuses the build as it did before the install (BadInput, exit 2; an index
-that cannot be read, exit 3), and the build's `.partial` folder is removed: nothing published.
+The listing (builder.lock.origin) reads one page per package over the network, so it runs in
+a thread while uv installs with `uv sync --offline --no-build`: from uv's cache alone, so no
+byte of a file the listing has not cleared is downloaded and no source distribution's build
+code runs. When the cache lacks a file, the build waits for the listing before uv downloads
+anything, and always before the next step that runs code or makes the env visible. A refusal
+is BadInput (exit 2; an unreadable index, exit 3) and removes the `.partial`: nothing published.
 """
 
 from __future__ import annotations

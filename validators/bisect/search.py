@@ -2,28 +2,14 @@
 when the baseline with that subset of units applied regressed on its `attempt`-th measurement
 (1 = first). The baseline alone (the empty subset) is known good. Units are indices 0..n-1.
 
-`bisect()` is the whole search `validators bisect` runs (and benchmarks/bisect/bisect_search.py
-drives with a simulated gate). The whole candidate is not gated first: it is one more prefix
-of the first location, whose hypotheses are the units and "none of them" (nothing to bisect,
-named only at 99%: the whole passed twice); a refused gate's JSON answers its first
-measurement. Then:
-
-- `binary`: one culprit, the first unit in order whose prefix regresses. The prefix is found
-  by a noisy bisection (`locate`): a posterior over the position, updated with the gate's
-  measured power and false-alarm rate, the next prefix the one whose verdict tells the most
-  about the position (mutual information; without noise, the half-and-half split). A prefix
-  measured before is measured again when it still tells the most: a SAME that contradicts
-  the later verdicts gets a second look. It stops when the named position is likely enough
-  (Budget: 97%; 99% with a refused gate's JSON, whose saved gate is in hand) or after the
-  gates a noiseless bisection of the hypotheses still open needs (ceil(log2 h) at first) and
-  one spare; past those it goes on only while the named position is less likely than not
-  (up to 2 x + 2 gates).
-- `interaction`: the same location, then (1) the named unit alone (a SAME believed only from
-  two measurements), and if it does not regress alone, its partners are located among the units before it with it applied (a regression
-  that needs two or more units names all of them), and (2) the candidate without the units
-  named so far: when that still regresses, there is another culprit and the search goes on.
-  A group of several is then checked member by member (each must be needed: the group without
-  it must not regress), which also undoes a location sent astray by a missed regression.
+`bisect()` is the whole search `validators bisect` runs (benchmarks/bisect/bisect_search.py
+drives it with a simulated gate):
+- `binary`: one culprit, the first unit in order whose prefix regresses, found by a noisy
+  bisection (`locate`).
+- `interaction`: the same location, then (1) the named unit alone, and if it does not regress
+  alone, its partners among the units before it (a regression that needs two or more units
+  names all of them), and (2) the candidate without the units named so far: when that still
+  regresses, there is another culprit and the search goes on.
 
 Both are deterministic given the answers, so a re-run answering from a cache walks the same path.
 """
@@ -59,12 +45,10 @@ class Budget:
     """How far a location goes past the gates a noiseless bisection needs: `spare` gates more,
     spent only while the named position is below `confidence`.
 
-    A clean path (every verdict consistent) names its position at about 97.6% at the gate's
-    noise: the SAME just below it could be a miss. With a refused gate's JSON the bisect has
-    a gate in hand (the whole candidate's, not spent), so even a clean path's last SAME is
-    measured again (confidence 0.99). Without one, the noiseless count already uses the
-    budget of log2(units) + 1 gates, and the spare gate is kept for a doubtful position
-    (below 97%): a clean path stops."""
+    A clean path (every verdict consistent) names its position just above 97% at the gate's
+    noise: the SAME just below it could be a miss. With a refused gate's JSON the bisect has a
+    gate in hand (the whole candidate's), so even a clean path's last SAME is measured again
+    (IN_HAND). Without one the spare gate is kept for a doubtful position: a clean path stops."""
 
     spare: int = 1
     confidence: float = 0.97
@@ -135,10 +119,11 @@ def locate(
     regress, unless `open_end`: then position m (= len(items)) stands for "none of them" (the
     whole does not regress either), one more hypothesis, and the whole is a prefix like the
     others (measured only when its verdict tells the most; its verdicts seen count).
-    Verdicts already seen for these prefixes count from the start. At most ceil(log2 h) +
-    budget.spare gates for h open hypotheses: the spare ones only while the named position is
-    below budget.confidence; past those only while it is below SETTLE (at most twice as
-    many)."""
+    Verdicts already seen for these prefixes count from the start, and a prefix measured
+    before is measured again when it still tells the most (a SAME that contradicts the later
+    verdicts gets a second look). At most ceil(log2 h) + budget.spare gates for h open
+    hypotheses: the spare ones only while the named position is below budget.confidence; past
+    those only while it is below SETTLE (at most twice as many)."""
     m = len(items)
     h = m + 1 if open_end else m  # hypotheses
     if h == 1:
@@ -263,13 +248,11 @@ def bisect(
 ) -> list[Culprit] | None:
     """The culprits, or None when the candidate does not regress (nothing to bisect).
 
-    The first location has one more hypothesis than the units: "none of them" (the whole
-    candidate does not regress on this host), as likely at first as any one unit. The whole
-    candidate is then a prefix like the others, gated when its verdict tells the most (for an
-    equal candidate, near the end; when a smaller prefix regresses, perhaps never: that
-    regression already shows the candidate regresses). So one culprit among n units costs
-    ceil(log2(n + 1)) gates without noise, the issue's log2(n) + 1 with the whole candidate's
-    gate counted, and one spare gate for a doubtful position (Budget).
+    The whole candidate is not gated first: the first location has one more hypothesis than
+    the units, "none of them", and the whole is a prefix like the others, gated only when its
+    verdict tells the most (a smaller prefix that regresses already shows the candidate does).
+    So one culprit among n units costs ceil(log2(n + 1)) gates without noise, plus one spare
+    gate for a doubtful position (Budget).
 
     `refused` (--bad GATE.json): the whole candidate's first verdict is that gate's
     (gate(whole, 1) answers it, no gate spent): it counts as one measurement, which leaves

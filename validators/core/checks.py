@@ -1,9 +1,8 @@
 """Every check id a validator can emit: the registry the gate, reports and tests name ids from.
 
-`make_result` (validators.core.results) refuses an id that is not here, so a validator cannot emit
-an unregistered id, and tests/validators/test_check_ids.py fails when a test or fixture names
-an id no validator can emit (ids drift otherwise: a test asserting on
-`runtime.flashinfer.jit` while the runtime group emits `runtime.flashinfer_jit`).
+`make_result` (validators.core.results) refuses an id that is not here, and
+tests/validators/test_check_ids.py fails when a test or fixture names an id no validator can
+emit (ids drift otherwise).
 
 Exact ids are listed per group; families are a prefix plus one name the validator derives at
 run time (a rule id of stacks/rules.toml, a distribution's key).

@@ -1,16 +1,11 @@
 """The report's host block (Report.host), typed: what the host group measured, by check id.
 
-The wire format is the one reports always had, `{check id: evidence}` of the host group
-(`"host.gpus": {"count": 8, ...}`), so reports written before this model load unchanged
-(the committed ones under benchmarks/*/results do: tests/gate/test_host_facts.py). The parts
-other tools read are typed here (the record's host fingerprint is made from them:
-validators/records/fingerprint.py); the rest of each check's evidence (the manifest's
-targets, links, an `accepted` note) stays as it was written. A field of the wrong type is
-bad input naming the field, never skipped silently.
+The wire format stays `{check id: evidence}` of the host group (`"host.gpus": {"count": 8,
+...}`), so older reports load unchanged. The parts other tools read are typed here (the
+record's host fingerprint: validators/records/fingerprint.py); the rest of each check's
+evidence stays as written. A field of the wrong type is bad input naming the field.
 
-It lives in core/ beside Report rather than in preflight/ beside the host group that writes
-it: core/ imports no group package (core/results.py would import preflight/, which imports
-core/; tests/foundation/test_import_plan.py). preflight/ imports core/, never the other way.
+It lives in core/, not beside the host group in preflight/: core/ imports no group package.
 
 `fingerprint`: a host fingerprint given whole by whoever ran the validators (a collector of
 runs made elsewhere); validated where it is read (records.model.HostFingerprint).

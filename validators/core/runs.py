@@ -78,9 +78,7 @@ def run_interleaved(
     """Runs of both envs in ABBA order, so slow drift of the host (thermals, neighbours, a
     cache warming up) lands on both sides equally instead of looking like a regression.
     keep_dir: each child's output kept as pair-NN-baseline.* / pair-NN-candidate.*.
-    Run one after the other, drift hid a slower candidate and refused an equal one
-    (benchmarks/gate/results/gate_synthetic_server.md, benchmarks/gate_h200/results/README.md).
-    """
+    (benchmarks/gate/results/gate_synthetic_server.md)"""
     console = console_err()
     base_reports: list[Report] = []
     cand_reports: list[Report] = []
