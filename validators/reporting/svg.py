@@ -156,11 +156,7 @@ def interval_chart(
     series: dict[str, list[Point]], *, title: str, y_label: str, x_label: str
 ) -> str:
     """Mean and interval per x for each side ('baseline', 'candidate'), joined by lines."""
-    xs: list[str] = []
-    for points in series.values():
-        for p in points:
-            if p.x not in xs:
-                xs.append(p.x)
+    xs = list(dict.fromkeys(p.x for points in series.values() for p in points))
     values = [v for pts in series.values() for p in pts for v in (p.low, p.high)]
     frame = _Frame(xs, 0.0, max(values) * 1.08 if values else 1.0, title=title, y_label=y_label)
     body = frame.axes(x_label)
@@ -195,11 +191,7 @@ def interval_chart(
 
 def box_chart(series: dict[str, list[Box]], *, title: str, y_label: str, x_label: str) -> str:
     """Box (p25-p75, median line), whiskers p5-p95, a dot at p99; sides next to each other."""
-    xs: list[str] = []
-    for boxes in series.values():
-        for b in boxes:
-            if b.x not in xs:
-                xs.append(b.x)
+    xs = list(dict.fromkeys(b.x for boxes in series.values() for b in boxes))
     values = [v for bs in series.values() for b in bs for v in (b.p5, b.p99)]
     low = min(values) if values else 0.0
     frame = _Frame(

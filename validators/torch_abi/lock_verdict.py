@@ -79,15 +79,7 @@ def check_lock(
         parsed = _parsed(lock)  # read once: the wheels and the registries are from it
         wheels = http_wheels(read_lock(lock, parsed=parsed))
     except LockError as exc:  # a file:// index gives no sizes: nothing is read, nothing judged
-        return LockVerdict(
-            lock_sha256=lock_sha,
-            torch=None,
-            pairs=[],
-            alternatives={},
-            seconds=round(time.perf_counter() - started, 3),
-            bytes_fetched=0,
-            note=f"not checked: {exc}",
-        )
+        return _no_pairs(lock_sha, round(time.perf_counter() - started, 3), f"not checked: {exc}")
     torch = next((w for w in wheels.wheels if w.name == "torch"), None)
     registries = lock_registries(parsed)
     binary = binary_key(registries, wheels, cache) if torch is not None else None
@@ -97,14 +89,7 @@ def check_lock(
         return same.model_copy(update={"lock_sha256": lock_sha, "from_cache": True,
                                        "seconds": seconds})  # fmt: skip
     if torch is None:
-        result = LockVerdict(
-            lock_sha256=lock_sha,
-            torch=None,
-            pairs=[],
-            alternatives={},
-            seconds=0.0,
-            bytes_fetched=0,
-        )
+        result = _no_pairs(lock_sha, 0.0)
     else:
         from validators.lockcheck.check import find_interpreter
         from validators.torch_abi.memo import MemoCache
@@ -124,6 +109,18 @@ def check_lock(
         if binary is not None:
             _write(by_binaries_path(cache.root, binary), result)
     return result
+
+
+def _no_pairs(lock_sha: str, seconds: float, note: str = "") -> LockVerdict:
+    return LockVerdict(
+        lock_sha256=lock_sha,
+        torch=None,
+        pairs=[],
+        alternatives={},
+        seconds=seconds,
+        bytes_fetched=0,
+        note=note,
+    )
 
 
 def _write(path: Path, result: LockVerdict) -> None:

@@ -66,6 +66,10 @@ class ClaimCheck(BaseModel):
     evidence: str
 
 
+def _check(claim: str, verdict: ClaimVerdict, evidence: str) -> ClaimCheck:
+    return ClaimCheck(claim=claim, verdict=verdict, evidence=evidence)
+
+
 class WheelAudit(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -147,7 +151,7 @@ def audit_arch(value: str, codes: list[GpuCode], partial: list[str]) -> ClaimChe
     claim = f"nvidia :: sm_arch :: {value}"
     match = _ARCH.match(value)
     if match is None:
-        return ClaimCheck(claim=claim, verdict="not-audited", evidence=f"{value!r}: not NN_real")
+        return _check(claim, "not-audited", f"{value!r}: not NN_real")
     sm, suffix, form = int(match.group(1)), match.group(2), match.group(3)
     kind = "sass" if form == "real" else "ptx"
     major, minor = sm // 10, sm % 10
@@ -161,22 +165,18 @@ def audit_arch(value: str, codes: list[GpuCode], partial: list[str]) -> ClaimChe
     ]
     what = "SASS that runs on" if kind == "sass" else "PTX that JITs to"
     if ok:
-        return ClaimCheck(
-            claim=claim,
-            verdict="holds",
-            evidence=f"{what} sm_{sm}{suffix}: {', '.join(sorted({c.label() for c in ok}))}",
+        return _check(
+            claim, "holds", f"{what} sm_{sm}{suffix}: {', '.join(sorted({c.label() for c in ok}))}"
         )
     if partial:
-        return ClaimCheck(
-            claim=claim,
-            verdict="not-audited",
-            evidence=f"no {what} sm_{sm}{suffix} in the part read ({shown}); the GPU code of "
+        return _check(
+            claim,
+            "not-audited",
+            f"no {what} sm_{sm}{suffix} in the part read ({shown}); the GPU code of "
             f"{', '.join(partial[:3])} lies past the bytes read",
         )
-    return ClaimCheck(
-        claim=claim,
-        verdict="false",
-        evidence=f"no {what} sm_{sm}{suffix} in any object or cubin: the wheel has {shown}",
+    return _check(
+        claim, "false", f"no {what} sm_{sm}{suffix} in any object or cubin: the wheel has {shown}"
     )
 
 
@@ -186,12 +186,12 @@ def audit_cuda(feature: str, value: str, majors: dict[int, list[str]]) -> ClaimC
     try:
         bound = Version(value)
     except InvalidVersion:
-        return ClaimCheck(claim=claim, verdict="not-audited", evidence=f"{value!r}: no version")
+        return _check(claim, "not-audited", f"{value!r}: no version")
     if not majors:
-        return ClaimCheck(
-            claim=claim,
-            verdict="not-audited",
-            evidence="its objects link no libcudart/libcublas/libnvrtc (a static runtime or no "
+        return _check(
+            claim,
+            "not-audited",
+            "its objects link no libcudart/libcublas/libnvrtc (a static runtime or no "
             "CUDA code): no CUDA version to compare",
         )
     seen = "; ".join(f"{m}: {', '.join(names[:2])}" for m, names in sorted(majors.items()))
@@ -203,16 +203,10 @@ def audit_cuda(feature: str, value: str, majors: dict[int, list[str]]) -> ClaimC
         bad = [m for m in majors if m > bound.major or (m == bound.major and bound.minor == 0)]
         rule = f"< {value}"
     if bad:
-        return ClaimCheck(
-            claim=claim,
-            verdict="false",
-            evidence=f"claims CUDA {rule}, its objects need CUDA {bad[0]} ({seen})",
+        return _check(
+            claim, "false", f"claims CUDA {rule}, its objects need CUDA {bad[0]} ({seen})"
         )
-    return ClaimCheck(
-        claim=claim,
-        verdict="holds",
-        evidence=f"CUDA majors needed: {seen} (a soname names the major only)",
-    )
+    return _check(claim, "holds", f"CUDA majors needed: {seen} (a soname names the major only)")
 
 
 @dataclass(frozen=True)
@@ -307,22 +301,18 @@ class _Auditor:
     def audit_abi(self, feature: str, value: str, wheel: LockedWheel) -> ClaimCheck:
         claim = f"{VARIANT_ABI_DEPENDENCY_NAMESPACE} :: {feature} :: {value}"
         if canonicalize_name(feature) != "torch":
-            return ClaimCheck(
-                claim=claim, verdict="not-audited", evidence="only torch's ABI is checked"
-            )
+            return _check(claim, "not-audited", "only torch's ABI is checked")
         try:
             torch = _torch_for(value, self.torches())
         except IndexError_ as exc:
-            return ClaimCheck(claim=claim, verdict="not-audited", evidence=str(exc))
+            return _check(claim, "not-audited", str(exc))
         if torch is None:
-            return ClaimCheck(
-                claim=claim,
-                verdict="not-audited",
-                evidence=f"no torch release {value}(.*) on {self.inputs.torch_index}",
+            return _check(
+                claim, "not-audited", f"no torch release {value}(.*) on {self.inputs.torch_index}"
             )
         closure = self.closure(str(torch))
         if isinstance(closure, ClosureError):
-            return ClaimCheck(claim=claim, verdict="not-audited", evidence=str(closure))
+            return _check(claim, "not-audited", str(closure))
         pair = decide(
             PairInputs(
                 package=canonicalize_name(self.inputs.package),
@@ -337,21 +327,13 @@ class _Auditor:
             )
         )
         if pair.verdict == "loads":
-            return ClaimCheck(
-                claim=claim,
-                verdict="holds",
-                evidence=f"loads beside torch {torch}: {pair.reason[:200]}",
-            )
+            return _check(claim, "holds", f"loads beside torch {torch}: {pair.reason[:200]}")
         if pair.verdict == "breaks":
-            return ClaimCheck(
-                claim=claim,
-                verdict="false",
-                evidence=f"cannot load beside torch {torch}: {pair.kind}: {pair.first[:300]}",
+            return _check(
+                claim, "false", f"cannot load beside torch {torch}: {pair.kind}: {pair.first[:300]}"
             )
-        return ClaimCheck(
-            claim=claim,
-            verdict="not-audited",
-            evidence=f"beside torch {torch} undecidable: {pair.reason[:300]}",
+        return _check(
+            claim, "not-audited", f"beside torch {torch} undecidable: {pair.reason[:300]}"
         )
 
 
@@ -419,28 +401,28 @@ def _index_claim(
         return []
     name, table = found
     if isinstance(table, str):
-        return [ClaimCheck(claim=name, verdict="false", evidence=f"not readable: {table}")]
+        return [_check(name, "false", f"not readable: {table}")]
     listed = table.get(label)
     if listed is None:
         return [
-            ClaimCheck(
-                claim=name,
-                verdict="false",
-                evidence=f"label {label} is not among its variants ({', '.join(sorted(table))})",
+            _check(
+                name,
+                "false",
+                f"label {label} is not among its variants ({', '.join(sorted(table))})",
             )
         ]
     if listed != props:
         only_index = sorted(set(listed) - set(props))
         only_wheel = sorted(set(props) - set(listed))
         return [
-            ClaimCheck(
-                claim=name,
-                verdict="false",
-                evidence=f"label {label}: the index says {only_index or 'nothing more'}, the "
+            _check(
+                name,
+                "false",
+                f"label {label}: the index says {only_index or 'nothing more'}, the "
                 f"wheel's {VARIANT_DIST_INFO_FILENAME} {only_wheel or 'nothing more'}",
             )
         ]
-    return [ClaimCheck(claim=name, verdict="holds", evidence=f"label {label}: same properties")]
+    return [_check(name, "holds", f"label {label}: same properties")]
 
 
 def audit(inputs: AuditInputs) -> VariantReport:
@@ -535,11 +517,7 @@ def _audit_one(
             claims.append(auditor.audit_abi(feature, value, wheel))
         else:
             claims.append(
-                ClaimCheck(
-                    claim=prop,
-                    verdict="not-audited",
-                    evidence="a property this reader has no binary evidence for",
-                )
+                _check(prop, "not-audited", "a property this reader has no binary evidence for")
             )
     claims += _index_claim(label, props, _index_variants(client, rows, wheel.version))
     return WheelAudit(**base, properties=props, claims=claims)
