@@ -5,8 +5,7 @@ up/down" (CSI A/B) and colour codes, redrawn many times a second, and never ends
 newline; what it prints for good ("Resolved 12 packages in 3ms", " + torch==2.9.1") it prints
 after erasing the bars, ending in a newline. So a line is kept exactly when a newline ends it,
 and what it holds is what follows the last `\\r` or cursor/erase sequence before that newline,
-colour codes removed. The recorded output in tests/builder/data/uv_pty_install.raw is uv 0.13
-drawing a download of three 24 MiB wheels (two bars at once) and an install.
+colour codes removed (a recorded example: tests/builder/data/uv_pty_install.raw).
 
 The rule holds for a program that never moves the cursor above a line it ended with a newline:
 indicatif pads each bar to the terminal's width and lets it wrap instead. One that does (rich's

@@ -8,13 +8,10 @@ Where no driver is in the tree, each compiler process (gcc, nvcc, cicc, ...) is 
 When the tree passes the plan's memory budget (usable memory minus the manifest's margin;
 never above 90% of the limit) the newest running job is stopped with SIGSTOP: it has done the
 least work, and the older jobs can finish and free memory. A stopped job keeps what it holds,
-so the margin is what lets the running jobs reach their peaks: the watchdog is the second line
-of defence behind the plan, not a replacement for it. A plan that was right never pauses. Once the total falls below
-resume_fraction of that threshold, paused jobs get SIGCONT, oldest first. One job is always left running, so
-the build can make progress; a build whose single job is over the limit still fails, but the
-record then says so with a measured number.
-
-RSS double counts shared pages, which errs on the safe side for a limit.
+so the margin lets the running jobs reach their peaks: the watchdog backs the plan up, it does
+not replace it. Below resume_fraction of that threshold, paused jobs get SIGCONT, oldest first.
+One job always runs, so the build progresses; a single job over the limit still fails, with a
+measured number in the record. RSS double counts shared pages: safe for a limit.
 """
 
 from __future__ import annotations

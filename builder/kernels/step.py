@@ -1,22 +1,15 @@
 """The build's `kernels` step: compile the requested just-in-time kernels into the env, where
 the engines load them before any JIT, and say what they cost when they cannot be built.
 
-Where each engine's build-time kernels live in the env (both inside it, so the tree hash, the
-listing and `verify` cover them, and the static group's walk of site-packages reads their
-SASS/PTX like any other GPU code):
-
-- FlashInfer: `<site>/flashinfer/data/aot/<module>/<module>.so`, the folder FlashInfer loads
-  before any JIT (JitSpec.is_aot: no ninja, no nvcc on the GPU host);
-- SGLang's TVM-FFI kernels: `<site>/_stackgate_kernels/tvm-ffi/<module>__arch_<arch>__tvmffi_<v>/
-  <module>.so`, the path SGLang's load_jit loads without ninja; `_stackgate_kernels.pth` sets
-  TVM_FFI_CACHE_DIR to it at interpreter start-up (setdefault: a user's own setting wins),
-  relative to the env's own folder. A module compiled at run time lands there too, and
-  `verify` then names it: the env was not complete.
-
-The compile runs in the env's own interpreter (builder/kernels/engine_child.py), with the
-engine code the env will serve with, for the request's arch (FLASHINFER_CUDA_ARCH_LIST, SGLang's
-override_jit_cuda_arch): no GPU is needed. A kernel that fails is recorded as missing with its
-error; the build goes on (the first server compiles it), unless `required`.
+The compile runs in the env's own interpreter (builder/kernels/engine_child.py, which says
+where each engine's modules go), with the engine code the env will serve with, for the
+request's arch: no GPU is needed. Both folders are inside the env, so the tree hash, the
+listing and `verify` cover them and the static group reads their SASS/PTX like any other GPU
+code. SGLang's is `<site>/_stackgate_kernels/tvm-ffi/`: `_stackgate_kernels.pth` sets
+TVM_FFI_CACHE_DIR to it at start-up (setdefault: a user's own setting wins); a module compiled
+at run time lands there too, and `verify` then names it: the env was not complete. A kernel
+that fails is recorded as missing with its error; the build goes on (the first server compiles
+it), unless `required`.
 """
 
 from __future__ import annotations

@@ -1,15 +1,12 @@
 """Byte-code at build time: every `.py` of the env's site-packages compiled by the env's own
-interpreter, so no process of the env compiles modules on its first import (an SGLang server
-imports its ~2,900 modules in the main process and again in each spawned scheduler and
-detokenizer; measured in benchmarks/kernels_ahead/).
+interpreter, so no process of the env (an SGLang server and each scheduler it spawns) compiles
+modules on its first import (benchmarks/kernels_ahead/).
 
 How the `.pyc` files are made, and why:
-- PEP 552 checked-hash: each `.pyc` holds a hash of its `.py` source instead of its mtime, and
-  the interpreter compares it with the source at every import, recompiling when they differ.
-  So a `.py` edited after the build (a patch, a user's fix) never runs stale byte-code, and the
-  bytes do not depend on file times (uv links files out of its cache with their old mtimes).
-  Timestamp `.pyc` would trust an mtime/size match; unchecked-hash ones would ignore an edited
-  source altogether.
+- PEP 552 checked-hash: the interpreter compares each `.pyc`'s source hash with its `.py` at
+  every import, so a `.py` edited after the build never runs stale byte-code, and the bytes do
+  not depend on file times (uv's cache keeps old mtimes). Timestamp `.pyc` would trust an
+  mtime/size match; unchecked-hash ones would ignore an edited source altogether.
 - The file name recorded in each is its path relative to site-packages (`torch/__init__.py`):
   an import replaces it with the source's real path (importlib's `_fix_co_filename`), so
   tracebacks name the env's files, and the bytes depend on neither the env's folder nor the

@@ -3,22 +3,16 @@ parallel writes happened to leave.
 
 uv installs wheels in parallel: when two wheels ship the same path with different bytes
 (flashinfer-python 0.6.3 and torch-c-dlpack-ext 0.1.5 both ship a top-level `build_backend.py`),
-whichever write ends last stays, and two builds of one lock hash differently: a record's tree
-hash could not be matched by `reproduce`. After the install, each such path is given the copy of
-the owner `stackgate.envtree.wheel_records.chosen_owner` names (the last in the lock's order
-among the owners whose RECORD lists a sha256: what a sequential installer walking the lock
-leaves). Its bytes come from uv's unpacked copy of that wheel in its cache (`archive-v*/<id>/`, the same
-copy `--link-mode copy` installed from), taken only when its sha256 is the one the owner's
-RECORD lists; the file's executable bit follows that copy too (the tree hash tells an
-executable file from a plain one). Paths every owner ships with the same bytes and mode need
-nothing.
+whichever write ends last stays, and two builds of one lock would hash differently. So each
+such path is given the copy of the owner `stackgate.envtree.wheel_records.chosen_owner` names,
+from uv's unpacked copy of that wheel in its cache (`archive-v*/<id>/`), taken only when its
+sha256 is the one the owner's RECORD lists; the executable bit follows that copy too (the tree
+hash tells them apart). A generated console or GUI script (in no wheel) is rebuilt from the one uv left
+for the other owner (builder/venv/entry_scripts.py), under the same sha256 condition.
 
-A console or GUI script uv generated (its bytes are in no wheel) is rebuilt from the one uv
-left for the other owner (builder/venv/entry_scripts.py), under the same sha256 condition. A
-copy that cannot be found (uv's cache pruned under the build, a `.data` script whose `#!python`
-uv rewrote) leaves the path as uv wrote it: the build record's clash then names a `chosen`
-owner that `holds` lacks, and the build says that this env's tree hash may differ from another
-build's.
+A copy that cannot be found (uv's cache pruned under the build, a `.data` script whose
+`#!python` uv rewrote) leaves the path as uv wrote it: the record's clash then names a `chosen`
+owner that `holds` lacks, and the build says this env's tree hash may differ from another's.
 """
 
 from __future__ import annotations

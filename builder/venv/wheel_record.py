@@ -1,13 +1,11 @@
 """A fresh install's files against their wheels' RECORDs: clashes recorded, damage refused
 with the advice its cause calls for.
 
-uv installs a wheel from its cache, where the wheel was unpacked once; it does not hash the
-files again. A file edited in the cache (by hand, by a disk fault, or through a hardlinked env
-before the builder used `--link-mode copy`) is installed as it is, and the build record would
-hash the damaged tree as the truth. The wheel itself is pinned by the lock's sha256 and its
-RECORD names the sha256 of every file it holds, so every installed file must match the RECORD
-of one distribution that installs it (stackgate.envtree.wheel_records: a path several wheels install
-holds one of their copies, and that is recorded, not refused).
+uv installs a wheel from its cache, unpacked once, without hashing the files again: a file
+edited in the cache is installed as it is, and the build record would hash the damaged tree as
+the truth. So every installed file must match the RECORD of one distribution that installs it
+(stackgate.envtree.wheel_records: a path several wheels install holds one of their copies,
+recorded, not refused).
 
 When a file matches none, the cause decides the advice: uv's unpacked copy in its cache is
 hashed too. Differs there as well: the cache is damaged (`uv cache clean <package>`). Matches
