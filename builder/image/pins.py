@@ -175,8 +175,7 @@ def skopeo_resolver(tag: str) -> str:
 def refresh_pins(path: Path | None = None, resolver: Resolver = skopeo_resolver) -> list[str]:
     """Resolve every tag comment again and rewrite the digests that moved; returns the changes.
 
-    Only the digest text of a pinned line changes; comments, order and layout stay.
-    """
+    Only the digest text of a pinned line changes; comments, order and layout stay."""
     file = path or pins_file()
     lines = file.read_text(encoding="utf-8").splitlines(keepends=True)
     changes: list[str] = []

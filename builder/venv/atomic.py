@@ -1,11 +1,9 @@
 """All-or-nothing environments: a `.partial` folder, one rename, one `current` symlink swap.
 
-The layout under the venv root is stackgate.layout (EnvLayout); this module changes it.
-
-Every step that a reader can observe is a single rename(2): the finished folder appears whole
-or not at all, and `current` is replaced by renaming a fresh symlink over it. A build killed at
-any point leaves at most a `.partial` folder, which the next build (holding the lock, so no
-build is using it) removes. Finished envs are never modified or removed here.
+The layout under the venv root is stackgate.layout (EnvLayout); this module changes it. Every
+step a reader can observe is a single rename(2), `current` included (a fresh symlink renamed
+over it). A build killed at any point leaves at most a `.partial` folder, which the next build
+(holding the lock, so no build is using it) removes. Finished envs are never modified here.
 """
 
 from __future__ import annotations

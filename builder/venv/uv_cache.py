@@ -1,12 +1,10 @@
 """uv's partial extractions left by an interrupted install, removed when nothing uses them.
 
 uv extracts a wheel into a `.tmp*` folder at the top of its cache and renames it into place; a
-uv killed mid-install (a build interrupted, a machine out of disk) leaves those folders behind,
-and nothing removes them: a killed build can leave gigabytes there. Every uv process holds a
-shared lock on `<cache>/.lock` while it runs (`uv cache clean` and `uv cache prune` take it
+uv killed mid-install leaves gigabytes of those behind, and nothing removes them. Every uv
+process holds a shared lock on `<cache>/.lock` while it runs (`uv cache clean` takes it
 exclusively), so when this process can take it exclusively without waiting, no uv is running
-and every `.tmp*` there is a leftover. When a uv is running (another build, the user's own
-`uv sync`) nothing is removed: the folders may be its work in progress, and the next build tries
+and every `.tmp*` there is a leftover; otherwise nothing is removed and the next build tries
 again. The lock is held only while the folders are removed.
 """
 

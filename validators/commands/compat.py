@@ -38,10 +38,6 @@ if TYPE_CHECKING:
     from validators.torch_abi.flow import Judged
     from validators.torch_abi.matrix import Request
 
-# The matrix and the variant audit (validators.torch_abi.flow) and the report import the static
-# check, httpx and jinja2 where they run: `--lock` (the child `builder lock` starts) imports
-# none of them unless its lock's verdict has to be computed.
-
 NAME = "compat"
 HELP = "which versions of a binary package load beside which torch (from the wheels' bytes)"
 

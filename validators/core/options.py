@@ -144,12 +144,6 @@ def _is_utf8(text: str) -> bool:
     return True
 
 
-def _value(key: str, raw: str) -> Any:
-    if key in _LISTS:
-        return tuple(v.strip() for v in raw.split(",") if v.strip())
-    return raw
-
-
 def parse_options(items: Sequence[str]) -> GroupOptions:
     """`--option KEY=VALUE` items -> GroupOptions; BadInput naming every bad item at once."""
     problems: list[str] = []
@@ -169,7 +163,9 @@ def parse_options(items: Sequence[str]) -> GroupOptions:
             # pydantic cannot put such text into its own error message (UnicodeEncodeError)
             problems.append(f"--option {key}: {_shown(Path(raw))!r} is not UTF-8 text")
             continue
-        sections.setdefault(section, {})[key] = _value(key, raw)
+        sections.setdefault(section, {})[key] = (
+            tuple(v.strip() for v in raw.split(",") if v.strip()) if key in _LISTS else raw
+        )
     if not problems:
         try:
             return GroupOptions.model_validate(sections)
