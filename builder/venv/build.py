@@ -2,8 +2,7 @@
 previous environment.
 
 The steps, each timed and recorded, run in the order `_Build._run_build` and `_Build._build`
-write them: every input check (the lock, the patches' sha256, the interpreter, --base-site, the
-patches applying) before anything is created; then `<env>.partial` is installed, settled,
+write them: every input check before anything is created, then `<env>.partial` installed,
 verified, hashed, recorded, renamed into place and selected (`current`). An env for the same
 lock hash that already exists (with a record) is reused: its contents are a function of the lock.
 

@@ -43,13 +43,10 @@ def apply_accepted(
     accepted: Mapping[str, str],
     refused: Mapping[str, str] | None = None,
 ) -> list[Result]:
-    """The stack's word on its findings. FAILs the manifest accepts
-    (validation.accepted_findings) become SKIPs that keep both the stack's reason and the
-    finding; a SKIP it accepts (a check that cannot judge this stack, e.g.
-    serve-bench.token_counts for an engine whose model has no tokenizer) keeps its status and
-    gains the acceptance; an accepted WARN (a PASS whose evidence says severity WARN) stays a
-    PASS and says so. A WARN the manifest refuses (validation.refused_findings) becomes a FAIL.
-    Nothing else changes, and nothing is hidden."""
+    """The stack's word on its findings (validation.accepted_findings / refused_findings): an
+    accepted FAIL becomes a SKIP that keeps both the stack's reason and the finding; an accepted
+    SKIP or WARN (a PASS whose evidence says severity WARN) keeps its status and says so; a
+    refused WARN becomes a FAIL. Nothing else changes, and nothing is hidden."""
     refused = refused or {}
     out: list[Result] = []
     for r in results:

@@ -30,9 +30,8 @@ from validators.torch_abi.decide import PairInputs, decide, host_source
 from validators.torch_abi.index import IndexFile, best_wheel, project_files, size_of
 from validators.torch_abi.memo import MemoCache
 
-# Requests in flight while the matrix's wheels are read before any pair is judged: the reads
-# are round trips (a member's headers, then its symbol tables), so a cold matrix waits on the
-# network, not on the CPU (benchmarks/compat/results/compat.md)
+# Requests in flight while the matrix's wheels are read: each read is a round trip, so a cold
+# matrix waits on the network, not on the CPU (benchmarks/compat/results/compat.md)
 PREFETCH_JOBS = 16  # stackgate.bounded_http.make_client keeps 16 connections
 CLOSURE_JOBS = 3  # `uv lock` of torch closures at once
 
