@@ -18,11 +18,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-from builder.lock.uvproject import (
-    IndexSpec,
-    index_specs,
-    render_pyproject,
-)
+from builder.lock.uvproject import IndexSpec, index_specs, render_pyproject
 from stackgate import proc, waits
 from stackgate.errors import BadInput, CommandFailed, EnvironmentProblem
 from stackgate.layout import LockFiles

@@ -24,12 +24,7 @@ from validators.bisect.search import MODES
 from validators.bisect.session import Bisect, Settings
 from validators.bisect.units import ChangeUnit, change_units
 from validators.gate.cli_args import add_policy_arguments, flags_from
-from validators.gate.stack_policy import (
-    decide,
-    require_interleave,
-    stack_gate,
-    under_baseline,
-)
+from validators.gate.stack_policy import decide, require_interleave, stack_gate, under_baseline
 from validators.records.cli_args import add_store_argument
 from validators.records.env_verify import recheck_env
 from validators.records.model import Record

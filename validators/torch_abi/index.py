@@ -10,11 +10,7 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 from packaging.tags import Tag
-from packaging.utils import (
-    InvalidWheelFilename,
-    canonicalize_name,
-    parse_wheel_filename,
-)
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
 from stackgate.lock.wheels import LockedWheel, target_tags
