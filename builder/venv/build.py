@@ -289,24 +289,47 @@ class _Build:
         """Run one step's command; False when it failed and `check` is off. `into`: the env uv
         installs the lock into, from the lock's folder."""
         plan = checked.plan
-        result = run_watched(
+        result = self._watched(
             argv,
+            plan,
             env=self._step_env(plan, into.path if into else None),
             cwd=checked.state.files.folder if into else None,
-            limit_bytes=max(plan.usable_memory_bytes, 1),
-            pause_at_bytes=plan.memory_budget_bytes or None,
-            log_path=self.log,
             on_line=self.reporter.line,
-            keep_fds=(self.lock_fd,) if self.lock_fd is not None else (),
             terminal=terminal,
         )
+        # compile jobs: their peaks plan the next build's jobs (write_history)
         self.watch.peak_total_rss = max(self.watch.peak_total_rss, result.watch.peak_total_rss)
         self.watch.peak_job_rss = max(self.watch.peak_job_rss, result.watch.peak_job_rss)
         self.watch.jobs_seen += result.watch.jobs_seen
-        self.watch.pauses += result.watch.pauses
         if result.returncode != 0 and check:
             _raise_step_failure(result, what, checked.state, self.loaded, self.options)
         return result.returncode == 0
+
+    def _watched(
+        self,
+        argv: Sequence[str | Path],
+        plan: JobPlan,
+        *,
+        env: Mapping[str, str],
+        cwd: Path | None,
+        on_line: Callable[[str], None],
+        terminal: Terminal | None = None,
+    ) -> StepResult:
+        """argv under the build's watchdog (the plan's memory bounds, the build log, the held
+        lock); its pauses are counted."""
+        result = run_watched(
+            argv,
+            env=env,
+            cwd=cwd,
+            limit_bytes=max(plan.usable_memory_bytes, 1),
+            pause_at_bytes=plan.memory_budget_bytes or None,
+            log_path=self.log,
+            on_line=on_line,
+            keep_fds=(self.lock_fd,) if self.lock_fd is not None else (),
+            terminal=terminal,
+        )
+        self.watch.pauses += result.watch.pauses
+        return result
 
     def _sweep_uv_cache(self) -> None:
         """Remove uv's partial extractions (`.tmp*` in its cache) when no uv is running."""
@@ -353,17 +376,7 @@ class _Build:
                 on_line(line)
                 self.reporter.line(line)
 
-            result = run_watched(
-                argv,
-                env=env,
-                cwd=None,
-                limit_bytes=max(plan.usable_memory_bytes, 1),
-                pause_at_bytes=plan.memory_budget_bytes or None,
-                log_path=self.log,
-                on_line=both,
-                keep_fds=(self.lock_fd,) if self.lock_fd is not None else (),
-            )
-            self.watch.pauses += result.watch.pauses
+            result = self._watched(argv, plan, env=env, cwd=None, on_line=both)
             return result.returncode, result.tail
 
         with self.timer.step("bytecode", f"compiling byte-code with {plan.jobs} job(s)"):
