@@ -39,6 +39,7 @@ from builder.venv.disk_room import require_room, signals_held, writable_root
 from builder.venv.install_commands import install_commands, requirements_path
 from builder.venv.installed import verify_against_lock
 from builder.venv.origin_ahead import OriginAhead
+from builder.venv.pyc_early import EarlyPyc, known_digests
 from builder.venv.topology import TopologyChoice, choose_topology
 from builder.venv.uv_cache import sweep_leftovers, tree_bytes, uv_cache_dir
 from builder.venv.wheel_record import check_wheel_records
@@ -259,6 +260,10 @@ class _Build:
         # The origin check's index listing while the build goes on (builder.venv.origin_ahead);
         # None once it has passed, or when there is none to read.
         self.origins: OriginAhead | None = None
+        # the byte-code step's interpreter probe and store, made before the install, and the
+        # `.pyc` put in place while uv installs (builder.venv.pyc_early)
+        self.pyc_ready: bytecode.Prepared | None = None
+        self.early_pyc: EarlyPyc | None = None
 
     def _origins_passed(self) -> None:
         """Wait for the index listing; its refusal (BadInput) or failure raised here."""
@@ -366,9 +371,7 @@ class _Build:
             self.reporter.note(line)
         return record
 
-    def _bytecode(self, partial: Path, plan: JobPlan) -> BytecodeRecord:
-        site = envprofile.site_packages(partial)
-
+    def _pyc_runner(self, plan: JobPlan) -> bytecode.Runner:
         def run(
             argv: Sequence[str], env: Mapping[str, str], on_line: Callable[[str], None]
         ) -> tuple[int, list[str]]:
@@ -379,9 +382,38 @@ class _Build:
             result = self._watched(argv, plan, env=env, cwd=None, on_line=both)
             return result.returncode, result.tail
 
+        return run
+
+    def _early_pyc(self, part: _Partial, plan: JobPlan) -> EarlyPyc | None:
+        """The byte-code step's probe and store, before the install; the hook that puts stored
+        `.pyc` in place as the early reader reads each source (None without a store)."""
+        python = part.path / "bin" / "python"
+        ready = bytecode.prepare(python, os.environ, self._pyc_runner(plan), cache_root() / "pyc")
+        self.pyc_ready = ready
+        if ready.store is None:
+            return None
+        site = envprofile.site_packages(part.path)
+        site_rel = f"{site.relative_to(part.path)}/"
+        shipped = part.early.shipped_pyc
+        self.early_pyc = EarlyPyc(site, site_rel, ready.tag, ready.store, shipped)
+        return self.early_pyc
+
+    def _bytecode(self, part: _Partial, plan: JobPlan) -> BytecodeRecord:
+        partial = part.path
+        site = envprofile.site_packages(partial)
+        placed = self.early_pyc.close() if self.early_pyc is not None else {}
+        known = known_digests(part.early.results, site, f"{site.relative_to(partial)}/")
         with self.timer.step("bytecode", f"compiling byte-code with {plan.jobs} job(s)"):
             record = bytecode.compile_site(
-                partial / "bin" / "python", site, plan.jobs, os.environ, run, cache_root() / "pyc"
+                partial / "bin" / "python",
+                site,
+                plan.jobs,
+                os.environ,
+                self._pyc_runner(plan),
+                cache_root() / "pyc",
+                prepared=self.pyc_ready,
+                placed=placed,
+                known=known,
             )
         if record.failed:
             self.reporter.note(
@@ -512,7 +544,7 @@ class _Build:
             kernels = None
             if opts.kernels is not None:
                 kernels = self._kernels(opts.kernels, part, installed, checked)
-            bytecode_record = self._bytecode(partial, checked.plan) if opts.bytecode else None
+            bytecode_record = self._bytecode(part, checked.plan) if opts.bytecode else None
             tree, records = self._hash_and_check(part)
             record = self._record(
                 checked, part, installed, layered, kernels, bytecode_record, tree, records
@@ -575,7 +607,8 @@ class _Build:
                 wheelhouse=opts.wheelhouse,
                 index_map=opts.index_map,
             )
-            part.early.start()
+            early_pyc = self._early_pyc(part, checked.plan) if opts.bytecode else None
+            part.early.start(early_pyc.offer if early_pyc is not None else None)
             # On a terminal uv draws its own progress (downloads in bytes) there.
             with self.reporter.terminal() as terminal:
                 cached = self.origins is not None and len(commands) == 1

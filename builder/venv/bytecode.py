@@ -36,10 +36,12 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from builder.venv.pyc_store import PycStore
 from stackgate.build_record import BytecodeRecord, PycMode
+from stackgate.envtree.digests import Key, key_of
 from stackgate.errors import EnvironmentProblem
 
 MODE: PycMode = "checked-hash"
@@ -161,6 +163,34 @@ def _compile(
     return failed
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """What the step needs before it looks at a source: the interpreter's cache tag and
+    byte-code identity, its child environment and its store (None: every source is compiled).
+    Made before the install, so `.pyc` can be put in place while uv still writes
+    (builder.venv.pyc_early)."""
+
+    python: Path
+    tag: str
+    interpreter: str
+    env: dict[str, str]
+    store: PycStore | None
+
+
+def prepare(
+    python: Path, base_env: Mapping[str, str], run: Runner, store_base: Path | None
+) -> Prepared:
+    env = compile_env(base_env)
+    tag, interpreter = _probe(python, env, run)
+    store = PycStore.open(store_base, interpreter) if store_base is not None else None
+    return Prepared(python, tag, interpreter, env, store)
+
+
+# source (relative to site) -> (the source sha256 its `.pyc` was chosen for, the `.pyc`'s lstat
+# identity right after it was put in place)
+Placed = Mapping[str, tuple[str, Key]]
+
+
 def compile_site(
     python: Path,
     site: Path,
@@ -168,20 +198,34 @@ def compile_site(
     base_env: Mapping[str, str],
     run: Runner,
     store_base: Path | None,
+    *,
+    prepared: Prepared | None = None,
+    placed: Placed | None = None,
+    known: Callable[[str], str | None] | None = None,
 ) -> BytecodeRecord:
     """Compile site's sources with python (the env's interpreter: the `.pyc` magic is its
     version's), taking the `.pyc` of sources seen before from the store under store_base;
-    EnvironmentProblem when the compile itself fails, not a source it cannot read."""
+    EnvironmentProblem when the compile itself fails, not a source it cannot read.
+
+    placed: `.pyc` put in place during the install; one counts as done only while its source's
+    sha256 now (known(source), the early reader's digest where the file is unchanged since, else
+    read here) is the one it was chosen for and it is still the file put there. Anything else
+    is put or compiled as if never placed; a placement of a source this step does not compile
+    goes."""
     started = time.monotonic()
-    env = compile_env(base_env)
-    tag, interpreter = _probe(python, env, run)
-    store = PycStore.open(store_base, interpreter) if store_base is not None else None
+    ready = prepared or prepare(python, base_env, run, store_base)
+    tag, store, early = ready.tag, ready.store, placed or {}
     folders: set[Path] = set()
     reused = 0
     todo: list[tuple[str, str]] = []
+    seen: set[str] = set()
     for source in sources(site):
-        digest = _sha256(site / source)
+        seen.add(source)
+        digest = (known(source) if known is not None else None) or _sha256(site / source)
         target = pyc_path(site, source, tag)
+        if _still_placed(early.get(source), digest, target):
+            reused += 1
+            continue
         if store is not None and digest:
             if target.parent not in folders:
                 target.parent.mkdir(exist_ok=True)
@@ -190,7 +234,11 @@ def compile_site(
                 reused += 1
                 continue
         todo.append((source, digest))
-    failed = _compile(python, site, [s for s, _ in todo], tag, jobs, env, run) if todo else []
+    for source in early.keys() - seen:
+        if _still_placed(early[source], early[source][0], pyc_path(site, source, tag)):
+            pyc_path(site, source, tag).unlink()
+    env = ready.env
+    failed = _compile(ready.python, site, [s for s, _ in todo], tag, jobs, env, run) if todo else []
     if store is not None:
         skip = set(failed)
         for source, digest in todo:
@@ -207,3 +255,12 @@ def compile_site(
         failed_examples=sorted(failed)[:_EXAMPLES],
         seconds=round(time.monotonic() - started, 3),
     )
+
+
+def _still_placed(entry: tuple[str, Key] | None, digest: str, target: Path) -> bool:
+    if entry is None or not digest or entry[0] != digest:
+        return False
+    try:
+        return key_of(target.lstat()) == entry[1]
+    except OSError:
+        return False

@@ -23,11 +23,11 @@ read by the tree hash as before, so the result is the same bytes' digests whatev
 from __future__ import annotations
 
 import os
+import queue
 import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +37,9 @@ from stackgate.envtree.wheel_records import STAMP_MARGIN_NS, ParsedRecord, parse
 MARGIN_NS = STAMP_MARGIN_NS
 # stackgate.envtree's one-read digest: (path, size, env-path patterns) -> (tree digest, raw sha256)
 Digest = Callable[[str, int, list[bytes]], tuple[bytes, bytes]]
+# called from a reader thread with (path relative to the env, its lstat, raw sha256) of each
+# file read (the build puts the `.pyc` of a source read early: builder.venv.pyc_early)
+OnRead = Callable[[str, os.stat_result, bytes], None]
 POLL_S = 0.25
 RETRY_S = 1.0  # how often files not there (or too fresh) when tried are tried again
 
@@ -72,7 +75,9 @@ def valid_raw(env: Path, early: Mapping[str, Early], skip: Iterable[str]) -> dic
 
 
 class EarlyHasher:
-    """Use as a context manager around the install; `finish()` after it returns."""
+    """Use as a context manager around the install; `finish()` after it returns. Files are read
+    by one thread per usable core from one queue (a future per file cost more CPU than the
+    reads' bookkeeping on a 58,000-file env)."""
 
     def __init__(
         self,
@@ -85,6 +90,10 @@ class EarlyHasher:
         self.patterns = patterns
         self.digest = digest
         self.results: dict[str, Early] = {}
+        self.on_read: OnRead | None = None
+        # every RECORD row under a `__pycache__` folder (byte-code a wheel ships), added before
+        # the RECORD's files are queued
+        self.shipped_pyc: set[str] = set()
         # RECORD path -> the identity it was read at: read again when uv rewrites it (a
         # RECORD can be there before the wheel's last files are, and grow)
         self._seen_records: dict[str, tuple[int, int, int, int]] = {}
@@ -97,27 +106,34 @@ class EarlyHasher:
         self._parsed: dict[str, ParsedRecord] = {}
         self._parsed_lock = threading.Lock()
         self._retried = time.monotonic()
-        self._jobs: list[Future[None]] = []
+        self._todo: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        self._failed: list[BaseException] = []
         self._stop = threading.Event()
-        self._pool = ThreadPoolExecutor(max_workers=workers or max(1, len(os.sched_getaffinity(0))))
+        self._drop = threading.Event()
+        count = workers or max(1, len(os.sched_getaffinity(0)))
+        self._readers = [
+            threading.Thread(target=self._work, name=f"early-digests-{i}", daemon=True)
+            for i in range(count)
+        ]
         self._poller = threading.Thread(target=self._poll, name="early-digests", daemon=True)
 
     def __enter__(self) -> EarlyHasher:
+        for reader in self._readers:
+            reader.start()
         self._poller.start()
         return self
 
     def __exit__(self, *_exc: object) -> None:
         self.close()
 
-    def start(self) -> EarlyHasher:
+    def start(self, on_read: OnRead | None = None) -> EarlyHasher:
+        self.on_read = on_read
         return self.__enter__()
 
     def close(self) -> None:
         """Stop and drop what is queued (idempotent)."""
-        self._stop.set()
-        if self._poller.is_alive():
-            self._poller.join()
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._drop.set()
+        self._join()
 
     def finish(self) -> dict[str, Early]:
         """Stop watching, queue what the last RECORDs list, wait for every read."""
@@ -125,9 +141,30 @@ class EarlyHasher:
         if self._poller.is_alive():
             self._poller.join()
         self._scan(final=True)
-        for job in self._jobs:
-            job.result()
+        self._join()
+        if self._failed:
+            raise self._failed[0]
         return self.results
+
+    def _join(self) -> None:
+        self._stop.set()
+        if self._poller.is_alive():
+            self._poller.join()
+        for reader in self._readers:
+            if reader.is_alive():
+                self._todo.put(None)
+        for reader in self._readers:
+            if reader.is_alive():
+                reader.join()
+
+    def _work(self) -> None:
+        while (rel := self._todo.get()) is not None:
+            if self._drop.is_set():
+                continue
+            try:
+                self._read(rel)
+            except BaseException as exc:  # re-raised by finish(), as a future's result was
+                self._failed.append(exc)
 
     def parsed_records(self) -> dict[str, ParsedRecord]:
         """The RECORDs read so far, by path (safe while the watcher runs)."""
@@ -145,7 +182,7 @@ class EarlyHasher:
             with self._later_lock:
                 again, self._later = self._later, set()
             for rel in sorted(again):
-                self._jobs.append(self._pool.submit(self._read, rel))
+                self._todo.put(rel)
         for site in sorted(self.env.glob("lib/python*/site-packages")):
             try:
                 records = [e.path for e in os.scandir(site) if e.name.endswith(".dist-info")]
@@ -167,10 +204,11 @@ class EarlyHasher:
                     continue  # the RECORD check reads it again and names the problem
                 with self._parsed_lock:
                     self._parsed[record] = parsed
+                self.shipped_pyc.update(rel for rel, _ in parsed.inside if "/__pycache__/" in rel)
                 for rel, _claim in parsed.inside:
                     if rel not in self._queued:
                         self._queued.add(rel)
-                        self._jobs.append(self._pool.submit(self._read, rel))
+                        self._todo.put(rel)
 
     def _defer(self, rel: str) -> None:
         if not self._stop.is_set():  # after finish's last scan the tree hash reads it
@@ -197,3 +235,5 @@ class EarlyHasher:
         except OSError:
             return
         self.results[rel] = Early(key_of(st), started, tree, raw)
+        if self.on_read is not None:
+            self.on_read(rel, st, raw)
