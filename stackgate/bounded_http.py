@@ -407,7 +407,11 @@ def get(
 # urllib3 and uv retry it too. (The pool closing a connection under a request from another
 # thread, which read as EBADF, is prevented where it happened: stackgate.http_pool.)
 # Nothing that arrived is ever re-read: a failure after the status line is not retried.
+# A connection that cannot be set up (refused, a TLS handshake the far end aborts: PyPI's edge
+# once answered a handshake with "tlsv1 alert decode error" and a build's origin check failed)
+# is tried again the same way, after a short pause, since no byte of the request was sent.
 STALE_CONNECTION_RETRIES = 2
+CONNECT_PAUSE_S = 0.5
 
 
 @contextmanager
@@ -429,6 +433,11 @@ def _first_answer(
         except (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError):
             if attempt == STALE_CONNECTION_RETRIES:
                 raise
+            continue
+        except httpx.ConnectError:
+            if attempt == STALE_CONNECTION_RETRIES:
+                raise
+            time.sleep(CONNECT_PAUSE_S * (attempt + 1))
             continue
         break
     with contextlib.ExitStack() as closing:
