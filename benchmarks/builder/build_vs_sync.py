@@ -15,12 +15,17 @@ alternating (ABBA), and the folder is removed before the next install (a cu128 e
 The build's own step timings (from its record) are kept per round, and the page cache's state
 is the same for both sides (the files come from uv's cache, read by both).
 
+With --settle, each side starts from the same state of the machine: the previous env's
+removal written out (os.sync: its freed blocks and discards), the lock's unpacked wheels in uv's
+cache read once (untimed) so both copy from the page cache, and no dirty pages left. Without it
+a side pays for what the one before it left (measured: the same uv sync 22.8-32.3 s in one run).
+
 With --baseline DIR (another checkout, e.g. `git archive MAIN | tar -x -C DIR`), each round
 also builds with that checkout's code (kind `baseline`), so the code before and after a change
 is measured against the same `uv sync` in one run.
 
 Usage: python benchmarks/builder/build_vs_sync.py [STACK] [--rounds N] [--baseline DIR]
-       [--out FILE]
+       [--settle] [--out FILE]
 """
 
 from __future__ import annotations
@@ -61,6 +66,29 @@ def loadavg() -> float:
     return os.getloadavg()[0]
 
 
+def lock_archives(uv_cache: Path, env: Path) -> list[Path]:
+    """uv's unpacked copies of the wheels installed in env (by their `.dist-info` names)."""
+    names = {p.name for p in env.glob("lib/python*/site-packages/*.dist-info")}
+    return sorted(d.parent for d in uv_cache.glob("archive-v*/*/*.dist-info") if d.name in names)
+
+
+def settle(archives: list[Path]) -> float:
+    """Write out what the last side left, read the lock's unpacked wheels once (untimed), and
+    write out again; the seconds it took."""
+    started = time.perf_counter()
+    os.sync()
+    for archive in archives:
+        for top, _dirs, names in os.walk(archive):
+            for name in names:
+                path = os.path.join(top, name)
+                if os.path.isfile(path) and not os.path.islink(path):
+                    with open(path, "rb") as handle:
+                        while handle.read(1 << 20):
+                            pass
+    os.sync()
+    return round(time.perf_counter() - started, 2)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("stack", nargs="?", default="cu128")
@@ -70,6 +98,7 @@ def main() -> int:
     ap.add_argument("--no-warmup", action="store_true", help="uv's cache is known to be warm")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--baseline", type=Path, default=None, help="another checkout's code, too")
+    ap.add_argument("--settle", action="store_true", help="each side from the same machine state")
     args = ap.parse_args()
 
     sys.path.insert(0, str(ROOT))
@@ -122,13 +151,24 @@ def main() -> int:
     try:
         if not args.no_warmup:
             build(scratch / "warmup")  # fills uv's cache (untimed)
-            shutil.rmtree(scratch / "warmup")
+        archives: list[Path] = []
+        if args.settle:
+            from builder.venv.uv_cache import uv_cache_dir
+
+            if not (scratch / "warmup").exists():
+                build(scratch / "warmup")
+            cache = uv_cache_dir(env)
+            assert cache is not None, "--settle needs uv's cache folder"
+            archives = lock_archives(cache, next((scratch / "warmup").glob("*/current")))
+        shutil.rmtree(scratch / "warmup", ignore_errors=True)
         kinds = ["sync", "stackgate"] + (["baseline"] if args.baseline else [])
         for i in range(args.rounds):
             order = kinds if i % 2 == 0 else kinds[::-1]
             entry: dict[str, object] = {"order": order}
             for kind in order:
                 target = scratch / f"{kind}{i}"
+                if args.settle:
+                    entry[f"settle_{kind}_s"] = settle(archives)
                 entry[f"load_{kind}"] = round(loadavg(), 1)
                 if kind == "sync":
                     entry[kind] = sync(target)
@@ -166,6 +206,9 @@ def main() -> int:
         "cpu_floor_ratio": round(
             statistics.median(build_cpu) / cpus / statistics.median(sync_s), 3
         ),
+        "ratio_median_of_rounds": round(statistics.median(ratios), 3),
+        "settled": args.settle,
+        "archives_read": len(archives),
         "host": {"cpus": len(os.sched_getaffinity(0)), "load_end": round(loadavg(), 1)},
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
