@@ -74,14 +74,17 @@ def failed_path(line: str, site: Path) -> str | None:
     return name.removeprefix(prefix)
 
 
-def sources(site: Path) -> Iterator[str]:
-    """Every `.py` compileall compiles under site, relative to it."""
+def sources(site: Path, caches: set[str] | None = None) -> Iterator[str]:
+    """Every `.py` compileall compiles under site, relative to it; the `__pycache__` folders
+    passed on the way are added to caches."""
     folders = [site]
     while folders:
         folder = folders.pop()
         with os.scandir(folder) as entries:
             for entry in entries:
                 if entry.name == "__pycache__":
+                    if caches is not None and entry.is_dir(follow_symlinks=False):
+                        caches.add(entry.path)
                     continue
                 if not entry.is_dir():
                     if entry.name.endswith(".py") and entry.is_file():
@@ -96,18 +99,18 @@ def pyc_path(site: Path, source: str, tag: str) -> Path:
     return site / head / "__pycache__" / f"{name[:-3]}.{tag}.pyc"
 
 
-def pyc_totals(site: Path) -> tuple[int, int]:
-    """(files, bytes) of every `.pyc` in the `__pycache__` folders under site."""
+def pyc_totals(caches: set[str]) -> tuple[int, int]:
+    """(files, bytes) of every `.pyc` in the `__pycache__` folders caches names."""
     files = total = 0
-    for top, dirs, names in os.walk(site):  # Path.walk: Python >= 3.12 only
-        folder = Path(top)
-        if folder.name != "__pycache__":
+    for folder in caches:
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    if entry.name.endswith(".pyc") and not entry.is_dir():
+                        files += 1
+                        total += entry.stat(follow_symlinks=False).st_size
+        except OSError:
             continue
-        dirs.clear()
-        for name in names:
-            if name.endswith(".pyc"):
-                files += 1
-                total += (folder / name).lstat().st_size
     return files, total
 
 
@@ -219,7 +222,8 @@ def compile_site(
     reused = 0
     todo: list[tuple[str, str]] = []
     seen: set[str] = set()
-    for source in sources(site):
+    caches: set[str] = set()  # every `__pycache__` folder: the record counts their `.pyc`
+    for source in sources(site, caches):
         seen.add(source)
         digest = (known(source) if known is not None else None) or _sha256(site / source)
         target = pyc_path(site, source, tag)
@@ -244,7 +248,9 @@ def compile_site(
         for source, digest in todo:
             if digest and source not in skip:
                 store.keep(digest, source, pyc_path(site, source, tag))
-    files, size = pyc_totals(site)
+    caches.update(str(pyc_path(site, s, tag).parent) for s, _ in todo)
+    caches.update(str(f) for f in folders)
+    files, size = pyc_totals(caches)
     return BytecodeRecord(
         mode=MODE,
         jobs=jobs,
