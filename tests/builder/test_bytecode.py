@@ -14,7 +14,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ from builder.venv import bytecode
 from stackgate.build_record import BytecodeRecord
 from stackgate.errors import EnvironmentProblem
 from tests.builder.conftest import LocalStack
+from tests.helpers.step_runner import run_lines
 
 # PEP 552 flags word: bit 0 hash-based, bit 1 check_source
 CHECKED_HASH = 0b11
@@ -143,16 +143,6 @@ def test_bytecode_leaves_the_tree_hash_alone(local_stack: LocalStack) -> None:
     assert done.returncode == 0 and json.loads(done.stdout)["actual"] == recorded
 
 
-def _subprocess_runner(
-    argv: Sequence[str], env: Mapping[str, str], on_line: Callable[[str], None]
-) -> tuple[int, list[str]]:
-    done = subprocess.run(list(argv), env=dict(env), capture_output=True, text=True, timeout=300)
-    lines = (done.stdout + done.stderr).splitlines()
-    for line in lines:
-        on_line(line)
-    return done.returncode, lines[-40:]
-
-
 def _source_tree(root: Path) -> Path:
     """A small real tree: set and frozenset constants (marshalled in hash order), nested
     packages, a module with a docstring and a lambda."""
@@ -171,7 +161,7 @@ def _source_tree(root: Path) -> Path:
 def _compile(
     site: Path, store: Path | None, jobs: int = 2, python: Path = Path(sys.executable)
 ) -> BytecodeRecord:
-    return bytecode.compile_site(python, site, jobs, os.environ, _subprocess_runner, store)
+    return bytecode.compile_site(python, site, jobs, os.environ, run_lines, store)
 
 
 def _pycs(site: Path) -> dict[Path, bytes]:
@@ -187,7 +177,7 @@ def test_pyc_bytes_do_not_depend_on_the_build_folder_or_hash_seed(tmp_path: Path
             site,
             2,
             {**os.environ, "PYTHONHASHSEED": seed},
-            _subprocess_runner,
+            run_lines,
             None,
         )
         assert done.failed == 0 and done.pyc_files == 23 and done.reused == 0

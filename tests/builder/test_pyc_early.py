@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -21,6 +21,7 @@ from builder.venv.pyc_early import EarlyPyc, known_digests
 from stackgate.build_record import BytecodeRecord
 from stackgate.envtree import digest_patterns, file_digests, own_paths_of
 from stackgate.envtree.early_digests import MARGIN_NS, EarlyHasher
+from tests.helpers.step_runner import run_lines
 from tests.helpers.uv_venv import install, site, venv
 from tests.helpers.wheels import make_wheel
 
@@ -30,16 +31,6 @@ SOURCES = {
     "pkg/sub/mod.py": "def f(x):\n    return x in {'a', 'b', 'c'} or (lambda y: y)(x)\n",
     **{f"pkg/m{n}.py": f"VALUE = {n}\nKEYS = {{'k{n}', 'x'}}\n" for n in range(8)},
 }
-
-
-def _runner(
-    argv: Sequence[str], env: Mapping[str, str], on_line: Callable[[str], None]
-) -> tuple[int, list[str]]:
-    done = subprocess.run(list(argv), env=dict(env), capture_output=True, text=True, timeout=300)
-    lines = (done.stdout + done.stderr).splitlines()
-    for line in lines:
-        on_line(line)
-    return done.returncode, lines[-40:]
 
 
 def _installed(tmp_path: Path, name: str, files: Mapping[str, str | bytes] = SOURCES) -> Path:
@@ -56,14 +47,14 @@ def _filled_store(tmp_path: Path, store: Path) -> dict[str, bytes]:
     """The store after a first env's step compiled every source: the `.pyc` bytes by source."""
     env = _installed(tmp_path, "first")
     py = env / "bin" / "python"
-    done = bytecode.compile_site(py, site(env), 2, os.environ, _runner, store)
+    done = bytecode.compile_site(py, site(env), 2, os.environ, run_lines, store)
     assert done.reused == 0 and done.failed == 0
     tag = sys.implementation.cache_tag
     return {s: bytecode.pyc_path(site(env), s, tag).read_bytes() for s in SOURCES}
 
 
 def _read_early(env: Path, store: Path) -> tuple[EarlyHasher, EarlyPyc, bytecode.Prepared]:
-    ready = bytecode.prepare(env / "bin" / "python", os.environ, _runner, store)
+    ready = bytecode.prepare(env / "bin" / "python", os.environ, run_lines, store)
     assert ready.store is not None
     hasher = EarlyHasher(env, digest_patterns(env, own_paths_of(env)), file_digests)
     early = EarlyPyc(
@@ -84,7 +75,7 @@ def _step(
         site(env),
         2,
         os.environ,
-        _runner,
+        run_lines,
         store,
         prepared=ready,
         placed=early.close(),
