@@ -158,8 +158,7 @@ class _Partial:
             os.close(stack_fd)
             raise
         path = dirfd.held_path(fd)
-        patterns = digest_patterns(path, (final.parent / name, final))
-        early = EarlyHasher(path, patterns, file_digests)
+        early = EarlyHasher(path, digest_patterns(path, (final.parent / name, final)), file_digests)
         return cls(final, name, stack_fd, fd, path, early)
 
     def close(self) -> None:
