@@ -419,18 +419,12 @@ class _Build:
         site = envprofile.site_packages(partial)
         placed = self.early_pyc.close() if self.early_pyc is not None else {}
         known = known_digests(part.early.results, site, f"{site.relative_to(partial)}/")
+        run = self._pyc_runner(plan)
         with self.timer.step("bytecode", f"compiling byte-code with {plan.jobs} job(s)"):
-            record = bytecode.compile_site(
-                partial / "bin" / "python",
-                site,
-                plan.jobs,
-                os.environ,
-                self._pyc_runner(plan),
-                cache_root() / "pyc",
-                prepared=self.pyc_ready,
-                placed=placed,
-                known=known,
+            ready = self.pyc_ready or bytecode.prepare(
+                partial / "bin" / "python", os.environ, run, cache_root() / "pyc"
             )
+            record = bytecode.compile_site(ready, site, plan.jobs, run, placed=placed, known=known)
         if record.failed:
             self.reporter.note(
                 f"{record.failed} .py file(s) of the env do not compile under its Python (nor "

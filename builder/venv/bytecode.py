@@ -195,19 +195,16 @@ Placed = Mapping[str, tuple[str, Key]]
 
 
 def compile_site(
-    python: Path,
+    ready: Prepared,
     site: Path,
     jobs: int,
-    base_env: Mapping[str, str],
     run: Runner,
-    store_base: Path | None,
     *,
-    prepared: Prepared | None = None,
     placed: Placed | None = None,
     known: Callable[[str], str | None] | None = None,
 ) -> BytecodeRecord:
-    """Compile site's sources with python (the env's interpreter: the `.pyc` magic is its
-    version's), taking the `.pyc` of sources seen before from the store under store_base;
+    """Compile site's sources with ready's interpreter (the env's: the `.pyc` magic is its
+    version's), taking the `.pyc` of sources seen before from its store;
     EnvironmentProblem when the compile itself fails, not a source it cannot read.
 
     placed: `.pyc` put in place during the install; one counts as done only while its source's
@@ -216,7 +213,6 @@ def compile_site(
     is put or compiled as if never placed; a placement of a source this step does not compile
     goes."""
     started = time.monotonic()
-    ready = prepared or prepare(python, base_env, run, store_base)
     tag, store, early = ready.tag, ready.store, placed or {}
     folders: set[Path] = set()
     reused = 0
@@ -241,8 +237,8 @@ def compile_site(
     for source in early.keys() - seen:
         if _still_placed(early[source], early[source][0], pyc_path(site, source, tag)):
             pyc_path(site, source, tag).unlink()
-    env = ready.env
-    failed = _compile(ready.python, site, [s for s, _ in todo], tag, jobs, env, run) if todo else []
+    todo_sources = [s for s, _ in todo]
+    failed = _compile(ready.python, site, todo_sources, tag, jobs, ready.env, run) if todo else []
     if store is not None:
         skip = set(failed)
         for source, digest in todo:

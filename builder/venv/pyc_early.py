@@ -76,12 +76,7 @@ def known_digests(
 
     def known(source: str) -> str | None:
         entry = results.get(f"{site_rel}{source}")
-        if entry is None:
-            return None
-        try:
-            st = os.lstat(site / source)
-        except OSError:
-            return None
-        return entry.raw.hex() if entry.valid_for(st) else None
+        raw = entry.raw_if_valid(f"{site}/{source}") if entry is not None else None
+        return raw.hex() if raw is not None else None
 
     return known

@@ -57,20 +57,22 @@ class Early:
             and max(st.st_mtime_ns, st.st_ctime_ns) < self.started_ns - MARGIN_NS
         )
 
+    def raw_if_valid(self, path: str) -> bytes | None:
+        """The raw sha256 read early, where the file at path is still the one read."""
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return None
+        return self.raw if self.valid_for(st) else None
+
 
 def valid_raw(env: Path, early: Mapping[str, Early], skip: Iterable[str]) -> dict[str, bytes]:
     """rel -> raw sha256 of the early digests (outside `skip`) still valid for their files."""
     done = set(skip)
     out: dict[str, bytes] = {}
     for rel, entry in early.items():
-        if rel in done:
-            continue
-        try:
-            st = os.lstat(f"{env}/{rel}")
-        except OSError:
-            continue
-        if entry.valid_for(st):
-            out[rel] = entry.raw
+        if rel not in done and (raw := entry.raw_if_valid(f"{env}/{rel}")) is not None:
+            out[rel] = raw
     return out
 
 

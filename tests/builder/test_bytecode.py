@@ -161,7 +161,8 @@ def _source_tree(root: Path) -> Path:
 def _compile(
     site: Path, store: Path | None, jobs: int = 2, python: Path = Path(sys.executable)
 ) -> BytecodeRecord:
-    return bytecode.compile_site(python, site, jobs, os.environ, run_lines, store)
+    ready = bytecode.prepare(python, os.environ, run_lines, store)
+    return bytecode.compile_site(ready, site, jobs, run_lines)
 
 
 def _pycs(site: Path) -> dict[Path, bytes]:
@@ -172,14 +173,9 @@ def test_pyc_bytes_do_not_depend_on_the_build_folder_or_hash_seed(tmp_path: Path
     results = []
     for name, seed in (("a", "1"), ("b", "12345")):
         site = _source_tree(tmp_path / name)
-        done = bytecode.compile_site(
-            Path(sys.executable),
-            site,
-            2,
-            {**os.environ, "PYTHONHASHSEED": seed},
-            run_lines,
-            None,
-        )
+        environ = {**os.environ, "PYTHONHASHSEED": seed}
+        ready = bytecode.prepare(Path(sys.executable), environ, run_lines, None)
+        done = bytecode.compile_site(ready, site, 2, run_lines)
         assert done.failed == 0 and done.pyc_files == 23 and done.reused == 0
         results.append(_pycs(site))
     assert results[0] == results[1]

@@ -47,7 +47,8 @@ def _filled_store(tmp_path: Path, store: Path) -> dict[str, bytes]:
     """The store after a first env's step compiled every source: the `.pyc` bytes by source."""
     env = _installed(tmp_path, "first")
     py = env / "bin" / "python"
-    done = bytecode.compile_site(py, site(env), 2, os.environ, run_lines, store)
+    ready = bytecode.prepare(py, os.environ, run_lines, store)
+    done = bytecode.compile_site(ready, site(env), 2, run_lines)
     assert done.reused == 0 and done.failed == 0
     tag = sys.implementation.cache_tag
     return {s: bytecode.pyc_path(site(env), s, tag).read_bytes() for s in SOURCES}
@@ -67,20 +68,10 @@ def _read_early(env: Path, store: Path) -> tuple[EarlyHasher, EarlyPyc, bytecode
 
 
 def _step(
-    env: Path, hasher: EarlyHasher, early: EarlyPyc, ready: bytecode.Prepared, store: Path
+    env: Path, hasher: EarlyHasher, early: EarlyPyc, ready: bytecode.Prepared
 ) -> BytecodeRecord:
     known = known_digests(hasher.results, site(env), f"{site(env).relative_to(env)}/")
-    return bytecode.compile_site(
-        env / "bin" / "python",
-        site(env),
-        2,
-        os.environ,
-        run_lines,
-        store,
-        prepared=ready,
-        placed=early.close(),
-        known=known,
-    )
+    return bytecode.compile_site(ready, site(env), 2, run_lines, placed=early.close(), known=known)
 
 
 def test_sources_read_early_get_their_stored_pyc_and_the_step_confirms_them(
@@ -95,7 +86,7 @@ def test_sources_read_early_get_their_stored_pyc_and_the_step_confirms_them(
     tag = ready.tag
     before = {s: os.lstat(bytecode.pyc_path(site(env), s, tag)) for s in SOURCES}
     assert {st.st_nlink for st in before.values()} == {2}  # linked from the store
-    done = _step(env, hasher, early, ready, store)
+    done = _step(env, hasher, early, ready)
 
     assert (done.reused, done.pyc_files, done.failed) == (len(SOURCES), len(SOURCES), 0)
     for source, body in expected.items():
@@ -120,7 +111,7 @@ def test_a_stale_placement_is_put_or_compiled_again_or_removed(tmp_path: Path) -
     # a source gone after its read
     (where / "pkg" / "m3.py").unlink()
 
-    done = _step(env, hasher, early, ready, store)
+    done = _step(env, hasher, early, ready)
 
     assert (done.pyc_files, done.failed) == (len(SOURCES) - 1, 0)
     assert done.reused == len(SOURCES) - 3  # m1 and m2 compiled, m3 gone
